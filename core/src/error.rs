@@ -1,0 +1,151 @@
+//! The one error type of the core. Every variant names where it happened: the byte offset
+//! in the file, the metadata key, or the tensor.
+
+use alloc::string::String;
+
+/// A `Result` whose error is [`Error`].
+pub type Result<T, E = Error> = core::result::Result<T, E>;
+
+/// What went wrong while reading, checking, dequantizing or writing GGUF data.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The bytes given end before the structure does, but the file is longer: read at least
+    /// `needed` bytes from the start of the file and parse again (see [`Error::needed_len`]).
+    #[error("offset {offset}: {what} needs bytes up to {needed}, only {have} given so far")]
+    Incomplete {
+        /// Where the unfinished read starts.
+        offset: u64,
+        /// What was being read.
+        what: &'static str,
+        /// The prefix length that would hold this read.
+        needed: u64,
+        /// The prefix length given.
+        have: u64,
+    },
+    /// The file itself ends before the structure does.
+    #[error("offset {offset}: file ends while reading {what}: needs {needed} bytes, file has {file_len}")]
+    Truncated {
+        /// Where the read starts.
+        offset: u64,
+        /// What was being read.
+        what: &'static str,
+        /// The file length that would hold this read.
+        needed: u64,
+        /// The file's length.
+        file_len: u64,
+    },
+    /// The first four bytes are not `GGUF`.
+    #[error("offset 0: not a GGUF file (magic {found:02x?}, expected \"GGUF\")")]
+    BadMagic {
+        /// The bytes found.
+        found: [u8; 4],
+    },
+    /// A version we do not read (1, or anything past 3).
+    #[error("offset 4: unsupported GGUF version {version} (organ reads versions 2 and 3)")]
+    UnsupportedVersion {
+        /// The version field.
+        version: u32,
+    },
+    /// A big-endian GGUF (the version field reads byte-swapped).
+    #[error("offset 4: big-endian GGUF files are unsupported (version field byte-swapped: {version:#010x})")]
+    BigEndian {
+        /// The raw version field.
+        version: u32,
+    },
+    /// A length, count or depth beyond a cap in [`crate::limits`], or beyond the bytes left.
+    #[error("offset {offset}: {what} is {value}, more than the limit {limit}")]
+    TooLarge {
+        /// Where the number was read.
+        offset: u64,
+        /// Which number.
+        what: &'static str,
+        /// Its value.
+        value: u64,
+        /// The largest value accepted here.
+        limit: u64,
+    },
+    /// A metadata value type code that GGUF does not define.
+    #[error("offset {offset}: unknown metadata value type {code}")]
+    BadValueType {
+        /// Where the type code was read.
+        offset: u64,
+        /// The code.
+        code: u32,
+    },
+    /// A key or tensor name that is not UTF-8.
+    #[error("offset {offset}: {what} is not valid UTF-8")]
+    BadUtf8 {
+        /// Where the string starts.
+        offset: u64,
+        /// Which string.
+        what: &'static str,
+    },
+    /// The same metadata key twice.
+    #[error("offset {offset}: duplicate metadata key {key:?}")]
+    DuplicateKey {
+        /// Where the second one starts.
+        offset: u64,
+        /// The key.
+        key: String,
+    },
+    /// A metadata value whose type or value makes no sense for its key.
+    #[error("metadata key {key:?}: {reason}")]
+    BadMetadata {
+        /// The key.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A tensor whose description cannot be honoured.
+    #[error("tensor {tensor:?} (info at offset {offset}): {reason}")]
+    BadTensor {
+        /// The tensor's name.
+        tensor: String,
+        /// Where its info record starts in the file.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The same tensor name twice.
+    #[error("offset {offset}: duplicate tensor name {tensor:?}")]
+    DuplicateTensor {
+        /// Where the second info record starts.
+        offset: u64,
+        /// The name.
+        tensor: String,
+    },
+    /// A ggml type that the format defines but gguf-py (and so organ) cannot dequantize.
+    #[error("tensor type {ty} cannot be dequantized (no reference dequantizer in gguf-py 0.19.0)")]
+    NotDequantizable {
+        /// The type's name.
+        ty: &'static str,
+    },
+    /// A buffer of the wrong size was passed to a dequantizer or writer.
+    #[error("{what}: expected {expected} bytes, got {got}")]
+    SizeMismatch {
+        /// Which buffer.
+        what: &'static str,
+        /// The size it must have.
+        expected: u64,
+        /// The size it has.
+        got: u64,
+    },
+    /// Something a writer was asked to write cannot be represented.
+    #[error("cannot write GGUF: {reason}")]
+    Unwritable {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// For [`Error::Incomplete`]: the prefix length to read before parsing again.
+    /// `None` for every other error (they are final).
+    pub fn needed_len(&self) -> Option<u64> {
+        match self {
+            Error::Incomplete { needed, .. } => Some(*needed),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! GGUF: parse a header from a prefix of the file, locate tensor data, write a header.
+//!
+//! Format: <https://github.com/ggml-org/ggml/blob/master/docs/gguf.md>. Little-endian,
+//! versions 2 and 3 (same layout): magic `GGUF`, u32 version, u64 tensor count, u64 kv
+//! count, the key/value pairs, the tensor infos, padding to `general.alignment` (default
+//! 32), then the data section where each tensor's offset is relative to its start.
+
+mod header;
+pub mod metadata;
+mod tensor;
+pub mod writer;
+
+pub use header::{Gguf, MetaKv, DEFAULT_ALIGNMENT};
+pub use metadata::{MetaArray, MetaValue, ValueType};
+pub use tensor::TensorInfo;

@@ -1,0 +1,29 @@
+//! `organ-core`: the one core behind every face of organ (CLI, browser, HTTP API).
+//!
+//! It reads and writes GGUF files held as byte slices, dequantizes every ggml tensor type
+//! that gguf-py 0.19.0 can dequantize (bit for bit), sorts tensors into anatomy groups, and
+//! computes the Z-measure v1 angle θ. It does no I/O and starts no threads: callers hand it
+//! bytes (a memory map, a chunk read from a browser `File`) and parallelise over tensors.
+//!
+//! Every number read from a file is untrusted: lengths, counts, offsets and shapes are
+//! checked before use (see [`limits`]) and errors carry the offset or tensor name.
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod anatomy;
+pub mod error;
+pub mod ggml_type;
+pub mod gguf;
+pub mod limits;
+pub mod quant;
+mod reader;
+pub mod zmeasure;
+
+pub use error::{Error, Result};
+pub use ggml_type::GgmlType;
+pub use gguf::{Gguf, MetaValue, TensorInfo};

@@ -1,0 +1,140 @@
+//! The 256-element k-quants (Q2_K … Q6_K) and the ternary TQ1_0, TQ2_0. Each function
+//! ports gguf-py 0.19.0's `dequantize_blocks` of the same name (ggml's
+//! `dequantize_row_*`), keeping its f32 operation order.
+
+use super::float::f16_le;
+
+#[inline]
+fn f16_at(b: &[u8], i: usize) -> f32 {
+    f16_le([b[i], b[i + 1]])
+}
+
+/// The 6-bit scales and mins of Q4_K and Q5_K (`get_scale_min_k4` in ggml).
+#[inline]
+fn scale_min_k4(s: &[u8]) -> ([u8; 8], [u8; 8]) {
+    let mut sc = [0u8; 8];
+    let mut mn = [0u8; 8];
+    for j in 0..4 {
+        sc[j] = s[j] & 0x3F;
+        mn[j] = s[4 + j] & 0x3F;
+        sc[4 + j] = (s[8 + j] & 0x0F) | ((s[j] >> 2) & 0x30);
+        mn[4 + j] = (s[8 + j] >> 4) | ((s[4 + j] >> 2) & 0x30);
+    }
+    (sc, mn)
+}
+
+/// Q2_K: layout scales[16], qs[64], d, dmin; `dl * q - ml` per 16.
+pub fn q2_k(b: &[u8; 84], y: &mut [f32; 256]) {
+    let (scales, qs) = (&b[0..16], &b[16..80]);
+    let d = f16_at(b, 80);
+    let dmin = f16_at(b, 82);
+    for (i, out) in y.iter_mut().enumerate() {
+        let (h, s, l) = (i / 128, (i / 32) % 4, i % 32);
+        let q = (qs[h * 32 + l] >> (2 * s)) & 3;
+        let sc = scales[i / 16];
+        let dl = d * f32::from(sc & 0xF);
+        let ml = dmin * f32::from(sc >> 4);
+        *out = dl * f32::from(q) - ml;
+    }
+}
+
+/// Q3_K: layout hmask[32], qs[64], scales[12], d; `d * (scale - 32) * q` per 16.
+pub fn q3_k(b: &[u8; 110], y: &mut [f32; 256]) {
+    let (hmask, qs, sc) = (&b[0..32], &b[32..96], &b[96..108]);
+    let d = f16_at(b, 108);
+    let mut dl = [0f32; 16];
+    for (i, dl) in dl.iter_mut().enumerate() {
+        let lo = (sc[i % 8] >> (4 * (i / 8))) & 0x0F;
+        let hi = (sc[8 + i % 4] >> (2 * (i / 4))) & 0x03;
+        let s = ((lo | (hi << 4)) as i8).wrapping_sub(32);
+        *dl = d * f32::from(s);
+    }
+    for (i, out) in y.iter_mut().enumerate() {
+        let (h, s, l) = (i / 128, (i / 32) % 4, i % 32);
+        let ql = ((qs[h * 32 + l] >> (2 * s)) & 3) as i8;
+        // The high bit subtracts 4 when it is *clear*.
+        let qh = (((hmask[l] >> (i / 32)) & 1) ^ 1) as i8;
+        *out = dl[i / 16] * f32::from(ql - (qh << 2));
+    }
+}
+
+/// Q4_K: layout d, dmin, scales[12], qs[128]; `d * sc * q - dmin * m` per 32.
+pub fn q4_k(b: &[u8; 144], y: &mut [f32; 256]) {
+    let d = f16_at(b, 0);
+    let dmin = f16_at(b, 2);
+    let (sc, mn) = scale_min_k4(&b[4..16]);
+    let qs = &b[16..144];
+    for j in 0..8 {
+        let dj = d * f32::from(sc[j]);
+        let mj = dmin * f32::from(mn[j]);
+        let (c, shift) = (j / 2, 4 * (j % 2));
+        for l in 0..32 {
+            let q = (qs[c * 32 + l] >> shift) & 0xF;
+            y[j * 32 + l] = dj * f32::from(q) - mj;
+        }
+    }
+}
+
+/// Q5_K: layout d, dmin, scales[12], qh[32], qs[128].
+pub fn q5_k(b: &[u8; 176], y: &mut [f32; 256]) {
+    let d = f16_at(b, 0);
+    let dmin = f16_at(b, 2);
+    let (sc, mn) = scale_min_k4(&b[4..16]);
+    let (qh, qs) = (&b[16..48], &b[48..176]);
+    for j in 0..8 {
+        let dj = d * f32::from(sc[j]);
+        let mj = dmin * f32::from(mn[j]);
+        let (c, shift) = (j / 2, 4 * (j % 2));
+        for l in 0..32 {
+            let q = ((qs[c * 32 + l] >> shift) & 0xF) | (((qh[l] >> j) & 1) << 4);
+            y[j * 32 + l] = dj * f32::from(q) - mj;
+        }
+    }
+}
+
+/// Q6_K: layout ql[128], qh[64], scales[16] (i8), d; `d * scale * (q - 32)` per 16.
+pub fn q6_k(b: &[u8; 210], y: &mut [f32; 256]) {
+    let (ql, qh, scales) = (&b[0..128], &b[128..192], &b[192..208]);
+    let d = f16_at(b, 208);
+    for (i, out) in y.iter_mut().enumerate() {
+        let (h, r) = (i / 128, i % 128);
+        let lo = (ql[h * 64 + r % 64] >> (4 * (r / 64))) & 0xF;
+        let hi = (qh[h * 32 + r % 32] >> (2 * (r / 32))) & 3;
+        let q = ((lo | (hi << 4)) as i8) - 32;
+        let dl = d * f32::from(scales[i / 16] as i8);
+        *out = dl * f32::from(q);
+    }
+}
+
+/// TQ1_0: base-3 packed ternary, layout qs[48], qh[4], d.
+pub fn tq1_0(b: &[u8; 54], y: &mut [f32; 256]) {
+    const POW3: [u8; 5] = [1, 3, 9, 27, 81];
+    let d = f16_at(b, 52);
+    let tern = |v: u8, m: u8| -> f32 {
+        let t = v.wrapping_mul(m);
+        f32::from(((u16::from(t) * 3) >> 8) as i8 - 1)
+    };
+    for (k, &m) in POW3.iter().enumerate() {
+        for l in 0..32 {
+            y[k * 32 + l] = d * tern(b[l], m);
+        }
+        for l in 0..16 {
+            y[160 + k * 16 + l] = d * tern(b[32 + l], m);
+        }
+    }
+    for (k, &m) in POW3[..4].iter().enumerate() {
+        for l in 0..4 {
+            y[240 + k * 4 + l] = d * tern(b[48 + l], m);
+        }
+    }
+}
+
+/// TQ2_0: 2-bit ternary, layout qs[64], d.
+pub fn tq2_0(b: &[u8; 66], y: &mut [f32; 256]) {
+    let d = f16_at(b, 64);
+    for (i, out) in y.iter_mut().enumerate() {
+        let (h, s, l) = (i / 128, (i / 32) % 4, i % 32);
+        let q = ((b[h * 32 + l] >> (2 * s)) & 3) as i8 - 1;
+        *out = d * f32::from(q);
+    }
+}

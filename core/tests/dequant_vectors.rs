@@ -100,3 +100,26 @@ fn partial_blocks_are_refused() {
     let err = dequantize(GgmlType::Q4_K, &[0u8; 143]).unwrap_err();
     assert!(matches!(err, Error::SizeMismatch { .. }), "{err}");
 }
+
+#[test]
+fn gather_matches_get_for_every_type() {
+    for &ty in GgmlType::ALL.iter().filter(|t| t.can_dequantize()) {
+        let (input, want) = load(ty);
+        let n = want.len() as u64;
+        let idx: Vec<u64> = (0..3 * n).map(|k| (k * 2654435761) % n).collect();
+        let got = ElementReader::new(ty, &input, n)
+            .unwrap()
+            .gather(&idx)
+            .unwrap();
+        for (&i, v) in idx.iter().zip(&got) {
+            assert_eq!(v.to_bits(), want[i as usize], "{ty} element {i}");
+        }
+        assert!(
+            ElementReader::new(ty, &input, n)
+                .unwrap()
+                .gather(&[0, n])
+                .is_err(),
+            "{ty}"
+        );
+    }
+}

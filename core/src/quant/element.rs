@@ -3,11 +3,12 @@
 //! dequantize the whole block (and keep it, for neighbours that land in the same block).
 //! Tests check every element against the block kernels, which are the specification.
 
-use super::float::{e8m0_to_f32_half, f16_le, f16_to_f32};
+use super::float::{bf16_to_f32, e8m0_to_f32_half, f16_le, f16_to_f32};
 use super::legacy::{KVALUES_IQ4NL, KVALUES_MXFP4};
 use super::{dequantize_block, is_plain, plain, MAX_BLOCK_SIZE};
 use crate::error::{Error, Result};
 use crate::ggml_type::GgmlType;
+use alloc::vec::Vec;
 
 /// Reads single elements of one tensor's data.
 pub struct ElementReader<'d> {
@@ -75,62 +76,163 @@ impl<'d> ElementReader<'d> {
         }
         Ok(self.cache[j])
     }
+
+    /// The elements at `indices`, in that order: the same values as [`ElementReader::get`]
+    /// on each, with the type dispatched once rather than per element.
+    ///
+    /// # Errors
+    /// [`Error::SizeMismatch`] if an index is out of range.
+    pub fn gather(&mut self, indices: &[u64]) -> Result<Vec<f32>> {
+        if let Some(&i) = indices.iter().find(|&&i| i >= self.n_elements) {
+            return Err(Error::SizeMismatch {
+                what: "element index",
+                expected: self.n_elements,
+                got: i,
+            });
+        }
+        let data = self.data;
+        // Every index is below n_elements, so every block lies inside `data`. Block size and
+        // type size are constants per arm, so the divisions compile to shifts.
+        macro_rules! each {
+            ($f:expr, $ts:literal) => {
+                indices
+                    .iter()
+                    .map(|&i| {
+                        let at = i as usize * $ts;
+                        $f(&data[at..at + $ts])
+                    })
+                    .collect()
+            };
+            ($f:expr, $ts:literal, $bs:literal) => {
+                indices
+                    .iter()
+                    .map(|&i| {
+                        let blk = (i / $bs) as usize * $ts;
+                        $f(&data[blk..blk + $ts], (i % $bs) as usize)
+                    })
+                    .collect()
+            };
+        }
+        let ty = self.ty;
+        Ok(match ty {
+            GgmlType::F32 => each!(|b: &[u8]| f32::from_le_bytes([b[0], b[1], b[2], b[3]]), 4),
+            GgmlType::F16 => each!(|b: &[u8]| f16_to_f32(u16::from_le_bytes([b[0], b[1]])), 2),
+            GgmlType::BF16 => each!(|b: &[u8]| bf16_to_f32(u16::from_le_bytes([b[0], b[1]])), 2),
+            GgmlType::Q4_0 => each!(q4_0, 18, 32),
+            GgmlType::Q4_1 => each!(q4_1, 20, 32),
+            GgmlType::Q5_0 => each!(q5_0, 22, 32),
+            GgmlType::Q5_1 => each!(q5_1, 24, 32),
+            GgmlType::Q8_0 => each!(q8_0, 34, 32),
+            GgmlType::IQ4_NL => each!(iq4_nl, 18, 32),
+            GgmlType::MXFP4 => each!(mxfp4, 17, 32),
+            GgmlType::Q4_K => each!(qk45::<false>, 144, 256),
+            GgmlType::Q5_K => each!(qk45::<true>, 176, 256),
+            GgmlType::Q6_K => each!(q6_k, 210, 256),
+            _ => {
+                let mut out = Vec::with_capacity(indices.len());
+                for &i in indices {
+                    out.push(self.get(i)?);
+                }
+                out
+            }
+        })
+    }
+}
+
+#[inline(always)]
+fn d16(b: &[u8], i: usize) -> f32 {
+    f16_le([b[i], b[i + 1]])
+}
+
+/// The nibble of element `j` in a 32-element block whose 16 quant bytes start at `at`.
+#[inline(always)]
+fn nib(b: &[u8], at: usize, j: usize) -> u8 {
+    (b[at + j % 16] >> (4 * (j / 16))) & 0xF
+}
+
+#[inline(always)]
+fn bit5(qh: u32, j: usize) -> u8 {
+    (((qh >> j) & 1) as u8) << 4
+}
+
+#[inline(always)]
+fn q4_0(b: &[u8], j: usize) -> f32 {
+    d16(b, 0) * f32::from(nib(b, 2, j) as i8 - 8)
+}
+#[inline(always)]
+fn q4_1(b: &[u8], j: usize) -> f32 {
+    d16(b, 0) * f32::from(nib(b, 4, j)) + d16(b, 2)
+}
+#[inline(always)]
+fn q5_0(b: &[u8], j: usize) -> f32 {
+    let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+    d16(b, 0) * f32::from((nib(b, 6, j) | bit5(qh, j)) as i8 - 16)
+}
+#[inline(always)]
+fn q5_1(b: &[u8], j: usize) -> f32 {
+    let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+    d16(b, 0) * f32::from(nib(b, 8, j) | bit5(qh, j)) + d16(b, 2)
+}
+#[inline(always)]
+fn q8_0(b: &[u8], j: usize) -> f32 {
+    f32::from(b[2 + j] as i8) * d16(b, 0)
+}
+#[inline(always)]
+fn iq4_nl(b: &[u8], j: usize) -> f32 {
+    d16(b, 0) * f32::from(KVALUES_IQ4NL[usize::from(nib(b, 2, j))])
+}
+#[inline(always)]
+fn mxfp4(b: &[u8], j: usize) -> f32 {
+    e8m0_to_f32_half(b[0]) * f32::from(KVALUES_MXFP4[usize::from(nib(b, 1, j))])
+}
+/// Q4_K (`Q5 = false`) and Q5_K (`Q5 = true`).
+#[inline(always)]
+fn qk45<const Q5: bool>(b: &[u8], j: usize) -> f32 {
+    let sub = j / 32;
+    let s = &b[4..16];
+    let (sc, mn) = if sub < 4 {
+        (s[sub] & 0x3F, s[4 + sub] & 0x3F)
+    } else {
+        let k = sub - 4;
+        (
+            (s[8 + k] & 0x0F) | ((s[k] >> 2) & 0x30),
+            (s[8 + k] >> 4) | ((s[4 + k] >> 2) & 0x30),
+        )
+    };
+    let dj = d16(b, 0) * f32::from(sc);
+    let mj = d16(b, 2) * f32::from(mn);
+    let (c, l) = (sub / 2, j % 32);
+    let q = if Q5 {
+        ((b[48 + c * 32 + l] >> (4 * (sub % 2))) & 0xF) | (((b[16 + l] >> sub) & 1) << 4)
+    } else {
+        (b[16 + c * 32 + l] >> (4 * (sub % 2))) & 0xF
+    };
+    dj * f32::from(q) - mj
+}
+#[inline(always)]
+fn q6_k(b: &[u8], j: usize) -> f32 {
+    let (h, r) = (j / 128, j % 128);
+    let lo = (b[h * 64 + r % 64] >> (4 * (r / 64))) & 0xF;
+    let hi = (b[128 + h * 32 + r % 32] >> (2 * (r / 32))) & 3;
+    let q = ((lo | (hi << 4)) as i8) - 32;
+    let dl = f16_to_f32(u16::from_le_bytes([b[208], b[209]])) * f32::from(b[192 + j / 16] as i8);
+    dl * f32::from(q)
 }
 
 /// Element `j` of block `b`, for the types with a direct decoding.
 #[inline]
 fn fast(ty: GgmlType, b: &[u8], j: usize) -> Option<f32> {
-    let d = |i: usize| f16_le([b[i], b[i + 1]]);
-    // The nibble of element j in a 32-element block whose 16 quant bytes start at `at`.
-    let nib = |at: usize, j: usize| (b[at + j % 16] >> (4 * (j / 16))) & 0xF;
-    let bit5 = |qh: u32, j: usize| (((qh >> j) & 1) as u8) << 4;
     Some(match ty {
-        GgmlType::Q4_0 => d(0) * f32::from(nib(2, j) as i8 - 8),
-        GgmlType::Q4_1 => d(0) * f32::from(nib(4, j)) + d(2),
-        GgmlType::Q5_0 => {
-            let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
-            d(0) * f32::from((nib(6, j) | bit5(qh, j)) as i8 - 16)
-        }
-        GgmlType::Q5_1 => {
-            let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
-            d(0) * f32::from(nib(8, j) | bit5(qh, j)) + d(2)
-        }
-        GgmlType::Q8_0 => f32::from(b[2 + j] as i8) * d(0),
-        GgmlType::IQ4_NL => d(0) * f32::from(KVALUES_IQ4NL[usize::from(nib(2, j))]),
-        GgmlType::MXFP4 => {
-            e8m0_to_f32_half(b[0]) * f32::from(KVALUES_MXFP4[usize::from(nib(1, j))])
-        }
-        GgmlType::Q4_K | GgmlType::Q5_K => {
-            let sub = j / 32;
-            let s = &b[4..16];
-            let (sc, mn) = if sub < 4 {
-                (s[sub] & 0x3F, s[4 + sub] & 0x3F)
-            } else {
-                let k = sub - 4;
-                (
-                    (s[8 + k] & 0x0F) | ((s[k] >> 2) & 0x30),
-                    (s[8 + k] >> 4) | ((s[4 + k] >> 2) & 0x30),
-                )
-            };
-            let dj = d(0) * f32::from(sc);
-            let mj = d(2) * f32::from(mn);
-            let (c, l) = (sub / 2, j % 32);
-            let q = if ty == GgmlType::Q4_K {
-                (b[16 + c * 32 + l] >> (4 * (sub % 2))) & 0xF
-            } else {
-                ((b[48 + c * 32 + l] >> (4 * (sub % 2))) & 0xF) | (((b[16 + l] >> sub) & 1) << 4)
-            };
-            dj * f32::from(q) - mj
-        }
-        GgmlType::Q6_K => {
-            let (h, r) = (j / 128, j % 128);
-            let lo = (b[h * 64 + r % 64] >> (4 * (r / 64))) & 0xF;
-            let hi = (b[128 + h * 32 + r % 32] >> (2 * (r / 32))) & 3;
-            let q = ((lo | (hi << 4)) as i8) - 32;
-            let dl =
-                f16_to_f32(u16::from_le_bytes([b[208], b[209]])) * f32::from(b[192 + j / 16] as i8);
-            dl * f32::from(q)
-        }
+        GgmlType::Q4_0 => q4_0(b, j),
+        GgmlType::Q4_1 => q4_1(b, j),
+        GgmlType::Q5_0 => q5_0(b, j),
+        GgmlType::Q5_1 => q5_1(b, j),
+        GgmlType::Q8_0 => q8_0(b, j),
+        GgmlType::IQ4_NL => iq4_nl(b, j),
+        GgmlType::MXFP4 => mxfp4(b, j),
+        GgmlType::Q4_K => qk45::<false>(b, j),
+        GgmlType::Q5_K => qk45::<true>(b, j),
+        GgmlType::Q6_K => q6_k(b, j),
         _ => return None,
     })
 }

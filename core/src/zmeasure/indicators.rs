@@ -1,8 +1,7 @@
 //! The three indicators and the angle (Z-measure v1 §2, §3), computed in f64 the way the
 //! reference (`zref.py`, numpy) does: same expressions, same order, numpy's pairwise sums.
 
-use super::sum::{mean, pairwise_sum};
-use alloc::vec::Vec;
+use super::sum::{mean_by, pairwise_sum};
 use serde::Serialize;
 
 /// Entropy H, excess kurtosis K and scale coherence C of a set of values.
@@ -18,18 +17,23 @@ pub struct Indicators {
 
 /// The indicators of `x` (finite values, in any order), or `None` when the set is
 /// degenerate (fewer than 2 values, or all equal). `x` is left sorted.
+///
+/// numpy materializes `x - mu`, `d2 * d2`, the gaps…; we compute each term where the sum
+/// needs it ([`mean_by`]), in the same order, which gives the same bits with no arrays.
 pub fn indicators(x: &mut [f32]) -> Option<Indicators> {
     let m = x.len();
     if m < 2 {
         return None;
     }
-    let xs: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
-    let (mut mn, mut mx) = (xs[0], xs[0]);
-    for &v in &xs {
-        mn = mn.min(v);
-        mx = mx.max(v);
+    // min/max of f32 values equal those of their exact f64 images. The values are finite,
+    // so plain comparisons suffice.
+    let (mut lo, mut hi) = (x[0], x[0]);
+    for &v in x.iter() {
+        lo = if v < lo { v } else { lo };
+        hi = if v > hi { v } else { hi };
     }
-    if !(mx > mn) {
+    let (mn, mx) = (f64::from(lo), f64::from(hi));
+    if mx <= mn {
         return None;
     }
 
@@ -37,39 +41,34 @@ pub fn indicators(x: &mut [f32]) -> Option<Indicators> {
     // negative, so truncation is floor.
     let mut counts = [0u64; 256];
     let range = mx - mn;
-    for &v in &xs {
-        let b = ((v - mn) / range * 256.0) as usize;
+    for &v in x.iter() {
+        let b = ((f64::from(v) - mn) / range * 256.0) as usize;
         counts[b.min(255)] += 1;
     }
-    let terms: Vec<f64> = counts
-        .iter()
-        .filter(|&&c| c > 0)
-        .map(|&c| {
-            let p = c as f64 / m as f64;
-            p * libm::log(p)
-        })
-        .collect();
-    let entropy = -(0.0 + pairwise_sum(&terms)) / libm::log(256.0);
+    let mut terms = [0f64; 256];
+    let mut nt = 0;
+    for &c in counts.iter().filter(|&&c| c > 0) {
+        let p = c as f64 / m as f64;
+        terms[nt] = p * libm::log(p);
+        nt += 1;
+    }
+    let entropy = -(0.0 + pairwise_sum(&terms[..nt])) / libm::log(256.0);
 
-    // Kurtosis.
-    let mu = mean(&xs);
-    let d2: Vec<f64> = xs.iter().map(|&v| (v - mu) * (v - mu)).collect();
-    let m2 = mean(&d2);
-    let d4: Vec<f64> = d2.iter().map(|&v| v * v).collect();
-    let m4 = mean(&d4);
+    // Kurtosis: mu = mean(x); d2 = (x - mu)²; K = mean(d2²) / mean(d2)² - 3.
+    let xf = |i: usize| f64::from(x[i]);
+    let mu = mean_by(m, &xf);
+    let d2 = |i: usize| (xf(i) - mu) * (xf(i) - mu);
+    let m2 = mean_by(m, &d2);
+    let m4 = mean_by(m, &|i| d2(i) * d2(i));
     let kurtosis = m4 / (m2 * m2) - 3.0;
-    drop((xs, d2, d4));
 
     // Scale coherence: std / mean of the gaps between sorted values.
-    radsort::sort(x);
-    let gaps: Vec<f64> = x
-        .windows(2)
-        .map(|w| f64::from(w[1]) - f64::from(w[0]))
-        .collect();
-    let md = mean(&gaps);
+    super::radix::sort_f32(x);
+    let gap = |i: usize| f64::from(x[i + 1]) - f64::from(x[i]);
+    let md = mean_by(m - 1, &gap);
     let cv = if md > 0.0 {
-        let dev: Vec<f64> = gaps.iter().map(|&g| (g - md) * (g - md)).collect();
-        libm::sqrt(mean(&dev)) / md
+        let var = mean_by(m - 1, &|i| (gap(i) - md) * (gap(i) - md));
+        libm::sqrt(var) / md
     } else {
         0.0
     };

@@ -6,6 +6,7 @@
 //! [`SamplePlan`] which blocks the sampler needs first.
 
 mod indicators;
+mod radix;
 pub mod report;
 mod sample;
 mod sum;
@@ -125,6 +126,9 @@ pub fn measure_tensor(
     data: &[u8],
 ) -> Result<Measurement> {
     let mut reader = ElementReader::new(ty, data, n_elements)?;
-    let values = SamplePlan::new(name, n_elements).gather(|i| reader.get(i))?;
+    let values = match SamplePlan::new(name, n_elements) {
+        SamplePlan::All(_) => crate::quant::dequantize(ty, data)?,
+        SamplePlan::Sample(ix) => reader.gather(&ix)?,
+    };
     Ok(measure_values(values))
 }

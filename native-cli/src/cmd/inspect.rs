@@ -1,0 +1,168 @@
+//! `organ inspect`: metadata (long arrays summarized, like gguf-dump) and one row per
+//! tensor; `--json` gives everything in full.
+
+use crate::model::ModelFile;
+use anyhow::Result;
+use organ_core::anatomy::classify;
+use organ_core::gguf::{MetaValue, ValueType};
+use organ_core::Gguf;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::Path;
+
+/// Arrays longer than this are summarized in text output.
+const ARRAY_PREVIEW: usize = 8;
+/// Strings longer than this are cut in text output.
+const STRING_PREVIEW: usize = 60;
+
+pub fn run(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<()> {
+    let model = ModelFile::open(path)?;
+    let g = model.parse()?;
+    if as_json {
+        serde_json::to_writer_pretty(&mut *out, &to_json(&model.file_name(), &g))?;
+        writeln!(out)?;
+    } else {
+        print_text(&model.file_name(), &g, out)?;
+    }
+    Ok(())
+}
+
+/// A metadata value as JSON: numbers, booleans, strings (lossy UTF-8), arrays in full.
+pub fn value_json(v: &MetaValue<'_>) -> Value {
+    match *v {
+        MetaValue::U8(x) => json!(x),
+        MetaValue::I8(x) => json!(x),
+        MetaValue::U16(x) => json!(x),
+        MetaValue::I16(x) => json!(x),
+        MetaValue::U32(x) => json!(x),
+        MetaValue::I32(x) => json!(x),
+        MetaValue::F32(x) => json!(f64::from(x)),
+        MetaValue::Bool(x) => json!(x),
+        MetaValue::Str(s) => json!(String::from_utf8_lossy(s)),
+        MetaValue::Array(a) => Value::Array(a.iter().map(|e| value_json(&e)).collect()),
+        MetaValue::U64(x) => json!(x),
+        MetaValue::I64(x) => json!(x),
+        MetaValue::F64(x) => json!(x),
+    }
+}
+
+/// gguf-py's list of types for a field: `["ARRAY", "STRING"]` for an array of strings.
+fn type_path(v: &MetaValue<'_>) -> Vec<&'static str> {
+    let mut types = vec![v.value_type().name()];
+    let mut cur = *v;
+    while let MetaValue::Array(a) = cur {
+        types.push(a.elem_type.name());
+        match (a.elem_type, a.iter().next()) {
+            (ValueType::Array, Some(first)) => cur = first,
+            _ => break,
+        }
+    }
+    types
+}
+
+pub fn to_json(file: &str, g: &Gguf<'_>) -> Value {
+    let metadata: Vec<Value> = g
+        .kvs
+        .iter()
+        .map(|kv| {
+            let mut o = json!({ "key": kv.key, "types": type_path(&kv.value), "value": value_json(&kv.value) });
+            if let MetaValue::Array(a) = kv.value {
+                o["len"] = json!(a.len);
+            }
+            o
+        })
+        .collect();
+    let tensors: Vec<Value> = g
+        .tensors
+        .iter()
+        .map(|t| {
+            let a = classify(t.name);
+            json!({
+                "name": t.name, "group": a.group, "organ": a.organ, "layer": a.layer,
+                "type": t.ty.name(), "shape": t.shape(), "n_elements": t.n_elements,
+                "offset": t.offset, "file_offset": t.file_offset, "bytes": t.n_bytes,
+            })
+        })
+        .collect();
+    json!({
+        "file": file, "version": g.version, "file_bytes": g.file_len, "alignment": g.alignment,
+        "data_offset": g.data_offset, "parameters": g.parameter_count(),
+        "metadata": metadata, "tensors": tensors,
+    })
+}
+
+fn preview(v: &MetaValue<'_>) -> String {
+    match *v {
+        MetaValue::Str(s) => {
+            let s = String::from_utf8_lossy(s);
+            let cut: String = s.chars().take(STRING_PREVIEW).collect();
+            if cut.len() < s.len() {
+                format!("{cut:?}… ({} bytes)", s.len())
+            } else {
+                format!("{cut:?}")
+            }
+        }
+        MetaValue::Array(a) => {
+            let items: Vec<String> = a.iter().take(ARRAY_PREVIEW).map(|e| preview(&e)).collect();
+            let more = if a.len > ARRAY_PREVIEW as u64 {
+                ", …"
+            } else {
+                ""
+            };
+            format!("[{}{more}]", items.join(", "))
+        }
+        _ => value_json(v).to_string(),
+    }
+}
+
+fn print_text(file: &str, g: &Gguf<'_>, out: &mut dyn Write) -> Result<()> {
+    writeln!(
+        out,
+        "{file}: GGUF v{}, {} metadata keys, {} tensors, {} parameters, alignment {}, data at offset {}",
+        g.version,
+        g.kvs.len(),
+        g.tensors.len(),
+        g.parameter_count(),
+        g.alignment,
+        g.data_offset
+    )?;
+    writeln!(out, "\nmetadata:")?;
+    for (i, kv) in g.kvs.iter().enumerate() {
+        let ty = match kv.value {
+            MetaValue::Array(a) => format!("[{} {}]", a.len, a.elem_type.name()),
+            v => v.value_type().name().to_string(),
+        };
+        writeln!(
+            out,
+            "  {:>3}: {:<16} {} = {}",
+            i + 1,
+            ty,
+            kv.key,
+            preview(&kv.value)
+        )?;
+    }
+    writeln!(out, "\ntensors:")?;
+    writeln!(
+        out,
+        "  {:>4}  {:<36} {:<9} {:>5}  {:<8} {:<22} {:>12} {:>12}",
+        "#", "name", "group", "layer", "type", "shape", "offset", "bytes"
+    )?;
+    for (i, t) in g.tensors.iter().enumerate() {
+        let a = classify(t.name);
+        let shape = format!("{:?}", t.shape());
+        let layer = a.layer.map_or_else(|| "-".to_string(), |l| l.to_string());
+        writeln!(
+            out,
+            "  {:>4}  {:<36} {:<9} {:>5}  {:<8} {:<22} {:>12} {:>12}",
+            i + 1,
+            t.name,
+            a.group.name(),
+            layer,
+            t.ty.name(),
+            shape,
+            t.file_offset,
+            t.n_bytes
+        )?;
+    }
+    Ok(())
+}

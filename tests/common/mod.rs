@@ -1,0 +1,77 @@
+//! Shared helpers of the end-to-end tests: where the real model and the gguf-py oracle
+//! are, and running the `organ` binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+fn cache() -> PathBuf {
+    std::env::var_os("ORGAN_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/organ")
+        })
+}
+
+/// SmolLM2-135M-Instruct Q4_1, fetched by scripts/fetch-model.sh (scripts/test.sh runs it).
+pub fn smollm2() -> PathBuf {
+    let p = std::env::var_os("ORGAN_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache().join("models/SmolLM2-135M-Instruct.Q4_1.gguf"));
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/fetch-model.sh (scripts/test.sh does)",
+        p.display()
+    );
+    p
+}
+
+/// The python of the gguf-py 0.19.0 venv made by scripts/setup-oracle.sh.
+pub fn oracle_python() -> PathBuf {
+    let p = std::env::var_os("ORGAN_ORACLE_PY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache().join("venv-gguf-0.19.0/bin/python"));
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup-oracle.sh (scripts/test.sh does)",
+        p.display()
+    );
+    p
+}
+
+pub fn organ() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_organ"))
+}
+
+pub fn ok(mut c: Command) -> Output {
+    let out = c.output().expect("spawn");
+    assert!(
+        out.status.success(),
+        "{:?} failed:\n{}",
+        c,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+pub fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("organ-test-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+/// Runs an oracle script with the gguf-py venv: `script ARGS... OUT`, and parses OUT.
+pub fn oracle_json(script: &Path, args: &[&std::ffi::OsStr], out_name: &str) -> serde_json::Value {
+    let out = tmp(out_name);
+    let mut c = Command::new(oracle_python());
+    c.arg(script).args(args).arg(&out);
+    ok(c);
+    serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap()
+}

@@ -91,7 +91,7 @@ pub fn measure_values(mut values: Vec<f32>) -> Measurement {
     let sampled = values.len() as u64;
     values.retain(|v| v.is_finite());
     let dropped = sampled - values.len() as u64;
-    match indicators(&mut values) {
+    match indicators(&values) {
         Some(ind) => Measurement {
             theta: theta(&ind),
             entropy: Some(ind.entropy),

@@ -28,12 +28,13 @@ fn value(k: u32) -> f32 {
     })
 }
 
-/// Sorts `x` ascending in the order of `f32::total_cmp`.
-pub fn sort_f32(x: &mut [f32]) {
+/// A sorted copy of `x` (ascending, `f32::total_cmp` order); `x` is left as it is.
+pub fn sorted_f32(x: &[f32]) -> alloc::vec::Vec<f32> {
     // Counts are u32: longer inputs (never a Z-measure sample) take the comparison sort.
     if x.len() < 64 || x.len() > u32::MAX as usize {
-        x.sort_unstable_by(f32::total_cmp);
-        return;
+        let mut v = x.to_vec();
+        v.sort_unstable_by(f32::total_cmp);
+        return v;
     }
     let mut a: alloc::vec::Vec<u32> = x.iter().map(|&v| key(v)).collect();
     let mut b = vec![0u32; a.len()];
@@ -63,9 +64,7 @@ pub fn sort_f32(x: &mut [f32]) {
         }
         core::mem::swap(&mut a, &mut b);
     }
-    for (o, &k) in x.iter_mut().zip(&a) {
-        *o = value(k);
-    }
+    a.into_iter().map(value).collect()
 }
 
 #[cfg(test)]
@@ -77,10 +76,10 @@ mod tests {
     proptest! {
         #[test]
         fn sorts_like_total_cmp(bits in proptest::collection::vec(any::<u32>(), 0..3000)) {
-            let mut x: Vec<f32> = bits.iter().map(|&b| f32::from_bits(b)).collect();
+            let x: Vec<f32> = bits.iter().map(|&b| f32::from_bits(b)).collect();
             let mut want = x.clone();
             want.sort_by(f32::total_cmp);
-            sort_f32(&mut x);
+            let x = sorted_f32(&x);
             let got: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
             let want: Vec<u32> = want.iter().map(|v| v.to_bits()).collect();
             prop_assert_eq!(got, want);
@@ -89,10 +88,10 @@ mod tests {
 
     #[test]
     fn narrow_ranges_skip_passes_and_stay_sorted() {
-        let mut x: Vec<f32> = (0..5000)
+        let x: Vec<f32> = (0..5000)
             .map(|i| ((i * 7919) % 5000) as f32 * 0.5 - 100.0)
             .collect();
-        sort_f32(&mut x);
+        let x = sorted_f32(&x);
         assert!(x.windows(2).all(|w| w[0] <= w[1]));
     }
 }

@@ -44,6 +44,50 @@ pub fn pairwise_sum_by<F: Fn(usize) -> f64>(start: usize, n: usize, f: &F) -> f6
     }
 }
 
+/// Two pairwise sums over the same `n` indices in one traversal: the same tree as two
+/// separate [`pairwise_sum_by`] calls, so the same bits, with half the index walks.
+#[inline]
+pub fn pairwise_sum2_by<F: Fn(usize) -> (f64, f64)>(start: usize, n: usize, f: &F) -> (f64, f64) {
+    if n < 8 {
+        let (mut a, mut b) = (0.0, 0.0);
+        for i in start..start + n {
+            let (x, y) = f(i);
+            a += x;
+            b += y;
+        }
+        (a, b)
+    } else if n <= PW_BLOCKSIZE {
+        let (mut r, mut s) = ([0f64; 8], [0f64; 8]);
+        for j in 0..8 {
+            (r[j], s[j]) = f(start + j);
+        }
+        let mut i = 8;
+        while i < n - (n % 8) {
+            for j in 0..8 {
+                let (x, y) = f(start + i + j);
+                r[j] += x;
+                s[j] += y;
+            }
+            i += 8;
+        }
+        let mut a = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        let mut b = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+        while i < n {
+            let (x, y) = f(start + i);
+            a += x;
+            b += y;
+            i += 1;
+        }
+        (a, b)
+    } else {
+        let mut n2 = n / 2;
+        n2 -= n2 % 8;
+        let (a1, b1) = pairwise_sum2_by(start, n2, f);
+        let (a2, b2) = pairwise_sum2_by(start + n2, n - n2, f);
+        (a1 + a2, b1 + b2)
+    }
+}
+
 /// `np.mean` of the `n` terms `f(0) .. f(n - 1)`.
 #[inline]
 pub fn mean_by<F: Fn(usize) -> f64>(n: usize, f: &F) -> f64 {

@@ -108,7 +108,7 @@ mod tests {
         }
         let mn = x.iter().copied().fold(f64::INFINITY, f64::min);
         let mx = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        if !(mx > mn) {
+        if mx <= mn {
             return None;
         }
         let mut h = [0u64; 256];

@@ -1,0 +1,25 @@
+# Shared by the repo's scripts: timed steps and idempotent installs.
+# shellcheck shell=bash
+
+# step NAME CMD...: run CMD, print how long it took.
+step() {
+  local name=$1; shift
+  local t0=$SECONDS
+  echo "==> $name" >&2
+  "$@"
+  echo "<== $name: $((SECONDS - t0)) s" >&2
+}
+
+# The pinned tools. Bump here, nowhere else.
+CARGO_FUZZ_VERSION=0.13.2
+
+ensure_wasm_target() { # the core must build for wasm32 (the browser app's target)
+  rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+}
+
+ensure_cargo_fuzz() {
+  if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
+    cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked
+  fi
+  rustup toolchain list | grep -q '^nightly' || { echo "a nightly toolchain is needed for cargo fuzz" >&2; return 1; }
+}

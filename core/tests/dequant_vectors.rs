@@ -135,10 +135,16 @@ fn nan_scales_give_nan_on_every_path() {
         let all = dequantize(ty, &bytes).unwrap();
         let n = all.len() as u64;
         let idx: Vec<u64> = (0..n).rev().collect();
-        let gathered = ElementReader::new(ty, &bytes, n).unwrap().gather(&idx).unwrap();
+        let gathered = ElementReader::new(ty, &bytes, n)
+            .unwrap()
+            .gather(&idx)
+            .unwrap();
         for (&i, g) in idx.iter().zip(&gathered) {
             let a = all[i as usize];
-            assert!(a.to_bits() == g.to_bits() || (a.is_nan() && g.is_nan()), "{ty} element {i}: {a} vs {g}");
+            assert!(
+                a.to_bits() == g.to_bits() || (a.is_nan() && g.is_nan()),
+                "{ty} element {i}: {a} vs {g}"
+            );
         }
     }
 }

@@ -13,7 +13,9 @@ step "wasm32 target" ensure_wasm_target
 step "cargo fmt --check" cargo fmt --all --check
 step "cargo clippy -D warnings" cargo clippy --workspace --all-targets -- -D warnings
 step "core builds for wasm32, no_std" cargo build -q -p organ-core --target wasm32-unknown-unknown --no-default-features
-step "cargo test (release)" cargo test --release --workspace
+test_log=$(mktemp)
+trap 'rm -f "$test_log"' EXIT
+step "cargo test (release)" bash -c "cargo test --release --workspace 2>&1 | tee '$test_log'; exit \${PIPESTATUS[0]}"
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
@@ -26,3 +28,6 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
   done
 fi
 echo "all checks passed in $((SECONDS - t_all)) s"
+# One closing line with the totals of every cargo test binary.
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$test_log"

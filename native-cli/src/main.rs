@@ -1,8 +1,11 @@
 //! `organ`: open GGUF models like a surgeon. See `organ --help` and README.md.
 
 mod cmd;
+mod manifest;
 mod model;
 mod output;
+mod source;
+mod write;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -51,6 +54,52 @@ enum Command {
         #[arg(long, short = 'j')]
         threads: Option<usize>,
     },
+    /// Split a GGUF into an organ directory: one .bin per tensor under skeleton/, organs/,
+    /// embed/, norm/, adapters/, other/, plus manifest.json (all metadata, order, sha256s).
+    Dissect {
+        /// The GGUF file.
+        model: PathBuf,
+        /// The directory to create (must not exist).
+        #[arg(long)]
+        out: PathBuf,
+        /// Also record each tensor's θ in the manifest.
+        #[arg(long)]
+        measure: bool,
+    },
+    /// Build a GGUF from an organ directory (byte-identical to the dissected original).
+    Assemble {
+        /// The organ directory.
+        dir: PathBuf,
+        /// The GGUF file to create (must not exist).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Transplant tensors from a donor into a recipient of the same architecture.
+    /// Either may be a GGUF or an organ directory; --out ending in .gguf writes a GGUF,
+    /// anything else an organ directory.
+    Graft {
+        /// Where the tensors come from.
+        #[arg(long)]
+        donor: PathBuf,
+        /// The model that receives them.
+        #[arg(long)]
+        recipient: PathBuf,
+        /// The result (must not exist). Not needed with --dry-run.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Layers: ranges and lists, e.g. 5-20 or 3,7,9-11.
+        #[arg(long)]
+        layers: Option<String>,
+        /// Anatomy groups: organ, skeleton, embed, norm, adapter, other (repeat or comma-separate).
+        #[arg(long = "type", value_name = "GROUP")]
+        types: Vec<String>,
+        /// Tensor name patterns, `*` matching anything (repeatable).
+        #[arg(long = "name", value_name = "PATTERN")]
+        names: Vec<String>,
+        /// Print the plan and check it; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -79,6 +128,41 @@ fn run(cli: Cli) -> Result<()> {
                 wells,
             };
             cmd::measure::run(&opts, &mut out)?;
+        }
+        Command::Dissect {
+            model,
+            out: dir,
+            measure,
+        } => cmd::dissect::run(&model, &dir, measure, &mut out)?,
+        Command::Assemble { dir, out: file } => cmd::assemble::run(&dir, &file, &mut out)?,
+        Command::Graft {
+            donor,
+            recipient,
+            out: dest,
+            layers,
+            types,
+            names,
+            dry_run,
+        } => {
+            use organ_core::surgery::select::{Layers, Selection};
+            let selection = Selection {
+                layers: layers
+                    .as_deref()
+                    .map(Layers::parse)
+                    .transpose()
+                    .map_err(anyhow::Error::msg)?,
+                groups: Selection::parse_groups(&types).map_err(anyhow::Error::msg)?,
+                patterns: names,
+            };
+            let o = cmd::graft::Options {
+                donor: &donor,
+                recipient: &recipient,
+                out: dest.as_deref(),
+                selection,
+                layers_arg: layers,
+                dry_run,
+            };
+            cmd::graft::run(&o, &mut out)?;
         }
     }
     out.flush()?;

@@ -168,6 +168,24 @@ impl<'a> MetaValue<'a> {
         }
     }
 
+    /// Decodes one value of type `ty` (without its type code) that fills exactly `bytes`,
+    /// with the same checks as the file parser.
+    ///
+    /// # Errors
+    /// Any parse error, or [`Error::SizeMismatch`] if bytes are left over.
+    pub fn decode(ty: ValueType, bytes: &'a [u8]) -> Result<MetaValue<'a>> {
+        let mut c = Cursor::new(bytes, bytes.len() as u64);
+        let v = MetaValue::parse(&mut c, ty, 0)?;
+        if c.pos() != bytes.len() as u64 {
+            return Err(Error::SizeMismatch {
+                what: "encoded metadata value",
+                expected: c.pos(),
+                got: bytes.len() as u64,
+            });
+        }
+        Ok(v)
+    }
+
     /// Reads one value of type `ty` at the cursor. `depth` counts enclosing arrays.
     pub(crate) fn parse(c: &mut Cursor<'a>, ty: ValueType, depth: u32) -> Result<MetaValue<'a>> {
         Ok(match ty {

@@ -1,3 +1,6 @@
 //! One module per subcommand.
+pub mod assemble;
+pub mod dissect;
+pub mod graft;
 pub mod inspect;
 pub mod measure;

@@ -1,0 +1,7 @@
+//! Surgery on GGUF models, as pure functions: the organ `.bin` format, selections of
+//! tensors by layer, anatomy group and name, and graft planning with the checks that
+//! refuse what llama.cpp would not load. The CLI does the I/O.
+
+pub mod graft;
+pub mod organ_bin;
+pub mod select;

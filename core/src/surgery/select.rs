@@ -1,0 +1,173 @@
+//! Which tensors an operation touches: layers (`5-20`, `3,7,9-11`), anatomy groups
+//! (`organ`, `skeleton`, …) and name patterns (`*` matches any run of characters).
+
+use crate::anatomy::{classify, Group};
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+/// A set of layers: inclusive ranges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layers(Vec<(u32, u32)>);
+
+impl Layers {
+    /// Parses `5-20`, `3,7,9-11`, `12`.
+    ///
+    /// # Errors
+    /// A sentence saying which part is not a layer or range.
+    pub fn parse(s: &str) -> Result<Layers, String> {
+        let mut out = Vec::new();
+        for part in s.split(',').map(str::trim) {
+            let (a, b) = match part.split_once('-') {
+                Some((a, b)) => (a.trim(), b.trim()),
+                None => (part, part),
+            };
+            let num = |x: &str| {
+                x.parse::<u32>().map_err(|_| {
+                    alloc::format!("{part:?} is not a layer number or a range like 5-20")
+                })
+            };
+            let (a, b) = (num(a)?, num(b)?);
+            if a > b {
+                return Err(alloc::format!("range {part:?} runs backwards"));
+            }
+            out.push((a, b));
+        }
+        Ok(Layers(out))
+    }
+
+    /// Whether `layer` is in the set.
+    pub fn contains(&self, layer: u32) -> bool {
+        self.0.iter().any(|&(a, b)| (a..=b).contains(&layer))
+    }
+}
+
+/// A selection of tensors: every given criterion must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// Only tensors of these layers (tensors outside `blk.N.` never match).
+    pub layers: Option<Layers>,
+    /// Only tensors of these anatomy groups.
+    pub groups: Vec<Group>,
+    /// Only tensors whose name matches one of these patterns.
+    pub patterns: Vec<String>,
+}
+
+impl Selection {
+    /// Whether the tensor called `name` is selected.
+    pub fn matches(&self, name: &str) -> bool {
+        let a = classify(name);
+        if let Some(l) = &self.layers {
+            if !a.layer.is_some_and(|n| l.contains(n)) {
+                return false;
+            }
+        }
+        if !self.groups.is_empty() && !self.groups.contains(&a.group) {
+            return false;
+        }
+        self.patterns.is_empty() || self.patterns.iter().any(|p| glob(p, name))
+    }
+
+    /// Parses group names (`organ`, `skeleton`, `embed`, `norm`, `adapter`, `other`).
+    ///
+    /// # Errors
+    /// The name that is not a group.
+    pub fn parse_groups(names: &[String]) -> Result<Vec<Group>, String> {
+        names
+            .iter()
+            .flat_map(|s| s.split(','))
+            .map(|s| {
+                let s = s.trim();
+                Group::from_name(s).or_else(|| Group::from_name(s.trim_end_matches('s'))).ok_or_else(|| {
+                    alloc::format!("{s:?} is not an anatomy group (skeleton, organ, embed, norm, adapter, other)")
+                })
+            })
+            .collect()
+    }
+
+    /// A one-line description, for plans and provenance.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(l) = &self.layers {
+            let r: Vec<String> =
+                l.0.iter()
+                    .map(|&(a, b)| {
+                        if a == b {
+                            a.to_string()
+                        } else {
+                            alloc::format!("{a}-{b}")
+                        }
+                    })
+                    .collect();
+            parts.push(alloc::format!("layers {}", r.join(",")));
+        }
+        if !self.groups.is_empty() {
+            let g: Vec<&str> = self.groups.iter().map(|g| g.name()).collect();
+            parts.push(alloc::format!("types {}", g.join(",")));
+        }
+        if !self.patterns.is_empty() {
+            parts.push(alloc::format!("names {}", self.patterns.join(",")));
+        }
+        if parts.is_empty() {
+            "all tensors".into()
+        } else {
+            parts.join("; ")
+        }
+    }
+}
+
+/// `*` matches any run of characters (including none); everything else matches itself.
+pub fn glob(pattern: &str, name: &str) -> bool {
+    let (p, n) = (pattern.as_bytes(), name.as_bytes());
+    let (mut pi, mut ni) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while ni < n.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some(pi);
+            mark = ni;
+            pi += 1;
+        } else if pi < p.len() && p[pi] == n[ni] {
+            pi += 1;
+            ni += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ni = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_and_globs() {
+        let l = Layers::parse("5-20, 22").unwrap();
+        assert!(
+            l.contains(5) && l.contains(20) && l.contains(22) && !l.contains(21) && !l.contains(4)
+        );
+        assert!(Layers::parse("20-5").is_err());
+        assert!(Layers::parse("x").is_err());
+        assert!(glob("blk.*.ffn_*", "blk.3.ffn_up.weight"));
+        assert!(glob("*", ""));
+        assert!(!glob("blk.*.attn_*", "blk.3.ffn_up.weight"));
+        assert!(glob("*weight", "a.weight") && !glob("*weight", "a.bias"));
+    }
+
+    #[test]
+    fn selection_combines_criteria() {
+        let s = Selection {
+            layers: Some(Layers::parse("5-20").unwrap()),
+            groups: Selection::parse_groups(&["organs".into()]).unwrap(),
+            patterns: Vec::new(),
+        };
+        assert!(s.matches("blk.5.ffn_up.weight"));
+        assert!(!s.matches("blk.5.attn_q.weight"));
+        assert!(!s.matches("blk.4.ffn_up.weight"));
+        assert!(!s.matches("token_embd.weight"));
+        assert_eq!(s.describe(), "layers 5-20; types organ");
+    }
+}

@@ -1,0 +1,41 @@
+//! `organ assemble`: an organ directory back into one GGUF, checking every organ file
+//! against the sha256 its manifest recorded.
+
+use crate::source::Model;
+use crate::write::{sha256_hex, write_gguf};
+use anyhow::{bail, Context, Result};
+use rayon::prelude::*;
+use std::io::Write;
+use std::path::Path;
+
+pub fn run(dir: &Path, out: &Path, w: &mut dyn Write) -> Result<()> {
+    let m = Model::from_dir(dir)?;
+    let manifest: crate::manifest::Manifest =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json"))?)?;
+    // Every organ file must be what dissect wrote (or what a graft recorded).
+    let bad: Vec<String> = m
+        .tensors
+        .par_iter()
+        .zip(&manifest.tensors)
+        .filter(|(t, e)| sha256_hex(&t.data.file.bytes) != e.sha256)
+        .map(|(t, e)| format!("{} ({})", e.file, t.name))
+        .collect();
+    if !bad.is_empty() {
+        bail!(
+            "{}: {} organ files differ from their manifest sha256: {}",
+            dir.display(),
+            bad.len(),
+            bad.join(", ")
+        );
+    }
+    let n = write_gguf(m.version, &m.kvs, &m.tensors, out)
+        .with_context(|| format!("assembling {}", dir.display()))?;
+    writeln!(
+        w,
+        "assembled {} tensors from {} into {} ({n} bytes)",
+        m.tensors.len(),
+        dir.display(),
+        out.display()
+    )?;
+    Ok(())
+}

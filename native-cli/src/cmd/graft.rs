@@ -1,0 +1,160 @@
+//! `organ graft`: donor tensors into a recipient, GGUF or organ directory on either side
+//! and as output, after checks that refuse (with the full list) what would not load.
+
+use crate::manifest::{self, OwnedValue};
+use crate::source::Model;
+use crate::write::{sha256_hex, write_dir, write_gguf};
+use anyhow::{bail, Result};
+use organ_core::surgery::graft::{plan, Side};
+use organ_core::surgery::select::Selection;
+use std::io::Write;
+use std::path::Path;
+
+pub struct Options<'a> {
+    pub donor: &'a Path,
+    pub recipient: &'a Path,
+    pub out: Option<&'a Path>,
+    pub selection: Selection,
+    /// The --layers argument as given, for provenance.
+    pub layers_arg: Option<String>,
+    pub dry_run: bool,
+}
+
+fn side(m: &Model) -> (Option<String>, Vec<(&str, &[u64])>) {
+    (
+        m.architecture(),
+        m.tensors
+            .iter()
+            .map(|t| (t.name.as_str(), t.dims.as_slice()))
+            .collect(),
+    )
+}
+
+/// sha256 of a model's bytes: the GGUF file, or an organ directory's manifest.
+fn fingerprint(m: &Model) -> Result<String> {
+    if m.path.is_dir() {
+        Ok(sha256_hex(&std::fs::read(m.path.join("manifest.json"))?))
+    } else {
+        Ok(sha256_hex(&crate::model::ModelFile::open(&m.path)?.bytes))
+    }
+}
+
+pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
+    let recipient = Model::open(o.recipient)?;
+    let donor = Model::open(o.donor)?;
+    let (ra, rt) = side(&recipient);
+    let (da, dt) = side(&donor);
+    let rs = Side {
+        architecture: ra.as_deref(),
+        tensors: rt,
+    };
+    let ds = Side {
+        architecture: da.as_deref(),
+        tensors: dt,
+    };
+    let p = match plan(&rs, &ds, &o.selection) {
+        Ok(p) => p,
+        Err(bad) => {
+            let lines: Vec<String> = bad
+                .iter()
+                .map(|m| format!("  {}: {}", m.tensor, m.reason))
+                .collect();
+            bail!(
+                "graft refused: {} of {} into {} would not load ({} problems):\n{}",
+                o.selection.describe(),
+                donor.label,
+                recipient.label,
+                bad.len(),
+                lines.join("\n")
+            );
+        }
+    };
+    writeln!(
+        w,
+        "graft plan: {} tensors from {} into {} ({}, {})",
+        p.swaps.len(),
+        donor.label,
+        recipient.label,
+        p.architecture,
+        o.selection.describe()
+    )?;
+    for &(ri, di) in &p.swaps {
+        let (r, d) = (&recipient.tensors[ri], &donor.tensors[di]);
+        writeln!(
+            w,
+            "  {:<40} {:>7} -> {:<7} {:>12} bytes",
+            r.name,
+            r.ty.name(),
+            d.ty.name(),
+            d.n_bytes
+        )?;
+    }
+    if o.dry_run {
+        writeln!(w, "dry run: nothing written")?;
+        return Ok(());
+    }
+    let Some(out) = o.out else {
+        bail!("--out is required unless --dry-run")
+    };
+
+    let mut tensors = recipient.tensors.clone();
+    for &(ri, di) in &p.swaps {
+        tensors[ri] = donor.tensors[di].clone();
+    }
+    let mut kvs: Vec<(String, OwnedValue)> = recipient
+        .kvs
+        .iter()
+        .filter(|(k, _)| !k.starts_with("organ.graft."))
+        .cloned()
+        .collect();
+    let names: Vec<String> = p
+        .swaps
+        .iter()
+        .map(|&(ri, _)| recipient.tensors[ri].name.clone())
+        .collect();
+    let layers = o.layers_arg.clone().unwrap_or_default();
+    kvs.push(("organ.graft.donor".into(), OwnedValue::string(&donor.label)));
+    kvs.push((
+        "organ.graft.donor_sha256".into(),
+        OwnedValue::string(&fingerprint(&donor)?),
+    ));
+    kvs.push((
+        "organ.graft.recipient".into(),
+        OwnedValue::string(&recipient.label),
+    ));
+    kvs.push((
+        "organ.graft.selection".into(),
+        OwnedValue::string(&o.selection.describe()),
+    ));
+    kvs.push(("organ.graft.layers".into(), OwnedValue::string(&layers)));
+    let types: Vec<&str> = o.selection.groups.iter().map(|g| g.name()).collect();
+    kvs.push((
+        "organ.graft.types".into(),
+        OwnedValue::string(&types.join(",")),
+    ));
+    kvs.push(("organ.graft.tensors".into(), OwnedValue::strings(&names)?));
+
+    let is_gguf = out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+    if is_gguf {
+        let n = write_gguf(recipient.version, &kvs, &tensors, out)?;
+        writeln!(w, "wrote {} ({n} bytes)", out.display())?;
+    } else {
+        let chimera = Model {
+            label: recipient.label.clone(),
+            path: recipient.path.clone(),
+            version: recipient.version,
+            kvs,
+            tensors,
+        };
+        let source = manifest::Source {
+            file: recipient.label.clone(),
+            sha256: fingerprint(&recipient)?,
+            bytes: 0,
+        };
+        write_dir(&chimera, source, false, out)?;
+        writeln!(w, "wrote organ directory {}", out.display())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,194 @@
+//! A model as surgery sees it, whatever it was read from (a GGUF file or an organ
+//! directory): owned metadata, and tensors whose bytes stay in memory-mapped files.
+
+use crate::manifest::{self, Manifest, OwnedValue};
+use crate::model::ModelFile;
+use anyhow::{bail, Context, Result};
+use organ_core::gguf::MetaValue;
+use organ_core::surgery::organ_bin;
+use organ_core::GgmlType;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+/// Where a tensor's bytes are.
+#[derive(Clone)]
+pub struct DataRef {
+    pub file: Arc<ModelFile>,
+    pub offset: u64,
+}
+
+#[derive(Clone)]
+pub struct Tensor {
+    pub name: String,
+    pub dims: Vec<u64>,
+    pub ty: GgmlType,
+    pub n_bytes: u64,
+    pub data: DataRef,
+}
+
+impl Tensor {
+    pub fn bytes(&self) -> &[u8] {
+        let b: &[u8] = &self.data.file.bytes;
+        // Offsets and sizes were checked against the file when the model was opened.
+        &b[self.data.offset as usize..(self.data.offset + self.n_bytes) as usize]
+    }
+}
+
+pub struct Model {
+    /// File or directory name, for reports.
+    pub label: String,
+    pub path: PathBuf,
+    pub version: u32,
+    pub kvs: Vec<(String, OwnedValue)>,
+    pub tensors: Vec<Tensor>,
+}
+
+/// Manifests larger than this are refused (a 1T-parameter model's is tens of MB).
+const MAX_MANIFEST_BYTES: u64 = 1 << 30;
+
+impl Model {
+    /// Opens a GGUF file, or an organ directory (one with a manifest.json).
+    pub fn open(path: &Path) -> Result<Model> {
+        if path.is_dir() {
+            Self::from_dir(path)
+        } else {
+            Self::from_gguf(path)
+        }
+    }
+
+    pub fn from_gguf(path: &Path) -> Result<Model> {
+        let file = Arc::new(ModelFile::open(path)?);
+        let g = file.parse()?;
+        let kvs = g
+            .kvs
+            .iter()
+            .map(|kv| (kv.key.to_owned(), OwnedValue::from_meta(&kv.value)))
+            .collect();
+        let tensors = g
+            .tensors
+            .iter()
+            .map(|t| Tensor {
+                name: t.name.to_owned(),
+                dims: t.shape().to_vec(),
+                ty: t.ty,
+                n_bytes: t.n_bytes,
+                data: DataRef {
+                    file: file.clone(),
+                    offset: t.file_offset,
+                },
+            })
+            .collect();
+        let version = g.version;
+        drop(g);
+        Ok(Model {
+            label: file.file_name(),
+            path: path.to_owned(),
+            version,
+            kvs,
+            tensors,
+        })
+    }
+
+    pub fn from_dir(dir: &Path) -> Result<Model> {
+        let mpath = dir.join("manifest.json");
+        let len = std::fs::metadata(&mpath)
+            .with_context(|| format!("{}: not an organ directory", mpath.display()))?
+            .len();
+        if len > MAX_MANIFEST_BYTES {
+            bail!(
+                "{}: {len} bytes, more than the {MAX_MANIFEST_BYTES} a manifest may have",
+                mpath.display()
+            );
+        }
+        let text =
+            std::fs::read(&mpath).with_context(|| format!("{}: cannot read", mpath.display()))?;
+        let m: Manifest = serde_json::from_slice(&text)
+            .with_context(|| format!("{}: not a valid manifest", mpath.display()))?;
+        if m.format != manifest::FORMAT {
+            bail!(
+                "{}: format {:?}, expected {:?}",
+                mpath.display(),
+                m.format,
+                manifest::FORMAT
+            );
+        }
+        let kvs = m
+            .metadata
+            .iter()
+            .map(manifest::decode_kv)
+            .collect::<Result<Vec<_>>>()
+            .with_context(|| format!("{}: metadata", mpath.display()))?;
+        let root = dir
+            .canonicalize()
+            .with_context(|| format!("{}: cannot resolve", dir.display()))?;
+        let mut tensors = Vec::with_capacity(m.tensors.len());
+        for t in &m.tensors {
+            let path = confined(&root, &t.file)
+                .with_context(|| format!("{}: tensor {:?}", mpath.display(), t.name))?;
+            let file = Arc::new(ModelFile::open(&path)?);
+            let h = organ_bin::parse_header(&file.bytes, file.bytes.len() as u64)
+                .with_context(|| format!("{}: not a valid organ file", path.display()))?;
+            let ty = GgmlType::from_name(&t.ty)
+                .with_context(|| format!("{}: unknown type {:?}", path.display(), t.ty))?;
+            if h.name != t.name || h.dims != t.shape || h.ty != ty {
+                bail!(
+                    "{}: holds {:?} {:?} {}, the manifest says {:?} {:?} {}",
+                    path.display(),
+                    h.name,
+                    h.dims,
+                    h.ty,
+                    t.name,
+                    t.shape,
+                    t.ty
+                );
+            }
+            let (name, dims, n_bytes, offset) =
+                (h.name.to_owned(), h.dims.clone(), h.n_bytes, h.data_offset);
+            tensors.push(Tensor {
+                name,
+                dims,
+                ty,
+                n_bytes,
+                data: DataRef { file, offset },
+            });
+        }
+        let label = dir.file_name().map_or_else(
+            || dir.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        Ok(Model {
+            label,
+            path: dir.to_owned(),
+            version: m.gguf_version,
+            kvs,
+            tensors,
+        })
+    }
+
+    pub fn get(&self, key: &str) -> Option<&OwnedValue> {
+        self.kvs.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    pub fn architecture(&self) -> Option<String> {
+        match self.get("general.architecture")?.view().ok()? {
+            MetaValue::Str(s) => Some(String::from_utf8_lossy(s).into_owned()),
+            _ => None,
+        }
+    }
+}
+
+/// `rel` under `root`, refusing absolute paths, `..`, and symlinks that lead outside.
+pub fn confined(root: &Path, rel: &str) -> Result<PathBuf> {
+    let p = Path::new(rel);
+    if p.components().any(|c| !matches!(c, Component::Normal(_))) || rel.is_empty() {
+        bail!("path {rel:?} must be relative, without '..'");
+    }
+    let full = root.join(p);
+    let real = full
+        .canonicalize()
+        .with_context(|| format!("{}: missing", full.display()))?;
+    if !real.starts_with(root) {
+        bail!("path {rel:?} leads outside {}", root.display());
+    }
+    Ok(real)
+}

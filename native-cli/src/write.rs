@@ -1,0 +1,240 @@
+//! Writing models: a GGUF file or an organ directory, always through a temp path in the
+//! destination's directory that is renamed into place only when complete. Until then the
+//! destination does not exist (a killed run leaves at most a `.organ-tmp` entry behind,
+//! never a partial output), and inputs are only ever read.
+
+use crate::manifest::{self, Manifest, ManifestTensor, OwnedValue};
+use crate::source::{Model, Tensor};
+use anyhow::{bail, Context, Result};
+use organ_core::anatomy::{classify, Group};
+use organ_core::gguf::writer::{padding, plan, TensorSpec};
+use organ_core::gguf::MetaValue;
+use organ_core::surgery::organ_bin;
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// A temp path beside `dest`, removed on drop unless [`Temp::commit`] renamed it.
+pub struct Temp {
+    pub path: PathBuf,
+    dest: PathBuf,
+    done: bool,
+}
+
+impl Temp {
+    pub fn new(dest: &Path) -> Result<Temp> {
+        let dir = match dest.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        let name = dest
+            .file_name()
+            .with_context(|| format!("{}: not a path to a file or directory", dest.display()))?;
+        if dest.exists() {
+            bail!(
+                "{}: already exists (organ never overwrites; remove it or choose another --out)",
+                dest.display()
+            );
+        }
+        let path = dir.join(format!(
+            ".{}.organ-tmp.{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        Ok(Temp {
+            path,
+            dest: dest.to_owned(),
+            done: false,
+        })
+    }
+
+    /// Renames the finished temp path to the destination.
+    pub fn commit(mut self) -> Result<()> {
+        if self.dest.exists() {
+            bail!(
+                "{}: appeared while organ was writing; not replaced",
+                self.dest.display()
+            );
+        }
+        std::fs::rename(&self.path, &self.dest)
+            .with_context(|| format!("{}: cannot rename into place", self.dest.display()))?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_file(&self.path);
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// Writes a GGUF holding `kvs` and `tensors` (each with its own type and bytes) to `dest`.
+pub fn write_gguf(
+    version: u32,
+    kvs: &[(String, OwnedValue)],
+    tensors: &[Tensor],
+    dest: &Path,
+) -> Result<u64> {
+    let views = kvs
+        .iter()
+        .map(|(k, v)| Ok((k.as_str(), v.view()?)))
+        .collect::<Result<Vec<(&str, MetaValue<'_>)>>>()?;
+    let specs: Vec<TensorSpec<'_>> = tensors
+        .iter()
+        .map(|t| TensorSpec {
+            name: &t.name,
+            dims: &t.dims,
+            ty: t.ty,
+        })
+        .collect();
+    let layout = plan(version, &views, &specs)
+        .with_context(|| format!("{}: cannot lay out the GGUF", dest.display()))?;
+    let tmp = Temp::new(dest)?;
+    let f = File::create(&tmp.path)
+        .with_context(|| format!("{}: cannot create", tmp.path.display()))?;
+    let mut w = BufWriter::with_capacity(8 << 20, f);
+    w.write_all(&layout.header)?;
+    let zeros = vec![0u8; layout.alignment as usize];
+    for (t, &(_, n)) in tensors.iter().zip(&layout.tensors) {
+        w.write_all(t.bytes())?;
+        w.write_all(&zeros[..padding(n, layout.alignment) as usize])?;
+    }
+    let f = w.into_inner().map_err(|e| e.into_error())?;
+    f.sync_all()?;
+    drop(f);
+    tmp.commit()?;
+    Ok(layout.file_len)
+}
+
+/// The folder of an anatomy group inside an organ directory.
+pub fn group_dir(g: Group) -> &'static str {
+    match g {
+        Group::Skeleton => "skeleton",
+        Group::Organ => "organs",
+        Group::Embed => "embed",
+        Group::Norm => "norm",
+        Group::Adapter => "adapters",
+        Group::Other => "other",
+    }
+}
+
+/// A file name for a tensor: bytes outside `[A-Za-z0-9_.-]` (and a leading dot) are
+/// %-encoded, so no name can climb out of its folder or hide; very long names are cut
+/// and suffixed with a hash.
+pub fn file_name(tensor: &str) -> String {
+    let mut s = String::new();
+    for (i, b) in tensor.bytes().enumerate() {
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (b == b'.' && i > 0) {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("%{b:02X}"));
+        }
+    }
+    if s.len() > 200 {
+        let h = organ_core::zmeasure::fnv1a64(tensor.as_bytes());
+        s.truncate(180);
+        s.push_str(&format!("~{h:016x}"));
+    }
+    s + ".bin"
+}
+
+pub fn sha256_hex(b: &[u8]) -> String {
+    let d = Sha256::digest(b);
+    d.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Writes `model` as an organ directory at `dest`. With `measure`, each tensor's θ goes
+/// into the manifest. Tensors are written in parallel; each is streamed from its map.
+pub fn write_dir(
+    model: &Model,
+    source: manifest::Source,
+    measure: bool,
+    dest: &Path,
+) -> Result<()> {
+    let tmp = Temp::new(dest)?;
+    std::fs::create_dir(&tmp.path)
+        .with_context(|| format!("{}: cannot create", tmp.path.display()))?;
+    for g in Group::ALL {
+        std::fs::create_dir(tmp.path.join(group_dir(g)))?;
+    }
+    let mut alignment = organ_core::gguf::DEFAULT_ALIGNMENT;
+    let mut metadata = Vec::with_capacity(model.kvs.len());
+    for (k, v) in &model.kvs {
+        let v = v.view()?;
+        if let (true, MetaValue::U32(a)) = (k == "general.alignment", v) {
+            alignment = u64::from(a);
+        }
+        metadata.push(manifest::encode_kv(k, &v));
+    }
+    let entries = model
+        .tensors
+        .par_iter()
+        .map(|t| -> Result<ManifestTensor> {
+            let a = classify(&t.name);
+            let rel = format!("{}/{}", group_dir(a.group), file_name(&t.name));
+            let header = organ_bin::encode_header(&t.name, &t.dims, t.ty)?;
+            let path = tmp.path.join(&rel);
+            let mut f = BufWriter::with_capacity(
+                4 << 20,
+                File::create(&path)
+                    .with_context(|| format!("{}: cannot create", path.display()))?,
+            );
+            let mut h = Sha256::new();
+            h.update(&header);
+            f.write_all(&header)?;
+            for chunk in t.bytes().chunks(4 << 20) {
+                h.update(chunk);
+                f.write_all(chunk)?;
+            }
+            f.flush()?;
+            let theta = if measure {
+                match organ_core::zmeasure::measure_tensor(
+                    &t.name,
+                    t.ty,
+                    t.dims.iter().product(),
+                    t.bytes(),
+                ) {
+                    Ok(m) => Some(m.theta),
+                    Err(organ_core::Error::NotDequantizable { .. }) => None,
+                    Err(e) => {
+                        return Err(anyhow::Error::new(e).context(format!("tensor {:?}", t.name)))
+                    }
+                }
+            } else {
+                None
+            };
+            Ok(ManifestTensor {
+                name: t.name.clone(),
+                file: rel,
+                group: a.group,
+                organ: a.organ,
+                layer: a.layer,
+                ty: t.ty.name().to_owned(),
+                shape: t.dims.clone(),
+                bytes: t.n_bytes,
+                sha256: h.finalize().iter().map(|x| format!("{x:02x}")).collect(),
+                theta,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let m = Manifest {
+        format: manifest::FORMAT.into(),
+        source,
+        gguf_version: model.version,
+        alignment,
+        metadata,
+        tensors: entries,
+    };
+    let mpath = tmp.path.join("manifest.json");
+    let mut f = BufWriter::new(File::create(&mpath)?);
+    serde_json::to_writer_pretty(&mut f, &m)?;
+    f.write_all(b"\n")?;
+    f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+    tmp.commit()
+}

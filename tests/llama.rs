@@ -9,18 +9,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn llama(tool: &str) -> Command {
-    let dir = std::env::var_os("ORGAN_LLAMA_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap())
-                .join(".cache/organ/llama.cpp-11434.0.0/bin")
-        });
+    let dir = std::env::var_os("ORGAN_LLAMA_BIN").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/organ/llama.cpp-11434.0.0/bin")
+    });
     let p = dir.join(tool);
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/build-llama.sh (scripts/test.sh does)",
-        p.display()
-    );
+    assert!(p.exists(), "{} is missing: run scripts/build-llama.sh (scripts/test.sh does)", p.display());
     Command::new(p)
 }
 
@@ -45,11 +38,7 @@ fn generate(model: &Path) -> String {
     ]);
     let out = ok(c);
     let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    assert!(
-        text.split_whitespace().count() >= 10,
-        "{}: too little text: {text:?}",
-        model.display()
-    );
+    assert!(text.split_whitespace().count() >= 10, "{}: too little text: {text:?}", model.display());
     text
 }
 
@@ -61,20 +50,9 @@ fn perplexity(model: &Path) -> f64 {
         .arg(repo().join("tests/data/perplexity.txt"))
         .args(["-c", "128", "-b", "128", "-t", "2"]);
     let out = ok(c);
-    let log =
-        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
-    let line = log
-        .lines()
-        .find(|l| l.contains("Final estimate: PPL ="))
-        .unwrap_or_else(|| panic!("no PPL in:\n{log}"));
-    line.split("PPL =")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
+    let log = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    let line = log.lines().find(|l| l.contains("Final estimate: PPL =")).unwrap_or_else(|| panic!("no PPL in:\n{log}"));
+    line.split("PPL =").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap()
 }
 
 #[test]
@@ -91,6 +69,13 @@ fn assembled_model_generates_the_same_tokens_as_the_original() {
     let (a, b) = (generate(&model), generate(&back));
     println!("original:  {a}\nassembled: {b}");
     assert_eq!(a, b);
+    // The same, assembled as a split model that llama.cpp loads from its first shard.
+    let split = tmp("llama-split.gguf");
+    let mut c = organ();
+    c.arg("assemble").arg(&dir).arg("--out").arg(&split).args(["--split-max-size", "40M"]);
+    ok(c);
+    let first = tmp("llama-split-00001-of-00003.gguf");
+    assert_eq!(generate(&first), a);
 }
 
 #[test]
@@ -98,10 +83,7 @@ fn q8_0_organs_grafted_into_q4_1_land_between_the_parents() {
     let model = smollm2();
     let donor = tmp("donor-q8_0.gguf");
     let mut q = llama("llama-quantize");
-    q.arg("--allow-requantize")
-        .arg(&model)
-        .arg(&donor)
-        .arg("Q8_0");
+    q.arg("--allow-requantize").arg(&model).arg(&donor).arg("Q8_0");
     ok(q);
     let chimera = tmp("chimera.gguf");
     let mut c = organ();
@@ -119,8 +101,5 @@ fn q8_0_organs_grafted_into_q4_1_land_between_the_parents() {
     let (p_r, p_d, p_c) = (perplexity(&model), perplexity(&donor), perplexity(&chimera));
     println!("perplexity on tests/data/perplexity.txt (c=128): recipient Q4_1 {p_r:.4}, donor Q8_0 {p_d:.4}, chimera {p_c:.4}");
     let (lo, hi) = (p_r.min(p_d) * 0.98, p_r.max(p_d) * 1.02);
-    assert!(
-        (lo..=hi).contains(&p_c),
-        "chimera {p_c} outside [{lo}, {hi}]"
-    );
+    assert!((lo..=hi).contains(&p_c), "chimera {p_c} outside [{lo}, {hi}]");
 }

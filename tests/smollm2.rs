@@ -17,31 +17,21 @@ fn read_model() -> Vec<u8> {
 #[test]
 fn inspect_json_agrees_with_gguf_py() {
     let model = smollm2();
-    let want = oracle_json(
-        &repo().join("tests/oracle/gguf_dump.py"),
-        &[model.as_os_str()],
-        "gguf_dump.json",
-    );
+    let want = oracle_json(&repo().join("tests/oracle/gguf_dump.py"), &[model.as_os_str()], "gguf_dump.json");
     let mut c = organ();
     c.arg("inspect").arg(&model).arg("--json");
     let got: Value = serde_json::from_slice(&ok(c).stdout).unwrap();
 
     assert_eq!(got["data_offset"], want["data_offset"]);
     assert_eq!(got["alignment"], want["alignment"]);
-    let (gm, wm) = (
-        got["metadata"].as_array().unwrap(),
-        want["metadata"].as_array().unwrap(),
-    );
+    let (gm, wm) = (got["metadata"].as_array().unwrap(), want["metadata"].as_array().unwrap());
     assert_eq!(gm.len(), wm.len(), "metadata count");
     for (g, w) in gm.iter().zip(wm) {
         assert_eq!(g["key"], w["key"]);
         assert_eq!(g["types"], w["types"], "{}", w["key"]);
         assert_eq!(g["value"], w["value"], "{}", w["key"]);
     }
-    let (gt, wt) = (
-        got["tensors"].as_array().unwrap(),
-        want["tensors"].as_array().unwrap(),
-    );
+    let (gt, wt) = (got["tensors"].as_array().unwrap(), want["tensors"].as_array().unwrap());
     assert_eq!(gt.len(), 272);
     assert_eq!(gt.len(), wt.len());
     for (g, w) in gt.iter().zip(wt) {
@@ -58,46 +48,28 @@ fn inspect_json_agrees_with_gguf_py() {
     for (t, w) in g.tensors.iter().zip(wt) {
         let v = organ_core::quant::dequantize(t.ty, t.data(&bytes).unwrap()).unwrap();
         let raw: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-        assert_eq!(
-            sha256_hex(&raw),
-            w["sha256_f32"].as_str().unwrap(),
-            "{}",
-            t.name
-        );
+        assert_eq!(sha256_hex(&raw), w["sha256_f32"].as_str().unwrap(), "{}", t.name);
     }
 }
 
 fn sha256_hex(b: &[u8]) -> String {
     use std::io::Write;
     let mut c = std::process::Command::new("sha256sum");
-    c.stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped());
+    c.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
     let mut child = c.spawn().unwrap();
     child.stdin.take().unwrap().write_all(b).unwrap();
     let out = child.wait_with_output().unwrap();
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_owned()
+    String::from_utf8(out.stdout).unwrap().split_whitespace().next().unwrap().to_owned()
 }
 
 #[test]
 fn measure_matches_zref_to_1e_6_degrees() {
     let model = smollm2();
-    let want = oracle_json(
-        &repo().join("../shared/reference/zref.py"),
-        &[model.as_os_str(), "--json".as_ref()],
-        "zref.json",
-    );
+    let want =
+        oracle_json(&repo().join("../shared/reference/zref.py"), &[model.as_os_str(), "--json".as_ref()], "zref.json");
     let json = tmp("measure.json");
     let mut c = organ();
-    c.arg("measure")
-        .arg(&model)
-        .arg("--json")
-        .arg(&json)
-        .arg("--summary-only");
+    c.arg("measure").arg(&model).arg("--json").arg(&json).arg("--summary-only");
     let stdout = String::from_utf8(ok(c).stdout).unwrap();
     assert!(stdout.contains("272 tensors"), "{stdout}");
     let got: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
@@ -110,24 +82,14 @@ fn measure_matches_zref_to_1e_6_degrees() {
         assert_eq!(g["name"], w["name"]);
         assert_eq!(g["group"], w["group"], "{}", w["name"]);
         let (gt, wt) = (g["theta"].as_f64().unwrap(), w["theta"].as_f64().unwrap());
-        assert!(
-            (gt - wt).abs() <= 1e-6,
-            "{}: θ {gt} vs zref {wt}",
-            w["name"]
-        );
+        assert!((gt - wt).abs() <= 1e-6, "{}: θ {gt} vs zref {wt}", w["name"]);
         for k in ["entropy", "kurtosis", "cv"] {
             let (a, b) = (g[k].as_f64().unwrap(), w[k].as_f64().unwrap());
-            assert!(
-                (a - b).abs() <= 1e-9 * b.abs().max(1.0),
-                "{}: {k} {a} vs {b}",
-                w["name"]
-            );
+            assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{}: {k} {a} vs {b}", w["name"]);
         }
     }
-    let (gm, wm) = (
-        got["models"][0]["summary"]["theta_mean"].as_f64().unwrap(),
-        want["summary"]["theta_mean"].as_f64().unwrap(),
-    );
+    let (gm, wm) =
+        (got["models"][0]["summary"]["theta_mean"].as_f64().unwrap(), want["summary"]["theta_mean"].as_f64().unwrap());
     assert!((gm - wm).abs() <= 1e-9, "θ_mean {gm} vs {wm}");
 }
 
@@ -136,18 +98,9 @@ fn measure_json_and_csv_follow_the_documented_schema() {
     let model = smollm2();
     let (json, csv) = (tmp("schema.json"), tmp("schema.csv"));
     let mut c = organ();
-    c.arg("measure")
-        .arg(&model)
-        .arg(&model)
-        .arg("--json")
-        .arg(&json)
-        .arg("--csv")
-        .arg(&csv);
+    c.arg("measure").arg(&model).arg(&model).arg("--json").arg(&json).arg("--csv").arg(&csv);
     let stdout = String::from_utf8(ok(c).stdout).unwrap();
-    assert!(
-        stdout.contains("ranking (2 models"),
-        "a ranking table follows several models"
-    );
+    assert!(stdout.contains("ranking (2 models"), "a ranking table follows several models");
     // Validate with the jsonschema package of the oracle venv against docs/report.schema.json.
     let mut v = std::process::Command::new(oracle_python());
     v.arg("-c")
@@ -238,10 +191,7 @@ fn truncated_headers_always_error_never_panic() {
         }
         // The file itself cut at l: a final error naming an offset.
         let e = Gguf::parse(&bytes[..l], l as u64).unwrap_err();
-        assert!(
-            e.to_string().contains("offset") || matches!(e, Error::BadTensor { .. }),
-            "cut {l}: {e}"
-        );
+        assert!(e.to_string().contains("offset") || matches!(e, Error::BadTensor { .. }), "cut {l}: {e}");
         // A prefix of the real file: Incomplete, asking for more than it has.
         match Gguf::parse(&bytes[..l], bytes.len() as u64) {
             Err(Error::Incomplete { needed, .. }) => assert!(needed > l as u64, "cut {l}"),

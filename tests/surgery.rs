@@ -12,11 +12,7 @@ use std::path::{Path, PathBuf};
 fn dissect(model: &Path, name: &str, extra: &[&str]) -> PathBuf {
     let dir = tmp(name);
     let mut c = organ();
-    c.arg("dissect")
-        .arg(model)
-        .arg("--out")
-        .arg(&dir)
-        .args(extra);
+    c.arg("dissect").arg(model).arg("--out").arg(&dir).args(extra);
     ok(c);
     dir
 }
@@ -26,16 +22,8 @@ fn manifest(dir: &Path) -> Value {
 }
 
 fn sha256(p: &Path) -> String {
-    let out = std::process::Command::new("sha256sum")
-        .arg(p)
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_owned()
+    let out = std::process::Command::new("sha256sum").arg(p).output().unwrap();
+    String::from_utf8(out.stdout).unwrap().split_whitespace().next().unwrap().to_owned()
 }
 
 /// No temp entry of `out` is left beside it (tests run in parallel, so others may be).
@@ -56,10 +44,7 @@ fn dissect_then_assemble_is_byte_identical() {
     let dir = dissect(&model, "rt.organs", &[]);
     let m = manifest(&dir);
     assert_eq!(m["format"], "organ-dir/1");
-    assert_eq!(
-        m["source"]["sha256"],
-        "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-    );
+    assert_eq!(m["source"]["sha256"], "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53");
     let tensors = m["tensors"].as_array().unwrap();
     assert_eq!(tensors.len(), 272);
     assert_eq!(m["metadata"].as_array().unwrap().len(), 33);
@@ -78,10 +63,7 @@ fn dissect_then_assemble_is_byte_identical() {
     let mut c = organ();
     c.arg("assemble").arg(&dir).arg("--out").arg(&out);
     ok(c);
-    assert!(
-        std::fs::read(&out).unwrap() == std::fs::read(&model).unwrap(),
-        "assembled file differs"
-    );
+    assert!(std::fs::read(&out).unwrap() == std::fs::read(&model).unwrap(), "assembled file differs");
     no_temp_left(&out);
 }
 
@@ -91,18 +73,11 @@ fn dissect_measure_records_the_same_theta_as_measure() {
     let dir = dissect(&model, "theta.organs", &["--measure"]);
     let json = tmp("theta.json");
     let mut c = organ();
-    c.arg("measure")
-        .arg(&model)
-        .arg("--json")
-        .arg(&json)
-        .arg("--summary-only");
+    c.arg("measure").arg(&model).arg("--json").arg(&json).arg("--summary-only");
     ok(c);
     let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    for (a, b) in manifest(&dir)["tensors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .zip(r["models"][0]["tensors"].as_array().unwrap())
+    for (a, b) in
+        manifest(&dir)["tensors"].as_array().unwrap().iter().zip(r["models"][0]["tensors"].as_array().unwrap())
     {
         assert_eq!(a["name"], b["name"]);
         assert_eq!(a["theta"], b["theta"], "{}", a["name"]);
@@ -121,10 +96,7 @@ fn graft_dry_run_prints_the_plan_and_writes_nothing() {
         .arg(&model);
     let s = String::from_utf8(ok(c).stdout).unwrap();
     assert!(s.contains("graft plan: 6 tensors"), "{s}");
-    assert!(
-        s.contains("blk.5.ffn_up.weight") && s.contains("dry run"),
-        "{s}"
-    );
+    assert!(s.contains("blk.5.ffn_up.weight") && s.contains("dry run"), "{s}");
     assert!(!out.exists());
 }
 
@@ -133,21 +105,9 @@ fn incompatible_donor() -> PathBuf {
     let p = tmp("bad-donor.gguf");
     let kvs = [("general.architecture", MetaValue::Str(b"llama"))];
     let specs = [
-        TensorSpec {
-            name: "blk.5.ffn_up.weight",
-            dims: &[576, 1024],
-            ty: GgmlType::F16,
-        },
-        TensorSpec {
-            name: "blk.5.ffn_down.weight",
-            dims: &[1024, 576],
-            ty: GgmlType::F16,
-        },
-        TensorSpec {
-            name: "blk.5.ffn_extra.weight",
-            dims: &[32],
-            ty: GgmlType::F32,
-        },
+        TensorSpec { name: "blk.5.ffn_up.weight", dims: &[576, 1024], ty: GgmlType::F16 },
+        TensorSpec { name: "blk.5.ffn_down.weight", dims: &[1024, 576], ty: GgmlType::F16 },
+        TensorSpec { name: "blk.5.ffn_extra.weight", dims: &[32], ty: GgmlType::F32 },
     ];
     let layout = plan(3, &kvs, &specs).unwrap();
     let mut f = layout.header.clone();
@@ -173,10 +133,7 @@ fn graft_with_mismatched_shapes_is_refused_with_every_offender_and_no_output() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
     let e = String::from_utf8(o.stderr).unwrap();
-    assert!(
-        e.contains("graft refused") && e.contains("4 problems"),
-        "{e}"
-    );
+    assert!(e.contains("graft refused") && e.contains("4 problems"), "{e}");
     for line in [
         "blk.5.ffn_down.weight: shape [1024, 576] in the donor, [1536, 576] in the recipient",
         "blk.5.ffn_up.weight: shape [576, 1024] in the donor, [576, 1536] in the recipient",
@@ -219,14 +176,8 @@ fn grafts_through_organ_directories_equal_the_gguf_graft() {
     let mut c = organ();
     c.arg("assemble").arg(&dir_out).arg("--out").arg(&assembled);
     ok(c);
-    let (a, b) = (
-        std::fs::read(&gguf_out).unwrap(),
-        std::fs::read(&assembled).unwrap(),
-    );
-    let (ga, gb) = (
-        Gguf::parse(&a, a.len() as u64).unwrap(),
-        Gguf::parse(&b, b.len() as u64).unwrap(),
-    );
+    let (a, b) = (std::fs::read(&gguf_out).unwrap(), std::fs::read(&assembled).unwrap());
+    let (ga, gb) = (Gguf::parse(&a, a.len() as u64).unwrap(), Gguf::parse(&b, b.len() as u64).unwrap());
     assert_eq!(ga.tensors.len(), gb.tensors.len());
     for (x, y) in ga.tensors.iter().zip(&gb.tensors) {
         assert_eq!((x.name, x.ty, x.shape()), (y.name, y.ty, y.shape()));
@@ -237,21 +188,12 @@ fn grafts_through_organ_directories_equal_the_gguf_graft() {
         other => panic!("{other:?}"),
     };
     assert_eq!(tensors, 6);
-    assert_eq!(
-        ga.get("organ.graft.layers").and_then(|v| v.as_str()),
-        Some("3-4")
-    );
+    assert_eq!(ga.get("organ.graft.layers").and_then(|v| v.as_str()), Some("3-4"));
 }
 
 fn copy_dir(src: &Path, name: &str) -> PathBuf {
     let dst = tmp(name);
-    assert!(std::process::Command::new("cp")
-        .arg("-r")
-        .arg(src)
-        .arg(&dst)
-        .status()
-        .unwrap()
-        .success());
+    assert!(std::process::Command::new("cp").arg("-r").arg(src).arg(&dst).status().unwrap().success());
     dst
 }
 
@@ -261,13 +203,7 @@ fn hostile_organ_directories_are_refused() {
     let base = dissect(&model, "base.organs", &[]);
     let assemble = |dir: &Path, out: &str| {
         let out = tmp(out);
-        let o = organ()
-            .arg("assemble")
-            .arg(dir)
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap();
+        let o = organ().arg("assemble").arg(dir).arg("--out").arg(&out).output().unwrap();
         assert_eq!(o.status.code(), Some(1), "{}", dir.display());
         assert!(!out.exists());
         String::from_utf8(o.stderr).unwrap()
@@ -299,10 +235,7 @@ fn hostile_organ_directories_are_refused() {
     b[last] ^= 1;
     std::fs::write(&f, b).unwrap();
     let e = assemble(&d, "tamper.gguf");
-    assert!(
-        e.contains("differ from their manifest sha256") && e.contains("output_norm.weight"),
-        "{e}"
-    );
+    assert!(e.contains("differ from their manifest sha256") && e.contains("output_norm.weight"), "{e}");
 
     let d = copy_dir(&base, "swap.organs");
     edit(&d, &|m| m["tensors"][1]["shape"] = serde_json::json!([577]));

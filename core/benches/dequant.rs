@@ -27,9 +27,7 @@ fn dequant(c: &mut Criterion) {
         let data = bytes(blocks * ty.type_size());
         let mut out = vec![0f32; blocks * ty.block_size()];
         g.throughput(Throughput::Elements(out.len() as u64));
-        g.bench_function(ty.name(), |b| {
-            b.iter(|| dequantize_into(ty, black_box(&data), &mut out).unwrap())
-        });
+        g.bench_function(ty.name(), |b| b.iter(|| dequantize_into(ty, black_box(&data), &mut out).unwrap()));
     }
     g.finish();
 }
@@ -38,36 +36,20 @@ fn sample(c: &mut Criterion) {
     let mut g = c.benchmark_group("gather_100k");
     let n = 1u64 << 22;
     let idx = sample_indices("blk.0.ffn_up.weight", n, 100_000);
-    for ty in [
-        GgmlType::F16,
-        GgmlType::Q4_1,
-        GgmlType::Q8_0,
-        GgmlType::Q4_K,
-        GgmlType::Q6_K,
-        GgmlType::IQ2_XS,
-    ] {
+    for ty in [GgmlType::F16, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ2_XS] {
         let data = bytes(n as usize / ty.block_size() * ty.type_size());
         g.throughput(Throughput::Elements(idx.len() as u64));
         g.bench_function(ty.name(), |b| {
-            b.iter(|| {
-                ElementReader::new(ty, &data, n)
-                    .unwrap()
-                    .gather(black_box(&idx))
-                    .unwrap()
-            })
+            b.iter(|| ElementReader::new(ty, &data, n).unwrap().gather(black_box(&idx)).unwrap())
         });
     }
     g.finish();
 }
 
 fn zmeasure(c: &mut Criterion) {
-    let values: Vec<f32> = bytes(400_000)
-        .chunks_exact(4)
-        .map(|b| f32::from(b[0]) * 0.01 - f32::from(b[1]) * 0.003)
-        .collect();
-    c.bench_function("measure_values_100k", |b| {
-        b.iter(|| measure_values(black_box(values.clone())))
-    });
+    let values: Vec<f32> =
+        bytes(400_000).chunks_exact(4).map(|b| f32::from(b[0]) * 0.01 - f32::from(b[1]) * 0.003).collect();
+    c.bench_function("measure_values_100k", |b| b.iter(|| measure_values(black_box(values.clone()))));
 }
 
 criterion_group!(benches, dequant, sample, zmeasure);

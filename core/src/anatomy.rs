@@ -23,14 +23,8 @@ pub enum Group {
 
 impl Group {
     /// Every group, in report order.
-    pub const ALL: [Group; 6] = [
-        Group::Skeleton,
-        Group::Organ,
-        Group::Embed,
-        Group::Norm,
-        Group::Adapter,
-        Group::Other,
-    ];
+    pub const ALL: [Group; 6] =
+        [Group::Skeleton, Group::Organ, Group::Embed, Group::Norm, Group::Adapter, Group::Other];
 
     /// The group's name as reports spell it.
     pub fn name(self) -> &'static str {
@@ -81,9 +75,7 @@ pub fn classify(name: &str) -> Anatomy {
         Group::Adapter
     } else if name.contains("norm") {
         Group::Norm
-    } else if name.starts_with("token_embd")
-        || name.starts_with("output.")
-        || name.starts_with("per_layer_token_embd")
+    } else if name.starts_with("token_embd") || name.starts_with("output.") || name.starts_with("per_layer_token_embd")
     {
         Group::Embed
     } else if name.contains(".attn_") {
@@ -104,11 +96,7 @@ pub fn classify(name: &str) -> Anatomy {
             OrganKind::Dense
         }
     });
-    Anatomy {
-        group,
-        organ,
-        layer: layer_of(name),
-    }
+    Anatomy { group, organ, layer: layer_of(name) }
 }
 
 /// The N of `blk.N.` (where the name starts with it), if any.
@@ -146,22 +134,10 @@ mod tests {
 
     #[test]
     fn organ_kinds_and_layers() {
-        assert_eq!(
-            classify("blk.7.ffn_down_exps.weight").organ,
-            Some(OrganKind::Expert)
-        );
-        assert_eq!(
-            classify("blk.7.ffn_up_shexp.weight").organ,
-            Some(OrganKind::SharedExpert)
-        );
-        assert_eq!(
-            classify("blk.7.ffn_gate_inp.weight").organ,
-            Some(OrganKind::Router)
-        );
-        assert_eq!(
-            classify("blk.7.ffn_gate.weight").organ,
-            Some(OrganKind::Dense)
-        );
+        assert_eq!(classify("blk.7.ffn_down_exps.weight").organ, Some(OrganKind::Expert));
+        assert_eq!(classify("blk.7.ffn_up_shexp.weight").organ, Some(OrganKind::SharedExpert));
+        assert_eq!(classify("blk.7.ffn_gate_inp.weight").organ, Some(OrganKind::Router));
+        assert_eq!(classify("blk.7.ffn_gate.weight").organ, Some(OrganKind::Dense));
         assert_eq!(classify("blk.12.attn_k.weight").layer, Some(12));
         assert_eq!(classify("token_embd.weight").layer, None);
         assert_eq!(layer_of("blk.x.attn_k"), None);

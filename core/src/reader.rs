@@ -15,11 +15,7 @@ impl<'a> Cursor<'a> {
     pub fn new(buf: &'a [u8], file_len: u64) -> Self {
         // A prefix longer than the file makes no sense: treat the file as what we hold.
         let file_len = file_len.max(buf.len() as u64);
-        Cursor {
-            buf,
-            pos: 0,
-            file_len,
-        }
+        Cursor { buf, pos: 0, file_len }
     }
 
     pub fn pos(&self) -> u64 {
@@ -39,19 +35,9 @@ impl<'a> Cursor<'a> {
         let offset = self.pos as u64;
         let needed = offset.saturating_add(n);
         if needed > self.file_len {
-            Error::Truncated {
-                offset,
-                what,
-                needed,
-                file_len: self.file_len,
-            }
+            Error::Truncated { offset, what, needed, file_len: self.file_len }
         } else {
-            Error::Incomplete {
-                offset,
-                what,
-                needed,
-                have: self.buf.len() as u64,
-            }
+            Error::Incomplete { offset, what, needed, have: self.buf.len() as u64 }
         }
     }
 

@@ -12,22 +12,14 @@ fn data_dir() -> PathBuf {
 
 fn load(ty: GgmlType) -> (Vec<u8>, Vec<u32>) {
     let d = data_dir();
-    let input =
-        std::fs::read(d.join(format!("{}.in", ty.name()))).unwrap_or_else(|e| panic!("{ty}: {e}"));
+    let input = std::fs::read(d.join(format!("{}.in", ty.name()))).unwrap_or_else(|e| panic!("{ty}: {e}"));
     let out = std::fs::read(d.join(format!("{}.out", ty.name()))).unwrap();
-    let bits = out
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
+    let bits = out.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
     (input, bits)
 }
 
 fn first_mismatch(got: &[f32], want: &[u32]) -> Option<(usize, u32, u32)> {
-    got.iter()
-        .zip(want)
-        .enumerate()
-        .find(|(_, (g, w))| g.to_bits() != **w)
-        .map(|(i, (g, w))| (i, g.to_bits(), *w))
+    got.iter().zip(want).enumerate().find(|(_, (g, w))| g.to_bits() != **w).map(|(i, (g, w))| (i, g.to_bits(), *w))
 }
 
 #[test]
@@ -37,11 +29,7 @@ fn every_dequantizable_type_has_vectors_and_matches_bit_for_bit() {
         let (input, want) = load(ty);
         let got = dequantize(ty, &input).unwrap();
         assert_eq!(got.len(), want.len(), "{ty}: length");
-        assert_eq!(
-            first_mismatch(&got, &want),
-            None,
-            "{ty}: (index, ours, gguf-py)"
-        );
+        assert_eq!(first_mismatch(&got, &want), None, "{ty}: (index, ours, gguf-py)");
         checked += 1;
     }
     assert_eq!(checked, 31, "the issue lists 31 dequantizable types");
@@ -55,11 +43,7 @@ fn single_blocks_match_the_reference() {
         let mut buf = [0f32; MAX_BLOCK_SIZE];
         for (k, block) in input.chunks_exact(ts).enumerate() {
             dequantize_block(ty, block, &mut buf).unwrap();
-            assert_eq!(
-                first_mismatch(&buf[..bs], &want[k * bs..(k + 1) * bs]),
-                None,
-                "{ty} block {k}"
-            );
+            assert_eq!(first_mismatch(&buf[..bs], &want[k * bs..(k + 1) * bs]), None, "{ty} block {k}");
         }
     }
 }
@@ -77,10 +61,7 @@ fn single_elements_match_the_reference_in_any_order() {
             assert_eq!(v.to_bits(), want[i as usize], "{ty} element {i}");
             i = (i + n - 7) % n;
         }
-        assert!(
-            r.get(n).is_err(),
-            "{ty}: index past the end must be refused"
-        );
+        assert!(r.get(n).is_err(), "{ty}: index past the end must be refused");
     }
 }
 
@@ -107,20 +88,11 @@ fn gather_matches_get_for_every_type() {
         let (input, want) = load(ty);
         let n = want.len() as u64;
         let idx: Vec<u64> = (0..3 * n).map(|k| (k * 2654435761) % n).collect();
-        let got = ElementReader::new(ty, &input, n)
-            .unwrap()
-            .gather(&idx)
-            .unwrap();
+        let got = ElementReader::new(ty, &input, n).unwrap().gather(&idx).unwrap();
         for (&i, v) in idx.iter().zip(&got) {
             assert_eq!(v.to_bits(), want[i as usize], "{ty} element {i}");
         }
-        assert!(
-            ElementReader::new(ty, &input, n)
-                .unwrap()
-                .gather(&[0, n])
-                .is_err(),
-            "{ty}"
-        );
+        assert!(ElementReader::new(ty, &input, n).unwrap().gather(&[0, n]).is_err(), "{ty}");
     }
 }
 
@@ -135,16 +107,10 @@ fn nan_scales_give_nan_on_every_path() {
         let all = dequantize(ty, &bytes).unwrap();
         let n = all.len() as u64;
         let idx: Vec<u64> = (0..n).rev().collect();
-        let gathered = ElementReader::new(ty, &bytes, n)
-            .unwrap()
-            .gather(&idx)
-            .unwrap();
+        let gathered = ElementReader::new(ty, &bytes, n).unwrap().gather(&idx).unwrap();
         for (&i, g) in idx.iter().zip(&gathered) {
             let a = all[i as usize];
-            assert!(
-                a.to_bits() == g.to_bits() || (a.is_nan() && g.is_nan()),
-                "{ty} element {i}: {a} vs {g}"
-            );
+            assert!(a.to_bits() == g.to_bits() || (a.is_nan() && g.is_nan()), "{ty} element {i}: {a} vs {g}");
         }
     }
 }

@@ -23,10 +23,7 @@ fn small_file_parses() {
     assert_eq!(g.alignment, 32);
     assert_eq!(g.data_offset % 32, 0);
     let t = g.tensor("blk.0.ffn_up.weight").unwrap();
-    assert_eq!(
-        (t.ty, t.shape(), t.n_elements, t.n_bytes),
-        (GgmlType::Q8_0, &[32u64][..], 32, 34)
-    );
+    assert_eq!((t.ty, t.shape(), t.n_elements, t.n_bytes), (GgmlType::Q8_0, &[32u64][..], 32, 34));
     let q = organ_core::quant::dequantize(t.ty, t.data(&f).unwrap()).unwrap();
     assert_eq!(q[5], 5.0);
     assert_eq!(g.tensor("blk.0.attn_q.weight").unwrap().shape(), &[4, 2]);
@@ -39,9 +36,7 @@ fn version_2_parses_and_1_and_4_do_not() {
     assert_eq!(parse(&f).unwrap().version, 2);
     for v in [1u8, 4] {
         f[4] = v;
-        assert!(
-            matches!(parse(&f), Err(Error::UnsupportedVersion { version }) if version == u32::from(v))
-        );
+        assert!(matches!(parse(&f), Err(Error::UnsupportedVersion { version }) if version == u32::from(v)));
     }
 }
 
@@ -89,10 +84,7 @@ fn chunked_reading_converges() {
         match Gguf::parse(&f[..have], f.len() as u64) {
             Ok(g) => break g,
             Err(e) => {
-                have = usize::try_from(e.needed_len().expect("only Incomplete"))
-                    .unwrap()
-                    .max(have * 2)
-                    .min(f.len())
+                have = usize::try_from(e.needed_len().expect("only Incomplete")).unwrap().max(have * 2).min(f.len())
             }
         }
     };
@@ -115,11 +107,7 @@ fn rejects_string_length_2_pow_63() {
 
 #[test]
 fn rejects_string_longer_than_cap_even_if_file_is_huge() {
-    let f = Raw::header(3, 0, 1)
-        .string("k")
-        .u32(8)
-        .u64(MAX_STRING_LEN + 1)
-        .0;
+    let f = Raw::header(3, 0, 1).string("k").u32(8).u64(MAX_STRING_LEN + 1).0;
     // Claim a file large enough to hold it: the cap still refuses.
     let e = Gguf::parse(&f, u64::MAX).unwrap_err();
     assert_too_large(e, "string length");
@@ -127,23 +115,13 @@ fn rejects_string_longer_than_cap_even_if_file_is_huge() {
 
 #[test]
 fn rejects_array_count_2_pow_62() {
-    let f = Raw::header(3, 0, 1)
-        .string("k")
-        .u32(9)
-        .u32(0)
-        .u64(1 << 62)
-        .0;
+    let f = Raw::header(3, 0, 1).string("k").u32(9).u32(0).u64(1 << 62).0;
     assert_too_large(parse(&f).unwrap_err(), "array length");
 }
 
 #[test]
 fn rejects_array_count_beyond_cap() {
-    let f = Raw::header(3, 0, 1)
-        .string("k")
-        .u32(9)
-        .u32(0)
-        .u64(MAX_ARRAY_LEN + 1)
-        .0;
+    let f = Raw::header(3, 0, 1).string("k").u32(9).u32(0).u64(MAX_ARRAY_LEN + 1).0;
     assert_too_large(Gguf::parse(&f, u64::MAX).unwrap_err(), "array length");
 }
 
@@ -154,43 +132,24 @@ fn rejects_array_nesting_deeper_than_cap() {
         r = r.u32(9).u64(1);
     }
     let f = r.u32(0).u64(1).u8(0).0;
-    assert_too_large(
-        Gguf::parse(&f, u64::MAX).unwrap_err(),
-        "array nesting depth",
-    );
+    assert_too_large(Gguf::parse(&f, u64::MAX).unwrap_err(), "array nesting depth");
 }
 
 #[test]
 fn rejects_tensor_count_beyond_cap_and_beyond_file() {
-    assert_too_large(
-        Gguf::parse(&Raw::header(3, MAX_TENSOR_COUNT + 1, 0).0, u64::MAX).unwrap_err(),
-        "tensor count",
-    );
-    assert_too_large(
-        parse(&Raw::header(3, 1 << 40, 0).0).unwrap_err(),
-        "tensor count",
-    );
+    assert_too_large(Gguf::parse(&Raw::header(3, MAX_TENSOR_COUNT + 1, 0).0, u64::MAX).unwrap_err(), "tensor count");
+    assert_too_large(parse(&Raw::header(3, 1 << 40, 0).0).unwrap_err(), "tensor count");
 }
 
 #[test]
 fn rejects_kv_count_beyond_cap_and_beyond_file() {
-    assert_too_large(
-        Gguf::parse(&Raw::header(3, 0, MAX_KV_COUNT + 1).0, u64::MAX).unwrap_err(),
-        "metadata count",
-    );
-    assert_too_large(
-        parse(&Raw::header(3, 0, u64::MAX).0).unwrap_err(),
-        "metadata count",
-    );
+    assert_too_large(Gguf::parse(&Raw::header(3, 0, MAX_KV_COUNT + 1).0, u64::MAX).unwrap_err(), "metadata count");
+    assert_too_large(parse(&Raw::header(3, 0, u64::MAX).0).unwrap_err(), "metadata count");
 }
 
 #[test]
 fn rejects_more_than_max_dims() {
-    let f = Raw::header(3, 1, 0)
-        .tensor("t", &[1, 1, 1, 1, 1], 0, 0)
-        .pad(32)
-        .bytes(&[0; 32])
-        .0;
+    let f = Raw::header(3, 1, 0).tensor("t", &[1, 1, 1, 1, 1], 0, 0).pad(32).bytes(&[0; 32]).0;
     assert_too_large(parse(&f).unwrap_err(), "tensor dimension count");
 }
 
@@ -203,10 +162,7 @@ fn bad_tensor(f: &[u8]) -> (String, String) {
 
 #[test]
 fn rejects_dims_whose_product_overflows() {
-    let f = Raw::header(3, 1, 0)
-        .tensor("big", &[1 << 32, 1 << 32, 1 << 32], 0, 0)
-        .pad(32)
-        .0;
+    let f = Raw::header(3, 1, 0).tensor("big", &[1 << 32, 1 << 32, 1 << 32], 0, 0).pad(32).0;
     let (t, why) = bad_tensor(&f);
     assert_eq!(t, "big");
     assert!(why.contains("elements"), "{why}");
@@ -214,20 +170,13 @@ fn rejects_dims_whose_product_overflows() {
 
 #[test]
 fn rejects_dim_beyond_int64() {
-    let f = Raw::header(3, 1, 0)
-        .tensor("neg", &[u64::MAX], 0, 0)
-        .pad(32)
-        .0;
+    let f = Raw::header(3, 1, 0).tensor("neg", &[u64::MAX], 0, 0).pad(32).0;
     assert!(bad_tensor(&f).1.contains("int64"));
 }
 
 #[test]
 fn rejects_tensor_beyond_end_of_file() {
-    let f = Raw::header(3, 1, 0)
-        .tensor("w", &[64], 0, 0)
-        .pad(32)
-        .bytes(&[0; 100])
-        .0;
+    let f = Raw::header(3, 1, 0).tensor("w", &[64], 0, 0).pad(32).bytes(&[0; 100]).0;
     let (t, why) = bad_tensor(&f);
     assert_eq!(t, "w");
     assert!(why.contains("beyond the end"), "{why}");
@@ -235,55 +184,32 @@ fn rejects_tensor_beyond_end_of_file() {
 
 #[test]
 fn rejects_tensor_offset_that_overflows() {
-    let f = Raw::header(3, 1, 0)
-        .tensor("w", &[1], 0, u64::MAX - 31)
-        .pad(32)
-        .bytes(&[0; 32])
-        .0;
+    let f = Raw::header(3, 1, 0).tensor("w", &[1], 0, u64::MAX - 31).pad(32).bytes(&[0; 32]).0;
     assert!(bad_tensor(&f).1.contains("beyond the end"));
 }
 
 #[test]
 fn rejects_misaligned_tensor_offset() {
-    let f = Raw::header(3, 1, 0)
-        .tensor("w", &[1], 0, 4)
-        .pad(32)
-        .bytes(&[0; 64])
-        .0;
+    let f = Raw::header(3, 1, 0).tensor("w", &[1], 0, 4).pad(32).bytes(&[0; 64]).0;
     assert!(bad_tensor(&f).1.contains("alignment"));
 }
 
 #[test]
 fn rejects_row_not_multiple_of_block() {
-    let f = Raw::header(3, 1, 0)
-        .tensor("q", &[31], 2, 0)
-        .pad(32)
-        .bytes(&[0; 64])
-        .0;
+    let f = Raw::header(3, 1, 0).tensor("q", &[31], 2, 0).pad(32).bytes(&[0; 64]).0;
     assert!(bad_tensor(&f).1.contains("block size 32"));
 }
 
 #[test]
 fn rejects_unknown_ggml_type() {
-    let f = Raw::header(3, 1, 0)
-        .tensor("q", &[32], 4, 0)
-        .pad(32)
-        .bytes(&[0; 64])
-        .0;
+    let f = Raw::header(3, 1, 0).tensor("q", &[32], 4, 0).pad(32).bytes(&[0; 64]).0;
     assert!(bad_tensor(&f).1.contains("unknown ggml type id 4"));
 }
 
 #[test]
 fn rejects_duplicate_tensor_names() {
-    let f = Raw::header(3, 2, 0)
-        .tensor("w", &[8], 0, 0)
-        .tensor("w", &[8], 0, 32)
-        .pad(32)
-        .bytes(&[0; 64])
-        .0;
-    assert!(
-        matches!(parse(&f).unwrap_err(), Error::DuplicateTensor { tensor, .. } if tensor == "w")
-    );
+    let f = Raw::header(3, 2, 0).tensor("w", &[8], 0, 0).tensor("w", &[8], 0, 32).pad(32).bytes(&[0; 64]).0;
+    assert!(matches!(parse(&f).unwrap_err(), Error::DuplicateTensor { tensor, .. } if tensor == "w"));
 }
 
 #[test]
@@ -296,16 +222,9 @@ fn rejects_duplicate_keys() {
 fn rejects_alignment_zero_non_power_of_two_and_wrong_type() {
     for a in [0u32, 3, 48, 1 << 30] {
         let f = Raw::header(3, 0, 1).kv_u32("general.alignment", a).0;
-        assert!(
-            matches!(parse(&f).unwrap_err(), Error::BadMetadata { .. }),
-            "alignment {a}"
-        );
+        assert!(matches!(parse(&f).unwrap_err(), Error::BadMetadata { .. }), "alignment {a}");
     }
-    let f = Raw::header(3, 0, 1)
-        .string("general.alignment")
-        .u32(10)
-        .u64(32)
-        .0;
+    let f = Raw::header(3, 0, 1).string("general.alignment").u32(10).u64(32).0;
     let e = parse(&f).unwrap_err();
     assert!(e.to_string().contains("UINT32"), "{e}");
 }
@@ -313,27 +232,13 @@ fn rejects_alignment_zero_non_power_of_two_and_wrong_type() {
 #[test]
 fn rejects_unknown_value_type() {
     let f = Raw::header(3, 0, 1).string("k").u32(13).u32(0).0;
-    assert!(matches!(
-        parse(&f).unwrap_err(),
-        Error::BadValueType { code: 13, .. }
-    ));
+    assert!(matches!(parse(&f).unwrap_err(), Error::BadValueType { code: 13, .. }));
 }
 
 #[test]
 fn rejects_non_utf8_names() {
-    let f = Raw::header(3, 0, 1)
-        .u64(2)
-        .bytes(&[0xff, 0xfe])
-        .u32(4)
-        .u32(0)
-        .0;
-    assert!(matches!(
-        parse(&f).unwrap_err(),
-        Error::BadUtf8 {
-            what: "metadata key",
-            ..
-        }
-    ));
+    let f = Raw::header(3, 0, 1).u64(2).bytes(&[0xff, 0xfe]).u32(4).u32(0).0;
+    assert!(matches!(parse(&f).unwrap_err(), Error::BadUtf8 { what: "metadata key", .. }));
 }
 
 #[test]
@@ -388,14 +293,10 @@ fn nested_arrays_and_every_value_type_round_trip() {
         .bytes(&(-0.25f64).to_le_bytes());
     let f = r.pad(32).0;
     let g = parse(&f).unwrap();
-    let MetaValue::Array(a) = g.get("nested").unwrap() else {
-        panic!()
-    };
+    let MetaValue::Array(a) = g.get("nested").unwrap() else { panic!() };
     assert_eq!((a.elem_type, a.len), (ValueType::Array, 2));
     let first: Vec<MetaValue<'_>> = a.iter().collect();
-    let MetaValue::Array(a0) = first[0] else {
-        panic!()
-    };
+    let MetaValue::Array(a0) = first[0] else { panic!() };
     let strs: Vec<&str> = a0.iter().map(|v| v.as_str().unwrap()).collect();
     assert_eq!(strs, ["a", "bc"]);
     assert_eq!(g.get("i64"), Some(&MetaValue::I64(i64::MIN)));
@@ -431,16 +332,8 @@ fn writer_builds_new_files_that_parse_back() {
         ("organ.test.list", MetaValue::Array(arr)),
     ];
     let specs = [
-        TensorSpec {
-            name: "a",
-            dims: &[256, 2],
-            ty: GgmlType::Q4_K,
-        },
-        TensorSpec {
-            name: "b",
-            dims: &[3],
-            ty: GgmlType::F16,
-        },
+        TensorSpec { name: "a", dims: &[256, 2], ty: GgmlType::Q4_K },
+        TensorSpec { name: "b", dims: &[3], ty: GgmlType::F16 },
     ];
     let layout = plan(3, &kvs, &specs).unwrap();
     assert_eq!(layout.alignment, 64);
@@ -449,21 +342,9 @@ fn writer_builds_new_files_that_parse_back() {
     let g = parse(&f).unwrap();
     assert_eq!(g.tensors[0].n_bytes, 2 * 144);
     assert_eq!(g.tensors[1].offset, 320); // 288 rounded up to 64
-    assert_eq!(
-        g.get("organ.test.list").map(|v| v.value_type()),
-        Some(ValueType::Array)
-    );
+    assert_eq!(g.get("organ.test.list").map(|v| v.value_type()), Some(ValueType::Array));
     // Refusals: row not a multiple of the block, duplicates, bad alignment.
-    assert!(plan(
-        3,
-        &[],
-        &[TensorSpec {
-            name: "a",
-            dims: &[100],
-            ty: GgmlType::Q4_K
-        }]
-    )
-    .is_err());
+    assert!(plan(3, &[], &[TensorSpec { name: "a", dims: &[100], ty: GgmlType::Q4_K }]).is_err());
     assert!(plan(3, &[("k", MetaValue::U8(1)), ("k", MetaValue::U8(2))], &[]).is_err());
     assert!(plan(3, &[("general.alignment", MetaValue::U32(3))], &[]).is_err());
     assert!(MetaArray::from_raw(ValueType::String, 3, &names).is_err());

@@ -9,8 +9,7 @@ use serde_json::Value;
 use std::f64::consts::PI;
 
 fn vectors() -> Value {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/testdata/z-measure-vectors.json");
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata/z-measure-vectors.json");
     let s = std::fs::read_to_string(&p)
         .unwrap_or_else(|e| panic!("{}: {e} (shared/ must sit beside the repo)", p.display()));
     serde_json::from_str(&s).unwrap()
@@ -21,9 +20,7 @@ fn inv_norm(p: f64) -> f64 {
     let q = p - 0.5;
     if q.abs() <= 0.425 {
         let r = 0.180625 - q * q;
-        let num = (((((((2509.0809287301226727 * r + 33430.575583588128105) * r
-            + 67265.770927008700853)
-            * r
+        let num = (((((((2509.0809287301226727 * r + 33430.575583588128105) * r + 67265.770927008700853) * r
             + 45921.953931549871457)
             * r
             + 13731.693765509461125)
@@ -34,9 +31,7 @@ fn inv_norm(p: f64) -> f64 {
             * r
             + 3.387132872796366608)
             * q;
-        let den = ((((((5226.495278852545925 * r + 28729.085735721942674) * r
-            + 39307.89580009271061)
-            * r
+        let den = ((((((5226.495278852545925 * r + 28729.085735721942674) * r + 39307.89580009271061) * r
             + 21213.794301586595867)
             * r
             + 5394.1960214247511077)
@@ -52,9 +47,7 @@ fn inv_norm(p: f64) -> f64 {
     r = (-r.ln()).sqrt();
     let x = if r <= 5.0 {
         let r = r - 1.6;
-        let num = ((((((7.7454501427834140764e-4 * r + 0.0227238449892691845833) * r
-            + 0.24178072517745061177)
-            * r
+        let num = ((((((7.7454501427834140764e-4 * r + 0.0227238449892691845833) * r + 0.24178072517745061177) * r
             + 1.27045825245236838258)
             * r
             + 3.64784832476320460504)
@@ -64,8 +57,7 @@ fn inv_norm(p: f64) -> f64 {
             + 4.6303378461565452959)
             * r
             + 1.42343711074968357734;
-        let den = ((((((1.05075007164441684324e-9 * r + 5.475938084995344946e-4) * r
-            + 0.0151986665636164571966)
+        let den = ((((((1.05075007164441684324e-9 * r + 5.475938084995344946e-4) * r + 0.0151986665636164571966)
             * r
             + 0.14810397642748007459)
             * r
@@ -79,8 +71,7 @@ fn inv_norm(p: f64) -> f64 {
         num / den
     } else {
         let r = r - 5.0;
-        let num = ((((((2.01033439929228813265e-7 * r + 2.71155556874348757815e-5) * r
-            + 0.0012426609473880784386)
+        let num = ((((((2.01033439929228813265e-7 * r + 2.71155556874348757815e-5) * r + 0.0012426609473880784386)
             * r
             + 0.026532189526576123093)
             * r
@@ -91,8 +82,7 @@ fn inv_norm(p: f64) -> f64 {
             + 5.4637849111641143699)
             * r
             + 6.6579046435011037772;
-        let den = ((((((2.04426310338993978564e-15 * r + 1.4215117583164458887e-7) * r
-            + 1.8463183175100546818e-5)
+        let den = ((((((2.04426310338993978564e-15 * r + 1.4215117583164458887e-7) * r + 1.8463183175100546818e-5)
             * r
             + 7.868691311456132591e-4)
             * r
@@ -169,17 +159,8 @@ fn indicators_and_theta_match_the_vectors() {
         let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
         let m = measure_tensor(name, GgmlType::F32, n as u64, &bytes).unwrap();
         assert_eq!(m.degenerate, c["degenerate"].as_bool().unwrap(), "{name}");
-        assert!(
-            close(m.theta, c["theta"].as_f64().unwrap()),
-            "{name}: theta {} vs {}",
-            m.theta,
-            c["theta"]
-        );
-        for (got, key) in [
-            (m.entropy, "entropy"),
-            (m.kurtosis, "kurtosis"),
-            (m.cv, "cv"),
-        ] {
+        assert!(close(m.theta, c["theta"].as_f64().unwrap()), "{name}: theta {} vs {}", m.theta, c["theta"]);
+        for (got, key) in [(m.entropy, "entropy"), (m.kurtosis, "kurtosis"), (m.cv, "cv")] {
             match (got, c[key].as_f64()) {
                 (Some(g), Some(w)) => assert!(close(g, w), "{name}: {key} {g} vs {w}"),
                 (None, None) => {}
@@ -197,17 +178,8 @@ fn sampler_matches_the_vectors() {
     let v = vectors();
     for s in v["sampler"].as_array().unwrap() {
         let name = s["name"].as_str().unwrap();
-        assert_eq!(
-            fnv1a64(name.as_bytes()),
-            s["fnv1a64"].as_u64().unwrap(),
-            "{name}"
-        );
-        let want: Vec<u64> = s["first_indices"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_u64().unwrap())
-            .collect();
+        assert_eq!(fnv1a64(name.as_bytes()), s["fnv1a64"].as_u64().unwrap(), "{name}");
+        let want: Vec<u64> = s["first_indices"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
         let got = sample_indices(name, s["n_total"].as_u64().unwrap(), want.len());
         assert_eq!(got, want, "{name}");
     }

@@ -53,6 +53,13 @@ enum Command {
         /// Worker threads (default: one per core).
         #[arg(long, short = 'j')]
         threads: Option<usize>,
+        /// Read only the sampled blocks with positioned reads, never mapping tensor data
+        /// (automatic for models over 2 GiB): memory stays bounded whatever the size.
+        #[arg(long)]
+        stream: bool,
+        /// Print bytes read and peak memory to stderr when done.
+        #[arg(long)]
+        stats: bool,
     },
     /// Split a GGUF into an organ directory: one .bin per tensor under skeleton/, organs/,
     /// embed/, norm/, adapters/, other/, plus manifest.json (all metadata, order, sha256s).
@@ -73,6 +80,10 @@ enum Command {
         /// The GGUF file to create (must not exist).
         #[arg(long)]
         out: PathBuf,
+        /// Write a split model instead: shards OUT-0000i-of-0000N.gguf of at most this much
+        /// tensor data each (500M, 2G…), as llama-gguf-split writes them.
+        #[arg(long, value_name = "SIZE")]
+        split_max_size: Option<String>,
     },
     /// Transplant tensors from a donor into a recipient of the same architecture.
     /// Either may be a GGUF or an organ directory; --out ending in .gguf writes a GGUF,
@@ -99,6 +110,9 @@ enum Command {
         /// Print the plan and check it; write nothing.
         #[arg(long)]
         dry_run: bool,
+        /// With a .gguf --out: write a split model with shards of at most this much tensor data.
+        #[arg(long, value_name = "SIZE")]
+        split_max_size: Option<String>,
     },
 }
 
@@ -107,50 +121,26 @@ fn run(cli: Cli) -> Result<()> {
     let mut out = std::io::BufWriter::new(stdout.lock());
     match cli.command {
         Command::Inspect { model, json } => cmd::inspect::run(&model, json, &mut out)?,
-        Command::Measure {
-            models,
-            json,
-            csv,
-            summary_only,
-            wells,
-            threads,
-        } => {
+        Command::Measure { models, json, csv, summary_only, wells, threads, stream, stats } => {
             if let Some(n) = threads {
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(n.max(1))
-                    .build_global()?;
+                rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build_global()?;
             }
-            let opts = cmd::measure::Options {
-                models,
-                json,
-                csv,
-                summary_only,
-                wells,
-            };
+            let opts = cmd::measure::Options { models, json, csv, summary_only, wells, stream };
             cmd::measure::run(&opts, &mut out)?;
+            if stats {
+                let read = cmd::measure::BYTES_READ.load(std::sync::atomic::Ordering::Relaxed);
+                eprintln!("stats: tensor bytes read by positioned reads {read}, peak RSS {} KiB", peak_rss_kib());
+            }
         }
-        Command::Dissect {
-            model,
-            out: dir,
-            measure,
-        } => cmd::dissect::run(&model, &dir, measure, &mut out)?,
-        Command::Assemble { dir, out: file } => cmd::assemble::run(&dir, &file, &mut out)?,
-        Command::Graft {
-            donor,
-            recipient,
-            out: dest,
-            layers,
-            types,
-            names,
-            dry_run,
-        } => {
+        Command::Dissect { model, out: dir, measure } => cmd::dissect::run(&model, &dir, measure, &mut out)?,
+        Command::Assemble { dir, out: file, split_max_size } => {
+            let max = split_max_size.as_deref().map(write::parse_size).transpose()?;
+            cmd::assemble::run(&dir, &file, max, &mut out)?
+        }
+        Command::Graft { donor, recipient, out: dest, layers, types, names, dry_run, split_max_size } => {
             use organ_core::surgery::select::{Layers, Selection};
             let selection = Selection {
-                layers: layers
-                    .as_deref()
-                    .map(Layers::parse)
-                    .transpose()
-                    .map_err(anyhow::Error::msg)?,
+                layers: layers.as_deref().map(Layers::parse).transpose().map_err(anyhow::Error::msg)?,
                 groups: Selection::parse_groups(&types).map_err(anyhow::Error::msg)?,
                 patterns: names,
             };
@@ -161,6 +151,7 @@ fn run(cli: Cli) -> Result<()> {
                 selection,
                 layers_arg: layers,
                 dry_run,
+                split_max: split_max_size.as_deref().map(write::parse_size).transpose()?,
             };
             cmd::graft::run(&o, &mut out)?;
         }
@@ -169,14 +160,23 @@ fn run(cli: Cli) -> Result<()> {
     Ok(())
 }
 
+/// The process's peak resident set size (VmHWM), in KiB; 0 where /proc is not there.
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 fn main() {
     let cli = Cli::parse();
     if let Err(e) = run(cli) {
         // A closed pipe (`organ inspect x | head`) is not an error.
-        if e.chain().any(|c| {
-            c.downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-        }) {
+        if e.chain()
+            .any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+        {
             std::process::exit(0);
         }
         eprintln!("organ: error: {e:#}");

@@ -60,22 +60,14 @@ pub struct ManifestTensor {
 pub enum OwnedValue {
     Scalar(MetaValue<'static>),
     Str(Vec<u8>),
-    Array {
-        elem_type: ValueType,
-        len: u64,
-        raw: Vec<u8>,
-    },
+    Array { elem_type: ValueType, len: u64, raw: Vec<u8> },
 }
 
 impl OwnedValue {
     pub fn from_meta(v: &MetaValue<'_>) -> OwnedValue {
         match *v {
             MetaValue::Str(s) => OwnedValue::Str(s.to_vec()),
-            MetaValue::Array(a) => OwnedValue::Array {
-                elem_type: a.elem_type,
-                len: a.len,
-                raw: a.raw().to_vec(),
-            },
+            MetaValue::Array(a) => OwnedValue::Array { elem_type: a.elem_type, len: a.len, raw: a.raw().to_vec() },
             MetaValue::U8(x) => OwnedValue::Scalar(MetaValue::U8(x)),
             MetaValue::I8(x) => OwnedValue::Scalar(MetaValue::I8(x)),
             MetaValue::U16(x) => OwnedValue::Scalar(MetaValue::U16(x)),
@@ -97,11 +89,7 @@ impl OwnedValue {
     pub fn strings(items: &[String]) -> Result<OwnedValue> {
         let mut raw = Vec::new();
         MetaArray::encode_strings(items, &mut raw)?;
-        Ok(OwnedValue::Array {
-            elem_type: ValueType::String,
-            len: items.len() as u64,
-            raw,
-        })
+        Ok(OwnedValue::Array { elem_type: ValueType::String, len: items.len() as u64, raw })
     }
 
     /// A borrowed view, for the writer.
@@ -109,11 +97,7 @@ impl OwnedValue {
         Ok(match self {
             OwnedValue::Scalar(v) => *v,
             OwnedValue::Str(s) => MetaValue::Str(s),
-            OwnedValue::Array {
-                elem_type,
-                len,
-                raw,
-            } => MetaValue::Array(MetaArray::from_raw(*elem_type, *len, raw)?),
+            OwnedValue::Array { elem_type, len, raw } => MetaValue::Array(MetaArray::from_raw(*elem_type, *len, raw)?),
         })
     }
 }
@@ -166,8 +150,7 @@ fn encode_raw(ty: ValueType, v: &Value, out: &mut Vec<u8>) -> Result<()> {
     };
     macro_rules! put_int {
         ($t:ty) => {{
-            let x = <$t>::try_from(int(v)?)
-                .with_context(|| format!("{v} does not fit {}", ty.name()))?;
+            let x = <$t>::try_from(int(v)?).with_context(|| format!("{v} does not fit {}", ty.name()))?;
             out.extend_from_slice(&x.to_le_bytes());
         }};
     }
@@ -180,25 +163,18 @@ fn encode_raw(ty: ValueType, v: &Value, out: &mut Vec<u8>) -> Result<()> {
         ValueType::I32 => put_int!(i32),
         ValueType::U64 => put_int!(u64),
         ValueType::I64 => put_int!(i64),
-        ValueType::Bool => out.push(u8::from(
-            v.as_bool().with_context(|| format!("{v} is not a bool"))?,
-        )),
+        ValueType::Bool => out.push(u8::from(v.as_bool().with_context(|| format!("{v} is not a bool"))?)),
         ValueType::F32 => {
             let bits = match v.get("f32_bits") {
                 Some(b) => u32::try_from(int(b)?)?,
-                None => {
-                    (v.as_f64().with_context(|| format!("{v} is not a number"))? as f32).to_bits()
-                }
+                None => (v.as_f64().with_context(|| format!("{v} is not a number"))? as f32).to_bits(),
             };
             out.extend_from_slice(&bits.to_le_bytes());
         }
         ValueType::F64 => {
             let bits = match v.get("f64_bits") {
                 Some(b) => u64::try_from(int(b)?)?,
-                None => v
-                    .as_f64()
-                    .with_context(|| format!("{v} is not a number"))?
-                    .to_bits(),
+                None => v.as_f64().with_context(|| format!("{v} is not a number"))?.to_bits(),
             };
             out.extend_from_slice(&bits.to_le_bytes());
         }
@@ -224,15 +200,8 @@ fn encode_raw(ty: ValueType, v: &Value, out: &mut Vec<u8>) -> Result<()> {
 }
 
 fn array_parts(v: &Value) -> Result<(ValueType, &Vec<Value>)> {
-    let elem = type_named(
-        v.get("elem_type")
-            .and_then(Value::as_str)
-            .context("array without elem_type")?,
-    )?;
-    let values = v
-        .get("values")
-        .and_then(Value::as_array)
-        .context("array without values")?;
+    let elem = type_named(v.get("elem_type").and_then(Value::as_str).context("array without elem_type")?)?;
+    let values = v.get("values").and_then(Value::as_array).context("array without values")?;
     Ok((elem, values))
 }
 
@@ -240,28 +209,14 @@ fn decode_hex(h: &str) -> Result<Vec<u8>> {
     if h.len() % 2 != 0 {
         bail!("odd-length hex string");
     }
-    (0..h.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&h[i..i + 2], 16).context("bad hex string"))
-        .collect()
+    (0..h.len()).step_by(2).map(|i| u8::from_str_radix(&h[i..i + 2], 16).context("bad hex string")).collect()
 }
 
 /// Decodes one manifest metadata entry into its key and value.
 pub fn decode_kv(entry: &Value) -> Result<(String, OwnedValue)> {
-    let key = entry
-        .get("key")
-        .and_then(Value::as_str)
-        .context("metadata entry without key")?
-        .to_owned();
-    let ty = type_named(
-        entry
-            .get("type")
-            .and_then(Value::as_str)
-            .with_context(|| format!("{key}: no type"))?,
-    )?;
-    let v = entry
-        .get("value")
-        .with_context(|| format!("{key}: no value"))?;
+    let key = entry.get("key").and_then(Value::as_str).context("metadata entry without key")?.to_owned();
+    let ty = type_named(entry.get("type").and_then(Value::as_str).with_context(|| format!("{key}: no type"))?)?;
+    let v = entry.get("value").with_context(|| format!("{key}: no value"))?;
     let mut raw = Vec::new();
     encode_raw(ty, v, &mut raw).with_context(|| format!("metadata key {key:?}"))?;
     let value = MetaValue::decode(ty, &raw).with_context(|| format!("metadata key {key:?}"))?;

@@ -32,6 +32,8 @@ pub struct ModelFile {
     pub path: PathBuf,
     /// Its bytes.
     pub bytes: Bytes,
+    /// The open file, for positioned reads that bypass the map.
+    pub file: File,
 }
 
 impl ModelFile {
@@ -51,10 +53,7 @@ impl ModelFile {
                 Bytes::Owned(v)
             }
         };
-        Ok(ModelFile {
-            path: path.to_owned(),
-            bytes,
-        })
+        Ok(ModelFile { path: path.to_owned(), bytes, file })
     }
 
     /// Parses the header.
@@ -65,9 +64,6 @@ impl ModelFile {
 
     /// The file name, for reports.
     pub fn file_name(&self) -> String {
-        self.path.file_name().map_or_else(
-            || self.path.display().to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        )
+        self.path.file_name().map_or_else(|| self.path.display().to_string(), |n| n.to_string_lossy().into_owned())
     }
 }

@@ -41,29 +41,70 @@ pub struct Model {
     pub version: u32,
     pub kvs: Vec<(String, OwnedValue)>,
     pub tensors: Vec<Tensor>,
+    /// For split models, every shard in order (empty otherwise).
+    pub shards: Vec<PathBuf>,
 }
 
 /// Manifests larger than this are refused (a 1T-parameter model's is tens of MB).
 const MAX_MANIFEST_BYTES: u64 = 1 << 30;
 
 impl Model {
-    /// Opens a GGUF file, or an organ directory (one with a manifest.json).
+    /// Opens a GGUF file, a split GGUF (any of its `-0000i-of-0000n.gguf` shards), or an
+    /// organ directory (one with a manifest.json).
     pub fn open(path: &Path) -> Result<Model> {
         if path.is_dir() {
             Self::from_dir(path)
+        } else if let Some(shards) = split_shards(path) {
+            Self::from_split(path, &shards)
         } else {
             Self::from_gguf(path)
         }
     }
 
+    /// Every shard of a split model, read as one: metadata from the first shard (less the
+    /// `split.*` keys), tensors in shard order.
+    pub fn from_split(path: &Path, shards: &[PathBuf]) -> Result<Model> {
+        let n = shards.len();
+        let mut first: Option<Model> = None;
+        let mut tensors = Vec::new();
+        let mut declared = None;
+        for (i, p) in shards.iter().enumerate() {
+            let m = Self::from_gguf(p)?;
+            let num = |k: &str| -> Option<u64> { m.get(k).and_then(|v| v.view().ok()).and_then(|v| v.as_u64()) };
+            let (no, count) = (num("split.no"), num("split.count"));
+            if no != Some(i as u64) || count != Some(n as u64) {
+                bail!(
+                    "{}: split.no {no:?} and split.count {count:?}, expected {i} and {n} (shard {} of {n})",
+                    p.display(),
+                    i + 1
+                );
+            }
+            if i == 0 {
+                declared = num("split.tensors.count");
+            }
+            tensors.extend(m.tensors.iter().cloned());
+            if i == 0 {
+                first = Some(m);
+            }
+        }
+        let mut m = first.with_context(|| format!("{}: no shards", path.display()))?;
+        if declared != Some(tensors.len() as u64) {
+            bail!(
+                "{}: split.tensors.count is {declared:?}, the {n} shards hold {}",
+                shards[0].display(),
+                tensors.len()
+            );
+        }
+        m.kvs.retain(|(k, _)| !k.starts_with("split."));
+        m.tensors = tensors;
+        m.shards = shards.to_vec();
+        Ok(m)
+    }
+
     pub fn from_gguf(path: &Path) -> Result<Model> {
         let file = Arc::new(ModelFile::open(path)?);
         let g = file.parse()?;
-        let kvs = g
-            .kvs
-            .iter()
-            .map(|kv| (kv.key.to_owned(), OwnedValue::from_meta(&kv.value)))
-            .collect();
+        let kvs = g.kvs.iter().map(|kv| (kv.key.to_owned(), OwnedValue::from_meta(&kv.value))).collect();
         let tensors = g
             .tensors
             .iter()
@@ -72,45 +113,26 @@ impl Model {
                 dims: t.shape().to_vec(),
                 ty: t.ty,
                 n_bytes: t.n_bytes,
-                data: DataRef {
-                    file: file.clone(),
-                    offset: t.file_offset,
-                },
+                data: DataRef { file: file.clone(), offset: t.file_offset },
             })
             .collect();
         let version = g.version;
         drop(g);
-        Ok(Model {
-            label: file.file_name(),
-            path: path.to_owned(),
-            version,
-            kvs,
-            tensors,
-        })
+        Ok(Model { label: file.file_name(), path: path.to_owned(), version, kvs, tensors, shards: Vec::new() })
     }
 
     pub fn from_dir(dir: &Path) -> Result<Model> {
         let mpath = dir.join("manifest.json");
-        let len = std::fs::metadata(&mpath)
-            .with_context(|| format!("{}: not an organ directory", mpath.display()))?
-            .len();
+        let len =
+            std::fs::metadata(&mpath).with_context(|| format!("{}: not an organ directory", mpath.display()))?.len();
         if len > MAX_MANIFEST_BYTES {
-            bail!(
-                "{}: {len} bytes, more than the {MAX_MANIFEST_BYTES} a manifest may have",
-                mpath.display()
-            );
+            bail!("{}: {len} bytes, more than the {MAX_MANIFEST_BYTES} a manifest may have", mpath.display());
         }
-        let text =
-            std::fs::read(&mpath).with_context(|| format!("{}: cannot read", mpath.display()))?;
-        let m: Manifest = serde_json::from_slice(&text)
-            .with_context(|| format!("{}: not a valid manifest", mpath.display()))?;
+        let text = std::fs::read(&mpath).with_context(|| format!("{}: cannot read", mpath.display()))?;
+        let m: Manifest =
+            serde_json::from_slice(&text).with_context(|| format!("{}: not a valid manifest", mpath.display()))?;
         if m.format != manifest::FORMAT {
-            bail!(
-                "{}: format {:?}, expected {:?}",
-                mpath.display(),
-                m.format,
-                manifest::FORMAT
-            );
+            bail!("{}: format {:?}, expected {:?}", mpath.display(), m.format, manifest::FORMAT);
         }
         let kvs = m
             .metadata
@@ -118,18 +140,15 @@ impl Model {
             .map(manifest::decode_kv)
             .collect::<Result<Vec<_>>>()
             .with_context(|| format!("{}: metadata", mpath.display()))?;
-        let root = dir
-            .canonicalize()
-            .with_context(|| format!("{}: cannot resolve", dir.display()))?;
+        let root = dir.canonicalize().with_context(|| format!("{}: cannot resolve", dir.display()))?;
         let mut tensors = Vec::with_capacity(m.tensors.len());
         for t in &m.tensors {
-            let path = confined(&root, &t.file)
-                .with_context(|| format!("{}: tensor {:?}", mpath.display(), t.name))?;
+            let path = confined(&root, &t.file).with_context(|| format!("{}: tensor {:?}", mpath.display(), t.name))?;
             let file = Arc::new(ModelFile::open(&path)?);
             let h = organ_bin::parse_header(&file.bytes, file.bytes.len() as u64)
                 .with_context(|| format!("{}: not a valid organ file", path.display()))?;
-            let ty = GgmlType::from_name(&t.ty)
-                .with_context(|| format!("{}: unknown type {:?}", path.display(), t.ty))?;
+            let ty =
+                GgmlType::from_name(&t.ty).with_context(|| format!("{}: unknown type {:?}", path.display(), t.ty))?;
             if h.name != t.name || h.dims != t.shape || h.ty != ty {
                 bail!(
                     "{}: holds {:?} {:?} {}, the manifest says {:?} {:?} {}",
@@ -142,27 +161,11 @@ impl Model {
                     t.ty
                 );
             }
-            let (name, dims, n_bytes, offset) =
-                (h.name.to_owned(), h.dims.clone(), h.n_bytes, h.data_offset);
-            tensors.push(Tensor {
-                name,
-                dims,
-                ty,
-                n_bytes,
-                data: DataRef { file, offset },
-            });
+            let (name, dims, n_bytes, offset) = (h.name.to_owned(), h.dims.clone(), h.n_bytes, h.data_offset);
+            tensors.push(Tensor { name, dims, ty, n_bytes, data: DataRef { file, offset } });
         }
-        let label = dir.file_name().map_or_else(
-            || dir.display().to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        );
-        Ok(Model {
-            label,
-            path: dir.to_owned(),
-            version: m.gguf_version,
-            kvs,
-            tensors,
-        })
+        let label = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
+        Ok(Model { label, path: dir.to_owned(), version: m.gguf_version, kvs, tensors, shards: Vec::new() })
     }
 
     pub fn get(&self, key: &str) -> Option<&OwnedValue> {
@@ -177,6 +180,27 @@ impl Model {
     }
 }
 
+/// If `path` is named like a llama.cpp split shard (`NAME-00002-of-00005.gguf`), the
+/// paths of all its shards, in order.
+pub fn split_shards(path: &Path) -> Option<Vec<PathBuf>> {
+    let name = path.file_name()?.to_str()?;
+    let stem = name.strip_suffix(".gguf")?;
+    let (rest, count) = stem.rsplit_once("-of-")?;
+    let (prefix, no) = rest.rsplit_once('-')?;
+    let ok = |s: &str| s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit());
+    if !ok(count) || !ok(no) {
+        return None;
+    }
+    let n: usize = count.parse().ok().filter(|&n| n >= 1)?;
+    let dir = path.parent().unwrap_or(Path::new(""));
+    Some((1..=n).map(|i| dir.join(split_name(prefix, i, n))).collect())
+}
+
+/// llama.cpp's shard name: `PREFIX-00001-of-00003.gguf`.
+pub fn split_name(prefix: &str, i: usize, n: usize) -> String {
+    format!("{prefix}-{i:05}-of-{n:05}.gguf")
+}
+
 /// `rel` under `root`, refusing absolute paths, `..`, and symlinks that lead outside.
 pub fn confined(root: &Path, rel: &str) -> Result<PathBuf> {
     let p = Path::new(rel);
@@ -184,9 +208,7 @@ pub fn confined(root: &Path, rel: &str) -> Result<PathBuf> {
         bail!("path {rel:?} must be relative, without '..'");
     }
     let full = root.join(p);
-    let real = full
-        .canonicalize()
-        .with_context(|| format!("{}: missing", full.display()))?;
+    let real = full.canonicalize().with_context(|| format!("{}: missing", full.display()))?;
     if !real.starts_with(root) {
         bail!("path {rel:?} leads outside {}", root.display());
     }

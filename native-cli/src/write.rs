@@ -29,34 +29,19 @@ impl Temp {
             Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
             _ => PathBuf::from("."),
         };
-        let name = dest
-            .file_name()
-            .with_context(|| format!("{}: not a path to a file or directory", dest.display()))?;
+        let name =
+            dest.file_name().with_context(|| format!("{}: not a path to a file or directory", dest.display()))?;
         if dest.exists() {
-            bail!(
-                "{}: already exists (organ never overwrites; remove it or choose another --out)",
-                dest.display()
-            );
+            bail!("{}: already exists (organ never overwrites; remove it or choose another --out)", dest.display());
         }
-        let path = dir.join(format!(
-            ".{}.organ-tmp.{}",
-            name.to_string_lossy(),
-            std::process::id()
-        ));
-        Ok(Temp {
-            path,
-            dest: dest.to_owned(),
-            done: false,
-        })
+        let path = dir.join(format!(".{}.organ-tmp.{}", name.to_string_lossy(), std::process::id()));
+        Ok(Temp { path, dest: dest.to_owned(), done: false })
     }
 
     /// Renames the finished temp path to the destination.
     pub fn commit(mut self) -> Result<()> {
         if self.dest.exists() {
-            bail!(
-                "{}: appeared while organ was writing; not replaced",
-                self.dest.display()
-            );
+            bail!("{}: appeared while organ was writing; not replaced", self.dest.display());
         }
         std::fs::rename(&self.path, &self.dest)
             .with_context(|| format!("{}: cannot rename into place", self.dest.display()))?;
@@ -75,29 +60,14 @@ impl Drop for Temp {
 }
 
 /// Writes a GGUF holding `kvs` and `tensors` (each with its own type and bytes) to `dest`.
-pub fn write_gguf(
-    version: u32,
-    kvs: &[(String, OwnedValue)],
-    tensors: &[Tensor],
-    dest: &Path,
-) -> Result<u64> {
-    let views = kvs
-        .iter()
-        .map(|(k, v)| Ok((k.as_str(), v.view()?)))
-        .collect::<Result<Vec<(&str, MetaValue<'_>)>>>()?;
-    let specs: Vec<TensorSpec<'_>> = tensors
-        .iter()
-        .map(|t| TensorSpec {
-            name: &t.name,
-            dims: &t.dims,
-            ty: t.ty,
-        })
-        .collect();
-    let layout = plan(version, &views, &specs)
-        .with_context(|| format!("{}: cannot lay out the GGUF", dest.display()))?;
+pub fn write_gguf(version: u32, kvs: &[(String, OwnedValue)], tensors: &[Tensor], dest: &Path) -> Result<u64> {
+    let views = kvs.iter().map(|(k, v)| Ok((k.as_str(), v.view()?))).collect::<Result<Vec<(&str, MetaValue<'_>)>>>()?;
+    let specs: Vec<TensorSpec<'_>> =
+        tensors.iter().map(|t| TensorSpec { name: &t.name, dims: &t.dims, ty: t.ty }).collect();
+    let layout =
+        plan(version, &views, &specs).with_context(|| format!("{}: cannot lay out the GGUF", dest.display()))?;
     let tmp = Temp::new(dest)?;
-    let f = File::create(&tmp.path)
-        .with_context(|| format!("{}: cannot create", tmp.path.display()))?;
+    let f = File::create(&tmp.path).with_context(|| format!("{}: cannot create", tmp.path.display()))?;
     let mut w = BufWriter::with_capacity(8 << 20, f);
     w.write_all(&layout.header)?;
     let zeros = vec![0u8; layout.alignment as usize];
@@ -151,15 +121,9 @@ pub fn sha256_hex(b: &[u8]) -> String {
 
 /// Writes `model` as an organ directory at `dest`. With `measure`, each tensor's θ goes
 /// into the manifest. Tensors are written in parallel; each is streamed from its map.
-pub fn write_dir(
-    model: &Model,
-    source: manifest::Source,
-    measure: bool,
-    dest: &Path,
-) -> Result<()> {
+pub fn write_dir(model: &Model, source: manifest::Source, measure: bool, dest: &Path) -> Result<()> {
     let tmp = Temp::new(dest)?;
-    std::fs::create_dir(&tmp.path)
-        .with_context(|| format!("{}: cannot create", tmp.path.display()))?;
+    std::fs::create_dir(&tmp.path).with_context(|| format!("{}: cannot create", tmp.path.display()))?;
     for g in Group::ALL {
         std::fs::create_dir(tmp.path.join(group_dir(g)))?;
     }
@@ -182,8 +146,7 @@ pub fn write_dir(
             let path = tmp.path.join(&rel);
             let mut f = BufWriter::with_capacity(
                 4 << 20,
-                File::create(&path)
-                    .with_context(|| format!("{}: cannot create", path.display()))?,
+                File::create(&path).with_context(|| format!("{}: cannot create", path.display()))?,
             );
             let mut h = Sha256::new();
             h.update(&header);
@@ -194,17 +157,10 @@ pub fn write_dir(
             }
             f.flush()?;
             let theta = if measure {
-                match organ_core::zmeasure::measure_tensor(
-                    &t.name,
-                    t.ty,
-                    t.dims.iter().product(),
-                    t.bytes(),
-                ) {
+                match organ_core::zmeasure::measure_tensor(&t.name, t.ty, t.dims.iter().product(), t.bytes()) {
                     Ok(m) => Some(m.theta),
                     Err(organ_core::Error::NotDequantizable { .. }) => None,
-                    Err(e) => {
-                        return Err(anyhow::Error::new(e).context(format!("tensor {:?}", t.name)))
-                    }
+                    Err(e) => return Err(anyhow::Error::new(e).context(format!("tensor {:?}", t.name))),
                 }
             } else {
                 None
@@ -237,4 +193,90 @@ pub fn write_dir(
     f.write_all(b"\n")?;
     f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
     tmp.commit()
+}
+
+/// Parses a size like `500M`, `2G`, `1048576` (K, M, G, T are powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_uppercase() {
+                'K' => 1u64 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => bail!("{s:?}: unknown size suffix (use K, M, G or T)"),
+            };
+            (&s[..i], m)
+        }
+        _ => (s, 1),
+    };
+    let n: u64 = num.parse().with_context(|| format!("{s:?} is not a size like 500M"))?;
+    n.checked_mul(mult).filter(|&n| n > 0).with_context(|| format!("{s:?} is not a usable size"))
+}
+
+/// Writes a GGUF split like `llama-gguf-split` does: shards `PREFIX-0000i-of-0000N.gguf`
+/// beside `dest` (PREFIX is `dest` without `.gguf`), each holding whole tensors of at most
+/// `max_bytes` of data (a larger tensor gets a shard of its own). The first shard holds all
+/// metadata; every shard carries `split.no`, `split.count`, `split.tensors.count`. All
+/// shards are written to temp paths first and renamed only when every one is complete.
+pub fn write_gguf_split(
+    version: u32,
+    kvs: &[(String, OwnedValue)],
+    tensors: &[Tensor],
+    dest: &Path,
+    max_bytes: u64,
+) -> Result<Vec<PathBuf>> {
+    let mut groups: Vec<Vec<Tensor>> = vec![Vec::new()];
+    let mut size = 0u64;
+    for t in tensors {
+        let cur = groups.last_mut().expect("one group at least");
+        if !cur.is_empty() && size + t.n_bytes > max_bytes {
+            groups.push(Vec::new());
+            size = 0;
+        }
+        size += t.n_bytes;
+        groups.last_mut().expect("one group at least").push(t.clone());
+    }
+    let n = groups.len();
+    if n > 99_999 {
+        bail!("{n} shards: more than llama.cpp's 5-digit shard numbers allow");
+    }
+    let name = dest.to_string_lossy();
+    let prefix = name.strip_suffix(".gguf").unwrap_or(&name);
+    let prefix_name = Path::new(prefix).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let dir = dest.parent().map(Path::to_owned).unwrap_or_default();
+    let paths: Vec<PathBuf> = (1..=n).map(|i| dir.join(crate::source::split_name(&prefix_name, i, n))).collect();
+    for p in &paths {
+        if p.exists() {
+            bail!("{}: already exists (organ never overwrites)", p.display());
+        }
+    }
+    // Each shard goes to a hidden temp name first; the renames happen together at the end.
+    let temps: Vec<PathBuf> = paths
+        .iter()
+        .map(|p| {
+            dir.join(format!(".{}.organ-split-tmp", p.file_name().map(|f| f.to_string_lossy()).unwrap_or_default()))
+        })
+        .collect();
+    let cleanup = |upto: usize| {
+        for t in &temps[..upto] {
+            let _ = std::fs::remove_file(t);
+        }
+    };
+    for (i, g) in groups.iter().enumerate() {
+        let mut shard_kvs: Vec<(String, OwnedValue)> =
+            if i == 0 { kvs.iter().filter(|(k, _)| !k.starts_with("split.")).cloned().collect() } else { Vec::new() };
+        shard_kvs.push(("split.no".into(), OwnedValue::Scalar(MetaValue::U16(i as u16))));
+        shard_kvs.push(("split.count".into(), OwnedValue::Scalar(MetaValue::U16(n as u16))));
+        shard_kvs.push(("split.tensors.count".into(), OwnedValue::Scalar(MetaValue::I32(tensors.len() as i32))));
+        if let Err(e) = write_gguf(version, &shard_kvs, g, &temps[i]) {
+            cleanup(i + 1);
+            return Err(e);
+        }
+    }
+    for (t, p) in temps.iter().zip(&paths) {
+        std::fs::rename(t, p).with_context(|| format!("{}: cannot rename into place", p.display()))?;
+    }
+    Ok(paths)
 }

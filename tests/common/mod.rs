@@ -6,18 +6,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
 }
 
 fn cache() -> PathBuf {
     std::env::var_os("ORGAN_CACHE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/organ")
-        })
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/organ"))
 }
 
 /// SmolLM2-135M-Instruct Q4_1, fetched by scripts/fetch-model.sh (scripts/test.sh runs it).
@@ -25,11 +20,7 @@ pub fn smollm2() -> PathBuf {
     let p = std::env::var_os("ORGAN_MODEL")
         .map(PathBuf::from)
         .unwrap_or_else(|| cache().join("models/SmolLM2-135M-Instruct.Q4_1.gguf"));
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-model.sh (scripts/test.sh does)",
-        p.display()
-    );
+    assert!(p.exists(), "{} is missing: run scripts/fetch-model.sh (scripts/test.sh does)", p.display());
     p
 }
 
@@ -38,11 +29,7 @@ pub fn oracle_python() -> PathBuf {
     let p = std::env::var_os("ORGAN_ORACLE_PY")
         .map(PathBuf::from)
         .unwrap_or_else(|| cache().join("venv-gguf-0.19.0/bin/python"));
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/setup-oracle.sh (scripts/test.sh does)",
-        p.display()
-    );
+    assert!(p.exists(), "{} is missing: run scripts/setup-oracle.sh (scripts/test.sh does)", p.display());
     p
 }
 
@@ -52,12 +39,7 @@ pub fn organ() -> Command {
 
 pub fn ok(mut c: Command) -> Output {
     let out = c.output().expect("spawn");
-    assert!(
-        out.status.success(),
-        "{:?} failed:\n{}",
-        c,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{:?} failed:\n{}", c, String::from_utf8_lossy(&out.stderr));
     out
 }
 

@@ -78,15 +78,9 @@ impl<'a> Gguf<'a> {
         for _ in 0..kv_count {
             let offset = c.pos();
             let raw = read_string(&mut c, "metadata key")?;
-            let key = core::str::from_utf8(raw).map_err(|_| Error::BadUtf8 {
-                offset,
-                what: "metadata key",
-            })?;
+            let key = core::str::from_utf8(raw).map_err(|_| Error::BadUtf8 { offset, what: "metadata key" })?;
             if !keys.insert(key) {
-                return Err(Error::DuplicateKey {
-                    offset,
-                    key: key.to_string(),
-                });
+                return Err(Error::DuplicateKey { offset, key: key.to_string() });
             }
             let ty = read_value_type(&mut c)?;
             let value = MetaValue::parse(&mut c, ty, 0)?;
@@ -98,25 +92,19 @@ impl<'a> Gguf<'a> {
         for _ in 0..tensor_count {
             let t = TensorInfo::parse(&mut c)?;
             if !names.insert(t.name) {
-                return Err(Error::DuplicateTensor {
-                    offset: t.info_offset,
-                    tensor: t.name.to_string(),
-                });
+                return Err(Error::DuplicateTensor { offset: t.info_offset, tensor: t.name.to_string() });
             }
             tensors.push(t);
         }
 
         let alignment = alignment_of(&kvs)?;
         let header_end = c.pos();
-        let data_offset =
-            header_end
-                .checked_next_multiple_of(alignment)
-                .ok_or(Error::TooLarge {
-                    offset: header_end,
-                    what: "header end",
-                    value: header_end,
-                    limit: u64::MAX,
-                })?;
+        let data_offset = header_end.checked_next_multiple_of(alignment).ok_or(Error::TooLarge {
+            offset: header_end,
+            what: "header end",
+            value: header_end,
+            limit: u64::MAX,
+        })?;
         // The padding is part of the header: a prefix must hold it, and so must the file
         // (a file with no tensors may end right after the infos).
         if !tensors.is_empty() {
@@ -125,14 +113,7 @@ impl<'a> Gguf<'a> {
         for t in &mut tensors {
             t.locate(data_offset, alignment, c.file_len())?;
         }
-        Ok(Gguf {
-            version,
-            kvs,
-            tensors,
-            alignment,
-            data_offset,
-            file_len: c.file_len(),
-        })
+        Ok(Gguf { version, kvs, tensors, alignment, data_offset, file_len: c.file_len() })
     }
 
     /// The value of a metadata key.
@@ -152,29 +133,14 @@ impl<'a> Gguf<'a> {
 
     /// Total element count over all tensors.
     pub fn parameter_count(&self) -> u64 {
-        self.tensors
-            .iter()
-            .map(|t| t.n_elements)
-            .fold(0u64, u64::saturating_add)
+        self.tensors.iter().map(|t| t.n_elements).fold(0u64, u64::saturating_add)
     }
 }
 
-fn check_count(
-    c: &Cursor<'_>,
-    offset: u64,
-    what: &'static str,
-    value: u64,
-    cap: u64,
-    min_size: u64,
-) -> Result<()> {
+fn check_count(c: &Cursor<'_>, offset: u64, what: &'static str, value: u64, cap: u64, min_size: u64) -> Result<()> {
     let limit = cap.min(c.file_remaining() / min_size);
     if value > limit {
-        return Err(Error::TooLarge {
-            offset,
-            what,
-            value,
-            limit,
-        });
+        return Err(Error::TooLarge { offset, what, value, limit });
     }
     Ok(())
 }
@@ -183,21 +149,13 @@ fn alignment_of(kvs: &[MetaKv<'_>]) -> Result<u64> {
     let Some(kv) = kvs.iter().find(|kv| kv.key == "general.alignment") else {
         return Ok(DEFAULT_ALIGNMENT);
     };
-    let bad = |reason: alloc::string::String| Error::BadMetadata {
-        key: kv.key.to_string(),
-        reason,
-    };
+    let bad = |reason: alloc::string::String| Error::BadMetadata { key: kv.key.to_string(), reason };
     let MetaValue::U32(a) = kv.value else {
-        return Err(bad(alloc::format!(
-            "must be UINT32, found {}",
-            kv.value.value_type().name()
-        )));
+        return Err(bad(alloc::format!("must be UINT32, found {}", kv.value.value_type().name())));
     };
     let a = u64::from(a);
     if a == 0 || !a.is_power_of_two() || a > MAX_ALIGNMENT {
-        return Err(bad(alloc::format!(
-            "{a} is not a non-zero power of two up to {MAX_ALIGNMENT}"
-        )));
+        return Err(bad(alloc::format!("{a} is not a non-zero power of two up to {MAX_ALIGNMENT}")));
     }
     Ok(a)
 }

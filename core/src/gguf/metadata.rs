@@ -211,12 +211,7 @@ pub(crate) fn read_string<'a>(c: &mut Cursor<'a>, what: &'static str) -> Result<
     let offset = c.pos();
     let len = c.u64(what)?;
     if len > MAX_STRING_LEN {
-        return Err(Error::TooLarge {
-            offset,
-            what: "string length",
-            value: len,
-            limit: MAX_STRING_LEN,
-        });
+        return Err(Error::TooLarge { offset, what: "string length", value: len, limit: MAX_STRING_LEN });
     }
     c.bytes(len, what)
 }
@@ -247,12 +242,7 @@ impl<'a> MetaArray<'a> {
         let fits = c.file_remaining() / elem_type.min_size();
         let limit = MAX_ARRAY_LEN.min(fits);
         if len > limit {
-            return Err(Error::TooLarge {
-                offset: len_offset,
-                what: "array length",
-                value: len,
-                limit,
-            });
+            return Err(Error::TooLarge { offset: len_offset, what: "array length", value: len, limit });
         }
         let start = c.pos();
         match elem_type.fixed_size() {
@@ -264,11 +254,7 @@ impl<'a> MetaArray<'a> {
                 }
             }
         }
-        Ok(MetaArray {
-            elem_type,
-            len,
-            raw: c.since(start),
-        })
+        Ok(MetaArray { elem_type, len, raw: c.since(start) })
     }
 
     /// The elements' raw bytes, exactly as in the file.
@@ -286,16 +272,11 @@ impl<'a> MetaArray<'a> {
     }
 
     /// Builds an array of strings (for metadata a writer adds).
-    pub fn encode_strings<S: AsRef<[u8]>>(
-        items: &[S],
-        out: &mut alloc::vec::Vec<u8>,
-    ) -> Result<()> {
+    pub fn encode_strings<S: AsRef<[u8]>>(items: &[S], out: &mut alloc::vec::Vec<u8>) -> Result<()> {
         for s in items {
             let s = s.as_ref();
             if s.len() as u64 > MAX_STRING_LEN {
-                return Err(Error::Unwritable {
-                    reason: alloc::format!("string of {} bytes", s.len()),
-                });
+                return Err(Error::Unwritable { reason: alloc::format!("string of {} bytes", s.len()) });
             }
             out.extend_from_slice(&(s.len() as u64).to_le_bytes());
             out.extend_from_slice(s);
@@ -333,11 +314,7 @@ impl<'a> MetaArray<'a> {
                 }
             }
         }
-        Ok(MetaArray {
-            elem_type,
-            len,
-            raw,
-        })
+        Ok(MetaArray { elem_type, len, raw })
     }
 }
 

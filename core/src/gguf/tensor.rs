@@ -61,21 +61,15 @@ impl<'a> TensorInfo<'a> {
     }
 
     fn bad(&self, reason: impl Into<alloc::string::String>) -> Error {
-        Error::BadTensor {
-            tensor: self.name.to_string(),
-            offset: self.info_offset,
-            reason: reason.into(),
-        }
+        Error::BadTensor { tensor: self.name.to_string(), offset: self.info_offset, reason: reason.into() }
     }
 
     /// Reads one tensor info record (sizes are filled in by [`TensorInfo::locate`]).
     pub(crate) fn parse(c: &mut Cursor<'a>) -> Result<TensorInfo<'a>> {
         let info_offset = c.pos();
         let raw = super::metadata::read_string(c, "tensor name")?;
-        let name = core::str::from_utf8(raw).map_err(|_| Error::BadUtf8 {
-            offset: info_offset,
-            what: "tensor name",
-        })?;
+        let name =
+            core::str::from_utf8(raw).map_err(|_| Error::BadUtf8 { offset: info_offset, what: "tensor name" })?;
         let mut t = TensorInfo {
             name,
             dims: [1; MAX_DIMS as usize],
@@ -102,8 +96,7 @@ impl<'a> TensorInfo<'a> {
             t.dims[d] = c.u64("tensor dimension")?;
         }
         let code = c.u32("tensor type")?;
-        t.ty =
-            GgmlType::from_id(code).ok_or_else(|| t.bad(format!("unknown ggml type id {code}")))?;
+        t.ty = GgmlType::from_id(code).ok_or_else(|| t.bad(format!("unknown ggml type id {code}")))?;
         t.offset = c.u64("tensor offset")?;
         let mut n: u64 = 1;
         for &d in t.shape() {
@@ -113,20 +106,12 @@ impl<'a> TensorInfo<'a> {
             n = n
                 .checked_mul(d)
                 .filter(|&n| n <= MAX_TENSOR_ELEMENTS)
-                .ok_or_else(|| {
-                    t.bad(format!(
-                        "shape {:?} has more than {MAX_TENSOR_ELEMENTS} elements",
-                        t.shape()
-                    ))
-                })?;
+                .ok_or_else(|| t.bad(format!("shape {:?} has more than {MAX_TENSOR_ELEMENTS} elements", t.shape())))?;
         }
         t.n_elements = n;
         let block = t.ty.block_size() as u64;
         if t.dims[0] % block != 0 {
-            return Err(t.bad(format!(
-                "row length {} is not a multiple of the {} block size {block}",
-                t.dims[0], t.ty
-            )));
+            return Err(t.bad(format!("row length {} is not a multiple of the {} block size {block}", t.dims[0], t.ty)));
         }
         // n <= 2^50 and type_size <= 2^8: no overflow.
         t.n_bytes = n / block * t.ty.type_size() as u64;
@@ -136,15 +121,10 @@ impl<'a> TensorInfo<'a> {
     /// Places the tensor in the file: checks alignment and that its bytes lie inside.
     pub(crate) fn locate(&mut self, data_offset: u64, alignment: u64, file_len: u64) -> Result<()> {
         if self.offset % alignment != 0 {
-            return Err(self.bad(format!(
-                "data offset {} is not a multiple of the alignment {alignment}",
-                self.offset
-            )));
+            return Err(self.bad(format!("data offset {} is not a multiple of the alignment {alignment}", self.offset)));
         }
-        let end = data_offset
-            .checked_add(self.offset)
-            .and_then(|s| s.checked_add(self.n_bytes))
-            .filter(|&e| e <= file_len);
+        let end =
+            data_offset.checked_add(self.offset).and_then(|s| s.checked_add(self.n_bytes)).filter(|&e| e <= file_len);
         match end {
             Some(_) => {
                 self.file_offset = data_offset + self.offset;

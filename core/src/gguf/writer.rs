@@ -31,29 +31,20 @@ impl TensorSpec<'_> {
     /// # Errors
     /// [`Error::Unwritable`] if the shape is empty of meaning for the type.
     pub fn n_bytes(&self) -> Result<u64> {
-        let bad = |reason: alloc::string::String| Error::Unwritable {
-            reason: format!("tensor {:?}: {reason}", self.name),
-        };
+        let bad =
+            |reason: alloc::string::String| Error::Unwritable { reason: format!("tensor {:?}: {reason}", self.name) };
         if self.dims.len() > MAX_DIMS as usize {
-            return Err(bad(format!(
-                "{} dimensions (at most {MAX_DIMS})",
-                self.dims.len()
-            )));
+            return Err(bad(format!("{} dimensions (at most {MAX_DIMS})", self.dims.len())));
         }
         let n = self
             .dims
             .iter()
-            .try_fold(1u64, |n, &d| {
-                n.checked_mul(d).filter(|&n| n <= MAX_TENSOR_ELEMENTS)
-            })
+            .try_fold(1u64, |n, &d| n.checked_mul(d).filter(|&n| n <= MAX_TENSOR_ELEMENTS))
             .ok_or_else(|| bad(format!("shape {:?} is too large", self.dims)))?;
         let block = self.ty.block_size() as u64;
         let row = self.dims.first().copied().unwrap_or(1);
         if row % block != 0 {
-            return Err(bad(format!(
-                "row length {row} is not a multiple of the {} block size {block}",
-                self.ty
-            )));
+            return Err(bad(format!("row length {row} is not a multiple of the {} block size {block}", self.ty)));
         }
         Ok(n / block * self.ty.type_size() as u64)
     }
@@ -90,15 +81,9 @@ pub struct Layout {
 ///
 /// # Errors
 /// [`Error::Unwritable`] (or [`Error::BadMetadata`]) naming what cannot be written.
-pub fn plan(
-    version: u32,
-    kvs: &[(&str, MetaValue<'_>)],
-    tensors: &[TensorSpec<'_>],
-) -> Result<Layout> {
+pub fn plan(version: u32, kvs: &[(&str, MetaValue<'_>)], tensors: &[TensorSpec<'_>]) -> Result<Layout> {
     if !(2..=3).contains(&version) {
-        return Err(Error::Unwritable {
-            reason: format!("version {version} (organ writes 2 and 3)"),
-        });
+        return Err(Error::Unwritable { reason: format!("version {version} (organ writes 2 and 3)") });
     }
     let mut alignment = DEFAULT_ALIGNMENT;
     let mut h = Vec::new();
@@ -109,22 +94,16 @@ pub fn plan(
     let mut keys = BTreeSet::new();
     for (key, value) in kvs {
         if !keys.insert(*key) {
-            return Err(Error::Unwritable {
-                reason: format!("duplicate metadata key {key:?}"),
-            });
+            return Err(Error::Unwritable { reason: format!("duplicate metadata key {key:?}") });
         }
         check_len(key.len(), key)?;
         if *key == "general.alignment" {
             match value {
-                MetaValue::U32(a) if a.is_power_of_two() && u64::from(*a) <= MAX_ALIGNMENT => {
-                    alignment = u64::from(*a)
-                }
+                MetaValue::U32(a) if a.is_power_of_two() && u64::from(*a) <= MAX_ALIGNMENT => alignment = u64::from(*a),
                 _ => {
                     return Err(Error::BadMetadata {
                         key: (*key).into(),
-                        reason: format!(
-                            "must be a UINT32 power of two up to {MAX_ALIGNMENT}, got {value:?}"
-                        ),
+                        reason: format!("must be a UINT32 power of two up to {MAX_ALIGNMENT}, got {value:?}"),
                     })
                 }
             }
@@ -142,9 +121,7 @@ pub fn plan(
     let mut offset = 0u64;
     for t in tensors {
         if !names.insert(t.name) {
-            return Err(Error::Unwritable {
-                reason: format!("duplicate tensor name {:?}", t.name),
-            });
+            return Err(Error::Unwritable { reason: format!("duplicate tensor name {:?}", t.name) });
         }
         check_len(t.name.len(), t.name)?;
         let n_bytes = t.n_bytes()?;
@@ -160,23 +137,12 @@ pub fn plan(
         offset = offset
             .checked_add(n_bytes)
             .and_then(|o| o.checked_add(padding(o, alignment)))
-            .ok_or_else(|| Error::Unwritable {
-                reason: "data section larger than 2^64 bytes".into(),
-            })?;
+            .ok_or_else(|| Error::Unwritable { reason: "data section larger than 2^64 bytes".into() })?;
     }
     let pad = padding(h.len() as u64, alignment);
     h.resize(h.len() + pad as usize, 0);
-    let file_len = if tensors.is_empty() {
-        h.len() as u64
-    } else {
-        h.len() as u64 + offset
-    };
-    Ok(Layout {
-        header: h,
-        tensors: placed,
-        alignment,
-        file_len,
-    })
+    let file_len = if tensors.is_empty() { h.len() as u64 } else { h.len() as u64 + offset };
+    Ok(Layout { header: h, tensors: placed, alignment, file_len })
 }
 
 /// Plans a file with the same metadata and tensors as a parsed one (the first step of a
@@ -184,28 +150,16 @@ pub fn plan(
 ///
 /// # Errors
 /// As [`plan`].
-pub fn plan_like(
-    version: u32,
-    kvs: &[MetaKv<'_>],
-    tensors: &[crate::gguf::TensorInfo<'_>],
-) -> Result<Layout> {
+pub fn plan_like(version: u32, kvs: &[MetaKv<'_>], tensors: &[crate::gguf::TensorInfo<'_>]) -> Result<Layout> {
     let kvs: Vec<(&str, MetaValue<'_>)> = kvs.iter().map(|kv| (kv.key, kv.value)).collect();
-    let specs: Vec<TensorSpec<'_>> = tensors
-        .iter()
-        .map(|t| TensorSpec {
-            name: t.name,
-            dims: t.shape(),
-            ty: t.ty,
-        })
-        .collect();
+    let specs: Vec<TensorSpec<'_>> =
+        tensors.iter().map(|t| TensorSpec { name: t.name, dims: t.shape(), ty: t.ty }).collect();
     plan(version, &kvs, &specs)
 }
 
 fn check_len(len: usize, what: &str) -> Result<()> {
     if len as u64 > MAX_STRING_LEN {
-        return Err(Error::Unwritable {
-            reason: format!("string of {len} bytes in {what:?}"),
-        });
+        return Err(Error::Unwritable { reason: format!("string of {len} bytes in {what:?}") });
     }
     Ok(())
 }

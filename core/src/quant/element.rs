@@ -32,19 +32,9 @@ impl<'d> ElementReader<'d> {
         let bs = ty.block_size() as u64;
         let expected = n_elements / bs * ty.type_size() as u64;
         if n_elements % bs != 0 || data.len() as u64 != expected {
-            return Err(Error::SizeMismatch {
-                what: "tensor data",
-                expected,
-                got: data.len() as u64,
-            });
+            return Err(Error::SizeMismatch { what: "tensor data", expected, got: data.len() as u64 });
         }
-        Ok(ElementReader {
-            ty,
-            data,
-            n_elements,
-            cached_block: u64::MAX,
-            cache: [0.0; MAX_BLOCK_SIZE],
-        })
+        Ok(ElementReader { ty, data, n_elements, cached_block: u64::MAX, cache: [0.0; MAX_BLOCK_SIZE] })
     }
 
     /// Element `i` (ggml order), as gguf-py's `dequantize` would give it.
@@ -53,11 +43,7 @@ impl<'d> ElementReader<'d> {
     /// [`Error::SizeMismatch`] if `i` is out of range.
     pub fn get(&mut self, i: u64) -> Result<f32> {
         if i >= self.n_elements {
-            return Err(Error::SizeMismatch {
-                what: "element index",
-                expected: self.n_elements,
-                got: i,
-            });
+            return Err(Error::SizeMismatch { what: "element index", expected: self.n_elements, got: i });
         }
         let (ts, bs) = (self.ty.type_size(), self.ty.block_size());
         // i < n_elements <= data.len() / ts * bs, so these fit in usize.
@@ -84,11 +70,7 @@ impl<'d> ElementReader<'d> {
     /// [`Error::SizeMismatch`] if an index is out of range.
     pub fn gather(&mut self, indices: &[u64]) -> Result<Vec<f32>> {
         if let Some(&i) = indices.iter().find(|&&i| i >= self.n_elements) {
-            return Err(Error::SizeMismatch {
-                what: "element index",
-                expected: self.n_elements,
-                got: i,
-            });
+            return Err(Error::SizeMismatch { what: "element index", expected: self.n_elements, got: i });
         }
         let data = self.data;
         // Every index is below n_elements, so every block lies inside `data`. Block size and
@@ -160,9 +142,7 @@ fn prefetch(data: &[u8], at: usize) {
         // SAFETY: prefetch never faults and has no architectural effect; the pointer comes
         // from a reference into `data` (bounds-checked by `get`). SSE is baseline on x86_64.
         unsafe {
-            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                (p as *const u8).cast::<i8>(),
-            )
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>((p as *const u8).cast::<i8>())
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -224,10 +204,7 @@ fn qk45<const Q5: bool>(b: &[u8], j: usize) -> f32 {
         (s[sub] & 0x3F, s[4 + sub] & 0x3F)
     } else {
         let k = sub - 4;
-        (
-            (s[8 + k] & 0x0F) | ((s[k] >> 2) & 0x30),
-            (s[8 + k] >> 4) | ((s[4 + k] >> 2) & 0x30),
-        )
+        ((s[8 + k] & 0x0F) | ((s[k] >> 2) & 0x30), (s[8 + k] >> 4) | ((s[4 + k] >> 2) & 0x30))
     };
     let dj = d16(b, 0) * f32::from(sc);
     let mj = d16(b, 2) * f32::from(mn);

@@ -38,11 +38,7 @@ pub fn bf16_to_f32(h: u16) -> f32 {
 /// e8m0 scale to f32, halved (`ggml_e8m0_to_fp32_half`, gguf-py's `MXFP4.e8m0_to_fp32_half`).
 #[inline]
 pub fn e8m0_to_f32_half(x: u8) -> f32 {
-    let bits = if x < 2 {
-        0x0020_0000u32 << x
-    } else {
-        u32::from(x - 1) << 23
-    };
+    let bits = if x < 2 { 0x0020_0000u32 << x } else { u32::from(x - 1) << 23 };
     f32::from_bits(bits)
 }
 

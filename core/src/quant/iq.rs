@@ -137,11 +137,7 @@ pub fn iq1_s(b: &[u8; 50], y: &mut [f32; 256]) {
     for ib in 0..8 {
         let qh = u16_at(b, 34 + 2 * ib);
         let dl = d * f32::from(2 * ((qh >> 12) & 7) + 1);
-        let delta = if qh & 0x8000 == 0 {
-            IQ1S_DELTA
-        } else {
-            -IQ1S_DELTA
-        };
+        let delta = if qh & 0x8000 == 0 { IQ1S_DELTA } else { -IQ1S_DELTA };
         for l in 0..4 {
             let idx = u16::from(qs[ib * 4 + l]) | (((qh >> (3 * l)) & 7) << 8);
             let row = IQ1S_GRID[usize::from(idx)];
@@ -157,9 +153,7 @@ pub fn iq1_s(b: &[u8; 50], y: &mut [f32; 256]) {
 pub fn iq1_m(b: &[u8; 56], y: &mut [f32; 256]) {
     let (qs, qh) = (&b[0..32], &b[32..48]);
     let sc = [u16_at(b, 48), u16_at(b, 50), u16_at(b, 52), u16_at(b, 54)];
-    let d = f16_to_f32(
-        (sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000),
-    );
+    let d = f16_to_f32((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
     for k in 0..32 {
         let s = (sc[k / 8] >> (3 * ((k / 2) % 4))) & 7;
         let dl = d * f32::from(2 * s + 1);

@@ -5,12 +5,9 @@
 use super::float::{e8m0_to_f32_half, f16_le, ue4m3_to_f32_half};
 
 /// `kvalues_iq4nl` in ggml.
-pub(crate) const KVALUES_IQ4NL: [i8; 16] = [
-    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
-];
+pub(crate) const KVALUES_IQ4NL: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
 /// e2m1 values, doubled (`kvalues_mxfp4`).
-pub(crate) const KVALUES_MXFP4: [i8; 16] =
-    [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+pub(crate) const KVALUES_MXFP4: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
 
 #[inline]
 fn f16_at(b: &[u8], i: usize) -> f32 {

@@ -90,10 +90,7 @@ fn plain(ty: GgmlType, b: &[u8]) -> f32 {
 
 fn is_plain(ty: GgmlType) -> bool {
     use GgmlType as T;
-    matches!(
-        ty,
-        T::F32 | T::F16 | T::BF16 | T::F64 | T::I8 | T::I16 | T::I32 | T::I64
-    )
+    matches!(ty, T::F32 | T::F16 | T::BF16 | T::F64 | T::I8 | T::I16 | T::I32 | T::I64)
 }
 
 /// Dequantizes whole blocks: `bytes` holds `k` blocks of `ty`, `out` receives
@@ -116,11 +113,7 @@ pub fn dequantize_into(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<()
     }
     let want = bytes.len() / ts * bs;
     if out.len() != want {
-        return Err(Error::SizeMismatch {
-            what: "dequantized output",
-            expected: want as u64,
-            got: out.len() as u64,
-        });
+        return Err(Error::SizeMismatch { what: "dequantized output", expected: want as u64, got: out.len() as u64 });
     }
     if ty == GgmlType::F32 {
         for (o, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
@@ -159,11 +152,7 @@ pub fn dequantize(ty: GgmlType, bytes: &[u8]) -> Result<Vec<f32>> {
 pub fn dequantize_block(ty: GgmlType, block: &[u8], out: &mut [f32]) -> Result<()> {
     let bs = ty.block_size();
     let Some(out) = out.get_mut(..bs) else {
-        return Err(Error::SizeMismatch {
-            what: "block output",
-            expected: bs as u64,
-            got: out.len() as u64,
-        });
+        return Err(Error::SizeMismatch { what: "block output", expected: bs as u64, got: out.len() as u64 });
     };
     if block.len() != ty.type_size() {
         return Err(Error::SizeMismatch {

@@ -38,10 +38,7 @@ pub struct Side<'a> {
 impl<'a> Side<'a> {
     /// The side of a parsed GGUF.
     pub fn of(g: &'a crate::gguf::Gguf<'a>) -> Side<'a> {
-        Side {
-            architecture: g.architecture(),
-            tensors: g.tensors.iter().map(|t| (t.name, t.shape())).collect(),
-        }
+        Side { architecture: g.architecture(), tensors: g.tensors.iter().map(|t| (t.name, t.shape())).collect() }
     }
 
     fn position(&self, name: &str) -> Option<usize> {
@@ -53,64 +50,36 @@ impl<'a> Side<'a> {
 ///
 /// # Errors
 /// Every mismatch found, not only the first, so a user sees the whole problem at once.
-pub fn plan(
-    recipient: &Side<'_>,
-    donor: &Side<'_>,
-    sel: &Selection,
-) -> Result<GraftPlan, Vec<Mismatch>> {
+pub fn plan(recipient: &Side<'_>, donor: &Side<'_>, sel: &Selection) -> Result<GraftPlan, Vec<Mismatch>> {
     let mut bad = Vec::new();
     let (ra, da) = (recipient.architecture, donor.architecture);
     if ra != da || ra.is_none() {
         bad.push(Mismatch {
             tensor: "general.architecture".into(),
-            reason: format!(
-                "recipient is {}, donor is {}",
-                ra.unwrap_or("unknown"),
-                da.unwrap_or("unknown")
-            ),
+            reason: format!("recipient is {}, donor is {}", ra.unwrap_or("unknown"), da.unwrap_or("unknown")),
         });
     }
     let mut swaps = Vec::new();
-    for (ri, &(name, shape)) in recipient
-        .tensors
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| sel.matches(t.0))
-    {
+    for (ri, &(name, shape)) in recipient.tensors.iter().enumerate().filter(|(_, t)| sel.matches(t.0)) {
         match donor.position(name) {
-            None => bad.push(Mismatch {
-                tensor: name.into(),
-                reason: "not in the donor".into(),
-            }),
+            None => bad.push(Mismatch { tensor: name.into(), reason: "not in the donor".into() }),
             Some(di) if donor.tensors[di].1 != shape => bad.push(Mismatch {
                 tensor: name.into(),
-                reason: format!(
-                    "shape {:?} in the donor, {:?} in the recipient",
-                    donor.tensors[di].1, shape
-                ),
+                reason: format!("shape {:?} in the donor, {:?} in the recipient", donor.tensors[di].1, shape),
             }),
             Some(di) => swaps.push((ri, di)),
         }
     }
     for &(name, _) in donor.tensors.iter().filter(|t| sel.matches(t.0)) {
         if recipient.position(name).is_none() {
-            bad.push(Mismatch {
-                tensor: name.into(),
-                reason: "selected in the donor but not in the recipient".into(),
-            });
+            bad.push(Mismatch { tensor: name.into(), reason: "selected in the donor but not in the recipient".into() });
         }
     }
     if swaps.is_empty() && bad.is_empty() {
-        bad.push(Mismatch {
-            tensor: "(selection)".into(),
-            reason: format!("{} matches no tensor", sel.describe()),
-        });
+        bad.push(Mismatch { tensor: "(selection)".into(), reason: format!("{} matches no tensor", sel.describe()) });
     }
     if bad.is_empty() {
-        Ok(GraftPlan {
-            architecture: ra.unwrap_or_default().into(),
-            swaps,
-        })
+        Ok(GraftPlan { architecture: ra.unwrap_or_default().into(), swaps })
     } else {
         Err(bad)
     }
@@ -122,72 +91,35 @@ mod tests {
     use crate::surgery::select::Layers;
 
     fn side<'a>(arch: &'a str, t: &[(&'a str, &'a [u64])]) -> Side<'a> {
-        Side {
-            architecture: Some(arch),
-            tensors: t.to_vec(),
-        }
+        Side { architecture: Some(arch), tensors: t.to_vec() }
     }
 
     #[test]
     fn lists_every_mismatch() {
         let r = side(
             "llama",
-            &[
-                ("blk.0.ffn_up.weight", &[8, 4]),
-                ("blk.1.ffn_up.weight", &[8, 4]),
-                ("blk.2.ffn_up.weight", &[8, 4]),
-            ],
+            &[("blk.0.ffn_up.weight", &[8, 4]), ("blk.1.ffn_up.weight", &[8, 4]), ("blk.2.ffn_up.weight", &[8, 4])],
         );
         let d = side(
             "qwen2",
-            &[
-                ("blk.0.ffn_up.weight", &[8, 4]),
-                ("blk.1.ffn_up.weight", &[8, 6]),
-                ("blk.3.ffn_up.weight", &[8, 4]),
-            ],
+            &[("blk.0.ffn_up.weight", &[8, 4]), ("blk.1.ffn_up.weight", &[8, 6]), ("blk.3.ffn_up.weight", &[8, 4])],
         );
-        let sel = Selection {
-            layers: Some(Layers::parse("0-3").unwrap()),
-            ..Default::default()
-        };
+        let sel = Selection { layers: Some(Layers::parse("0-3").unwrap()), ..Default::default() };
         let bad = plan(&r, &d, &sel).unwrap_err();
         let names: alloc::vec::Vec<&str> = bad.iter().map(|m| m.tensor.as_str()).collect();
         assert_eq!(
             names,
-            [
-                "general.architecture",
-                "blk.1.ffn_up.weight",
-                "blk.2.ffn_up.weight",
-                "blk.3.ffn_up.weight"
-            ]
+            ["general.architecture", "blk.1.ffn_up.weight", "blk.2.ffn_up.weight", "blk.3.ffn_up.weight"]
         );
     }
 
     #[test]
     fn plans_matching_tensors_and_refuses_an_empty_selection() {
-        let r = side(
-            "llama",
-            &[
-                ("blk.0.ffn_up.weight", &[8, 4]),
-                ("blk.0.attn_q.weight", &[8, 8]),
-            ],
-        );
-        let p = plan(
-            &r,
-            &r.clone(),
-            &Selection {
-                layers: Some(Layers::parse("0").unwrap()),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let r = side("llama", &[("blk.0.ffn_up.weight", &[8, 4]), ("blk.0.attn_q.weight", &[8, 8])]);
+        let p = plan(&r, &r.clone(), &Selection { layers: Some(Layers::parse("0").unwrap()), ..Default::default() })
+            .unwrap();
         assert_eq!(p.swaps, [(0, 0), (1, 1)]);
-        let none = Selection {
-            layers: Some(Layers::parse("9").unwrap()),
-            ..Default::default()
-        };
-        assert!(plan(&r, &r.clone(), &none).unwrap_err()[0]
-            .reason
-            .contains("matches no tensor"));
+        let none = Selection { layers: Some(Layers::parse("9").unwrap()), ..Default::default() };
+        assert!(plan(&r, &r.clone(), &none).unwrap_err()[0].reason.contains("matches no tensor"));
     }
 }

@@ -34,13 +34,9 @@ pub fn encode_header(name: &str, dims: &[u64], ty: GgmlType) -> Result<Vec<u8>> 
     let len = u32::try_from(name.len())
         .ok()
         .filter(|&l| u64::from(l) <= MAX_STRING_LEN)
-        .ok_or_else(|| Error::Unwritable {
-            reason: alloc::format!("tensor name of {} bytes", name.len()),
-        })?;
+        .ok_or_else(|| Error::Unwritable { reason: alloc::format!("tensor name of {} bytes", name.len()) })?;
     if dims.len() > MAX_DIMS as usize {
-        return Err(Error::Unwritable {
-            reason: alloc::format!("tensor {name:?} has {} dimensions", dims.len()),
-        });
+        return Err(Error::Unwritable { reason: alloc::format!("tensor {name:?} has {} dimensions", dims.len()) });
     }
     let mut h = Vec::with_capacity(16 + name.len() + 8 * dims.len());
     h.extend_from_slice(&len.to_le_bytes());
@@ -62,18 +58,10 @@ pub fn parse_header(prefix: &[u8], file_len: u64) -> Result<OrganHeader<'_>> {
     let mut c = Cursor::new(prefix, file_len);
     let len = c.u32("organ name length")?;
     if u64::from(len) > MAX_STRING_LEN {
-        return Err(Error::TooLarge {
-            offset: 0,
-            what: "organ name length",
-            value: len.into(),
-            limit: MAX_STRING_LEN,
-        });
+        return Err(Error::TooLarge { offset: 0, what: "organ name length", value: len.into(), limit: MAX_STRING_LEN });
     }
     let raw = c.bytes(len.into(), "organ name")?;
-    let name = core::str::from_utf8(raw).map_err(|_| Error::BadUtf8 {
-        offset: 4,
-        what: "organ name",
-    })?;
+    let name = core::str::from_utf8(raw).map_err(|_| Error::BadUtf8 { offset: 4, what: "organ name" })?;
     let at = c.pos();
     let n_dims = c.u32("organ n_dims")?;
     if n_dims > MAX_DIMS {
@@ -90,20 +78,9 @@ pub fn parse_header(prefix: &[u8], file_len: u64) -> Result<OrganHeader<'_>> {
     }
     let at = c.pos();
     let code = c.u32("organ dtype")?;
-    let bad = |reason: alloc::string::String| Error::BadTensor {
-        tensor: name.to_string(),
-        offset: at,
-        reason,
-    };
-    let ty = GgmlType::from_id(code)
-        .ok_or_else(|| bad(alloc::format!("unknown ggml type id {code}")))?;
-    let n_bytes = TensorSpec {
-        name,
-        dims: &dims,
-        ty,
-    }
-    .n_bytes()
-    .map_err(|e| bad(e.to_string()))?;
+    let bad = |reason: alloc::string::String| Error::BadTensor { tensor: name.to_string(), offset: at, reason };
+    let ty = GgmlType::from_id(code).ok_or_else(|| bad(alloc::format!("unknown ggml type id {code}")))?;
+    let n_bytes = TensorSpec { name, dims: &dims, ty }.n_bytes().map_err(|e| bad(e.to_string()))?;
     let data_offset = c.pos();
     if file_len - data_offset != n_bytes {
         return Err(bad(alloc::format!(
@@ -111,13 +88,7 @@ pub fn parse_header(prefix: &[u8], file_len: u64) -> Result<OrganHeader<'_>> {
             file_len - data_offset
         )));
     }
-    Ok(OrganHeader {
-        name,
-        dims,
-        ty,
-        data_offset,
-        n_bytes,
-    })
+    Ok(OrganHeader { name, dims, ty, data_offset, n_bytes })
 }
 
 #[cfg(test)]

@@ -22,9 +22,7 @@ impl Layers {
                 None => (part, part),
             };
             let num = |x: &str| {
-                x.parse::<u32>().map_err(|_| {
-                    alloc::format!("{part:?} is not a layer number or a range like 5-20")
-                })
+                x.parse::<u32>().map_err(|_| alloc::format!("{part:?} is not a layer number or a range like 5-20"))
             };
             let (a, b) = (num(a)?, num(b)?);
             if a > b {
@@ -89,15 +87,7 @@ impl Selection {
         let mut parts = Vec::new();
         if let Some(l) = &self.layers {
             let r: Vec<String> =
-                l.0.iter()
-                    .map(|&(a, b)| {
-                        if a == b {
-                            a.to_string()
-                        } else {
-                            alloc::format!("{a}-{b}")
-                        }
-                    })
-                    .collect();
+                l.0.iter().map(|&(a, b)| if a == b { a.to_string() } else { alloc::format!("{a}-{b}") }).collect();
             parts.push(alloc::format!("layers {}", r.join(",")));
         }
         if !self.groups.is_empty() {
@@ -146,9 +136,7 @@ mod tests {
     #[test]
     fn layers_and_globs() {
         let l = Layers::parse("5-20, 22").unwrap();
-        assert!(
-            l.contains(5) && l.contains(20) && l.contains(22) && !l.contains(21) && !l.contains(4)
-        );
+        assert!(l.contains(5) && l.contains(20) && l.contains(22) && !l.contains(21) && !l.contains(4));
         assert!(Layers::parse("20-5").is_err());
         assert!(Layers::parse("x").is_err());
         assert!(glob("blk.*.ffn_*", "blk.3.ffn_up.weight"));

@@ -71,11 +71,7 @@ pub fn indicators(x: &[f32]) -> Option<Indicators> {
     } else {
         0.0
     };
-    Some(Indicators {
-        entropy,
-        kurtosis,
-        cv,
-    })
+    Some(Indicators { entropy, kurtosis, cv })
 }
 
 /// θ in degrees from the indicators (§3).
@@ -83,11 +79,7 @@ pub fn theta(ind: &Indicators) -> f64 {
     let s_h = ((0.95 - ind.entropy) / 0.45).clamp(0.0, 1.0);
     let k = ind.kurtosis.max(0.0);
     let s_k = k / (k + 3.0);
-    let s_c = if ind.cv > 0.0 {
-        (libm::log10(ind.cv) / 2.0).clamp(0.0, 1.0)
-    } else {
-        0.0
-    };
+    let s_c = if ind.cv > 0.0 { (libm::log10(ind.cv) / 2.0).clamp(0.0, 1.0) } else { 0.0 };
     90.0 * (s_h + s_k + s_c) / 3.0
 }
 
@@ -115,12 +107,8 @@ mod tests {
         for &v in &x {
             h[(((v - mn) / (mx - mn) * 256.0) as usize).min(255)] += 1;
         }
-        let t: Vec<f64> = h
-            .iter()
-            .filter(|&&c| c > 0)
-            .map(|&c| c as f64 / m as f64)
-            .map(|p| p * libm::log(p))
-            .collect();
+        let t: Vec<f64> =
+            h.iter().filter(|&&c| c > 0).map(|&c| c as f64 / m as f64).map(|p| p * libm::log(p)).collect();
         let entropy = -(0.0 + pairwise_sum(&t)) / libm::log(256.0);
         let mean = |a: &[f64]| (0.0 + pairwise_sum(a)) / a.len() as f64;
         let mu = mean(&x);
@@ -137,11 +125,7 @@ mod tests {
         } else {
             0.0
         };
-        Some(Indicators {
-            entropy,
-            kurtosis: m4 / (m2 * m2) - 3.0,
-            cv,
-        })
+        Some(Indicators { entropy, kurtosis: m4 / (m2 * m2) - 3.0, cv })
     }
 
     fn same(a: Option<Indicators>, b: Option<Indicators>) -> bool {

@@ -74,6 +74,25 @@ impl SamplePlan {
         }
     }
 
+    /// For callers that read bytes themselves (a browser, a streaming CLI): the distinct
+    /// blocks that hold sampled elements (ascending), and every sampled index re-expressed
+    /// as an element index into those blocks laid end to end. Gathering the remapped
+    /// indices from the concatenated blocks gives the same values, in the same order, as
+    /// gathering the original indices from the whole tensor.
+    pub fn compact(&self, block_size: u64) -> (Vec<u64>, Vec<u64>) {
+        let blocks = self.blocks(block_size);
+        let remap = |i: u64| {
+            // Every index's block is in `blocks`, so the search always succeeds.
+            let rank = blocks.binary_search(&(i / block_size)).unwrap_or(0) as u64;
+            rank * block_size + i % block_size
+        };
+        let remapped = match self {
+            SamplePlan::All(n) => (0..*n).map(remap).collect(),
+            SamplePlan::Sample(ix) => ix.iter().map(|&i| remap(i)).collect(),
+        };
+        (blocks, remapped)
+    }
+
     /// Reads the planned values through `get` (element index to value), in plan order.
     ///
     /// # Errors
@@ -101,15 +120,7 @@ pub fn measure_values(mut values: Vec<f32>) -> Measurement {
             sampled,
             dropped,
         },
-        None => Measurement {
-            theta: 0.0,
-            entropy: None,
-            kurtosis: None,
-            cv: None,
-            degenerate: true,
-            sampled,
-            dropped,
-        },
+        None => Measurement { theta: 0.0, entropy: None, kurtosis: None, cv: None, degenerate: true, sampled, dropped },
     }
 }
 
@@ -119,12 +130,7 @@ pub fn measure_values(mut values: Vec<f32>) -> Measurement {
 /// # Errors
 /// [`crate::Error::NotDequantizable`] for types without a reference dequantizer;
 /// [`crate::Error::SizeMismatch`] if `data` is not the tensor's size.
-pub fn measure_tensor(
-    name: &str,
-    ty: GgmlType,
-    n_elements: u64,
-    data: &[u8],
-) -> Result<Measurement> {
+pub fn measure_tensor(name: &str, ty: GgmlType, n_elements: u64, data: &[u8]) -> Result<Measurement> {
     let mut reader = ElementReader::new(ty, data, n_elements)?;
     let values = match SamplePlan::new(name, n_elements) {
         SamplePlan::All(_) => crate::quant::dequantize(ty, data)?,

@@ -21,11 +21,7 @@ fn key(v: f32) -> u32 {
 
 #[inline]
 fn value(k: u32) -> f32 {
-    f32::from_bits(if k & 0x8000_0000 != 0 {
-        k & 0x7FFF_FFFF
-    } else {
-        !k
-    })
+    f32::from_bits(if k & 0x8000_0000 != 0 { k & 0x7FFF_FFFF } else { !k })
 }
 
 /// A sorted copy of `x` (ascending, `f32::total_cmp` order); `x` is left as it is.
@@ -88,9 +84,7 @@ mod tests {
 
     #[test]
     fn narrow_ranges_skip_passes_and_stay_sorted() {
-        let x: Vec<f32> = (0..5000)
-            .map(|i| ((i * 7919) % 5000) as f32 * 0.5 - 100.0)
-            .collect();
+        let x: Vec<f32> = (0..5000).map(|i| ((i * 7919) % 5000) as f32 * 0.5 - 100.0).collect();
         let x = sorted_f32(&x);
         assert!(x.windows(2).all(|w| w[0] <= w[1]));
     }

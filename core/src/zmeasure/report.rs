@@ -7,7 +7,7 @@ use crate::anatomy::{classify, Group, OrganKind};
 use crate::gguf::{Gguf, TensorInfo};
 use alloc::borrow::ToOwned;
 use alloc::collections::BTreeMap;
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::vec::Vec;
 use serde::{Deserialize, Serialize};
 
@@ -65,21 +65,32 @@ pub struct TensorReport {
 impl TensorReport {
     /// The row for tensor `t` with its measurement (`None`: not measurable).
     pub fn new(t: &TensorInfo<'_>, m: Option<&Measurement>) -> TensorReport {
-        let a = classify(t.name);
+        Self::from_parts(t.name, t.ty, t.shape(), t.n_bytes, m)
+    }
+
+    /// The row for a tensor given by its parts.
+    pub fn from_parts(
+        name: &str,
+        ty: crate::GgmlType,
+        shape: &[u64],
+        bytes: u64,
+        m: Option<&Measurement>,
+    ) -> TensorReport {
+        let a = classify(name);
         let status = match m {
             None => Status::NotMeasurable,
             Some(m) if m.degenerate => Status::Degenerate,
             Some(_) => Status::Measured,
         };
         TensorReport {
-            name: t.name.to_owned(),
+            name: name.to_owned(),
             group: a.group,
             organ: a.organ,
             layer: a.layer,
-            ty: t.ty.name().to_owned(),
-            shape: t.shape().to_vec(),
-            n_elements: t.n_elements,
-            bytes: t.n_bytes,
+            ty: ty.name().to_owned(),
+            shape: shape.to_vec(),
+            n_elements: shape.iter().product(),
+            bytes,
             status,
             theta: m.map(|m| m.theta),
             entropy: m.and_then(|m| m.entropy),
@@ -144,10 +155,7 @@ pub struct Summary {
 impl Summary {
     /// The summary of a model's tensor rows.
     pub fn of(rows: &[TensorReport]) -> Summary {
-        let with_theta: Vec<(&TensorReport, f64)> = rows
-            .iter()
-            .filter_map(|r| r.theta.map(|t| (r, t)))
-            .collect();
+        let with_theta: Vec<(&TensorReport, f64)> = rows.iter().filter_map(|r| r.theta.map(|t| (r, t))).collect();
         let n = with_theta.len();
         let mean = |it: &mut dyn Iterator<Item = f64>| -> f64 {
             let v: Vec<f64> = it.collect();
@@ -160,22 +168,14 @@ impl Summary {
         let theta_mean = mean(&mut with_theta.iter().map(|&(_, t)| t));
         let total_weight: f64 = with_theta.iter().map(|(r, _)| r.n_elements as f64).sum();
         let theta_weighted = if total_weight > 0.0 {
-            with_theta
-                .iter()
-                .map(|(r, t)| t * r.n_elements as f64)
-                .sum::<f64>()
-                / total_weight
+            with_theta.iter().map(|(r, t)| t * r.n_elements as f64).sum::<f64>() / total_weight
         } else {
             0.0
         };
         let signal = mean(&mut with_theta.iter().map(|&(_, t)| libm::sin(t.to_radians())));
         let mut groups = Vec::new();
         for g in Group::ALL {
-            let ts: Vec<f64> = with_theta
-                .iter()
-                .filter(|(r, _)| r.group == g)
-                .map(|&(_, t)| t)
-                .collect();
+            let ts: Vec<f64> = with_theta.iter().filter(|(r, _)| r.group == g).map(|&(_, t)| t).collect();
             if ts.is_empty() {
                 continue;
             }
@@ -187,24 +187,11 @@ impl Summary {
                 max: ts.iter().copied().fold(f64::NEG_INFINITY, f64::max),
             });
         }
-        let mut wells: Vec<Well> = with_theta
-            .iter()
-            .map(|&(r, t)| Well {
-                name: r.name.clone(),
-                group: r.group,
-                theta: t,
-            })
-            .collect();
-        wells.sort_by(|a, b| {
-            a.theta
-                .total_cmp(&b.theta)
-                .then_with(|| a.name.cmp(&b.name))
-        });
+        let mut wells: Vec<Well> =
+            with_theta.iter().map(|&(r, t)| Well { name: r.name.clone(), group: r.group, theta: t }).collect();
+        wells.sort_by(|a, b| a.theta.total_cmp(&b.theta).then_with(|| a.name.cmp(&b.name)));
         wells.truncate(WELLS);
-        let degenerate = rows
-            .iter()
-            .filter(|r| r.status == Status::Degenerate)
-            .count() as u64;
+        let degenerate = rows.iter().filter(|r| r.status == Status::Degenerate).count() as u64;
         Summary {
             tensors: rows.len() as u64,
             measured: n as u64 - degenerate,
@@ -243,19 +230,28 @@ pub struct ModelReport {
 impl ModelReport {
     /// A model's report from its header and one row per tensor (in file order).
     pub fn new(model: &str, g: &Gguf<'_>, tensors: Vec<TensorReport>) -> ModelReport {
+        let name = g.get("general.name").and_then(|v| v.as_str());
+        Self::from_parts(model, g.architecture(), name, g.file_len, tensors)
+    }
+
+    /// A model's report from its parts (for models read from several files).
+    pub fn from_parts(
+        model: &str,
+        architecture: Option<&str>,
+        name: Option<&str>,
+        file_bytes: u64,
+        tensors: Vec<TensorReport>,
+    ) -> ModelReport {
         let mut types = BTreeMap::new();
-        for t in &g.tensors {
-            *types.entry(t.ty.name().to_string()).or_insert(0) += 1;
+        for t in &tensors {
+            *types.entry(t.ty.clone()).or_insert(0) += 1;
         }
         ModelReport {
             model: model.to_owned(),
-            architecture: g.architecture().map(str::to_owned),
-            name: g
-                .get("general.name")
-                .and_then(|v| v.as_str())
-                .map(str::to_owned),
-            parameters: g.parameter_count(),
-            file_bytes: g.file_len,
+            architecture: architecture.map(str::to_owned),
+            name: name.map(str::to_owned),
+            parameters: tensors.iter().map(|t| t.n_elements).fold(0u64, u64::saturating_add),
+            file_bytes,
             types,
             summary: Summary::of(&tensors),
             tensors,
@@ -299,12 +295,7 @@ impl Report {
     /// A report over `models`, ranked.
     pub fn new(generator: &str, models: Vec<ModelReport>) -> Report {
         let mut order: Vec<&ModelReport> = models.iter().collect();
-        order.sort_by(|a, b| {
-            b.summary
-                .theta_mean
-                .total_cmp(&a.summary.theta_mean)
-                .then_with(|| a.model.cmp(&b.model))
-        });
+        order.sort_by(|a, b| b.summary.theta_mean.total_cmp(&a.summary.theta_mean).then_with(|| a.model.cmp(&b.model)));
         let ranking = order
             .iter()
             .enumerate()
@@ -318,11 +309,6 @@ impl Report {
                 tensors: m.summary.tensors,
             })
             .collect();
-        Report {
-            measure: MEASURE.to_owned(),
-            generator: generator.to_owned(),
-            models,
-            ranking,
-        }
+        Report { measure: MEASURE.to_owned(), generator: generator.to_owned(), models, ranking }
     }
 }

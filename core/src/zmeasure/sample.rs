@@ -39,7 +39,5 @@ impl SplitMix64 {
 /// The `n` sampled element indices of a tensor named `name` with `n_total` elements.
 pub fn sample_indices(name: &str, n_total: u64, n: usize) -> Vec<u64> {
     let mut rng = SplitMix64::new(fnv1a64(name.as_bytes()));
-    (0..n)
-        .map(|_| ((u128::from(rng.next_u64()) * u128::from(n_total)) >> 64) as u64)
-        .collect()
+    (0..n).map(|_| ((u128::from(rng.next_u64()) * u128::from(n_total)) >> 64) as u64).collect()
 }

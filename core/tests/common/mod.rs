@@ -8,11 +8,7 @@ pub struct Raw(pub Vec<u8>);
 impl Raw {
     /// Magic, version, tensor count, kv count.
     pub fn header(version: u32, n_tensors: u64, n_kv: u64) -> Raw {
-        Raw::default()
-            .bytes(b"GGUF")
-            .u32(version)
-            .u64(n_tensors)
-            .u64(n_kv)
+        Raw::default().bytes(b"GGUF").u32(version).u64(n_tensors).u64(n_kv)
     }
     pub fn bytes(mut self, b: &[u8]) -> Raw {
         self.0.extend_from_slice(b);

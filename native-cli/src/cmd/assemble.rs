@@ -8,10 +8,9 @@ use rayon::prelude::*;
 use std::io::Write;
 use std::path::Path;
 
-pub fn run(dir: &Path, out: &Path, w: &mut dyn Write) -> Result<()> {
+pub fn run(dir: &Path, out: &Path, split_max: Option<u64>, w: &mut dyn Write) -> Result<()> {
     let m = Model::from_dir(dir)?;
-    let manifest: crate::manifest::Manifest =
-        serde_json::from_slice(&std::fs::read(dir.join("manifest.json"))?)?;
+    let manifest: crate::manifest::Manifest = serde_json::from_slice(&std::fs::read(dir.join("manifest.json"))?)?;
     // Every organ file must be what dissect wrote (or what a graft recorded).
     let bad: Vec<String> = m
         .tensors
@@ -21,21 +20,22 @@ pub fn run(dir: &Path, out: &Path, w: &mut dyn Write) -> Result<()> {
         .map(|(t, e)| format!("{} ({})", e.file, t.name))
         .collect();
     if !bad.is_empty() {
-        bail!(
-            "{}: {} organ files differ from their manifest sha256: {}",
-            dir.display(),
-            bad.len(),
-            bad.join(", ")
-        );
+        bail!("{}: {} organ files differ from their manifest sha256: {}", dir.display(), bad.len(), bad.join(", "));
     }
-    let n = write_gguf(m.version, &m.kvs, &m.tensors, out)
-        .with_context(|| format!("assembling {}", dir.display()))?;
-    writeln!(
-        w,
-        "assembled {} tensors from {} into {} ({n} bytes)",
-        m.tensors.len(),
-        dir.display(),
-        out.display()
-    )?;
+    if let Some(max) = split_max {
+        let shards = crate::write::write_gguf_split(m.version, &m.kvs, &m.tensors, out, max)
+            .with_context(|| format!("assembling {}", dir.display()))?;
+        writeln!(
+            w,
+            "assembled {} tensors from {} into {} shards: {}",
+            m.tensors.len(),
+            dir.display(),
+            shards.len(),
+            shards[0].display()
+        )?;
+        return Ok(());
+    }
+    let n = write_gguf(m.version, &m.kvs, &m.tensors, out).with_context(|| format!("assembling {}", dir.display()))?;
+    writeln!(w, "assembled {} tensors from {} into {} ({n} bytes)", m.tensors.len(), dir.display(), out.display())?;
     Ok(())
 }

@@ -2,42 +2,37 @@
 
 use crate::manifest;
 use crate::source::Model;
-use crate::write::{group_dir, sha256_hex, write_dir};
+use crate::write::{group_dir, write_dir};
 use anyhow::{bail, Result};
 use organ_core::anatomy::{classify, Group};
+use sha2::Digest;
 use std::io::Write;
 use std::path::Path;
 
 pub fn run(model: &Path, out: &Path, measure: bool, w: &mut dyn Write) -> Result<()> {
     if model.is_dir() {
-        bail!(
-            "{}: already an organ directory (assemble it to get a GGUF)",
-            model.display()
-        );
+        bail!("{}: already an organ directory (assemble it to get a GGUF)", model.display());
     }
-    let m = Model::from_gguf(model)?;
-    let file = crate::model::ModelFile::open(model)?;
-    let source = manifest::Source {
-        file: m.label.clone(),
-        sha256: sha256_hex(&file.bytes),
-        bytes: file.bytes.len() as u64,
-    };
+    let m = Model::open(model)?;
+    // The source's fingerprint: the file's sha256; for a split model, that of its shards
+    // read one after the other.
+    let files: Vec<std::path::PathBuf> = if m.shards.is_empty() { vec![model.to_owned()] } else { m.shards.clone() };
+    let mut h = sha2::Sha256::new();
+    let mut bytes = 0u64;
+    for f in &files {
+        let f = crate::model::ModelFile::open(f)?;
+        h.update(&f.bytes[..]);
+        bytes += f.bytes.len() as u64;
+    }
+    let sha: String = h.finalize().iter().map(|x| format!("{x:02x}")).collect();
+    let source = manifest::Source { file: m.label.clone(), sha256: sha, bytes };
     write_dir(&m, source, measure, out)?;
     let mut counts = std::collections::BTreeMap::new();
     for t in &m.tensors {
         *counts.entry(classify(&t.name).group).or_insert(0) += 1;
     }
-    let parts: Vec<String> = Group::ALL
-        .iter()
-        .filter_map(|g| counts.get(g).map(|n| format!("{} {n}", group_dir(*g))))
-        .collect();
-    writeln!(
-        w,
-        "dissected {} tensors of {} into {}: {}",
-        m.tensors.len(),
-        m.label,
-        out.display(),
-        parts.join(", ")
-    )?;
+    let parts: Vec<String> =
+        Group::ALL.iter().filter_map(|g| counts.get(g).map(|n| format!("{} {n}", group_dir(*g)))).collect();
+    writeln!(w, "dissected {} tensors of {} into {}: {}", m.tensors.len(), m.label, out.display(), parts.join(", "))?;
     Ok(())
 }

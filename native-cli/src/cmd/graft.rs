@@ -18,16 +18,12 @@ pub struct Options<'a> {
     /// The --layers argument as given, for provenance.
     pub layers_arg: Option<String>,
     pub dry_run: bool,
+    /// Write a split GGUF with shards of at most this many data bytes.
+    pub split_max: Option<u64>,
 }
 
 fn side(m: &Model) -> (Option<String>, Vec<(&str, &[u64])>) {
-    (
-        m.architecture(),
-        m.tensors
-            .iter()
-            .map(|t| (t.name.as_str(), t.dims.as_slice()))
-            .collect(),
-    )
+    (m.architecture(), m.tensors.iter().map(|t| (t.name.as_str(), t.dims.as_slice())).collect())
 }
 
 /// sha256 of a model's bytes: the GGUF file, or an organ directory's manifest.
@@ -44,21 +40,12 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let donor = Model::open(o.donor)?;
     let (ra, rt) = side(&recipient);
     let (da, dt) = side(&donor);
-    let rs = Side {
-        architecture: ra.as_deref(),
-        tensors: rt,
-    };
-    let ds = Side {
-        architecture: da.as_deref(),
-        tensors: dt,
-    };
+    let rs = Side { architecture: ra.as_deref(), tensors: rt };
+    let ds = Side { architecture: da.as_deref(), tensors: dt };
     let p = match plan(&rs, &ds, &o.selection) {
         Ok(p) => p,
         Err(bad) => {
-            let lines: Vec<String> = bad
-                .iter()
-                .map(|m| format!("  {}: {}", m.tensor, m.reason))
-                .collect();
+            let lines: Vec<String> = bad.iter().map(|m| format!("  {}: {}", m.tensor, m.reason)).collect();
             bail!(
                 "graft refused: {} of {} into {} would not load ({} problems):\n{}",
                 o.selection.describe(),
@@ -80,64 +67,36 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     )?;
     for &(ri, di) in &p.swaps {
         let (r, d) = (&recipient.tensors[ri], &donor.tensors[di]);
-        writeln!(
-            w,
-            "  {:<40} {:>7} -> {:<7} {:>12} bytes",
-            r.name,
-            r.ty.name(),
-            d.ty.name(),
-            d.n_bytes
-        )?;
+        writeln!(w, "  {:<40} {:>7} -> {:<7} {:>12} bytes", r.name, r.ty.name(), d.ty.name(), d.n_bytes)?;
     }
     if o.dry_run {
         writeln!(w, "dry run: nothing written")?;
         return Ok(());
     }
-    let Some(out) = o.out else {
-        bail!("--out is required unless --dry-run")
-    };
+    let Some(out) = o.out else { bail!("--out is required unless --dry-run") };
 
     let mut tensors = recipient.tensors.clone();
     for &(ri, di) in &p.swaps {
         tensors[ri] = donor.tensors[di].clone();
     }
-    let mut kvs: Vec<(String, OwnedValue)> = recipient
-        .kvs
-        .iter()
-        .filter(|(k, _)| !k.starts_with("organ.graft."))
-        .cloned()
-        .collect();
-    let names: Vec<String> = p
-        .swaps
-        .iter()
-        .map(|&(ri, _)| recipient.tensors[ri].name.clone())
-        .collect();
+    let mut kvs: Vec<(String, OwnedValue)> =
+        recipient.kvs.iter().filter(|(k, _)| !k.starts_with("organ.graft.")).cloned().collect();
+    let names: Vec<String> = p.swaps.iter().map(|&(ri, _)| recipient.tensors[ri].name.clone()).collect();
     let layers = o.layers_arg.clone().unwrap_or_default();
     kvs.push(("organ.graft.donor".into(), OwnedValue::string(&donor.label)));
-    kvs.push((
-        "organ.graft.donor_sha256".into(),
-        OwnedValue::string(&fingerprint(&donor)?),
-    ));
-    kvs.push((
-        "organ.graft.recipient".into(),
-        OwnedValue::string(&recipient.label),
-    ));
-    kvs.push((
-        "organ.graft.selection".into(),
-        OwnedValue::string(&o.selection.describe()),
-    ));
+    kvs.push(("organ.graft.donor_sha256".into(), OwnedValue::string(&fingerprint(&donor)?)));
+    kvs.push(("organ.graft.recipient".into(), OwnedValue::string(&recipient.label)));
+    kvs.push(("organ.graft.selection".into(), OwnedValue::string(&o.selection.describe())));
     kvs.push(("organ.graft.layers".into(), OwnedValue::string(&layers)));
     let types: Vec<&str> = o.selection.groups.iter().map(|g| g.name()).collect();
-    kvs.push((
-        "organ.graft.types".into(),
-        OwnedValue::string(&types.join(",")),
-    ));
+    kvs.push(("organ.graft.types".into(), OwnedValue::string(&types.join(","))));
     kvs.push(("organ.graft.tensors".into(), OwnedValue::strings(&names)?));
 
-    let is_gguf = out
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
-    if is_gguf {
+    let is_gguf = out.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+    if let (true, Some(max)) = (is_gguf, o.split_max) {
+        let shards = crate::write::write_gguf_split(recipient.version, &kvs, &tensors, out, max)?;
+        writeln!(w, "wrote {} shards: {}", shards.len(), shards[0].display())?;
+    } else if is_gguf {
         let n = write_gguf(recipient.version, &kvs, &tensors, out)?;
         writeln!(w, "wrote {} ({n} bytes)", out.display())?;
     } else {
@@ -147,12 +106,9 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
             version: recipient.version,
             kvs,
             tensors,
+            shards: Vec::new(),
         };
-        let source = manifest::Source {
-            file: recipient.label.clone(),
-            sha256: fingerprint(&recipient)?,
-            bytes: 0,
-        };
+        let source = manifest::Source { file: recipient.label.clone(), sha256: fingerprint(&recipient)?, bytes: 0 };
         write_dir(&chimera, source, false, out)?;
         writeln!(w, "wrote organ directory {}", out.display())?;
     }

@@ -16,6 +16,9 @@ const ARRAY_PREVIEW: usize = 8;
 const STRING_PREVIEW: usize = 60;
 
 pub fn run(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<()> {
+    if crate::source::split_shards(path).is_some() {
+        return run_split(path, as_json, out);
+    }
     let model = ModelFile::open(path)?;
     let g = model.parse()?;
     if as_json {
@@ -104,11 +107,7 @@ fn preview(v: &MetaValue<'_>) -> String {
         }
         MetaValue::Array(a) => {
             let items: Vec<String> = a.iter().take(ARRAY_PREVIEW).map(|e| preview(&e)).collect();
-            let more = if a.len > ARRAY_PREVIEW as u64 {
-                ", …"
-            } else {
-                ""
-            };
+            let more = if a.len > ARRAY_PREVIEW as u64 { ", …" } else { "" };
             format!("[{}{more}]", items.join(", "))
         }
         _ => value_json(v).to_string(),
@@ -132,14 +131,7 @@ fn print_text(file: &str, g: &Gguf<'_>, out: &mut dyn Write) -> Result<()> {
             MetaValue::Array(a) => format!("[{} {}]", a.len, a.elem_type.name()),
             v => v.value_type().name().to_string(),
         };
-        writeln!(
-            out,
-            "  {:>3}: {:<16} {} = {}",
-            i + 1,
-            ty,
-            kv.key,
-            preview(&kv.value)
-        )?;
+        writeln!(out, "  {:>3}: {:<16} {} = {}", i + 1, ty, kv.key, preview(&kv.value))?;
     }
     writeln!(out, "\ntensors:")?;
     writeln!(
@@ -161,6 +153,87 @@ fn print_text(file: &str, g: &Gguf<'_>, out: &mut dyn Write) -> Result<()> {
             t.ty.name(),
             shape,
             t.file_offset,
+            t.n_bytes
+        )?;
+    }
+    Ok(())
+}
+
+/// A split model as one: every shard's header line, the merged metadata (first shard's,
+/// less `split.*`), and every tensor with the shard that holds it.
+fn run_split(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<()> {
+    let m = crate::source::Model::open(path)?;
+    let shard_of = |t: &crate::source::Tensor| m.shards.iter().position(|s| *s == t.data.file.path).unwrap_or(0) + 1;
+    let mut metadata = Vec::new();
+    for (k, v) in &m.kvs {
+        let v = v.view()?;
+        metadata.push((k.as_str(), v));
+    }
+    if as_json {
+        let tensors: Vec<Value> = m
+            .tensors
+            .iter()
+            .map(|t| {
+                let a = classify(&t.name);
+                json!({
+                    "name": t.name, "group": a.group, "organ": a.organ, "layer": a.layer, "type": t.ty.name(),
+                    "shape": t.dims, "n_elements": t.dims.iter().product::<u64>(), "shard": shard_of(t),
+                    "file_offset": t.data.offset, "bytes": t.n_bytes,
+                })
+            })
+            .collect();
+        let shards: Vec<String> = m.shards.iter().map(|p| p.display().to_string()).collect();
+        let md: Vec<Value> =
+            metadata.iter().map(|(k, v)| json!({ "key": k, "types": type_path(v), "value": value_json(v) })).collect();
+        let doc = json!({
+            "file": m.label, "version": m.version, "shards": shards,
+            "parameters": m.tensors.iter().map(|t| t.dims.iter().product::<u64>()).sum::<u64>(),
+            "metadata": md, "tensors": tensors,
+        });
+        serde_json::to_writer_pretty(&mut *out, &doc)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{}: split GGUF v{}, {} shards, {} metadata keys, {} tensors",
+        m.label,
+        m.version,
+        m.shards.len(),
+        metadata.len(),
+        m.tensors.len()
+    )?;
+    for (i, s) in m.shards.iter().enumerate() {
+        writeln!(out, "  shard {}: {}", i + 1, s.display())?;
+    }
+    writeln!(out, "\nmetadata:")?;
+    for (i, (k, v)) in metadata.iter().enumerate() {
+        let ty = match v {
+            MetaValue::Array(a) => format!("[{} {}]", a.len, a.elem_type.name()),
+            v => v.value_type().name().to_string(),
+        };
+        writeln!(out, "  {:>3}: {:<16} {} = {}", i + 1, ty, k, preview(v))?;
+    }
+    writeln!(out, "\ntensors:")?;
+    writeln!(
+        out,
+        "  {:>4}  {:<36} {:<9} {:>5}  {:<8} {:<22} {:>5} {:>12} {:>12}",
+        "#", "name", "group", "layer", "type", "shape", "shard", "offset", "bytes"
+    )?;
+    for (i, t) in m.tensors.iter().enumerate() {
+        let a = classify(&t.name);
+        let layer = a.layer.map_or_else(|| "-".to_string(), |l| l.to_string());
+        writeln!(
+            out,
+            "  {:>4}  {:<36} {:<9} {:>5}  {:<8} {:<22} {:>5} {:>12} {:>12}",
+            i + 1,
+            t.name,
+            a.group.name(),
+            layer,
+            t.ty.name(),
+            format!("{:?}", t.dims),
+            shard_of(t),
+            t.data.offset,
             t.n_bytes
         )?;
     }

@@ -1,16 +1,20 @@
-//! `organ measure`: Z-measure v1 θ for every tensor of one or more models, in parallel over
-//! a memory map, reading only the blocks the sampler needs.
+//! `organ measure`: Z-measure v1 θ for every tensor of one or more models (GGUF, split
+//! GGUF, organ directory), in parallel, reading only the blocks the sampler needs: through
+//! a memory map for ordinary models, by positioned reads for huge ones.
 
-use crate::model::ModelFile;
 use crate::output::write_atomic;
-use anyhow::Result;
+use crate::source::{Model, Tensor};
+use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use organ_core::zmeasure::measure_tensor;
+use organ_core::gguf::MetaValue;
+use organ_core::quant::ElementReader;
 use organ_core::zmeasure::report::{ModelReport, Report, TensorReport};
-use organ_core::Error;
+use organ_core::zmeasure::{measure_tensor, measure_values, Measurement, SamplePlan};
 use rayon::prelude::*;
 use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const GENERATOR: &str = concat!("organ ", env!("CARGO_PKG_VERSION"));
 
@@ -20,54 +24,90 @@ pub struct Options {
     pub csv: Option<PathBuf>,
     pub summary_only: bool,
     pub wells: usize,
+    pub stream: bool,
 }
 
-/// Measures one model file; the progress bar advances per tensor.
-pub fn measure_model(path: &Path, progress: &ProgressBar) -> Result<ModelReport> {
-    let model = ModelFile::open(path)?;
-    let g = model.parse()?;
-    let file: &[u8] = &model.bytes;
-    progress.inc_length(g.tensors.len() as u64);
-    let rows: Vec<Result<TensorReport>> = g
+/// Models larger than this are measured by positioned reads of the sampled blocks only,
+/// so memory stays bounded whatever the size (a memory map would keep every touched page).
+const STREAM_ABOVE_BYTES: u64 = 2 << 30;
+
+/// Bytes read by the streaming path, for benchmarks (`--stats`).
+pub static BYTES_READ: AtomicU64 = AtomicU64::new(0);
+
+/// Measures one tensor by reading only its sampled blocks with positioned reads.
+fn measure_streamed(t: &Tensor) -> Result<Measurement> {
+    let (ts, bs) = (t.ty.type_size() as u64, t.ty.block_size() as u64);
+    let n: u64 = t.dims.iter().product();
+    let (blocks, remap) = SamplePlan::new(&t.name, n).compact(bs);
+    let mut buf = vec![0u8; blocks.len() * ts as usize];
+    // Runs of consecutive blocks become one read (at most 1 MiB each).
+    let mut i = 0;
+    while i < blocks.len() {
+        let mut j = i + 1;
+        while j < blocks.len() && blocks[j] == blocks[j - 1] + 1 && (j - i) as u64 * ts < (1 << 20) {
+            j += 1;
+        }
+        let dst = &mut buf[i * ts as usize..j * ts as usize];
+        let at = t.data.offset + blocks[i] * ts;
+        t.data
+            .file
+            .file
+            .read_exact_at(dst, at)
+            .with_context(|| format!("{}: read at offset {at}", t.data.file.path.display()))?;
+        BYTES_READ.fetch_add(dst.len() as u64, Ordering::Relaxed);
+        i = j;
+    }
+    let values = ElementReader::new(t.ty, &buf, blocks.len() as u64 * bs)?.gather(&remap)?;
+    Ok(measure_values(values))
+}
+
+/// Measures one model (a GGUF, a split GGUF, or an organ directory); the progress bar
+/// advances per tensor. With `stream` (or for models over 2 GiB) only the sampled blocks
+/// are read.
+pub fn measure_model(path: &Path, stream: bool, progress: &ProgressBar) -> Result<ModelReport> {
+    let model = Model::open(path)?;
+    let mut files: Vec<&crate::model::ModelFile> = model.tensors.iter().map(|t| &*t.data.file).collect();
+    files.dedup_by_key(|f| f.path.clone());
+    let file_bytes: u64 = files.iter().map(|f| f.bytes.len() as u64).sum();
+    let stream = stream || file_bytes > STREAM_ABOVE_BYTES;
+    progress.inc_length(model.tensors.len() as u64);
+    let rows: Vec<Result<TensorReport>> = model
         .tensors
         .par_iter()
         .map(|t| {
-            let data = t.data(file)?;
-            let m = match measure_tensor(t.name, t.ty, t.n_elements, data) {
-                Ok(m) => Some(m),
-                Err(Error::NotDequantizable { .. }) => None,
-                Err(e) => {
-                    return Err(anyhow::Error::new(e).context(format!(
-                        "{}: tensor {:?}",
-                        path.display(),
-                        t.name
-                    )))
-                }
+            let n: u64 = t.dims.iter().product();
+            let m = if !t.ty.can_dequantize() {
+                None
+            } else if stream {
+                Some(measure_streamed(t).with_context(|| format!("{}: tensor {:?}", path.display(), t.name))?)
+            } else {
+                let m = measure_tensor(&t.name, t.ty, n, t.bytes());
+                Some(m.map_err(|e| anyhow::Error::new(e).context(format!("{}: tensor {:?}", path.display(), t.name)))?)
             };
             progress.inc(1);
-            Ok(TensorReport::new(t, m.as_ref()))
+            Ok(TensorReport::from_parts(&t.name, t.ty, &t.dims, t.n_bytes, m.as_ref()))
         })
         .collect();
     let rows = rows.into_iter().collect::<Result<Vec<_>>>()?;
-    Ok(ModelReport::new(&model.file_name(), &g, rows))
+    let arch = model.architecture();
+    let name = match model.get("general.name").map(|v| v.view()) {
+        Some(Ok(MetaValue::Str(s))) => Some(String::from_utf8_lossy(s).into_owned()),
+        _ => None,
+    };
+    Ok(ModelReport::from_parts(&model.label, arch.as_deref(), name.as_deref(), file_bytes, rows))
 }
 
 pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
     let progress = ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::stderr());
     progress.set_style(
-        ProgressStyle::with_template(
-            "{spinner} {msg} [{bar:30}] {pos}/{len} tensors, {elapsed} (eta {eta})",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> "),
+        ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} tensors, {elapsed} (eta {eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
     );
     let mut models = Vec::with_capacity(opts.models.len());
     for path in &opts.models {
-        progress.set_message(
-            path.file_name()
-                .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-        );
-        models.push(measure_model(path, &progress)?);
+        progress.set_message(path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()));
+        models.push(measure_model(path, opts.stream, &progress)?);
     }
     progress.finish_and_clear();
     let report = Report::new(GENERATOR, models);
@@ -106,12 +146,9 @@ fn write_csv(report: &Report, w: &mut dyn Write) -> Result<()> {
     let num = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:?}"));
     for m in &report.models {
         for t in &m.tensors {
-            let organ = t.organ.map(|o| {
-                serde_json::to_value(o)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default()
-            });
+            let organ = t
+                .organ
+                .map(|o| serde_json::to_value(o).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default());
             c.write_record([
                 m.model.clone(),
                 t.name.clone(),
@@ -120,10 +157,7 @@ fn write_csv(report: &Report, w: &mut dyn Write) -> Result<()> {
                 t.layer.map_or_else(String::new, |l| l.to_string()),
                 t.ty.clone(),
                 t.n_elements.to_string(),
-                serde_json::to_value(t.status)?
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
+                serde_json::to_value(t.status)?.as_str().unwrap_or_default().to_owned(),
                 num(t.theta),
                 num(t.entropy),
                 num(t.kurtosis),
@@ -138,10 +172,7 @@ fn write_csv(report: &Report, w: &mut dyn Write) -> Result<()> {
 }
 
 fn opt(v: Option<f64>, width: usize, prec: usize) -> String {
-    v.map_or_else(
-        || format!("{:>width$}", "-"),
-        |v| format!("{v:>width$.prec$}"),
-    )
+    v.map_or_else(|| format!("{:>width$}", "-"), |v| format!("{v:>width$.prec$}"))
 }
 
 fn human(n: u64) -> String {
@@ -193,32 +224,13 @@ fn print_report(report: &Report, opts: &Options, out: &mut dyn Write) -> Result<
                 )?;
             }
         }
-        writeln!(
-            out,
-            "\n  {:<10} {:>6} {:>9} {:>9} {:>9}",
-            "group", "count", "mean θ°", "min θ°", "max θ°"
-        )?;
+        writeln!(out, "\n  {:<10} {:>6} {:>9} {:>9} {:>9}", "group", "count", "mean θ°", "min θ°", "max θ°")?;
         for g in &s.groups {
-            writeln!(
-                out,
-                "  {:<10} {:>6} {:>9.4} {:>9.4} {:>9.4}",
-                g.group.name(),
-                g.count,
-                g.mean,
-                g.min,
-                g.max
-            )?;
+            writeln!(out, "  {:<10} {:>6} {:>9.4} {:>9.4} {:>9.4}", g.group.name(), g.count, g.mean, g.min, g.max)?;
         }
         writeln!(out, "\n  wells (lowest θ):")?;
         for (i, w) in s.wells.iter().take(opts.wells).enumerate() {
-            writeln!(
-                out,
-                "  {:>3}. {:<40} {:<9} {:>9.4}°",
-                i + 1,
-                w.name,
-                w.group.name(),
-                w.theta
-            )?;
+            writeln!(out, "  {:>3}. {:<40} {:<9} {:>9.4}°", i + 1, w.name, w.group.name(), w.theta)?;
         }
         writeln!(out)?;
     }

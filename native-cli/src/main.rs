@@ -60,6 +60,17 @@ enum Command {
         /// Print bytes read and peak memory to stderr when done.
         #[arg(long)]
         stats: bool,
+        /// Keep finished reports here, keyed by the model's sha256, and reuse them (a fleet
+        /// run resumes where it stopped). Default when a directory is measured:
+        /// ~/.cache/organ/measure.
+        #[arg(long, value_name = "DIR")]
+        cache: Option<PathBuf>,
+        /// Never read or write the report cache.
+        #[arg(long, conflicts_with = "cache")]
+        no_cache: bool,
+        /// Also write the ranking with per-group mean θ as CSV.
+        #[arg(long, value_name = "FILE")]
+        ranking_csv: Option<PathBuf>,
     },
     /// Split a GGUF into an organ directory: one .bin per tensor under skeleton/, organs/,
     /// embed/, norm/, adapters/, other/, plus manifest.json (all metadata, order, sha256s).
@@ -121,11 +132,34 @@ fn run(cli: Cli) -> Result<()> {
     let mut out = std::io::BufWriter::new(stdout.lock());
     match cli.command {
         Command::Inspect { model, json } => cmd::inspect::run(&model, json, &mut out)?,
-        Command::Measure { models, json, csv, summary_only, wells, threads, stream, stats } => {
+        Command::Measure {
+            models,
+            json,
+            csv,
+            summary_only,
+            wells,
+            threads,
+            stream,
+            stats,
+            cache,
+            no_cache,
+            ranking_csv,
+        } => {
             if let Some(n) = threads {
                 rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build_global()?;
             }
-            let opts = cmd::measure::Options { models, json, csv, summary_only, wells, stream };
+            // A fleet (a directory of models) resumes from the default cache.
+            let fleet = models.iter().any(|m| m.is_dir() && !m.join("manifest.json").exists());
+            let cache = match (no_cache, cache) {
+                (true, _) => None,
+                (false, Some(c)) => Some(c),
+                (false, None) if fleet => std::env::var_os("ORGAN_CACHE")
+                    .map(PathBuf::from)
+                    .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/organ")))
+                    .map(|c| c.join("measure")),
+                (false, None) => None,
+            };
+            let opts = cmd::measure::Options { models, json, csv, summary_only, wells, stream, cache, ranking_csv };
             cmd::measure::run(&opts, &mut out)?;
             if stats {
                 let read = cmd::measure::BYTES_READ.load(std::sync::atomic::Ordering::Relaxed);

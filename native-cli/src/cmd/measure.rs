@@ -6,6 +6,7 @@ use crate::output::write_atomic;
 use crate::source::{Model, Tensor};
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use organ_core::anatomy::Group;
 use organ_core::gguf::MetaValue;
 use organ_core::quant::ElementReader;
 use organ_core::zmeasure::report::{ModelReport, Report, TensorReport};
@@ -25,6 +26,84 @@ pub struct Options {
     pub summary_only: bool,
     pub wells: usize,
     pub stream: bool,
+    /// Where finished model reports are kept, keyed by sha256 (fleets resume from it).
+    pub cache: Option<PathBuf>,
+    /// Also write the ranking and per-group θ across models as CSV.
+    pub ranking_csv: Option<PathBuf>,
+}
+
+/// The models a path names: itself (a GGUF, a shard, an organ directory), or for any other
+/// directory every model found below it (split sets once, by their first shard; organ
+/// directories whole; symlinks not followed), sorted by path.
+pub fn discover(path: &Path) -> Result<Vec<PathBuf>> {
+    if !path.is_dir() || path.join("manifest.json").exists() {
+        return Ok(vec![path.to_owned()]);
+    }
+    let mut found = Vec::new();
+    let mut stack = vec![path.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).with_context(|| format!("{}: cannot list", dir.display()))? {
+            let e = e?;
+            let p = e.path();
+            let ty = e.file_type()?;
+            if ty.is_dir() {
+                if p.join("manifest.json").exists() {
+                    found.push(p);
+                } else {
+                    stack.push(p);
+                }
+            } else if ty.is_file() && p.extension().is_some_and(|x| x == "gguf") {
+                match crate::source::split_shards(&p) {
+                    Some(shards) if shards[0] != p => {} // counted through its first shard
+                    _ => found.push(p),
+                }
+            }
+        }
+    }
+    found.sort();
+    if found.is_empty() {
+        anyhow::bail!("{}: no GGUF models or organ directories found", path.display());
+    }
+    Ok(found)
+}
+
+/// The cache key of a model: sha256 of its bytes (every shard in order for a split
+/// model; manifest.json for an organ directory), with the measure's name.
+fn cache_key(path: &Path) -> Result<String> {
+    use sha2::Digest;
+    let files: Vec<PathBuf> = if path.is_dir() {
+        vec![path.join("manifest.json")]
+    } else {
+        crate::source::split_shards(path).unwrap_or_else(|| vec![path.to_owned()])
+    };
+    let mut h = sha2::Sha256::new();
+    for f in &files {
+        h.update(&crate::model::ModelFile::open(f)?.bytes[..]);
+    }
+    Ok(format!(
+        "{}-{}",
+        organ_core::zmeasure::MEASURE,
+        h.finalize().iter().map(|x| format!("{x:02x}")).collect::<String>()
+    ))
+}
+
+/// Measures a model, or takes its report from the cache when an identical model was
+/// measured before.
+fn measure_cached(path: &Path, opts: &Options, progress: &ProgressBar) -> Result<(ModelReport, bool)> {
+    let Some(cache) = &opts.cache else { return Ok((measure_model(path, opts.stream, progress)?, false)) };
+    let key = cache_key(path)?;
+    let entry = cache.join(format!("{key}.json"));
+    let label = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    if let Ok(bytes) = std::fs::read(&entry) {
+        if let Ok(mut r) = serde_json::from_slice::<ModelReport>(&bytes) {
+            r.model = label;
+            return Ok((r, true));
+        }
+    }
+    let r = measure_model(path, opts.stream, progress)?;
+    std::fs::create_dir_all(cache).with_context(|| format!("{}: cannot create the cache", cache.display()))?;
+    write_atomic(&entry, |w| Ok(serde_json::to_writer(w, &r)?))?;
+    Ok((r, false))
 }
 
 /// Models larger than this are measured by positioned reads of the sampled blocks only,
@@ -70,6 +149,12 @@ pub fn measure_model(path: &Path, stream: bool, progress: &ProgressBar) -> Resul
     files.dedup_by_key(|f| f.path.clone());
     let file_bytes: u64 = files.iter().map(|f| f.bytes.len() as u64).sum();
     let stream = stream || file_bytes > STREAM_ABOVE_BYTES;
+    if stream {
+        // Scattered small reads: readahead would pull in far more than the sampled blocks.
+        for f in &files {
+            let _ = rustix::fs::fadvise(&f.file, 0, None, rustix::fs::Advice::Random);
+        }
+    }
     progress.inc_length(model.tensors.len() as u64);
     let rows: Vec<Result<TensorReport>> = model
         .tensors
@@ -104,12 +189,22 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
-    let mut models = Vec::with_capacity(opts.models.len());
-    for path in &opts.models {
+    let mut paths = Vec::new();
+    for p in &opts.models {
+        paths.extend(discover(p)?);
+    }
+    let mut models = Vec::with_capacity(paths.len());
+    let mut cached = 0;
+    for path in &paths {
         progress.set_message(path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()));
-        models.push(measure_model(path, opts.stream, &progress)?);
+        let (r, hit) = measure_cached(path, opts, &progress)?;
+        cached += usize::from(hit);
+        models.push(r);
     }
     progress.finish_and_clear();
+    if cached > 0 {
+        eprintln!("{cached} of {} models taken from the cache", paths.len());
+    }
     let report = Report::new(GENERATOR, models);
 
     if let Some(p) = &opts.json {
@@ -121,6 +216,9 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
     }
     if let Some(p) = &opts.csv {
         write_atomic(p, |w| write_csv(&report, w))?;
+    }
+    if let Some(p) = &opts.ranking_csv {
+        write_atomic(p, |w| write_ranking_csv(&report, w))?;
     }
     print_report(&report, opts, out)
 }
@@ -166,6 +264,35 @@ fn write_csv(report: &Report, w: &mut dyn Write) -> Result<()> {
                 t.dropped.to_string(),
             ])?;
         }
+    }
+    c.flush()?;
+    Ok(())
+}
+
+/// One row per model, in rank order: the ranking's columns, then mean θ per group.
+fn write_ranking_csv(report: &Report, w: &mut dyn Write) -> Result<()> {
+    let mut c = csv::Writer::from_writer(w);
+    let mut head: Vec<String> =
+        ["rank", "model", "parameters", "theta_mean", "theta_weighted", "signal", "tensors"].map(String::from).to_vec();
+    head.extend(Group::ALL.iter().map(|g| format!("theta_{}", g.name())));
+    c.write_record(&head)?;
+    for r in &report.ranking {
+        let m = report.models.iter().find(|m| m.model == r.model).context("ranked model missing")?;
+        let mut row = vec![
+            r.rank.to_string(),
+            r.model.clone(),
+            r.parameters.to_string(),
+            format!("{:?}", r.theta_mean),
+            format!("{:?}", r.theta_weighted),
+            format!("{:?}", r.signal),
+            r.tensors.to_string(),
+        ];
+        for g in Group::ALL {
+            row.push(
+                m.summary.groups.iter().find(|x| x.group == g).map_or_else(String::new, |x| format!("{:?}", x.mean)),
+            );
+        }
+        c.write_record(&row)?;
     }
     c.flush()?;
     Ok(())
@@ -235,6 +362,28 @@ fn print_report(report: &Report, opts: &Options, out: &mut dyn Write) -> Result<
         writeln!(out)?;
     }
     if report.models.len() > 1 {
+        writeln!(out, "per group, mean θ° across models:")?;
+        let groups: Vec<Group> = Group::ALL
+            .into_iter()
+            .filter(|g| report.models.iter().any(|m| m.summary.groups.iter().any(|x| x.group == *g)))
+            .collect();
+        write!(out, "  {:<44}", "model")?;
+        for g in &groups {
+            write!(out, " {:>9}", g.name())?;
+        }
+        writeln!(out)?;
+        for r in &report.ranking {
+            let Some(m) = report.models.iter().find(|m| m.model == r.model) else { continue };
+            write!(out, "  {:<44}", m.model)?;
+            for g in &groups {
+                match m.summary.groups.iter().find(|x| x.group == *g) {
+                    Some(x) => write!(out, " {:>9.4}", x.mean)?,
+                    None => write!(out, " {:>9}", "-")?,
+                }
+            }
+            writeln!(out)?;
+        }
+        writeln!(out)?;
         writeln!(out, "ranking ({} models, by θ_mean):", report.models.len())?;
         writeln!(
             out,

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# organ measure on a synthetic >= 100 GB sparse split MoE model (bench/make-sparse-model.py):
+# prints the model size, the bytes organ read, its peak RSS and the wall time, and fails
+# if the peak RSS reaches 256 MiB. Usage: bench/huge-sparse.sh [TOTAL_GB=100]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GB="${1:-100}"
+cargo build --release -q -p organ-cli
+dir=$(mktemp -d "${TMPDIR:-/tmp}/organ-sparse.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+first=$(python3 bench/make-sparse-model.py "$dir/moe" "$GB" 4 | head -n1)
+size=$(du -cb --apparent-size "$dir"/*.gguf | tail -n1 | cut -f1)
+disk=$(du -c --block-size=1 "$dir"/*.gguf | tail -n1 | cut -f1)
+s=$(date +%s.%N)
+stats=$(target/release/organ measure "$first" --summary-only --stats 2>&1 >/dev/null | grep '^stats:')
+e=$(date +%s.%N)
+read_bytes=$(echo "$stats" | sed -E 's/.*positioned reads ([0-9]+).*/\1/')
+rss_kib=$(echo "$stats" | sed -E 's/.*peak RSS ([0-9]+) KiB.*/\1/')
+python3 - "$size" "$disk" "$read_bytes" "$rss_kib" "$s" "$e" <<'PY'
+import sys
+size, disk, read, rss, s, e = (float(x) for x in sys.argv[1:])
+print(f"model (apparent size)  {size / 2**30:8.1f} GiB in 4 shards ({disk / 2**10:.0f} KiB on disk: sparse)")
+print(f"bytes read             {read / 2**20:8.1f} MiB  ({read / size * 100:.3f}% of the model)")
+print(f"peak RSS               {rss / 1024:8.1f} MiB  (target < 256 MiB)")
+print(f"wall                   {e - s:8.1f} s")
+sys.exit(0 if rss < 256 * 1024 else 1)
+PY

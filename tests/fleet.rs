@@ -87,7 +87,13 @@ fn sigkill_at_any_moment_leaves_no_final_output_and_the_input_intact() {
         }
         let chimera = tmp(&format!("kill-{k}-graft.gguf"));
         let mut c = organ();
-        c.args(["graft", "--type", "organ"]).arg("--donor").arg(&organs).arg("--recipient").arg(&model).arg("--out").arg(&chimera);
+        c.args(["graft", "--type", "organ"])
+            .arg("--donor")
+            .arg(&organs)
+            .arg("--recipient")
+            .arg(&model)
+            .arg("--out")
+            .arg(&chimera);
         if !kill_after(c, d) {
             assert!(!chimera.exists(), "graft killed after {ms} ms left {}", chimera.display());
         }

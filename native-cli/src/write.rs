@@ -67,15 +67,14 @@ pub fn write_gguf(version: u32, kvs: &[(String, OwnedValue)], tensors: &[Tensor]
     let layout =
         plan(version, &views, &specs).with_context(|| format!("{}: cannot lay out the GGUF", dest.display()))?;
     let tmp = Temp::new(dest)?;
-    let f = File::create(&tmp.path).with_context(|| format!("{}: cannot create", tmp.path.display()))?;
-    let mut w = BufWriter::with_capacity(8 << 20, f);
-    w.write_all(&layout.header)?;
+    let mut f = File::create(&tmp.path).with_context(|| format!("{}: cannot create", tmp.path.display()))?;
+    f.write_all(&layout.header)?;
     let zeros = vec![0u8; layout.alignment as usize];
     for (t, &(_, n)) in tensors.iter().zip(&layout.tensors) {
-        w.write_all(t.bytes())?;
-        w.write_all(&zeros[..padding(n, layout.alignment) as usize])?;
+        copy_range(&t.data.file.file, t.data.offset, n, &mut f)
+            .with_context(|| format!("{}: copying tensor {:?}", tmp.path.display(), t.name))?;
+        f.write_all(&zeros[..padding(n, layout.alignment) as usize])?;
     }
-    let f = w.into_inner().map_err(|e| e.into_error())?;
     f.sync_all()?;
     drop(f);
     tmp.commit()?;
@@ -121,7 +120,14 @@ pub fn sha256_hex(b: &[u8]) -> String {
 
 /// Writes `model` as an organ directory at `dest`. With `measure`, each tensor's θ goes
 /// into the manifest. Tensors are written in parallel; each is streamed from its map.
-pub fn write_dir(model: &Model, source: manifest::Source, measure: bool, dest: &Path) -> Result<()> {
+/// `source` (the source's fingerprint, which may take a pass over its bytes) runs
+/// alongside.
+pub fn write_dir(
+    model: &Model,
+    source: impl FnOnce() -> Result<manifest::Source> + Send,
+    measure: bool,
+    dest: &Path,
+) -> Result<()> {
     let tmp = Temp::new(dest)?;
     std::fs::create_dir(&tmp.path).with_context(|| format!("{}: cannot create", tmp.path.display()))?;
     for g in Group::ALL {
@@ -136,49 +142,53 @@ pub fn write_dir(model: &Model, source: manifest::Source, measure: bool, dest: &
         }
         metadata.push(manifest::encode_kv(k, &v));
     }
-    let entries = model
-        .tensors
-        .par_iter()
-        .map(|t| -> Result<ManifestTensor> {
-            let a = classify(&t.name);
-            let rel = format!("{}/{}", group_dir(a.group), file_name(&t.name));
-            let header = organ_bin::encode_header(&t.name, &t.dims, t.ty)?;
-            let path = tmp.path.join(&rel);
-            let mut f = BufWriter::with_capacity(
-                4 << 20,
-                File::create(&path).with_context(|| format!("{}: cannot create", path.display()))?,
-            );
-            let mut h = Sha256::new();
-            h.update(&header);
-            f.write_all(&header)?;
-            for chunk in t.bytes().chunks(4 << 20) {
-                h.update(chunk);
-                f.write_all(chunk)?;
-            }
-            f.flush()?;
-            let theta = if measure {
-                match organ_core::zmeasure::measure_tensor(&t.name, t.ty, t.dims.iter().product(), t.bytes()) {
-                    Ok(m) => Some(m.theta),
-                    Err(organ_core::Error::NotDequantizable { .. }) => None,
-                    Err(e) => return Err(anyhow::Error::new(e).context(format!("tensor {:?}", t.name))),
-                }
-            } else {
-                None
-            };
-            Ok(ManifestTensor {
-                name: t.name.clone(),
-                file: rel,
-                group: a.group,
-                organ: a.organ,
-                layer: a.layer,
-                ty: t.ty.name().to_owned(),
-                shape: t.dims.clone(),
-                bytes: t.n_bytes,
-                sha256: h.finalize().iter().map(|x| format!("{x:02x}")).collect(),
-                theta,
+    let (source, entries) = rayon::join(source, || {
+        model
+            .tensors
+            .par_iter()
+            .map(|t| -> Result<ManifestTensor> {
+                let a = classify(&t.name);
+                let rel = format!("{}/{}", group_dir(a.group), file_name(&t.name));
+                let header = organ_bin::encode_header(&t.name, &t.dims, t.ty)?;
+                let path = tmp.path.join(&rel);
+                let mut f = File::create(&path).with_context(|| format!("{}: cannot create", path.display()))?;
+                f.write_all(&header)?;
+                // The data moves in the kernel; the hash reads it from the map meanwhile.
+                let (copied, digest) = rayon::join(
+                    || copy_range(&t.data.file.file, t.data.offset, t.n_bytes, &mut f),
+                    || {
+                        let mut h = Sha256::new();
+                        h.update(&header);
+                        h.update(t.bytes());
+                        h.finalize()
+                    },
+                );
+                copied.with_context(|| format!("{}: copying tensor data", path.display()))?;
+                let theta = if measure {
+                    match organ_core::zmeasure::measure_tensor(&t.name, t.ty, t.dims.iter().product(), t.bytes()) {
+                        Ok(m) => Some(m.theta),
+                        Err(organ_core::Error::NotDequantizable { .. }) => None,
+                        Err(e) => return Err(anyhow::Error::new(e).context(format!("tensor {:?}", t.name))),
+                    }
+                } else {
+                    None
+                };
+                Ok(ManifestTensor {
+                    name: t.name.clone(),
+                    file: rel,
+                    group: a.group,
+                    organ: a.organ,
+                    layer: a.layer,
+                    ty: t.ty.name().to_owned(),
+                    shape: t.dims.clone(),
+                    bytes: t.n_bytes,
+                    sha256: digest.iter().map(|x| format!("{x:02x}")).collect(),
+                    theta,
+                })
             })
-        })
-        .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>>>()
+    });
+    let (source, entries) = (source?, entries?);
     let m = Manifest {
         format: manifest::FORMAT.into(),
         source,
@@ -279,4 +289,33 @@ pub fn write_gguf_split(
         std::fs::rename(t, p).with_context(|| format!("{}: cannot rename into place", p.display()))?;
     }
     Ok(paths)
+}
+
+/// Copies `len` bytes of `src` from `offset` to the current end of `dst`, in the kernel
+/// (`copy_file_range`, as cp does) where it can, else through a buffer.
+pub fn copy_range(src: &File, offset: u64, len: u64, dst: &mut File) -> Result<()> {
+    let mut off = offset;
+    let mut left = len;
+    while left > 0 {
+        let chunk = usize::try_from(left.min(1 << 30)).unwrap_or(1 << 30);
+        match rustix::fs::copy_file_range(src, Some(&mut off), &*dst, None, chunk) {
+            Ok(0) => bail!("source ended {left} bytes early"),
+            Ok(n) => left -= n as u64,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => {
+                // Not supported here (another filesystem, an old kernel): copy by hand.
+                use std::io::Write;
+                use std::os::unix::fs::FileExt;
+                let mut buf = vec![0u8; (1 << 20).min(left as usize)];
+                while left > 0 {
+                    let n = buf.len().min(left as usize);
+                    src.read_exact_at(&mut buf[..n], off)?;
+                    dst.write_all(&buf[..n])?;
+                    off += n as u64;
+                    left -= n as u64;
+                }
+            }
+        }
+    }
+    Ok(())
 }

@@ -15,18 +15,20 @@ pub fn run(model: &Path, out: &Path, measure: bool, w: &mut dyn Write) -> Result
     }
     let m = Model::open(model)?;
     // The source's fingerprint: the file's sha256; for a split model, that of its shards
-    // read one after the other.
+    // read one after the other. It is computed while the organ files are written.
     let files: Vec<std::path::PathBuf> = if m.shards.is_empty() { vec![model.to_owned()] } else { m.shards.clone() };
-    let mut h = sha2::Sha256::new();
-    let mut bytes = 0u64;
-    for f in &files {
-        let f = crate::model::ModelFile::open(f)?;
-        h.update(&f.bytes[..]);
-        bytes += f.bytes.len() as u64;
-    }
-    let sha: String = h.finalize().iter().map(|x| format!("{x:02x}")).collect();
-    let source = manifest::Source { file: m.label.clone(), sha256: sha, bytes };
-    write_dir(&m, source, measure, out)?;
+    let fingerprint = || -> Result<(String, u64)> {
+        let mut h = sha2::Sha256::new();
+        let mut bytes = 0u64;
+        for f in &files {
+            let f = crate::model::ModelFile::open(f)?;
+            h.update(&f.bytes[..]);
+            bytes += f.bytes.len() as u64;
+        }
+        Ok((h.finalize().iter().map(|x| format!("{x:02x}")).collect(), bytes))
+    };
+    let source = |(sha256, bytes): (String, u64)| manifest::Source { file: m.label.clone(), sha256, bytes };
+    write_dir(&m, move || fingerprint().map(source), measure, out)?;
     let mut counts = std::collections::BTreeMap::new();
     for t in &m.tensors {
         *counts.entry(classify(&t.name).group).or_insert(0) += 1;

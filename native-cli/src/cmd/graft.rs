@@ -109,7 +109,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
             shards: Vec::new(),
         };
         let source = manifest::Source { file: recipient.label.clone(), sha256: fingerprint(&recipient)?, bytes: 0 };
-        write_dir(&chimera, source, false, out)?;
+        write_dir(&chimera, move || Ok(source), false, out)?;
         writeln!(w, "wrote organ directory {}", out.display())?;
     }
     Ok(())

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Throughput of organ dissect and organ assemble against cp on the same model, in the same
+# run (best of RUNS, page cache warm): prints MB/s for each and the ratios.
+# Target: >= 0.8x cp. Usage: bench/dissect-vs-cp.sh [MODEL.gguf] [RUNS=5]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODEL="${1:-$(scripts/fetch-model.sh)}"
+RUNS="${2:-5}"
+cargo build --release -q -p organ-cli
+ORGAN=$PWD/target/release/organ
+work=$(mktemp -d "${TMPDIR:-/tmp}/organ-bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cat "$MODEL" > /dev/null
+"$ORGAN" dissect "$MODEL" --out "$work/warm.organs" > /dev/null
+best() { # best seconds over RUNS of: setup-free command "$@" writing to $work/out, removed after
+  local b=""
+  for _ in $(seq "$RUNS"); do
+    rm -rf "$work/out"
+    local s e; s=$(date +%s.%N); "$@" > /dev/null; e=$(date +%s.%N)
+    b=$(python3 -c "t=$e-$s; b='$b'; print(t if not b else min(t, float(b)))")
+  done
+  rm -rf "$work/out"
+  echo "$b"
+}
+t_cp=$(best cp "$MODEL" "$work/out")
+t_dissect=$(best "$ORGAN" dissect "$MODEL" --out "$work/out")
+t_assemble=$(best "$ORGAN" assemble "$work/warm.organs" --out "$work/out")
+python3 - "$(stat -c %s "$MODEL")" "$t_cp" "$t_dissect" "$t_assemble" <<'PY'
+import sys
+size = int(sys.argv[1]); cp, d, a = (float(x) for x in sys.argv[2:])
+mb = size / 1e6
+print(f"file             {mb:.1f} MB")
+print(f"cp               {cp:.3f} s  {mb / cp:7.0f} MB/s")
+print(f"organ dissect    {d:.3f} s  {mb / d:7.0f} MB/s  ratio {cp / d:.2f}x cp (target >= 0.8x)")
+print(f"organ assemble   {a:.3f} s  {mb / a:7.0f} MB/s  ratio {cp / a:.2f}x cp (target >= 0.8x)")
+PY

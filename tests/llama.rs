@@ -5,16 +5,11 @@
 mod common;
 
 use common::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 fn llama(tool: &str) -> Command {
-    let dir = std::env::var_os("ORGAN_LLAMA_BIN").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/organ/llama.cpp-11434.0.0/bin")
-    });
-    let p = dir.join(tool);
-    assert!(p.exists(), "{} is missing: run scripts/build-llama.sh (scripts/test.sh does)", p.display());
-    Command::new(p)
+    llama_tool(tool)
 }
 
 const PROMPT: &str = "The human heart has four chambers:";

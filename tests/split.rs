@@ -77,11 +77,8 @@ fn a_missing_shard_is_a_clear_error() {
 #[test]
 fn llama_gguf_split_merges_organ_shards() {
     let shards = split_model("sp4");
-    let bin = std::env::var_os("ORGAN_LLAMA_BIN").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/organ/llama.cpp-11434.0.0/bin")
-    });
     let merged = tmp("sp4-merged.gguf");
-    let mut c = std::process::Command::new(bin.join("llama-gguf-split"));
+    let mut c = llama_tool("llama-gguf-split");
     c.arg("--merge").arg(&shards[0]).arg(&merged);
     ok(c);
     let whole = measure_json(&smollm2(), "sp4-whole.json");

@@ -33,6 +33,16 @@ pub fn oracle_python() -> PathBuf {
     p
 }
 
+/// The llama.cpp tools built by scripts/build-llama.sh (scripts/test.sh runs it).
+pub fn llama_tool(tool: &str) -> Command {
+    let dir = std::env::var_os("ORGAN_LLAMA_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache().join("llama.cpp-11434.0.0/bin"));
+    let p = dir.join(tool);
+    assert!(p.exists(), "{} is missing: run scripts/build-llama.sh (scripts/test.sh does)", p.display());
+    Command::new(p)
+}
+
 pub fn organ() -> Command {
     Command::new(env!("CARGO_BIN_EXE_organ"))
 }

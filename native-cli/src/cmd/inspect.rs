@@ -114,6 +114,68 @@ fn preview(v: &MetaValue<'_>) -> String {
     }
 }
 
+/// One row of the tensor table.
+struct Row<'a> {
+    name: &'a str,
+    dims: &'a [u64],
+    ty: organ_core::GgmlType,
+    /// The shard holding it, for split models.
+    shard: Option<usize>,
+    offset: u64,
+    bytes: u64,
+}
+
+/// The metadata list, one key per line, long values summarized.
+fn print_metadata<'a>(out: &mut dyn Write, kvs: impl Iterator<Item = (&'a str, MetaValue<'a>)>) -> Result<()> {
+    writeln!(out, "\nmetadata:")?;
+    for (i, (key, v)) in kvs.enumerate() {
+        let ty = match v {
+            MetaValue::Array(a) => format!("[{} {}]", a.len, a.elem_type.name()),
+            v => v.value_type().name().to_string(),
+        };
+        writeln!(out, "  {:>3}: {:<16} {} = {}", i + 1, ty, key, preview(&v))?;
+    }
+    Ok(())
+}
+
+/// The tensor table: name, anatomy group, layer, type, shape, (shard,) file offset, bytes.
+fn print_tensors(out: &mut dyn Write, rows: &[Row<'_>]) -> Result<()> {
+    let split = rows.iter().any(|r| r.shard.is_some());
+    let shard_col = |s: &str| if split { format!(" {s:>5}") } else { String::new() };
+    writeln!(out, "\ntensors:")?;
+    writeln!(
+        out,
+        "  {:>4}  {:<36} {:<9} {:>5}  {:<8} {:<22}{} {:>12} {:>12}",
+        "#",
+        "name",
+        "group",
+        "layer",
+        "type",
+        "shape",
+        shard_col("shard"),
+        "offset",
+        "bytes"
+    )?;
+    for (i, r) in rows.iter().enumerate() {
+        let a = classify(r.name);
+        let layer = a.layer.map_or_else(|| "-".to_string(), |l| l.to_string());
+        let shard = shard_col(&r.shard.map(|s| s.to_string()).unwrap_or_default());
+        writeln!(
+            out,
+            "  {:>4}  {:<36} {:<9} {:>5}  {:<8} {:<22}{shard} {:>12} {:>12}",
+            i + 1,
+            r.name,
+            a.group.name(),
+            layer,
+            r.ty.name(),
+            format!("{:?}", r.dims),
+            r.offset,
+            r.bytes
+        )?;
+    }
+    Ok(())
+}
+
 fn print_text(file: &str, g: &Gguf<'_>, out: &mut dyn Write) -> Result<()> {
     writeln!(
         out,
@@ -125,38 +187,13 @@ fn print_text(file: &str, g: &Gguf<'_>, out: &mut dyn Write) -> Result<()> {
         g.alignment,
         g.data_offset
     )?;
-    writeln!(out, "\nmetadata:")?;
-    for (i, kv) in g.kvs.iter().enumerate() {
-        let ty = match kv.value {
-            MetaValue::Array(a) => format!("[{} {}]", a.len, a.elem_type.name()),
-            v => v.value_type().name().to_string(),
-        };
-        writeln!(out, "  {:>3}: {:<16} {} = {}", i + 1, ty, kv.key, preview(&kv.value))?;
-    }
-    writeln!(out, "\ntensors:")?;
-    writeln!(
-        out,
-        "  {:>4}  {:<36} {:<9} {:>5}  {:<8} {:<22} {:>12} {:>12}",
-        "#", "name", "group", "layer", "type", "shape", "offset", "bytes"
-    )?;
-    for (i, t) in g.tensors.iter().enumerate() {
-        let a = classify(t.name);
-        let shape = format!("{:?}", t.shape());
-        let layer = a.layer.map_or_else(|| "-".to_string(), |l| l.to_string());
-        writeln!(
-            out,
-            "  {:>4}  {:<36} {:<9} {:>5}  {:<8} {:<22} {:>12} {:>12}",
-            i + 1,
-            t.name,
-            a.group.name(),
-            layer,
-            t.ty.name(),
-            shape,
-            t.file_offset,
-            t.n_bytes
-        )?;
-    }
-    Ok(())
+    print_metadata(out, g.kvs.iter().map(|kv| (kv.key, kv.value)))?;
+    let rows: Vec<Row<'_>> = g
+        .tensors
+        .iter()
+        .map(|t| Row { name: t.name, dims: t.shape(), ty: t.ty, shard: None, offset: t.file_offset, bytes: t.n_bytes })
+        .collect();
+    print_tensors(out, &rows)
 }
 
 /// A split model as one: every shard's header line, the merged metadata (first shard's,
@@ -206,36 +243,18 @@ fn run_split(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<()> {
     for (i, s) in m.shards.iter().enumerate() {
         writeln!(out, "  shard {}: {}", i + 1, s.display())?;
     }
-    writeln!(out, "\nmetadata:")?;
-    for (i, (k, v)) in metadata.iter().enumerate() {
-        let ty = match v {
-            MetaValue::Array(a) => format!("[{} {}]", a.len, a.elem_type.name()),
-            v => v.value_type().name().to_string(),
-        };
-        writeln!(out, "  {:>3}: {:<16} {} = {}", i + 1, ty, k, preview(v))?;
-    }
-    writeln!(out, "\ntensors:")?;
-    writeln!(
-        out,
-        "  {:>4}  {:<36} {:<9} {:>5}  {:<8} {:<22} {:>5} {:>12} {:>12}",
-        "#", "name", "group", "layer", "type", "shape", "shard", "offset", "bytes"
-    )?;
-    for (i, t) in m.tensors.iter().enumerate() {
-        let a = classify(&t.name);
-        let layer = a.layer.map_or_else(|| "-".to_string(), |l| l.to_string());
-        writeln!(
-            out,
-            "  {:>4}  {:<36} {:<9} {:>5}  {:<8} {:<22} {:>5} {:>12} {:>12}",
-            i + 1,
-            t.name,
-            a.group.name(),
-            layer,
-            t.ty.name(),
-            format!("{:?}", t.dims),
-            shard_of(t),
-            t.data.offset,
-            t.n_bytes
-        )?;
-    }
-    Ok(())
+    print_metadata(out, metadata.iter().map(|(k, v)| (*k, *v)))?;
+    let rows: Vec<Row<'_>> = m
+        .tensors
+        .iter()
+        .map(|t| Row {
+            name: &t.name,
+            dims: &t.dims,
+            ty: t.ty,
+            shard: Some(shard_of(t)),
+            offset: t.data.offset,
+            bytes: t.n_bytes,
+        })
+        .collect();
+    print_tensors(out, &rows)
 }

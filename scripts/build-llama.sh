@@ -32,10 +32,16 @@ fi
 CMAKE="$TOOLS_VENV/bin/cmake"
 
 build="$ROOT/build"
-"$CMAKE" -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-  -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF >&2
-"$CMAKE" --build "$build" --config Release -j "$(nproc)" --target "${TOOLS[@]}" >&2
+log="$ROOT/build.log"
+echo "building ${TOOLS[*]} (log: $log)" >&2
+if ! { "$CMAKE" -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+         -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+         -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF &&
+       "$CMAKE" --build "$build" --config Release -j "$(nproc)" --target "${TOOLS[@]}"; } > "$log" 2>&1; then
+  tail -n 40 "$log" >&2
+  echo "llama.cpp build failed; full log: $log" >&2
+  exit 1
+fi
 mkdir -p "$BIN"
 for t in "${TOOLS[@]}"; do cp "$build/bin/$t" "$BIN/"; done
 touch "$done_marker"

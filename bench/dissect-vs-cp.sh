@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 MODEL="${1:-$(scripts/fetch-model.sh)}"
 RUNS="${2:-5}"
 cargo build --release -q -p organ-cli
-ORGAN=$PWD/target/release/organ
+ORGAN="$(realpath "${CARGO_TARGET_DIR:-target}")/release/organ"
 work=$(mktemp -d "${TMPDIR:-/tmp}/organ-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cat "$MODEL" > /dev/null

@@ -8,11 +8,16 @@ GB="${1:-100}"
 cargo build --release -q -p organ-cli
 dir=$(mktemp -d "${TMPDIR:-/tmp}/organ-sparse.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
-first=$(python3 bench/make-sparse-model.py "$dir/moe" "$GB" 4 | head -n1)
+paths=$(python3 bench/make-sparse-model.py "$dir/moe" "$GB" 4)
+first=${paths%%$'\n'*}
 size=$(du -cb --apparent-size "$dir"/*.gguf | tail -n1 | cut -f1)
 disk=$(du -c --block-size=1 "$dir"/*.gguf | tail -n1 | cut -f1)
 s=$(date +%s.%N)
-stats=$(target/release/organ measure "$first" --summary-only --stats 2>&1 >/dev/null | grep '^stats:')
+out=$("${CARGO_TARGET_DIR:-target}/release/organ" measure "$first" --summary-only --stats 2>&1 >/dev/null) || {
+  echo "organ measure failed on the sparse model: $out" >&2
+  exit 1
+}
+stats=$(echo "$out" | grep '^stats:')
 e=$(date +%s.%N)
 read_bytes=$(echo "$stats" | sed -E 's/.*positioned reads ([0-9]+).*/\1/')
 rss_kib=$(echo "$stats" | sed -E 's/.*peak RSS ([0-9]+) KiB.*/\1/')

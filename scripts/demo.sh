@@ -6,4 +6,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 model=$(scripts/fetch-model.sh)
 cargo build --release -q -p organ-cli
-exec target/release/organ measure "$model" "$@"
+exec "${CARGO_TARGET_DIR:-target}/release/organ" measure "$model" "$@"

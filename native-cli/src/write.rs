@@ -21,26 +21,37 @@ pub struct Temp {
     pub path: PathBuf,
     dest: PathBuf,
     done: bool,
+    replace: bool,
 }
 
 impl Temp {
+    /// A temp path for a new output: `dest` must not exist (organ never overwrites models).
     pub fn new(dest: &Path) -> Result<Temp> {
+        if dest.exists() {
+            bail!("{}: already exists (organ never overwrites; remove it or choose another --out)", dest.display());
+        }
+        Self::beside(dest, false)
+    }
+
+    /// A temp path for a report file, which may replace an older report at `dest`.
+    pub fn replacing(dest: &Path) -> Result<Temp> {
+        Self::beside(dest, true)
+    }
+
+    fn beside(dest: &Path, replace: bool) -> Result<Temp> {
         let dir = match dest.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
             _ => PathBuf::from("."),
         };
         let name =
             dest.file_name().with_context(|| format!("{}: not a path to a file or directory", dest.display()))?;
-        if dest.exists() {
-            bail!("{}: already exists (organ never overwrites; remove it or choose another --out)", dest.display());
-        }
         let path = dir.join(format!(".{}.organ-tmp.{}", name.to_string_lossy(), std::process::id()));
-        Ok(Temp { path, dest: dest.to_owned(), done: false })
+        Ok(Temp { path, dest: dest.to_owned(), done: false, replace })
     }
 
     /// Renames the finished temp path to the destination.
     pub fn commit(mut self) -> Result<()> {
-        if self.dest.exists() {
+        if !self.replace && self.dest.exists() {
             bail!("{}: appeared while organ was writing; not replaced", self.dest.display());
         }
         std::fs::rename(&self.path, &self.dest)
@@ -113,9 +124,13 @@ pub fn file_name(tensor: &str) -> String {
     s + ".bin"
 }
 
+/// Lower-case hex of `bytes` (digests in manifests, caches and metadata).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 pub fn sha256_hex(b: &[u8]) -> String {
-    let d = Sha256::digest(b);
-    d.iter().map(|x| format!("{x:02x}")).collect()
+    hex(&Sha256::digest(b))
 }
 
 /// Writes `model` as an organ directory at `dest`. With `measure`, each tensor's θ goes
@@ -182,7 +197,7 @@ pub fn write_dir(
                     ty: t.ty.name().to_owned(),
                     shape: t.dims.clone(),
                     bytes: t.n_bytes,
-                    sha256: digest.iter().map(|x| format!("{x:02x}")).collect(),
+                    sha256: hex(&digest),
                     theta,
                 })
             })

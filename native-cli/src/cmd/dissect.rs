@@ -25,7 +25,7 @@ pub fn run(model: &Path, out: &Path, measure: bool, w: &mut dyn Write) -> Result
             h.update(&f.bytes[..]);
             bytes += f.bytes.len() as u64;
         }
-        Ok((h.finalize().iter().map(|x| format!("{x:02x}")).collect(), bytes))
+        Ok((crate::write::hex(&h.finalize()), bytes))
     };
     let source = |(sha256, bytes): (String, u64)| manifest::Source { file: m.label.clone(), sha256, bytes };
     write_dir(&m, move || fingerprint().map(source), measure, out)?;

@@ -80,11 +80,7 @@ fn cache_key(path: &Path) -> Result<String> {
     for f in &files {
         h.update(&crate::model::ModelFile::open(f)?.bytes[..]);
     }
-    Ok(format!(
-        "{}-{}",
-        organ_core::zmeasure::MEASURE,
-        h.finalize().iter().map(|x| format!("{x:02x}")).collect::<String>()
-    ))
+    Ok(format!("{}-{}", organ_core::zmeasure::MEASURE, crate::write::hex(&h.finalize())))
 }
 
 /// Measures a model, or takes its report from the cache when an identical model was

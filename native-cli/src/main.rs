@@ -35,7 +35,8 @@ enum Command {
     },
     /// Measure every tensor's θ (Z-measure v1) with its entropy H, kurtosis K and coherence C.
     Measure {
-        /// One or more GGUF files; with several, a ranking table follows.
+        /// GGUF files, split shards (the whole split is measured), organ directories, or
+        /// directories of models (fleets); with several models, a ranking follows.
         #[arg(required = true)]
         models: Vec<PathBuf>,
         /// Also write the full report as JSON (schema: docs/report.schema.json).

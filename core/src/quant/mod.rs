@@ -166,3 +166,5 @@ pub fn dequantize_block(ty: GgmlType, block: &[u8], out: &mut [f32]) -> Result<(
 
 mod element;
 pub use element::ElementReader;
+
+pub mod quantize;

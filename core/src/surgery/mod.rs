@@ -4,4 +4,5 @@
 
 pub mod graft;
 pub mod organ_bin;
+pub mod purify;
 pub mod select;

@@ -31,6 +31,7 @@ fi
 step "bench: measure a 100 GiB sparse split model in < 256 MiB" bench/huge-sparse.sh 100
 step "bench: organ measure vs zref.py (figure only)" bench/measure-vs-zref.sh "" 3
 step "bench: dissect/assemble vs cp (figure only)" bench/dissect-vs-cp.sh "" 3
+step "bench: purify throughput (figure only)" bench/purify.sh "" 1
 echo "all checks passed in $((SECONDS - t_all)) s"
 # One closing line with the totals of every cargo test binary.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }

@@ -126,6 +126,45 @@ enum Command {
         #[arg(long, value_name = "SIZE")]
         split_max_size: Option<String>,
     },
+    /// Denoise tensors (spectral FFT or fractal Haar, docs/purify.md), keeping each one's
+    /// mean, std and type, and write the model with organ.purify.* metadata.
+    Purify {
+        /// A GGUF, split GGUF or organ directory.
+        model: PathBuf,
+        /// fractal or spectral.
+        #[arg(long)]
+        method: String,
+        /// The result (.gguf, else an organ directory; must not exist).
+        #[arg(long)]
+        out: PathBuf,
+        /// Layers: ranges and lists, e.g. 5-20.
+        #[arg(long)]
+        layers: Option<String>,
+        /// Anatomy groups, e.g. organ (repeat or comma-separate).
+        #[arg(long = "type", value_name = "GROUP")]
+        types: Vec<String>,
+        /// Tensor name patterns, `*` matching anything.
+        #[arg(long = "name", value_name = "PATTERN")]
+        names: Vec<String>,
+        /// fractal: 0..1, how far incoherent coefficients are pulled to 0.
+        #[arg(long, default_value_t = 0.5)]
+        strength: f64,
+        /// spectral: fraction of each row's energy to keep.
+        #[arg(long, default_value_t = 0.95)]
+        keep: f64,
+        /// Write purified tensors as this type (f16) instead of their own.
+        #[arg(long = "as", value_name = "TYPE")]
+        as_type: Option<String>,
+        /// Keep a purified tensor only when its θ rises.
+        #[arg(long)]
+        only_if_improves: bool,
+        /// Also write the per-tensor report as JSON.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// With a .gguf --out: write a split model.
+        #[arg(long, value_name = "SIZE")]
+        split_max_size: Option<String>,
+    },
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -171,6 +210,54 @@ fn run(cli: Cli) -> Result<()> {
         Command::Assemble { dir, out: file, split_max_size } => {
             let max = split_max_size.as_deref().map(write::parse_size).transpose()?;
             cmd::assemble::run(&dir, &file, max, &mut out)?
+        }
+        Command::Purify {
+            model,
+            method,
+            out: dest,
+            layers,
+            types,
+            names,
+            strength,
+            keep,
+            as_type,
+            only_if_improves,
+            json,
+            split_max_size,
+        } => {
+            use organ_core::surgery::purify::Method;
+            use organ_core::surgery::select::{Layers, Selection};
+            let method = match method.as_str() {
+                "fractal" => Method::Fractal { strength },
+                "spectral" => Method::Spectral { keep },
+                m => anyhow::bail!("--method {m:?}: use fractal or spectral"),
+            };
+            let as_type = match as_type.as_deref() {
+                None => None,
+                Some(t) => Some(
+                    organ_core::GgmlType::from_name(t)
+                        .filter(|t| organ_core::quant::quantize::can_quantize(*t))
+                        .ok_or_else(|| {
+                            anyhow::anyhow!("--as {t:?}: organ writes f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1")
+                        })?,
+                ),
+            };
+            let selection = Selection {
+                layers: layers.as_deref().map(Layers::parse).transpose().map_err(anyhow::Error::msg)?,
+                groups: Selection::parse_groups(&types).map_err(anyhow::Error::msg)?,
+                patterns: names,
+            };
+            let o = cmd::purify::Options {
+                model: &model,
+                out: &dest,
+                method,
+                selection,
+                as_type,
+                only_if_improves,
+                split_max: split_max_size.as_deref().map(write::parse_size).transpose()?,
+                json: json.as_deref(),
+            };
+            cmd::purify::run(&o, &mut out)?;
         }
         Command::Graft { donor, recipient, out: dest, layers, types, names, dry_run, split_max_size } => {
             use organ_core::surgery::select::{Layers, Selection};

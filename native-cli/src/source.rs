@@ -24,10 +24,15 @@ pub struct Tensor {
     pub ty: GgmlType,
     pub n_bytes: u64,
     pub data: DataRef,
+    /// New bytes made in memory (a purified tensor); when set, they replace `data`.
+    pub owned: Option<Arc<Vec<u8>>>,
 }
 
 impl Tensor {
     pub fn bytes(&self) -> &[u8] {
+        if let Some(b) = &self.owned {
+            return b;
+        }
         let b: &[u8] = &self.data.file.bytes;
         // Offsets and sizes were checked against the file when the model was opened.
         &b[self.data.offset as usize..(self.data.offset + self.n_bytes) as usize]
@@ -114,6 +119,7 @@ impl Model {
                 ty: t.ty,
                 n_bytes: t.n_bytes,
                 data: DataRef { file: file.clone(), offset: t.file_offset },
+                owned: None,
             })
             .collect();
         let version = g.version;
@@ -162,7 +168,7 @@ impl Model {
                 );
             }
             let (name, dims, n_bytes, offset) = (h.name.to_owned(), h.dims.clone(), h.n_bytes, h.data_offset);
-            tensors.push(Tensor { name, dims, ty, n_bytes, data: DataRef { file, offset } });
+            tensors.push(Tensor { name, dims, ty, n_bytes, data: DataRef { file, offset }, owned: None });
         }
         let label = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
         Ok(Model { label, path: dir.to_owned(), version: m.gguf_version, kvs, tensors, shards: Vec::new() })

@@ -82,8 +82,7 @@ pub fn write_gguf(version: u32, kvs: &[(String, OwnedValue)], tensors: &[Tensor]
     f.write_all(&layout.header)?;
     let zeros = vec![0u8; layout.alignment as usize];
     for (t, &(_, n)) in tensors.iter().zip(&layout.tensors) {
-        copy_range(&t.data.file.file, t.data.offset, n, &mut f)
-            .with_context(|| format!("{}: copying tensor {:?}", tmp.path.display(), t.name))?;
+        write_tensor_data(t, &mut f).with_context(|| format!("{}: copying tensor {:?}", tmp.path.display(), t.name))?;
         f.write_all(&zeros[..padding(n, layout.alignment) as usize])?;
     }
     f.sync_all()?;
@@ -170,7 +169,7 @@ pub fn write_dir(
                 f.write_all(&header)?;
                 // The data moves in the kernel; the hash reads it from the map meanwhile.
                 let (copied, digest) = rayon::join(
-                    || copy_range(&t.data.file.file, t.data.offset, t.n_bytes, &mut f),
+                    || write_tensor_data(t, &mut f),
                     || {
                         let mut h = Sha256::new();
                         h.update(&header);
@@ -306,6 +305,14 @@ pub fn write_gguf_split(
     Ok(paths)
 }
 
+/// Appends a tensor's bytes to `dst`: in memory ones directly, file-backed ones in the kernel.
+fn write_tensor_data(t: &Tensor, dst: &mut File) -> Result<()> {
+    match &t.owned {
+        Some(b) => Ok(dst.write_all(b)?),
+        None => copy_range(&t.data.file.file, t.data.offset, t.n_bytes, dst),
+    }
+}
+
 /// Copies `len` bytes of `src` from `offset` to the current end of `dst`, in the kernel
 /// (`copy_file_range`, as cp does) where it can, else through a buffer.
 pub fn copy_range(src: &File, offset: u64, len: u64, dst: &mut File) -> Result<()> {
@@ -331,6 +338,34 @@ pub fn copy_range(src: &File, offset: u64, len: u64, dst: &mut File) -> Result<(
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// sha256 of a model's bytes: the GGUF file, or an organ directory's manifest.
+pub fn fingerprint(m: &Model) -> Result<String> {
+    if m.path.is_dir() {
+        Ok(sha256_hex(&std::fs::read(m.path.join("manifest.json"))?))
+    } else {
+        Ok(sha256_hex(&crate::model::ModelFile::open(&m.path)?.bytes))
+    }
+}
+
+/// Writes `model` to `out`: a GGUF if `out` ends in `.gguf` (split into shards of at most
+/// `split_max` bytes of data when given), else an organ directory whose manifest names
+/// `source` as where it came from.
+pub fn write_model(model: &Model, source: &Model, out: &Path, split_max: Option<u64>, w: &mut dyn Write) -> Result<()> {
+    let is_gguf = out.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+    if let (true, Some(max)) = (is_gguf, split_max) {
+        let shards = write_gguf_split(model.version, &model.kvs, &model.tensors, out, max)?;
+        writeln!(w, "wrote {} shards: {}", shards.len(), shards[0].display())?;
+    } else if is_gguf {
+        let n = write_gguf(model.version, &model.kvs, &model.tensors, out)?;
+        writeln!(w, "wrote {} ({n} bytes)", out.display())?;
+    } else {
+        let src = manifest::Source { file: source.label.clone(), sha256: fingerprint(source)?, bytes: 0 };
+        write_dir(model, move || Ok(src), false, out)?;
+        writeln!(w, "wrote organ directory {}", out.display())?;
     }
     Ok(())
 }

@@ -1,9 +1,8 @@
 //! `organ graft`: donor tensors into a recipient, GGUF or organ directory on either side
 //! and as output, after checks that refuse (with the full list) what would not load.
 
-use crate::manifest::{self, OwnedValue};
+use crate::manifest::OwnedValue;
 use crate::source::Model;
-use crate::write::{sha256_hex, write_dir, write_gguf};
 use anyhow::{bail, Result};
 use organ_core::surgery::graft::{plan, Side};
 use organ_core::surgery::select::Selection;
@@ -24,15 +23,6 @@ pub struct Options<'a> {
 
 fn side(m: &Model) -> (Option<String>, Vec<(&str, &[u64])>) {
     (m.architecture(), m.tensors.iter().map(|t| (t.name.as_str(), t.dims.as_slice())).collect())
-}
-
-/// sha256 of a model's bytes: the GGUF file, or an organ directory's manifest.
-fn fingerprint(m: &Model) -> Result<String> {
-    if m.path.is_dir() {
-        Ok(sha256_hex(&std::fs::read(m.path.join("manifest.json"))?))
-    } else {
-        Ok(sha256_hex(&crate::model::ModelFile::open(&m.path)?.bytes))
-    }
 }
 
 pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
@@ -84,7 +74,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let names: Vec<String> = p.swaps.iter().map(|&(ri, _)| recipient.tensors[ri].name.clone()).collect();
     let layers = o.layers_arg.clone().unwrap_or_default();
     kvs.push(("organ.graft.donor".into(), OwnedValue::string(&donor.label)));
-    kvs.push(("organ.graft.donor_sha256".into(), OwnedValue::string(&fingerprint(&donor)?)));
+    kvs.push(("organ.graft.donor_sha256".into(), OwnedValue::string(&crate::write::fingerprint(&donor)?)));
     kvs.push(("organ.graft.recipient".into(), OwnedValue::string(&recipient.label)));
     kvs.push(("organ.graft.selection".into(), OwnedValue::string(&o.selection.describe())));
     kvs.push(("organ.graft.layers".into(), OwnedValue::string(&layers)));
@@ -92,25 +82,14 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     kvs.push(("organ.graft.types".into(), OwnedValue::string(&types.join(","))));
     kvs.push(("organ.graft.tensors".into(), OwnedValue::strings(&names)?));
 
-    let is_gguf = out.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
-    if let (true, Some(max)) = (is_gguf, o.split_max) {
-        let shards = crate::write::write_gguf_split(recipient.version, &kvs, &tensors, out, max)?;
-        writeln!(w, "wrote {} shards: {}", shards.len(), shards[0].display())?;
-    } else if is_gguf {
-        let n = write_gguf(recipient.version, &kvs, &tensors, out)?;
-        writeln!(w, "wrote {} ({n} bytes)", out.display())?;
-    } else {
-        let chimera = Model {
-            label: recipient.label.clone(),
-            path: recipient.path.clone(),
-            version: recipient.version,
-            kvs,
-            tensors,
-            shards: Vec::new(),
-        };
-        let source = manifest::Source { file: recipient.label.clone(), sha256: fingerprint(&recipient)?, bytes: 0 };
-        write_dir(&chimera, move || Ok(source), false, out)?;
-        writeln!(w, "wrote organ directory {}", out.display())?;
-    }
+    let result = Model {
+        label: recipient.label.clone(),
+        path: recipient.path.clone(),
+        version: recipient.version,
+        kvs,
+        tensors,
+        shards: Vec::new(),
+    };
+    crate::write::write_model(&result, &recipient, out, o.split_max, w)?;
     Ok(())
 }

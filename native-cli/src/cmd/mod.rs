@@ -4,3 +4,4 @@ pub mod dissect;
 pub mod graft;
 pub mod inspect;
 pub mod measure;
+pub mod purify;

@@ -1,0 +1,173 @@
+//! `organ purify`: denoise selected tensors (spectral or fractal, docs/purify.md), put them
+//! back in their own type (or F16 with `--as f16`), and write a self-describing model.
+
+use crate::manifest::OwnedValue;
+use crate::source::{Model, Tensor};
+use anyhow::{bail, Result};
+use organ_core::quant::dequantize;
+use organ_core::quant::quantize::{can_quantize, quantize};
+use organ_core::surgery::purify::{purify, relative_l2, Method};
+use organ_core::surgery::select::Selection;
+use organ_core::zmeasure::measure_tensor;
+use organ_core::GgmlType;
+use rayon::prelude::*;
+use serde::Serialize;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+pub struct Options<'a> {
+    pub model: &'a Path,
+    pub out: &'a Path,
+    pub method: Method,
+    pub selection: Selection,
+    /// Write purified tensors as this type instead of their own.
+    pub as_type: Option<GgmlType>,
+    pub only_if_improves: bool,
+    pub split_max: Option<u64>,
+    pub json: Option<&'a Path>,
+}
+
+/// What happened to one selected tensor.
+#[derive(Serialize, Debug, Clone)]
+pub struct Row {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: String,
+    pub written_as: String,
+    pub theta_before: Option<f64>,
+    pub theta_after: Option<f64>,
+    pub relative_l2: Option<f64>,
+    /// purified, kept (not improved, with --only-if-improves), or untouched (why).
+    pub status: String,
+}
+
+fn method_text(m: Method) -> (String, String) {
+    match m {
+        Method::Fractal { strength } => ("fractal".into(), format!("strength={strength}")),
+        #[allow(unreachable_patterns)]
+        Method::Spectral { keep } => ("spectral".into(), format!("keep={keep}")),
+    }
+}
+
+fn purify_one(t: &Tensor, o: &Options<'_>) -> Result<(Row, Option<Tensor>)> {
+    let target = o.as_type.unwrap_or(t.ty);
+    let n: u64 = t.dims.iter().product();
+    let mut row = Row {
+        name: t.name.clone(),
+        ty: t.ty.name().into(),
+        written_as: t.ty.name().into(),
+        theta_before: None,
+        theta_after: None,
+        relative_l2: None,
+        status: String::new(),
+    };
+    let before = measure_tensor(&t.name, t.ty, n, t.bytes())?;
+    row.theta_before = Some(before.theta);
+    let values = dequantize(t.ty, t.bytes())?;
+    let Some(purified) = purify(&values, t.dims.first().copied().unwrap_or(1) as usize, o.method) else {
+        row.status = "untouched (non-finite or degenerate)".into();
+        return Ok((row, None));
+    };
+    let mut bytes = Vec::new();
+    quantize(target, &purified, &mut bytes)?;
+    let after = measure_tensor(&t.name, target, n, &bytes)?;
+    let stored = dequantize(target, &bytes)?;
+    row.theta_after = Some(after.theta);
+    row.relative_l2 = Some(relative_l2(&values, &stored));
+    if o.only_if_improves && after.theta <= before.theta {
+        row.status = "kept (θ did not rise)".into();
+        return Ok((row, None));
+    }
+    row.status = "purified".into();
+    row.written_as = target.name().into();
+    let mut nt = t.clone();
+    nt.ty = target;
+    nt.n_bytes = bytes.len() as u64;
+    nt.owned = Some(Arc::new(bytes));
+    Ok((row, Some(nt)))
+}
+
+pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
+    let model = Model::open(o.model)?;
+    let selected: Vec<usize> =
+        (0..model.tensors.len()).filter(|&i| o.selection.matches(&model.tensors[i].name)).collect();
+    if selected.is_empty() {
+        bail!("{} matches no tensor of {}", o.selection.describe(), model.label);
+    }
+    // Refuse, by name and before any work, what cannot be put back in its type.
+    let bad: Vec<String> = selected
+        .iter()
+        .map(|&i| &model.tensors[i])
+        .filter(|t| !t.ty.can_dequantize() || !can_quantize(o.as_type.unwrap_or(t.ty)))
+        .map(|t| format!("{} ({})", t.name, t.ty))
+        .collect();
+    if !bad.is_empty() {
+        bail!(
+            "organ cannot requantize {} selected tensors to their own type: {}. Use --as f16, or select other tensors",
+            bad.len(),
+            bad.join(", ")
+        );
+    }
+    let results: Vec<(Row, Option<Tensor>)> =
+        selected.par_iter().map(|&i| purify_one(&model.tensors[i], o)).collect::<Result<_>>()?;
+
+    let (method, params) = method_text(o.method);
+    writeln!(
+        w,
+        "purify {method} ({params}) of {} tensors of {} ({})",
+        selected.len(),
+        model.label,
+        o.selection.describe()
+    )?;
+    writeln!(
+        w,
+        "  {:<40} {:<6} {:<6} {:>9} {:>9} {:>9}  status",
+        "tensor", "type", "as", "θ before", "θ after", "rel L2"
+    )?;
+    let num = |v: Option<f64>, p: usize| v.map_or_else(|| "-".to_string(), |v| format!("{v:.p$}"));
+    for (r, _) in &results {
+        writeln!(
+            w,
+            "  {:<40} {:<6} {:<6} {:>9} {:>9} {:>9}  {}",
+            r.name,
+            r.ty,
+            r.written_as,
+            num(r.theta_before, 4),
+            num(r.theta_after, 4),
+            num(r.relative_l2, 5),
+            r.status
+        )?;
+    }
+
+    let mut tensors = model.tensors.clone();
+    let mut touched = Vec::new();
+    for (&i, (_, t)) in selected.iter().zip(&results) {
+        if let Some(t) = t {
+            touched.push(t.name.clone());
+            tensors[i] = t.clone();
+        }
+    }
+    let mut kvs: Vec<(String, OwnedValue)> =
+        model.kvs.iter().filter(|(k, _)| !k.starts_with("organ.purify.")).cloned().collect();
+    kvs.push(("organ.purify.method".into(), OwnedValue::string(&method)));
+    kvs.push(("organ.purify.parameters".into(), OwnedValue::string(&params)));
+    kvs.push(("organ.purify.selection".into(), OwnedValue::string(&o.selection.describe())));
+    kvs.push(("organ.purify.as".into(), OwnedValue::string(o.as_type.map_or("source", |t| t.name()))));
+    kvs.push(("organ.purify.tensors".into(), OwnedValue::strings(&touched)?));
+    let out_model = Model {
+        label: model.label.clone(),
+        path: model.path.clone(),
+        version: model.version,
+        kvs,
+        tensors,
+        shards: Vec::new(),
+    };
+    if let Some(p) = o.json {
+        let rows: Vec<&Row> = results.iter().map(|(r, _)| r).collect();
+        let doc = serde_json::json!({ "method": method, "parameters": params, "model": model.label, "tensors": rows });
+        crate::output::write_atomic(p, |f| Ok(serde_json::to_writer_pretty(f, &doc)?))?;
+    }
+    writeln!(w, "{} of {} selected tensors purified", touched.len(), selected.len())?;
+    crate::write::write_model(&out_model, &model, o.out, o.split_max, w)
+}

@@ -7,34 +7,11 @@ use common::*;
 use organ_core::gguf::MetaValue;
 use organ_core::Gguf;
 use serde_json::Value;
-use std::path::Path;
-
-fn perplexity(model: &Path) -> f64 {
-    let mut c = llama_tool("llama-perplexity");
-    c.arg("-m")
-        .arg(model)
-        .arg("-f")
-        .arg(repo().join("tests/data/perplexity.txt"))
-        .args(["-c", "128", "-b", "128", "-t", "2"]);
-    let out = ok(c);
-    let log = String::from_utf8_lossy(&out.stderr).into_owned();
-    let line = log.lines().find(|l| l.contains("Final estimate: PPL =")).unwrap_or_else(|| panic!("no PPL in:\n{log}"));
-    line.split("PPL =").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap()
-}
-
-fn generates(model: &Path) -> String {
-    let mut c = llama_tool("llama-completion");
-    c.arg("-m").arg(model).args(["-p", "The human heart has four chambers:", "-n", "24", "--temp", "0", "--seed", "1"]);
-    c.args(["-no-cnv", "--no-display-prompt", "-t", "2"]);
-    let text = String::from_utf8_lossy(&ok(c).stdout).trim().to_owned();
-    assert!(text.split_whitespace().count() >= 8, "{}: {text:?}", model.display());
-    text
-}
 
 #[test]
 fn both_methods_on_smollm2_organs_load_generate_and_report() {
     let model = smollm2();
-    let p_orig = perplexity(&model);
+    let p_orig = llama_perplexity(&model);
     println!("original: perplexity {p_orig:.4}");
     for (method, extra) in [("fractal", ["--strength", "0.5"]), ("spectral", ["--keep", "0.95"])] {
         let out = tmp(&format!("purified-{method}.gguf"));
@@ -55,8 +32,8 @@ fn both_methods_on_smollm2_organs_load_generate_and_report() {
         let g = Gguf::parse(&bytes, bytes.len() as u64).unwrap();
         assert_eq!(g.get("organ.purify.method").and_then(|v| v.as_str()), Some(method));
         assert!(matches!(g.get("organ.purify.tensors"), Some(MetaValue::Array(a)) if a.len == 48));
-        let text = generates(&out);
-        let p = perplexity(&out);
+        let text = llama_generate(&out, 24);
+        let p = llama_perplexity(&out);
         println!("{method}: generates {text:?}; perplexity {p:.4} (original {p_orig:.4})");
         assert!(p.is_finite() && p > 1.0);
     }
@@ -96,16 +73,9 @@ fn types_organ_cannot_requantize_are_refused_by_name_unless_written_as_f16() {
     q.arg("--allow-requantize").arg(smollm2()).arg(&q4k).arg("Q4_K_M");
     ok(q);
     let out = tmp("q4k-purified.gguf");
-    let o = organ()
-        .arg("purify")
-        .arg(&q4k)
-        .args(["--method", "fractal", "--type", "organ", "--layers", "5"])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    let e = String::from_utf8(o.stderr).unwrap();
+    let mut c = organ();
+    c.arg("purify").arg(&q4k).args(["--method", "fractal", "--type", "organ", "--layers", "5"]).arg("--out").arg(&out);
+    let e = fails(c);
     assert!(e.contains("cannot requantize") && e.contains("blk.5.ffn_") && e.contains("--as f16"), "{e}");
     assert!(!out.exists());
     let mut c = organ();
@@ -118,5 +88,5 @@ fn types_organ_cannot_requantize_are_refused_by_name_unless_written_as_f16() {
     let bytes = std::fs::read(&out).unwrap();
     let g = Gguf::parse(&bytes, bytes.len() as u64).unwrap();
     assert_eq!(g.tensor("blk.5.ffn_up.weight").unwrap().ty, organ_core::GgmlType::F16);
-    generates(&out);
+    llama_generate(&out, 24);
 }

@@ -121,18 +121,10 @@ fn graft_with_mismatched_shapes_is_refused_with_every_offender_and_no_output() {
     let model = smollm2();
     let donor = incompatible_donor();
     let out = tmp("refused.gguf");
-    let o = organ()
-        .args(["graft", "--layers", "5", "--type", "organ"])
-        .arg("--donor")
-        .arg(&donor)
-        .arg("--recipient")
-        .arg(&model)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    let e = String::from_utf8(o.stderr).unwrap();
+    let mut c = organ();
+    c.args(["graft", "--layers", "5", "--type", "organ"]).arg("--donor").arg(&donor).arg("--recipient").arg(&model);
+    c.arg("--out").arg(&out);
+    let e = fails(c);
     assert!(e.contains("graft refused") && e.contains("4 problems"), "{e}");
     for line in [
         "blk.5.ffn_down.weight: shape [1024, 576] in the donor, [1536, 576] in the recipient",

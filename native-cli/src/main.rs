@@ -226,7 +226,6 @@ fn run(cli: Cli) -> Result<()> {
             split_max_size,
         } => {
             use organ_core::surgery::purify::Method;
-            use organ_core::surgery::select::{Layers, Selection};
             let method = match method.as_str() {
                 "fractal" => Method::Fractal { strength },
                 "spectral" => Method::Spectral { keep },
@@ -242,11 +241,7 @@ fn run(cli: Cli) -> Result<()> {
                         })?,
                 ),
             };
-            let selection = Selection {
-                layers: layers.as_deref().map(Layers::parse).transpose().map_err(anyhow::Error::msg)?,
-                groups: Selection::parse_groups(&types).map_err(anyhow::Error::msg)?,
-                patterns: names,
-            };
+            let selection = selection(layers.as_deref(), &types, names)?;
             let o = cmd::purify::Options {
                 model: &model,
                 out: &dest,
@@ -260,12 +255,7 @@ fn run(cli: Cli) -> Result<()> {
             cmd::purify::run(&o, &mut out)?;
         }
         Command::Graft { donor, recipient, out: dest, layers, types, names, dry_run, split_max_size } => {
-            use organ_core::surgery::select::{Layers, Selection};
-            let selection = Selection {
-                layers: layers.as_deref().map(Layers::parse).transpose().map_err(anyhow::Error::msg)?,
-                groups: Selection::parse_groups(&types).map_err(anyhow::Error::msg)?,
-                patterns: names,
-            };
+            let selection = selection(layers.as_deref(), &types, names)?;
             let o = cmd::graft::Options {
                 donor: &donor,
                 recipient: &recipient,
@@ -280,6 +270,20 @@ fn run(cli: Cli) -> Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+/// The tensors --layers, --type and --name pick (every criterion given must hold).
+fn selection(
+    layers: Option<&str>,
+    types: &[String],
+    names: Vec<String>,
+) -> Result<organ_core::surgery::select::Selection> {
+    use organ_core::surgery::select::{Layers, Selection};
+    Ok(Selection {
+        layers: layers.map(Layers::parse).transpose().map_err(anyhow::Error::msg)?,
+        groups: Selection::parse_groups(types).map_err(anyhow::Error::msg)?,
+        patterns: names,
+    })
 }
 
 /// The process's peak resident set size (VmHWM), in KiB; 0 where /proc is not there.

@@ -67,3 +67,34 @@ pub fn oracle_json(script: &Path, args: &[&std::ffi::OsStr], out_name: &str) -> 
     ok(c);
     serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap()
 }
+
+/// `n` greedy tokens after a fixed prompt, from llama.cpp; at least n/3 words of text.
+pub fn llama_generate(model: &Path, n: usize) -> String {
+    let mut c = llama_tool("llama-completion");
+    c.arg("-m").arg(model).args(["-p", "The human heart has four chambers:", "-n", &n.to_string()]);
+    c.args(["--temp", "0", "--seed", "1", "-no-cnv", "--no-display-prompt", "-t", "2"]);
+    let text = String::from_utf8_lossy(&ok(c).stdout).trim().to_owned();
+    assert!(text.split_whitespace().count() >= n / 3, "{}: too little text: {text:?}", model.display());
+    text
+}
+
+/// llama-perplexity's final estimate on tests/data/perplexity.txt (context 128).
+pub fn llama_perplexity(model: &Path) -> f64 {
+    let mut c = llama_tool("llama-perplexity");
+    c.arg("-m")
+        .arg(model)
+        .arg("-f")
+        .arg(repo().join("tests/data/perplexity.txt"))
+        .args(["-c", "128", "-b", "128", "-t", "2"]);
+    let out = ok(c);
+    let log = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    let line = log.lines().find(|l| l.contains("Final estimate: PPL =")).unwrap_or_else(|| panic!("no PPL in:\n{log}"));
+    line.split("PPL =").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// Runs a command that must fail with exit status 1; returns its stderr.
+pub fn fails(mut c: Command) -> String {
+    let o = c.output().expect("spawn");
+    assert_eq!(o.status.code(), Some(1), "{c:?} should fail");
+    String::from_utf8(o.stderr).unwrap()
+}

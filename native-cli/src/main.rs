@@ -23,6 +23,20 @@ struct Cli {
     command: Command,
 }
 
+/// Which tensors an operation touches; every criterion given must hold.
+#[derive(clap::Args)]
+struct SelectArgs {
+    /// Layers: ranges and lists, e.g. 5-20 or 3,7,9-11.
+    #[arg(long)]
+    layers: Option<String>,
+    /// Anatomy groups: organ, skeleton, embed, norm, adapter, other (repeat or comma-separate).
+    #[arg(long = "type", value_name = "GROUP")]
+    types: Vec<String>,
+    /// Tensor name patterns, `*` matching anything (repeatable).
+    #[arg(long = "name", value_name = "PATTERN")]
+    names: Vec<String>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Show a model's metadata and one row per tensor (name, anatomy group, layer, type, shape, offset, bytes).
@@ -110,15 +124,8 @@ enum Command {
         /// The result (must not exist). Not needed with --dry-run.
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Layers: ranges and lists, e.g. 5-20 or 3,7,9-11.
-        #[arg(long)]
-        layers: Option<String>,
-        /// Anatomy groups: organ, skeleton, embed, norm, adapter, other (repeat or comma-separate).
-        #[arg(long = "type", value_name = "GROUP")]
-        types: Vec<String>,
-        /// Tensor name patterns, `*` matching anything (repeatable).
-        #[arg(long = "name", value_name = "PATTERN")]
-        names: Vec<String>,
+        #[command(flatten)]
+        select: SelectArgs,
         /// Print the plan and check it; write nothing.
         #[arg(long)]
         dry_run: bool,
@@ -137,15 +144,8 @@ enum Command {
         /// The result (.gguf, else an organ directory; must not exist).
         #[arg(long)]
         out: PathBuf,
-        /// Layers: ranges and lists, e.g. 5-20.
-        #[arg(long)]
-        layers: Option<String>,
-        /// Anatomy groups, e.g. organ (repeat or comma-separate).
-        #[arg(long = "type", value_name = "GROUP")]
-        types: Vec<String>,
-        /// Tensor name patterns, `*` matching anything.
-        #[arg(long = "name", value_name = "PATTERN")]
-        names: Vec<String>,
+        #[command(flatten)]
+        select: SelectArgs,
         /// fractal: 0..1, how far incoherent coefficients are pulled to 0.
         #[arg(long, default_value_t = 0.5)]
         strength: f64,
@@ -215,9 +215,7 @@ fn run(cli: Cli) -> Result<()> {
             model,
             method,
             out: dest,
-            layers,
-            types,
-            names,
+            select,
             strength,
             keep,
             as_type,
@@ -241,7 +239,7 @@ fn run(cli: Cli) -> Result<()> {
                         })?,
                 ),
             };
-            let selection = selection(layers.as_deref(), &types, names)?;
+            let selection = selection(&select)?;
             let o = cmd::purify::Options {
                 model: &model,
                 out: &dest,
@@ -254,14 +252,14 @@ fn run(cli: Cli) -> Result<()> {
             };
             cmd::purify::run(&o, &mut out)?;
         }
-        Command::Graft { donor, recipient, out: dest, layers, types, names, dry_run, split_max_size } => {
-            let selection = selection(layers.as_deref(), &types, names)?;
+        Command::Graft { donor, recipient, out: dest, select, dry_run, split_max_size } => {
+            let selection = selection(&select)?;
             let o = cmd::graft::Options {
                 donor: &donor,
                 recipient: &recipient,
                 out: dest.as_deref(),
                 selection,
-                layers_arg: layers,
+                layers_arg: select.layers.clone(),
                 dry_run,
                 split_max: split_max_size.as_deref().map(write::parse_size).transpose()?,
             };
@@ -273,16 +271,12 @@ fn run(cli: Cli) -> Result<()> {
 }
 
 /// The tensors --layers, --type and --name pick (every criterion given must hold).
-fn selection(
-    layers: Option<&str>,
-    types: &[String],
-    names: Vec<String>,
-) -> Result<organ_core::surgery::select::Selection> {
+fn selection(a: &SelectArgs) -> Result<organ_core::surgery::select::Selection> {
     use organ_core::surgery::select::{Layers, Selection};
     Ok(Selection {
-        layers: layers.map(Layers::parse).transpose().map_err(anyhow::Error::msg)?,
-        groups: Selection::parse_groups(types).map_err(anyhow::Error::msg)?,
-        patterns: names,
+        layers: a.layers.as_deref().map(Layers::parse).transpose().map_err(anyhow::Error::msg)?,
+        groups: Selection::parse_groups(&a.types).map_err(anyhow::Error::msg)?,
+        patterns: a.names.clone(),
     })
 }
 

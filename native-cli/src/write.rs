@@ -72,6 +72,14 @@ impl Drop for Temp {
 
 /// Writes a GGUF holding `kvs` and `tensors` (each with its own type and bytes) to `dest`.
 pub fn write_gguf(version: u32, kvs: &[(String, OwnedValue)], tensors: &[Tensor], dest: &Path) -> Result<u64> {
+    let (tmp, len) = stage_gguf(version, kvs, tensors, dest)?;
+    tmp.commit()?;
+    Ok(len)
+}
+
+/// Writes the GGUF into a temp path beside `dest` and returns it uncommitted, with the
+/// file's length: the caller commits it (or drops it, which removes it).
+fn stage_gguf(version: u32, kvs: &[(String, OwnedValue)], tensors: &[Tensor], dest: &Path) -> Result<(Temp, u64)> {
     let views = kvs.iter().map(|(k, v)| Ok((k.as_str(), v.view()?))).collect::<Result<Vec<(&str, MetaValue<'_>)>>>()?;
     let specs: Vec<TensorSpec<'_>> =
         tensors.iter().map(|t| TensorSpec { name: &t.name, dims: &t.dims, ty: t.ty }).collect();
@@ -86,9 +94,7 @@ pub fn write_gguf(version: u32, kvs: &[(String, OwnedValue)], tensors: &[Tensor]
         f.write_all(&zeros[..padding(n, layout.alignment) as usize])?;
     }
     f.sync_all()?;
-    drop(f);
-    tmp.commit()?;
-    Ok(layout.file_len)
+    Ok((tmp, layout.file_len))
 }
 
 /// The folder of an anatomy group inside an organ directory.
@@ -263,44 +269,29 @@ pub fn write_gguf_split(
         groups.last_mut().expect("one group at least").push(t.clone());
     }
     let n = groups.len();
-    if n > 99_999 {
-        bail!("{n} shards: more than llama.cpp's 5-digit shard numbers allow");
+    // split.no and split.count are u16 in llama.cpp's format.
+    if n > usize::from(u16::MAX) {
+        bail!("{n} shards: more than the {} a split.count (u16) can hold", u16::MAX);
     }
     let name = dest.to_string_lossy();
     let prefix = name.strip_suffix(".gguf").unwrap_or(&name);
     let prefix_name = Path::new(prefix).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let dir = dest.parent().map(Path::to_owned).unwrap_or_default();
     let paths: Vec<PathBuf> = (1..=n).map(|i| dir.join(crate::source::split_name(&prefix_name, i, n))).collect();
-    for p in &paths {
-        if p.exists() {
-            bail!("{}: already exists (organ never overwrites)", p.display());
-        }
-    }
-    // Each shard goes to a hidden temp name first; the renames happen together at the end.
-    let temps: Vec<PathBuf> = paths
-        .iter()
-        .map(|p| {
-            dir.join(format!(".{}.organ-split-tmp", p.file_name().map(|f| f.to_string_lossy()).unwrap_or_default()))
-        })
-        .collect();
-    let cleanup = |upto: usize| {
-        for t in &temps[..upto] {
-            let _ = std::fs::remove_file(t);
-        }
-    };
-    for (i, g) in groups.iter().enumerate() {
+    // Every shard is staged in its own temp path (refused if the shard exists); they are
+    // renamed into place together once all are written. On any error the staged temps
+    // are dropped, which removes them.
+    let mut staged = Vec::with_capacity(n);
+    for (i, (g, path)) in groups.iter().zip(&paths).enumerate() {
         let mut shard_kvs: Vec<(String, OwnedValue)> =
             if i == 0 { kvs.iter().filter(|(k, _)| !k.starts_with("split.")).cloned().collect() } else { Vec::new() };
         shard_kvs.push(("split.no".into(), OwnedValue::Scalar(MetaValue::U16(i as u16))));
         shard_kvs.push(("split.count".into(), OwnedValue::Scalar(MetaValue::U16(n as u16))));
         shard_kvs.push(("split.tensors.count".into(), OwnedValue::Scalar(MetaValue::I32(tensors.len() as i32))));
-        if let Err(e) = write_gguf(version, &shard_kvs, g, &temps[i]) {
-            cleanup(i + 1);
-            return Err(e);
-        }
+        staged.push(stage_gguf(version, &shard_kvs, g, path)?.0);
     }
-    for (t, p) in temps.iter().zip(&paths) {
-        std::fs::rename(t, p).with_context(|| format!("{}: cannot rename into place", p.display()))?;
+    for t in staged {
+        t.commit()?;
     }
     Ok(paths)
 }

@@ -92,17 +92,6 @@ impl SamplePlan {
         };
         (blocks, remapped)
     }
-
-    /// Reads the planned values through `get` (element index to value), in plan order.
-    ///
-    /// # Errors
-    /// Whatever `get` returns.
-    pub fn gather(&self, mut get: impl FnMut(u64) -> Result<f32>) -> Result<Vec<f32>> {
-        match self {
-            SamplePlan::All(n) => (0..*n).map(get).collect(),
-            SamplePlan::Sample(ix) => ix.iter().map(|&i| get(i)).collect(),
-        }
-    }
 }
 
 /// Measures a set of values (§1 from "drop non-finite values" on, §2, §3).

@@ -113,6 +113,27 @@ fn measure_json_and_csv_follow_the_documented_schema() {
     assert!(rows.starts_with("model,tensor,group,"));
 }
 
+/// The streaming path (positioned reads planned by the core's ReadPlan, as the browser's
+/// Blob reads are) must give the very report the memory-mapped path gives.
+#[test]
+fn streamed_reads_give_the_same_report_as_the_memory_map() {
+    let model = smollm2();
+    let report = |stream: bool, name: &str| {
+        let json = tmp(name);
+        let mut c = organ();
+        c.arg("measure").arg(&model).arg("--json").arg(&json);
+        if stream {
+            c.arg("--stream");
+        }
+        ok(c);
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        v["models"][0].take()
+    };
+    let (mapped, streamed) = (report(false, "mapped.json"), report(true, "streamed.json"));
+    assert_eq!(mapped["tensors"].as_array().map(Vec::len), Some(272));
+    assert_eq!(mapped, streamed);
+}
+
 #[test]
 fn writer_reproduces_the_model_byte_for_byte() {
     let bytes = read_model();

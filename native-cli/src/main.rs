@@ -59,6 +59,10 @@ enum Command {
         /// Also write one CSV row per tensor.
         #[arg(long, value_name = "FILE")]
         csv: Option<PathBuf>,
+        /// Also write the report as one self-contained static HTML page (the browser app's
+        /// export): opens offline, fetches nothing, embeds the JSON.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
         /// Print only the summary, groups and wells, not the per-tensor table.
         #[arg(long)]
         summary_only: bool,
@@ -176,6 +180,7 @@ fn run(cli: Cli) -> Result<()> {
             models,
             json,
             csv,
+            html,
             summary_only,
             wells,
             threads,
@@ -199,7 +204,8 @@ fn run(cli: Cli) -> Result<()> {
                     .map(|c| c.join("measure")),
                 (false, None) => None,
             };
-            let opts = cmd::measure::Options { models, json, csv, summary_only, wells, stream, cache, ranking_csv };
+            let opts =
+                cmd::measure::Options { models, json, csv, html, summary_only, wells, stream, cache, ranking_csv };
             cmd::measure::run(&opts, &mut out)?;
             if stats {
                 let read = cmd::measure::BYTES_READ.load(std::sync::atomic::Ordering::Relaxed);

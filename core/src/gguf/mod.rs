@@ -5,6 +5,7 @@
 //! count, the key/value pairs, the tensor infos, padding to `general.alignment` (default
 //! 32), then the data section where each tensor's offset is relative to its start.
 
+pub mod display;
 mod header;
 pub mod metadata;
 mod tensor;

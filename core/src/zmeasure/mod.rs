@@ -5,13 +5,17 @@
 //! browser read) is [`measure_tensor`]. Callers that fetch bytes themselves can ask
 //! [`SamplePlan`] which blocks the sampler needs first.
 
+pub mod html;
 mod indicators;
+mod plan;
 mod radix;
 pub mod report;
 mod sample;
 mod sum;
+pub mod view;
 
 pub use indicators::{indicators, theta, Indicators};
+pub use plan::{ByteRange, ReadPlan};
 pub use sample::{fnv1a64, sample_indices, SplitMix64, SAMPLE_SIZE};
 
 use crate::error::Result;

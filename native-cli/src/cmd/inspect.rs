@@ -4,16 +4,12 @@
 use crate::model::ModelFile;
 use anyhow::Result;
 use organ_core::anatomy::classify;
+use organ_core::gguf::display::{preview, value_json};
 use organ_core::gguf::{MetaValue, ValueType};
 use organ_core::Gguf;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::Path;
-
-/// Arrays longer than this are summarized in text output.
-const ARRAY_PREVIEW: usize = 8;
-/// Strings longer than this are cut in text output.
-const STRING_PREVIEW: usize = 60;
 
 pub fn run(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<()> {
     if crate::source::split_shards(path).is_some() {
@@ -28,25 +24,6 @@ pub fn run(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<()> {
         print_text(&model.file_name(), &g, out)?;
     }
     Ok(())
-}
-
-/// A metadata value as JSON: numbers, booleans, strings (lossy UTF-8), arrays in full.
-pub fn value_json(v: &MetaValue<'_>) -> Value {
-    match *v {
-        MetaValue::U8(x) => json!(x),
-        MetaValue::I8(x) => json!(x),
-        MetaValue::U16(x) => json!(x),
-        MetaValue::I16(x) => json!(x),
-        MetaValue::U32(x) => json!(x),
-        MetaValue::I32(x) => json!(x),
-        MetaValue::F32(x) => json!(f64::from(x)),
-        MetaValue::Bool(x) => json!(x),
-        MetaValue::Str(s) => json!(String::from_utf8_lossy(s)),
-        MetaValue::Array(a) => Value::Array(a.iter().map(|e| value_json(&e)).collect()),
-        MetaValue::U64(x) => json!(x),
-        MetaValue::I64(x) => json!(x),
-        MetaValue::F64(x) => json!(x),
-    }
 }
 
 /// gguf-py's list of types for a field: `["ARRAY", "STRING"]` for an array of strings.
@@ -92,26 +69,6 @@ pub fn to_json(file: &str, g: &Gguf<'_>) -> Value {
         "data_offset": g.data_offset, "parameters": g.parameter_count(),
         "metadata": metadata, "tensors": tensors,
     })
-}
-
-fn preview(v: &MetaValue<'_>) -> String {
-    match *v {
-        MetaValue::Str(s) => {
-            let s = String::from_utf8_lossy(s);
-            let cut: String = s.chars().take(STRING_PREVIEW).collect();
-            if cut.len() < s.len() {
-                format!("{cut:?}… ({} bytes)", s.len())
-            } else {
-                format!("{cut:?}")
-            }
-        }
-        MetaValue::Array(a) => {
-            let items: Vec<String> = a.iter().take(ARRAY_PREVIEW).map(|e| preview(&e)).collect();
-            let more = if a.len > ARRAY_PREVIEW as u64 { ", …" } else { "" };
-            format!("[{}{more}]", items.join(", "))
-        }
-        _ => value_json(v).to_string(),
-    }
 }
 
 /// One row of the tensor table.

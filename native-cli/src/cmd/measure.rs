@@ -8,9 +8,8 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use organ_core::anatomy::Group;
 use organ_core::gguf::MetaValue;
-use organ_core::quant::ElementReader;
 use organ_core::zmeasure::report::{ModelReport, Report, TensorReport};
-use organ_core::zmeasure::{measure_tensor, measure_values, Measurement, SamplePlan};
+use organ_core::zmeasure::{measure_tensor, measure_values, Measurement, ReadPlan};
 use rayon::prelude::*;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
@@ -23,6 +22,7 @@ pub struct Options {
     pub models: Vec<PathBuf>,
     pub json: Option<PathBuf>,
     pub csv: Option<PathBuf>,
+    pub html: Option<PathBuf>,
     pub summary_only: bool,
     pub wells: usize,
     pub stream: bool,
@@ -109,31 +109,26 @@ const STREAM_ABOVE_BYTES: u64 = 2 << 30;
 /// Bytes read by the streaming path, for benchmarks (`--stats`).
 pub static BYTES_READ: AtomicU64 = AtomicU64::new(0);
 
-/// Measures one tensor by reading only its sampled blocks with positioned reads.
+/// Measures one tensor by reading only its sampled blocks with positioned reads: runs of
+/// consecutive blocks become one read of at most 1 MiB (the core's [`ReadPlan`], which the
+/// browser uses with its own gap and size).
 fn measure_streamed(t: &Tensor) -> Result<Measurement> {
-    let (ts, bs) = (t.ty.type_size() as u64, t.ty.block_size() as u64);
     let n: u64 = t.dims.iter().product();
-    let (blocks, remap) = SamplePlan::new(&t.name, n).compact(bs);
-    let mut buf = vec![0u8; blocks.len() * ts as usize];
-    // Runs of consecutive blocks become one read (at most 1 MiB each).
-    let mut i = 0;
-    while i < blocks.len() {
-        let mut j = i + 1;
-        while j < blocks.len() && blocks[j] == blocks[j - 1] + 1 && (j - i) as u64 * ts < (1 << 20) {
-            j += 1;
-        }
-        let dst = &mut buf[i * ts as usize..j * ts as usize];
-        let at = t.data.offset + blocks[i] * ts;
+    let plan = ReadPlan::new(&t.name, t.ty, n, 0, 1 << 20)?;
+    let mut buf = plan.buffer();
+    let mut bytes = Vec::new();
+    for (i, r) in plan.ranges.iter().enumerate() {
+        bytes.resize(r.len as usize, 0);
+        let at = t.data.offset + r.offset;
         t.data
             .file
             .file
-            .read_exact_at(dst, at)
+            .read_exact_at(&mut bytes, at)
             .with_context(|| format!("{}: read at offset {at}", t.data.file.path.display()))?;
-        BYTES_READ.fetch_add(dst.len() as u64, Ordering::Relaxed);
-        i = j;
+        BYTES_READ.fetch_add(r.len, Ordering::Relaxed);
+        plan.fill(i, &bytes, &mut buf)?;
     }
-    let values = ElementReader::new(t.ty, &buf, blocks.len() as u64 * bs)?.gather(&remap)?;
-    Ok(measure_values(values))
+    Ok(measure_values(plan.values(&buf)?))
 }
 
 /// Measures one model (a GGUF, a split GGUF, or an organ directory); the progress bar
@@ -212,6 +207,9 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
     }
     if let Some(p) = &opts.csv {
         write_atomic(p, |w| write_csv(&report, w))?;
+    }
+    if let Some(p) = &opts.html {
+        write_atomic(p, |w| Ok(w.write_all(organ_core::zmeasure::html::render(&report).as_bytes())?))?;
     }
     if let Some(p) = &opts.ranking_csv {
         write_atomic(p, |w| write_ranking_csv(&report, w))?;

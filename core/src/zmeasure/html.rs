@@ -1,0 +1,308 @@
+//! A θ report as one self-contained static HTML page: inline data, CSS, charts and a few
+//! lines of script for sorting and filtering; a Content-Security-Policy that forbids every
+//! network fetch, so the page opens offline and can be shared as a file. The browser app
+//! exports it and `organ measure --html` writes it: the same function for both.
+//!
+//! The full report is embedded as JSON (`<script type="application/json"
+//! id="organ-report">`), so the page can be opened in the app again; each tensor row also
+//! carries its exact θ in `data-theta`.
+
+use super::report::{ModelReport, Report, Status};
+use super::view::{theta_color, Heatmap};
+use alloc::format;
+use alloc::string::String;
+use core::fmt::Write;
+
+/// Escapes text for HTML element content and quoted attribute values.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The report as JSON that is safe inside a `<script>` element (no `<` at all).
+pub fn embeddable_json(report: &Report) -> String {
+    // Serializing plain data structures cannot fail.
+    let json = serde_json::to_string(report).unwrap_or_default();
+    json.replace('<', "\\u003c")
+}
+
+const STYLE: &str = "
+:root{--bg:#fbfaf7;--fg:#1d232b;--mute:#5b6673;--line:#d9dde2;--card:#fff}
+*{box-sizing:border-box}body{margin:0;font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;background:var(--bg);color:var(--fg)}
+header{padding:18px 28px;border-bottom:1px solid var(--line);background:var(--card)}h1{font-size:20px;margin:0}
+h2{font-size:17px;margin:28px 0 8px}h3{font-size:14px;margin:18px 0 6px;color:var(--mute);text-transform:uppercase;letter-spacing:.04em}
+main{padding:0 28px 40px;max-width:1400px}.mute{color:var(--mute)}
+.cards{display:flex;flex-wrap:wrap;gap:10px}.card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:10px 14px;min-width:130px}
+.card b{display:block;font-size:18px}table{border-collapse:collapse;background:var(--card)}
+th,td{border:1px solid var(--line);padding:3px 8px;text-align:left;white-space:nowrap}th{background:#eef0f3;cursor:pointer;user-select:none}
+td.n{text-align:right;font-variant-numeric:tabular-nums}.heat td{width:64px;text-align:center;font-size:12px}
+.scroll{max-height:640px;overflow:auto;border:1px solid var(--line)}input.filter{padding:5px 8px;margin:4px 0 8px;width:320px;border:1px solid var(--line);border-radius:6px}
+.legend{display:inline-block;width:160px;height:10px;vertical-align:middle;border-radius:3px}
+";
+
+const SCRIPT: &str = "
+document.querySelectorAll('table.sortable').forEach(function(t){t.querySelectorAll('th').forEach(function(th,i){th.addEventListener('click',function(){
+var b=t.tBodies[0],rows=Array.prototype.slice.call(b.rows),num=th.hasAttribute('data-num'),dir=th.dataset.dir=th.dataset.dir==='asc'?'desc':'asc';
+rows.sort(function(x,y){var a=x.cells[i].getAttribute('data-v'),c=y.cells[i].getAttribute('data-v');if(a===null)a=x.cells[i].textContent;if(c===null)c=y.cells[i].textContent;
+if(num){a=parseFloat(a);c=parseFloat(c);if(isNaN(a))a=-1e300;if(isNaN(c))c=-1e300;return dir==='asc'?a-c:c-a}return dir==='asc'?a.localeCompare(c):c.localeCompare(a)});
+rows.forEach(function(r){b.appendChild(r)})})})});
+document.querySelectorAll('input.filter').forEach(function(inp){inp.addEventListener('input',function(){var q=inp.value.toLowerCase();
+document.getElementById(inp.dataset.table).querySelectorAll('tbody tr').forEach(function(r){r.hidden=q!==''&&r.textContent.toLowerCase().indexOf(q)<0})})});
+";
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(String::new, |x| format!("{x:.digits$}"))
+}
+
+fn human_bytes(n: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut x = n as f64;
+    let mut u = 0;
+    while x >= 1024.0 && u + 1 < units.len() {
+        x /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{x:.1} {}", units[u])
+    }
+}
+
+fn human_count(n: u64) -> String {
+    match n {
+        n if n >= 1_000_000_000 => format!("{:.2} B", n as f64 / 1e9),
+        n if n >= 1_000_000 => format!("{:.1} M", n as f64 / 1e6),
+        n if n >= 1_000 => format!("{:.1} k", n as f64 / 1e3),
+        n => format!("{n}"),
+    }
+}
+
+fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
+    let s = &m.summary;
+    let _ = write!(out, "<section class=\"model\" data-model=\"{}\"><h2>{}</h2>", escape(&m.model), escape(&m.model));
+    let types: String =
+        m.types.iter().map(|(t, n)| format!("{} × {n}", escape(t))).collect::<alloc::vec::Vec<_>>().join(", ");
+    let _ = write!(
+        out,
+        "<div class=\"cards\"><div class=\"card\">architecture<b>{}</b></div><div class=\"card\">name<b>{}</b></div>\
+         <div class=\"card\">parameters<b>{}</b></div><div class=\"card\">file<b>{}</b></div>\
+         <div class=\"card\">tensors<b>{}</b></div><div class=\"card\">θ mean<b class=\"theta-mean\">{:.3}°</b></div>\
+         <div class=\"card\">θ weighted<b>{:.3}°</b></div><div class=\"card\">signal<b>{:.4}</b></div></div>\
+         <p class=\"mute\">types: {types}; measured {}, degenerate {}, not measurable {}</p>",
+        escape(m.architecture.as_deref().unwrap_or("?")),
+        escape(m.name.as_deref().unwrap_or("?")),
+        human_count(m.parameters),
+        human_bytes(m.file_bytes),
+        s.tensors,
+        s.theta_mean,
+        s.theta_weighted,
+        s.signal,
+        s.measured,
+        s.degenerate,
+        s.not_measurable,
+    );
+    out.push_str("<h3>Groups</h3><table class=\"groups\"><thead><tr><th>group</th><th>tensors</th><th>θ mean</th><th>θ min</th><th>θ max</th></tr></thead><tbody>");
+    for g in &s.groups {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\" data-v=\"{}\">{:.3}</td><td class=\"n\">{:.3}</td><td class=\"n\">{:.3}</td></tr>",
+            g.group.name(),
+            g.count,
+            g.mean,
+            g.mean,
+            g.min,
+            g.max
+        );
+    }
+    out.push_str("</tbody></table><h3>Wells (lowest θ)</h3><ol class=\"wells\">");
+    for w in &s.wells {
+        let _ = write!(
+            out,
+            "<li><code>{}</code> <span class=\"mute\">{}</span> {:.3}°</li>",
+            escape(&w.name),
+            w.group.name(),
+            w.theta
+        );
+    }
+    out.push_str("</ol>");
+    let h = Heatmap::of(m);
+    if !h.layers.is_empty() {
+        let (lo, hi) = h.range;
+        let _ = write!(
+            out,
+            "<h3>θ by layer and group</h3><p class=\"mute\">{lo:.2}° <span class=\"legend\" style=\"background:linear-gradient(90deg,{},{},{})\"></span> {hi:.2}°</p>\
+             <table class=\"heat\"><thead><tr><th>layer</th>",
+            theta_color(lo, lo, hi),
+            theta_color((lo + hi) / 2.0, lo, hi),
+            theta_color(hi, lo, hi)
+        );
+        for g in &h.groups {
+            let _ = write!(out, "<th>{}</th>", g.name());
+        }
+        out.push_str("</tr></thead><tbody>");
+        for (r, l) in h.layers.iter().enumerate() {
+            let _ = write!(out, "<tr><td>{l}</td>");
+            for c in 0..h.groups.len() {
+                match h.cell(r, c) {
+                    Some((t, n)) => {
+                        let _ = write!(
+                            out,
+                            "<td style=\"background:{}\" title=\"{n} tensors\" data-v=\"{t}\">{t:.1}</td>",
+                            theta_color(t, lo, hi)
+                        );
+                    }
+                    None => out.push_str("<td></td>"),
+                }
+            }
+            out.push_str("</tr>");
+        }
+        out.push_str("</tbody></table>");
+    }
+    let _ = write!(
+        out,
+        "<h3>Tensors</h3><input class=\"filter\" placeholder=\"filter by name, group, type…\" data-table=\"tensors-{idx}\">\
+         <div class=\"scroll\"><table class=\"sortable tensors\" id=\"tensors-{idx}\"><thead><tr><th>name</th><th>group</th>\
+         <th data-num>layer</th><th>type</th><th>shape</th><th data-num>θ</th><th data-num>H</th><th data-num>K</th>\
+         <th data-num>C</th><th>status</th></tr></thead><tbody>"
+    );
+    for t in &m.tensors {
+        let shape: String = t.shape.iter().map(|d| format!("{d}")).collect::<alloc::vec::Vec<_>>().join("×");
+        let status = match t.status {
+            Status::Measured => "measured",
+            Status::Degenerate => "degenerate",
+            Status::NotMeasurable => "not measurable",
+        };
+        let theta_attr = t.theta.map_or_else(String::new, |x| format!("{x}"));
+        let _ = write!(
+            out,
+            "<tr data-name=\"{}\" data-theta=\"{theta_attr}\"><td>{}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td><td>{shape}</td>\
+             <td class=\"n\" data-v=\"{theta_attr}\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{status}</td></tr>",
+            escape(&t.name),
+            escape(&t.name),
+            t.group.name(),
+            t.layer.map_or_else(String::new, |l| format!("{l}")),
+            escape(&t.ty),
+            opt(t.theta, 3),
+            opt(t.entropy, 4),
+            opt(t.kurtosis, 3),
+            opt(t.cv, 4),
+        );
+    }
+    out.push_str("</tbody></table></div></section>");
+}
+
+/// The whole page for `report`.
+pub fn render(report: &Report) -> String {
+    let mut out = String::with_capacity(4096 + report.models.iter().map(|m| m.tensors.len() * 400).sum::<usize>());
+    let title = match report.models.as_slice() {
+        [m] => format!("organ θ report: {}", m.model),
+        ms => format!("organ θ report: {} models", ms.len()),
+    };
+    let _ = write!(
+        out,
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\
+         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>{}</title><style>{STYLE}</style></head><body>\
+         <header><h1>{}</h1><div class=\"mute\">Z-measure {} · {} · θ from 0° (noise) to 90° (structure) · a static page: \
+         it opens offline and fetches nothing</div></header><main>",
+        escape(&title),
+        escape(&title),
+        escape(&report.measure),
+        escape(&report.generator)
+    );
+    if report.models.len() > 1 {
+        out.push_str("<h2>Ranking</h2><table class=\"sortable ranking\"><thead><tr><th data-num>rank</th><th>model</th><th data-num>parameters</th><th data-num>θ mean</th><th data-num>θ weighted</th><th data-num>signal</th><th data-num>tensors</th></tr></thead><tbody>");
+        for r in &report.ranking {
+            let _ = write!(
+                out,
+                "<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\">{:.3}</td><td class=\"n\">{:.3}</td><td class=\"n\">{:.4}</td><td class=\"n\">{}</td></tr>",
+                r.rank,
+                escape(&r.model),
+                r.parameters,
+                human_count(r.parameters),
+                r.theta_mean,
+                r.theta_weighted,
+                r.signal,
+                r.tensors
+            );
+        }
+        out.push_str("</tbody></table>");
+    }
+    for (i, m) in report.models.iter().enumerate() {
+        model_section(&mut out, i, m);
+    }
+    let _ = writeln!(
+        out,
+        "</main><script type=\"application/json\" id=\"organ-report\">{}</script><script>{SCRIPT}</script></body></html>",
+        embeddable_json(report)
+    );
+    out
+}
+
+/// The report embedded in a page made by [`render`], if there is one.
+pub fn extract_json(page: &str) -> Option<&str> {
+    let start = page.find("<script type=\"application/json\" id=\"organ-report\">")?;
+    let rest = &page[start..];
+    let open = rest.find('>')? + 1;
+    let close = rest[open..].find("</script>")?;
+    Some(&rest[open..open + close])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zmeasure::report::TensorReport;
+    use crate::zmeasure::Measurement;
+    use crate::GgmlType;
+    use alloc::vec;
+
+    fn report(name: &str) -> Report {
+        let m = Measurement {
+            theta: 41.25,
+            entropy: Some(0.9),
+            kurtosis: Some(1.5),
+            cv: Some(0.2),
+            degenerate: false,
+            sampled: 4,
+            dropped: 0,
+        };
+        let rows = vec![
+            TensorReport::from_parts(name, GgmlType::F32, &[4], 16, Some(&m)),
+            TensorReport::from_parts("blk.1.ffn_up.weight", GgmlType::Q8_0, &[32], 34, Some(&m)),
+        ];
+        Report::new("test", vec![ModelReport::from_parts("m<1>.gguf", Some("llama"), None, 50, rows)])
+    }
+
+    #[test]
+    fn hostile_names_are_escaped_and_cannot_close_the_data_script() {
+        let page = render(&report("blk.0.attn_q</script><script>alert(1)</script>"));
+        assert!(!page.contains("<script>alert"));
+        assert!(page.contains("m&lt;1&gt;.gguf"));
+        let json = extract_json(&page).unwrap();
+        assert!(!json.contains('<'));
+        let back: Report = serde_json::from_str(json).unwrap();
+        assert_eq!(back, report("blk.0.attn_q</script><script>alert(1)</script>"));
+    }
+
+    #[test]
+    fn the_page_fetches_nothing_and_carries_every_theta() {
+        let page = render(&report("blk.0.attn_q.weight"));
+        assert!(page.contains("default-src 'none'"));
+        for needle in ["src=", "href=", "url(", "@import"] {
+            assert!(!page.contains(needle), "{needle}");
+        }
+        assert_eq!(page.matches("data-theta=\"41.25\"").count(), 2);
+        assert!(page.contains("<table class=\"heat\">"));
+    }
+}

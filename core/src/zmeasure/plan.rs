@@ -1,0 +1,188 @@
+//! Which byte ranges of a tensor the sampler needs, for callers that read bytes themselves:
+//! the CLI's streaming path (positioned reads) and the browser (`Blob.slice`). Both read
+//! the ranges a [`ReadPlan`] lists, hand each range's bytes to [`ReadPlan::fill`], and
+//! measure with [`ReadPlan::values`] + [`super::measure_values`]: one logic, two kinds of I/O.
+
+use super::SamplePlan;
+use crate::error::{Error, Result};
+use crate::ggml_type::GgmlType;
+use crate::quant::ElementReader;
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// One read: `len` bytes at `offset` from the start of the tensor's data, holding the
+/// plan's blocks `first_block..first_block + n_blocks` (plus unneeded blocks in the gaps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteRange {
+    /// Offset from the start of the tensor's data.
+    pub offset: u64,
+    /// Bytes to read.
+    pub len: u64,
+    /// Index (into [`ReadPlan::blocks`]) of the first needed block in this range.
+    pub first_block: usize,
+    /// How many needed blocks the range holds.
+    pub n_blocks: usize,
+}
+
+/// The reads that give a tensor's sampled values.
+#[derive(Debug, Clone)]
+pub struct ReadPlan {
+    /// The tensor's type.
+    pub ty: GgmlType,
+    /// The distinct blocks that hold sampled elements, ascending.
+    pub blocks: Vec<u64>,
+    /// Every sampled index, re-expressed into the needed blocks laid end to end.
+    remap: Vec<u64>,
+    /// The reads, ascending and disjoint.
+    pub ranges: Vec<ByteRange>,
+}
+
+impl ReadPlan {
+    /// The plan for tensor `name` of type `ty` with `n_elements` elements. Needed blocks
+    /// closer than `max_gap` bytes share one read (fewer, larger reads where each read is
+    /// expensive, as in a browser); no read is longer than `max_len` bytes, unless a single
+    /// block is.
+    ///
+    /// # Errors
+    /// [`Error::NotDequantizable`] for a type without a reference dequantizer.
+    pub fn new(name: &str, ty: GgmlType, n_elements: u64, max_gap: u64, max_len: u64) -> Result<ReadPlan> {
+        if !ty.can_dequantize() {
+            return Err(Error::NotDequantizable { ty: ty.name() });
+        }
+        let (bs, ts) = (ty.block_size() as u64, ty.type_size() as u64);
+        let (blocks, remap) = SamplePlan::new(name, n_elements).compact(bs);
+        let mut ranges: Vec<ByteRange> = Vec::new();
+        for (i, &b) in blocks.iter().enumerate() {
+            let start = b * ts;
+            if let Some(r) = ranges.last_mut() {
+                let end = r.offset + r.len;
+                if start - end <= max_gap && start + ts - r.offset <= max_len {
+                    r.len = start + ts - r.offset;
+                    r.n_blocks += 1;
+                    continue;
+                }
+            }
+            ranges.push(ByteRange { offset: start, len: ts, first_block: i, n_blocks: 1 });
+        }
+        Ok(ReadPlan { ty, blocks, remap, ranges })
+    }
+
+    /// Bytes the reads cover.
+    pub fn bytes_to_read(&self) -> u64 {
+        self.ranges.iter().map(|r| r.len).sum()
+    }
+
+    /// A zeroed buffer for the needed blocks, laid end to end.
+    pub fn buffer(&self) -> Vec<u8> {
+        vec![0u8; self.blocks.len() * self.ty.type_size()]
+    }
+
+    /// Copies the needed blocks out of the bytes read for range `range` into `buf` (from
+    /// [`ReadPlan::buffer`]).
+    ///
+    /// # Errors
+    /// [`Error::SizeMismatch`] if `bytes` is not the range's length or `buf` not the
+    /// buffer's.
+    pub fn fill(&self, range: usize, bytes: &[u8], buf: &mut [u8]) -> Result<()> {
+        let ts = self.ty.type_size();
+        let Some(r) = self.ranges.get(range) else {
+            return Err(Error::SizeMismatch {
+                what: "read plan range index",
+                expected: self.ranges.len() as u64,
+                got: range as u64,
+            });
+        };
+        if bytes.len() as u64 != r.len {
+            return Err(Error::SizeMismatch {
+                what: "bytes read for a range",
+                expected: r.len,
+                got: bytes.len() as u64,
+            });
+        }
+        if buf.len() != self.blocks.len() * ts {
+            let expected = (self.blocks.len() * ts) as u64;
+            return Err(Error::SizeMismatch { what: "read plan buffer", expected, got: buf.len() as u64 });
+        }
+        for k in r.first_block..r.first_block + r.n_blocks {
+            // Block offsets inside the range are below r.len, which bytes.len() equals.
+            let at = (self.blocks[k] * ts as u64 - r.offset) as usize;
+            buf[k * ts..(k + 1) * ts].copy_from_slice(&bytes[at..at + ts]);
+        }
+        Ok(())
+    }
+
+    /// The sampled values, in sample order, from the filled buffer: the same values
+    /// [`super::measure_tensor`] decodes from the whole tensor.
+    ///
+    /// # Errors
+    /// [`Error::SizeMismatch`] if `buf` is not the buffer's size.
+    pub fn values(&self, buf: &[u8]) -> Result<Vec<f32>> {
+        let n = self.blocks.len() as u64 * self.ty.block_size() as u64;
+        ElementReader::new(self.ty, buf, n)?.gather(&self.remap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zmeasure::{measure_tensor, measure_values};
+
+    fn tensor(ty: GgmlType, n: u64) -> Vec<u8> {
+        let len = n / ty.block_size() as u64 * ty.type_size() as u64;
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        (0..len)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // Keep f16 scales finite: clear the exponent's top bit in every other byte.
+                (x as u8) & if i % 2 == 1 { 0x3f } else { 0xff }
+            })
+            .collect()
+    }
+
+    fn read_all(plan: &ReadPlan, data: &[u8]) -> Vec<u8> {
+        let mut buf = plan.buffer();
+        for (i, r) in plan.ranges.iter().enumerate() {
+            plan.fill(i, &data[r.offset as usize..(r.offset + r.len) as usize], &mut buf).unwrap();
+        }
+        buf
+    }
+
+    #[test]
+    fn reading_the_plan_measures_what_the_whole_tensor_does() {
+        for (ty, n) in [(GgmlType::Q4_1, 32 * 40_000), (GgmlType::F16, 300_000), (GgmlType::Q8_0, 32 * 100)] {
+            let data = tensor(ty, n);
+            let whole = measure_tensor("blk.3.ffn_up.weight", ty, n, &data).unwrap();
+            for (gap, max) in [(0, 1 << 20), (4096, 1 << 20), (u64::MAX, u64::MAX), (0, 1)] {
+                let plan = ReadPlan::new("blk.3.ffn_up.weight", ty, n, gap, max).unwrap();
+                let m = measure_values(plan.values(&read_all(&plan, &data)).unwrap());
+                assert_eq!(m, whole, "{ty:?} gap {gap} max {max}");
+                assert!(plan.ranges.windows(2).all(|w| w[0].offset + w[0].len <= w[1].offset));
+                assert!(plan.ranges.iter().all(|r| r.len <= max.max(ty.type_size() as u64)));
+                assert_eq!(plan.ranges.iter().map(|r| r.n_blocks).sum::<usize>(), plan.blocks.len());
+            }
+        }
+    }
+
+    #[test]
+    fn gaps_trade_reads_for_bytes() {
+        let (ty, n) = (GgmlType::Q4_1, 32 * 1_000_000);
+        let tight = ReadPlan::new("t", ty, n, 0, u64::MAX).unwrap();
+        let loose = ReadPlan::new("t", ty, n, 64 << 10, 8 << 20).unwrap();
+        assert!(loose.ranges.len() < tight.ranges.len() / 10);
+        assert!(loose.bytes_to_read() > tight.bytes_to_read());
+        assert_eq!(tight.bytes_to_read(), tight.blocks.len() as u64 * ty.type_size() as u64);
+    }
+
+    #[test]
+    fn wrong_sizes_and_unmeasurable_types_are_errors() {
+        assert!(matches!(ReadPlan::new("t", GgmlType::Q8_K, 256, 0, 1), Err(Error::NotDequantizable { .. })));
+        let plan = ReadPlan::new("t", GgmlType::F32, 10, 0, 1 << 20).unwrap();
+        let mut buf = plan.buffer();
+        assert!(plan.fill(0, &[0u8; 39], &mut buf).is_err());
+        assert!(plan.fill(1, &[0u8; 40], &mut buf).is_err());
+        assert!(plan.fill(0, &[0u8; 40], &mut buf[1..]).is_err());
+        assert!(plan.values(&buf[1..]).is_err());
+    }
+}

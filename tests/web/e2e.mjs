@@ -1,0 +1,193 @@
+// End-to-end test of the browser app in real headless Chromium (Debian's), driven by
+// playwright-core. Usage (scripts/web-e2e.sh sets it up):
+//   node tests/web/e2e.mjs DIST MODEL ORGAN_BIN OUT_DIR [BIG_MODEL]
+// Checks: θ of every tensor equals `organ measure --json` to 1e-6°; the worker pool has
+// more than one thread; no request carries model bytes (nor goes anywhere but the app's own
+// files); the exported JSON and static HTML carry the same θ, and the HTML opens offline;
+// a previously exported JSON opens again; a non-GGUF file gets a plain error; without
+// COOP/COEP the app falls back to one thread and says so; a > 4 GiB file is measured.
+// Screenshots go to OUT_DIR. With ORGAN_WEB_BENCH=N it only times N runs and prints JSON.
+import { createRequire } from 'node:module';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import os from 'node:os';
+import { serve } from './serve.mjs';
+
+const require = createRequire(path.join(process.env.ORGAN_NODE_DIR, 'x.js'));
+const { chromium } = require('playwright-core');
+const [dist, model, organ, outDir, bigModel] = process.argv.slice(2);
+fs.mkdirSync(outDir, { recursive: true });
+let failures = 0, passes = 0;
+function check(ok, what) {
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
+  if (ok) passes++; else failures++;
+}
+
+function cliThetas(file) {
+  const json = path.join(outDir, `cli-${path.basename(file)}.json`);
+  execFileSync(organ, ['measure', file, '--summary-only', '--json', json], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const r = JSON.parse(fs.readFileSync(json, 'utf8'));
+  return new Map(r.models[0].tensors.map((t) => [t.name, t.theta]));
+}
+
+function compare(label, cli, got) {
+  let worst = 0, missing = 0;
+  for (const [name, theta] of cli) {
+    if (!got.has(name)) { missing++; continue; }
+    const g = got.get(name);
+    const d = theta === null ? (g === null ? 0 : Infinity) : Math.abs(Number(g) - theta);
+    worst = Math.max(worst, isNaN(d) ? Infinity : d);
+  }
+  check(missing === 0 && got.size === cli.size && worst <= 1e-6,
+    `${label}: ${got.size} tensors (CLI ${cli.size}), largest |Δθ| ${worst.toExponential(2)}° (limit 1e-6°)`);
+}
+
+async function domThetas(page) {
+  const rows = await page.$$eval('#tensors tbody tr', (rs) => rs.map((r) => [r.dataset.name, r.dataset.theta]));
+  return new Map(rows.map(([n, t]) => [n, t === '' ? null : Number(t)]));
+}
+
+async function measureIn(page, file, timeout = 300_000) {
+  await page.setInputFiles('#file-input', file);
+  await page.waitForSelector('#report[data-done], #error', { timeout });
+  const err = await page.$('#error');
+  if (err) throw new Error(`the app reported an error: ${await err.textContent()}`);
+}
+
+const server = await serve(path.resolve(dist));
+const origin = `http://127.0.0.1:${server.address().port}`;
+const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'organ-chromium-'));
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  acceptDownloads: true,
+  viewport: { width: 1400, height: 1000 },
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync'],
+});
+const requests = [];
+context.on('request', (r) => requests.push({ url: r.url(), method: r.method(), body: r.postDataBuffer()?.length ?? 0 }));
+const page = context.pages()[0] ?? await context.newPage();
+page.on('pageerror', (e) => console.log(`page error: ${e.message}`));
+page.on('console', (m) => { if (m.text().startsWith('organ:')) console.log(m.text()); });
+
+try {
+  await page.goto(`${origin}/`);
+  await page.waitForFunction(() => Number(document.querySelector('#threads')?.dataset.threads) > 0, null, { timeout: 60_000 });
+
+  if (process.env.ORGAN_WEB_BENCH) {
+    const times = [];
+    for (let i = 0; i < Number(process.env.ORGAN_WEB_BENCH); i++) {
+      await page.goto(`${origin}/`);
+      await page.waitForFunction(() => Number(document.querySelector('#threads')?.dataset.threads) > 0);
+      const t0 = Date.now();
+      await measureIn(page, model);
+      times.push({ wall_ms: Date.now() - t0, in_page_ms: Number(await page.getAttribute('#report', 'data-elapsed-ms')) });
+    }
+    console.log(JSON.stringify({ threads: Number(await page.getAttribute('#report', 'data-threads')), runs: times }));
+    process.exit(0);
+  }
+
+  // 1. SmolLM2, threaded.
+  const cli = cliThetas(model);
+  await measureIn(page, model);
+  const threads = Number(await page.getAttribute('#report', 'data-threads'));
+  check(threads > 1, `the worker pool measured with ${threads} threads (> 1)`);
+  compare('page vs organ measure --json', cli, await domThetas(page));
+  await page.screenshot({ path: path.join(outDir, 'report.png'), fullPage: true });
+  await page.click('#tensors tbody tr:nth-child(3)');
+  await page.waitForSelector('#histogram svg rect');
+  const bars = await page.$$eval('#histogram svg rect', (r) => r.length);
+  check(bars > 10, `a clicked tensor shows the histogram of its sampled values (${bars} bins)`);
+  await page.locator('#histogram').screenshot({ path: path.join(outDir, 'histogram.png') });
+  await page.click('#tensors thead th:nth-child(6)');
+  const firstTwo = await page.$$eval('#tensors tbody tr', (rs) => rs.slice(0, 2).map((r) => Number(r.dataset.theta)));
+  check(firstTwo[0] <= firstTwo[1], `sorting by θ puts ${firstTwo[0].toFixed(3)}° before ${firstTwo[1].toFixed(3)}°`);
+  await page.fill('#filter', 'ffn_down');
+  const filtered = await page.$$eval('#tensors tbody tr', (rs) => rs.map((r) => r.dataset.name));
+  check(filtered.length === 30 && filtered.every((n) => n.includes('ffn_down')), `filtering "ffn_down" leaves ${filtered.length} rows`);
+  await page.fill('#filter', '');
+
+  // 2. Exports.
+  const [dj] = await Promise.all([page.waitForEvent('download'), page.click('#export-json')]);
+  const jsonPath = path.join(outDir, 'export.json');
+  await dj.saveAs(jsonPath);
+  const exported = JSON.parse(fs.readFileSync(jsonPath, 'utf8'));
+  compare('exported JSON vs CLI', cli, new Map(exported.models[0].tensors.map((t) => [t.name, t.theta])));
+  const [dh] = await Promise.all([page.waitForEvent('download'), page.click('#export-html')]);
+  const htmlPath = path.join(outDir, 'export.html');
+  await dh.saveAs(htmlPath);
+
+  // 3. Privacy: every request went to the app's own files; none had a body or named the model.
+  const modelName = path.basename(model);
+  const foreign = requests.filter((r) => !(r.url.startsWith(origin + '/') || r.url.startsWith('blob:') || r.url.startsWith('data:')));
+  const bodies = requests.filter((r) => r.body > 0 || r.method !== 'GET');
+  const named = requests.filter((r) => r.url.includes(modelName) && !r.url.startsWith('blob:'));
+  const distFiles = new Set(fs.readdirSync(dist, { recursive: true }).map((f) => '/' + f.split(path.sep).join('/')));
+  const unknown = requests.filter((r) => r.url.startsWith(origin + '/'))
+    .map((r) => new URL(r.url).pathname).filter((p) => p !== '/' && !distFiles.has(p));
+  check(foreign.length === 0 && bodies.length === 0 && named.length === 0 && unknown.length === 0,
+    `no request carried model bytes: ${requests.length} requests, all GETs of the app's own files ` +
+    `(foreign ${foreign.length}, with a body ${bodies.length}, naming the model ${named.length}, not in dist ${unknown.length})`);
+
+  // 4. The static HTML, offline, in a fresh page.
+  await context.setOffline(true);
+  const offline = await context.newPage();
+  const offlineRequests = [];
+  offline.on('request', (r) => offlineRequests.push(r.url()));
+  await offline.goto('file://' + path.resolve(htmlPath));
+  const htmlRows = await offline.$$eval('table.tensors tbody tr', (rs) => rs.map((r) => [r.dataset.name, r.dataset.theta]));
+  compare('static HTML (offline) vs CLI', cli, new Map(htmlRows.map(([n, t]) => [n, t === '' ? null : Number(t)])));
+  const heat = await offline.$$eval('table.heat tbody tr', (r) => r.length);
+  const groups = await offline.$$eval('table.groups tbody tr', (r) => r.length);
+  check(heat === 30 && groups >= 3, `the static page shows the heatmap (${heat} layers) and the group summary (${groups} groups)`);
+  check(offlineRequests.every((u) => u.startsWith('file://')), `the static page made no network request (${offlineRequests.length} loads, all file://)`);
+  await offline.screenshot({ path: path.join(outDir, 'static-page.png'), fullPage: false });
+  await offline.close();
+  await context.setOffline(false);
+
+  // 5. Re-open the exported JSON.
+  await page.goto(`${origin}/`);
+  await page.waitForFunction(() => Number(document.querySelector('#threads')?.dataset.threads) > 0);
+  await measureIn(page, jsonPath);
+  compare('re-opened JSON export vs CLI', cli, await domThetas(page));
+
+  // 6. A file that is not a GGUF.
+  const junk = path.join(outDir, 'not-a-model.gguf');
+  fs.writeFileSync(junk, 'this is not a model, just text\n'.repeat(10));
+  await page.setInputFiles('#file-input', junk);
+  await page.waitForSelector('#error');
+  const msg = await page.textContent('#error');
+  check(/not-a-model\.gguf.*not a GGUF file/.test(msg), `a non-GGUF file gets a plain sentence: "${msg}"`);
+  await page.screenshot({ path: path.join(outDir, 'error.png') });
+
+  // 7. Without cross-origin isolation: one thread, said in the UI, same numbers.
+  await page.goto(`${origin}/plain/`);
+  await page.waitForFunction(() => Number(document.querySelector('#threads')?.dataset.threads) > 0);
+  const badge = await page.textContent('#threads');
+  await measureIn(page, model);
+  const t1 = Number(await page.getAttribute('#report', 'data-threads'));
+  check(t1 === 1 && /not cross-origin isolated/.test(badge), `without COOP/COEP: ${t1} thread, the UI says "${badge}"`);
+  compare('single-thread fallback vs CLI', cli, await domThetas(page));
+
+  // 8. A file over 4 GiB (sparse), whose second tensor lies past the 4 GiB mark.
+  if (bigModel) {
+    const cliBig = cliThetas(bigModel);
+    await page.goto(`${origin}/`);
+    await page.waitForFunction(() => Number(document.querySelector('#threads')?.dataset.threads) > 0);
+    await measureIn(page, bigModel);
+    const read = Number(await page.getAttribute('#report', 'data-bytes-read'));
+    compare(`${(fs.statSync(bigModel).size / 2 ** 30).toFixed(2)} GiB file vs CLI (read ${(read / 2 ** 20).toFixed(1)} MiB)`, cliBig, await domThetas(page));
+  }
+} catch (e) {
+  check(false, `the run stopped: ${e.stack || e}`);
+  await page.screenshot({ path: path.join(outDir, 'failure.png'), fullPage: true }).catch(() => {});
+} finally {
+  await context.close();
+  server.close();
+  fs.rmSync(profile, { recursive: true, force: true });
+}
+// The same closing line as a cargo test binary, so scripts/test.sh counts these checks too.
+console.log(`test result: ${failures === 0 ? 'ok' : 'FAILED'}. ${passes} passed; ${failures} failed (web e2e)`);
+process.exit(failures === 0 ? 0 : 1);

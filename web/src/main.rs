@@ -1,0 +1,13 @@
+//! organ in the browser: drop a GGUF into a tab, get its θ report, privately. The file is
+//! read in byte ranges through the File API and measured on a pool of Web Workers by the
+//! same organ-core functions as the CLI; nothing is uploaded.
+
+mod app;
+mod measure;
+mod pool;
+mod source;
+
+fn main() {
+    console_error_panic_hook::set_once();
+    leptos::mount::mount_to_body(app::App);
+}

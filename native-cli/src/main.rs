@@ -4,6 +4,7 @@ mod cmd;
 mod manifest;
 mod model;
 mod output;
+mod serve;
 mod source;
 mod write;
 
@@ -169,6 +170,27 @@ enum Command {
         #[arg(long, value_name = "SIZE")]
         split_max_size: Option<String>,
     },
+    /// Serve every operation over HTTP (docs/openapi.json), and the browser app when built.
+    Serve {
+        /// Every path a request names lies under this directory; outputs go to ROOT/results.
+        #[arg(long)]
+        root: PathBuf,
+        /// Address to listen on. Anything but loopback requires --token.
+        #[arg(long, default_value = "127.0.0.1:8935")]
+        addr: std::net::SocketAddr,
+        /// Require `Authorization: Bearer TOKEN` on /api (default: the ORGAN_TOKEN variable).
+        #[arg(long, env = "ORGAN_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Jobs running at once; the rest queue.
+        #[arg(long, default_value_t = 2)]
+        jobs: usize,
+        /// The browser app's build to serve at / (default: ./dist when it holds index.html).
+        #[arg(long, value_name = "DIR")]
+        web: Option<PathBuf>,
+        /// Largest request body accepted, in bytes.
+        #[arg(long, default_value_t = 1 << 20)]
+        max_body: usize,
+    },
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -257,6 +279,9 @@ fn run(cli: Cli) -> Result<()> {
                 json: json.as_deref(),
             };
             cmd::purify::run(&o, &mut out)?;
+        }
+        Command::Serve { root, addr, token, jobs, web, max_body } => {
+            serve::run(serve::Options { root, addr, token, jobs, web, max_body })?
         }
         Command::Graft { donor, recipient, out: dest, select, dry_run, split_max_size } => {
             let selection = selection(&select)?;

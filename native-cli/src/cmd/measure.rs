@@ -131,6 +131,12 @@ fn measure_streamed(t: &Tensor) -> Result<Measurement> {
     Ok(measure_values(plan.values(&buf)?))
 }
 
+/// Whether to print `progress DONE/TOTAL` lines on stderr (set by `organ serve`).
+fn progress_lines() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("ORGAN_PROGRESS_LINES").is_some())
+}
+
 /// Measures one model (a GGUF, a split GGUF, or an organ directory); the progress bar
 /// advances per tensor. With `stream` (or for models over 2 GiB) only the sampled blocks
 /// are read.
@@ -161,6 +167,10 @@ pub fn measure_model(path: &Path, stream: bool, progress: &ProgressBar) -> Resul
                 Some(m.map_err(|e| anyhow::Error::new(e).context(format!("{}: tensor {:?}", path.display(), t.name)))?)
             };
             progress.inc(1);
+            if progress_lines() {
+                // For `organ serve`, which runs measure as a child and reads its progress.
+                eprintln!("progress {}/{}", progress.position(), progress.length().unwrap_or(0));
+            }
             Ok(TensorReport::from_parts(&t.name, t.ty, &t.dims, t.n_bytes, m.as_ref()))
         })
         .collect();

@@ -1,0 +1,688 @@
+//! `organ serve`: every operation over HTTP (axum + tokio), safe on a shared box.
+//!
+//! - Paths in requests are relative to `--root` and confined to it (`source::confined`:
+//!   no `..`, no absolute paths, no symlink leading out).
+//! - Quick reads (health, models, inspect) answer at once. Long operations (measure,
+//!   dissect, assemble, graft, purify) are jobs: each runs `organ` itself as a child
+//!   process (argv, never a shell) under a semaphore of `--jobs` permits, writing into
+//!   `ROOT/results/JOB/` through the CLI's atomic writers. Cancelling kills the child and
+//!   removes the job's directory, so nothing partial remains.
+//! - Loopback by default; any other address needs `--token`, sent as `Authorization:
+//!   Bearer T`. Request bodies are capped (`--max-body`).
+//! - A build of the browser app (`--web DIR`, default `./dist`) is served at `/` with
+//!   COOP/COEP headers, so its worker pool runs.
+
+use crate::source::confined;
+use anyhow::{bail, Context};
+use axum::body::Body;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, Path as UrlPath, Query, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::{watch, Semaphore};
+
+pub struct Options {
+    pub root: PathBuf,
+    pub addr: SocketAddr,
+    pub token: Option<String>,
+    pub jobs: usize,
+    pub web: Option<PathBuf>,
+    pub max_body: usize,
+}
+
+/// The OpenAPI document, served at /openapi.json.
+const OPENAPI: &str = include_str!("../../docs/openapi.json");
+/// Where job outputs go, under the root.
+const RESULTS: &str = "results";
+
+#[derive(Clone, Debug, serde::Serialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum JobState {
+    Queued,
+    Running,
+    Done,
+    Failed,
+    Cancelled,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+struct JobStatus {
+    id: String,
+    kind: &'static str,
+    state: JobState,
+    /// Units done and total (tensors, for measure), when the operation reports them.
+    progress: Option<(u64, u64)>,
+    /// The operation's output files, relative to the root (download: /api/results/…).
+    outputs: Vec<String>,
+    /// measure: the report (the same JSON as `organ measure --json`).
+    result: Option<Value>,
+    error: Option<String>,
+}
+
+struct Job {
+    status: watch::Sender<JobStatus>,
+    cancel: tokio::sync::Notify,
+}
+
+struct AppState {
+    root: PathBuf,
+    token: Option<String>,
+    exe: PathBuf,
+    permits: Semaphore,
+    jobs: Mutex<HashMap<String, Arc<Job>>>,
+    next: AtomicU64,
+}
+
+/// An error answer: a status and a plain sentence, as JSON `{"error": …}`.
+struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({ "error": self.1 }))).into_response()
+    }
+}
+
+fn bad(msg: impl std::fmt::Display) -> ApiError {
+    ApiError(StatusCode::BAD_REQUEST, msg.to_string())
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        let status = if r.status() == StatusCode::PAYLOAD_TOO_LARGE { r.status() } else { StatusCode::BAD_REQUEST };
+        ApiError(status, format!("request body: {}", r.body_text()))
+    }
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+impl AppState {
+    /// A request's path, resolved under the root (must exist).
+    fn path(&self, rel: &str) -> ApiResult<PathBuf> {
+        confined(&self.root, rel).map_err(|e| bad(self.hide_root(&format!("{e:#}"))))
+    }
+
+    /// A message with the server's root directory written as ROOT (clients name paths
+    /// relative to it; where it lives on the box is none of their business).
+    fn hide_root(&self, msg: &str) -> String {
+        msg.replace(&self.root.display().to_string(), "ROOT")
+    }
+
+    fn job(&self, id: &str) -> ApiResult<Arc<Job>> {
+        let jobs =
+            self.jobs.lock().map_err(|_| ApiError(StatusCode::INTERNAL_SERVER_ERROR, "job table poisoned".into()))?;
+        jobs.get(id).cloned().ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("no job {id:?}")))
+    }
+}
+
+pub fn run(opts: Options) -> anyhow::Result<()> {
+    if !opts.addr.ip().is_loopback() && opts.token.is_none() {
+        bail!("--addr {}: not a loopback address; serving beyond this machine requires --token", opts.addr);
+    }
+    let root = opts.root.canonicalize().with_context(|| format!("--root {}: cannot resolve", opts.root.display()))?;
+    if !root.is_dir() {
+        bail!("--root {}: not a directory", root.display());
+    }
+    std::fs::create_dir_all(root.join(RESULTS))
+        .with_context(|| format!("{}: cannot create {RESULTS}/", root.display()))?;
+    let web = opts.web.clone().or_else(|| Some(PathBuf::from("dist"))).filter(|d| d.join("index.html").is_file());
+    let state = Arc::new(AppState {
+        root,
+        token: opts.token.clone(),
+        exe: std::env::current_exe().context("cannot locate the organ executable")?,
+        permits: Semaphore::new(opts.jobs.max(1)),
+        jobs: Mutex::new(HashMap::new()),
+        next: AtomicU64::new(1),
+    });
+    let api = Router::new()
+        .route("/models", get(models))
+        .route("/inspect", get(inspect))
+        .route("/measure", post(measure))
+        .route("/dissect", post(dissect))
+        .route("/assemble", post(assemble))
+        .route("/graft", post(graft))
+        .route("/purify", post(purify))
+        .route("/jobs/{id}", get(job_status))
+        .route("/jobs/{id}", delete(job_cancel))
+        .route("/jobs/{id}/events", get(job_events))
+        .route("/results/{*path}", get(download))
+        .layer(middleware::from_fn_with_state(state.clone(), auth));
+    let mut app = Router::new()
+        .route("/health", get(|| async { Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") })) }))
+        .route("/api/health", get(|| async { Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") })) }))
+        .route("/openapi.json", get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }))
+        .nest("/api", api)
+        .layer(DefaultBodyLimit::max(opts.max_body))
+        .with_state(state.clone());
+    if let Some(dir) = &web {
+        let files = tower_http::services::ServeDir::new(dir);
+        app = app.fallback_service(files).layer(middleware::from_fn(isolation_headers));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let listener =
+            tokio::net::TcpListener::bind(opts.addr).await.with_context(|| format!("cannot bind {}", opts.addr))?;
+        let local = listener.local_addr()?;
+        println!("organ serve: listening on http://{local} (root {})", state.root.display());
+        if let Some(d) = &web {
+            println!("organ serve: the browser app from {} at http://{local}/", d.display());
+        }
+        use std::io::Write;
+        std::io::stdout().flush()?;
+        axum::serve(listener, app).await.context("server stopped")
+    })
+}
+
+/// COOP/COEP on every answer, so the app's page is cross-origin isolated (threads).
+async fn isolation_headers(req: Request, next: Next) -> Response {
+    let mut res = next.run(req).await;
+    let h = res.headers_mut();
+    h.insert("cross-origin-opener-policy", HeaderValue::from_static("same-origin"));
+    h.insert("cross-origin-embedder-policy", HeaderValue::from_static("require-corp"));
+    res
+}
+
+async fn auth(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    if let Some(token) = &s.token {
+        let given = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        let ok = given
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|t| constant_time_eq(t.as_bytes(), token.as_bytes()));
+        if !ok {
+            let msg = if given.is_none() { "missing token: send Authorization: Bearer TOKEN" } else { "wrong token" };
+            return ApiError(StatusCode::UNAUTHORIZED, msg.into()).into_response();
+        }
+    }
+    next.run(req).await
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Every model under the root (split models once, organ directories whole), excluding
+/// job outputs.
+async fn models(State(s): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
+    let root = s.root.clone();
+    let found = tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<Value>> {
+        // No model at all is an empty list, not an error.
+        let paths = crate::cmd::measure::discover(&root).unwrap_or_default();
+        let mut out = Vec::new();
+        for p in paths {
+            let rel = p.strip_prefix(&root).unwrap_or(&p);
+            if rel.starts_with(RESULTS) || p == root {
+                continue;
+            }
+            let (kind, files) = if p.is_dir() {
+                ("organ_dir", vec![p.join("manifest.json")])
+            } else if let Some(sh) = crate::source::split_shards(&p) {
+                ("split", sh)
+            } else {
+                ("gguf", vec![p.clone()])
+            };
+            let bytes: u64 = files.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).sum();
+            out.push(json!({ "path": rel.to_string_lossy(), "kind": kind, "files": files.len(), "bytes": bytes }));
+        }
+        Ok(out)
+    })
+    .await
+    .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+    .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")))?;
+    Ok(Json(json!({ "models": found })))
+}
+
+#[derive(Deserialize)]
+struct PathQuery {
+    path: String,
+}
+
+/// `organ inspect --json`, in process.
+async fn inspect(
+    State(s): State<Arc<AppState>>,
+    q: Result<Query<PathQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Response> {
+    let Query(q) = q.map_err(|e| bad(format!("query: {}", e.body_text())))?;
+    let path = s.path(&q.path)?;
+    let rel = q.path.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut buf = Vec::new();
+        crate::cmd::inspect::run(&path, true, &mut buf).map(|()| buf)
+    })
+    .await
+    .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+    .map_err(|e| ApiError(StatusCode::UNPROCESSABLE_ENTITY, s.hide_root(&format!("{rel}: {e:#}"))))?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], out).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MeasureReq {
+    paths: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DissectReq {
+    path: String,
+    #[serde(default)]
+    measure: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AssembleReq {
+    path: String,
+    /// Output file name (inside the job's results directory).
+    #[serde(default)]
+    out: Option<String>,
+    #[serde(default)]
+    split_max_size: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Select {
+    #[serde(default)]
+    layers: Option<String>,
+    #[serde(default)]
+    types: Vec<String>,
+    #[serde(default)]
+    names: Vec<String>,
+}
+
+impl Select {
+    fn args(&self, a: &mut Vec<String>) {
+        if let Some(l) = &self.layers {
+            a.extend(["--layers".into(), l.clone()]);
+        }
+        for t in &self.types {
+            a.extend(["--type".into(), t.clone()]);
+        }
+        for n in &self.names {
+            a.extend(["--name".into(), n.clone()]);
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GraftReq {
+    donor: String,
+    recipient: String,
+    #[serde(default)]
+    out: Option<String>,
+    #[serde(flatten)]
+    select: Select,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PurifyReq {
+    path: String,
+    method: String,
+    #[serde(default)]
+    out: Option<String>,
+    #[serde(flatten)]
+    select: Select,
+    #[serde(default)]
+    strength: Option<f64>,
+    #[serde(default)]
+    keep: Option<f64>,
+    #[serde(default, rename = "as")]
+    as_type: Option<String>,
+    #[serde(default)]
+    only_if_improves: bool,
+}
+
+/// An output name for a job's directory: one plain file name.
+fn out_name(name: Option<&str>, default: &str) -> ApiResult<String> {
+    let n = name.unwrap_or(default);
+    let ok = !n.is_empty()
+        && n.len() <= 200
+        && !n.starts_with('.')
+        && n.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+    if !ok {
+        return Err(bad(format!("out {n:?}: a plain file name of letters, digits, '.', '-' and '_'")));
+    }
+    Ok(n.to_owned())
+}
+
+/// Starts a job running `organ ARGS`; `outputs` are its output paths relative to the job
+/// directory; `report` names a JSON file whose content becomes the job's result.
+fn start_job(
+    s: &Arc<AppState>,
+    kind: &'static str,
+    args: impl FnOnce(&Path) -> Vec<std::ffi::OsString>,
+    outputs: Vec<String>,
+    report: Option<&str>,
+) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    let id = format!("job-{}", s.next.fetch_add(1, Ordering::Relaxed));
+    let dir = s.root.join(RESULTS).join(&id);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, format!("{}: {e}", dir.display())))?;
+    let argv = args(&dir);
+    let status = JobStatus {
+        id: id.clone(),
+        kind,
+        state: JobState::Queued,
+        progress: None,
+        outputs: Vec::new(),
+        result: None,
+        error: None,
+    };
+    let (tx, _) = watch::channel(status.clone());
+    let job = Arc::new(Job { status: tx, cancel: tokio::sync::Notify::new() });
+    s.jobs
+        .lock()
+        .map_err(|_| ApiError(StatusCode::INTERNAL_SERVER_ERROR, "job table poisoned".into()))?
+        .insert(id.clone(), job.clone());
+    let s2 = s.clone();
+    let report = report.map(|r| dir.join(r));
+    tokio::spawn(async move {
+        let cancelled = async {
+            job.cancel.notified().await;
+        };
+        tokio::pin!(cancelled);
+        let permit = tokio::select! {
+            p = s2.permits.acquire() => p.ok(),
+            () = &mut cancelled => None,
+        };
+        let Some(_permit) = permit else {
+            let _ = std::fs::remove_dir_all(&dir);
+            job.status.send_modify(|st| st.state = JobState::Cancelled);
+            return;
+        };
+        job.status.send_modify(|st| st.state = JobState::Running);
+        let mut cmd = tokio::process::Command::new(&s2.exe);
+        cmd.args(&argv)
+            .env("ORGAN_PROGRESS_LINES", "1")
+            .env_remove("ORGAN_CACHE")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                job.status.send_modify(|st| {
+                    st.state = JobState::Failed;
+                    st.error = Some(format!("cannot start organ: {e}"));
+                });
+                return;
+            }
+        };
+        let mut lines = child.stderr.take().map(|e| tokio::io::BufReader::new(e).lines());
+        let mut last_error = String::new();
+        let exit = loop {
+            tokio::select! {
+                line = async { match &mut lines { Some(l) => l.next_line().await, None => std::future::pending().await } } => {
+                    match line {
+                        Ok(Some(l)) => {
+                            if let Some(p) = l.strip_prefix("progress ") {
+                                let mut it = p.split('/').map(|x| x.trim().parse::<u64>().ok());
+                                if let (Some(Some(d)), Some(Some(t))) = (it.next(), it.next()) {
+                                    job.status.send_modify(|st| st.progress = Some((d, t)));
+                                }
+                            } else if !l.trim().is_empty() {
+                                last_error = l;
+                            }
+                        }
+                        _ => lines = None,
+                    }
+                }
+                st = child.wait() => break st.ok(),
+                () = &mut cancelled => {
+                    let _ = child.kill().await;
+                    let _ = std::fs::remove_dir_all(&dir);
+                    job.status.send_modify(|st| { st.state = JobState::Cancelled; st.outputs.clear(); });
+                    return;
+                }
+            }
+        };
+        // The process ended: read what is left of its stderr (the error line comes last).
+        if let Some(l) = &mut lines {
+            while let Ok(Some(line)) = l.next_line().await {
+                if !line.trim().is_empty() && !line.starts_with("progress ") {
+                    last_error = line;
+                }
+            }
+        }
+        if exit.is_some_and(|e| e.success()) {
+            let result = match &report {
+                Some(p) => std::fs::read(p).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok()),
+                None => None,
+            };
+            let rel = |o: &String| format!("{RESULTS}/{id}/{o}", id = job.status.borrow().id);
+            let outs: Vec<String> = outputs.iter().filter(|o| dir.join(o).exists()).map(rel).collect();
+            job.status.send_modify(|st| {
+                st.state = JobState::Done;
+                st.outputs = outs;
+                st.result = result;
+            });
+        } else {
+            let _ = std::fs::remove_dir_all(&dir);
+            let msg = s2.hide_root(last_error.strip_prefix("organ: error: ").unwrap_or(&last_error));
+            job.status.send_modify(|st| {
+                st.state = JobState::Failed;
+                st.error = Some(if msg.is_empty() { "organ failed".into() } else { msg });
+            });
+        }
+    });
+    Ok((StatusCode::ACCEPTED, Json(status)))
+}
+
+fn os(p: impl AsRef<std::ffi::OsStr>) -> std::ffi::OsString {
+    p.as_ref().to_owned()
+}
+
+async fn measure(
+    State(s): State<Arc<AppState>>,
+    body: Result<Json<MeasureReq>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    let Json(r) = body?;
+    if r.paths.is_empty() || r.paths.len() > 1000 {
+        return Err(bad("paths: give 1 to 1000 model paths"));
+    }
+    let paths = r.paths.iter().map(|p| s.path(p)).collect::<ApiResult<Vec<_>>>()?;
+    start_job(
+        &s,
+        "measure",
+        |dir| {
+            let mut a = vec![os("measure")];
+            a.extend(paths.iter().map(os));
+            a.extend([os("--summary-only"), os("--no-cache"), os("--json"), os(dir.join("report.json"))]);
+            a.extend([os("--csv"), os(dir.join("report.csv")), os("--html"), os(dir.join("report.html"))]);
+            a
+        },
+        vec!["report.json".into(), "report.csv".into(), "report.html".into()],
+        Some("report.json"),
+    )
+}
+
+async fn dissect(
+    State(s): State<Arc<AppState>>,
+    body: Result<Json<DissectReq>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    let Json(r) = body?;
+    let model = s.path(&r.path)?;
+    start_job(
+        &s,
+        "dissect",
+        |dir| {
+            let mut a = vec![os("dissect"), os(&model), os("--out"), os(dir.join("organs"))];
+            if r.measure {
+                a.push(os("--measure"));
+            }
+            a
+        },
+        vec!["organs".into()],
+        None,
+    )
+}
+
+async fn assemble(
+    State(s): State<Arc<AppState>>,
+    body: Result<Json<AssembleReq>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    let Json(r) = body?;
+    let src = s.path(&r.path)?;
+    let out = out_name(r.out.as_deref(), "model.gguf")?;
+    let o2 = out.clone();
+    start_job(
+        &s,
+        "assemble",
+        move |dir| {
+            let mut a = vec![os("assemble"), os(&src), os("--out"), os(dir.join(&o2))];
+            if let Some(m) = &r.split_max_size {
+                a.extend([os("--split-max-size"), os(m)]);
+            }
+            a
+        },
+        vec![out],
+        None,
+    )
+}
+
+async fn graft(
+    State(s): State<Arc<AppState>>,
+    body: Result<Json<GraftReq>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    let Json(r) = body?;
+    let (donor, recipient) = (s.path(&r.donor)?, s.path(&r.recipient)?);
+    let out = out_name(r.out.as_deref(), "graft.gguf")?;
+    let o2 = out.clone();
+    start_job(
+        &s,
+        "graft",
+        move |dir| {
+            let mut a = vec![os("graft"), os("--donor"), os(&donor), os("--recipient"), os(&recipient)];
+            if r.dry_run {
+                a.push(os("--dry-run"));
+            } else {
+                a.extend([os("--out"), os(dir.join(&o2))]);
+            }
+            let mut sel = Vec::new();
+            r.select.args(&mut sel);
+            a.extend(sel.iter().map(os));
+            a
+        },
+        vec![out],
+        None,
+    )
+}
+
+async fn purify(
+    State(s): State<Arc<AppState>>,
+    body: Result<Json<PurifyReq>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    let Json(r) = body?;
+    let model = s.path(&r.path)?;
+    if !matches!(r.method.as_str(), "fractal" | "spectral") {
+        return Err(bad(format!("method {:?}: use fractal or spectral", r.method)));
+    }
+    let out = out_name(r.out.as_deref(), "purified.gguf")?;
+    let o2 = out.clone();
+    start_job(
+        &s,
+        "purify",
+        move |dir| {
+            let mut a = vec![os("purify"), os(&model), os("--method"), os(&r.method), os("--out"), os(dir.join(&o2))];
+            a.extend([os("--json"), os(dir.join("purify.json"))]);
+            if let Some(x) = r.strength {
+                a.extend([os("--strength"), os(x.to_string())]);
+            }
+            if let Some(x) = r.keep {
+                a.extend([os("--keep"), os(x.to_string())]);
+            }
+            if let Some(t) = &r.as_type {
+                a.extend([os("--as"), os(t)]);
+            }
+            if r.only_if_improves {
+                a.push(os("--only-if-improves"));
+            }
+            let mut sel = Vec::new();
+            r.select.args(&mut sel);
+            a.extend(sel.iter().map(os));
+            a
+        },
+        vec![out, "purify.json".into()],
+        Some("purify.json"),
+    )
+}
+
+async fn job_status(State(s): State<Arc<AppState>>, UrlPath(id): UrlPath<String>) -> ApiResult<Json<JobStatus>> {
+    let job = s.job(&id)?;
+    let st = job.status.borrow().clone();
+    Ok(Json(st))
+}
+
+async fn job_cancel(State(s): State<Arc<AppState>>, UrlPath(id): UrlPath<String>) -> ApiResult<Json<JobStatus>> {
+    let job = s.job(&id)?;
+    let state = job.status.borrow().state.clone();
+    if matches!(state, JobState::Queued | JobState::Running) {
+        job.cancel.notify_one();
+        // Wait (briefly) for the job to acknowledge, so the answer shows the final state.
+        let mut rx = job.status.subscribe();
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            rx.wait_for(|st| !matches!(st.state, JobState::Queued | JobState::Running)),
+        )
+        .await;
+    }
+    let st = job.status.borrow().clone();
+    Ok(Json(st))
+}
+
+/// Server-Sent Events: the job's status each time it changes, until it ends.
+async fn job_events(State(s): State<Arc<AppState>>, UrlPath(id): UrlPath<String>) -> ApiResult<impl IntoResponse> {
+    let rx = s.job(&id)?.status.subscribe();
+    let stream = futures_util::stream::unfold((rx, false), |(mut rx, done)| async move {
+        if done {
+            return None;
+        }
+        let st = rx.borrow_and_update().clone();
+        let end = !matches!(st.state, JobState::Queued | JobState::Running);
+        if !end && rx.changed().await.is_err() {
+            return None;
+        }
+        let ev = Event::default().event("status").json_data(&st).unwrap_or_default();
+        Some((Ok::<_, std::convert::Infallible>(ev), (rx, end)))
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// A job output, streamed from under ROOT/results.
+async fn download(State(s): State<Arc<AppState>>, UrlPath(rel): UrlPath<String>) -> ApiResult<Response> {
+    let results = s.root.join(RESULTS);
+    let path = confined(&results, &rel).map_err(|e| bad(s.hide_root(&format!("{e:#}"))))?;
+    if !path.is_file() {
+        return Err(ApiError(StatusCode::NOT_FOUND, format!("{rel}: not a file (directories: download their files)")));
+    }
+    let file =
+        tokio::fs::File::open(&path).await.map_err(|e| ApiError(StatusCode::NOT_FOUND, format!("{rel}: {e}")))?;
+    let len = file.metadata().await.map(|m| m.len()).unwrap_or(0);
+    let body = Body::from_stream(tokio_util::io::ReaderStream::new(file));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
+            (header::CONTENT_LENGTH, len.to_string()),
+            (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{}\"", name.replace('"', ""))),
+        ],
+        body,
+    )
+        .into_response())
+}

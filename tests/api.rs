@@ -1,0 +1,326 @@
+//! `organ serve`, started for real on a loopback port: every endpoint on SmolLM2, measure
+//! equal to `organ measure --json`, hostile requests answered 4xx with the server still up,
+//! 200 concurrent inspects with 4 concurrent measure jobs, and cancellation without
+//! partial output.
+
+mod common;
+use common::{ok, organ, smollm2, tmp};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+struct Server {
+    child: Child,
+    base: String,
+    root: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A root holding SmolLM2 (hard-linked, or copied), a corrupt GGUF, and a symlink that
+/// leads outside the root.
+fn make_root(name: &str) -> PathBuf {
+    let root = tmp(name);
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    if std::fs::hard_link(smollm2(), root.join("smol.gguf")).is_err() {
+        std::fs::copy(smollm2(), root.join("smol.gguf")).unwrap();
+    }
+    std::fs::write(root.join("corrupt.gguf"), b"GGUF\x03\x00\x00\x00 but then nothing sensible").unwrap();
+    std::os::unix::fs::symlink("/etc", root.join("escape")).unwrap();
+    root
+}
+
+fn start(root: &Path, extra: &[&str]) -> Server {
+    let mut c = organ();
+    c.arg("serve").arg("--root").arg(root).arg("--addr").arg("127.0.0.1:0").arg("--web").arg(root.join("no-web"));
+    c.args(extra).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    let mut child = c.spawn().expect("spawn organ serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()).expect(&line).to_owned();
+    Server { child, base: format!("http://{addr}"), root: root.canonicalize().unwrap() }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::AgentBuilder::new().timeout(Duration::from_secs(300)).build()
+}
+
+/// Status and JSON body of a request, whatever the status.
+fn call(req: ureq::Request, body: Option<&str>) -> (u16, Value) {
+    let r = match body {
+        Some(b) => req.set("Content-Type", "application/json").send_string(b),
+        None => req.call(),
+    };
+    let resp = match r {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("transport error: {e}"),
+    };
+    let status = resp.status();
+    let text = resp.into_string().unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+fn get(s: &Server, path: &str) -> (u16, Value) {
+    call(agent().get(&format!("{}{path}", s.base)), None)
+}
+
+fn post(s: &Server, path: &str, body: &Value) -> (u16, Value) {
+    call(agent().post(&format!("{}{path}", s.base)), Some(&body.to_string()))
+}
+
+/// Follows a job to its end through the SSE stream; returns the last status.
+fn follow(s: &Server, id: &str) -> Value {
+    let resp = agent().get(&format!("{}/api/jobs/{id}/events", s.base)).call().unwrap();
+    assert_eq!(resp.content_type(), "text/event-stream");
+    let mut last = Value::Null;
+    for line in BufReader::new(resp.into_reader()).lines() {
+        let line = line.unwrap();
+        if let Some(d) = line.strip_prefix("data: ") {
+            last = serde_json::from_str(d).unwrap();
+        }
+    }
+    assert!(matches!(last["state"].as_str(), Some("done" | "failed" | "cancelled")), "stream ended at {last}");
+    last
+}
+
+fn run_job(s: &Server, path: &str, body: Value) -> Value {
+    let (st, job) = post(s, path, &body);
+    assert_eq!(st, 202, "{path} {body}: {job}");
+    let end = follow(s, job["id"].as_str().unwrap());
+    assert_eq!(end["state"], "done", "{path} {body}: {end}");
+    end
+}
+
+fn download(s: &Server, output: &str) -> Vec<u8> {
+    let rel = output.strip_prefix("results/").unwrap();
+    let resp = agent().get(&format!("{}/api/results/{rel}", s.base)).call().unwrap();
+    let mut v = Vec::new();
+    std::io::Read::read_to_end(&mut resp.into_reader(), &mut v).unwrap();
+    v
+}
+
+#[test]
+fn every_endpoint_on_smollm2() {
+    let s = start(&make_root("api-all"), &[]);
+    let (st, h) = get(&s, "/api/health");
+    assert_eq!((st, h["status"].as_str()), (200, Some("ok")));
+    let (st, doc) = get(&s, "/openapi.json");
+    assert_eq!(st, 200);
+    for p in [
+        "/api/models",
+        "/api/inspect",
+        "/api/measure",
+        "/api/dissect",
+        "/api/assemble",
+        "/api/graft",
+        "/api/purify",
+        "/api/jobs/{id}",
+        "/api/jobs/{id}/events",
+        "/api/results/{path}",
+        "/api/health",
+    ] {
+        assert!(doc["paths"][p].is_object(), "openapi.json documents {p}");
+    }
+    let (st, m) = get(&s, "/api/models");
+    assert_eq!(st, 200);
+    let paths: Vec<&str> = m["models"].as_array().unwrap().iter().map(|m| m["path"].as_str().unwrap()).collect();
+    assert!(paths.contains(&"smol.gguf"), "{m}");
+
+    // inspect equals the CLI's.
+    let (st, api) = get(&s, "/api/inspect?path=smol.gguf");
+    assert_eq!(st, 200);
+    let cli: Value = serde_json::from_slice(
+        &ok({
+            let mut c = organ();
+            c.arg("inspect").arg(s.root.join("smol.gguf")).arg("--json");
+            c
+        })
+        .stdout,
+    )
+    .unwrap();
+    assert_eq!(api, cli);
+
+    // measure equals organ measure --json, exactly.
+    let end = run_job(&s, "/api/measure", json!({ "paths": ["smol.gguf"] }));
+    assert_eq!(end["progress"], json!([272, 272]));
+    let cli_json = tmp("api-cli-measure.json");
+    ok({
+        let mut c = organ();
+        c.arg("measure").arg(s.root.join("smol.gguf")).arg("--summary-only").arg("--json").arg(&cli_json);
+        c
+    });
+    let cli: Value = serde_json::from_slice(&std::fs::read(&cli_json).unwrap()).unwrap();
+    assert_eq!(end["result"], cli, "the API's report is organ measure --json's");
+    let downloaded: Value = serde_json::from_slice(&download(&s, end["outputs"][0].as_str().unwrap())).unwrap();
+    assert_eq!(downloaded, cli);
+
+    // dissect -> assemble gives the original bytes back.
+    let d = run_job(&s, "/api/dissect", json!({ "path": "smol.gguf" }));
+    let organs = d["outputs"][0].as_str().unwrap();
+    assert!(s.root.join(organs).join("manifest.json").is_file());
+    let a = run_job(&s, "/api/assemble", json!({ "path": organs, "out": "back.gguf" }));
+    let back = download(&s, a["outputs"][0].as_str().unwrap());
+    assert!(back == std::fs::read(smollm2()).unwrap(), "dissect -> assemble over HTTP is byte-identical");
+
+    // graft and purify run and give loadable GGUFs (organ inspect reads them).
+    let g = run_job(
+        &s,
+        "/api/graft",
+        json!({ "donor": "smol.gguf", "recipient": "smol.gguf", "layers": "5-6", "types": ["organ"], "out": "g.gguf" }),
+    );
+    let p = run_job(
+        &s,
+        "/api/purify",
+        json!({ "path": "smol.gguf", "method": "fractal", "layers": "5", "types": ["organ"] }),
+    );
+    assert!(p["result"].is_object() || p["result"].is_array(), "purify's report: {p}");
+    for out in [g["outputs"][0].as_str().unwrap(), p["outputs"][0].as_str().unwrap()] {
+        let (st, j) = get(&s, &format!("/api/inspect?path={out}"));
+        assert_eq!(st, 200, "{out}: {j}");
+        assert_eq!(j["tensors"].as_array().map(Vec::len), Some(272));
+    }
+    let (st, job) = get(&s, &format!("/api/jobs/{}", g["id"].as_str().unwrap()));
+    assert_eq!((st, job["state"].as_str()), (200, Some("done")));
+}
+
+#[test]
+fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
+    let s = start(&make_root("api-hostile"), &["--max-body", "4096"]);
+    let cases: Vec<(&str, u16, Value, &str)> = vec![
+        ("/api/inspect?path=../smol.gguf", 400, Value::Null, "without '..'"),
+        ("/api/inspect?path=%2e%2e%2f%2e%2e%2fetc%2fpasswd", 400, Value::Null, "without '..'"),
+        ("/api/inspect?path=/etc/passwd", 400, Value::Null, "must be relative"),
+        ("/api/inspect?path=escape/passwd", 400, Value::Null, "leads outside"),
+        ("/api/inspect?path=corrupt.gguf", 422, Value::Null, "corrupt.gguf"),
+        ("/api/inspect?path=missing.gguf", 400, Value::Null, "missing"),
+        ("/api/inspect", 400, Value::Null, "path"),
+        ("/api/jobs/job-999", 404, Value::Null, "no job"),
+        ("/api/results/../smol.gguf", 400, Value::Null, ""),
+        ("/api/measure", 400, json!({ "paths": ["../../etc/passwd"] }), "without '..'"),
+        ("/api/measure", 400, json!({ "paths": ["escape/hosts"] }), "leads outside"),
+        ("/api/measure", 400, json!({ "paths": [] }), "paths"),
+        ("/api/measure", 400, json!({ "pathz": ["smol.gguf"] }), "unknown field"),
+        ("/api/purify", 400, json!({ "path": "smol.gguf", "method": "magic" }), "fractal or spectral"),
+        ("/api/assemble", 400, json!({ "path": "smol.gguf", "out": "../../x.gguf" }), "plain file name"),
+    ];
+    for (path, want, body, needle) in &cases {
+        let (st, v) = if body.is_null() { get(&s, path) } else { post(&s, path, body) };
+        let msg = v["error"].as_str().unwrap_or_default().to_owned();
+        let plain_404 = *want == 400 && path.starts_with("/api/results/") && st == 404; // the URL was normalized
+        assert!(st == *want || plain_404, "{path} {body}: {st} {v}");
+        assert!(msg.contains(needle), "{path}: the message {msg:?} should say {needle:?}");
+        assert!(!msg.contains(s.root.to_str().unwrap()), "{path}: the message does not reveal the root");
+    }
+    // Malformed JSON and an oversized body.
+    let (st, v) = call(agent().post(&format!("{}/api/measure", s.base)), Some("{\"paths\": [\"smol.gguf\""));
+    assert_eq!(st, 400, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("JSON"), "{v}");
+    let big = format!("{{\"paths\": [\"{}\"]}}", "a".repeat(10_000));
+    let (st, v) = call(agent().post(&format!("{}/api/measure", s.base)), Some(&big));
+    assert_eq!(st, 413, "{v}");
+    // A corrupt model as a job fails with the reason, and leaves no output.
+    let (_, job) = post(&s, "/api/dissect", &json!({ "path": "corrupt.gguf" }));
+    let end = follow(&s, job["id"].as_str().unwrap());
+    assert_eq!(end["state"], "failed");
+    assert!(end["error"].as_str().unwrap().contains("corrupt.gguf"), "{end}");
+    assert!(!s.root.join("results").join(job["id"].as_str().unwrap()).exists());
+    assert_eq!(get(&s, "/api/health").0, 200, "the server is still up");
+
+    // With a token: missing or wrong gets 401; the right one passes.
+    let t = start(&make_root("api-token"), &["--token", "s3cret"]);
+    let (st, v) = get(&t, "/api/models");
+    assert_eq!(st, 401);
+    assert!(v["error"].as_str().unwrap().contains("missing token"));
+    let (st, _) = call(agent().get(&format!("{}/api/models", t.base)).set("Authorization", "Bearer nope"), None);
+    assert_eq!(st, 401);
+    let (st, _) = call(agent().get(&format!("{}/api/models", t.base)).set("Authorization", "Bearer s3cret"), None);
+    assert_eq!(st, 200);
+
+    // Beyond loopback without a token, the server refuses to start.
+    let out = organ()
+        .arg("serve")
+        .arg("--root")
+        .arg(&s.root)
+        .arg("--addr")
+        .arg("0.0.0.0:0")
+        .env_remove("ORGAN_TOKEN")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("requires --token"));
+}
+
+#[test]
+fn two_hundred_inspects_and_four_measure_jobs_at_once() {
+    let s = start(&make_root("api-load"), &["--jobs", "2"]);
+    let jobs: Vec<String> = (0..4)
+        .map(|_| {
+            let (st, j) = post(&s, "/api/measure", &json!({ "paths": ["smol.gguf"] }));
+            assert_eq!(st, 202);
+            j["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let base = s.base.clone();
+    let t0 = Instant::now();
+    let handles: Vec<_> = (0..200)
+        .map(|_| {
+            let url = format!("{base}/api/inspect?path=smol.gguf");
+            std::thread::spawn(move || {
+                let (st, v) = call(agent().get(&url), None);
+                (st, v["tensors"].as_array().map(Vec::len))
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap(), (200, Some(272)));
+    }
+    eprintln!("200 concurrent inspects in {:.2} s", t0.elapsed().as_secs_f64());
+    let reports: Vec<Value> = jobs.iter().map(|id| follow(&s, id)).collect();
+    for r in &reports {
+        assert_eq!(r["state"], "done", "{r}");
+        assert_eq!(r["result"], reports[0]["result"]);
+    }
+}
+
+#[test]
+fn a_cancelled_job_leaves_no_partial_output() {
+    let s = start(&make_root("api-cancel"), &["--jobs", "1"]);
+    // A long job (purify every organ, spectral), and one queued behind it.
+    let (_, long) = post(&s, "/api/purify", &json!({ "path": "smol.gguf", "method": "spectral", "types": ["organ"] }));
+    let (_, queued) = post(&s, "/api/measure", &json!({ "paths": ["smol.gguf"] }));
+    let (id, qid) = (long["id"].as_str().unwrap(), queued["id"].as_str().unwrap());
+    let (st, q) = call(agent().delete(&format!("{}/api/jobs/{qid}", s.base)), None);
+    let long_now = get(&s, &format!("/api/jobs/{id}")).1;
+    assert_eq!(
+        (st, q["state"].as_str()),
+        (200, Some("cancelled")),
+        "a queued job cancels: {q}; the long one: {long_now}"
+    );
+    let t0 = Instant::now();
+    loop {
+        let st = get(&s, &format!("/api/jobs/{id}")).1;
+        if st["state"] == "running" {
+            break;
+        }
+        assert!(st["state"] == "queued" && t0.elapsed() < Duration::from_secs(30), "{st}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300)); // let it write something
+    let (st, c) = call(agent().delete(&format!("{}/api/jobs/{id}", s.base)), None);
+    assert_eq!((st, c["state"].as_str()), (200, Some("cancelled")), "{c}");
+    assert_eq!(c["outputs"], json!([]));
+    for j in [id, qid] {
+        assert!(!s.root.join("results").join(j).exists(), "{j}: its directory, temp files and all, is gone");
+    }
+    assert_eq!(get(&s, &format!("/api/jobs/{id}")).1["state"], "cancelled");
+    assert_eq!(get(&s, "/api/health").0, 200);
+}

@@ -193,6 +193,27 @@ fn every_endpoint_on_smollm2() {
 }
 
 #[test]
+fn the_browser_app_is_served_at_the_root_with_isolation_headers() {
+    let root = make_root("api-web");
+    let web = root.join("web");
+    std::fs::create_dir_all(&web).unwrap();
+    std::fs::write(web.join("index.html"), "<!doctype html><title>organ</title>").unwrap();
+    let mut c = organ();
+    c.arg("serve").arg("--root").arg(&root).arg("--addr").arg("127.0.0.1:0").arg("--web").arg(&web);
+    c.stdout(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().to_owned();
+    let s = Server { child, base: format!("http://{addr}"), root: root.canonicalize().unwrap() };
+    let resp = agent().get(&format!("{}/", s.base)).call().unwrap();
+    assert_eq!(resp.header("cross-origin-opener-policy"), Some("same-origin"));
+    assert_eq!(resp.header("cross-origin-embedder-policy"), Some("require-corp"));
+    assert!(resp.into_string().unwrap().contains("<title>organ</title>"));
+    assert_eq!(get(&s, "/api/health").0, 200, "the API lives beside the app");
+}
+
+#[test]
 fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
     let s = start(&make_root("api-hostile"), &["--max-body", "4096"]);
     let cases: Vec<(&str, u16, Value, &str)> = vec![

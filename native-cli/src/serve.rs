@@ -326,6 +326,8 @@ struct GraftReq {
     select: Select,
     #[serde(default)]
     dry_run: bool,
+    #[serde(default)]
+    split_max_size: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -345,6 +347,8 @@ struct PurifyReq {
     as_type: Option<String>,
     #[serde(default)]
     only_if_improves: bool,
+    #[serde(default)]
+    split_max_size: Option<String>,
 }
 
 /// An output name for a job's directory: one plain file name.
@@ -573,6 +577,9 @@ async fn graft(
                 a.push(os("--dry-run"));
             } else {
                 a.extend([os("--out"), os(dir.join(&o2))]);
+            }
+            if let Some(m) = &r.split_max_size {
+                a.extend([os("--split-max-size"), os(m)]);
             }
             let mut sel = Vec::new();
             r.select.args(&mut sel);

@@ -8,7 +8,7 @@ use crate::pool;
 use crate::source::{self, MetaRow};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use organ_core::zmeasure::html;
+use organ_core::zmeasure::html::{self, human_bytes, human_count};
 use organ_core::zmeasure::report::{Report, Status, TensorReport};
 use organ_core::zmeasure::view::{theta_color, Heatmap, Histogram};
 use std::sync::Arc;
@@ -34,24 +34,6 @@ struct ViewData {
     version: Option<u32>,
     /// `Some` when measured in this tab: (ms, bytes read, threads).
     run: Option<(f64, u64, usize)>,
-}
-
-fn human_bytes(n: u64) -> String {
-    match n {
-        n if n >= 1 << 30 => format!("{:.2} GiB", n as f64 / (1u64 << 30) as f64),
-        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
-        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
-        n => format!("{n} B"),
-    }
-}
-
-fn human_count(n: u64) -> String {
-    match n {
-        n if n >= 1_000_000_000 => format!("{:.2} B", n as f64 / 1e9),
-        n if n >= 1_000_000 => format!("{:.1} M", n as f64 / 1e6),
-        n if n >= 1_000 => format!("{:.1} k", n as f64 / 1e3),
-        n => n.to_string(),
-    }
 }
 
 fn file_list(list: Option<web_sys::FileList>) -> Vec<web_sys::File> {

@@ -64,7 +64,8 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(String::new, |x| format!("{x:.digits$}"))
 }
 
-fn human_bytes(n: u64) -> String {
+/// A byte count for people: `93.8 MiB`.
+pub fn human_bytes(n: u64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut x = n as f64;
     let mut u = 0;
@@ -79,7 +80,8 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
-fn human_count(n: u64) -> String {
+/// A count for people: `134.5 M`.
+pub fn human_count(n: u64) -> String {
     match n {
         n if n >= 1_000_000_000 => format!("{:.2} B", n as f64 / 1e9),
         n if n >= 1_000_000 => format!("{:.1} M", n as f64 / 1e6),

@@ -620,6 +620,9 @@ async fn purify(
             if r.only_if_improves {
                 a.push(os("--only-if-improves"));
             }
+            if let Some(m) = &r.split_max_size {
+                a.extend([os("--split-max-size"), os(m)]);
+            }
             let mut sel = Vec::new();
             r.select.args(&mut sel);
             a.extend(sel.iter().map(os));

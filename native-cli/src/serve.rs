@@ -159,8 +159,8 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
         .route("/results/{*path}", get(download))
         .layer(middleware::from_fn_with_state(state.clone(), auth));
     let mut app = Router::new()
-        .route("/health", get(|| async { Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") })) }))
-        .route("/api/health", get(|| async { Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") })) }))
+        .route("/health", get(health))
+        .route("/api/health", get(health))
         .route("/openapi.json", get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }))
         .nest("/api", api)
         .layer(DefaultBodyLimit::max(opts.max_body))
@@ -174,14 +174,22 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
         let listener =
             tokio::net::TcpListener::bind(opts.addr).await.with_context(|| format!("cannot bind {}", opts.addr))?;
         let local = listener.local_addr()?;
-        println!("organ serve: listening on http://{local} (root {})", state.root.display());
+        // The announcement is for whoever started us; if they closed our stdout, serve anyway
+        // (println! would panic on the broken pipe).
+        let mut banner = format!("organ serve: listening on http://{local} (root {})\n", state.root.display());
         if let Some(d) = &web {
-            println!("organ serve: the browser app from {} at http://{local}/", d.display());
+            banner += &format!("organ serve: the browser app from {} at http://{local}/\n", d.display());
         }
         use std::io::Write;
-        std::io::stdout().flush()?;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
+        drop(out);
         axum::serve(listener, app).await.context("server stopped")
     })
+}
+
+async fn health() -> Json<Value> {
+    Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") }))
 }
 
 /// COOP/COEP on every answer, so the app's page is cross-origin isolated (threads).
@@ -215,7 +223,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// job outputs.
 async fn models(State(s): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
     let root = s.root.clone();
-    let found = tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<Value>> {
+    let found = tokio::task::spawn_blocking(move || {
         // No model at all is an empty list, not an error.
         let paths = crate::cmd::measure::discover(&root).unwrap_or_default();
         let mut out = Vec::new();
@@ -234,11 +242,10 @@ async fn models(State(s): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
             let bytes: u64 = files.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).sum();
             out.push(json!({ "path": rel.to_string_lossy(), "kind": kind, "files": files.len(), "bytes": bytes }));
         }
-        Ok(out)
+        out
     })
     .await
-    .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-    .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")))?;
+    .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     Ok(Json(json!({ "models": found })))
 }
 
@@ -302,15 +309,14 @@ struct Select {
 }
 
 impl Select {
-    fn args(&self, a: &mut Vec<String>) {
-        if let Some(l) = &self.layers {
-            a.extend(["--layers".into(), l.clone()]);
-        }
+    /// Appends --layers, --type and --name as the CLI takes them.
+    fn args(&self, a: &mut Vec<std::ffi::OsString>) {
+        flag(a, "--layers", self.layers.as_ref());
         for t in &self.types {
-            a.extend(["--type".into(), t.clone()]);
+            flag(a, "--type", Some(t));
         }
         for n in &self.names {
-            a.extend(["--name".into(), n.clone()]);
+            flag(a, "--name", Some(n));
         }
     }
 }
@@ -492,6 +498,13 @@ fn os(p: impl AsRef<std::ffi::OsStr>) -> std::ffi::OsString {
     p.as_ref().to_owned()
 }
 
+/// Appends `NAME VALUE` to an argv when there is a value.
+fn flag(a: &mut Vec<std::ffi::OsString>, name: &str, value: Option<impl AsRef<std::ffi::OsStr>>) {
+    if let Some(v) = value {
+        a.extend([os(name), os(v)]);
+    }
+}
+
 async fn measure(
     State(s): State<Arc<AppState>>,
     body: Result<Json<MeasureReq>, JsonRejection>,
@@ -550,9 +563,7 @@ async fn assemble(
         "assemble",
         move |dir| {
             let mut a = vec![os("assemble"), os(&src), os("--out"), os(dir.join(&o2))];
-            if let Some(m) = &r.split_max_size {
-                a.extend([os("--split-max-size"), os(m)]);
-            }
+            flag(&mut a, "--split-max-size", r.split_max_size.as_ref());
             a
         },
         vec![out],
@@ -578,12 +589,8 @@ async fn graft(
             } else {
                 a.extend([os("--out"), os(dir.join(&o2))]);
             }
-            if let Some(m) = &r.split_max_size {
-                a.extend([os("--split-max-size"), os(m)]);
-            }
-            let mut sel = Vec::new();
-            r.select.args(&mut sel);
-            a.extend(sel.iter().map(os));
+            flag(&mut a, "--split-max-size", r.split_max_size.as_ref());
+            r.select.args(&mut a);
             a
         },
         vec![out],
@@ -608,24 +615,14 @@ async fn purify(
         move |dir| {
             let mut a = vec![os("purify"), os(&model), os("--method"), os(&r.method), os("--out"), os(dir.join(&o2))];
             a.extend([os("--json"), os(dir.join("purify.json"))]);
-            if let Some(x) = r.strength {
-                a.extend([os("--strength"), os(x.to_string())]);
-            }
-            if let Some(x) = r.keep {
-                a.extend([os("--keep"), os(x.to_string())]);
-            }
-            if let Some(t) = &r.as_type {
-                a.extend([os("--as"), os(t)]);
-            }
+            flag(&mut a, "--strength", r.strength.map(|x| x.to_string()));
+            flag(&mut a, "--keep", r.keep.map(|x| x.to_string()));
+            flag(&mut a, "--as", r.as_type.as_ref());
             if r.only_if_improves {
                 a.push(os("--only-if-improves"));
             }
-            if let Some(m) = &r.split_max_size {
-                a.extend([os("--split-max-size"), os(m)]);
-            }
-            let mut sel = Vec::new();
-            r.select.args(&mut sel);
-            a.extend(sel.iter().map(os));
+            flag(&mut a, "--split-max-size", r.split_max_size.as_ref());
+            r.select.args(&mut a);
             a
         },
         vec![out, "purify.json".into()],

@@ -6,7 +6,8 @@ Q5_1): finite f32 inputs (OUT/<TYPE>.in, little-endian f32) and the bytes of
 `gguf.quants.quantize` (OUT/<TYPE>.out). Inputs mix distributions, zero and constant
 blocks, exact ties, tiny and huge magnitudes. Also OUT/f16_bits.in/.out and
 OUT/bf16_bits.in/.out: f32 bit patterns, NaN and infinities included, through
-astype(float16) and BF16 quantization.
+astype(float16) and BF16 quantization. OUT/Q4_K.in, Q5_K.in, Q6_K.in: inputs for
+scripts/gen-kquant-vectors.sh.
 """
 import os, sys
 import numpy as np
@@ -49,4 +50,25 @@ f = bits.view(np.float32)
 with np.errstate(over="ignore", invalid="ignore"):
     write("f16_bits", bits, f.astype(np.float16).view("<u2"))
 write("bf16_bits", bits, np.asarray(quantize(f, T.BF16)).view("<u2"))
+# Inputs only for Q4_K, Q5_K, Q6_K: gguf-py cannot quantize them, so their .out comes
+# from ggml's C reference (scripts/gen-kquant-vectors.sh). Besides blocks(): super-blocks
+# with one all-zero or constant sub-block, values so small or so large that the f16
+# super-scale underflows or overflows, and one-hot sub-blocks.
+def k_blocks():
+    x = blocks(1024).reshape(-1, 256)
+    special = []
+    for scale in (1e-9, 1e-6, 1.0, 3e4, 1e6):
+        b = rng.standard_normal(256) * scale
+        b[32:64] = 0.0
+        b[96:128] = b[96]
+        special.append(b)
+        c = np.zeros(256)
+        c[rng.integers(0, 256, 8)] = rng.standard_normal(8) * scale
+        special.append(c)
+        special.append(np.abs(rng.standard_normal(256)) * scale + scale)  # all positive
+        special.append(-np.abs(rng.standard_normal(256)) * scale)        # all negative
+    return np.concatenate([x, np.array(special)]).astype(np.float32)
+
+for name in ("Q4_K", "Q5_K", "Q6_K"):
+    open(os.path.join(OUT, name + ".in"), "wb").write(k_blocks().astype("<f4").tobytes())
 print("quantize vectors written to", OUT)

@@ -65,28 +65,68 @@ fn only_if_improves_keeps_every_tensor_whose_theta_would_fall() {
     }
 }
 
+/// SmolLM2 quantized by llama.cpp itself (`llama-quantize [--pure] TYPE`).
+fn llama_quantized(ty: &str, pure: bool) -> std::path::PathBuf {
+    let out = tmp(&format!("{ty}.gguf"));
+    let mut q = llama_tool("llama-quantize");
+    q.arg("--allow-requantize").args(pure.then_some("--pure")).arg(smollm2()).arg(&out).arg(ty);
+    ok(q);
+    out
+}
+
+#[test]
+fn k_quant_organs_go_back_into_q4_k_and_q6_k_and_load_in_llama_cpp() {
+    // Q4_K_M, made by llama.cpp: its FFN tensors are Q4_K and Q6_K (a few legacy types
+    // where a row is not whole 256-blocks).
+    let q4k = llama_quantized("Q4_K_M", false);
+    let out = tmp("q4k-purified.gguf");
+    let json = tmp("q4k-purified.json");
+    let mut c = organ();
+    c.arg("purify").arg(&q4k).args(["--method", "fractal", "--type", "organ", "--layers", "5-20"]);
+    c.arg("--out").arg(&out).arg("--json").arg(&json);
+    println!("{}", String::from_utf8(ok(c).stdout).unwrap());
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let src = std::fs::read(&q4k).unwrap();
+    let src = Gguf::parse(&src, src.len() as u64).unwrap();
+    let bytes = std::fs::read(&out).unwrap();
+    let g = Gguf::parse(&bytes, bytes.len() as u64).unwrap();
+    let mut k_types = std::collections::BTreeSet::new();
+    for r in report["tensors"].as_array().unwrap() {
+        assert_eq!(r["status"], "purified", "{r}");
+        let name = r["name"].as_str().unwrap();
+        let (before, after) = (src.tensor(name).unwrap(), g.tensor(name).unwrap());
+        assert_eq!((after.ty, after.n_bytes), (before.ty, before.n_bytes), "{name} keeps its type and size");
+        assert_eq!(r["written_as"], before.ty.name());
+        k_types.insert(before.ty.name());
+    }
+    assert!(k_types.contains("Q4_K") && k_types.contains("Q6_K"), "{k_types:?}");
+    let text = llama_generate(&out, 24);
+    let (p_before, p_after) = (llama_perplexity(&q4k), llama_perplexity(&out));
+    println!("Q4_K_M purified: generates {text:?}; perplexity {p_after:.4} (Q4_K_M {p_before:.4})");
+    assert!(p_after.is_finite() && p_after < 2.0 * p_before, "{p_after} vs {p_before}");
+}
+
 #[test]
 fn types_organ_cannot_requantize_are_refused_by_name_unless_written_as_f16() {
-    // A Q4_K_M model, made by llama.cpp: its FFN tensors are Q4_K / Q6_K.
-    let q4k = tmp("q4k.gguf");
-    let mut q = llama_tool("llama-quantize");
-    q.arg("--allow-requantize").arg(smollm2()).arg(&q4k).arg("Q4_K_M");
-    ok(q);
-    let out = tmp("q4k-purified.gguf");
+    // Q3_K_S --pure, made by llama.cpp: ffn_down is Q3_K, which organ cannot quantize
+    // (rows of 576 are not whole 256-blocks, so ffn_up/gate fall back to Q4_0).
+    let q3k = llama_quantized("Q3_K_S", true);
+    let out = tmp("q3k-purified.gguf");
     let mut c = organ();
-    c.arg("purify").arg(&q4k).args(["--method", "fractal", "--type", "organ", "--layers", "5"]).arg("--out").arg(&out);
+    c.arg("purify").arg(&q3k).args(["--method", "fractal", "--type", "organ", "--layers", "5"]).arg("--out").arg(&out);
     let e = fails(c);
-    assert!(e.contains("cannot requantize") && e.contains("blk.5.ffn_") && e.contains("--as f16"), "{e}");
+    assert!(e.contains("cannot requantize 1 selected tensors") && e.contains("blk.5.ffn_down.weight (Q3_K)"), "{e}");
+    assert!(e.contains("--as f16"), "{e}");
     assert!(!out.exists());
     let mut c = organ();
     c.arg("purify")
-        .arg(&q4k)
+        .arg(&q3k)
         .args(["--method", "fractal", "--type", "organ", "--layers", "5", "--as", "f16"])
         .arg("--out")
         .arg(&out);
     ok(c);
     let bytes = std::fs::read(&out).unwrap();
     let g = Gguf::parse(&bytes, bytes.len() as u64).unwrap();
-    assert_eq!(g.tensor("blk.5.ffn_up.weight").unwrap().ty, organ_core::GgmlType::F16);
+    assert_eq!(g.tensor("blk.5.ffn_down.weight").unwrap().ty, organ_core::GgmlType::F16);
     llama_generate(&out, 24);
 }

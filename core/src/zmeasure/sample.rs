@@ -36,8 +36,32 @@ impl SplitMix64 {
     }
 }
 
+/// The sampled element indices of a tensor named `name` with `n_total` elements, drawn a
+/// chunk at a time.
+#[derive(Debug, Clone)]
+pub struct Sampler {
+    rng: SplitMix64,
+    n_total: u64,
+}
+
+impl Sampler {
+    /// The sampler of a tensor called `name` with `n_total` elements.
+    pub fn new(name: &str, n_total: u64) -> Self {
+        Sampler { rng: SplitMix64::new(fnv1a64(name.as_bytes())), n_total }
+    }
+
+    /// Fills `out` with the next indices.
+    #[inline]
+    pub fn fill(&mut self, out: &mut [u64]) {
+        for o in out {
+            *o = ((u128::from(self.rng.next_u64()) * u128::from(self.n_total)) >> 64) as u64;
+        }
+    }
+}
+
 /// The `n` sampled element indices of a tensor named `name` with `n_total` elements.
 pub fn sample_indices(name: &str, n_total: u64, n: usize) -> Vec<u64> {
-    let mut rng = SplitMix64::new(fnv1a64(name.as_bytes()));
-    (0..n).map(|_| ((u128::from(rng.next_u64()) * u128::from(n_total)) >> 64) as u64).collect()
+    let mut ix = alloc::vec![0; n];
+    Sampler::new(name, n_total).fill(&mut ix);
+    ix
 }

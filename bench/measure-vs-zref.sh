@@ -13,23 +13,23 @@ ZREF=../shared/reference/zref.py
 # Best of RUNS for each (page cache warm for both: one untimed run each first).
 "$ORGAN" measure "$MODEL" --summary-only >/dev/null
 "$PY" "$ZREF" "$MODEL" >/dev/null
-best() { # best wall seconds of RUNS runs of "$@"
-  local b=""
-  for _ in $(seq "$RUNS"); do
-    local s e
-    s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N)
-    b=$(python3 -c "import sys; t=$e-$s; b='$b'; print(t if not b else min(t, float(b)))")
-  done
-  echo "$b"
-}
-t_organ=$(best "$ORGAN" measure "$MODEL" --summary-only)
-t_zref=$(best "$PY" "$ZREF" "$MODEL")
-python3 - "$t_organ" "$t_zref" "$(nproc)" "$(basename "$MODEL")" <<'PY'
-import sys
-o, z, cores, name = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
-print(f"model            {name}")
+# Both timed the same way, in one Python process (perf_counter around subprocess.run), so
+# neither pays for the shell forks around it.
+python3 - "$ORGAN" "$PY" "$ZREF" "$MODEL" "$RUNS" "$(nproc)" <<'PY'
+import os, subprocess, sys, time
+organ, py, zref, model, runs, cores = sys.argv[1:7]
+def best(cmd):
+    b = float("inf")
+    for _ in range(int(runs)):
+        t = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        b = min(b, time.perf_counter() - t)
+    return b
+o = best([organ, "measure", model, "--summary-only"])
+z = best([py, zref, model])
+print(f"model            {os.path.basename(model)}")
 print(f"cores            {cores}")
-print(f"organ measure    {o:.3f} s (best of runs)")
-print(f"zref.py (numpy)  {z:.3f} s (best of runs)")
+print(f"organ measure    {o:.3f} s (best of {runs})")
+print(f"zref.py (numpy)  {z:.3f} s (best of {runs})")
 print(f"ratio            {z / o:.1f}x faster (target >= 20x)")
 PY

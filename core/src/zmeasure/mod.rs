@@ -24,6 +24,7 @@ const GATHER_CHUNK: usize = 1000;
 use crate::error::Result;
 use crate::ggml_type::GgmlType;
 use crate::quant::ElementReader;
+use alloc::vec;
 use alloc::vec::Vec;
 use serde::Serialize;
 
@@ -87,6 +88,51 @@ impl SamplePlan {
     /// indices from the concatenated blocks gives the same values, in the same order, as
     /// gathering the original indices from the whole tensor.
     pub fn compact(&self, block_size: u64) -> (Vec<u64>, Vec<u64>) {
+        let ix = match self {
+            // Every block is needed, so every index stays where it is.
+            SamplePlan::All(n) => return ((0..n.div_ceil(block_size)).collect(), (0..*n).collect()),
+            SamplePlan::Sample(ix) => ix,
+        };
+        let n_blocks = ix.iter().max().map_or(0, |&m| m / block_size + 1);
+        if n_blocks > BITMAP_MAX_BLOCKS {
+            return self.compact_by_sorting(block_size);
+        }
+        // A bit per block, and the count of set bits before each word: a block's rank in
+        // the needed list is then a popcount, with no sort and no search.
+        let mut bits = vec![0u64; n_blocks.div_ceil(64) as usize];
+        for &i in ix {
+            let b = i / block_size;
+            bits[(b / 64) as usize] |= 1 << (b % 64);
+        }
+        let mut before = Vec::with_capacity(bits.len());
+        let mut count = 0u64;
+        for w in &bits {
+            before.push(count);
+            count += u64::from(w.count_ones());
+        }
+        let mut blocks = Vec::with_capacity(count as usize);
+        for (k, &w) in bits.iter().enumerate() {
+            let mut w = w;
+            while w != 0 {
+                blocks.push(k as u64 * 64 + u64::from(w.trailing_zeros()));
+                w &= w - 1;
+            }
+        }
+        let remap = ix
+            .iter()
+            .map(|&i| {
+                let b = i / block_size;
+                let (k, bit) = ((b / 64) as usize, b % 64);
+                let rank = before[k] + u64::from((bits[k] & ((1u64 << bit) - 1)).count_ones());
+                rank * block_size + i % block_size
+            })
+            .collect();
+        (blocks, remap)
+    }
+
+    /// [`SamplePlan::compact`] by sorting the block list and searching it: for tensors
+    /// with so many blocks that a bitmap of them would be large.
+    fn compact_by_sorting(&self, block_size: u64) -> (Vec<u64>, Vec<u64>) {
         let blocks = self.blocks(block_size);
         let remap = |i: u64| {
             // Every index's block is in `blocks`, so the search always succeeds.
@@ -100,6 +146,10 @@ impl SamplePlan {
         (blocks, remapped)
     }
 }
+
+/// [`SamplePlan::compact`] uses a bitmap up to this many blocks (2 MiB of bits), and sorts
+/// beyond.
+const BITMAP_MAX_BLOCKS: u64 = 1 << 24;
 
 /// Measures a set of values (§1 from "drop non-finite values" on, §2, §3).
 pub fn measure_values(mut values: Vec<f32>) -> Measurement {
@@ -120,6 +170,30 @@ pub fn measure_values(mut values: Vec<f32>) -> Measurement {
     }
 }
 
+/// The sampled values (§1, before dropping non-finite ones) of a tensor called `name` of
+/// type `ty` with `n_elements` elements, whose bytes are `data`. Only the sampled elements
+/// are decoded.
+///
+/// # Errors
+/// [`crate::Error::NotDequantizable`] for types without a reference dequantizer;
+/// [`crate::Error::SizeMismatch`] if `data` is not the tensor's size.
+pub fn sample_values(name: &str, ty: GgmlType, n_elements: u64, data: &[u8]) -> Result<Vec<f32>> {
+    let mut reader = ElementReader::new(ty, data, n_elements)?;
+    if n_elements <= SAMPLE_SIZE as u64 {
+        return crate::quant::dequantize(ty, data);
+    }
+    // Indices go from the sampler to the reader a chunk at a time: no 800 kB index
+    // array per tensor to write and read back.
+    let mut sampler = Sampler::new(name, n_elements);
+    let mut chunk = [0u64; GATHER_CHUNK];
+    let mut values = Vec::with_capacity(SAMPLE_SIZE);
+    for _ in 0..SAMPLE_SIZE / GATHER_CHUNK {
+        sampler.fill(&mut chunk);
+        reader.gather_into(&chunk, &mut values)?;
+    }
+    Ok(values)
+}
+
 /// Measures a tensor called `name` of type `ty` with `n_elements` elements, whose bytes
 /// are `data`. Only the sampled elements are decoded.
 ///
@@ -127,20 +201,32 @@ pub fn measure_values(mut values: Vec<f32>) -> Measurement {
 /// [`crate::Error::NotDequantizable`] for types without a reference dequantizer;
 /// [`crate::Error::SizeMismatch`] if `data` is not the tensor's size.
 pub fn measure_tensor(name: &str, ty: GgmlType, n_elements: u64, data: &[u8]) -> Result<Measurement> {
-    let mut reader = ElementReader::new(ty, data, n_elements)?;
-    let values = if n_elements <= SAMPLE_SIZE as u64 {
-        crate::quant::dequantize(ty, data)?
-    } else {
-        // Indices go from the sampler to the reader a chunk at a time: no 800 kB index
-        // array per tensor to write and read back.
-        let mut sampler = Sampler::new(name, n_elements);
-        let mut chunk = [0u64; GATHER_CHUNK];
-        let mut values = Vec::with_capacity(SAMPLE_SIZE);
-        for _ in 0..SAMPLE_SIZE / GATHER_CHUNK {
-            sampler.fill(&mut chunk);
-            reader.gather_into(&chunk, &mut values)?;
+    Ok(measure_values(sample_values(name, ty, n_elements, data)?))
+}
+
+#[cfg(test)]
+mod compact_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn the_bitmap_gives_what_sorting_gives(
+            ix in proptest::collection::vec(0u64..5_000_000, 1..2000),
+            bs in prop_oneof![Just(1u64), Just(32), Just(256)],
+        ) {
+            let p = SamplePlan::Sample(ix);
+            prop_assert_eq!(p.compact(bs), p.compact_by_sorting(bs));
         }
-        values
-    };
-    Ok(measure_values(values))
+    }
+
+    #[test]
+    fn whole_tensors_and_real_samples_compact_alike() {
+        for (name, n, bs) in
+            [("a", 1000, 32), ("blk.0.ffn_up.weight", 884_736, 32), ("token_embd.weight", 28_311_552, 256)]
+        {
+            let p = SamplePlan::new(name, n);
+            assert_eq!(p.compact(bs), p.compact_by_sorting(bs), "{name}");
+        }
+    }
 }

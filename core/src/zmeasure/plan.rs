@@ -3,10 +3,11 @@
 //! the ranges a [`ReadPlan`] lists, hand each range's bytes to [`ReadPlan::fill`], and
 //! measure with [`ReadPlan::values`] + [`super::measure_values`]: one logic, two kinds of I/O.
 
-use super::SamplePlan;
+use super::{sample_values, SamplePlan, SAMPLE_SIZE};
 use crate::error::{Error, Result};
 use crate::ggml_type::GgmlType;
 use crate::quant::ElementReader;
+use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -25,23 +26,36 @@ pub struct ByteRange {
 }
 
 /// The reads that give a tensor's sampled values.
+///
+/// A plan is *dense* when the merged reads would cover (nearly) the whole tensor anyway:
+/// the sampler's indices then need no working out in advance; the whole tensor is read in
+/// place and sampled as [`super::measure_tensor`] samples a memory map. Otherwise it is
+/// *sparse*: only the needed blocks are kept, laid end to end.
 #[derive(Debug, Clone)]
 pub struct ReadPlan {
     /// The tensor's type.
     pub ty: GgmlType,
-    /// The distinct blocks that hold sampled elements, ascending.
+    name: String,
+    n_elements: u64,
+    /// The distinct blocks that hold sampled elements, ascending (empty in a dense plan,
+    /// which keeps every block).
     pub blocks: Vec<u64>,
     /// Every sampled index, re-expressed into the needed blocks laid end to end.
     remap: Vec<u64>,
     /// The reads, ascending and disjoint.
     pub ranges: Vec<ByteRange>,
+    dense: bool,
 }
+
+/// A dense plan holds its whole tensor, so only tensors up to this size get one.
+const DENSE_MAX_BYTES: u64 = 64 << 20;
 
 impl ReadPlan {
     /// The plan for tensor `name` of type `ty` with `n_elements` elements. Needed blocks
     /// closer than `max_gap` bytes share one read (fewer, larger reads where each read is
     /// expensive, as in a browser); no read is longer than `max_len` bytes, unless a single
-    /// block is.
+    /// block is. When the sampled blocks lie closer together on average than `max_gap`
+    /// (or every element is used), the plan is dense.
     ///
     /// # Errors
     /// [`Error::NotDequantizable`] for a type without a reference dequantizer.
@@ -50,6 +64,29 @@ impl ReadPlan {
             return Err(Error::NotDequantizable { ty: ty.name() });
         }
         let (bs, ts) = (ty.block_size() as u64, ty.type_size() as u64);
+        let n_blocks = n_elements / bs;
+        let bytes = n_blocks.saturating_mul(ts);
+        let spacing = bytes / n_blocks.min(SAMPLE_SIZE as u64).max(1);
+        if n_elements <= SAMPLE_SIZE as u64 || (bytes <= DENSE_MAX_BYTES && spacing <= max_gap) {
+            // Whole blocks per read, at least one.
+            let step = (max_len / ts).max(1) * ts;
+            let ranges = (0..bytes)
+                .step_by(step as usize)
+                .map(|offset| {
+                    let len = step.min(bytes - offset);
+                    ByteRange { offset, len, first_block: (offset / ts) as usize, n_blocks: (len / ts) as usize }
+                })
+                .collect();
+            return Ok(ReadPlan {
+                ty,
+                name: name.into(),
+                n_elements,
+                blocks: Vec::new(),
+                remap: Vec::new(),
+                ranges,
+                dense: true,
+            });
+        }
         let (blocks, remap) = SamplePlan::new(name, n_elements).compact(bs);
         let mut ranges: Vec<ByteRange> = Vec::new();
         for (i, &b) in blocks.iter().enumerate() {
@@ -64,7 +101,21 @@ impl ReadPlan {
             }
             ranges.push(ByteRange { offset: start, len: ts, first_block: i, n_blocks: 1 });
         }
-        Ok(ReadPlan { ty, blocks, remap, ranges })
+        Ok(ReadPlan { ty, name: name.into(), n_elements, blocks, remap, ranges, dense: false })
+    }
+
+    /// Whether the plan reads the whole tensor (see [`ReadPlan`]).
+    pub fn is_dense(&self) -> bool {
+        self.dense
+    }
+
+    /// How many blocks the buffer holds.
+    pub fn n_blocks(&self) -> usize {
+        if self.dense {
+            (self.n_elements / self.ty.block_size() as u64) as usize
+        } else {
+            self.blocks.len()
+        }
     }
 
     /// Bytes the reads cover.
@@ -72,9 +123,9 @@ impl ReadPlan {
         self.ranges.iter().map(|r| r.len).sum()
     }
 
-    /// A zeroed buffer for the needed blocks, laid end to end.
+    /// A zeroed buffer for the needed blocks, laid end to end (a dense plan: the tensor).
     pub fn buffer(&self) -> Vec<u8> {
-        vec![0u8; self.blocks.len() * self.ty.type_size()]
+        vec![0u8; self.n_blocks() * self.ty.type_size()]
     }
 
     /// Copies the needed blocks out of the bytes read for range `range` into `buf` (from
@@ -99,9 +150,14 @@ impl ReadPlan {
                 got: bytes.len() as u64,
             });
         }
-        if buf.len() != self.blocks.len() * ts {
-            let expected = (self.blocks.len() * ts) as u64;
+        if buf.len() != self.n_blocks() * ts {
+            let expected = (self.n_blocks() * ts) as u64;
             return Err(Error::SizeMismatch { what: "read plan buffer", expected, got: buf.len() as u64 });
+        }
+        if self.dense {
+            // Dense ranges lie inside the tensor, which the buffer's length was checked to be.
+            buf[r.offset as usize..(r.offset + r.len) as usize].copy_from_slice(bytes);
+            return Ok(());
         }
         for k in r.first_block..r.first_block + r.n_blocks {
             // Block offsets inside the range are below r.len, which bytes.len() equals.
@@ -117,6 +173,9 @@ impl ReadPlan {
     /// # Errors
     /// [`Error::SizeMismatch`] if `buf` is not the buffer's size.
     pub fn values(&self, buf: &[u8]) -> Result<Vec<f32>> {
+        if self.dense {
+            return sample_values(&self.name, self.ty, self.n_elements, buf);
+        }
         let n = self.blocks.len() as u64 * self.ty.block_size() as u64;
         ElementReader::new(self.ty, buf, n)?.gather(&self.remap)
     }
@@ -160,9 +219,24 @@ mod tests {
                 assert_eq!(m, whole, "{ty:?} gap {gap} max {max}");
                 assert!(plan.ranges.windows(2).all(|w| w[0].offset + w[0].len <= w[1].offset));
                 assert!(plan.ranges.iter().all(|r| r.len <= max.max(ty.type_size() as u64)));
-                assert_eq!(plan.ranges.iter().map(|r| r.n_blocks).sum::<usize>(), plan.blocks.len());
+                assert_eq!(plan.ranges.iter().map(|r| r.n_blocks).sum::<usize>(), plan.n_blocks());
             }
         }
+    }
+
+    #[test]
+    fn close_samples_make_a_dense_plan_that_reads_the_tensor_once() {
+        let (ty, n) = (GgmlType::Q4_1, 32 * 40_000);
+        let data = tensor(ty, n);
+        let whole = measure_tensor("blk.3.ffn_up.weight", ty, n, &data).unwrap();
+        let dense = ReadPlan::new("blk.3.ffn_up.weight", ty, n, 64 << 10, 1 << 20).unwrap();
+        assert!(dense.is_dense() && dense.blocks.is_empty());
+        assert_eq!(dense.bytes_to_read(), data.len() as u64);
+        assert_eq!(dense.ranges.len(), data.len().div_ceil(1 << 20));
+        assert!(dense.ranges.iter().all(|r| r.len % 20 == 0), "whole blocks per read");
+        assert_eq!(measure_values(dense.values(&read_all(&dense, &data)).unwrap()), whole);
+        // No gap allowed: only the needed blocks.
+        assert!(!ReadPlan::new("blk.3.ffn_up.weight", ty, n, 0, 1 << 20).unwrap().is_dense());
     }
 
     #[test]

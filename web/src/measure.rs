@@ -13,8 +13,8 @@ use std::collections::VecDeque;
 
 /// What produced the report.
 pub const GENERATOR: &str = concat!("organ ", env!("CARGO_PKG_VERSION"), " (browser)");
-/// Needed blocks closer than this share one read: a browser read costs far more than
-/// the bytes in a small gap.
+/// Needed blocks closer than this share one read, within a tensor and across tensors: a
+/// browser read costs far more than the bytes in a small gap.
 const MAX_GAP: u64 = 64 << 10;
 /// The longest single read.
 const MAX_READ: u64 = 8 << 20;
@@ -61,6 +61,33 @@ struct Open {
     buf: Vec<u8>,
     /// Reads not landed yet.
     left: usize,
+}
+
+/// One file read, which may serve ranges of several consecutive tensors: tensors lie one
+/// after another in the file, and a browser read costs far more than the bytes of a
+/// small gap, so a model is read in a few large reads rather than one or more per tensor.
+struct Batch {
+    file: usize,
+    start: u64,
+    end: u64,
+    /// (tensor index, range index in its plan, absolute start, absolute end).
+    parts: Vec<(usize, usize, u64, u64)>,
+}
+
+impl Batch {
+    /// Whether `[start, end)` of `file` can join this read.
+    fn takes(&self, file: usize, start: u64, end: u64) -> bool {
+        file == self.file && start >= self.end && start - self.end <= MAX_GAP && end - self.start <= MAX_READ
+    }
+}
+
+static mut W_PLAN: f64 = 0.0;
+static mut W_READ: f64 = 0.0;
+static mut W_COMP: f64 = 0.0;
+static mut N_READS: usize = 0;
+/// Reads a batch's bytes.
+async fn read_batch(file: gloo_file::File, batch: Batch) -> Result<(Batch, Vec<u8>), String> {
+    read_range(&file, batch.start, batch.end).await.map(|b| (batch, b))
 }
 
 /// Sends every tensor at the front whose reads have all landed to the pool.
@@ -114,20 +141,46 @@ pub async fn measure(
     let worker_gone = |_| "a worker stopped before finishing".to_owned();
     let name_err = |i: usize, e: String| format!("{}: tensor {:?}: {e}", model.label, model.tensors[i].name);
 
-    // Lands one read: fills its tensor's buffer; tensors complete in order go to the pool.
-    let land = |r: Result<(usize, Vec<u8>), String>,
+    // Lands one read: fills the buffers of the tensors it serves; tensors complete in
+    // order go to the pool.
+    let land = |r: Result<(Batch, Vec<u8>), String>,
                 open: &mut VecDeque<Open>,
                 computing: &mut VecDeque<_>,
                 progress: &mut Progress|
      -> Result<(), String> {
-        let (k, bytes) = r?;
-        let o = open.front_mut().ok_or("a read landed for no tensor")?;
-        o.plan.fill(k, &bytes, &mut o.buf).map_err(|e| name_err(o.i, e.to_string()))?;
-        o.left -= 1;
+        let (batch, bytes) = r?;
+        for &(i, k, start, end) in &batch.parts {
+            let o = open.iter_mut().find(|o| o.i == i).ok_or("a read landed for no tensor")?;
+            // Every part lies inside its batch, whose bytes were checked to be its length.
+            let part = &bytes[(start - batch.start) as usize..(end - batch.start) as usize];
+            o.plan.fill(k, part, &mut o.buf).map_err(|e| name_err(o.i, e.to_string()))?;
+            o.left -= 1;
+        }
         progress.bytes_read += bytes.len() as u64;
         dispatch(open, computing);
         Ok(())
     };
+    // Issues a read, waiting first for a slot among those in flight.
+    macro_rules! issue {
+        ($batch:expr) => {{
+            let batch: Batch = $batch;
+            while reads.len() >= MAX_READS_IN_FLIGHT {
+                let tw = pool::now_ms();
+                if let Some(r) = reads.next().await {
+                    unsafe {
+                        W_READ += pool::now_ms() - tw;
+                    }
+                    land(r, &mut open, &mut computing, &mut progress)?;
+                }
+            }
+            unsafe {
+                N_READS += 1;
+            }
+            let file = model.files[batch.file].clone();
+            reads.push_back(read_batch(file, batch));
+        }};
+    }
+    let mut pending: Option<Batch> = None;
     for i in 0..n {
         if cancelled() {
             return Err("cancelled".into());
@@ -136,10 +189,13 @@ pub async fn measure(
             progress.done += 1; // not measurable: nothing to read
             continue;
         };
+        let tw = pool::now_ms();
         let plan = rx.await.map_err(worker_gone)?.map_err(|e| name_err(i, e.to_string()))?;
+        unsafe {
+            W_PLAN += pool::now_ms() - tw;
+        }
         progress.bytes_total += plan.bytes_to_read();
         let t = &model.tensors[i];
-        let file = model.files[t.file].clone();
         let ranges: Vec<(usize, u64, u64)> = plan
             .ranges
             .iter()
@@ -149,32 +205,57 @@ pub async fn measure(
         open.push_back(Open { i, buf: plan.buffer(), left: ranges.len(), plan });
         dispatch(&mut open, &mut computing);
         for (k, start, end) in ranges {
-            while reads.len() >= MAX_READS_IN_FLIGHT {
-                if let Some(r) = reads.next().await {
-                    land(r, &mut open, &mut computing, &mut progress)?;
+            match pending.as_mut() {
+                Some(b) if b.takes(t.file, start, end) => {
+                    b.end = end;
+                    b.parts.push((i, k, start, end));
+                }
+                _ => {
+                    let next = Batch { file: t.file, start, end, parts: vec![(i, k, start, end)] };
+                    if let Some(full) = pending.replace(next) {
+                        issue!(full);
+                    }
                 }
             }
-            let file = file.clone();
-            reads.push_back(async move { read_range(&file, start, end).await.map(|b| (k, b)) });
         }
         while computing.len() > window {
             if let Some(rx) = computing.pop_front() {
+                let tw = pool::now_ms();
                 finish(rx.await.map_err(worker_gone)?, &mut measured).map_err(|(i, e)| name_err(i, e))?;
+                unsafe {
+                    W_COMP += pool::now_ms() - tw;
+                }
                 progress.done += 1;
                 progress.elapsed_ms = pool::now_ms() - t0;
                 on_progress(progress);
             }
         }
     }
+    if let Some(last) = pending.take() {
+        issue!(last);
+    }
+    let t_issued = pool::now_ms() - t0;
     while let Some(r) = reads.next().await {
         land(r, &mut open, &mut computing, &mut progress)?;
     }
+    let t_landed = pool::now_ms() - t0;
     while let Some(rx) = computing.pop_front() {
         finish(rx.await.map_err(worker_gone)?, &mut measured).map_err(|(i, e)| name_err(i, e))?;
         progress.done += 1;
         progress.elapsed_ms = pool::now_ms() - t0;
         on_progress(progress);
     }
+    web_sys::console::log_1(
+        &format!(
+            "organ: issued {t_issued:.0} landed {t_landed:.0} end {:.0} wait plan {:.0} read {:.0} comp {:.0} reads {}",
+            pool::now_ms() - t0,
+            unsafe { W_PLAN },
+            unsafe { W_READ },
+            unsafe { W_COMP },
+            unsafe { N_READS }
+        )
+        .into(),
+    );
     let mut rows = Vec::with_capacity(model.tensors.len());
     let mut histograms = Vec::with_capacity(model.tensors.len());
     for (t, m) in model.tensors.iter().zip(measured) {

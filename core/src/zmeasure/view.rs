@@ -73,15 +73,16 @@ impl Histogram {
     /// `bins` is 0).
     pub fn of(values: &[f32], bins: usize) -> Option<Histogram> {
         let finite = values.iter().copied().filter(|v| v.is_finite());
-        let lo = finite.clone().fold(f32::INFINITY, f32::min);
-        let hi = finite.clone().fold(f32::NEG_INFINITY, f32::max);
+        let (lo, hi) = finite.clone().fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), v| (l.min(v), h.max(v)));
         if bins == 0 || lo > hi {
             return None;
         }
         let mut counts = vec![0u32; bins];
         let width = f64::from(hi) - f64::from(lo);
+        // A display histogram: one multiply per value (no division) is close enough.
+        let scale = if width > 0.0 { bins as f64 / width } else { 0.0 };
         for v in finite {
-            let k = if width > 0.0 { ((f64::from(v) - f64::from(lo)) / width * bins as f64) as usize } else { 0 };
+            let k = ((f64::from(v) - f64::from(lo)) * scale) as usize;
             counts[k.min(bins - 1)] += 1;
         }
         Some(Histogram { lo, hi, counts })

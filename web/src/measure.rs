@@ -4,7 +4,7 @@
 //! report is built by the same core functions as `organ measure`'s.
 
 use crate::pool;
-use crate::source::{read_range, Model};
+use crate::source::{read_buffer, Model};
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use organ_core::zmeasure::report::{ModelReport, Report, TensorReport};
 use organ_core::zmeasure::view::Histogram;
@@ -86,8 +86,8 @@ static mut W_READ: f64 = 0.0;
 static mut W_COMP: f64 = 0.0;
 static mut N_READS: usize = 0;
 /// Reads a batch's bytes.
-async fn read_batch(file: gloo_file::File, batch: Batch) -> Result<(Batch, Vec<u8>), String> {
-    read_range(&file, batch.start, batch.end).await.map(|b| (batch, b))
+async fn read_batch(file: gloo_file::File, batch: Batch) -> Result<(Batch, js_sys::ArrayBuffer), String> {
+    read_buffer(&file, batch.start, batch.end).await.map(|b| (batch, b))
 }
 
 /// Sends every tensor at the front whose reads have all landed to the pool.
@@ -143,7 +143,7 @@ pub async fn measure(
 
     // Lands one read: fills the buffers of the tensors it serves; tensors complete in
     // order go to the pool.
-    let land = |r: Result<(Batch, Vec<u8>), String>,
+    let land = |r: Result<(Batch, js_sys::ArrayBuffer), String>,
                 open: &mut VecDeque<Open>,
                 computing: &mut VecDeque<_>,
                 progress: &mut Progress|
@@ -151,12 +151,20 @@ pub async fn measure(
         let (batch, bytes) = r?;
         for &(i, k, start, end) in &batch.parts {
             let o = open.iter_mut().find(|o| o.i == i).ok_or("a read landed for no tensor")?;
-            // Every part lies inside its batch, whose bytes were checked to be its length.
-            let part = &bytes[(start - batch.start) as usize..(end - batch.start) as usize];
-            o.plan.fill(k, part, &mut o.buf).map_err(|e| name_err(o.i, e.to_string()))?;
+            // Every part lies inside its batch, whose length was checked.
+            let part = js_sys::Uint8Array::new_with_byte_offset_and_length(
+                &bytes,
+                (start - batch.start) as u32,
+                (end - start) as u32,
+            );
+            match o.plan.dense_target(k) {
+                // Dense plans: one copy, from the JS buffer to the tensor's buffer.
+                Some(t) if t.len() == part.length() as usize => part.copy_to(&mut o.buf[t]),
+                _ => o.plan.fill(k, &part.to_vec(), &mut o.buf).map_err(|e| name_err(o.i, e.to_string()))?,
+            }
             o.left -= 1;
         }
-        progress.bytes_read += bytes.len() as u64;
+        progress.bytes_read += u64::from(bytes.byte_length());
         dispatch(open, computing);
         Ok(())
     };

@@ -2,7 +2,6 @@
 //! (`Blob.slice`), never whole. The header is parsed incrementally by the core's
 //! `Gguf::parse`, which says how many more bytes it needs.
 
-use gloo_file::futures::read_as_bytes;
 use organ_core::gguf::display::preview;
 use organ_core::{GgmlType, Gguf};
 
@@ -46,15 +45,25 @@ pub struct Model {
     pub tensors: Vec<TensorRef>,
 }
 
+/// Reads `[start, end)` of a file into a JS ArrayBuffer (`Blob.arrayBuffer()`), which the
+/// caller copies straight to where the bytes belong in wasm memory.
+pub async fn read_buffer(file: &gloo_file::File, start: u64, end: u64) -> Result<js_sys::ArrayBuffer, String> {
+    let blob = file.slice(start, end);
+    let raw: &web_sys::Blob = blob.as_ref();
+    let buf = wasm_bindgen_futures::JsFuture::from(raw.array_buffer())
+        .await
+        .map_err(|e| format!("{}: cannot read bytes {start}..{end}: {e:?}", file.name()))?;
+    let buf = js_sys::ArrayBuffer::from(buf);
+    if buf.byte_length() as u64 != end - start {
+        return Err(format!("{}: read {} bytes at {start}, expected {}", file.name(), buf.byte_length(), end - start));
+    }
+    Ok(buf)
+}
+
 /// Reads `[start, end)` of a file.
 pub async fn read_range(file: &gloo_file::File, start: u64, end: u64) -> Result<Vec<u8>, String> {
-    let bytes = read_as_bytes(&file.slice(start, end))
-        .await
-        .map_err(|e| format!("{}: cannot read bytes {start}..{end}: {e}", file.name()))?;
-    if bytes.len() as u64 != end - start {
-        return Err(format!("{}: read {} bytes at {start}, expected {}", file.name(), bytes.len(), end - start));
-    }
-    Ok(bytes)
+    let buf = read_buffer(file, start, end).await?;
+    Ok(js_sys::Uint8Array::new(&buf).to_vec())
 }
 
 /// One file's header, owned.

@@ -167,6 +167,13 @@ impl ReadPlan {
         Ok(())
     }
 
+    /// Where range `range`'s bytes go in the buffer, when they go there unchanged (a dense
+    /// plan): a caller may copy them straight in instead of calling [`ReadPlan::fill`].
+    pub fn dense_target(&self, range: usize) -> Option<core::ops::Range<usize>> {
+        let r = self.ranges.get(range).filter(|_| self.dense)?;
+        Some(r.offset as usize..(r.offset + r.len) as usize)
+    }
+
     /// The sampled values, in sample order, from the filled buffer: the same values
     /// [`super::measure_tensor`] decodes from the whole tensor.
     ///
@@ -235,6 +242,13 @@ mod tests {
         assert_eq!(dense.ranges.len(), data.len().div_ceil(1 << 20));
         assert!(dense.ranges.iter().all(|r| r.len % 20 == 0), "whole blocks per read");
         assert_eq!(measure_values(dense.values(&read_all(&dense, &data)).unwrap()), whole);
+        // Copying each range straight to its target fills the buffer as fill() does.
+        let mut direct = dense.buffer();
+        for k in 0..dense.ranges.len() {
+            let t = dense.dense_target(k).unwrap();
+            direct[t.clone()].copy_from_slice(&data[t]);
+        }
+        assert_eq!(direct, read_all(&dense, &data));
         // No gap allowed: only the needed blocks.
         assert!(!ReadPlan::new("blk.3.ffn_up.weight", ty, n, 0, 1 << 20).unwrap().is_dense());
     }

@@ -18,6 +18,10 @@ step "core builds for wasm32, no_std" cargo build -q -p organ-core --target wasm
 test_log=$(mktemp)
 trap 'rm -f "$test_log"' EXIT
 step "cargo test (release)" bash -c "cargo test --release --workspace --exclude organ-web 2>&1 | tee '$test_log'; exit \${PIPESTATUS[0]}"
+# The test processes have ended: their scratch directories (organ-test-PID) can go.
+for d in "${TMPDIR:-/tmp}"/organ-test-*; do
+  if [ -d "$d" ] && [ ! -d "/proc/${d##*-}" ]; then rm -rf "$d"; fi
+done
 step "web tools: nightly wasm32, trunk, wasm-bindgen-cli, binaryen, playwright-core, chromium" scripts/setup-web.sh >/dev/null
 step "web: clippy -D warnings (wasm32, threads)" scripts/web.sh clippy
 step "web: build the app, then e2e in headless Chromium" bash -c "scripts/web-e2e.sh 2>&1 | tee -a '$test_log'; exit \${PIPESTATUS[0]}"

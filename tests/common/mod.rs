@@ -53,7 +53,22 @@ pub fn ok(mut c: Command) -> Output {
     out
 }
 
+/// A path in this test process's scratch directory, `$TMPDIR/organ-test-PID`. The first
+/// call also removes the scratch directories of test processes that have ended (their
+/// PID is gone from /proc), so runs do not pile up gigabytes of models.
 pub fn tmp(name: &str) -> PathBuf {
+    static SWEEP: std::sync::Once = std::sync::Once::new();
+    SWEEP.call_once(|| {
+        let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("organ-test-")) else { continue };
+            if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() && Path::new("/proc/self").exists()
+            {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    });
     let d = std::env::temp_dir().join(format!("organ-test-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d.join(name)

@@ -4,6 +4,7 @@
 use crate::manifest::{self, Manifest, OwnedValue};
 use crate::model::ModelFile;
 use anyhow::{bail, Context, Result};
+use organ_core::gguf::split::{check_shards, Shard};
 use organ_core::gguf::MetaValue;
 use organ_core::surgery::organ_bin;
 use organ_core::GgmlType;
@@ -69,39 +70,29 @@ impl Model {
     /// Every shard of a split model, read as one: metadata from the first shard (less the
     /// `split.*` keys), tensors in shard order.
     pub fn from_split(path: &Path, shards: &[PathBuf]) -> Result<Model> {
-        let n = shards.len();
-        let mut first: Option<Model> = None;
-        let mut tensors = Vec::new();
-        let mut declared = None;
-        for (i, p) in shards.iter().enumerate() {
-            let m = Self::from_gguf(p)?;
-            let num = |k: &str| -> Option<u64> { m.get(k).and_then(|v| v.view().ok()).and_then(|v| v.as_u64()) };
-            let (no, count) = (num("split.no"), num("split.count"));
-            if no != Some(i as u64) || count != Some(n as u64) {
-                bail!(
-                    "{}: split.no {no:?} and split.count {count:?}, expected {i} and {n} (shard {} of {n})",
-                    p.display(),
-                    i + 1
-                );
-            }
-            if i == 0 {
-                declared = num("split.tensors.count");
-            }
-            tensors.extend(m.tensors.iter().cloned());
-            if i == 0 {
-                first = Some(m);
-            }
+        let models: Vec<Model> = shards.iter().map(|p| Self::from_gguf(p)).collect::<Result<_>>()?;
+        let facts: Vec<Shard<'_>> = models
+            .iter()
+            .map(|m| {
+                let num = |k: &str| m.get(k).and_then(|v| v.view().ok()).and_then(|v| v.as_u64());
+                Shard {
+                    no: num("split.no"),
+                    count: num("split.count"),
+                    tensors_count: num("split.tensors.count"),
+                    tensors: m.tensors.iter().map(|t| t.name.as_str()).collect(),
+                }
+            })
+            .collect();
+        if let Err(e) = check_shards(&facts) {
+            let file = shards.get(e.file).map_or_else(|| path.display().to_string(), |p| p.display().to_string());
+            bail!("{file}: {}", e.reason);
         }
-        let mut m = first.with_context(|| format!("{}: no shards", path.display()))?;
-        if declared != Some(tensors.len() as u64) {
-            bail!(
-                "{}: split.tensors.count is {declared:?}, the {n} shards hold {}",
-                shards[0].display(),
-                tensors.len()
-            );
+        let mut models = models.into_iter();
+        let mut m = models.next().with_context(|| format!("{}: no shards", path.display()))?;
+        for shard in models {
+            m.tensors.extend(shard.tensors);
         }
         m.kvs.retain(|(k, _)| !k.starts_with("split."));
-        m.tensors = tensors;
         m.shards = shards.to_vec();
         Ok(m)
     }

@@ -3,6 +3,7 @@
 //! `Gguf::parse`, which says how many more bytes it needs.
 
 use organ_core::gguf::display::preview;
+use organ_core::gguf::split::{check_shards, Shard};
 use organ_core::{GgmlType, Gguf};
 
 /// The first read of a header; it grows to what the parser asks for.
@@ -72,7 +73,8 @@ struct Header {
     arch: Option<String>,
     name: Option<String>,
     metadata: Vec<MetaRow>,
-    split: Option<(u64, u64)>,
+    /// `split.no`, `split.count`, `split.tensors.count`.
+    split: (Option<u64>, Option<u64>, Option<u64>),
     tensors: Vec<TensorRef>,
 }
 
@@ -83,7 +85,7 @@ async fn read_header(file: &gloo_file::File, index: usize) -> Result<Header, Str
         match Gguf::parse(&prefix, len) {
             Ok(g) => {
                 let num = |k: &str| g.get(k).and_then(|v| v.as_u64());
-                let split = num("split.count").map(|c| (num("split.no").unwrap_or(u64::MAX), c));
+                let split = (num("split.no"), num("split.count"), num("split.tensors.count"));
                 let metadata = g
                     .kvs
                     .iter()
@@ -145,27 +147,18 @@ pub async fn open(mut files: Vec<gloo_file::File>) -> Result<Model, String> {
         headers.push(read_header(f, i).await?);
     }
     let n = files.len() as u64;
-    if n > 1 || headers[0].split.is_some_and(|(_, c)| c > 1) {
-        for (i, (h, f)) in headers.iter().zip(&files).enumerate() {
-            match h.split {
-                Some((no, count)) if no == i as u64 && count == n => {}
-                Some((_, count)) if count != n => {
-                    return Err(format!(
-                        "{}: shard of a split model with {count} shards, but {n} file(s) were given: drop all the shards together",
-                        f.name()
-                    ))
-                }
-                Some((no, _)) => {
-                    return Err(format!("{}: split.no is {no}, expected {i} in file-name order", f.name()))
-                }
-                None => {
-                    return Err(format!(
-                        "{}: not a shard of a split model (no split.count); drop one model at a time",
-                        f.name()
-                    ))
-                }
-            }
-        }
+    let facts: Vec<Shard<'_>> = headers
+        .iter()
+        .map(|h| Shard {
+            no: h.split.0,
+            count: h.split.1,
+            tensors_count: h.split.2,
+            tensors: h.tensors.iter().map(|t| t.name.as_str()).collect(),
+        })
+        .collect();
+    if let Err(e) = check_shards(&facts) {
+        let file = files.get(e.file).map_or_else(String::new, |f| f.name());
+        return Err(format!("{file}: {}", e.reason));
     }
     let file_bytes = files.iter().map(|f| f.size()).sum();
     let mut it = headers.into_iter();
@@ -173,10 +166,6 @@ pub async fn open(mut files: Vec<gloo_file::File>) -> Result<Model, String> {
     let mut tensors = first.tensors;
     for h in it {
         tensors.extend(h.tensors);
-    }
-    let mut seen = std::collections::HashSet::new();
-    if let Some(t) = tensors.iter().find(|t| !seen.insert(t.name.as_str())) {
-        return Err(format!("tensor {:?} appears in more than one shard", t.name));
     }
     let metadata = first.metadata.into_iter().filter(|m| n == 1 || !m.key.starts_with("split.")).collect();
     Ok(Model {

@@ -8,6 +8,7 @@
 pub mod display;
 mod header;
 pub mod metadata;
+pub mod split;
 mod tensor;
 pub mod writer;
 

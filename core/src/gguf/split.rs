@@ -1,0 +1,134 @@
+//! Split models (`llama-gguf-split`): shards `NAME-00001-of-0000N.gguf`, each a GGUF with
+//! `split.no` (0-based), `split.count` and, in every shard, `split.tensors.count` (the
+//! whole model's). One check for every reader of shards: the CLI and the browser.
+
+use super::Gguf;
+use alloc::collections::BTreeSet;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// What the shard check needs of one file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Shard<'a> {
+    /// `split.no`.
+    pub no: Option<u64>,
+    /// `split.count`.
+    pub count: Option<u64>,
+    /// `split.tensors.count`.
+    pub tensors_count: Option<u64>,
+    /// The names of the tensors the file holds.
+    pub tensors: Vec<&'a str>,
+}
+
+impl<'a> Shard<'a> {
+    /// The shard facts of a parsed header.
+    pub fn of(g: &Gguf<'a>) -> Shard<'a> {
+        let num = |k: &str| g.get(k).and_then(|v| v.as_u64());
+        Shard {
+            no: num("split.no"),
+            count: num("split.count"),
+            tensors_count: num("split.tensors.count"),
+            tensors: g.tensors.iter().map(|t| t.name).collect(),
+        }
+    }
+
+    /// Whether this file says it is one shard of several.
+    pub fn is_split(&self) -> bool {
+        self.count.is_some_and(|c| c > 1)
+    }
+}
+
+/// Why a set of files is not one model: the file (its index in the set) and the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SplitError {
+    /// Index of the offending file in the set.
+    pub file: usize,
+    /// What is wrong, to be prefixed by the file's name.
+    pub reason: String,
+}
+
+/// Checks that `files` (in file-name order) are one model: a single file that is not a
+/// shard, or every shard of one split model, in order (`split.no` = position, `split.count`
+/// = how many were given), holding `split.tensors.count` tensors in all, no name twice.
+///
+/// # Errors
+/// The first file found wrong, and why.
+pub fn check_shards(files: &[Shard<'_>]) -> Result<(), SplitError> {
+    let n = files.len() as u64;
+    let err = |file: usize, reason: String| Err(SplitError { file, reason });
+    if n == 0 {
+        return err(0, "no file given".into());
+    }
+    if n == 1 && !files[0].is_split() {
+        return Ok(());
+    }
+    for (i, f) in files.iter().enumerate() {
+        match (f.no, f.count) {
+            (Some(no), Some(count)) if no == i as u64 && count == n => {}
+            (_, Some(count)) if count != n => {
+                return err(
+                    i,
+                    format!("shard of a split model with {count} shards, but {n} file(s) were given: give all the shards together"),
+                )
+            }
+            (no, Some(_)) => return err(i, format!("split.no is {no:?}, expected {i} in file-name order")),
+            (_, None) => return err(i, "not a shard of a split model (no split.count): give one model at a time".into()),
+        }
+    }
+    let total: u64 = files.iter().map(|f| f.tensors.len() as u64).sum();
+    if let Some((i, f)) = files.iter().enumerate().find(|(_, f)| f.tensors_count != Some(total)) {
+        return err(
+            i,
+            format!("split.tensors.count is {:?}, but the {n} shards hold {total} tensors", f.tensors_count),
+        );
+    }
+    let mut seen = BTreeSet::new();
+    for (i, f) in files.iter().enumerate() {
+        if let Some(t) = f.tensors.iter().find(|t| !seen.insert(**t)) {
+            return err(i, format!("tensor {t:?} appears in more than one shard"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    fn shard(no: u64, count: u64, total: u64, tensors: &[&'static str]) -> Shard<'static> {
+        Shard { no: Some(no), count: Some(count), tensors_count: Some(total), tensors: tensors.to_vec() }
+    }
+
+    #[test]
+    fn a_whole_split_set_passes_and_every_fault_names_its_file() {
+        let ok = vec![shard(0, 3, 4, &["a", "b"]), shard(1, 3, 4, &["c"]), shard(2, 3, 4, &["d"])];
+        assert_eq!(check_shards(&ok), Ok(()));
+        assert_eq!(check_shards(&[Shard { tensors: vec!["a"], ..Shard::default() }]), Ok(()));
+
+        let missing = &ok[..2];
+        assert!(check_shards(missing).unwrap_err().reason.contains("3 shards, but 2 file(s)"));
+        let mut swapped = ok.clone();
+        swapped.swap(1, 2);
+        let e = check_shards(&swapped).unwrap_err();
+        assert_eq!(e.file, 1);
+        assert!(e.reason.contains("split.no is Some(2), expected 1"), "{}", e.reason);
+        let mut plain = ok.clone();
+        plain[2] = Shard { tensors: vec!["d"], ..Shard::default() };
+        assert!(check_shards(&plain).unwrap_err().reason.contains("no split.count"));
+        let mut short = ok.clone();
+        short[1].tensors.clear();
+        assert_eq!(
+            check_shards(&short).unwrap_err().reason,
+            "split.tensors.count is Some(4), but the 3 shards hold 3 tensors"
+        );
+        let mut twice = ok.clone();
+        twice[2].tensors = vec!["a"];
+        let e = check_shards(&twice).unwrap_err();
+        assert_eq!((e.file, e.reason.as_str()), (2, "tensor \"a\" appears in more than one shard"));
+        let lone = [shard(0, 2, 1, &["a"])];
+        assert!(check_shards(&lone).unwrap_err().reason.contains("2 shards, but 1 file(s)"));
+        assert_eq!(check_shards(&[]).unwrap_err().reason, "no file given");
+    }
+}

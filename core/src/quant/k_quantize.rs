@@ -220,14 +220,21 @@ fn k4_levels(x: &[f32], d: u16, dmin: u16, packed: &[u8; 12], nmax: i32, levels:
     }
 }
 
-/// One Q4_K super-block: d, dmin, scales[12], qs[128].
-pub(super) fn q4_k(x: &[f32], out: &mut Vec<u8>) {
+/// The part Q4_K and Q5_K share: writes d, dmin and the packed scales of a super-block,
+/// and returns its levels (0..=nmax).
+fn k4_head(x: &[f32], nmax: i32, rmin: f32, nstep: i32, out: &mut Vec<u8>) -> [u8; 256] {
     let mut levels = [0u8; 256];
-    let (d, dmin, packed) = k4_scales(x, 15, -1.0, 20, &mut levels);
-    k4_levels(x, d, dmin, &packed, 15, &mut levels);
+    let (d, dmin, packed) = k4_scales(x, nmax, rmin, nstep, &mut levels);
+    k4_levels(x, d, dmin, &packed, nmax, &mut levels);
     out.extend_from_slice(&d.to_le_bytes());
     out.extend_from_slice(&dmin.to_le_bytes());
     out.extend_from_slice(&packed);
+    levels
+}
+
+/// One Q4_K super-block: d, dmin, scales[12], qs[128].
+pub(super) fn q4_k(x: &[f32], out: &mut Vec<u8>) {
+    let levels = k4_head(x, 15, -1.0, 20, out);
     for j in (0..256).step_by(64) {
         out.extend((0..32).map(|l| levels[j + l] | (levels[j + l + 32] << 4)));
     }
@@ -235,12 +242,7 @@ pub(super) fn q4_k(x: &[f32], out: &mut Vec<u8>) {
 
 /// One Q5_K super-block: d, dmin, scales[12], qh[32], qs[128].
 pub(super) fn q5_k(x: &[f32], out: &mut Vec<u8>) {
-    let mut levels = [0u8; 256];
-    let (d, dmin, packed) = k4_scales(x, 31, -0.5, 15, &mut levels);
-    k4_levels(x, d, dmin, &packed, 31, &mut levels);
-    out.extend_from_slice(&d.to_le_bytes());
-    out.extend_from_slice(&dmin.to_le_bytes());
-    out.extend_from_slice(&packed);
+    let levels = k4_head(x, 31, -0.5, 15, out);
     let mut qh = [0u8; 32];
     let mut ql = [0u8; 128];
     for (k, n) in (0..256).step_by(64).enumerate() {

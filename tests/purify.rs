@@ -130,3 +130,42 @@ fn types_organ_cannot_requantize_are_refused_by_name_unless_written_as_f16() {
     assert_eq!(g.tensor("blk.5.ffn_down.weight").unwrap().ty, organ_core::GgmlType::F16);
     llama_generate(&out, 24);
 }
+
+#[test]
+fn an_organ_directory_purifies_to_the_same_tensors_as_its_gguf() {
+    let dir = tmp("smol.organs");
+    let mut c = organ();
+    c.arg("dissect").arg(smollm2()).arg("--out").arg(&dir);
+    ok(c);
+    let args = ["--method", "spectral", "--keep", "0.9", "--type", "organ", "--layers", "5-6"];
+    let (from_gguf, from_dir, dir_out) = (tmp("pf-gguf.gguf"), tmp("pf-dir.gguf"), tmp("pf-dir.organs"));
+    for (model, out) in [(smollm2(), &from_gguf), (dir.clone(), &from_dir), (dir.clone(), &dir_out)] {
+        let mut c = organ();
+        c.arg("purify").arg(model).args(args).arg("--out").arg(out);
+        ok(c);
+    }
+    let a = std::fs::read(&from_gguf).unwrap();
+    let b = std::fs::read(&from_dir).unwrap();
+    let (ga, gb) = (Gguf::parse(&a, a.len() as u64).unwrap(), Gguf::parse(&b, b.len() as u64).unwrap());
+    assert_eq!(ga.tensors.len(), gb.tensors.len());
+    let mut organs = 0;
+    for t in &ga.tensors {
+        let u = gb.tensor(t.name).unwrap();
+        assert_eq!((t.ty, t.shape()), (u.ty, u.shape()), "{}", t.name);
+        assert_eq!(t.data(&a).unwrap(), u.data(&b).unwrap(), "{}: same bytes either way", t.name);
+        let organ = (t.name.starts_with("blk.5.ffn_") || t.name.starts_with("blk.6.ffn_")) && !t.name.contains("norm");
+        organs += usize::from(organ);
+    }
+    assert_eq!(organs, 6, "layers 5-6: ffn_up, ffn_gate, ffn_down each");
+    // Into an organ directory: the purified organs' files carry the same bytes.
+    let manifest: Value = serde_json::from_slice(&std::fs::read(dir_out.join("manifest.json")).unwrap()).unwrap();
+    let entry = manifest["tensors"].as_array().unwrap().iter().find(|t| t["name"] == "blk.5.ffn_up.weight").unwrap();
+    let bin = std::fs::read(dir_out.join(entry["file"].as_str().unwrap())).unwrap();
+    let want = ga.tensor("blk.5.ffn_up.weight").unwrap().data(&a).unwrap();
+    assert!(bin.ends_with(want), "the organ file holds the purified tensor");
+    assert_ne!(want, {
+        let s = std::fs::read(smollm2()).unwrap();
+        let g = Gguf::parse(&s, s.len() as u64).unwrap();
+        g.tensor("blk.5.ffn_up.weight").unwrap().data(&s).unwrap().to_vec()
+    });
+}

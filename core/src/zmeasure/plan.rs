@@ -70,8 +70,9 @@ impl ReadPlan {
         if n_elements <= SAMPLE_SIZE as u64 || (bytes <= DENSE_MAX_BYTES && spacing <= max_gap) {
             // Whole blocks per read, at least one.
             let step = (max_len / ts).max(1) * ts;
+            // A step beyond usize (a 32-bit target, max_len near u64::MAX) is one range.
             let ranges = (0..bytes)
-                .step_by(step as usize)
+                .step_by(usize::try_from(step).unwrap_or(usize::MAX))
                 .map(|offset| {
                     let len = step.min(bytes - offset);
                     ByteRange { offset, len, first_block: (offset / ts) as usize, n_blocks: (len / ts) as usize }

@@ -55,6 +55,19 @@ pub struct Model {
 const MAX_MANIFEST_BYTES: u64 = 1 << 30;
 
 impl Model {
+    /// A new, single-file model made from this one (a graft's or a purification's
+    /// result): the same label, path and GGUF version, with `kvs` and `tensors`.
+    pub fn derived(&self, kvs: Vec<(String, OwnedValue)>, tensors: Vec<Tensor>) -> Model {
+        Model {
+            label: self.label.clone(),
+            path: self.path.clone(),
+            version: self.version,
+            kvs,
+            tensors,
+            shards: Vec::new(),
+        }
+    }
+
     /// Opens a GGUF file, a split GGUF (any of its `-0000i-of-0000n.gguf` shards), or an
     /// organ directory (one with a manifest.json).
     pub fn open(path: &Path) -> Result<Model> {

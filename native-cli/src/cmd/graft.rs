@@ -82,14 +82,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     kvs.push(("organ.graft.types".into(), OwnedValue::string(&types.join(","))));
     kvs.push(("organ.graft.tensors".into(), OwnedValue::strings(&names)?));
 
-    let result = Model {
-        label: recipient.label.clone(),
-        path: recipient.path.clone(),
-        version: recipient.version,
-        kvs,
-        tensors,
-        shards: Vec::new(),
-    };
+    let result = recipient.derived(kvs, tensors);
     crate::write::write_model(&result, &recipient, out, o.split_max, w)?;
     Ok(())
 }

@@ -155,14 +155,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     kvs.push(("organ.purify.selection".into(), OwnedValue::string(&o.selection.describe())));
     kvs.push(("organ.purify.as".into(), OwnedValue::string(o.as_type.map_or("source", |t| t.name()))));
     kvs.push(("organ.purify.tensors".into(), OwnedValue::strings(&touched)?));
-    let out_model = Model {
-        label: model.label.clone(),
-        path: model.path.clone(),
-        version: model.version,
-        kvs,
-        tensors,
-        shards: Vec::new(),
-    };
+    let out_model = model.derived(kvs, tensors);
     if let Some(p) = o.json {
         let rows: Vec<&Row> = results.iter().map(|(r, _)| r).collect();
         let doc = serde_json::json!({ "method": method, "parameters": params, "model": model.label, "tensors": rows });

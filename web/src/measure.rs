@@ -81,10 +81,6 @@ impl Batch {
     }
 }
 
-static mut W_PLAN: f64 = 0.0;
-static mut W_READ: f64 = 0.0;
-static mut W_COMP: f64 = 0.0;
-static mut N_READS: usize = 0;
 /// Reads a batch's bytes.
 async fn read_batch(file: gloo_file::File, batch: Batch) -> Result<(Batch, js_sys::ArrayBuffer), String> {
     read_buffer(&file, batch.start, batch.end).await.map(|b| (batch, b))
@@ -173,16 +169,9 @@ pub async fn measure(
         ($batch:expr) => {{
             let batch: Batch = $batch;
             while reads.len() >= MAX_READS_IN_FLIGHT {
-                let tw = pool::now_ms();
                 if let Some(r) = reads.next().await {
-                    unsafe {
-                        W_READ += pool::now_ms() - tw;
-                    }
                     land(r, &mut open, &mut computing, &mut progress)?;
                 }
-            }
-            unsafe {
-                N_READS += 1;
             }
             let file = model.files[batch.file].clone();
             reads.push_back(read_batch(file, batch));
@@ -197,11 +186,7 @@ pub async fn measure(
             progress.done += 1; // not measurable: nothing to read
             continue;
         };
-        let tw = pool::now_ms();
         let plan = rx.await.map_err(worker_gone)?.map_err(|e| name_err(i, e.to_string()))?;
-        unsafe {
-            W_PLAN += pool::now_ms() - tw;
-        }
         progress.bytes_total += plan.bytes_to_read();
         let t = &model.tensors[i];
         let ranges: Vec<(usize, u64, u64)> = plan
@@ -228,11 +213,7 @@ pub async fn measure(
         }
         while computing.len() > window {
             if let Some(rx) = computing.pop_front() {
-                let tw = pool::now_ms();
                 finish(rx.await.map_err(worker_gone)?, &mut measured).map_err(|(i, e)| name_err(i, e))?;
-                unsafe {
-                    W_COMP += pool::now_ms() - tw;
-                }
                 progress.done += 1;
                 progress.elapsed_ms = pool::now_ms() - t0;
                 on_progress(progress);
@@ -242,28 +223,15 @@ pub async fn measure(
     if let Some(last) = pending.take() {
         issue!(last);
     }
-    let t_issued = pool::now_ms() - t0;
     while let Some(r) = reads.next().await {
         land(r, &mut open, &mut computing, &mut progress)?;
     }
-    let t_landed = pool::now_ms() - t0;
     while let Some(rx) = computing.pop_front() {
         finish(rx.await.map_err(worker_gone)?, &mut measured).map_err(|(i, e)| name_err(i, e))?;
         progress.done += 1;
         progress.elapsed_ms = pool::now_ms() - t0;
         on_progress(progress);
     }
-    web_sys::console::log_1(
-        &format!(
-            "organ: issued {t_issued:.0} landed {t_landed:.0} end {:.0} wait plan {:.0} read {:.0} comp {:.0} reads {}",
-            pool::now_ms() - t0,
-            unsafe { W_PLAN },
-            unsafe { W_READ },
-            unsafe { W_COMP },
-            unsafe { N_READS }
-        )
-        .into(),
-    );
     let mut rows = Vec::with_capacity(model.tensors.len());
     let mut histograms = Vec::with_capacity(model.tensors.len());
     for (t, m) in model.tensors.iter().zip(measured) {

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use organ_core::anatomy::Group;
 use organ_core::gguf::MetaValue;
+use organ_core::zmeasure::html::human_count;
 use organ_core::zmeasure::report::{ModelReport, Report, TensorReport};
 use organ_core::zmeasure::{measure_tensor, measure_values, Measurement, ReadPlan};
 use rayon::prelude::*;
@@ -306,15 +307,6 @@ fn opt(v: Option<f64>, width: usize, prec: usize) -> String {
     v.map_or_else(|| format!("{:>width$}", "-"), |v| format!("{v:>width$.prec$}"))
 }
 
-fn human(n: u64) -> String {
-    match n {
-        n if n >= 1_000_000_000 => format!("{:.2}B", n as f64 / 1e9),
-        n if n >= 1_000_000 => format!("{:.1}M", n as f64 / 1e6),
-        n if n >= 1_000 => format!("{:.1}K", n as f64 / 1e3),
-        n => n.to_string(),
-    }
-}
-
 fn print_report(report: &Report, opts: &Options, out: &mut dyn Write) -> Result<()> {
     for m in &report.models {
         let s = &m.summary;
@@ -324,7 +316,7 @@ fn print_report(report: &Report, opts: &Options, out: &mut dyn Write) -> Result<
             "{}  {}  {} params  {} tensors ({})",
             m.model,
             m.architecture.as_deref().unwrap_or("?"),
-            human(m.parameters),
+            human_count(m.parameters),
             s.tensors,
             types.join(", ")
         )?;
@@ -400,7 +392,7 @@ fn print_report(report: &Report, opts: &Options, out: &mut dyn Write) -> Result<
                 "  {:>4}  {:<44} {:>9} {:>9.4} {:>9.4} {:>8}",
                 r.rank,
                 r.model,
-                human(r.parameters),
+                human_count(r.parameters),
                 r.theta_mean,
                 r.signal,
                 r.tensors

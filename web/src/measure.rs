@@ -8,7 +8,7 @@ use crate::source::{read_buffer, Model};
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use organ_core::zmeasure::report::{ModelReport, Report, TensorReport};
 use organ_core::zmeasure::view::Histogram;
-use organ_core::zmeasure::{measure_values, Measurement, ReadPlan};
+use organ_core::zmeasure::{measure_values_and_histogram, Measurement, ReadPlan};
 use std::collections::VecDeque;
 
 /// What produced the report.
@@ -91,10 +91,7 @@ fn dispatch(open: &mut VecDeque<Open>, computing: &mut VecDeque<futures_channel:
     while open.front().is_some_and(|o| o.left == 0) {
         let Some(Open { i, plan, buf, .. }) = open.pop_front() else { break };
         computing.push_back(pool::spawn(move || {
-            let r = plan.values(&buf).map(|values| {
-                let h = Histogram::of(&values, BINS);
-                (measure_values(values), h)
-            });
+            let r = plan.values(&buf).map(|values| measure_values_and_histogram(values, BINS));
             (i, r.map_err(|e| e.to_string()))
         }));
     }

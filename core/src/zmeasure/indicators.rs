@@ -23,11 +23,16 @@ pub struct Indicators {
 /// Means run over `x` in sample order, as the reference's do; min, max, the histogram and
 /// the gaps come from a sorted copy.
 pub fn indicators(x: &[f32]) -> Option<Indicators> {
+    indicators_sorted(x, &super::radix::sorted_f32(x))
+}
+
+/// [`indicators`], given `sorted`, the values of `x` in ascending order: for callers
+/// that need the sorted values for something else too.
+pub(crate) fn indicators_sorted(x: &[f32], sorted: &[f32]) -> Option<Indicators> {
     let m = x.len();
-    if m < 2 {
+    if m < 2 || sorted.len() != m {
         return None;
     }
-    let sorted = super::radix::sorted_f32(x);
     let (mn, mx) = (f64::from(sorted[0]), f64::from(sorted[m - 1]));
     if mx <= mn {
         return None;

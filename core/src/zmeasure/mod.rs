@@ -27,6 +27,7 @@ use crate::quant::ElementReader;
 use alloc::vec;
 use alloc::vec::Vec;
 use serde::Serialize;
+use view::Histogram;
 
 /// The measure's name in reports.
 pub const MEASURE: &str = "z1";
@@ -155,8 +156,24 @@ const BITMAP_MAX_BLOCKS: u64 = 1 << 24;
 pub fn measure_values(mut values: Vec<f32>) -> Measurement {
     let sampled = values.len() as u64;
     values.retain(|v| v.is_finite());
-    let dropped = sampled - values.len() as u64;
-    match indicators(&values) {
+    measurement(sampled, indicators(&values), values.len())
+}
+
+/// [`measure_values`], and the histogram of the same values in `bins` bins
+/// ([`Histogram::of`]'s), taken from the sorted copy the measure makes anyway: a
+/// bin is a run of sorted values, found by binary search instead of a pass over them all.
+pub fn measure_values_and_histogram(mut values: Vec<f32>, bins: usize) -> (Measurement, Option<Histogram>) {
+    let sampled = values.len() as u64;
+    values.retain(|v| v.is_finite());
+    let sorted = radix::sorted_f32(&values);
+    let histogram = Histogram::of_sorted(&sorted, bins);
+    (measurement(sampled, indicators::indicators_sorted(&values, &sorted), values.len()), histogram)
+}
+
+/// The measurement of `sampled` values of which `finite` were kept, with their indicators.
+fn measurement(sampled: u64, ind: Option<Indicators>, finite: usize) -> Measurement {
+    let dropped = sampled - finite as u64;
+    match ind {
         Some(ind) => Measurement {
             theta: theta(&ind),
             entropy: Some(ind.entropy),
@@ -217,6 +234,24 @@ mod compact_tests {
         ) {
             let p = SamplePlan::Sample(ix);
             prop_assert_eq!(p.compact(bs), p.compact_by_sorting(bs));
+        }
+    }
+
+    proptest! {
+        /// The browser's entry point gives the measure of [`measure_values`] and the
+        /// histogram of [`Histogram::of`], non-finite values and all.
+        #[test]
+        fn measure_and_histogram_together_as_apart(
+            bits in proptest::collection::vec(any::<u32>(), 0..3000),
+            levels in 1u32..50,
+        ) {
+            let x: Vec<f32> = bits
+                .iter()
+                .map(|&b| if b % 97 == 0 { f32::from_bits(b) } else { (b % levels) as f32 * 0.01 - 0.2 })
+                .collect();
+            let (m, h) = measure_values_and_histogram(x.clone(), 48);
+            prop_assert_eq!(m, measure_values(x.clone()));
+            prop_assert_eq!(h, Histogram::of(&x, 48));
         }
     }
 

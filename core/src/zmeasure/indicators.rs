@@ -46,14 +46,10 @@ pub(crate) fn indicators_sorted(x: &[f32], sorted: &[f32]) -> Option<Indicators>
     let bin = |v: f32| (((f64::from(v) - mn) / range * 256.0) as usize).min(255);
     let mut terms = [0f64; 256];
     let mut nt = 0;
-    let mut start = 0;
-    while start < m {
-        let b = bin(sorted[start]);
-        let len = sorted[start..].partition_point(|&v| bin(v) <= b);
+    for (_, len) in super::bin_runs(sorted, bin) {
         let p = len as f64 / m as f64;
         terms[nt] = p * libm::log(p);
         nt += 1;
-        start += len;
     }
     let entropy = -(0.0 + pairwise_sum(&terms[..nt])) / libm::log(256.0);
 

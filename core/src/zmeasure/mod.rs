@@ -153,27 +153,21 @@ impl SamplePlan {
 const BITMAP_MAX_BLOCKS: u64 = 1 << 24;
 
 /// Measures a set of values (§1 from "drop non-finite values" on, §2, §3).
-pub fn measure_values(mut values: Vec<f32>) -> Measurement {
-    let sampled = values.len() as u64;
-    values.retain(|v| v.is_finite());
-    measurement(sampled, indicators(&values), values.len())
+pub fn measure_values(values: Vec<f32>) -> Measurement {
+    measure_values_and_histogram(values, 0).0
 }
 
 /// [`measure_values`], and the histogram of the same values in `bins` bins
-/// ([`Histogram::of`]'s), taken from the sorted copy the measure makes anyway: a
-/// bin is a run of sorted values, found by binary search instead of a pass over them all.
+/// ([`Histogram::of`]'s; `None` for 0 bins), taken from the sorted copy the measure makes
+/// anyway: a bin is a run of sorted values, found by binary search instead of a pass over
+/// them all.
 pub fn measure_values_and_histogram(mut values: Vec<f32>, bins: usize) -> (Measurement, Option<Histogram>) {
     let sampled = values.len() as u64;
     values.retain(|v| v.is_finite());
+    let dropped = sampled - values.len() as u64;
     let sorted = radix::sorted_f32(&values);
     let histogram = Histogram::of_sorted(&sorted, bins);
-    (measurement(sampled, indicators::indicators_sorted(&values, &sorted), values.len()), histogram)
-}
-
-/// The measurement of `sampled` values of which `finite` were kept, with their indicators.
-fn measurement(sampled: u64, ind: Option<Indicators>, finite: usize) -> Measurement {
-    let dropped = sampled - finite as u64;
-    match ind {
+    let m = match indicators::indicators_sorted(&values, &sorted) {
         Some(ind) => Measurement {
             theta: theta(&ind),
             entropy: Some(ind.entropy),
@@ -184,7 +178,25 @@ fn measurement(sampled: u64, ind: Option<Indicators>, finite: usize) -> Measurem
             dropped,
         },
         None => Measurement { theta: 0.0, entropy: None, kurtosis: None, cv: None, degenerate: true, sampled, dropped },
-    }
+    };
+    (m, histogram)
+}
+
+/// The runs of `sorted` (ascending) that share a bin, as (bin, length), lowest first.
+/// `bin` must be non-decreasing in the value: then each bin is one run, and its end is
+/// found by binary search with the same expression.
+pub(crate) fn bin_runs<B: Fn(f32) -> usize>(
+    sorted: &[f32],
+    bin: B,
+) -> impl Iterator<Item = (usize, usize)> + use<'_, B> {
+    let mut start = 0;
+    core::iter::from_fn(move || {
+        let b = bin(*sorted.get(start)?);
+        // At least sorted[start] is in the run, so every step advances.
+        let len = sorted[start..].partition_point(|&v| bin(v) <= b);
+        start += len;
+        Some((b, len))
+    })
 }
 
 /// The sampled values (§1, before dropping non-finite ones) of a tensor called `name` of

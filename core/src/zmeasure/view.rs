@@ -92,15 +92,10 @@ impl Histogram {
         if bins == 0 || !lo.is_finite() || !hi.is_finite() {
             return None;
         }
-        let bin = Self::bin_of(lo, hi, bins);
         // bin() is monotone (each step is a monotone rounding), so each bin is a run.
         let mut counts = vec![0u32; bins];
-        let mut start = 0;
-        while start < sorted.len() {
-            let b = bin(sorted[start]);
-            let len = sorted[start..].partition_point(|&v| bin(v) <= b);
+        for (b, len) in super::bin_runs(sorted, Self::bin_of(lo, hi, bins)) {
             counts[b] = len as u32;
-            start += len;
         }
         Some(Histogram { lo, hi, counts })
     }

@@ -1,7 +1,7 @@
 //! The three indicators and the angle (Z-measure v1 §2, §3), computed in f64 the way the
 //! reference (`zref.py`, numpy) does: same expressions, same order, numpy's pairwise sums.
 
-use super::sum::{mean_by, pairwise_sum, pairwise_sum2_by};
+use super::sum::{mean, pairwise, pairwise_sum};
 use serde::Serialize;
 
 /// Entropy H, excess kurtosis K and scale coherence C of a set of values.
@@ -19,7 +19,7 @@ pub struct Indicators {
 /// degenerate (fewer than 2 values, or all equal).
 ///
 /// numpy materializes `x - mu`, `d2 * d2`, the gaps…; we compute each term where the sum
-/// needs it ([`mean_by`]), in the same order, which gives the same bits with no arrays.
+/// needs it ([`pairwise`]), in the same order, which gives the same bits with no arrays.
 /// Means run over `x` in sample order, as the reference's do; min, max, the histogram and
 /// the gaps come from a sorted copy.
 pub fn indicators(x: &[f32]) -> Option<Indicators> {
@@ -54,20 +54,29 @@ pub(crate) fn indicators_sorted(x: &[f32], sorted: &[f32]) -> Option<Indicators>
     let entropy = -(0.0 + pairwise_sum(&terms[..nt])) / libm::log(256.0);
 
     // Kurtosis: mu = mean(x); d2 = (x - mu)²; K = mean(d2²) / mean(d2)² - 3.
-    let xf = |i: usize| f64::from(x[i]);
-    let mu = mean_by(m, &xf);
-    let (s2, s4) = pairwise_sum2_by(0, m, &|i| {
-        let d2 = (xf(i) - mu) * (xf(i) - mu);
-        (d2, d2 * d2)
+    let mu = mean(m, &|i| [f64::from(x[i])], &|i| {
+        let c = &x[i..i + 8];
+        [core::array::from_fn(|j| f64::from(c[j]))]
+    });
+    let d2 = |v: f32| (f64::from(v) - mu) * (f64::from(v) - mu);
+    let [s2, s4] = pairwise(0, m, &|i| [d2(x[i]), d2(x[i]) * d2(x[i])], &|i| {
+        let c = &x[i..i + 8];
+        let t: [f64; 8] = core::array::from_fn(|j| d2(c[j]));
+        [t, t.map(|v| v * v)]
     });
     let (m2, m4) = ((0.0 + s2) / m as f64, (0.0 + s4) / m as f64);
     let kurtosis = m4 / (m2 * m2) - 3.0;
 
     // Scale coherence: std / mean of the gaps between sorted values.
     let gap = |i: usize| f64::from(sorted[i + 1]) - f64::from(sorted[i]);
-    let md = mean_by(m - 1, &gap);
+    let gaps8 = |i: usize| -> [f64; 8] {
+        let c = &sorted[i..i + 9];
+        core::array::from_fn(|j| f64::from(c[j + 1]) - f64::from(c[j]))
+    };
+    let md = mean(m - 1, &|i| [gap(i)], &|i| [gaps8(i)]);
     let cv = if md > 0.0 {
-        let var = mean_by(m - 1, &|i| (gap(i) - md) * (gap(i) - md));
+        let dev = |g: f64| (g - md) * (g - md);
+        let var = mean(m - 1, &|i| [dev(gap(i))], &|i| [gaps8(i).map(dev)]);
         libm::sqrt(var) / md
     } else {
         0.0

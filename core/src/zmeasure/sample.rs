@@ -28,12 +28,33 @@ impl SplitMix64 {
 
     /// The next 64 bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0 = self.0.wrapping_add(GOLDEN);
+        mix(self.0)
     }
+
+    /// Fills `out` with the next outputs, each passed through `f`. The k-th output is
+    /// `mix(state + k × GOLDEN)`: computed that way, the outputs do not wait on each other
+    /// as `next_u64`'s chain of states does, and the loop vectorizes (twice the speed of
+    /// calling `next_u64` in a loop, criterion, 100 000 sampler indices).
+    #[inline]
+    pub fn fill_with(&mut self, out: &mut [u64], f: impl Fn(u64) -> u64) {
+        let s0 = self.0;
+        for (k, o) in (1u64..).zip(out.iter_mut()) {
+            *o = f(mix(s0.wrapping_add(k.wrapping_mul(GOLDEN))));
+        }
+        self.0 = s0.wrapping_add((out.len() as u64).wrapping_mul(GOLDEN));
+    }
+}
+
+/// SplitMix64's state increment.
+const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// SplitMix64's output function of a state.
+#[inline(always)]
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// The high word of the 128-bit product `a × b` (the spec's `index_k = (z × N) >> 64`).
@@ -75,9 +96,8 @@ impl Sampler {
     /// Fills `out` with the next indices.
     #[inline]
     pub fn fill(&mut self, out: &mut [u64]) {
-        for o in out {
-            *o = mul_hi(self.rng.next_u64(), self.n_total);
-        }
+        let n = self.n_total;
+        self.rng.fill_with(out, |z| mul_hi(z, n));
     }
 }
 
@@ -94,6 +114,19 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        /// Chunked fills continue the stream exactly where `next_u64` would.
+        #[test]
+        fn fill_with_is_next_u64_in_a_loop(seed in any::<u64>(), chunks in proptest::collection::vec(0usize..300, 1..6)) {
+            let (mut a, mut b) = (SplitMix64::new(seed), SplitMix64::new(seed));
+            for len in chunks {
+                let mut got = alloc::vec![0u64; len];
+                a.fill_with(&mut got, |z| z);
+                let want: Vec<u64> = (0..len).map(|_| b.next_u64()).collect();
+                prop_assert_eq!(got, want);
+            }
+            prop_assert_eq!(a.next_u64(), b.next_u64());
+        }
+
         #[test]
         fn high_word_by_halves_is_the_u128_product_s(a in any::<u64>(), b in any::<u64>()) {
             prop_assert_eq!(mul_hi_by_halves(a, b), ((u128::from(a) * u128::from(b)) >> 64) as u64);

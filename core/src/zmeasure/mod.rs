@@ -207,6 +207,11 @@ pub(crate) fn bin_runs<B: Fn(f32) -> usize>(
 /// [`crate::Error::NotDequantizable`] for types without a reference dequantizer;
 /// [`crate::Error::SizeMismatch`] if `data` is not the tensor's size.
 pub fn sample_values(name: &str, ty: GgmlType, n_elements: u64, data: &[u8]) -> Result<Vec<f32>> {
+    sample_values_by(name, ty, n_elements, data, whole_is_cheaper(ty, n_elements))
+}
+
+/// [`sample_values`], decoding the whole tensor (`whole`) or each sampled element.
+fn sample_values_by(name: &str, ty: GgmlType, n_elements: u64, data: &[u8], whole: bool) -> Result<Vec<f32>> {
     let mut reader = ElementReader::new(ty, data, n_elements)?;
     if n_elements <= SAMPLE_SIZE as u64 {
         return crate::quant::dequantize(ty, data);
@@ -216,11 +221,76 @@ pub fn sample_values(name: &str, ty: GgmlType, n_elements: u64, data: &[u8]) -> 
     let mut sampler = Sampler::new(name, n_elements);
     let mut chunk = [0u64; GATHER_CHUNK];
     let mut values = Vec::with_capacity(SAMPLE_SIZE);
+    if whole {
+        // ElementReader::new checked that `data` holds exactly n_elements values.
+        let all = crate::quant::dequantize(ty, data)?;
+        for _ in 0..SAMPLE_SIZE / GATHER_CHUNK {
+            sampler.fill(&mut chunk);
+            for &i in &chunk {
+                let bad = || crate::Error::SizeMismatch { what: "element index", expected: n_elements, got: i };
+                values.push(*all.get(i as usize).ok_or_else(bad)?);
+            }
+        }
+        return Ok(values);
+    }
     for _ in 0..SAMPLE_SIZE / GATHER_CHUNK {
         sampler.fill(&mut chunk);
         reader.gather_into(&chunk, &mut values)?;
     }
     Ok(values)
+}
+
+/// Whether [`sample_values`] should dequantize all `n_elements` of a `ty` tensor and pick
+/// the samples out of them, rather than decode each sampled element on its own: when the
+/// tensor is small against the sample, or its type has no single-element decoder (an
+/// element of Q3_K or IQ2_XS costs a whole 256-element block, so 100 000 samples cost
+/// 20–60 ms, and the whole tensor 1–2 ms per million elements). The values are the same
+/// either way (both decoders are checked against gguf-py); only the time differs.
+///
+/// Costs in picoseconds from `cargo bench -p organ-core --bench dequant` on the 2-core
+/// x86-64 machine of the README (groups `dequantize`, per element of a 1 Mi-element
+/// tensor, and single-element decoding of 100 000 samples from it), rounded.
+fn whole_is_cheaper(ty: GgmlType, n_elements: u64) -> bool {
+    use GgmlType as T;
+    /// Picking a sample out of the dequantized tensor.
+    const PICK_PS: u64 = 1_500;
+    /// At most a 32 MiB f32 copy of a tensor.
+    const MAX_ELEMENTS: u64 = 1 << 23;
+    // (whole-tensor dequantization per element, single-element decoding per sample)
+    let (whole_ps, single_ps): (u64, u64) = match ty {
+        T::F32 => (250, 2_900),
+        T::F16 => (3_400, 4_300),
+        T::BF16 => (1_800, 2_900),
+        T::F64 => (3_900, 15_500),
+        T::I8 | T::I16 | T::I32 => (2_400, 6_600),
+        T::I64 => (3_700, 15_600),
+        T::Q4_0 => (200, 5_700),
+        T::Q4_1 => (230, 8_100),
+        T::Q5_0 => (540, 6_400),
+        T::Q5_1 => (540, 8_800),
+        T::Q8_0 => (180, 5_400),
+        T::Q2_K => (1_100, 339_000),
+        T::Q3_K => (1_900, 558_000),
+        T::Q4_K => (200, 14_200),
+        T::Q5_K => (270, 14_100),
+        T::Q6_K => (2_500, 8_400),
+        T::IQ4_NL => (460, 5_800),
+        T::IQ4_XS => (410, 142_000),
+        T::IQ3_XXS => (540, 155_000),
+        T::IQ3_S => (2_300, 665_000),
+        T::IQ2_XXS => (650, 189_000),
+        T::IQ2_XS => (830, 232_000),
+        T::IQ2_S => (800, 248_000),
+        T::IQ1_S => (700, 195_000),
+        T::IQ1_M => (600, 191_000),
+        T::TQ1_0 => (340, 110_000),
+        T::TQ2_0 => (1_280, 373_000),
+        T::MXFP4 => (1_030, 6_500),
+        T::NVFP4 => (490, 61_000),
+        _ => return false,
+    };
+    let s = SAMPLE_SIZE as u64;
+    n_elements <= MAX_ELEMENTS && n_elements * whole_ps + s * PICK_PS < s * single_ps
 }
 
 /// Measures a tensor called `name` of type `ty` with `n_elements` elements, whose bytes
@@ -264,6 +334,30 @@ mod compact_tests {
             let (m, h) = measure_values_and_histogram(x.clone(), 48);
             prop_assert_eq!(m, measure_values(x.clone()));
             prop_assert_eq!(h, Histogram::of(&x, 48));
+        }
+    }
+
+    /// Both ways of drawing the sample give the same bits, for every type.
+    #[test]
+    fn whole_tensor_and_single_elements_sample_alike() {
+        for &ty in GgmlType::ALL.iter().filter(|t| t.can_dequantize()) {
+            let n = 256 * 800;
+            let len = n / ty.block_size() as u64 * ty.type_size() as u64;
+            let mut x = 0x2545_F491_4F6C_DD1Du64;
+            // Random bytes, with every other byte's top bits cleared so f16 scales stay finite.
+            let data: Vec<u8> = (0..len)
+                .map(|i| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x as u8) & if i % 2 == 1 { 0x3f } else { 0xff }
+                })
+                .collect();
+            let whole = sample_values_by("blk.1.ffn_gate.weight", ty, n, &data, true).unwrap();
+            let single = sample_values_by("blk.1.ffn_gate.weight", ty, n, &data, false).unwrap();
+            assert_eq!(whole.len(), SAMPLE_SIZE, "{ty:?}");
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&whole), bits(&single), "{ty:?}");
         }
     }
 

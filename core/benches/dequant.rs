@@ -36,7 +36,15 @@ fn sample(c: &mut Criterion) {
     let mut g = c.benchmark_group("gather_100k");
     let n = 1u64 << 22;
     let idx = sample_indices("blk.0.ffn_up.weight", n, 100_000);
-    for ty in [GgmlType::F16, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ2_XS] {
+    for ty in [
+        GgmlType::F16,
+        GgmlType::Q4_1,
+        GgmlType::Q8_0,
+        GgmlType::Q3_K,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+        GgmlType::IQ2_XS,
+    ] {
         let data = bytes(n as usize / ty.block_size() * ty.type_size());
         g.throughput(Throughput::Elements(idx.len() as u64));
         g.bench_function(ty.name(), |b| {

@@ -118,6 +118,8 @@ impl<'d> ElementReader<'d> {
             GgmlType::Q8_0 => each!(q8_0, 34, 32),
             GgmlType::IQ4_NL => each!(iq4_nl, 18, 32),
             GgmlType::MXFP4 => each!(mxfp4, 17, 32),
+            GgmlType::Q2_K => each!(q2_k, 84, 256),
+            GgmlType::Q3_K => each!(q3_k, 110, 256),
             GgmlType::Q4_K => each!(qk45::<false>, 144, 256),
             GgmlType::Q5_K => each!(qk45::<true>, 176, 256),
             GgmlType::Q6_K => each!(q6_k, 210, 256),
@@ -198,6 +200,29 @@ fn iq4_nl(b: &[u8], j: usize) -> f32 {
 fn mxfp4(b: &[u8], j: usize) -> f32 {
     e8m0_to_f32_half(b[0]) * f32::from(KVALUES_MXFP4[usize::from(nib(b, 1, j))])
 }
+/// Q2_K: `d * (sc & 0xF) * q - dmin * (sc >> 4)`, one scale byte per 16 elements.
+#[inline(always)]
+fn q2_k(b: &[u8], j: usize) -> f32 {
+    let (h, s, l) = (j / 128, (j / 32) % 4, j % 32);
+    let q = (b[16 + h * 32 + l] >> (2 * s)) & 3;
+    let sc = b[j / 16];
+    let dl = d16(b, 80) * f32::from(sc & 0xF);
+    let ml = d16(b, 82) * f32::from(sc >> 4);
+    dl * f32::from(q) - ml
+}
+/// Q3_K: `d * (scale - 32) * q`, 6-bit scales per 16, the third bit of q in hmask.
+#[inline(always)]
+fn q3_k(b: &[u8], j: usize) -> f32 {
+    let sub = j / 16;
+    let lo = (b[96 + sub % 8] >> (4 * (sub / 8))) & 0x0F;
+    let hi = (b[104 + sub % 4] >> (2 * (sub / 4))) & 0x03;
+    let dl = d16(b, 108) * f32::from(((lo | (hi << 4)) as i8).wrapping_sub(32));
+    let (h, s, l) = (j / 128, (j / 32) % 4, j % 32);
+    let ql = ((b[32 + h * 32 + l] >> (2 * s)) & 3) as i8;
+    // The high bit subtracts 4 when it is *clear*.
+    let qh = (((b[l] >> (j / 32)) & 1) ^ 1) as i8;
+    dl * f32::from(ql - (qh << 2))
+}
 /// Q4_K (`Q5 = false`) and Q5_K (`Q5 = true`).
 #[inline(always)]
 fn qk45<const Q5: bool>(b: &[u8], j: usize) -> f32 {
@@ -240,6 +265,8 @@ fn fast(ty: GgmlType, b: &[u8], j: usize) -> Option<f32> {
         GgmlType::Q8_0 => q8_0(b, j),
         GgmlType::IQ4_NL => iq4_nl(b, j),
         GgmlType::MXFP4 => mxfp4(b, j),
+        GgmlType::Q2_K => q2_k(b, j),
+        GgmlType::Q3_K => q3_k(b, j),
         GgmlType::Q4_K => qk45::<false>(b, j),
         GgmlType::Q5_K => qk45::<true>(b, j),
         GgmlType::Q6_K => q6_k(b, j),

@@ -243,8 +243,8 @@ fn sample_values_by(name: &str, ty: GgmlType, n_elements: u64, data: &[u8], whol
 /// Whether [`sample_values`] should dequantize all `n_elements` of a `ty` tensor and pick
 /// the samples out of them, rather than decode each sampled element on its own: when the
 /// tensor is small against the sample, or its type has no single-element decoder (an
-/// element of Q3_K or IQ2_XS costs a whole 256-element block, so 100 000 samples cost
-/// 20–60 ms, and the whole tensor 1–2 ms per million elements). The values are the same
+/// element of IQ2_XS or IQ3_S costs a whole 256-element block, so 100 000 samples cost
+/// 20–70 ms, and the whole tensor 1–2 ms per million elements). The values are the same
 /// either way (both decoders are checked against gguf-py); only the time differs.
 ///
 /// Costs in picoseconds from `cargo bench -p organ-core --bench dequant` on the 2-core
@@ -269,8 +269,8 @@ fn whole_is_cheaper(ty: GgmlType, n_elements: u64) -> bool {
         T::Q5_0 => (540, 6_400),
         T::Q5_1 => (540, 8_800),
         T::Q8_0 => (180, 5_400),
-        T::Q2_K => (1_100, 339_000),
-        T::Q3_K => (1_900, 558_000),
+        T::Q2_K => (1_100, 11_300),
+        T::Q3_K => (1_900, 9_100),
         T::Q4_K => (200, 14_200),
         T::Q5_K => (270, 14_100),
         T::Q6_K => (2_500, 8_400),

@@ -4,6 +4,7 @@
 //! Tests check every element against the block kernels, which are the specification.
 
 use super::float::{bf16_to_f32, e8m0_to_f32_half, f16_le, f16_to_f32};
+use super::iq::at as iq;
 use super::legacy::{KVALUES_IQ4NL, KVALUES_MXFP4};
 use super::{dequantize_block, is_plain, plain, MAX_BLOCK_SIZE};
 use crate::error::{Error, Result};
@@ -120,6 +121,14 @@ impl<'d> ElementReader<'d> {
             GgmlType::MXFP4 => each!(mxfp4, 17, 32),
             GgmlType::Q2_K => each!(q2_k, 84, 256),
             GgmlType::Q3_K => each!(q3_k, 110, 256),
+            GgmlType::IQ2_XXS => each!(iq::iq2_xxs, 66, 256),
+            GgmlType::IQ2_XS => each!(iq::iq2_xs, 74, 256),
+            GgmlType::IQ2_S => each!(iq::iq2_s, 82, 256),
+            GgmlType::IQ3_XXS => each!(iq::iq3_xxs, 98, 256),
+            GgmlType::IQ3_S => each!(iq::iq3_s, 110, 256),
+            GgmlType::IQ1_S => each!(iq::iq1_s, 50, 256),
+            GgmlType::IQ1_M => each!(iq::iq1_m, 56, 256),
+            GgmlType::IQ4_XS => each!(iq::iq4_xs, 136, 256),
             GgmlType::Q4_K => each!(qk45::<false>, 144, 256),
             GgmlType::Q5_K => each!(qk45::<true>, 176, 256),
             GgmlType::Q6_K => each!(q6_k, 210, 256),
@@ -267,6 +276,14 @@ fn fast(ty: GgmlType, b: &[u8], j: usize) -> Option<f32> {
         GgmlType::MXFP4 => mxfp4(b, j),
         GgmlType::Q2_K => q2_k(b, j),
         GgmlType::Q3_K => q3_k(b, j),
+        GgmlType::IQ2_XXS => iq::iq2_xxs(b, j),
+        GgmlType::IQ2_XS => iq::iq2_xs(b, j),
+        GgmlType::IQ2_S => iq::iq2_s(b, j),
+        GgmlType::IQ3_XXS => iq::iq3_xxs(b, j),
+        GgmlType::IQ3_S => iq::iq3_s(b, j),
+        GgmlType::IQ1_S => iq::iq1_s(b, j),
+        GgmlType::IQ1_M => iq::iq1_m(b, j),
+        GgmlType::IQ4_XS => iq::iq4_xs(b, j),
         GgmlType::Q4_K => qk45::<false>(b, j),
         GgmlType::Q5_K => qk45::<true>(b, j),
         GgmlType::Q6_K => q6_k(b, j),

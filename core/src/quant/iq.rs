@@ -185,3 +185,97 @@ pub fn iq4_xs(b: &[u8; 136], y: &mut [f32; 256]) {
         }
     }
 }
+
+/// Single elements of the i-quants: element `e` (0..256) of block `b`, with the same
+/// expressions and f32 operation order as the block kernels above, which stay the
+/// specification (tests check every element against gguf-py's vectors). A sampler that
+/// reads one element of a block costs one element, not 256.
+pub mod at {
+    use super::*;
+
+    pub fn iq2_xxs(b: &[u8], e: usize) -> f32 {
+        let (ib, l, j) = (e / 32, (e / 8) % 4, e % 8);
+        let aux0 = u32_at(b, 2 + 8 * ib);
+        let aux1 = u32_at(b, 6 + 8 * ib);
+        let db = f16_at(b, 0) * (0.5 + (aux1 >> 28) as f32) * 0.25;
+        let row = IQ2XXS_GRID[((aux0 >> (8 * l)) & 0xFF) as usize];
+        let signs = KSIGNS[((aux1 >> (7 * l)) & 0x7F) as usize];
+        db * grid8(row, j) * sign(signs, j)
+    }
+
+    pub fn iq2_xs(b: &[u8], e: usize) -> f32 {
+        let (k, j) = (e / 8, e % 8);
+        let q = u16_at(b, 2 + 2 * k);
+        let sc = (b[66 + k / 4] >> (4 * ((k / 2) % 2))) & 0x0F;
+        let db = f16_at(b, 0) * (0.5 + f32::from(sc)) * 0.25;
+        let row = IQ2XS_GRID[usize::from(q & 511)];
+        let signs = KSIGNS[usize::from(q >> 9)];
+        db * grid8(row, j) * sign(signs, j)
+    }
+
+    pub fn iq2_s(b: &[u8], e: usize) -> f32 {
+        let (k, j) = (e / 8, e % 8);
+        let sc = (b[74 + k / 4] >> (4 * ((k / 2) % 2))) & 0x0F;
+        let db = f16_at(b, 0) * (0.5 + f32::from(sc)) * 0.25;
+        let hi = u16::from((b[66 + k / 4] >> (2 * (k % 4))) & 3);
+        let row = IQ2S_GRID[usize::from(u16::from(b[2 + k]) | (hi << 8))];
+        db * grid8(row, j) * sign(b[34 + k], j)
+    }
+
+    pub fn iq3_xxs(b: &[u8], e: usize) -> f32 {
+        let (ib, l, j) = (e / 32, (e / 8) % 4, e % 8);
+        let aux = u32_at(b, 66 + 4 * ib);
+        let db = f16_at(b, 0) * (0.5 + (aux >> 28) as f32) * 0.5;
+        let signs = KSIGNS[((aux >> (7 * l)) & 0x7F) as usize];
+        let row = IQ3XXS_GRID[usize::from(b[2 + ib * 8 + l * 2 + j / 4])];
+        let g = f32::from((row >> (8 * (j % 4))) as u8);
+        db * g * sign(signs, j)
+    }
+
+    pub fn iq3_s(b: &[u8], e: usize) -> f32 {
+        let ib = e / 32;
+        let sc = (b[106 + ib / 2] >> (4 * (ib % 2))) & 0x0F;
+        let db = f16_at(b, 0) * f32::from(1 + 2 * sc);
+        let k = e / 4;
+        let hi = u16::from((b[66 + k / 8] >> (k % 8)) & 1);
+        let row = IQ3S_GRID[usize::from(u16::from(b[2 + k]) | (hi << 8))];
+        let g = f32::from((row >> (8 * (e % 4))) as u8);
+        db * g * sign(b[74 + e / 8], e % 8)
+    }
+
+    pub fn iq1_s(b: &[u8], e: usize) -> f32 {
+        let (ib, l, j) = (e / 32, (e / 8) % 4, e % 8);
+        let qh = u16_at(b, 34 + 2 * ib);
+        let dl = f16_at(b, 0) * f32::from(2 * ((qh >> 12) & 7) + 1);
+        let delta = if qh & 0x8000 == 0 { IQ1S_DELTA } else { -IQ1S_DELTA };
+        let idx = u16::from(b[2 + ib * 4 + l]) | (((qh >> (3 * l)) & 7) << 8);
+        let row = IQ1S_GRID[usize::from(idx)];
+        let g = f32::from((row >> (8 * j)) as u8 as i8);
+        dl * (g + delta)
+    }
+
+    pub fn iq1_m(b: &[u8], e: usize) -> f32 {
+        let (k, j) = (e / 8, e % 8);
+        let sc = [u16_at(b, 48), u16_at(b, 50), u16_at(b, 52), u16_at(b, 54)];
+        let d = f16_to_f32((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
+        let s = (sc[k / 8] >> (3 * ((k / 2) % 4))) & 7;
+        let dl = d * f32::from(2 * s + 1);
+        let v = b[32 + k / 2] >> (4 * (k % 2));
+        let idx = u16::from(b[k]) | (u16::from(v & 7) << 8);
+        let delta = if v & 8 == 0 { IQ1S_DELTA } else { -IQ1S_DELTA };
+        let row = IQ1S_GRID[usize::from(idx)];
+        let g = f32::from((row >> (8 * j)) as u8 as i8);
+        dl * (g + delta)
+    }
+
+    pub fn iq4_xs(b: &[u8], e: usize) -> f32 {
+        let (ib, l) = (e / 32, e % 32);
+        let lo = (b[4 + ib / 2] >> (4 * (ib % 2))) & 0x0F;
+        let hi = ((u16_at(b, 2) >> (2 * ib)) as u8) & 3;
+        let ls = ((lo | (hi << 4)) as i8) - 32;
+        let dl = f16_at(b, 0) * f32::from(ls);
+        let q = b[8 + ib * 16 + l % 16];
+        let nib = if l < 16 { q & 0xF } else { q >> 4 };
+        dl * f32::from(KVALUES_IQ4NL[usize::from(nib)])
+    }
+}

@@ -243,13 +243,13 @@ fn sample_values_by(name: &str, ty: GgmlType, n_elements: u64, data: &[u8], whol
 /// Whether [`sample_values`] should dequantize all `n_elements` of a `ty` tensor and pick
 /// the samples out of them, rather than decode each sampled element on its own: when the
 /// tensor is small against the sample, or its type has no single-element decoder (an
-/// element of IQ2_XS or IQ3_S costs a whole 256-element block, so 100 000 samples cost
-/// 20–70 ms, and the whole tensor 1–2 ms per million elements). The values are the same
-/// either way (both decoders are checked against gguf-py); only the time differs.
+/// element of TQ1_0, TQ2_0 or NVFP4 costs a whole block, so 100 000 samples cost
+/// 6–37 ms, and the whole tensor 0.3–1.3 ms per million elements). The values are the
+/// same either way (both decoders are checked against gguf-py); only the time differs.
 ///
 /// Costs in picoseconds from `cargo bench -p organ-core --bench dequant` on the 2-core
-/// x86-64 machine of the README (groups `dequantize`, per element of a 1 Mi-element
-/// tensor, and single-element decoding of 100 000 samples from it), rounded.
+/// x86-64 machine of the README (group `dequantize`, per element of a 1 Mi-element
+/// tensor; and drawing plus decoding 100 000 single samples from it), rounded.
 fn whole_is_cheaper(ty: GgmlType, n_elements: u64) -> bool {
     use GgmlType as T;
     /// Picking a sample out of the dequantized tensor.
@@ -275,14 +275,14 @@ fn whole_is_cheaper(ty: GgmlType, n_elements: u64) -> bool {
         T::Q5_K => (270, 14_100),
         T::Q6_K => (2_500, 8_400),
         T::IQ4_NL => (460, 5_800),
-        T::IQ4_XS => (410, 142_000),
-        T::IQ3_XXS => (540, 155_000),
-        T::IQ3_S => (2_300, 665_000),
-        T::IQ2_XXS => (650, 189_000),
-        T::IQ2_XS => (830, 232_000),
-        T::IQ2_S => (800, 248_000),
-        T::IQ1_S => (700, 195_000),
-        T::IQ1_M => (600, 191_000),
+        T::IQ4_XS => (410, 8_600),
+        T::IQ3_XXS => (540, 15_300),
+        T::IQ3_S => (2_300, 11_700),
+        T::IQ2_XXS => (650, 16_000),
+        T::IQ2_XS => (830, 12_400),
+        T::IQ2_S => (800, 11_900),
+        T::IQ1_S => (700, 7_900),
+        T::IQ1_M => (600, 13_500),
         T::TQ1_0 => (340, 110_000),
         T::TQ2_0 => (1_280, 373_000),
         T::MXFP4 => (1_030, 6_500),

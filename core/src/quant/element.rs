@@ -1,9 +1,10 @@
 //! Single elements out of a quantized tensor, for samplers that read a few values from
-//! each of many blocks. Fast paths decode just the element for the common types; the rest
-//! dequantize the whole block (and keep it, for neighbours that land in the same block).
-//! Tests check every element against the block kernels, which are the specification.
+//! each of many blocks. Every type gguf-py can dequantize has a decoder for one element;
+//! a type without one (none today) would dequantize the whole block, kept for neighbours
+//! that land in the same block. Tests check every element against gguf-py's vectors and
+//! the block kernels, which are the specification.
 
-use super::float::{bf16_to_f32, e8m0_to_f32_half, f16_le, f16_to_f32};
+use super::float::{bf16_to_f32, e8m0_to_f32_half, f16_le, f16_to_f32, ue4m3_to_f32_half};
 use super::iq::at as iq;
 use super::legacy::{KVALUES_IQ4NL, KVALUES_MXFP4};
 use super::{dequantize_block, is_plain, plain, MAX_BLOCK_SIZE};
@@ -129,6 +130,9 @@ impl<'d> ElementReader<'d> {
             GgmlType::IQ1_S => each!(iq::iq1_s, 50, 256),
             GgmlType::IQ1_M => each!(iq::iq1_m, 56, 256),
             GgmlType::IQ4_XS => each!(iq::iq4_xs, 136, 256),
+            GgmlType::TQ1_0 => each!(tq1_0, 54, 256),
+            GgmlType::TQ2_0 => each!(tq2_0, 66, 256),
+            GgmlType::NVFP4 => each!(nvfp4, 36, 64),
             GgmlType::Q4_K => each!(qk45::<false>, 144, 256),
             GgmlType::Q5_K => each!(qk45::<true>, 176, 256),
             GgmlType::Q6_K => each!(q6_k, 210, 256),
@@ -232,6 +236,33 @@ fn q3_k(b: &[u8], j: usize) -> f32 {
     let qh = (((b[l] >> (j / 32)) & 1) ^ 1) as i8;
     dl * f32::from(ql - (qh << 2))
 }
+/// TQ1_0: base-3 digits, five per byte of qs[0..48], four per byte of qh[48..52].
+#[inline(always)]
+fn tq1_0(b: &[u8], j: usize) -> f32 {
+    const POW3: [u8; 5] = [1, 3, 9, 27, 81];
+    let (byte, m) = match j {
+        0..160 => (b[j % 32], POW3[j / 32]),
+        160..240 => (b[32 + (j - 160) % 16], POW3[(j - 160) / 16]),
+        _ => (b[48 + (j - 240) % 4], POW3[(j - 240) / 4]),
+    };
+    let t = byte.wrapping_mul(m);
+    d16(b, 52) * f32::from(((u16::from(t) * 3) >> 8) as i8 - 1)
+}
+/// TQ2_0: 2-bit ternary, `d * (q - 1)`.
+#[inline(always)]
+fn tq2_0(b: &[u8], j: usize) -> f32 {
+    let (h, s, l) = (j / 128, (j / 32) % 4, j % 32);
+    let q = ((b[h * 32 + l] >> (2 * s)) & 3) as i8 - 1;
+    d16(b, 64) * f32::from(q)
+}
+/// NVFP4: four halved ue4m3 scales, each over 16 e2m1 values (8 bytes).
+#[inline(always)]
+fn nvfp4(b: &[u8], j: usize) -> f32 {
+    let (s, r) = (j / 16, j % 16);
+    let q = b[4 + s * 8 + r % 8];
+    let nib = if r < 8 { q & 0xF } else { q >> 4 };
+    ue4m3_to_f32_half(b[s]) * f32::from(KVALUES_MXFP4[usize::from(nib)])
+}
 /// Q4_K (`Q5 = false`) and Q5_K (`Q5 = true`).
 #[inline(always)]
 fn qk45<const Q5: bool>(b: &[u8], j: usize) -> f32 {
@@ -284,6 +315,9 @@ fn fast(ty: GgmlType, b: &[u8], j: usize) -> Option<f32> {
         GgmlType::IQ1_S => iq::iq1_s(b, j),
         GgmlType::IQ1_M => iq::iq1_m(b, j),
         GgmlType::IQ4_XS => iq::iq4_xs(b, j),
+        GgmlType::TQ1_0 => tq1_0(b, j),
+        GgmlType::TQ2_0 => tq2_0(b, j),
+        GgmlType::NVFP4 => nvfp4(b, j),
         GgmlType::Q4_K => qk45::<false>(b, j),
         GgmlType::Q5_K => qk45::<true>(b, j),
         GgmlType::Q6_K => q6_k(b, j),

@@ -242,10 +242,10 @@ fn sample_values_by(name: &str, ty: GgmlType, n_elements: u64, data: &[u8], whol
 
 /// Whether [`sample_values`] should dequantize all `n_elements` of a `ty` tensor and pick
 /// the samples out of them, rather than decode each sampled element on its own: when the
-/// tensor is small against the sample, or its type has no single-element decoder (an
-/// element of TQ1_0, TQ2_0 or NVFP4 costs a whole block, so 100 000 samples cost
-/// 6–37 ms, and the whole tensor 0.3–1.3 ms per million elements). The values are the
-/// same either way (both decoders are checked against gguf-py); only the time differs.
+/// tensor is small against the sample, so that each block holds several samples
+/// (SmolLM2's attn_k has 110 592 elements: 29 samples per 32-element block), and the
+/// type's whole-tensor dequantizer is fast. The values are the same either way (both
+/// decoders are checked against gguf-py); only the time differs.
 ///
 /// Costs in picoseconds from `cargo bench -p organ-core --bench dequant` on the 2-core
 /// x86-64 machine of the README (group `dequantize`, per element of a 1 Mi-element
@@ -283,10 +283,10 @@ fn whole_is_cheaper(ty: GgmlType, n_elements: u64) -> bool {
         T::IQ2_S => (800, 11_900),
         T::IQ1_S => (700, 7_900),
         T::IQ1_M => (600, 13_500),
-        T::TQ1_0 => (340, 110_000),
-        T::TQ2_0 => (1_280, 373_000),
+        T::TQ1_0 => (340, 8_600),
+        T::TQ2_0 => (1_280, 6_300),
         T::MXFP4 => (1_030, 6_500),
-        T::NVFP4 => (490, 61_000),
+        T::NVFP4 => (490, 5_400),
         _ => return false,
     };
     let s = SAMPLE_SIZE as u64;

@@ -239,7 +239,7 @@ fn q3_k(b: &[u8], j: usize) -> f32 {
 /// TQ1_0: base-3 digits, five per byte of qs[0..48], four per byte of qh[48..52].
 #[inline(always)]
 fn tq1_0(b: &[u8], j: usize) -> f32 {
-    const POW3: [u8; 5] = [1, 3, 9, 27, 81];
+    use super::k_quants::TQ1_POW3 as POW3;
     let (byte, m) = match j {
         0..160 => (b[j % 32], POW3[j / 32]),
         160..240 => (b[32 + (j - 160) % 16], POW3[(j - 160) / 16]),

@@ -106,15 +106,17 @@ pub fn q6_k(b: &[u8; 210], y: &mut [f32; 256]) {
     }
 }
 
+/// TQ1_0's multipliers: byte × 3^k (mod 256) brings base-3 digit k to the top.
+pub(super) const TQ1_POW3: [u8; 5] = [1, 3, 9, 27, 81];
+
 /// TQ1_0: base-3 packed ternary, layout qs[48], qh[4], d.
 pub fn tq1_0(b: &[u8; 54], y: &mut [f32; 256]) {
-    const POW3: [u8; 5] = [1, 3, 9, 27, 81];
     let d = f16_at(b, 52);
     let tern = |v: u8, m: u8| -> f32 {
         let t = v.wrapping_mul(m);
         f32::from(((u16::from(t) * 3) >> 8) as i8 - 1)
     };
-    for (k, &m) in POW3.iter().enumerate() {
+    for (k, &m) in TQ1_POW3.iter().enumerate() {
         for l in 0..32 {
             y[k * 32 + l] = d * tern(b[l], m);
         }
@@ -122,7 +124,7 @@ pub fn tq1_0(b: &[u8; 54], y: &mut [f32; 256]) {
             y[160 + k * 16 + l] = d * tern(b[32 + l], m);
         }
     }
-    for (k, &m) in POW3[..4].iter().enumerate() {
+    for (k, &m) in TQ1_POW3[..4].iter().enumerate() {
         for l in 0..4 {
             y[240 + k * 4 + l] = d * tern(b[48 + l], m);
         }

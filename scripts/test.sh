@@ -41,6 +41,7 @@ step "bench: organ measure vs zref.py (figure only)" bench/measure-vs-zref.sh ""
 step "bench: dissect/assemble vs cp (figure only)" bench/dissect-vs-cp.sh "" 3
 step "bench: purify throughput (figure only)" bench/purify.sh "" 1
 step "bench: browser vs native CLI on SmolLM2 (figure only)" bench/web-vs-cli.sh 3
+step "bench: the core's measure in wasm (Node) vs native, one thread (figure only)" bench/wasm-vs-native.sh 3
 echo "all checks passed in $((SECONDS - t_all)) s"
 # One closing line with the totals of every cargo test binary.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }

@@ -12,8 +12,7 @@ pub fn measure_all(file: &[u8]) -> i32 {
     let Ok(g) = Gguf::parse(file, file.len() as u64) else { return -1 };
     let mut n = 0;
     for t in g.tensors.iter().filter(|t| t.ty.can_dequantize()) {
-        let (start, len) = ((g.data_offset + t.offset) as usize, t.n_bytes as usize);
-        let Some(bytes) = file.get(start..start + len) else { return -1 };
+        let Ok(bytes) = t.data(file) else { return -1 };
         let Ok(values) = sample_values(t.name, t.ty, t.n_elements, bytes) else { return -1 };
         // The browser also takes the 48-bin display histogram.
         std::hint::black_box(measure_values_and_histogram(values, 48));

@@ -27,10 +27,11 @@ pub struct ByteRange {
 
 /// The reads that give a tensor's sampled values.
 ///
-/// A plan is *dense* when the merged reads would cover (nearly) the whole tensor anyway:
-/// the sampler's indices then need no working out in advance; the whole tensor is read in
-/// place and sampled as [`super::measure_tensor`] samples a memory map. Otherwise it is
-/// *sparse*: only the needed blocks are kept, laid end to end.
+/// A plan is *dense* when the merged reads would cover (nearly) the whole tensor anyway
+/// and the tensor is not much larger than its sampled blocks: the sampler's indices then
+/// need no working out in advance; the whole tensor is kept and sampled as
+/// [`super::measure_tensor`] samples a memory map. Otherwise it is *sparse*: only the
+/// needed blocks are kept, laid end to end, even when the reads cover the whole tensor.
 #[derive(Debug, Clone)]
 pub struct ReadPlan {
     /// The tensor's type.
@@ -47,8 +48,12 @@ pub struct ReadPlan {
     dense: bool,
 }
 
-/// A dense plan holds its whole tensor, so only tensors up to this size get one.
-const DENSE_MAX_BYTES: u64 = 64 << 20;
+/// A dense plan holds its whole tensor, so only tensors of at most this many blocks per
+/// sample get one. Beyond it a sparse buffer (at most one block per sample) is the
+/// smaller: SmolLM2's 30 MB token embedding, read whole, keeps 3 MB of sampled blocks.
+/// Every buffer is new memory for the reader to write, and in a browser tab that costs
+/// far more than the copy itself.
+const DENSE_MAX_BLOCKS_PER_SAMPLE: u64 = 2;
 
 impl ReadPlan {
     /// The plan for tensor `name` of type `ty` with `n_elements` elements. Needed blocks
@@ -67,7 +72,8 @@ impl ReadPlan {
         let n_blocks = n_elements / bs;
         let bytes = n_blocks.saturating_mul(ts);
         let spacing = bytes / n_blocks.min(SAMPLE_SIZE as u64).max(1);
-        if n_elements <= SAMPLE_SIZE as u64 || (bytes <= DENSE_MAX_BYTES && spacing <= max_gap) {
+        let few_blocks = n_blocks <= DENSE_MAX_BLOCKS_PER_SAMPLE * SAMPLE_SIZE as u64;
+        if n_elements <= SAMPLE_SIZE as u64 || (few_blocks && spacing <= max_gap) {
             // Whole blocks per read, at least one.
             let step = (max_len / ts).max(1) * ts;
             // A step beyond usize (a 32-bit target, max_len near u64::MAX) is one range.
@@ -124,9 +130,15 @@ impl ReadPlan {
         self.ranges.iter().map(|r| r.len).sum()
     }
 
-    /// A zeroed buffer for the needed blocks, laid end to end (a dense plan: the tensor).
+    /// The size of the buffer [`ReadPlan::fill`] fills: the needed blocks, laid end to end
+    /// (a dense plan: the tensor).
+    pub fn buffer_len(&self) -> usize {
+        self.n_blocks() * self.ty.type_size()
+    }
+
+    /// A zeroed buffer of [`ReadPlan::buffer_len`] bytes.
     pub fn buffer(&self) -> Vec<u8> {
-        vec![0u8; self.n_blocks() * self.ty.type_size()]
+        vec![0u8; self.buffer_len()]
     }
 
     /// Copies the needed blocks out of the bytes read for range `range` into `buf` (from
@@ -151,8 +163,8 @@ impl ReadPlan {
                 got: bytes.len() as u64,
             });
         }
-        if buf.len() != self.n_blocks() * ts {
-            let expected = (self.n_blocks() * ts) as u64;
+        if buf.len() != self.buffer_len() {
+            let expected = self.buffer_len() as u64;
             return Err(Error::SizeMismatch { what: "read plan buffer", expected, got: buf.len() as u64 });
         }
         if self.dense {
@@ -252,6 +264,22 @@ mod tests {
         assert_eq!(direct, read_all(&dense, &data));
         // No gap allowed: only the needed blocks.
         assert!(!ReadPlan::new("blk.3.ffn_up.weight", ty, n, 0, 1 << 20).unwrap().is_dense());
+    }
+
+    #[test]
+    fn a_large_tensor_read_whole_keeps_only_its_sampled_blocks() {
+        // SmolLM2's token embedding: 49152 × 576 Q8_0, sampled blocks ~300 bytes apart.
+        let (ty, n) = (GgmlType::Q8_0, 49_152 * 576);
+        let data = tensor(ty, n);
+        let plan = ReadPlan::new("token_embd.weight", ty, n, 64 << 10, 8 << 20).unwrap();
+        assert!(!plan.is_dense());
+        // The merged reads cover the tensor but for the ends before the first and after
+        // the last sampled block, in as few reads as the size limit allows.
+        assert!(plan.bytes_to_read() > data.len() as u64 / 100 * 99, "{}", plan.bytes_to_read());
+        assert_eq!(plan.ranges.len(), data.len().div_ceil(8 << 20));
+        assert!(plan.buffer_len() <= SAMPLE_SIZE * ty.type_size());
+        let whole = measure_tensor("token_embd.weight", ty, n, &data).unwrap();
+        assert_eq!(measure_values(plan.values(&read_all(&plan, &data)).unwrap()), whole);
     }
 
     #[test]

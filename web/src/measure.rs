@@ -5,7 +5,7 @@
 
 use crate::pool;
 use crate::source::{read_buffer, Model};
-use futures_util::stream::{FuturesOrdered, StreamExt};
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use organ_core::zmeasure::report::{ModelReport, Report, TensorReport};
 use organ_core::zmeasure::view::Histogram;
 use organ_core::zmeasure::{measure_values_and_histogram, Measurement, ReadPlan};
@@ -16,8 +16,13 @@ pub const GENERATOR: &str = concat!("organ ", env!("CARGO_PKG_VERSION"), " (brow
 /// Needed blocks closer than this share one read, within a tensor and across tensors: a
 /// browser read costs far more than the bytes in a small gap.
 const MAX_GAP: u64 = 64 << 10;
-/// The longest single read.
-const MAX_READ: u64 = 8 << 20;
+/// The longest single read. Chromium spends about 1 ms of CPU per read besides the
+/// bytes: reading SmolLM2 (98 MB) took 100–130 ms of CPU in 16 MB reads, 150–190 ms in
+/// 4 MB reads and 260 ms in 1 MB reads (headless Chromium, 2 cores).
+const MAX_READ: u64 = 16 << 20;
+/// The first read's longest; each next read may be twice as long, up to [`MAX_READ`]: the
+/// pool gets its first tensors in a few milliseconds instead of waiting for 16 MB.
+const FIRST_READ: u64 = 1 << 20;
 /// Histogram bins kept per tensor (the values themselves are not kept).
 pub const BINS: usize = 48;
 
@@ -49,16 +54,21 @@ pub struct Outcome {
     pub threads: usize,
 }
 
-type Done = (usize, Result<(Measurement, Option<Histogram>), String>);
+/// A finished tensor: its index, its result, and its buffer, for the next tensor.
+type Done = (usize, Result<(Measurement, Option<Histogram>), String>, Vec<u8>);
+type Computing = FuturesUnordered<futures_channel::oneshot::Receiver<Done>>;
 
-/// Reads issued at once: the browser serves several file reads concurrently.
-const MAX_READS_IN_FLIGHT: usize = 6;
+/// Reads issued at once: one being copied while the next is read. More reads at once
+/// did not read faster, and each read lands later.
+const MAX_READS_IN_FLIGHT: usize = 2;
 
 /// A tensor whose reads are under way.
 struct Open {
     i: usize,
     plan: ReadPlan,
+    /// At least the plan's buffer size; the first `len` bytes are the plan's buffer.
     buf: Vec<u8>,
+    len: usize,
     /// Reads not landed yet.
     left: usize,
 }
@@ -70,6 +80,8 @@ struct Batch {
     file: usize,
     start: u64,
     end: u64,
+    /// Its longest.
+    limit: u64,
     /// (tensor index, range index in its plan, absolute start, absolute end).
     parts: Vec<(usize, usize, u64, u64)>,
 }
@@ -77,7 +89,7 @@ struct Batch {
 impl Batch {
     /// Whether `[start, end)` of `file` can join this read.
     fn takes(&self, file: usize, start: u64, end: u64) -> bool {
-        file == self.file && start >= self.end && start - self.end <= MAX_GAP && end - self.start <= MAX_READ
+        file == self.file && start >= self.end && start - self.end <= MAX_GAP && end - self.start <= self.limit
     }
 }
 
@@ -86,26 +98,87 @@ async fn read_batch(file: gloo_file::File, batch: Batch) -> Result<(Batch, js_sy
     read_buffer(&file, batch.start, batch.end).await.map(|b| (batch, b))
 }
 
-/// Sends every tensor at the front whose reads have all landed to the pool.
-fn dispatch(open: &mut VecDeque<Open>, computing: &mut VecDeque<futures_channel::oneshot::Receiver<Done>>) {
-    while open.front().is_some_and(|o| o.left == 0) {
-        let Some(Open { i, plan, buf, .. }) = open.pop_front() else { break };
-        computing.push_back(pool::spawn(move || {
-            let r = plan.values(&buf).map(|values| measure_values_and_histogram(values, BINS));
-            (i, r.map_err(|e| e.to_string()))
+/// Tensor buffers handed back by finished tensors, for the next ones. A fresh buffer costs
+/// the page's thread an allocation, zeroing and often wasm memory growth: for SmolLM2
+/// that was 30–340 ms of a 0.5–1 s run. A reused buffer is not cleared: the reads of a
+/// plan write every byte of its buffer (dense: the ranges tile the tensor; sparse: every
+/// needed block is filled).
+#[derive(Default)]
+struct Buffers(Vec<Vec<u8>>);
+
+impl Buffers {
+    /// Bytes kept for reuse at most; buffers beyond it are freed.
+    const KEEP_BYTES: usize = 256 << 20;
+
+    /// A buffer of at least `len` bytes: the smallest kept one that is large enough, else a
+    /// new one.
+    fn take(&mut self, len: usize) -> Vec<u8> {
+        let fit =
+            (self.0.iter().enumerate()).filter(|(_, b)| b.len() >= len).min_by_key(|(_, b)| b.len()).map(|(k, _)| k);
+        match fit {
+            Some(k) => self.0.swap_remove(k),
+            None => vec![0u8; len],
+        }
+    }
+
+    /// Keeps `b` for reuse, within [`Buffers::KEEP_BYTES`] (dropping the smallest first).
+    fn give(&mut self, b: Vec<u8>) {
+        self.0.push(b);
+        self.0.sort_unstable_by_key(|b| core::cmp::Reverse(b.len()));
+        let mut kept = 0;
+        self.0.retain(|b| {
+            kept += b.len();
+            kept <= Self::KEEP_BYTES
+        });
+    }
+}
+
+/// Sends every tensor whose reads have all landed to the pool, in whatever order they
+/// complete: a large tensor still being read does not hold back the small ones after it.
+fn dispatch(open: &mut VecDeque<Open>, computing: &mut Computing) {
+    let mut k = 0;
+    while k < open.len() {
+        if open[k].left > 0 {
+            k += 1;
+            continue;
+        }
+        let Some(Open { i, plan, buf, len, .. }) = open.remove(k) else { break };
+        computing.push(pool::spawn(move || {
+            let r = plan.values(&buf[..len]).map(|values| measure_values_and_histogram(values, BINS));
+            (i, r.map_err(|e| e.to_string()), buf)
         }));
     }
 }
 
-/// Stores a finished tensor's result.
-fn finish(d: Done, measured: &mut [Option<(Measurement, Option<Histogram>)>]) -> Result<(), (usize, String)> {
-    let (i, r) = d;
+/// Stores a finished tensor's result and keeps its buffer.
+fn finish(
+    d: Done,
+    measured: &mut [Option<(Measurement, Option<Histogram>)>],
+    buffers: &mut Buffers,
+) -> Result<(), (usize, String)> {
+    let (i, r, buf) = d;
+    buffers.give(buf);
     measured[i] = Some(r.map_err(|e| (i, e))?);
     Ok(())
 }
 
+/// How often the progress bar is redrawn at most (SmolLM2 finishes a tensor every 1–2 ms):
+/// each redraw takes the page's thread (style, layout, paint) from reading the file.
+const PROGRESS_EVERY_MS: f64 = 100.0;
+
+/// Counts one more tensor done; shows the progress if it was not shown for a while.
+fn tick(progress: &mut Progress, t0: f64, shown: &mut f64, on_progress: &dyn Fn(Progress)) {
+    progress.done += 1;
+    let now = pool::now_ms();
+    progress.elapsed_ms = now - t0;
+    if now - *shown >= PROGRESS_EVERY_MS {
+        *shown = now;
+        on_progress(*progress);
+    }
+}
+
 /// Measures every tensor of `model`. `cancelled` stops it between reads; `on_progress` is
-/// called after each tensor.
+/// called at most every [`PROGRESS_EVERY_MS`] as tensors finish, and once at the end.
 pub async fn measure(
     model: &Model,
     cancelled: &dyn Fn() -> bool,
@@ -114,31 +187,41 @@ pub async fn measure(
     let t0 = pool::now_ms();
     let threads = pool::start().await?;
     let n = model.tensors.len();
+    // File order, but tensors too large for one read go last: the pool then starts on the
+    // small tensors at once, and measures them while the large ones are read (SmolLM2's
+    // 30 MB token embedding comes first in the file).
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| model.tensors[i].n_bytes > MAX_READ);
     // Plans (100k sample indices each, sorted) are worked out on the pool, ahead of the reads.
-    let mut plans: VecDeque<_> = model
-        .tensors
+    let mut plans: VecDeque<_> = order
         .iter()
-        .map(|t| {
+        .map(|&i| {
+            let t = &model.tensors[i];
             let (name, ty, count) = (t.name.clone(), t.ty, t.n_elements);
             ty.can_dequantize().then(|| pool::spawn(move || ReadPlan::new(&name, ty, count, MAX_GAP, MAX_READ)))
         })
         .collect();
     let mut progress = Progress { total: n, ..Progress::default() };
+    // When progress was last shown.
+    let mut shown = f64::NEG_INFINITY;
     let mut measured: Vec<Option<(Measurement, Option<Histogram>)>> = vec![None; n];
     // Tensors being measured; at most `window` at once bounds memory.
     let window = 2 * threads.max(1);
-    let mut computing: VecDeque<futures_channel::oneshot::Receiver<Done>> = VecDeque::new();
-    // Tensors whose reads are under way, in order, with the reads still to land.
+    let mut computing = Computing::new();
+    let mut buffers = Buffers::default();
+    let mut staging = Vec::new();
+    // Tensors whose reads are under way, with the reads still to land.
     let mut open: VecDeque<Open> = VecDeque::new();
-    let mut reads = FuturesOrdered::new();
+    let mut reads = FuturesUnordered::new();
     let worker_gone = |_| "a worker stopped before finishing".to_owned();
     let name_err = |i: usize, e: String| format!("{}: tensor {:?}: {e}", model.label, model.tensors[i].name);
 
-    // Lands one read: fills the buffers of the tensors it serves; tensors complete in
-    // order go to the pool.
+    // Lands one read: fills the buffers of the tensors it serves; complete tensors go to
+    // the pool.
     let land = |r: Result<(Batch, js_sys::ArrayBuffer), String>,
                 open: &mut VecDeque<Open>,
-                computing: &mut VecDeque<_>,
+                computing: &mut Computing,
+                staging: &mut Vec<u8>,
                 progress: &mut Progress|
      -> Result<(), String> {
         let (batch, bytes) = r?;
@@ -152,8 +235,18 @@ pub async fn measure(
             );
             match o.plan.dense_target(k) {
                 // Dense plans: one copy, from the JS buffer to the tensor's buffer.
-                Some(t) if t.len() == part.length() as usize => part.copy_to(&mut o.buf[t]),
-                _ => o.plan.fill(k, &part.to_vec(), &mut o.buf).map_err(|e| name_err(o.i, e.to_string()))?,
+                Some(t) if t.len() == part.length() as usize && t.end <= o.len => part.copy_to(&mut o.buf[t]),
+                // Sparse plans: the part goes to a staging buffer kept from read to read,
+                // and only the needed blocks on to the tensor's buffer.
+                _ => {
+                    let n = part.length() as usize;
+                    if staging.len() < n {
+                        staging.resize(n, 0);
+                    }
+                    part.copy_to(&mut staging[..n]);
+                    let filled = o.plan.fill(k, &staging[..n], &mut o.buf[..o.len]);
+                    filled.map_err(|e| name_err(o.i, e.to_string()))?
+                }
             }
             o.left -= 1;
         }
@@ -167,15 +260,16 @@ pub async fn measure(
             let batch: Batch = $batch;
             while reads.len() >= MAX_READS_IN_FLIGHT {
                 if let Some(r) = reads.next().await {
-                    land(r, &mut open, &mut computing, &mut progress)?;
+                    land(r, &mut open, &mut computing, &mut staging, &mut progress)?;
                 }
             }
             let file = model.files[batch.file].clone();
-            reads.push_back(read_batch(file, batch));
+            reads.push(read_batch(file, batch));
         }};
     }
     let mut pending: Option<Batch> = None;
-    for i in 0..n {
+    let mut limit = FIRST_READ;
+    for i in order {
         if cancelled() {
             return Err("cancelled".into());
         }
@@ -192,7 +286,9 @@ pub async fn measure(
             .enumerate()
             .map(|(k, r)| (k, t.offset + r.offset, t.offset + r.offset + r.len))
             .collect();
-        open.push_back(Open { i, buf: plan.buffer(), left: ranges.len(), plan });
+        let len = plan.buffer_len();
+        let buf = buffers.take(len);
+        open.push_back(Open { i, buf, len, left: ranges.len(), plan });
         dispatch(&mut open, &mut computing);
         for (k, start, end) in ranges {
             match pending.as_mut() {
@@ -201,7 +297,8 @@ pub async fn measure(
                     b.parts.push((i, k, start, end));
                 }
                 _ => {
-                    let next = Batch { file: t.file, start, end, parts: vec![(i, k, start, end)] };
+                    let next = Batch { file: t.file, start, end, limit, parts: vec![(i, k, start, end)] };
+                    limit = (limit * 2).min(MAX_READ);
                     if let Some(full) = pending.replace(next) {
                         issue!(full);
                     }
@@ -209,11 +306,9 @@ pub async fn measure(
             }
         }
         while computing.len() > window {
-            if let Some(rx) = computing.pop_front() {
-                finish(rx.await.map_err(worker_gone)?, &mut measured).map_err(|(i, e)| name_err(i, e))?;
-                progress.done += 1;
-                progress.elapsed_ms = pool::now_ms() - t0;
-                on_progress(progress);
+            if let Some(d) = computing.next().await {
+                finish(d.map_err(worker_gone)?, &mut measured, &mut buffers).map_err(|(i, e)| name_err(i, e))?;
+                tick(&mut progress, t0, &mut shown, on_progress);
             }
         }
     }
@@ -221,14 +316,13 @@ pub async fn measure(
         issue!(last);
     }
     while let Some(r) = reads.next().await {
-        land(r, &mut open, &mut computing, &mut progress)?;
+        land(r, &mut open, &mut computing, &mut staging, &mut progress)?;
     }
-    while let Some(rx) = computing.pop_front() {
-        finish(rx.await.map_err(worker_gone)?, &mut measured).map_err(|(i, e)| name_err(i, e))?;
-        progress.done += 1;
-        progress.elapsed_ms = pool::now_ms() - t0;
-        on_progress(progress);
+    while let Some(d) = computing.next().await {
+        finish(d.map_err(worker_gone)?, &mut measured, &mut buffers).map_err(|(i, e)| name_err(i, e))?;
+        tick(&mut progress, t0, &mut shown, on_progress);
     }
+    on_progress(progress);
     let mut rows = Vec::with_capacity(model.tensors.len());
     let mut histograms = Vec::with_capacity(model.tensors.len());
     for (t, m) in model.tensors.iter().zip(measured) {

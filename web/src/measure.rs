@@ -49,7 +49,6 @@ impl Progress {
 pub struct Outcome {
     pub report: Report,
     pub histograms: Vec<Option<Histogram>>,
-    pub elapsed_ms: f64,
     pub bytes_read: u64,
     pub threads: usize,
 }
@@ -340,11 +339,5 @@ pub async fn measure(
         model.file_bytes,
         rows,
     );
-    Ok(Outcome {
-        report: Report::new(GENERATOR, vec![m]),
-        histograms,
-        elapsed_ms: pool::now_ms() - t0,
-        bytes_read: progress.bytes_read,
-        threads,
-    })
+    Ok(Outcome { report: Report::new(GENERATOR, vec![m]), histograms, bytes_read: progress.bytes_read, threads })
 }

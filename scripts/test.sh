@@ -42,6 +42,7 @@ step "bench: dissect/assemble vs cp (figure only)" bench/dissect-vs-cp.sh "" 3
 step "bench: purify throughput (figure only)" bench/purify.sh "" 1
 step "bench: browser vs native CLI on SmolLM2 (figure only)" bench/web-vs-cli.sh 3
 step "bench: the core's measure in wasm (Node) vs native, one thread (figure only)" bench/wasm-vs-native.sh 3
+step "bench: what reading SmolLM2 through the File API costs Chromium (figure only)" bench/web-read-cost.sh 5
 echo "all checks passed in $((SECONDS - t_all)) s"
 # One closing line with the totals of every cargo test binary.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }

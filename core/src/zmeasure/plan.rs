@@ -52,7 +52,8 @@ pub struct ReadPlan {
 /// sample get one. Beyond it a sparse buffer (at most one block per sample) is the
 /// smaller: SmolLM2's 30 MB token embedding, read whole, keeps 3 MB of sampled blocks.
 /// Every buffer is new memory for the reader to write, and in a browser tab that costs
-/// far more than the copy itself.
+/// far more than the copy itself. It also bounds a dense buffer: 200 000 blocks of at most
+/// 210 bytes (Q6_K) is 42 MB, whatever the file claims.
 const DENSE_MAX_BLOCKS_PER_SAMPLE: u64 = 2;
 
 impl ReadPlan {
@@ -280,6 +281,17 @@ mod tests {
         assert!(plan.buffer_len() <= SAMPLE_SIZE * ty.type_size());
         let whole = measure_tensor("token_embd.weight", ty, n, &data).unwrap();
         assert_eq!(measure_values(plan.values(&read_all(&plan, &data)).unwrap()), whole);
+    }
+
+    #[test]
+    fn a_dense_buffer_stays_under_64_mib_for_every_type() {
+        for &ty in GgmlType::ALL.iter().filter(|t| t.can_dequantize()) {
+            let most = DENSE_MAX_BLOCKS_PER_SAMPLE * SAMPLE_SIZE as u64 * ty.block_size() as u64;
+            let dense = ReadPlan::new("t", ty, most, u64::MAX, u64::MAX).unwrap();
+            assert!(dense.is_dense() && dense.buffer_len() < 64 << 20, "{ty:?}: {}", dense.buffer_len());
+            let one_more = most + ty.block_size() as u64;
+            assert!(!ReadPlan::new("t", ty, one_more, u64::MAX, u64::MAX).unwrap().is_dense(), "{ty:?}");
+        }
     }
 
     #[test]

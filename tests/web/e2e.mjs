@@ -7,15 +7,12 @@
 // a previously exported JSON opens again; a non-GGUF file gets a plain error; without
 // COOP/COEP the app falls back to one thread and says so; a > 4 GiB file is measured.
 // Screenshots go to OUT_DIR. With ORGAN_WEB_BENCH=N it only times N runs and prints JSON.
-import { createRequire } from 'node:module';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import os from 'node:os';
 import { serve } from './serve.mjs';
+import { launch } from './chromium.mjs';
 
-const require = createRequire(path.join(process.env.ORGAN_NODE_DIR, 'x.js'));
-const { chromium } = require('playwright-core');
 const [dist, model, organ, outDir, bigModel] = process.argv.slice(2);
 fs.mkdirSync(outDir, { recursive: true });
 let failures = 0, passes = 0;
@@ -57,14 +54,9 @@ async function measureIn(page, file, timeout = 300_000) {
 
 const server = await serve(path.resolve(dist));
 const origin = `http://127.0.0.1:${server.address().port}`;
-const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'organ-chromium-'));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
+const context = await launch({
   acceptDownloads: true,
   viewport: { width: 1400, height: 1000 },
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync'],
 });
 const requests = [];
 context.on('request', (r) => requests.push({ url: r.url(), method: r.method(), body: r.postDataBuffer()?.length ?? 0 }));
@@ -186,7 +178,6 @@ try {
 } finally {
   await context.close();
   server.close();
-  fs.rmSync(profile, { recursive: true, force: true });
 }
 // The same closing line as a cargo test binary, so scripts/test.sh counts these checks too.
 console.log(`test result: ${failures === 0 ? 'ok' : 'FAILED'}. ${passes} passed; ${failures} failed (web e2e)`);

@@ -2,14 +2,11 @@
 // read in reads of SIZE MB, two in flight (as the app reads), and the machine's CPU time
 // during the reads is taken from /proc/stat (the machine is otherwise idle). For
 // bench/web-read-cost.sh. Usage: node tests/web/read-cost.mjs DIST MODEL RUNS SIZE_MB...
-import { createRequire } from 'node:module';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { serve } from './serve.mjs';
+import { launch } from './chromium.mjs';
 
-const require = createRequire(path.join(process.env.ORGAN_NODE_DIR, 'x.js'));
-const { chromium } = require('playwright-core');
 const [dist, model, runs, ...sizes] = process.argv.slice(2);
 
 /** CPU time of the whole machine so far, in ms (user + nice + system + irq + softirq). */
@@ -19,13 +16,7 @@ function cpuMs() {
 }
 
 const server = await serve(path.resolve(dist));
-const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'organ-chromium-'));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync'],
-});
+const context = await launch();
 try {
   const page = context.pages()[0] ?? await context.newPage();
   await page.goto(`http://127.0.0.1:${server.address().port}/`);

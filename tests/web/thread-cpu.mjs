@@ -3,14 +3,11 @@
 // ticks) just before the file is chosen and when the report is drawn, so drawing the
 // report counts too. For bench/web-thread-cpu.sh.
 // Usage: node tests/web/thread-cpu.mjs DIST MODEL RUNS
-import { createRequire } from 'node:module';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { serve } from './serve.mjs';
+import { launch } from './chromium.mjs';
 
-const require = createRequire(path.join(process.env.ORGAN_NODE_DIR, 'x.js'));
-const { chromium } = require('playwright-core');
 const [dist, model, runs] = process.argv.slice(2);
 
 /** CPU ms so far of every thread of every Chromium process, keyed by pid/tid. */
@@ -33,13 +30,7 @@ function threads() {
 }
 
 const server = await serve(path.resolve(dist));
-const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'organ-chromium-'));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync'],
-});
+const context = await launch();
 try {
   const page = context.pages()[0] ?? await context.newPage();
   const out = [];

@@ -1,19 +1,12 @@
 //! `organ`: open GGUF models like a surgeon. See `organ --help` and README.md.
 
-mod cmd;
-mod manifest;
-mod model;
-mod output;
-mod serve;
-mod source;
-mod write;
-
 /// See Cargo.toml: per-tensor buffers are reused instead of faulted in again.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use organ_cli::{cmd, serve, write};
 use std::io::Write;
 use std::path::PathBuf;
 

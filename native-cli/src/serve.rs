@@ -126,7 +126,9 @@ impl AppState {
     }
 }
 
-pub fn run(opts: Options) -> anyhow::Result<()> {
+/// The server's state and routes for `opts`, without a socket: `run` serves it, and tests
+/// and the fuzz target drive it directly. Creates ROOT/results.
+pub fn app(opts: &Options) -> anyhow::Result<Router> {
     if !opts.addr.ip().is_loopback() && opts.token.is_none() {
         bail!("--addr {}: not a loopback address; serving beyond this machine requires --token", opts.addr);
     }
@@ -136,7 +138,6 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(root.join(RESULTS))
         .with_context(|| format!("{}: cannot create {RESULTS}/", root.display()))?;
-    let web = opts.web.clone().or_else(|| Some(PathBuf::from("dist"))).filter(|d| d.join("index.html").is_file());
     let state = Arc::new(AppState {
         root,
         token: opts.token.clone(),
@@ -164,11 +165,23 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
         .route("/openapi.json", get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }))
         .nest("/api", api)
         .layer(DefaultBodyLimit::max(opts.max_body))
-        .with_state(state.clone());
-    if let Some(dir) = &web {
+        .with_state(state);
+    if let Some(dir) = web_dir(opts) {
         let files = tower_http::services::ServeDir::new(dir);
         app = app.fallback_service(files).layer(middleware::from_fn(isolation_headers));
     }
+    Ok(app)
+}
+
+/// The browser app's build to serve at `/`, if there is one.
+fn web_dir(opts: &Options) -> Option<PathBuf> {
+    opts.web.clone().or_else(|| Some(PathBuf::from("dist"))).filter(|d| d.join("index.html").is_file())
+}
+
+pub fn run(opts: Options) -> anyhow::Result<()> {
+    let app = app(&opts)?;
+    let web = web_dir(&opts);
+    let root = opts.root.canonicalize()?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
         let listener =
@@ -176,7 +189,7 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
         let local = listener.local_addr()?;
         // The announcement is for whoever started us; if they closed our stdout, serve anyway
         // (println! would panic on the broken pipe).
-        let mut banner = format!("organ serve: listening on http://{local} (root {})\n", state.root.display());
+        let mut banner = format!("organ serve: listening on http://{local} (root {})\n", root.display());
         if let Some(d) = &web {
             banner += &format!("organ serve: the browser app from {} at http://{local}/\n", d.display());
         }

@@ -3,7 +3,7 @@
 //! `Gguf::parse`, which says how many more bytes it needs.
 
 use organ_core::gguf::display::preview;
-use organ_core::gguf::split::{check_shards, Shard};
+use organ_core::gguf::split::{check_shards, Shard, SET_ID_KEY};
 use organ_core::{GgmlType, Gguf};
 
 /// The first read of a header; it grows to what the parser asks for.
@@ -75,6 +75,8 @@ struct Header {
     metadata: Vec<MetaRow>,
     /// `split.no`, `split.count`, `split.tensors.count`.
     split: (Option<u64>, Option<u64>, Option<u64>),
+    /// The split set's id (`organ.split.id`), in shards organ wrote.
+    set_id: Option<String>,
     tensors: Vec<TensorRef>,
 }
 
@@ -117,6 +119,7 @@ async fn read_header(file: &gloo_file::File, index: usize) -> Result<Header, Str
                     name: g.get("general.name").and_then(|v| v.as_str()).map(str::to_owned),
                     metadata,
                     split,
+                    set_id: g.get(SET_ID_KEY).and_then(|v| v.as_str()).map(str::to_owned),
                     tensors,
                 });
             }
@@ -154,6 +157,8 @@ pub async fn open(mut files: Vec<gloo_file::File>) -> Result<Model, String> {
             count: h.split.1,
             tensors_count: h.split.2,
             tensors: h.tensors.iter().map(|t| t.name.as_str()).collect(),
+            version: h.version,
+            set_id: h.set_id.as_deref(),
         })
         .collect();
     if let Err(e) = check_shards(&facts) {
@@ -167,7 +172,11 @@ pub async fn open(mut files: Vec<gloo_file::File>) -> Result<Model, String> {
     for h in it {
         tensors.extend(h.tensors);
     }
-    let metadata = first.metadata.into_iter().filter(|m| n == 1 || !m.key.starts_with("split.")).collect();
+    let metadata = first
+        .metadata
+        .into_iter()
+        .filter(|m| n == 1 || !(m.key.starts_with("split.") || m.key == SET_ID_KEY))
+        .collect();
     Ok(Model {
         label: files[0].name(),
         files,

@@ -31,6 +31,27 @@ pub fn value_json(v: &MetaValue<'_>) -> Value {
     }
 }
 
+/// `s` safe to print to a terminal: control characters (escape sequences, newlines,
+/// carriage returns) and bidirectional overrides are written as escapes (`\u{1b}`), so a
+/// hostile tensor name or key can neither move the cursor nor reorder what follows.
+pub fn printable(s: &str) -> alloc::borrow::Cow<'_, str> {
+    let bad = |c: char| {
+        c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !s.chars().any(bad) {
+        return alloc::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if bad(c) {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    alloc::borrow::Cow::Owned(out)
+}
+
 /// A value on one line: strings quoted and cut after [`STRING_PREVIEW`] characters, arrays
 /// cut after [`ARRAY_PREVIEW`] items.
 pub fn preview(v: &MetaValue<'_>) -> String {
@@ -50,5 +71,18 @@ pub fn preview(v: &MetaValue<'_>) -> String {
             format!("[{}{more}]", items.join(", "))
         }
         _ => value_json(v).to_string(),
+    }
+}
+
+#[cfg(test)]
+mod printable_tests {
+    use super::printable;
+
+    #[test]
+    fn control_characters_and_bidi_overrides_are_escaped() {
+        assert_eq!(printable("blk.0.attn_q.weight"), "blk.0.attn_q.weight");
+        assert_eq!(printable("a\x1b[2Jb\nc\rd"), "a\\u{1b}[2Jb\\nc\\rd");
+        assert_eq!(printable("x\u{202e}y"), "x\\u{202e}y");
+        assert_eq!(printable("θ ünïcode"), "θ ünïcode");
     }
 }

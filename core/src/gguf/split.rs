@@ -1,12 +1,19 @@
 //! Split models (`llama-gguf-split`): shards `NAME-00001-of-0000N.gguf`, each a GGUF with
 //! `split.no` (0-based), `split.count` and, in every shard, `split.tensors.count` (the
 //! whole model's). One check for every reader of shards: the CLI and the browser.
+//!
+//! Splits that organ writes also carry [`SET_ID_KEY`], one random id in every shard, so
+//! that a shard of another split set is refused even where its `split.*` keys agree.
 
 use super::Gguf;
 use alloc::collections::BTreeSet;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
+
+/// The metadata key of a split set's id, in every shard organ writes (a string of 32 hex
+/// digits). Readers drop it with the `split.*` keys when they join the shards.
+pub const SET_ID_KEY: &str = "organ.split.id";
 
 /// What the shard check needs of one file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -19,6 +26,10 @@ pub struct Shard<'a> {
     pub tensors_count: Option<u64>,
     /// The names of the tensors the file holds.
     pub tensors: Vec<&'a str>,
+    /// The GGUF version.
+    pub version: u32,
+    /// [`SET_ID_KEY`], where the file has it.
+    pub set_id: Option<&'a str>,
 }
 
 impl<'a> Shard<'a> {
@@ -30,6 +41,8 @@ impl<'a> Shard<'a> {
             count: num("split.count"),
             tensors_count: num("split.tensors.count"),
             tensors: g.tensors.iter().map(|t| t.name).collect(),
+            version: g.version,
+            set_id: g.get(SET_ID_KEY).and_then(|v| v.as_str()),
         }
     }
 
@@ -50,7 +63,8 @@ pub struct SplitError {
 
 /// Checks that `files` (in file-name order) are one model: a single file that is not a
 /// shard, or every shard of one split model, in order (`split.no` = position, `split.count`
-/// = how many were given), holding `split.tensors.count` tensors in all, no name twice.
+/// = how many were given), holding `split.tensors.count` tensors in all, no name twice,
+/// all of one GGUF version, and all with the first shard's set id (or all without one).
 ///
 /// # Errors
 /// The first file found wrong, and why.
@@ -83,6 +97,22 @@ pub fn check_shards(files: &[Shard<'_>]) -> Result<(), SplitError> {
             format!("split.tensors.count is {:?}, but the {n} shards hold {total} tensors", f.tensors_count),
         );
     }
+    for (i, f) in files.iter().enumerate().skip(1) {
+        if f.version != files[0].version {
+            return err(i, format!("GGUF version {}, but the first shard's is {}", f.version, files[0].version));
+        }
+        if f.set_id != files[0].set_id {
+            let id = |s: Option<&str>| s.map_or_else(|| String::from("none"), |s| format!("{s:?}"));
+            return err(
+                i,
+                format!(
+                    "belongs to another split set: {SET_ID_KEY} is {}, the first shard's is {}",
+                    id(f.set_id),
+                    id(files[0].set_id)
+                ),
+            );
+        }
+    }
     let mut seen = BTreeSet::new();
     for (i, f) in files.iter().enumerate() {
         if let Some(t) = f.tensors.iter().find(|t| !seen.insert(**t)) {
@@ -98,7 +128,14 @@ mod tests {
     use alloc::vec;
 
     fn shard(no: u64, count: u64, total: u64, tensors: &[&'static str]) -> Shard<'static> {
-        Shard { no: Some(no), count: Some(count), tensors_count: Some(total), tensors: tensors.to_vec() }
+        Shard {
+            no: Some(no),
+            count: Some(count),
+            tensors_count: Some(total),
+            tensors: tensors.to_vec(),
+            version: 3,
+            set_id: Some("ab12"),
+        }
     }
 
     #[test]
@@ -130,5 +167,25 @@ mod tests {
         let lone = [shard(0, 2, 1, &["a"])];
         assert!(check_shards(&lone).unwrap_err().reason.contains("2 shards, but 1 file(s)"));
         assert_eq!(check_shards(&[]).unwrap_err().reason, "no file given");
+    }
+
+    #[test]
+    fn a_shard_of_another_set_or_version_is_refused() {
+        let ok = vec![shard(0, 2, 2, &["a"]), shard(1, 2, 2, &["b"])];
+        let mut other = ok.clone();
+        other[1].set_id = Some("cd34");
+        let e = check_shards(&other).unwrap_err();
+        assert_eq!(e.file, 1);
+        assert!(e.reason.contains("another split set") && e.reason.contains("\"cd34\""), "{}", e.reason);
+        let mut missing = ok.clone();
+        missing[1].set_id = None;
+        assert!(check_shards(&missing).unwrap_err().reason.contains("is none"));
+        let mut v2 = ok.clone();
+        v2[1].version = 2;
+        assert_eq!(check_shards(&v2).unwrap_err().reason, "GGUF version 2, but the first shard's is 3");
+        // llama-gguf-split's shards carry no set id: all without one is fine.
+        let mut plain = ok;
+        plain.iter_mut().for_each(|s| s.set_id = None);
+        assert_eq!(check_shards(&plain), Ok(()));
     }
 }

@@ -29,6 +29,25 @@ pub enum Method {
     },
 }
 
+impl Method {
+    /// Checks the method's parameter: `keep` and `strength` are finite and within 0..=1.
+    ///
+    /// # Errors
+    /// A sentence naming the flag and the value it got.
+    pub fn check(&self) -> Result<(), alloc::string::String> {
+        let (flag, x) = match *self {
+            #[cfg(feature = "std")]
+            Method::Spectral { keep } => ("--keep", keep),
+            Method::Fractal { strength } => ("--strength", strength),
+        };
+        if x.is_finite() && (0.0..=1.0).contains(&x) {
+            Ok(())
+        } else {
+            Err(alloc::format!("{flag} {x}: must be a number from 0 to 1"))
+        }
+    }
+}
+
 /// Mean and population standard deviation, in f64.
 fn mean_std(x: impl Iterator<Item = f64> + Clone) -> (f64, f64) {
     let (mut n, mut s) = (0usize, 0.0);
@@ -213,6 +232,19 @@ fn spectral(x: &[f64], row_len: usize, keep: f64) -> Vec<f64> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn out_of_range_parameters_are_refused_by_flag() {
+        for bad in [f64::NAN, -1.0, 1.5, 1e308, f64::INFINITY] {
+            let e = Method::Fractal { strength: bad }.check().unwrap_err();
+            assert!(e.starts_with("--strength ") && e.ends_with("must be a number from 0 to 1"), "{e}");
+            #[cfg(feature = "std")]
+            assert!(Method::Spectral { keep: bad }.check().unwrap_err().starts_with("--keep "));
+        }
+        assert_eq!(Method::Fractal { strength: 0.0 }.check(), Ok(()));
+        #[cfg(feature = "std")]
+        assert_eq!(Method::Spectral { keep: 1.0 }.check(), Ok(()));
+    }
+
     fn signal(n: usize) -> Vec<f32> {
         (0..n).map(|i| (i as f32 * 0.05).sin() + 0.3 * ((i * 7919) % 13) as f32 / 13.0 - 0.1).collect()
     }
@@ -243,6 +275,7 @@ mod tests {
             assert!(relative_l2(&x, &s9) > 1e-3, "keep=0.9 changes something");
         }
         let f = purify(&x, 512, Method::Fractal { strength: 0.8 }).unwrap();
+        assert_eq!(Method::Fractal { strength: 0.8 }.check(), Ok(()));
         let (m, s) = mean_std(f.iter().map(|&v| f64::from(v)));
         assert!((m - m0).abs() <= 1e-6 * s0 && (s - s0).abs() <= 1e-6 * s0, "{m} {s} vs {m0} {s0}");
         assert!(relative_l2(&x, &f) > 1e-3);

@@ -1,10 +1,11 @@
 //! organ-cli: the `organ` binary's commands, model sources, writers and HTTP server, as a
 //! library so that fuzz targets and tests can drive them (the binary is `src/main.rs`).
 
+pub mod atomic;
 pub mod cmd;
+pub mod input;
 pub mod manifest;
 pub mod model;
-pub mod output;
 pub mod serve;
 pub mod source;
 pub mod write;

@@ -19,6 +19,10 @@ use std::path::PathBuf;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Use organ directories' files without checking them against their manifest's
+    /// sha256 (a warning says so).
+    #[arg(long, global = true)]
+    no_verify: bool,
 }
 
 /// Which tensors an operation touches; every criterion given must hold.
@@ -88,6 +92,9 @@ enum Command {
         /// Also write the ranking with per-group mean θ as CSV.
         #[arg(long, value_name = "FILE")]
         ranking_csv: Option<PathBuf>,
+        /// Replace outputs that already exist (never an input of the run).
+        #[arg(long)]
+        force: bool,
     },
     /// Split a GGUF into an organ directory: one .bin per tensor under skeleton/, organs/,
     /// embed/, norm/, adapters/, other/, plus manifest.json (all metadata, order, sha256s).
@@ -100,6 +107,9 @@ enum Command {
         /// Also record each tensor's θ in the manifest.
         #[arg(long)]
         measure: bool,
+        /// Replace outputs that already exist (never an input of the run).
+        #[arg(long)]
+        force: bool,
     },
     /// Build a GGUF from an organ directory (byte-identical to the dissected original).
     Assemble {
@@ -112,6 +122,9 @@ enum Command {
         /// tensor data each (500M, 2G…), as llama-gguf-split writes them.
         #[arg(long, value_name = "SIZE")]
         split_max_size: Option<String>,
+        /// Replace outputs that already exist (never an input of the run).
+        #[arg(long)]
+        force: bool,
     },
     /// Transplant tensors from a donor into a recipient of the same architecture.
     /// Either may be a GGUF or an organ directory; --out ending in .gguf writes a GGUF,
@@ -134,6 +147,9 @@ enum Command {
         /// With a .gguf --out: write a split model with shards of at most this much tensor data.
         #[arg(long, value_name = "SIZE")]
         split_max_size: Option<String>,
+        /// Replace outputs that already exist (never an input of the run).
+        #[arg(long)]
+        force: bool,
     },
     /// Denoise tensors (spectral FFT or fractal Haar, docs/purify.md), keeping each one's
     /// mean, std and type, and write the model with organ.purify.* metadata.
@@ -166,6 +182,9 @@ enum Command {
         /// With a .gguf --out: write a split model.
         #[arg(long, value_name = "SIZE")]
         split_max_size: Option<String>,
+        /// Replace outputs that already exist (never an input of the run).
+        #[arg(long)]
+        force: bool,
     },
     /// Serve every operation over HTTP (docs/openapi.json), and the browser app when built.
     Serve {
@@ -193,6 +212,7 @@ enum Command {
 fn run(cli: Cli) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
+    organ_cli::source::set_verify(!cli.no_verify);
     match cli.command {
         Command::Inspect { model, json } => cmd::inspect::run(&model, json, &mut out)?,
         Command::Measure {
@@ -208,7 +228,10 @@ fn run(cli: Cli) -> Result<()> {
             cache,
             no_cache,
             ranking_csv,
+            force,
         } => {
+            let reports = [&json, &csv, &html, &ranking_csv];
+            guard(&models, reports.iter().filter_map(|p| p.as_deref()), force)?;
             if let Some(n) = threads {
                 rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build_global()?;
             }
@@ -223,18 +246,32 @@ fn run(cli: Cli) -> Result<()> {
                     .map(|c| c.join("measure")),
                 (false, None) => None,
             };
-            let opts =
-                cmd::measure::Options { models, json, csv, html, summary_only, wells, stream, cache, ranking_csv };
+            let opts = cmd::measure::Options {
+                models,
+                json,
+                csv,
+                html,
+                summary_only,
+                wells,
+                stream,
+                cache,
+                ranking_csv,
+                force,
+            };
             cmd::measure::run(&opts, &mut out)?;
             if stats {
                 let read = cmd::measure::BYTES_READ.load(std::sync::atomic::Ordering::Relaxed);
                 eprintln!("stats: tensor bytes read by positioned reads {read}, peak RSS {} KiB", peak_rss_kib());
             }
         }
-        Command::Dissect { model, out: dir, measure } => cmd::dissect::run(&model, &dir, measure, &mut out)?,
-        Command::Assemble { dir, out: file, split_max_size } => {
+        Command::Dissect { model, out: dir, measure, force } => {
+            guard(std::slice::from_ref(&model), [dir.as_path()], force)?;
+            cmd::dissect::run(&model, &dir, measure, force, &mut out)?
+        }
+        Command::Assemble { dir, out: file, split_max_size, force } => {
+            guard(std::slice::from_ref(&dir), [file.as_path()], force)?;
             let max = split_max_size.as_deref().map(write::parse_size).transpose()?;
-            cmd::assemble::run(&dir, &file, max, &mut out)?
+            cmd::assemble::run(&dir, &file, max, force, &mut out)?
         }
         Command::Purify {
             model,
@@ -247,6 +284,7 @@ fn run(cli: Cli) -> Result<()> {
             only_if_improves,
             json,
             split_max_size,
+            force,
         } => {
             use organ_core::surgery::purify::Method;
             let method = match method.as_str() {
@@ -254,6 +292,8 @@ fn run(cli: Cli) -> Result<()> {
                 "spectral" => Method::Spectral { keep },
                 m => anyhow::bail!("--method {m:?}: use fractal or spectral"),
             };
+            method.check().map_err(anyhow::Error::msg)?;
+            guard(std::slice::from_ref(&model), [Some(dest.as_path()), json.as_deref()].into_iter().flatten(), force)?;
             let as_type = match as_type.as_deref() {
                 None => None,
                 Some(t) => Some(
@@ -279,13 +319,15 @@ fn run(cli: Cli) -> Result<()> {
                 only_if_improves,
                 split_max: split_max_size.as_deref().map(write::parse_size).transpose()?,
                 json: json.as_deref(),
+                force,
             };
             cmd::purify::run(&o, &mut out)?;
         }
         Command::Serve { root, addr, token, jobs, web, max_body } => {
             serve::run(serve::Options { root, addr, token, jobs, web, max_body })?
         }
-        Command::Graft { donor, recipient, out: dest, select, dry_run, split_max_size } => {
+        Command::Graft { donor, recipient, out: dest, select, dry_run, split_max_size, force } => {
+            guard(&[donor.clone(), recipient.clone()], dest.as_deref(), force)?;
             let selection = selection(&select)?;
             let o = cmd::graft::Options {
                 donor: &donor,
@@ -295,11 +337,28 @@ fn run(cli: Cli) -> Result<()> {
                 layers_arg: select.layers.clone(),
                 dry_run,
                 split_max: split_max_size.as_deref().map(write::parse_size).transpose()?,
+                force,
             };
             cmd::graft::run(&o, &mut out)?;
         }
     }
     out.flush()?;
+    Ok(())
+}
+
+/// Before any work: records the named inputs (every shard of a split model) and checks
+/// that no output would replace one, or replace anything without `--force`. The writers
+/// check again when they rename their output into place.
+fn guard<'a>(inputs: &[PathBuf], outputs: impl IntoIterator<Item = &'a std::path::Path>, force: bool) -> Result<()> {
+    for i in inputs {
+        organ_cli::input::declare(i);
+        for shard in organ_cli::source::split_shards(i).unwrap_or_default() {
+            organ_cli::input::declare(&shard);
+        }
+    }
+    for o in outputs {
+        organ_cli::input::check_dest(o, force)?;
+    }
     Ok(())
 }
 

@@ -4,11 +4,14 @@
 use crate::manifest::{self, Manifest, OwnedValue};
 use crate::model::ModelFile;
 use anyhow::{bail, Context, Result};
-use organ_core::gguf::split::{check_shards, Shard};
+use organ_core::gguf::split::{check_shards, Shard, SET_ID_KEY};
 use organ_core::gguf::MetaValue;
 use organ_core::surgery::organ_bin;
 use organ_core::GgmlType;
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Where a tensor's bytes are.
@@ -54,6 +57,15 @@ pub struct Model {
 /// Manifests larger than this are refused (a 1T-parameter model's is tens of MB).
 const MAX_MANIFEST_BYTES: u64 = 1 << 30;
 
+/// Whether organ files are checked against their manifest's sha256 when an organ
+/// directory is opened (`--no-verify` turns it off).
+static VERIFY: AtomicBool = AtomicBool::new(true);
+
+/// Turns off (or on) the check of organ files against their manifest's sha256.
+pub fn set_verify(on: bool) {
+    VERIFY.store(on, Ordering::Relaxed);
+}
+
 impl Model {
     /// A new, single-file model made from this one (a graft's or a purification's
     /// result): the same label, path and GGUF version, with `kvs` and `tensors`.
@@ -88,11 +100,17 @@ impl Model {
             .iter()
             .map(|m| {
                 let num = |k: &str| m.get(k).and_then(|v| v.view().ok()).and_then(|v| v.as_u64());
+                let set_id = match m.get(SET_ID_KEY).map(OwnedValue::view) {
+                    Some(Ok(MetaValue::Str(s))) => std::str::from_utf8(s).ok(),
+                    _ => None,
+                };
                 Shard {
                     no: num("split.no"),
                     count: num("split.count"),
                     tensors_count: num("split.tensors.count"),
                     tensors: m.tensors.iter().map(|t| t.name.as_str()).collect(),
+                    version: m.version,
+                    set_id,
                 }
             })
             .collect();
@@ -105,7 +123,7 @@ impl Model {
         for shard in models {
             m.tensors.extend(shard.tensors);
         }
-        m.kvs.retain(|(k, _)| !k.starts_with("split."));
+        m.kvs.retain(|(k, _)| !k.starts_with("split.") && k != SET_ID_KEY);
         m.shards = shards.to_vec();
         Ok(m)
     }
@@ -131,16 +149,21 @@ impl Model {
         Ok(Model { label: file.file_name(), path: path.to_owned(), version, kvs, tensors, shards: Vec::new() })
     }
 
+    /// Opens an organ directory: its manifest, and every organ file, checked against the
+    /// manifest (header, and sha256 unless [`set_verify`] turned that off) before any of
+    /// its data is used. Each organ file is mapped and closed, so no descriptor stays
+    /// open per tensor.
     pub fn from_dir(dir: &Path) -> Result<Model> {
+        crate::input::open_dir(dir)?;
         let mpath = dir.join("manifest.json");
-        let len =
-            std::fs::metadata(&mpath).with_context(|| format!("{}: not an organ directory", mpath.display()))?.len();
+        let mfile = ModelFile::open(&mpath).with_context(|| format!("{}: not an organ directory", dir.display()))?;
+        let len = mfile.bytes.len() as u64;
         if len > MAX_MANIFEST_BYTES {
             bail!("{}: {len} bytes, more than the {MAX_MANIFEST_BYTES} a manifest may have", mpath.display());
         }
-        let text = std::fs::read(&mpath).with_context(|| format!("{}: cannot read", mpath.display()))?;
-        let m: Manifest =
-            serde_json::from_slice(&text).with_context(|| format!("{}: not a valid manifest", mpath.display()))?;
+        let m: Manifest = serde_json::from_slice(&mfile.bytes)
+            .with_context(|| format!("{}: not a valid manifest", mpath.display()))?;
+        drop(mfile);
         if m.format != manifest::FORMAT {
             bail!("{}: format {:?}, expected {:?}", mpath.display(), m.format, manifest::FORMAT);
         }
@@ -151,29 +174,31 @@ impl Model {
             .collect::<Result<Vec<_>>>()
             .with_context(|| format!("{}: metadata", mpath.display()))?;
         let root = dir.canonicalize().with_context(|| format!("{}: cannot resolve", dir.display()))?;
-        let mut tensors = Vec::with_capacity(m.tensors.len());
-        for t in &m.tensors {
-            let path = confined(&root, &t.file).with_context(|| format!("{}: tensor {:?}", mpath.display(), t.name))?;
-            let file = Arc::new(ModelFile::open(&path)?);
-            let h = organ_bin::parse_header(&file.bytes, file.bytes.len() as u64)
-                .with_context(|| format!("{}: not a valid organ file", path.display()))?;
-            let ty =
-                GgmlType::from_name(&t.ty).with_context(|| format!("{}: unknown type {:?}", path.display(), t.ty))?;
-            if h.name != t.name || h.dims != t.shape || h.ty != ty {
-                bail!(
-                    "{}: holds {:?} {:?} {}, the manifest says {:?} {:?} {}",
-                    path.display(),
-                    h.name,
-                    h.dims,
-                    h.ty,
-                    t.name,
-                    t.shape,
-                    t.ty
-                );
-            }
-            let (name, dims, n_bytes, offset) = (h.name.to_owned(), h.dims.clone(), h.n_bytes, h.data_offset);
-            tensors.push(Tensor { name, dims, ty, n_bytes, data: DataRef { file, offset }, owned: None });
+        let tensors = m
+            .tensors
+            .par_iter()
+            .map(|t| organ_file(&root, &mpath, t))
+            .collect::<Vec<Result<(Tensor, bool)>>>()
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?;
+        let bad: Vec<String> = tensors
+            .iter()
+            .zip(&m.tensors)
+            .filter(|((_, ok), _)| !ok)
+            .map(|((t, _), e)| format!("{} ({})", e.file, t.name))
+            .collect();
+        if !bad.is_empty() {
+            bail!(
+                "{}: {} organ files differ from their manifest sha256 (--no-verify skips this check): {}",
+                dir.display(),
+                bad.len(),
+                bad.join(", ")
+            );
         }
+        if !VERIFY.load(Ordering::Relaxed) {
+            eprintln!("organ: warning: --no-verify: the organ files of {} are used unchecked", dir.display());
+        }
+        let tensors = tensors.into_iter().map(|(t, _)| t).collect();
         let label = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
         Ok(Model { label, path: dir.to_owned(), version: m.gguf_version, kvs, tensors, shards: Vec::new() })
     }
@@ -188,6 +213,31 @@ impl Model {
             _ => None,
         }
     }
+}
+
+/// Opens one organ file of a manifest: confined to the directory, its header equal to
+/// the manifest's entry, and (unless turned off) its sha256 compared: the `bool`.
+fn organ_file(root: &Path, mpath: &Path, t: &manifest::ManifestTensor) -> Result<(Tensor, bool)> {
+    let path = confined(root, &t.file).with_context(|| format!("{}: tensor {:?}", mpath.display(), t.name))?;
+    let file = Arc::new(ModelFile::open_mapped(&path)?);
+    let h = organ_bin::parse_header(&file.bytes, file.bytes.len() as u64)
+        .with_context(|| format!("{}: not a valid organ file", path.display()))?;
+    let ty = GgmlType::from_name(&t.ty).with_context(|| format!("{}: unknown type {:?}", path.display(), t.ty))?;
+    if h.name != t.name || h.dims != t.shape || h.ty != ty {
+        bail!(
+            "{}: holds {:?} {:?} {}, the manifest says {:?} {:?} {}",
+            path.display(),
+            h.name,
+            h.dims,
+            h.ty,
+            t.name,
+            t.shape,
+            t.ty
+        );
+    }
+    let ok = !VERIFY.load(Ordering::Relaxed) || crate::write::hex(&Sha256::digest(&file.bytes[..])) == t.sha256;
+    let (name, dims, n_bytes, offset) = (h.name.to_owned(), h.dims.clone(), h.n_bytes, h.data_offset);
+    Ok((Tensor { name, dims, ty, n_bytes, data: DataRef { file, offset }, owned: None }, ok))
 }
 
 /// If `path` is named like a llama.cpp split shard (`NAME-00002-of-00005.gguf`), the

@@ -1,12 +1,13 @@
-//! Writing models: a GGUF file or an organ directory, always through a temp path in the
-//! destination's directory that is renamed into place only when complete. Until then the
-//! destination does not exist (a killed run leaves at most a `.organ-tmp` entry behind,
-//! never a partial output), and inputs are only ever read.
+//! Writing models: a GGUF file or an organ directory, always through a temp entry in the
+//! destination's directory that is renamed into place only when complete
+//! ([`crate::atomic`]). Inputs are only ever read, and never replaced.
 
+use crate::atomic::Temp;
 use crate::manifest::{self, Manifest, ManifestTensor, OwnedValue};
 use crate::source::{Model, Tensor};
 use anyhow::{bail, Context, Result};
 use organ_core::anatomy::{classify, Group};
+use organ_core::gguf::split::SET_ID_KEY;
 use organ_core::gguf::writer::{padding, plan, TensorSpec};
 use organ_core::gguf::MetaValue;
 use organ_core::surgery::organ_bin;
@@ -16,77 +17,34 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-/// A temp path beside `dest`, removed on drop unless [`Temp::commit`] renamed it.
-pub struct Temp {
-    pub path: PathBuf,
-    dest: PathBuf,
-    done: bool,
-    replace: bool,
-}
-
-impl Temp {
-    /// A temp path for a new output: `dest` must not exist (organ never overwrites models).
-    pub fn new(dest: &Path) -> Result<Temp> {
-        if dest.exists() {
-            bail!("{}: already exists (organ never overwrites; remove it or choose another --out)", dest.display());
-        }
-        Self::beside(dest, false)
-    }
-
-    /// A temp path for a report file, which may replace an older report at `dest`.
-    pub fn replacing(dest: &Path) -> Result<Temp> {
-        Self::beside(dest, true)
-    }
-
-    fn beside(dest: &Path, replace: bool) -> Result<Temp> {
-        let dir = match dest.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-            _ => PathBuf::from("."),
-        };
-        let name =
-            dest.file_name().with_context(|| format!("{}: not a path to a file or directory", dest.display()))?;
-        let path = dir.join(format!(".{}.organ-tmp.{}", name.to_string_lossy(), std::process::id()));
-        Ok(Temp { path, dest: dest.to_owned(), done: false, replace })
-    }
-
-    /// Renames the finished temp path to the destination.
-    pub fn commit(mut self) -> Result<()> {
-        if !self.replace && self.dest.exists() {
-            bail!("{}: appeared while organ was writing; not replaced", self.dest.display());
-        }
-        std::fs::rename(&self.path, &self.dest)
-            .with_context(|| format!("{}: cannot rename into place", self.dest.display()))?;
-        self.done = true;
-        Ok(())
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        if !self.done {
-            let _ = std::fs::remove_file(&self.path);
-            let _ = std::fs::remove_dir_all(&self.path);
-        }
-    }
-}
-
 /// Writes a GGUF holding `kvs` and `tensors` (each with its own type and bytes) to `dest`.
-pub fn write_gguf(version: u32, kvs: &[(String, OwnedValue)], tensors: &[Tensor], dest: &Path) -> Result<u64> {
-    let (tmp, len) = stage_gguf(version, kvs, tensors, dest)?;
+pub fn write_gguf(
+    version: u32,
+    kvs: &[(String, OwnedValue)],
+    tensors: &[Tensor],
+    dest: &Path,
+    force: bool,
+) -> Result<u64> {
+    let (tmp, len) = stage_gguf(version, kvs, tensors, dest, force)?;
     tmp.commit()?;
     Ok(len)
 }
 
 /// Writes the GGUF into a temp path beside `dest` and returns it uncommitted, with the
 /// file's length: the caller commits it (or drops it, which removes it).
-fn stage_gguf(version: u32, kvs: &[(String, OwnedValue)], tensors: &[Tensor], dest: &Path) -> Result<(Temp, u64)> {
+fn stage_gguf(
+    version: u32,
+    kvs: &[(String, OwnedValue)],
+    tensors: &[Tensor],
+    dest: &Path,
+    force: bool,
+) -> Result<(Temp, u64)> {
     let views = kvs.iter().map(|(k, v)| Ok((k.as_str(), v.view()?))).collect::<Result<Vec<(&str, MetaValue<'_>)>>>()?;
     let specs: Vec<TensorSpec<'_>> =
         tensors.iter().map(|t| TensorSpec { name: &t.name, dims: &t.dims, ty: t.ty }).collect();
     let layout =
         plan(version, &views, &specs).with_context(|| format!("{}: cannot lay out the GGUF", dest.display()))?;
-    let tmp = Temp::new(dest)?;
-    let mut f = File::create(&tmp.path).with_context(|| format!("{}: cannot create", tmp.path.display()))?;
+    let (tmp, mut f) = Temp::file(dest, force)?;
     f.write_all(&layout.header)?;
     let zeros = vec![0u8; layout.alignment as usize];
     for (t, &(_, n)) in tensors.iter().zip(&layout.tensors) {
@@ -147,9 +105,9 @@ pub fn write_dir(
     source: impl FnOnce() -> Result<manifest::Source> + Send,
     measure: bool,
     dest: &Path,
+    force: bool,
 ) -> Result<()> {
-    let tmp = Temp::new(dest)?;
-    std::fs::create_dir(&tmp.path).with_context(|| format!("{}: cannot create", tmp.path.display()))?;
+    let tmp = Temp::dir(dest, force)?;
     for g in Group::ALL {
         std::fs::create_dir(tmp.path.join(group_dir(g)))?;
     }
@@ -171,7 +129,7 @@ pub fn write_dir(
                 let rel = format!("{}/{}", group_dir(a.group), file_name(&t.name));
                 let header = organ_bin::encode_header(&t.name, &t.dims, t.ty)?;
                 let path = tmp.path.join(&rel);
-                let mut f = File::create(&path).with_context(|| format!("{}: cannot create", path.display()))?;
+                let mut f = create_new(&path)?;
                 f.write_all(&header)?;
                 // The data moves in the kernel; the hash reads it from the map meanwhile.
                 let (copied, digest) = rayon::join(
@@ -218,11 +176,20 @@ pub fn write_dir(
         tensors: entries,
     };
     let mpath = tmp.path.join("manifest.json");
-    let mut f = BufWriter::new(File::create(&mpath)?);
+    let mut f = BufWriter::new(create_new(&mpath)?);
     serde_json::to_writer_pretty(&mut f, &m)?;
     f.write_all(b"\n")?;
     f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
     tmp.commit()
+}
+
+/// A new file inside a temp directory of ours, created exclusively.
+fn create_new(path: &Path) -> Result<File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .with_context(|| format!("{}: cannot create", path.display()))
 }
 
 /// Parses a size like `500M`, `2G`, `1048576` (K, M, G, T are powers of 1024).
@@ -248,7 +215,8 @@ pub fn parse_size(s: &str) -> Result<u64> {
 /// Writes a GGUF split like `llama-gguf-split` does: shards `PREFIX-0000i-of-0000N.gguf`
 /// beside `dest` (PREFIX is `dest` without `.gguf`), each holding whole tensors of at most
 /// `max_bytes` of data (a larger tensor gets a shard of its own). The first shard holds all
-/// metadata; every shard carries `split.no`, `split.count`, `split.tensors.count`. All
+/// metadata; every shard carries `split.no`, `split.count`, `split.tensors.count`, and
+/// one random split set id ([`SET_ID_KEY`]), so a shard of another set is refused. All
 /// shards are written to temp paths first and renamed only when every one is complete.
 pub fn write_gguf_split(
     version: u32,
@@ -256,6 +224,7 @@ pub fn write_gguf_split(
     tensors: &[Tensor],
     dest: &Path,
     max_bytes: u64,
+    force: bool,
 ) -> Result<Vec<PathBuf>> {
     let mut groups: Vec<Vec<Tensor>> = vec![Vec::new()];
     let mut size = 0u64;
@@ -281,14 +250,19 @@ pub fn write_gguf_split(
     // Every shard is staged in its own temp path (refused if the shard exists); they are
     // renamed into place together once all are written. On any error the staged temps
     // are dropped, which removes them.
+    let set_id = format!("{:016x}{:016x}", crate::atomic::random_u64()?, crate::atomic::random_u64()?);
     let mut staged = Vec::with_capacity(n);
     for (i, (g, path)) in groups.iter().zip(&paths).enumerate() {
-        let mut shard_kvs: Vec<(String, OwnedValue)> =
-            if i == 0 { kvs.iter().filter(|(k, _)| !k.starts_with("split.")).cloned().collect() } else { Vec::new() };
+        let mut shard_kvs: Vec<(String, OwnedValue)> = if i == 0 {
+            kvs.iter().filter(|(k, _)| !k.starts_with("split.") && k != SET_ID_KEY).cloned().collect()
+        } else {
+            Vec::new()
+        };
         shard_kvs.push(("split.no".into(), OwnedValue::Scalar(MetaValue::U16(i as u16))));
         shard_kvs.push(("split.count".into(), OwnedValue::Scalar(MetaValue::U16(n as u16))));
         shard_kvs.push(("split.tensors.count".into(), OwnedValue::Scalar(MetaValue::I32(tensors.len() as i32))));
-        staged.push(stage_gguf(version, &shard_kvs, g, path)?.0);
+        shard_kvs.push((SET_ID_KEY.into(), OwnedValue::string(&set_id)));
+        staged.push(stage_gguf(version, &shard_kvs, g, path, force)?.0);
     }
     for t in staged {
         t.commit()?;
@@ -300,7 +274,7 @@ pub fn write_gguf_split(
 fn write_tensor_data(t: &Tensor, dst: &mut File) -> Result<()> {
     match &t.owned {
         Some(b) => Ok(dst.write_all(b)?),
-        None => copy_range(&t.data.file.file, t.data.offset, t.n_bytes, dst),
+        None => t.data.file.with_file(|src| copy_range(src, t.data.offset, t.n_bytes, dst)),
     }
 }
 
@@ -336,7 +310,7 @@ pub fn copy_range(src: &File, offset: u64, len: u64, dst: &mut File) -> Result<(
 /// sha256 of a model's bytes: the GGUF file, or an organ directory's manifest.
 pub fn fingerprint(m: &Model) -> Result<String> {
     if m.path.is_dir() {
-        Ok(sha256_hex(&std::fs::read(m.path.join("manifest.json"))?))
+        Ok(sha256_hex(&crate::model::ModelFile::open(&m.path.join("manifest.json"))?.bytes))
     } else {
         Ok(sha256_hex(&crate::model::ModelFile::open(&m.path)?.bytes))
     }
@@ -345,17 +319,24 @@ pub fn fingerprint(m: &Model) -> Result<String> {
 /// Writes `model` to `out`: a GGUF if `out` ends in `.gguf` (split into shards of at most
 /// `split_max` bytes of data when given), else an organ directory whose manifest names
 /// `source` as where it came from.
-pub fn write_model(model: &Model, source: &Model, out: &Path, split_max: Option<u64>, w: &mut dyn Write) -> Result<()> {
+pub fn write_model(
+    model: &Model,
+    source: &Model,
+    out: &Path,
+    split_max: Option<u64>,
+    force: bool,
+    w: &mut dyn Write,
+) -> Result<()> {
     let is_gguf = out.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
     if let (true, Some(max)) = (is_gguf, split_max) {
-        let shards = write_gguf_split(model.version, &model.kvs, &model.tensors, out, max)?;
+        let shards = write_gguf_split(model.version, &model.kvs, &model.tensors, out, max, force)?;
         writeln!(w, "wrote {} shards: {}", shards.len(), shards[0].display())?;
     } else if is_gguf {
-        let n = write_gguf(model.version, &model.kvs, &model.tensors, out)?;
+        let n = write_gguf(model.version, &model.kvs, &model.tensors, out, force)?;
         writeln!(w, "wrote {} ({n} bytes)", out.display())?;
     } else {
         let src = manifest::Source { file: source.label.clone(), sha256: fingerprint(source)?, bytes: 0 };
-        write_dir(model, move || Ok(src), false, out)?;
+        write_dir(model, move || Ok(src), false, out, force)?;
         writeln!(w, "wrote organ directory {}", out.display())?;
     }
     Ok(())

@@ -23,7 +23,7 @@ function check(ok, what) {
 
 function cliThetas(file) {
   const json = path.join(outDir, `cli-${path.basename(file)}.json`);
-  execFileSync(organ, ['measure', file, '--summary-only', '--json', json], { stdio: ['ignore', 'ignore', 'inherit'] });
+  execFileSync(organ, ['measure', file, '--summary-only', '--force', '--json', json], { stdio: ['ignore', 'ignore', 'inherit'] });
   const r = JSON.parse(fs.readFileSync(json, 'utf8'));
   return new Map(r.models[0].tensors.map((t) => [t.name, t.theta]));
 }

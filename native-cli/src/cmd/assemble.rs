@@ -1,29 +1,16 @@
-//! `organ assemble`: an organ directory back into one GGUF, checking every organ file
-//! against the sha256 its manifest recorded.
+//! `organ assemble`: an organ directory back into one GGUF. Opening the directory checks
+//! every organ file against the sha256 its manifest recorded ([`Model::from_dir`]).
 
 use crate::source::Model;
-use crate::write::{sha256_hex, write_gguf};
-use anyhow::{bail, Context, Result};
-use rayon::prelude::*;
+use crate::write::write_gguf;
+use anyhow::{Context, Result};
 use std::io::Write;
 use std::path::Path;
 
-pub fn run(dir: &Path, out: &Path, split_max: Option<u64>, w: &mut dyn Write) -> Result<()> {
+pub fn run(dir: &Path, out: &Path, split_max: Option<u64>, force: bool, w: &mut dyn Write) -> Result<()> {
     let m = Model::from_dir(dir)?;
-    let manifest: crate::manifest::Manifest = serde_json::from_slice(&std::fs::read(dir.join("manifest.json"))?)?;
-    // Every organ file must be what dissect wrote (or what a graft recorded).
-    let bad: Vec<String> = m
-        .tensors
-        .par_iter()
-        .zip(&manifest.tensors)
-        .filter(|(t, e)| sha256_hex(&t.data.file.bytes) != e.sha256)
-        .map(|(t, e)| format!("{} ({})", e.file, t.name))
-        .collect();
-    if !bad.is_empty() {
-        bail!("{}: {} organ files differ from their manifest sha256: {}", dir.display(), bad.len(), bad.join(", "));
-    }
     if let Some(max) = split_max {
-        let shards = crate::write::write_gguf_split(m.version, &m.kvs, &m.tensors, out, max)
+        let shards = crate::write::write_gguf_split(m.version, &m.kvs, &m.tensors, out, max, force)
             .with_context(|| format!("assembling {}", dir.display()))?;
         writeln!(
             w,
@@ -35,7 +22,8 @@ pub fn run(dir: &Path, out: &Path, split_max: Option<u64>, w: &mut dyn Write) ->
         )?;
         return Ok(());
     }
-    let n = write_gguf(m.version, &m.kvs, &m.tensors, out).with_context(|| format!("assembling {}", dir.display()))?;
+    let n = write_gguf(m.version, &m.kvs, &m.tensors, out, force)
+        .with_context(|| format!("assembling {}", dir.display()))?;
     writeln!(w, "assembled {} tensors from {} into {} ({n} bytes)", m.tensors.len(), dir.display(), out.display())?;
     Ok(())
 }

@@ -9,7 +9,7 @@ use sha2::Digest;
 use std::io::Write;
 use std::path::Path;
 
-pub fn run(model: &Path, out: &Path, measure: bool, w: &mut dyn Write) -> Result<()> {
+pub fn run(model: &Path, out: &Path, measure: bool, force: bool, w: &mut dyn Write) -> Result<()> {
     if model.is_dir() {
         bail!("{}: already an organ directory (assemble it to get a GGUF)", model.display());
     }
@@ -28,7 +28,7 @@ pub fn run(model: &Path, out: &Path, measure: bool, w: &mut dyn Write) -> Result
         Ok((crate::write::hex(&h.finalize()), bytes))
     };
     let source = |(sha256, bytes): (String, u64)| manifest::Source { file: m.label.clone(), sha256, bytes };
-    write_dir(&m, move || fingerprint().map(source), measure, out)?;
+    write_dir(&m, move || fingerprint().map(source), measure, out, force)?;
     let mut counts = std::collections::BTreeMap::new();
     for t in &m.tensors {
         *counts.entry(classify(&t.name).group).or_insert(0) += 1;

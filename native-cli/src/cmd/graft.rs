@@ -19,6 +19,8 @@ pub struct Options<'a> {
     pub dry_run: bool,
     /// Write a split GGUF with shards of at most this many data bytes.
     pub split_max: Option<u64>,
+    /// Replace an output that exists (never an input).
+    pub force: bool,
 }
 
 fn side(m: &Model) -> (Option<String>, Vec<(&str, &[u64])>) {
@@ -57,7 +59,14 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     )?;
     for &(ri, di) in &p.swaps {
         let (r, d) = (&recipient.tensors[ri], &donor.tensors[di]);
-        writeln!(w, "  {:<40} {:>7} -> {:<7} {:>12} bytes", r.name, r.ty.name(), d.ty.name(), d.n_bytes)?;
+        writeln!(
+            w,
+            "  {:<40} {:>7} -> {:<7} {:>12} bytes",
+            organ_core::gguf::display::printable(&r.name),
+            r.ty.name(),
+            d.ty.name(),
+            d.n_bytes
+        )?;
     }
     if o.dry_run {
         writeln!(w, "dry run: nothing written")?;
@@ -83,6 +92,6 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     kvs.push(("organ.graft.tensors".into(), OwnedValue::strings(&names)?));
 
     let result = recipient.derived(kvs, tensors);
-    crate::write::write_model(&result, &recipient, out, o.split_max, w)?;
+    crate::write::write_model(&result, &recipient, out, o.split_max, o.force, w)?;
     Ok(())
 }

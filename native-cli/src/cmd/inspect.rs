@@ -4,7 +4,7 @@
 use crate::model::ModelFile;
 use anyhow::Result;
 use organ_core::anatomy::classify;
-use organ_core::gguf::display::{preview, value_json};
+use organ_core::gguf::display::{preview, printable, value_json};
 use organ_core::gguf::{MetaValue, ValueType};
 use organ_core::Gguf;
 use serde_json::{json, Value};
@@ -90,7 +90,7 @@ fn print_metadata<'a>(out: &mut dyn Write, kvs: impl Iterator<Item = (&'a str, M
             MetaValue::Array(a) => format!("[{} {}]", a.len, a.elem_type.name()),
             v => v.value_type().name().to_string(),
         };
-        writeln!(out, "  {:>3}: {:<16} {} = {}", i + 1, ty, key, preview(&v))?;
+        writeln!(out, "  {:>3}: {:<16} {} = {}", i + 1, ty, printable(key), preview(&v))?;
     }
     Ok(())
 }
@@ -121,7 +121,7 @@ fn print_tensors(out: &mut dyn Write, rows: &[Row<'_>]) -> Result<()> {
             out,
             "  {:>4}  {:<36} {:<9} {:>5}  {:<8} {:<22}{shard} {:>12} {:>12}",
             i + 1,
-            r.name,
+            printable(r.name),
             a.group.name(),
             layer,
             r.ty.name(),

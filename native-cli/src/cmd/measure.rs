@@ -2,18 +2,18 @@
 //! GGUF, organ directory), in parallel, reading only the blocks the sampler needs: through
 //! a memory map for ordinary models, by positioned reads for huge ones.
 
-use crate::output::write_atomic;
+use crate::atomic::write_file;
 use crate::source::{Model, Tensor};
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use organ_core::anatomy::Group;
+use organ_core::gguf::display::printable;
 use organ_core::gguf::MetaValue;
 use organ_core::zmeasure::html::human_count;
 use organ_core::zmeasure::report::{ModelReport, Report, TensorReport};
 use organ_core::zmeasure::{measure_tensor, measure_values, Measurement, ReadPlan};
 use rayon::prelude::*;
 use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -31,6 +31,8 @@ pub struct Options {
     pub cache: Option<PathBuf>,
     /// Also write the ranking and per-group θ across models as CSV.
     pub ranking_csv: Option<PathBuf>,
+    /// Replace report files that exist (never an input).
+    pub force: bool,
 }
 
 /// The models a path names: itself (a GGUF, a shard, an organ directory), or for any other
@@ -99,7 +101,8 @@ fn measure_cached(path: &Path, opts: &Options, progress: &ProgressBar) -> Result
     }
     let r = measure_model(path, opts.stream, progress)?;
     std::fs::create_dir_all(cache).with_context(|| format!("{}: cannot create the cache", cache.display()))?;
-    write_atomic(&entry, |w| Ok(serde_json::to_writer(w, &r)?))?;
+    // The cache's own entries are replaced freely.
+    write_file(&entry, true, |w| Ok(serde_json::to_writer(w, &r)?))?;
     Ok((r, false))
 }
 
@@ -121,11 +124,7 @@ fn measure_streamed(t: &Tensor) -> Result<Measurement> {
     for (i, r) in plan.ranges.iter().enumerate() {
         bytes.resize(r.len as usize, 0);
         let at = t.data.offset + r.offset;
-        t.data
-            .file
-            .file
-            .read_exact_at(&mut bytes, at)
-            .with_context(|| format!("{}: read at offset {at}", t.data.file.path.display()))?;
+        t.data.file.read_exact_at(&mut bytes, at)?;
         BYTES_READ.fetch_add(r.len, Ordering::Relaxed);
         plan.fill(i, &bytes, &mut buf)?;
     }
@@ -149,8 +148,8 @@ pub fn measure_model(path: &Path, stream: bool, progress: &ProgressBar) -> Resul
     let stream = stream || file_bytes > STREAM_ABOVE_BYTES;
     if stream {
         // Scattered small reads: readahead would pull in far more than the sampled blocks.
-        for f in &files {
-            let _ = rustix::fs::fadvise(&f.file, 0, None, rustix::fs::Advice::Random);
+        for f in files.iter().filter_map(|f| f.file()) {
+            let _ = rustix::fs::fadvise(f, 0, None, rustix::fs::Advice::Random);
         }
     }
     progress.inc_length(model.tensors.len() as u64);
@@ -210,20 +209,20 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
     let report = Report::new(GENERATOR, models);
 
     if let Some(p) = &opts.json {
-        write_atomic(p, |w| {
+        write_file(p, opts.force, |w| {
             serde_json::to_writer_pretty(&mut *w, &report)?;
             writeln!(w)?;
             Ok(())
         })?;
     }
     if let Some(p) = &opts.csv {
-        write_atomic(p, |w| write_csv(&report, w))?;
+        write_file(p, opts.force, |w| write_csv(&report, w))?;
     }
     if let Some(p) = &opts.html {
-        write_atomic(p, |w| Ok(w.write_all(organ_core::zmeasure::html::render(&report).as_bytes())?))?;
+        write_file(p, opts.force, |w| Ok(w.write_all(organ_core::zmeasure::html::render(&report).as_bytes())?))?;
     }
     if let Some(p) = &opts.ranking_csv {
-        write_atomic(p, |w| write_ranking_csv(&report, w))?;
+        write_file(p, opts.force, |w| write_ranking_csv(&report, w))?;
     }
     print_report(&report, opts, out)
 }
@@ -314,8 +313,8 @@ fn print_report(report: &Report, opts: &Options, out: &mut dyn Write) -> Result<
         writeln!(
             out,
             "{}  {}  {} params  {} tensors ({})",
-            m.model,
-            m.architecture.as_deref().unwrap_or("?"),
+            printable(&m.model),
+            printable(m.architecture.as_deref().unwrap_or("?")),
             human_count(m.parameters),
             s.tensors,
             types.join(", ")
@@ -336,7 +335,7 @@ fn print_report(report: &Report, opts: &Options, out: &mut dyn Write) -> Result<
                 writeln!(
                     out,
                     "  {:<40} {:<9} {:>5} {:<7} {} {} {} {}",
-                    t.name,
+                    printable(&t.name),
                     t.group.name(),
                     layer,
                     t.ty,
@@ -353,7 +352,7 @@ fn print_report(report: &Report, opts: &Options, out: &mut dyn Write) -> Result<
         }
         writeln!(out, "\n  wells (lowest θ):")?;
         for (i, w) in s.wells.iter().take(opts.wells).enumerate() {
-            writeln!(out, "  {:>3}. {:<40} {:<9} {:>9.4}°", i + 1, w.name, w.group.name(), w.theta)?;
+            writeln!(out, "  {:>3}. {:<40} {:<9} {:>9.4}°", i + 1, printable(&w.name), w.group.name(), w.theta)?;
         }
         writeln!(out)?;
     }
@@ -370,7 +369,7 @@ fn print_report(report: &Report, opts: &Options, out: &mut dyn Write) -> Result<
         writeln!(out)?;
         for r in &report.ranking {
             let Some(m) = report.models.iter().find(|m| m.model == r.model) else { continue };
-            write!(out, "  {:<44}", m.model)?;
+            write!(out, "  {:<44}", printable(&m.model))?;
             for g in &groups {
                 match m.summary.groups.iter().find(|x| x.group == *g) {
                     Some(x) => write!(out, " {:>9.4}", x.mean)?,
@@ -391,7 +390,7 @@ fn print_report(report: &Report, opts: &Options, out: &mut dyn Write) -> Result<
                 out,
                 "  {:>4}  {:<44} {:>9} {:>9.4} {:>9.4} {:>8}",
                 r.rank,
-                r.model,
+                printable(&r.model),
                 human_count(r.parameters),
                 r.theta_mean,
                 r.signal,

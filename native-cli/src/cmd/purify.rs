@@ -26,6 +26,8 @@ pub struct Options<'a> {
     pub only_if_improves: bool,
     pub split_max: Option<u64>,
     pub json: Option<&'a Path>,
+    /// Replace outputs that exist (never an input).
+    pub force: bool,
 }
 
 /// What happened to one selected tensor.
@@ -130,7 +132,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         writeln!(
             w,
             "  {:<40} {:<6} {:<6} {:>9} {:>9} {:>9}  {}",
-            r.name,
+            organ_core::gguf::display::printable(&r.name),
             r.ty,
             r.written_as,
             num(r.theta_before, 4),
@@ -159,8 +161,8 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     if let Some(p) = o.json {
         let rows: Vec<&Row> = results.iter().map(|(r, _)| r).collect();
         let doc = serde_json::json!({ "method": method, "parameters": params, "model": model.label, "tensors": rows });
-        crate::output::write_atomic(p, |f| Ok(serde_json::to_writer_pretty(f, &doc)?))?;
+        crate::atomic::write_file(p, o.force, |f| Ok(serde_json::to_writer_pretty(f, &doc)?))?;
     }
     writeln!(w, "{} of {} selected tensors purified", touched.len(), selected.len())?;
-    crate::write::write_model(&out_model, &model, o.out, o.split_max, w)
+    crate::write::write_model(&out_model, &model, o.out, o.split_max, o.force, w)
 }

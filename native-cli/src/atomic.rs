@@ -1,0 +1,208 @@
+//! Every output (a model, an organ directory, a report) is written to a temp entry in its
+//! destination's directory and renamed into place only when complete. Until then the
+//! destination is untouched: a killed run leaves at most a temp entry, never a partial
+//! output, and a later run removes the temp entries of dead organ processes.
+//!
+//! Temp entries are named `.NAME.organ-tmp.PID.START.RANDOM`: the writing process's id,
+//! its start time (clock ticks since boot, from /proc), and 64 random bits. They are
+//! created exclusively (`O_CREAT | O_EXCL | O_NOFOLLOW`, or `mkdir`), so a link planted
+//! under a predicted name is never followed: the creation fails instead. PID and START
+//! together tell whether the writer still runs, so [`sweep`] removes only what a dead
+//! process left.
+//!
+//! An existing destination is replaced only with `--force`, never when it is an input of
+//! the run ([`crate::input::check_dest`]); the rename itself refuses to replace anything
+//! without `--force` (`RENAME_NOREPLACE`), and swaps atomically with it
+//! (`RENAME_EXCHANGE`), so a directory is replaced whole, too.
+
+use crate::input;
+use anyhow::{bail, Context, Result};
+use rustix::fs::{renameat_with, RenameFlags, CWD};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// What marks a temp entry of organ's in its name.
+const MARK: &str = ".organ-tmp.";
+
+/// A temp entry beside `dest`, removed on drop unless [`Temp::commit`] renamed it.
+pub struct Temp {
+    pub path: PathBuf,
+    dest: PathBuf,
+    force: bool,
+    done: bool,
+}
+
+/// This process's start time in clock ticks since boot (field 22 of /proc/PID/stat).
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces or ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// 64 bits from the kernel's random source.
+///
+/// # Errors
+/// /dev/urandom cannot be read.
+pub fn random_u64() -> Result<u64> {
+    let mut b = [0u8; 8];
+    std::io::Read::read_exact(&mut File::open("/dev/urandom").context("/dev/urandom: cannot open")?, &mut b)
+        .context("/dev/urandom: cannot read")?;
+    Ok(u64::from_le_bytes(b))
+}
+
+/// `(dir, name)` of `dest`.
+fn split(dest: &Path) -> Result<(PathBuf, String)> {
+    let dir = match dest.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let name = dest.file_name().with_context(|| format!("{}: not a path to a file or directory", dest.display()))?;
+    Ok((dir, name.to_string_lossy().into_owned()))
+}
+
+/// Whether a temp entry's name says it was made by a process that has ended: its PID is
+/// gone, or is now another process (another start time).
+fn is_dead_temp(name: &str) -> bool {
+    let Some(tail) = name.rfind(MARK).map(|i| &name[i + MARK.len()..]) else { return false };
+    let mut it = tail.split('.');
+    let (Some(pid), Some(start), Some(rand), None) = (it.next(), it.next(), it.next(), it.next()) else {
+        return false;
+    };
+    let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else { return false };
+    if rand.len() != 16 || !rand.bytes().all(|b| b.is_ascii_hexdigit()) || !Path::new("/proc/self/stat").exists() {
+        return false;
+    }
+    start_time(pid) != Some(start)
+}
+
+/// Removes from `dir` the temp entries that organ processes which have ended left behind
+/// (a run killed before it could clean up). Returns how many were removed.
+pub fn sweep(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let mut n = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.starts_with('.') || !is_dead_temp(name) {
+            continue;
+        }
+        let p = e.path();
+        // Only what organ makes: a regular file or a directory. A link is removed as a
+        // link (remove_dir_all does not follow links either).
+        let removed = match std::fs::symlink_metadata(&p) {
+            Ok(md) if md.is_dir() => std::fs::remove_dir_all(&p).is_ok(),
+            Ok(md) if md.is_file() => std::fs::remove_file(&p).is_ok(),
+            _ => false,
+        };
+        n += usize::from(removed);
+    }
+    n
+}
+
+impl Temp {
+    /// A temp name beside `dest` (nothing is created yet), after checking that `dest`
+    /// may be written and sweeping dead temp entries from its directory.
+    fn name(dest: &Path, force: bool) -> Result<Temp> {
+        input::check_dest(dest, force)?;
+        let (dir, name) = split(dest)?;
+        sweep(&dir);
+        let pid = std::process::id();
+        let start = start_time(pid).unwrap_or(0);
+        let path = dir.join(format!(".{name}{MARK}{pid}.{start}.{:016x}", random_u64()?));
+        Ok(Temp { path, dest: dest.to_owned(), force, done: false })
+    }
+
+    /// A new temp file for `dest`, created exclusively, never through a link.
+    ///
+    /// # Errors
+    /// `dest` may not be written ([`input::check_dest`]), or the file cannot be created.
+    pub fn file(dest: &Path, force: bool) -> Result<(Temp, File)> {
+        let t = Self::name(dest, force)?;
+        let f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .mode(0o644)
+            .open(&t.path)
+            .with_context(|| format!("{}: cannot create", t.path.display()))?;
+        Ok((t, f))
+    }
+
+    /// A new temp directory for `dest` (`mkdir` fails on any existing entry, a link too).
+    ///
+    /// # Errors
+    /// As [`Temp::file`].
+    pub fn dir(dest: &Path, force: bool) -> Result<Temp> {
+        let t = Self::name(dest, force)?;
+        std::fs::create_dir(&t.path).with_context(|| format!("{}: cannot create", t.path.display()))?;
+        Ok(t)
+    }
+
+    /// Renames the finished temp entry to the destination: only if nothing is there
+    /// (without `force`), or swapped with what is there (with `force`), which is then
+    /// removed. The destination is checked once more against the run's inputs.
+    ///
+    /// # Errors
+    /// The destination appeared meanwhile (without `force`), became an input, or the
+    /// rename failed.
+    pub fn commit(mut self) -> Result<()> {
+        input::check_dest(&self.dest, self.force)?;
+        let exists = std::fs::symlink_metadata(&self.dest).is_ok();
+        let flags = if exists { RenameFlags::EXCHANGE } else { RenameFlags::NOREPLACE };
+        match renameat_with(CWD, &self.path, CWD, &self.dest, flags) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::EXIST) => {
+                bail!("{}: appeared while organ was writing; not replaced (use --force)", self.dest.display())
+            }
+            // A filesystem without renameat2 flags: check, then a plain rename.
+            Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+                if !exists && std::fs::symlink_metadata(&self.dest).is_ok() {
+                    bail!("{}: appeared while organ was writing; not replaced (use --force)", self.dest.display());
+                }
+                if exists && std::fs::symlink_metadata(&self.dest).is_ok_and(|m| m.is_dir()) {
+                    std::fs::remove_dir_all(&self.dest)
+                        .with_context(|| format!("{}: cannot remove the old output", self.dest.display()))?;
+                }
+                std::fs::rename(&self.path, &self.dest)
+                    .with_context(|| format!("{}: cannot rename into place", self.dest.display()))?;
+                self.done = true;
+                return Ok(());
+            }
+            Err(e) => bail!("{}: cannot rename into place: {e}", self.dest.display()),
+        }
+        // With EXCHANGE, the old output now sits at the temp path: drop removes it.
+        self.done = !exists;
+        Ok(())
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        if !self.done {
+            match std::fs::symlink_metadata(&self.path) {
+                Ok(md) if md.is_dir() => drop(std::fs::remove_dir_all(&self.path)),
+                Ok(_) => drop(std::fs::remove_file(&self.path)),
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+/// Writes a report (or any small output) to `path` through `fill`, atomically; an
+/// existing file is replaced only with `force`, an input never.
+///
+/// # Errors
+/// As [`Temp::file`], and any error of `fill` or of writing.
+pub fn write_file(path: &Path, force: bool, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+    let (tmp, f) = Temp::file(path, force)?;
+    let mut w = std::io::BufWriter::new(f);
+    fill(&mut w)?;
+    let f =
+        w.into_inner().map_err(|e| e.into_error()).with_context(|| format!("{}: write failed", tmp.path.display()))?;
+    f.sync_all().with_context(|| format!("{}: sync failed", tmp.path.display()))?;
+    drop(f);
+    tmp.commit()
+}

@@ -1,0 +1,160 @@
+//! Opening inputs, and knowing them again when an output is about to be written.
+//!
+//! - Only regular files are read as models, manifests or organ files: a FIFO, a device or
+//!   a socket is refused before any read could block (the open itself is non-blocking).
+//! - Every input is recorded by device and inode, so that no output, `--force` or not,
+//!   can replace it ([`check_dest`]), whatever name or link leads to it.
+//! - Under `organ serve`, the child process gets `ORGAN_CONFINE=ROOT`: every input it
+//!   opens is checked, on the opened descriptor, to lie under ROOT. The server checked
+//!   the path when the request came; this check holds even if the path was swapped for
+//!   a link after that (the file is opened once, and what was opened is what is checked).
+
+use anyhow::{bail, Context, Result};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The environment variable `organ serve` sets for its children: the root every input
+/// must lie under.
+pub const CONFINE_ENV: &str = "ORGAN_CONFINE";
+
+/// One input: its device and inode, and where it was found (its real path).
+#[derive(Clone, Debug)]
+struct Input {
+    dev: u64,
+    ino: u64,
+    real: PathBuf,
+}
+
+/// Every input this process has opened or been named.
+static INPUTS: Mutex<Vec<Input>> = Mutex::new(Vec::new());
+
+fn record(md: &std::fs::Metadata, path: &Path) {
+    let real = path.canonicalize().unwrap_or_else(|_| path.to_owned());
+    if let Ok(mut v) = INPUTS.lock() {
+        if !v.iter().any(|i| i.dev == md.dev() && i.ino == md.ino()) {
+            v.push(Input { dev: md.dev(), ino: md.ino(), real });
+        }
+    }
+}
+
+/// What kind of file `md` is, for an error message.
+fn kind(md: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = md.file_type();
+    if t.is_dir() {
+        "directory"
+    } else if t.is_fifo() {
+        "FIFO"
+    } else if t.is_socket() {
+        "socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "device"
+    } else if t.is_symlink() {
+        "symbolic link"
+    } else {
+        "special file"
+    }
+}
+
+/// Opens `path` to read: it must be a regular file (under `organ serve`, one inside its
+/// root). The file is recorded as an input.
+///
+/// # Errors
+/// It cannot be opened, is not a regular file, or (under `organ serve`) lies outside the
+/// root.
+pub fn open(path: &Path) -> Result<File> {
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
+    // On a regular file it changes nothing, and it is cleared below all the same.
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .with_context(|| format!("{}: cannot open", path.display()))?;
+    let md = file.metadata().with_context(|| format!("{}: cannot stat", path.display()))?;
+    if !md.is_file() {
+        bail!("{}: a {}, not a regular file: organ reads models only from regular files", path.display(), kind(&md));
+    }
+    rustix::fs::fcntl_setfl(&file, rustix::fs::OFlags::empty())
+        .with_context(|| format!("{}: cannot clear O_NONBLOCK", path.display()))?;
+    check_confined(&file, path)?;
+    record(&md, path);
+    Ok(file)
+}
+
+/// Records an organ directory (or any directory read as a model) as an input, so that no
+/// output replaces it or anything under it.
+///
+/// # Errors
+/// `dir` is not a directory, or lies outside the root under `organ serve`.
+pub fn open_dir(dir: &Path) -> Result<()> {
+    let f = File::open(dir).with_context(|| format!("{}: cannot open", dir.display()))?;
+    let md = f.metadata().with_context(|| format!("{}: cannot stat", dir.display()))?;
+    if !md.is_dir() {
+        bail!("{}: not a directory", dir.display());
+    }
+    check_confined(&f, dir)?;
+    record(&md, dir);
+    Ok(())
+}
+
+/// Records a path named as an input on the command line before it is opened, so that an
+/// output named the same is refused before any work is done. Paths that do not exist
+/// are skipped (opening them will say so).
+pub fn declare(path: &Path) {
+    if let Ok(md) = std::fs::metadata(path) {
+        record(&md, path);
+    }
+}
+
+/// Under `organ serve` (`ORGAN_CONFINE` set), checks that the opened `file` lies under
+/// the root: the descriptor's own path, as the kernel has it, is what counts.
+fn check_confined(file: &File, path: &Path) -> Result<()> {
+    let Some(root) = std::env::var_os(CONFINE_ENV) else { return Ok(()) };
+    let root = PathBuf::from(root);
+    use std::os::fd::AsRawFd;
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .with_context(|| format!("{}: cannot tell where the opened file lies", path.display()))?;
+    if !real.starts_with(&root) {
+        bail!("{}: lies outside the served root", path.display());
+    }
+    Ok(())
+}
+
+/// Checks that an output may be written at `dest`: never over an input of this run (by
+/// device and inode, or a directory holding one), and over an existing file or directory
+/// only with `force`.
+///
+/// # Errors
+/// `dest` is an input, holds one, or exists without `force`.
+pub fn check_dest(dest: &Path, force: bool) -> Result<()> {
+    let Ok(link) = std::fs::symlink_metadata(dest) else { return Ok(()) };
+    let inputs = INPUTS.lock().map(|v| v.clone()).unwrap_or_default();
+    // Whatever the name leads to (a link is followed here: replacing the link would not
+    // touch its target, but a user who names an input through a link means the input).
+    if let Ok(md) = std::fs::metadata(dest) {
+        if let Some(i) = inputs.iter().find(|i| i.dev == md.dev() && i.ino == md.ino()) {
+            bail!(
+                "{}: is an input of this run ({}); organ never overwrites its inputs",
+                dest.display(),
+                i.real.display()
+            );
+        }
+        if md.is_dir() {
+            let real = dest.canonicalize().unwrap_or_else(|_| dest.to_owned());
+            if let Some(i) = inputs.iter().find(|i| i.real.starts_with(&real)) {
+                bail!(
+                    "{}: holds an input of this run ({}); organ never overwrites its inputs",
+                    dest.display(),
+                    i.real.display()
+                );
+            }
+        }
+    }
+    if !force {
+        let what = if link.is_dir() { "a directory" } else { "a file" };
+        bail!("{}: already exists ({what}); organ does not replace it without --force", dest.display());
+    }
+    Ok(())
+}

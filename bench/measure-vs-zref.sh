@@ -9,7 +9,7 @@ RUNS="${2:-5}"
 PY="$(scripts/setup-oracle.sh)"
 cargo build --release -q -p organ-cli
 ORGAN="${CARGO_TARGET_DIR:-target}/release/organ"
-ZREF=../shared/reference/zref.py
+ZREF=tests/oracle/zref.py
 # Best of RUNS for each (page cache warm for both: one untimed run each first).
 "$ORGAN" measure "$MODEL" --summary-only >/dev/null
 "$PY" "$ZREF" "$MODEL" >/dev/null

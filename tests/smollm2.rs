@@ -1,5 +1,5 @@
 //! End-to-end on the real model (SmolLM2-135M-Instruct Q4_1, 272 tensors), against the
-//! reference reader gguf-py 0.19.0 and the reference Z-measure `shared/reference/zref.py`.
+//! reference reader gguf-py 0.19.0 and the reference Z-measure `tests/oracle/zref.py`.
 
 mod common;
 
@@ -66,7 +66,7 @@ fn sha256_hex(b: &[u8]) -> String {
 fn measure_matches_zref_to_1e_6_degrees() {
     let model = smollm2();
     let want =
-        oracle_json(&repo().join("../shared/reference/zref.py"), &[model.as_os_str(), "--json".as_ref()], "zref.json");
+        oracle_json(&repo().join("tests/oracle/zref.py"), &[model.as_os_str(), "--json".as_ref()], "zref.json");
     let json = tmp("measure.json");
     let mut c = organ();
     c.arg("measure").arg(&model).arg("--json").arg(&json).arg("--summary-only");

@@ -1,5 +1,5 @@
 //! Anatomy: which part of the body a tensor is, from its name alone
-//! (Z-measure v1 §4, `shared/docs/z-measure.md`).
+//! (Z-measure v1 §4, `docs/z-measure.md`).
 
 use serde::{Deserialize, Serialize};
 

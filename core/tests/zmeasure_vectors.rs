@@ -1,4 +1,4 @@
-//! Z-measure v1 against `shared/testdata/z-measure-vectors.json`: indicators and θ to 1e-9
+//! Z-measure v1 against `tests/data/z-measure-vectors.json`: indicators and θ to 1e-9
 //! relative, and the sampler's first indices exactly.
 #![allow(clippy::excessive_precision)] // AS241 constants as Wichura published them.
 
@@ -9,9 +9,9 @@ use serde_json::Value;
 use std::f64::consts::PI;
 
 fn vectors() -> Value {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata/z-measure-vectors.json");
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/z-measure-vectors.json");
     let s = std::fs::read_to_string(&p)
-        .unwrap_or_else(|e| panic!("{}: {e} (shared/ must sit beside the repo)", p.display()));
+        .unwrap_or_else(|e| panic!("{}: {e} (the repo's copy of the spec's vectors)", p.display()));
     serde_json::from_str(&s).unwrap()
 }
 

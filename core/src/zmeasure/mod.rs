@@ -1,5 +1,5 @@
 //! Z-measure v1: a data-free angle θ per tensor, 0° noise to 90° structure.
-//! The definition is `shared/docs/z-measure.md`; this module follows it to the letter.
+//! The definition is `docs/z-measure.md`; this module follows it to the letter.
 //!
 //! The entry point for a tensor whose bytes are at hand (a memory map, or the blocks a
 //! browser read) is [`measure_tensor`]. Callers that fetch bytes themselves can ask

@@ -65,8 +65,7 @@ fn sha256_hex(b: &[u8]) -> String {
 #[test]
 fn measure_matches_zref_to_1e_6_degrees() {
     let model = smollm2();
-    let want =
-        oracle_json(&repo().join("tests/oracle/zref.py"), &[model.as_os_str(), "--json".as_ref()], "zref.json");
+    let want = oracle_json(&repo().join("tests/oracle/zref.py"), &[model.as_os_str(), "--json".as_ref()], "zref.json");
     let json = tmp("measure.json");
     let mut c = organ();
     c.arg("measure").arg(&model).arg("--json").arg(&json).arg("--summary-only");

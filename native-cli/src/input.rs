@@ -10,32 +10,23 @@
 //!   a link after that (the file is opened once, and what was opened is what is checked).
 
 use anyhow::{bail, Context, Result};
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 
 /// The environment variable `organ serve` sets for its children: the root every input
 /// must lie under.
 pub const CONFINE_ENV: &str = "ORGAN_CONFINE";
 
-/// One input: its device and inode, and where it was found (its real path).
-#[derive(Clone, Debug)]
-struct Input {
-    dev: u64,
-    ino: u64,
-    real: PathBuf,
-}
-
-/// Every input this process has opened or been named.
-static INPUTS: Mutex<Vec<Input>> = Mutex::new(Vec::new());
+/// Every input this process has opened or been named: device and inode, and where it
+/// was found (its real path).
+static INPUTS: LazyLock<Mutex<HashMap<(u64, u64), PathBuf>>> = LazyLock::new(Default::default);
 
 fn record(md: &std::fs::Metadata, path: &Path) {
-    let real = path.canonicalize().unwrap_or_else(|_| path.to_owned());
-    if let Ok(mut v) = INPUTS.lock() {
-        if !v.iter().any(|i| i.dev == md.dev() && i.ino == md.ino()) {
-            v.push(Input { dev: md.dev(), ino: md.ino(), real });
-        }
+    if let Ok(mut m) = INPUTS.lock() {
+        m.entry((md.dev(), md.ino())).or_insert_with(|| path.canonicalize().unwrap_or_else(|_| path.to_owned()));
     }
 }
 
@@ -130,24 +121,24 @@ fn check_confined(file: &File, path: &Path) -> Result<()> {
 /// `dest` is an input, holds one, or exists without `force`.
 pub fn check_dest(dest: &Path, force: bool) -> Result<()> {
     let Ok(link) = std::fs::symlink_metadata(dest) else { return Ok(()) };
-    let inputs = INPUTS.lock().map(|v| v.clone()).unwrap_or_default();
+    let inputs = INPUTS.lock().map(|m| m.clone()).unwrap_or_default();
     // Whatever the name leads to (a link is followed here: replacing the link would not
     // touch its target, but a user who names an input through a link means the input).
     if let Ok(md) = std::fs::metadata(dest) {
-        if let Some(i) = inputs.iter().find(|i| i.dev == md.dev() && i.ino == md.ino()) {
+        if let Some(real) = inputs.get(&(md.dev(), md.ino())) {
             bail!(
                 "{}: is an input of this run ({}); organ never overwrites its inputs",
                 dest.display(),
-                i.real.display()
+                real.display()
             );
         }
         if md.is_dir() {
             let real = dest.canonicalize().unwrap_or_else(|_| dest.to_owned());
-            if let Some(i) = inputs.iter().find(|i| i.real.starts_with(&real)) {
+            if let Some(inside) = inputs.values().find(|i| i.starts_with(&real)) {
                 bail!(
                     "{}: holds an input of this run ({}); organ never overwrites its inputs",
                     dest.display(),
-                    i.real.display()
+                    inside.display()
                 );
             }
         }

@@ -345,3 +345,67 @@ fn a_cancelled_job_leaves_no_partial_output() {
     assert_eq!(get(&s, &format!("/api/jobs/{id}")).1["state"], "cancelled");
     assert_eq!(get(&s, "/api/health").0, 200);
 }
+
+// ---- Regression tests for the hardening of `organ serve` ----------------------------
+
+/// `n` hard links (or copies) of SmolLM2 under ROOT/slow/, and their paths for a measure
+/// job that runs long enough to hold the only job slot.
+fn slow_models(root: &Path, n: usize) -> Vec<String> {
+    std::fs::create_dir_all(root.join("slow")).unwrap();
+    (0..n)
+        .map(|i| {
+            let rel = format!("slow/m{i}.gguf");
+            if std::fs::hard_link(smollm2(), root.join(&rel)).is_err() {
+                std::fs::copy(smollm2(), root.join(&rel)).unwrap();
+            }
+            rel
+        })
+        .collect()
+}
+
+fn wait_running(s: &Server, id: &str) {
+    let t0 = Instant::now();
+    loop {
+        let st = get(s, &format!("/api/jobs/{id}")).1;
+        if st["state"] == "running" {
+            return;
+        }
+        assert!(st["state"] == "queued" && t0.elapsed() < Duration::from_secs(60), "{st}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue 3: the server checked the path when the request came; the child opened it when
+/// the job ran. A queued dissect of a regular file, swapped for a symlink to a file outside
+/// the root before its turn, dissected the outside file.
+#[test]
+fn a_queued_job_whose_model_is_swapped_for_a_symlink_outside_fails() {
+    let root = make_root("api-swap");
+    let slow = slow_models(&root, 300);
+    let victim = root.join("victim.gguf");
+    std::fs::copy(root.join("corrupt.gguf"), &victim).unwrap();
+    let outside = tmp("api-swap-outside.gguf");
+    let _ = std::fs::remove_file(&outside);
+    if std::fs::hard_link(smollm2(), &outside).is_err() {
+        std::fs::copy(smollm2(), &outside).unwrap();
+    }
+    let s = start(&root, &["--jobs", "1"]);
+    // A long job holds the only slot, so the dissect waits in the queue.
+    let (st, blocker) = post(&s, "/api/measure", &json!({ "paths": slow }));
+    assert_eq!(st, 202, "{blocker}");
+    let bid = blocker["id"].as_str().unwrap().to_owned();
+    wait_running(&s, &bid);
+    let (st, job) = post(&s, "/api/dissect", &json!({ "path": "victim.gguf" }));
+    assert_eq!(st, 202, "{job}");
+    let id = job["id"].as_str().unwrap().to_owned();
+    assert_eq!(get(&s, &format!("/api/jobs/{id}")).1["state"], "queued");
+    std::fs::remove_file(&victim).unwrap();
+    std::os::unix::fs::symlink(&outside, &victim).unwrap();
+    let (st, c) = call(agent().delete(&format!("{}/api/jobs/{bid}", s.base)), None);
+    assert_eq!((st, c["state"].as_str()), (200, Some("cancelled")), "{c}");
+    let end = follow(&s, &id);
+    assert_eq!(end["state"], "failed", "the dissect read the file outside the root: {end}");
+    assert!(end["error"].as_str().unwrap_or_default().contains("outside"), "{end}");
+    assert_eq!(end["outputs"], json!([]));
+    assert!(!s.root.join("results").join(&id).exists(), "no output remains");
+}

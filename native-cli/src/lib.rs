@@ -2,6 +2,7 @@
 //! library so that fuzz targets and tests can drive them (the binary is `src/main.rs`).
 
 pub mod cmd;
+pub mod confine;
 pub mod manifest;
 pub mod model;
 pub mod output;

@@ -40,6 +40,7 @@ impl ModelFile {
     /// Opens `path` read-only. Nothing is read yet: pages come in as they are touched.
     pub fn open(path: &Path) -> Result<ModelFile> {
         let file = File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+        crate::confine::check_opened(&file, path)?;
         // SAFETY: the map is read-only and private to this process. If another process
         // truncates the file while we hold the map, touching a page past the new end
         // raises SIGBUS; organ never writes its inputs, and this is the documented

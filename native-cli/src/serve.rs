@@ -7,6 +7,9 @@
 //!   process (argv, never a shell) under a semaphore of `--jobs` permits, writing into
 //!   `ROOT/results/JOB/` through the CLI's atomic writers. Cancelling kills the child and
 //!   removes the job's directory, so nothing partial remains.
+//! - Each child gets `ORGAN_CONFINE=ROOT` (crate::confine): every model file it opens is
+//!   checked again, on the opened descriptor, to lie under the root (a file swapped for a
+//!   symlink between the request and the job is refused).
 //! - Loopback by default; any other address needs `--token`, sent as `Authorization:
 //!   Bearer T`. Request bodies are capped (`--max-body`).
 //! - A build of the browser app (`--web DIR`, default `./dist`) is served at `/` with
@@ -124,6 +127,17 @@ impl AppState {
             self.jobs.lock().map_err(|_| ApiError(StatusCode::INTERNAL_SERVER_ERROR, "job table poisoned".into()))?;
         jobs.get(id).cloned().ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("no job {id:?}")))
     }
+}
+
+/// `organ` itself as a child for a request: argv (never a shell), confined to the root
+/// (crate::confine), its stdin closed, killed when dropped.
+fn child_command(s: &AppState) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(&s.exe);
+    cmd.env(crate::confine::VAR, &s.root)
+        .env_remove("ORGAN_CACHE")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    cmd
 }
 
 /// The server's state and routes for `opts`, without a socket: `run` serves it, and tests
@@ -429,14 +443,11 @@ fn start_job(
             return;
         };
         job.status.send_modify(|st| st.state = JobState::Running);
-        let mut cmd = tokio::process::Command::new(&s2.exe);
+        let mut cmd = child_command(&s2);
         cmd.args(&argv)
             .env("ORGAN_PROGRESS_LINES", "1")
-            .env_remove("ORGAN_CACHE")
-            .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
+            .stderr(std::process::Stdio::piped());
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {

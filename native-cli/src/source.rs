@@ -138,7 +138,7 @@ impl Model {
         if len > MAX_MANIFEST_BYTES {
             bail!("{}: {len} bytes, more than the {MAX_MANIFEST_BYTES} a manifest may have", mpath.display());
         }
-        let text = std::fs::read(&mpath).with_context(|| format!("{}: cannot read", mpath.display()))?;
+        let text = crate::confine::read(&mpath).with_context(|| format!("{}: cannot read", mpath.display()))?;
         let m: Manifest =
             serde_json::from_slice(&text).with_context(|| format!("{}: not a valid manifest", mpath.display()))?;
         if m.format != manifest::FORMAT {

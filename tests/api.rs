@@ -409,3 +409,38 @@ fn a_queued_job_whose_model_is_swapped_for_a_symlink_outside_fails() {
     assert_eq!(end["outputs"], json!([]));
     assert!(!s.root.join("results").join(&id).exists(), "no output remains");
 }
+
+/// Issue 4 (and 11b): a restarted server numbered its jobs job-1, job-2… again, and a
+/// failing new job-1 removed the previous run's results/job-1.
+#[test]
+fn job_ids_are_random_and_a_restart_keeps_earlier_results() {
+    let root = make_root("api-restart");
+    let s = start(&root, &[]);
+    let first = run_job(&s, "/api/dissect", json!({ "path": "smol.gguf" }));
+    let organs = s.root.join(first["outputs"][0].as_str().unwrap()).join("manifest.json");
+    assert!(organs.is_file());
+    drop(s);
+    let s = start(&root, &[]);
+    let (st, job) = post(&s, "/api/dissect", &json!({ "path": "corrupt.gguf" }));
+    assert_eq!(st, 202, "{job}");
+    let end = follow(&s, job["id"].as_str().unwrap());
+    assert_eq!(end["state"], "failed");
+    assert!(organs.is_file(), "the first run's results survive a failing job of the second run: {end}");
+    let mut ids = vec![first["id"].as_str().unwrap().to_owned(), job["id"].as_str().unwrap().to_owned()];
+    for _ in 0..5 {
+        let (st, j) = post(&s, "/api/dissect", &json!({ "path": "corrupt.gguf" }));
+        assert_eq!(st, 202, "{j}");
+        ids.push(j["id"].as_str().unwrap().to_owned());
+    }
+    for id in &ids {
+        let hex = id.strip_prefix("job-").unwrap_or(id);
+        assert!(hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()), "{id}: 128 random bits in hex");
+    }
+    let mut unique = ids.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "{ids:?}");
+    // Another job's results are not reachable without its id.
+    let (st, v) = get(&s, "/api/results/job-1/organs/manifest.json");
+    assert!(matches!(st, 400 | 404), "{st} {v}");
+}

@@ -10,6 +10,8 @@
 //! - Each child gets `ORGAN_CONFINE=ROOT` (crate::confine): every model file it opens is
 //!   checked again, on the opened descriptor, to lie under the root (a file swapped for a
 //!   symlink between the request and the job is refused).
+//! - Job ids are 128 random bits (hex): unguessable, never reused across restarts; a job's
+//!   directory is created new (never reused), and only that directory is ever removed.
 //! - Loopback by default; any other address needs `--token`, sent as `Authorization:
 //!   Bearer T`. Request bodies are capped (`--max-body`).
 //! - A build of the browser app (`--web DIR`, default `./dist`) is served at `/` with
@@ -31,7 +33,6 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::{watch, Semaphore};
@@ -85,7 +86,6 @@ struct AppState {
     exe: PathBuf,
     permits: Semaphore,
     jobs: Mutex<HashMap<String, Arc<Job>>>,
-    next: AtomicU64,
 }
 
 /// An error answer: a status and a plain sentence, as JSON `{"error": …}`.
@@ -99,6 +99,10 @@ impl IntoResponse for ApiError {
 
 fn bad(msg: impl std::fmt::Display) -> ApiError {
     ApiError(StatusCode::BAD_REQUEST, msg.to_string())
+}
+
+fn internal(msg: impl std::fmt::Display) -> ApiError {
+    ApiError(StatusCode::INTERNAL_SERVER_ERROR, msg.to_string())
 }
 
 impl From<JsonRejection> for ApiError {
@@ -123,10 +127,18 @@ impl AppState {
     }
 
     fn job(&self, id: &str) -> ApiResult<Arc<Job>> {
-        let jobs =
-            self.jobs.lock().map_err(|_| ApiError(StatusCode::INTERNAL_SERVER_ERROR, "job table poisoned".into()))?;
+        let jobs = self.jobs.lock().map_err(|_| internal("job table poisoned"))?;
         jobs.get(id).cloned().ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("no job {id:?}")))
     }
+}
+
+/// 128 random bits from the kernel, in hex: a job id nobody can guess, and no restart
+/// repeats.
+fn random_id() -> std::io::Result<String> {
+    use std::io::Read;
+    let mut b = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
 /// `organ` itself as a child for a request: argv (never a shell), confined to the root
@@ -152,13 +164,15 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
     }
     std::fs::create_dir_all(root.join(RESULTS))
         .with_context(|| format!("{}: cannot create {RESULTS}/", root.display()))?;
+    if !std::fs::symlink_metadata(root.join(RESULTS)).is_ok_and(|m| m.is_dir()) {
+        bail!("{}: {RESULTS} must be a directory, not a symlink", root.display());
+    }
     let state = Arc::new(AppState {
         root,
         token: opts.token.clone(),
         exe: std::env::current_exe().context("cannot locate the organ executable")?,
         permits: Semaphore::new(opts.jobs.max(1)),
         jobs: Mutex::new(HashMap::new()),
-        next: AtomicU64::new(1),
     });
     let api = Router::new()
         .route("/models", get(models))
@@ -406,10 +420,11 @@ fn start_job(
     outputs: Vec<String>,
     report: Option<&str>,
 ) -> ApiResult<(StatusCode, Json<JobStatus>)> {
-    let id = format!("job-{}", s.next.fetch_add(1, Ordering::Relaxed));
+    let id = format!("job-{}", random_id().map_err(|e| internal(format!("cannot draw a job id: {e}")))?);
     let dir = s.root.join(RESULTS).join(&id);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, format!("{}: {e}", dir.display())))?;
+    // New, or an error: a job never writes into (or later removes) a directory it did not
+    // create itself.
+    std::fs::create_dir(&dir).map_err(|e| internal(format!("{RESULTS}/{id}: cannot create: {e}")))?;
     let argv = args(&dir);
     let status = JobStatus {
         id: id.clone(),
@@ -422,10 +437,14 @@ fn start_job(
     };
     let (tx, _) = watch::channel(status.clone());
     let job = Arc::new(Job { status: tx, cancel: tokio::sync::Notify::new() });
-    s.jobs
-        .lock()
-        .map_err(|_| ApiError(StatusCode::INTERNAL_SERVER_ERROR, "job table poisoned".into()))?
-        .insert(id.clone(), job.clone());
+    let table = s.jobs.lock().map_err(|_| internal("job table poisoned"));
+    match table {
+        Ok(mut t) => t.insert(id.clone(), job.clone()),
+        Err(e) => {
+            let _ = std::fs::remove_dir(&dir);
+            return Err(e);
+        }
+    };
     let s2 = s.clone();
     let report = report.map(|r| dir.join(r));
     tokio::spawn(async move {
@@ -451,6 +470,7 @@ fn start_job(
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
                 job.status.send_modify(|st| {
                     st.state = JobState::Failed;
                     st.error = Some(format!("cannot start organ: {e}"));

@@ -220,14 +220,14 @@ fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
         ("/api/inspect?path=../smol.gguf", 400, Value::Null, "without '..'"),
         ("/api/inspect?path=%2e%2e%2f%2e%2e%2fetc%2fpasswd", 400, Value::Null, "without '..'"),
         ("/api/inspect?path=/etc/passwd", 400, Value::Null, "must be relative"),
-        ("/api/inspect?path=escape/passwd", 400, Value::Null, "leads outside"),
+        ("/api/inspect?path=escape/passwd", 404, Value::Null, "no such model under the root"),
         ("/api/inspect?path=corrupt.gguf", 422, Value::Null, "corrupt.gguf"),
-        ("/api/inspect?path=missing.gguf", 400, Value::Null, "missing"),
+        ("/api/inspect?path=missing.gguf", 404, Value::Null, "no such model under the root"),
         ("/api/inspect", 400, Value::Null, "path"),
         ("/api/jobs/job-999", 404, Value::Null, "no job"),
         ("/api/results/../smol.gguf", 400, Value::Null, ""),
         ("/api/measure", 400, json!({ "paths": ["../../etc/passwd"] }), "without '..'"),
-        ("/api/measure", 400, json!({ "paths": ["escape/hosts"] }), "leads outside"),
+        ("/api/measure", 404, json!({ "paths": ["escape/hosts"] }), "no such model under the root"),
         ("/api/measure", 400, json!({ "paths": [] }), "paths"),
         ("/api/measure", 400, json!({ "pathz": ["smol.gguf"] }), "unknown field"),
         ("/api/purify", 400, json!({ "path": "smol.gguf", "method": "magic" }), "fractal or spectral"),
@@ -443,4 +443,22 @@ fn job_ids_are_random_and_a_restart_keeps_earlier_results() {
     // Another job's results are not reachable without its id.
     let (st, v) = get(&s, "/api/results/job-1/organs/manifest.json");
     assert!(matches!(st, 400 | 404), "{st} {v}");
+}
+
+/// Issue 11d: "missing" and "leads outside" were different answers, so a client could
+/// probe what exists outside the root.
+#[test]
+fn missing_and_outside_paths_get_the_same_answer() {
+    let s = start(&make_root("api-probe"), &[]);
+    let (a, va) = get(&s, "/api/inspect?path=escape/passwd");
+    let (b, vb) = get(&s, "/api/inspect?path=escape/no-such-file");
+    let (c, vc) = get(&s, "/api/inspect?path=missing.gguf");
+    assert_eq!((a, b, c), (404, 404, 404), "{va} {vb} {vc}");
+    let msg = |v: &Value, p: &str| v["error"].as_str().unwrap_or_default().replace(p, "P");
+    assert_eq!(msg(&va, "escape/passwd"), msg(&vc, "missing.gguf"));
+    assert_eq!(msg(&vb, "escape/no-such-file"), msg(&vc, "missing.gguf"));
+    assert!(msg(&vc, "missing.gguf").contains("no such model under the root"), "{vc}");
+    let (a, va) = post(&s, "/api/measure", &json!({ "paths": ["escape/hosts"] }));
+    let (b, vb) = post(&s, "/api/measure", &json!({ "paths": ["nothing/hosts"] }));
+    assert_eq!((a, msg(&va, "escape/hosts")), (b, msg(&vb, "nothing/hosts")));
 }

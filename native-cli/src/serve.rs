@@ -1,7 +1,7 @@
 //! `organ serve`: every operation over HTTP (axum + tokio), safe on a shared box.
 //!
-//! - Paths in requests are relative to `--root` and confined to it (`source::confined`:
-//!   no `..`, no absolute paths, no symlink leading out).
+//! - Paths in requests are relative to `--root` and confined to it (no `..`, no absolute
+//!   paths, no symlink leading out; "missing" and "leads outside" get the same answer).
 //! - Quick reads (health, models, inspect) answer at once. Long operations (measure,
 //!   dissect, assemble, graft, purify) are jobs: each runs `organ` itself as a child
 //!   process (argv, never a shell) under a semaphore of `--jobs` permits, writing into
@@ -17,7 +17,6 @@
 //! - A build of the browser app (`--web DIR`, default `./dist`) is served at `/` with
 //!   COOP/COEP headers, so its worker pool runs.
 
-use crate::source::confined;
 use anyhow::{bail, Context};
 use axum::body::Body;
 use axum::extract::rejection::JsonRejection;
@@ -115,9 +114,10 @@ impl From<JsonRejection> for ApiError {
 type ApiResult<T> = Result<T, ApiError>;
 
 impl AppState {
-    /// A request's path, resolved under the root (must exist).
+    /// A request's model path, resolved under the root (must exist). Missing and leading
+    /// outside the root get the same answer, so a client cannot probe what exists outside.
     fn path(&self, rel: &str) -> ApiResult<PathBuf> {
-        confined(&self.root, rel).map_err(|e| bad(self.hide_root(&format!("{e:#}"))))
+        resolve(&self.root, rel, "no such model under the root")
     }
 
     /// A message with the server's root directory written as ROOT (clients name paths
@@ -129,6 +129,23 @@ impl AppState {
     fn job(&self, id: &str) -> ApiResult<Arc<Job>> {
         let jobs = self.jobs.lock().map_err(|_| internal("job table poisoned"))?;
         jobs.get(id).cloned().ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("no job {id:?}")))
+    }
+}
+
+fn not_found(rel: &str, what: &str) -> ApiError {
+    ApiError(StatusCode::NOT_FOUND, format!("path {rel:?}: {what}"))
+}
+
+/// `rel` under `base` (canonical): a relative path without `..` (else 400), that exists
+/// and, symlinks resolved, lies under `base` (else 404 with `what`, the same either way).
+fn resolve(base: &Path, rel: &str, what: &str) -> ApiResult<PathBuf> {
+    let p = Path::new(rel);
+    if rel.is_empty() || p.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
+        return Err(bad(format!("path {rel:?} must be relative, without '..'")));
+    }
+    match base.join(p).canonicalize() {
+        Ok(real) if real.starts_with(base) => Ok(real),
+        _ => Err(not_found(rel, what)),
     }
 }
 
@@ -718,7 +735,7 @@ async fn job_events(State(s): State<Arc<AppState>>, UrlPath(id): UrlPath<String>
 /// A job output, streamed from under ROOT/results.
 async fn download(State(s): State<Arc<AppState>>, UrlPath(rel): UrlPath<String>) -> ApiResult<Response> {
     let results = s.root.join(RESULTS);
-    let path = confined(&results, &rel).map_err(|e| bad(s.hide_root(&format!("{e:#}"))))?;
+    let path = resolve(&results, &rel, "no such result")?;
     if !path.is_file() {
         return Err(ApiError(StatusCode::NOT_FOUND, format!("{rel}: not a file (directories: download their files)")));
     }

@@ -375,6 +375,16 @@ fn wait_running(s: &Server, id: &str) {
     }
 }
 
+/// The pids of a process's children (from /proc/PID/task/*/children).
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        let c = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        out.extend(c.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+    }
+    out
+}
+
 /// Issue 3: the server checked the path when the request came; the child opened it when
 /// the job ran. A queued dissect of a regular file, swapped for a symlink to a file outside
 /// the root before its turn, dissected the outside file.
@@ -443,6 +453,83 @@ fn job_ids_are_random_and_a_restart_keeps_earlier_results() {
     // Another job's results are not reachable without its id.
     let (st, v) = get(&s, "/api/results/job-1/organs/manifest.json");
     assert!(matches!(st, 400 | 404), "{st} {v}");
+}
+
+/// Issue 5: `GET /api/inspect?path=fifo.gguf` pinned a blocking thread forever; past
+/// tokio's 512 blocking threads, every other inspect and listing waited forever.
+#[test]
+fn fifo_inspects_do_not_starve_the_server() {
+    use std::io::{Read, Write};
+    let root = make_root("api-fifo");
+    let mkfifo = |p: &Path| assert!(std::process::Command::new("mkfifo").arg(p).status().unwrap().success());
+    mkfifo(&root.join("fifo.gguf"));
+    // A split model whose second shard is a FIFO: the server sees a regular first shard;
+    // only the child that opens the second one hangs (until the inspect timeout kills it).
+    std::fs::hard_link(root.join("smol.gguf"), root.join("fs-00001-of-00002.gguf")).unwrap();
+    mkfifo(&root.join("fs-00002-of-00002.gguf"));
+    let mut c = organ();
+    c.arg("serve").arg("--root").arg(&root).arg("--addr").arg("127.0.0.1:0").arg("--web").arg(root.join("no-web"));
+    c.env("ORGAN_SERVE_INSPECT_TIMEOUT_MS", "1000").stdout(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().to_owned();
+    let s = Server { child, base: format!("http://{addr}"), root: root.canonicalize().unwrap() };
+
+    let conns: Vec<std::net::TcpStream> = (0..520)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(&addr).unwrap();
+            let req = format!("GET /api/inspect?path=fifo.gguf HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+            c.write_all(req.as_bytes()).unwrap();
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let quick = ureq::AgentBuilder::new().timeout(Duration::from_secs(10)).build();
+    let t0 = Instant::now();
+    let r = quick.get(&format!("{}/api/inspect?path=smol.gguf", s.base)).call();
+    let ok = r.ok().and_then(|r| r.into_json::<Value>().ok()).and_then(|v| v["tensors"].as_array().map(Vec::len));
+    assert_eq!(ok, Some(272), "an inspect of a real model answers while 520 FIFO inspects are pending");
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    assert_eq!(quick.get(&format!("{}/api/models", s.base)).call().map(|r| r.status()).ok(), Some(200));
+    let mut refused = 0;
+    for mut c in conns {
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut resp = String::new();
+        let _ = c.read_to_string(&mut resp);
+        let st: u16 = resp.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        refused += usize::from((400..500).contains(&st));
+    }
+    assert_eq!(refused, 520, "every FIFO inspect is refused with a 4xx");
+
+    // 50 inspects whose child hangs: at most a few run at once, each is killed after the
+    // timeout, and the server answers meanwhile.
+    let base = s.base.clone();
+    let t0 = Instant::now();
+    let hung: Vec<_> = (0..50)
+        .map(|_| {
+            let url = format!("{base}/api/inspect?path=fs-00001-of-00002.gguf");
+            std::thread::spawn(move || {
+                call(ureq::AgentBuilder::new().timeout(Duration::from_secs(60)).build().get(&url), None)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let (st, _) = call(quick.get(&format!("{}/api/health", s.base)), None);
+    assert_eq!(st, 200);
+    assert!(t0.elapsed() < Duration::from_secs(5), "health answers within seconds");
+    let running = children(s.child.id()).len();
+    assert!(running <= 4, "{running} inspect children at once");
+    let mut timed_out = 0;
+    for h in hung {
+        let (st, v) = h.join().unwrap();
+        assert!(st >= 400, "{st} {v}");
+        timed_out += usize::from(st == 504);
+    }
+    eprintln!("50 hanging inspects: {timed_out} stopped by the timeout, the rest refused while busy");
+    assert!(t0.elapsed() < Duration::from_secs(60));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(children(s.child.id()), Vec::<u32>::new(), "every timed-out inspect child was killed");
 }
 
 /// Issue 11d: "missing" and "leads outside" were different answers, so a client could

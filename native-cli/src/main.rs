@@ -187,6 +187,9 @@ enum Command {
         /// Largest request body accepted, in bytes.
         #[arg(long, default_value_t = 1 << 20)]
         max_body: usize,
+        // Timeouts, in milliseconds (hidden: for tests and unusual setups).
+        #[arg(long, hide = true, env = "ORGAN_SERVE_INSPECT_TIMEOUT_MS", default_value_t = 60_000)]
+        inspect_timeout_ms: u64,
     },
 }
 
@@ -282,8 +285,17 @@ fn run(cli: Cli) -> Result<()> {
             };
             cmd::purify::run(&o, &mut out)?;
         }
-        Command::Serve { root, addr, token, jobs, web, max_body } => {
-            serve::run(serve::Options { root, addr, token, jobs, web, max_body })?
+        Command::Serve { root, addr, token, jobs, web, max_body, inspect_timeout_ms } => {
+            let ms = std::time::Duration::from_millis;
+            serve::run(serve::Options {
+                root,
+                addr,
+                token,
+                jobs,
+                web,
+                max_body,
+                inspect_timeout: ms(inspect_timeout_ms.max(1)),
+            })?
         }
         Command::Graft { donor, recipient, out: dest, select, dry_run, split_max_size } => {
             let selection = selection(&select)?;

@@ -14,6 +14,8 @@
 //!   directory is created new (never reused), and only that directory is ever removed.
 //! - Loopback by default; any other address needs `--token`, sent as `Authorization:
 //!   Bearer T`. Request bodies are capped (`--max-body`).
+//! - Nothing waits forever: inspect runs as a child (`organ inspect --json`) under a
+//!   semaphore and a timeout, and the model listing has a timeout.
 //! - A build of the browser app (`--web DIR`, default `./dist`) is served at `/` with
 //!   COOP/COEP headers, so its worker pool runs.
 
@@ -33,7 +35,8 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use tokio::io::AsyncBufReadExt;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 use tokio::sync::{watch, Semaphore};
 
 pub struct Options {
@@ -43,7 +46,28 @@ pub struct Options {
     pub jobs: usize,
     pub web: Option<PathBuf>,
     pub max_body: usize,
+    /// The longest an inspect (or the model listing) may take, waiting for its turn included.
+    pub inspect_timeout: Duration,
 }
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            root: PathBuf::from("."),
+            addr: SocketAddr::from(([127, 0, 0, 1], 8935)),
+            token: None,
+            jobs: 2,
+            web: None,
+            max_body: 1 << 20,
+            inspect_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Inspects running at once (each is a child process); more wait for their turn.
+const MAX_INSPECTS: usize = 4;
+/// The most of an inspect's output read (its JSON; a huge vocabulary is tens of MB).
+const MAX_INSPECT_OUTPUT: u64 = 1 << 30;
 
 /// The OpenAPI document, served at /openapi.json.
 const OPENAPI: &str = include_str!("../../docs/openapi.json");
@@ -85,6 +109,11 @@ struct AppState {
     exe: PathBuf,
     permits: Semaphore,
     jobs: Mutex<HashMap<String, Arc<Job>>>,
+    inspects: Semaphore,
+    /// The model listing's one turn (held by the walk itself, so a hung walk blocks the
+    /// next ones, which time out, rather than pinning a thread each).
+    walks: Arc<Semaphore>,
+    inspect_timeout: Duration,
 }
 
 /// An error answer: a status and a plain sentence, as JSON `{"error": …}`.
@@ -114,10 +143,16 @@ impl From<JsonRejection> for ApiError {
 type ApiResult<T> = Result<T, ApiError>;
 
 impl AppState {
-    /// A request's model path, resolved under the root (must exist). Missing and leading
-    /// outside the root get the same answer, so a client cannot probe what exists outside.
+    /// A request's model path, resolved under the root: an existing regular file or
+    /// directory. Missing and leading outside the root get the same answer, so a client
+    /// cannot probe what exists outside.
     fn path(&self, rel: &str) -> ApiResult<PathBuf> {
-        resolve(&self.root, rel, "no such model under the root")
+        let real = resolve(&self.root, rel, "no such model under the root")?;
+        let meta = std::fs::metadata(&real).map_err(|_| not_found(rel, "no such model under the root"))?;
+        if !meta.is_file() && !meta.is_dir() {
+            return Err(bad(format!("path {rel:?}: not a regular file or directory")));
+        }
+        Ok(real)
     }
 
     /// A message with the server's root directory written as ROOT (clients name paths
@@ -190,6 +225,9 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         exe: std::env::current_exe().context("cannot locate the organ executable")?,
         permits: Semaphore::new(opts.jobs.max(1)),
         jobs: Mutex::new(HashMap::new()),
+        inspects: Semaphore::new(MAX_INSPECTS),
+        walks: Arc::new(Semaphore::new(1)),
+        inspect_timeout: opts.inspect_timeout,
     });
     let api = Router::new()
         .route("/models", get(models))
@@ -279,9 +317,20 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// Every model under the root (split models once, organ directories whole), excluding
 /// job outputs.
+///
+/// The walk runs on a blocking thread, one at a time, and the answer gives up after the
+/// inspect timeout (a walk stuck on a hung filesystem holds one thread, not the server).
 async fn models(State(s): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
     let root = s.root.clone();
-    let found = tokio::task::spawn_blocking(move || {
+    let limit = s.inspect_timeout;
+    let busy = || ApiError(StatusCode::SERVICE_UNAVAILABLE, format!("listing the models took longer than {limit:?}"));
+    let deadline = tokio::time::Instant::now() + limit;
+    let turn = tokio::time::timeout_at(deadline, s.walks.clone().acquire_owned())
+        .await
+        .map_err(|_| busy())?
+        .map_err(internal)?;
+    let walk = tokio::task::spawn_blocking(move || {
+        let _turn = turn;
         // No model at all is an empty list, not an error.
         let paths = crate::cmd::measure::discover(&root).unwrap_or_default();
         let mut out = Vec::new();
@@ -301,9 +350,8 @@ async fn models(State(s): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
             out.push(json!({ "path": rel.to_string_lossy(), "kind": kind, "files": files.len(), "bytes": bytes }));
         }
         out
-    })
-    .await
-    .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    });
+    let found = tokio::time::timeout_at(deadline, walk).await.map_err(|_| busy())?.map_err(internal)?;
     Ok(Json(json!({ "models": found })))
 }
 
@@ -312,22 +360,52 @@ struct PathQuery {
     path: String,
 }
 
-/// `organ inspect --json`, in process.
+/// `organ inspect --json PATH`, run as a child: at most MAX_INSPECTS at once, and killed
+/// after the inspect timeout (waiting for a turn counts), so a file that blocks its reader
+/// (a FIFO, a hung mount) costs one child for a while, never a server thread for ever.
 async fn inspect(
     State(s): State<Arc<AppState>>,
     q: Result<Query<PathQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
     let Query(q) = q.map_err(|e| bad(format!("query: {}", e.body_text())))?;
     let path = s.path(&q.path)?;
-    let rel = q.path.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        let mut buf = Vec::new();
-        crate::cmd::inspect::run(&path, true, &mut buf).map(|()| buf)
-    })
-    .await
-    .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-    .map_err(|e| ApiError(StatusCode::UNPROCESSABLE_ENTITY, s.hide_root(&format!("{rel}: {e:#}"))))?;
-    Ok(([(header::CONTENT_TYPE, "application/json")], out).into_response())
+    let rel = q.path;
+    let limit = s.inspect_timeout;
+    let deadline = tokio::time::Instant::now() + limit;
+    let _turn = tokio::time::timeout_at(deadline, s.inspects.acquire()).await.map_err(|_| {
+        ApiError(StatusCode::SERVICE_UNAVAILABLE, format!("{rel}: too many inspects waiting; try again later"))
+    })?;
+    let mut cmd = child_command(&s);
+    cmd.arg("inspect").arg("--json").arg(&path);
+    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| internal(format!("cannot start organ: {e}")))?;
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err(internal("organ inspect: no output pipes"));
+    };
+    let run = async {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let (mut stdout, mut stderr) = (stdout.take(MAX_INSPECT_OUTPUT), stderr.take(1 << 16));
+        let (o, _, st) = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err), child.wait());
+        (o.and(st), out, err)
+    };
+    let (status, out, err) = match tokio::time::timeout_at(deadline, run).await {
+        Ok(r) => r,
+        Err(_) => {
+            let _ = child.kill().await;
+            let msg = format!("{rel}: inspect took longer than {limit:?} and was stopped");
+            return Err(ApiError(StatusCode::GATEWAY_TIMEOUT, msg));
+        }
+    };
+    match status {
+        Ok(st) if st.success() => Ok(([(header::CONTENT_TYPE, "application/json")], out).into_response()),
+        Ok(_) => {
+            let err = String::from_utf8_lossy(&err);
+            let line = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("organ inspect failed");
+            let msg = line.strip_prefix("organ: error: ").unwrap_or(line);
+            Err(ApiError(StatusCode::UNPROCESSABLE_ENTITY, s.hide_root(&format!("{rel}: {msg}"))))
+        }
+        Err(e) => Err(internal(format!("{rel}: organ inspect: {e}"))),
+    }
 }
 
 #[derive(Deserialize)]
@@ -732,17 +810,29 @@ async fn job_events(State(s): State<Arc<AppState>>, UrlPath(id): UrlPath<String>
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 
-/// A job output, streamed from under ROOT/results.
+/// A job output, streamed from under ROOT/results. Reaching one needs its job's id (128
+/// random bits) or, with --token, the token.
 async fn download(State(s): State<Arc<AppState>>, UrlPath(rel): UrlPath<String>) -> ApiResult<Response> {
     let results = s.root.join(RESULTS);
     let path = resolve(&results, &rel, "no such result")?;
-    if !path.is_file() {
-        return Err(ApiError(StatusCode::NOT_FOUND, format!("{rel}: not a file (directories: download their files)")));
+    // Opened without blocking (a FIFO put there would otherwise hold a thread), then
+    // checked on the descriptor: a regular file that really lies under results/.
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(&path)
+        .map_err(|_| not_found(&rel, "no such result"))?;
+    let inside = crate::confine::opened_path(&file).is_ok_and(|p| p.starts_with(&results));
+    let meta = file.metadata().map_err(|_| not_found(&rel, "no such result"))?;
+    if !inside {
+        return Err(not_found(&rel, "no such result"));
     }
-    let file =
-        tokio::fs::File::open(&path).await.map_err(|e| ApiError(StatusCode::NOT_FOUND, format!("{rel}: {e}")))?;
-    let len = file.metadata().await.map(|m| m.len()).unwrap_or(0);
-    let body = Body::from_stream(tokio_util::io::ReaderStream::new(file));
+    if !meta.is_file() {
+        return Err(not_found(&rel, "not a file (directories: download their files)"));
+    }
+    let len = meta.len();
+    let body = Body::from_stream(tokio_util::io::ReaderStream::new(tokio::fs::File::from_std(file)));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     Ok((
         [

@@ -532,6 +532,55 @@ fn fifo_inspects_do_not_starve_the_server() {
     assert_eq!(children(s.child.id()), Vec::<u32>::new(), "every timed-out inspect child was killed");
 }
 
+/// Issue 10: slow clients were never timed out; 300 half-sent requests locked every
+/// other client out.
+#[test]
+fn stalled_connections_are_closed_and_others_get_through() {
+    use std::io::{Read, Write};
+    let root = make_root("api-slow");
+    let mut c = organ();
+    c.arg("serve").arg("--root").arg(&root).arg("--addr").arg("127.0.0.1:0").arg("--web").arg(root.join("no-web"));
+    c.env("ORGAN_SERVE_HEADER_TIMEOUT_MS", "1000").env("ORGAN_SERVE_BODY_TIMEOUT_MS", "1000");
+    c.stdout(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().to_owned();
+    let s = Server { child, base: format!("http://{addr}"), root: root.canonicalize().unwrap() };
+    let stalled: Vec<std::net::TcpStream> = (0..300)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(&addr).unwrap();
+            c.write_all(b"GET /api/hea").unwrap();
+            c
+        })
+        .collect();
+    // A body that never comes.
+    let mut body = std::net::TcpStream::connect(&addr).unwrap();
+    let head = format!(
+        "POST /api/measure HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"pa"
+    );
+    body.write_all(head.as_bytes()).unwrap();
+    let t0 = Instant::now();
+    let quick = ureq::AgentBuilder::new().timeout(Duration::from_secs(5)).build();
+    let r = quick.get(&format!("{}/api/health", s.base)).call();
+    assert!(r.is_ok_and(|r| r.status() == 200), "a normal request gets through");
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let closed = |mut c: std::net::TcpStream| {
+        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        c.set_read_timeout(Some(left)).unwrap();
+        let mut buf = Vec::new();
+        match c.read_to_end(&mut buf) {
+            Ok(_) => true,
+            Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+        }
+    };
+    let n = stalled.into_iter().map(closed).filter(|&c| c).count();
+    assert_eq!(n, 300, "the server closes stalled connections within 10 s");
+    assert!(closed(body), "the server closes a connection whose body stalls");
+    assert_eq!(get(&s, "/api/health").0, 200);
+}
+
 /// Issue 11d: "missing" and "leads outside" were different answers, so a client could
 /// probe what exists outside the root.
 #[test]

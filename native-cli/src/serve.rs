@@ -14,8 +14,9 @@
 //!   directory is created new (never reused), and only that directory is ever removed.
 //! - Loopback by default; any other address needs `--token`, sent as `Authorization:
 //!   Bearer T`. Request bodies are capped (`--max-body`).
-//! - Nothing waits forever: inspect runs as a child (`organ inspect --json`) under a
-//!   semaphore and a timeout, and the model listing has a timeout.
+//! - Nothing waits forever: headers, bodies and idle connections time out, connections are
+//!   capped, inspect runs as a child (`organ inspect --json`) under a semaphore and a
+//!   timeout, and the model listing has a timeout.
 //! - A build of the browser app (`--web DIR`, default `./dist`) is served at `/` with
 //!   COOP/COEP headers, so its worker pool runs.
 
@@ -34,6 +35,7 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt};
@@ -48,6 +50,15 @@ pub struct Options {
     pub max_body: usize,
     /// The longest an inspect (or the model listing) may take, waiting for its turn included.
     pub inspect_timeout: Duration,
+    /// The longest a client may take to send a request's headers (also: how long an idle
+    /// kept-alive connection stays open).
+    pub header_timeout: Duration,
+    /// The longest a client may take to send a request's body.
+    pub body_timeout: Duration,
+    /// A connection with no byte moving either way for this long is closed.
+    pub idle_timeout: Duration,
+    /// Connections served at once; more wait to be accepted.
+    pub max_connections: usize,
 }
 
 impl Default for Options {
@@ -60,6 +71,10 @@ impl Default for Options {
             web: None,
             max_body: 1 << 20,
             inspect_timeout: Duration::from_secs(60),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(300),
+            max_connections: 512,
         }
     }
 }
@@ -248,6 +263,7 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         .route("/openapi.json", get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }))
         .nest("/api", api)
         .layer(DefaultBodyLimit::max(opts.max_body))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(opts.body_timeout))
         .with_state(state);
     if let Some(dir) = web_dir(opts) {
         let files = tower_http::services::ServeDir::new(dir);
@@ -280,8 +296,109 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
         drop(out);
-        axum::serve(listener, app).await.context("server stopped")
+        accept_loop(listener, app, &opts).await
     })
+}
+
+/// Serves connections as hyper's HTTP/1 (rather than axum::serve, which cannot time out a
+/// client): at most `max_connections` at once (the rest wait in the kernel's backlog), a
+/// header read timeout (also the keep-alive idle limit), and a watchdog closing any
+/// connection on which nothing has moved for `idle_timeout`.
+async fn accept_loop(listener: tokio::net::TcpListener, app: Router, opts: &Options) -> anyhow::Result<()> {
+    let slots = Arc::new(Semaphore::new(opts.max_connections.max(1)));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(opts.header_timeout);
+    let idle = opts.idle_timeout;
+    loop {
+        let slot = slots.clone().acquire_owned().await.context("connection slots closed")?;
+        let (tcp, _peer) = match listener.accept().await {
+            Ok(c) => c,
+            Err(_) => {
+                // Out of descriptors, or a connection reset before it was accepted: wait
+                // a little rather than spin, and carry on.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let last = Arc::new(AtomicU64::new(now_ms()));
+        let io = hyper_util::rt::TokioIo::new(Watched { inner: tcp, last: last.clone() });
+        let app = app.clone();
+        let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+            tower_service::Service::call(&mut app.clone(), req)
+        });
+        let conn = http.serve_connection(io, svc);
+        tokio::spawn(async move {
+            let _slot = slot;
+            tokio::pin!(conn);
+            let watchdog = async {
+                loop {
+                    let quiet = Duration::from_millis(now_ms().saturating_sub(last.load(Ordering::Relaxed)));
+                    if quiet >= idle {
+                        return;
+                    }
+                    tokio::time::sleep(idle - quiet).await;
+                }
+            };
+            // Either the connection ends, or it is dropped (closed) by the watchdog.
+            tokio::select! {
+                _ = &mut conn => {}
+                () = watchdog => {}
+            }
+        });
+    }
+}
+
+/// Milliseconds on a monotonic clock.
+fn now_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed().as_millis() as u64
+}
+
+/// A socket that notes when bytes last moved, for the idle watchdog.
+struct Watched {
+    inner: tokio::net::TcpStream,
+    last: Arc<AtomicU64>,
+}
+
+impl tokio::io::AsyncRead for Watched {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.last.store(now_ms(), Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+impl tokio::io::AsyncWrite for Watched {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(r, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            self.last.store(now_ms(), Ordering::Relaxed);
+        }
+        r
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 async fn health() -> Json<Value> {

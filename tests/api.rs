@@ -348,6 +348,36 @@ fn a_cancelled_job_leaves_no_partial_output() {
 
 // ---- Regression tests for the hardening of `organ serve` ----------------------------
 
+/// One HTTP/1.1 request written by hand on a fresh connection (so that Host, Origin and
+/// broken bodies can be anything), read to its end: the status and the body as JSON (or
+/// as a string when it is not JSON). Status 0: the server closed without answering.
+fn raw(s: &Server, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let addr = s.base.strip_prefix("http://").unwrap();
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        req += &format!("Host: {addr}\r\n");
+    }
+    for (k, v) in headers {
+        req += &format!("{k}: {v}\r\n");
+    }
+    if !body.is_empty() && !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-length")) {
+        req += &format!("Content-Length: {}\r\n", body.len());
+    }
+    req += "\r\n";
+    let mut bytes = req.into_bytes();
+    bytes.extend_from_slice(body);
+    let _ = c.write_all(&bytes);
+    let mut resp = Vec::new();
+    let _ = c.read_to_end(&mut resp);
+    let text = String::from_utf8_lossy(&resp).into_owned();
+    let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+    (status, serde_json::from_str(body).unwrap_or(Value::String(body.to_owned())))
+}
+
 /// `n` hard links (or copies) of SmolLM2 under ROOT/slow/, and their paths for a measure
 /// job that runs long enough to hold the only job slot.
 fn slow_models(root: &Path, n: usize) -> Vec<String> {
@@ -530,6 +560,50 @@ fn fifo_inspects_do_not_starve_the_server() {
     assert!(t0.elapsed() < Duration::from_secs(60));
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(children(s.child.id()), Vec::<u32>::new(), "every timed-out inspect child was killed");
+}
+
+/// Issue 7: DNS rebinding. A tokenless loopback server answered any Host
+/// (`Host: attacker.example` -> 200), and any cross-site browser request.
+#[test]
+fn foreign_hosts_and_cross_site_requests_are_refused() {
+    let s = start(&make_root("api-host"), &[]);
+    let port = s.base.rsplit(':').next().unwrap().to_owned();
+    let (st, v) = raw(&s, "GET", "/api/models", &[("Host", "attacker.example")], b"");
+    assert_eq!(st, 421, "Host: attacker.example: {v}");
+    assert!(v["error"].as_str().unwrap_or_default().contains("attacker.example"), "{v}");
+    let (st, _) = raw(&s, "GET", "/api/health", &[("Host", &format!("attacker.example:{port}"))], b"");
+    assert_eq!(st, 421);
+    for host in ["localhost", "LOCALHOST:8935", "127.0.0.1", &format!("127.0.0.1:{port}"), "[::1]", "[::1]:1"] {
+        let (st, v) = raw(&s, "GET", "/api/health", &[("Host", host)], b"");
+        assert_eq!(st, 200, "Host: {host}: {v}");
+    }
+    let cross: [&[(&str, &str)]; 4] = [
+        &[("Origin", "http://attacker.example")],
+        &[("Origin", "null")],
+        &[("Origin", "http://localhost.attacker.example:8935")],
+        &[("Sec-Fetch-Site", "cross-site")],
+    ];
+    for h in cross {
+        let (st, v) = raw(&s, "POST", "/api/measure", h, br#"{"paths": ["smol.gguf"]}"#);
+        assert_eq!(st, 403, "{h:?}: {v}");
+        assert!(v["error"].is_string(), "{v}");
+    }
+    let same: [&[(&str, &str)]; 3] = [
+        &[("Origin", &format!("http://127.0.0.1:{port}"))],
+        &[("Origin", "http://localhost:5173")],
+        &[("Sec-Fetch-Site", "same-origin")],
+    ];
+    for h in same {
+        let (st, v) = raw(&s, "GET", "/api/models", h, b"");
+        assert_eq!(st, 200, "{h:?}: {v}");
+    }
+    // --allow-host adds names.
+    let t = start(&make_root("api-host2"), &["--allow-host", "organ.lan", "--allow-host", "Models.Example"]);
+    for host in ["organ.lan", "organ.lan:8935", "models.example:80"] {
+        assert_eq!(raw(&t, "GET", "/api/health", &[("Host", host)], b"").0, 200, "{host}");
+    }
+    assert_eq!(raw(&t, "GET", "/api/health", &[("Origin", "https://organ.lan")], b"").0, 200);
+    assert_eq!(raw(&t, "GET", "/api/health", &[("Host", "other.lan")], b"").0, 421);
 }
 
 /// Issue 10: slow clients were never timed out; 300 half-sent requests locked every

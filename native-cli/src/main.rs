@@ -187,6 +187,11 @@ enum Command {
         /// Largest request body accepted, in bytes.
         #[arg(long, default_value_t = 1 << 20)]
         max_body: usize,
+        /// Also accept requests naming this host (in `Host`, and browsers' `Origin`), e.g. the
+        /// machine's name; localhost, 127.0.0.1, [::1] and the listening address always are
+        /// (repeatable).
+        #[arg(long = "allow-host", value_name = "NAME")]
+        allow_hosts: Vec<String>,
         /// Connections served at once; more wait to be accepted.
         #[arg(long, default_value_t = 512)]
         max_connections: usize,
@@ -301,6 +306,7 @@ fn run(cli: Cli) -> Result<()> {
             jobs,
             web,
             max_body,
+            allow_hosts,
             max_connections,
             inspect_timeout_ms,
             header_timeout_ms,
@@ -315,6 +321,7 @@ fn run(cli: Cli) -> Result<()> {
                 jobs,
                 web,
                 max_body,
+                allow_hosts,
                 inspect_timeout: ms(inspect_timeout_ms.max(1)),
                 header_timeout: ms(header_timeout_ms.max(1)),
                 body_timeout: ms(body_timeout_ms.max(1)),

@@ -14,6 +14,10 @@
 //!   directory is created new (never reused), and only that directory is ever removed.
 //! - Loopback by default; any other address needs `--token`, sent as `Authorization:
 //!   Bearer T`. Request bodies are capped (`--max-body`).
+//! - Every request must name this server in `Host` (localhost, 127.0.0.1, [::1], the
+//!   address it listens on or was reached at, or an `--allow-host` name), against DNS
+//!   rebinding (421 otherwise); browser requests from another site (`Origin` not such a
+//!   host, or `Sec-Fetch-Site: cross-site`) get 403.
 //! - Nothing waits forever: headers, bodies and idle connections time out, connections are
 //!   capped, inspect runs as a child (`organ inspect --json`) under a semaphore and a
 //!   timeout, and the model listing has a timeout.
@@ -33,6 +37,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,6 +53,9 @@ pub struct Options {
     pub jobs: usize,
     pub web: Option<PathBuf>,
     pub max_body: usize,
+    /// Host names (besides localhost, 127.0.0.1, [::1] and the listening address) that
+    /// requests may name in `Host` and `Origin`.
+    pub allow_hosts: Vec<String>,
     /// The longest an inspect (or the model listing) may take, waiting for its turn included.
     pub inspect_timeout: Duration,
     /// The longest a client may take to send a request's headers (also: how long an idle
@@ -70,6 +78,7 @@ impl Default for Options {
             jobs: 2,
             web: None,
             max_body: 1 << 20,
+            allow_hosts: Vec::new(),
             inspect_timeout: Duration::from_secs(60),
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
@@ -124,6 +133,8 @@ struct AppState {
     exe: PathBuf,
     permits: Semaphore,
     jobs: Mutex<HashMap<String, Arc<Job>>>,
+    /// Lowercased host names and addresses a request may name (see `guard`).
+    hosts: Vec<String>,
     inspects: Semaphore,
     /// The model listing's one turn (held by the walk itself, so a hung walk blocks the
     /// next ones, which time out, rather than pinning a thread each).
@@ -225,6 +236,20 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
     if !opts.addr.ip().is_loopback() && opts.token.is_none() {
         bail!("--addr {}: not a loopback address; serving beyond this machine requires --token", opts.addr);
     }
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
+    if !opts.addr.ip().is_unspecified() {
+        hosts.push(opts.addr.ip().to_string());
+    }
+    for h in &opts.allow_hosts {
+        let name = h.trim().to_ascii_lowercase();
+        let name = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')).unwrap_or(&name).to_owned();
+        let plain = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b));
+        let plain = plain || name.parse::<std::net::Ipv6Addr>().is_ok();
+        if !plain {
+            bail!("--allow-host {h:?}: give a host name or address, without scheme, port or path");
+        }
+        hosts.push(name);
+    }
     let root = opts.root.canonicalize().with_context(|| format!("--root {}: cannot resolve", opts.root.display()))?;
     if !root.is_dir() {
         bail!("--root {}: not a directory", root.display());
@@ -240,6 +265,7 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         exe: std::env::current_exe().context("cannot locate the organ executable")?,
         permits: Semaphore::new(opts.jobs.max(1)),
         jobs: Mutex::new(HashMap::new()),
+        hosts,
         inspects: Semaphore::new(MAX_INSPECTS),
         walks: Arc::new(Semaphore::new(1)),
         inspect_timeout: opts.inspect_timeout,
@@ -264,12 +290,13 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         .nest("/api", api)
         .layer(DefaultBodyLimit::max(opts.max_body))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(opts.body_timeout))
-        .with_state(state);
+        .with_state(state.clone());
     if let Some(dir) = web_dir(opts) {
         let files = tower_http::services::ServeDir::new(dir);
         app = app.fallback_service(files).layer(middleware::from_fn(isolation_headers));
     }
-    Ok(app)
+    // Last, so it wraps everything, the app's files included.
+    Ok(app.layer(middleware::from_fn_with_state(state, guard)))
 }
 
 /// The browser app's build to serve at `/`, if there is one.
@@ -300,6 +327,11 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
     })
 }
 
+/// The address a connection was accepted on (a request extension), so `guard` accepts
+/// `Host` naming it when the server listens on every address.
+#[derive(Clone, Copy)]
+struct LocalAddr(SocketAddr);
+
 /// Serves connections as hyper's HTTP/1 (rather than axum::serve, which cannot time out a
 /// client): at most `max_connections` at once (the rest wait in the kernel's backlog), a
 /// header read timeout (also the keep-alive idle limit), and a watchdog closing any
@@ -320,10 +352,14 @@ async fn accept_loop(listener: tokio::net::TcpListener, app: Router, opts: &Opti
                 continue;
             }
         };
+        let local = tcp.local_addr().ok();
         let last = Arc::new(AtomicU64::new(now_ms()));
         let io = hyper_util::rt::TokioIo::new(Watched { inner: tcp, last: last.clone() });
         let app = app.clone();
-        let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        let svc = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+            if let Some(l) = local {
+                req.extensions_mut().insert(LocalAddr(l));
+            }
             tower_service::Service::call(&mut app.clone(), req)
         });
         let conn = http.serve_connection(io, svc);
@@ -399,6 +435,80 @@ impl tokio::io::AsyncWrite for Watched {
     ) -> std::task::Poll<std::io::Result<()>> {
         std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
     }
+}
+
+/// The host part of a `Host` header or an origin's authority, lowercased, without port or
+/// IPv6 brackets; None when it is not of that form.
+fn host_part(authority: &str) -> Option<String> {
+    let a = authority.trim().to_ascii_lowercase();
+    let host = if let Some(rest) = a.strip_prefix('[') {
+        let (h, tail) = rest.split_once(']')?;
+        if !(tail.is_empty() || tail.strip_prefix(':').is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()))) {
+            return None;
+        }
+        h.to_owned()
+    } else {
+        match a.split_once(':') {
+            Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) => h.to_owned(),
+            Some(_) => return None,
+            None => a,
+        }
+    };
+    (!host.is_empty()).then_some(host)
+}
+
+/// Whether `host` (from host_part) names this server.
+fn host_allowed(s: &AppState, host: &str, local: Option<IpAddr>) -> bool {
+    if s.hosts.iter().any(|h| h == host) {
+        return true;
+    }
+    match host.parse::<IpAddr>() {
+        Ok(ip) => local == Some(ip) || s.hosts.iter().any(|h| h.parse::<IpAddr>().ok() == Some(ip)),
+        Err(_) => false,
+    }
+}
+
+/// Against DNS rebinding and cross-site requests, on every request: `Host` must name this
+/// server (else 421); a browser request from another site gets 403 (an `Origin` that is not
+/// http(s)://ALLOWED-HOST[:port], or `Sec-Fetch-Site: cross-site`), except a plain
+/// navigation (a link followed to the app's page, which the other site cannot read).
+async fn guard(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    if let Err(e) = check_site(&s, &req) {
+        return e.into_response();
+    }
+    next.run(req).await
+}
+
+fn check_site(s: &AppState, req: &Request) -> ApiResult<()> {
+    let local = req.extensions().get::<LocalAddr>().map(|l| l.0.ip());
+    let header = |name: &str| req.headers().get(name).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let host = header("host").or_else(|| req.uri().authority().map(|a| a.to_string()));
+    let Some(host) = host else {
+        return Err(ApiError(StatusCode::MISDIRECTED_REQUEST, "no Host header: name this server in Host".into()));
+    };
+    if !host_part(&host).is_some_and(|h| host_allowed(s, &h, local)) {
+        let msg = format!(
+            "Host {host:?} does not name this server: use localhost, 127.0.0.1 or [::1], or start it with --allow-host NAME"
+        );
+        return Err(ApiError(StatusCode::MISDIRECTED_REQUEST, msg));
+    }
+    let navigation = matches!(req.method(), &axum::http::Method::GET | &axum::http::Method::HEAD)
+        && header("sec-fetch-mode").as_deref() == Some("navigate");
+    if navigation {
+        return Ok(());
+    }
+    if let Some(origin) = header("origin") {
+        let authority = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://"));
+        let ok = authority.filter(|a| !a.contains('/')).and_then(host_part).is_some_and(|h| host_allowed(s, &h, local));
+        if !ok {
+            let msg = format!("cross-site request refused: Origin {origin:?} is not this server");
+            return Err(ApiError(StatusCode::FORBIDDEN, msg));
+        }
+    }
+    if header("sec-fetch-site").as_deref() == Some("cross-site") {
+        return Err(ApiError(StatusCode::FORBIDDEN, "cross-site request refused (Sec-Fetch-Site: cross-site)".into()));
+    }
+    Ok(())
 }
 
 async fn health() -> Json<Value> {

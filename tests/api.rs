@@ -415,6 +415,14 @@ fn children(pid: u32) -> Vec<u32> {
     out
 }
 
+/// Whether a process still runs (exists and is not a zombie).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, r)| !r.starts_with('Z')))
+        .unwrap_or(false)
+}
+
 /// Issue 3: the server checked the path when the request came; the child opened it when
 /// the job ran. A queued dissect of a regular file, swapped for a symlink to a file outside
 /// the root before its turn, dissected the outside file.
@@ -653,6 +661,34 @@ fn stalled_connections_are_closed_and_others_get_through() {
     assert_eq!(n, 300, "the server closes stalled connections within 10 s");
     assert!(closed(body), "the server closes a connection whose body stalls");
     assert_eq!(get(&s, "/api/health").0, 200);
+}
+
+/// Issue 11a: killing `organ serve` left its running child working, orphaned.
+#[test]
+fn killing_the_server_kills_its_running_job() {
+    let root = make_root("api-orphan");
+    let slow = slow_models(&root, 300);
+    let mut s = start(&root, &["--jobs", "1"]);
+    let (st, job) = post(&s, "/api/measure", &json!({ "paths": slow }));
+    assert_eq!(st, 202, "{job}");
+    wait_running(&s, job["id"].as_str().unwrap());
+    let kids = children(s.child.id());
+    assert_eq!(kids.len(), 1, "one running child: {kids:?}");
+    // Stopped, the child cannot die of SIGPIPE on its next progress line once the server is
+    // gone: it stands for a child in a quiet phase (hashing, writing), where it would run on.
+    let signal = |sig: &str, pid: u32| std::process::Command::new("kill").arg(sig).arg(pid.to_string()).status();
+    signal("-STOP", kids[0]).unwrap();
+    s.child.kill().unwrap(); // SIGKILL: no chance to clean up
+    let _ = s.child.wait();
+    let t0 = Instant::now();
+    while alive(kids[0]) && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let orphan = alive(kids[0]);
+    if orphan {
+        let _ = signal("-KILL", kids[0]);
+    }
+    assert!(!orphan, "the job's child outlived the server by 5 s");
 }
 
 /// Issue 11d: "missing" and "leads outside" were different answers, so a client could

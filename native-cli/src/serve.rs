@@ -9,7 +9,8 @@
 //!   removes the job's directory, so nothing partial remains.
 //! - Each child gets `ORGAN_CONFINE=ROOT` (crate::confine): every model file it opens is
 //!   checked again, on the opened descriptor, to lie under the root (a file swapped for a
-//!   symlink between the request and the job is refused).
+//!   symlink between the request and the job is refused), and the parent-death signal, so
+//!   killing the server kills its children.
 //! - Job ids are 128 random bits (hex): unguessable, never reused across restarts; a job's
 //!   directory is created new (never reused), and only that directory is ever removed.
 //! - Loopback by default; any other address needs `--token`, sent as `Authorization:
@@ -220,13 +221,27 @@ fn random_id() -> std::io::Result<String> {
 }
 
 /// `organ` itself as a child for a request: argv (never a shell), confined to the root
-/// (crate::confine), its stdin closed, killed when dropped.
+/// (crate::confine), its stdin closed, killed when dropped and when the server dies.
 fn child_command(s: &AppState) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(&s.exe);
     cmd.env(crate::confine::VAR, &s.root)
         .env_remove("ORGAN_CACHE")
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
+    let parent = rustix::process::getpid();
+    // SAFETY: between fork and exec this runs only two raw system calls (prctl, getppid)
+    // through rustix, which allocate nothing and take no lock. The death signal follows the
+    // thread that forks: a tokio worker thread, which lives as long as the server.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+            // The server may have died before the prctl: then nobody is left to signal us.
+            if rustix::process::getppid() != Some(parent) {
+                return Err(std::io::Error::from_raw_os_error(3)); // ESRCH
+            }
+            Ok(())
+        });
+    }
     cmd
 }
 

@@ -691,6 +691,39 @@ fn killing_the_server_kills_its_running_job() {
     assert!(!orphan, "the job's child outlived the server by 5 s");
 }
 
+/// Issue 11c: `--token ""` was accepted with a public --addr (no authentication at all).
+#[test]
+fn an_empty_or_blank_token_is_refused() {
+    let root = make_root("api-empty-token");
+    for (arg, env) in [(Some(""), None), (Some("   "), None), (None, Some(""))] {
+        let mut c = organ();
+        c.arg("serve").arg("--root").arg(&root).arg("--addr").arg("0.0.0.0:0").env_remove("ORGAN_TOKEN");
+        if let Some(t) = arg {
+            c.arg("--token").arg(t);
+        }
+        if let Some(t) = env {
+            c.env("ORGAN_TOKEN", t);
+        }
+        let mut child = c.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let t0 = Instant::now();
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break Some(st);
+            }
+            if t0.elapsed() > Duration::from_secs(5) {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.is_some_and(|s| !s.success()), "token {arg:?} / ORGAN_TOKEN={env:?}: the server started");
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(err.contains("empty"), "{err}");
+    }
+}
+
 /// Issue 11d: "missing" and "leads outside" were different answers, so a client could
 /// probe what exists outside the root.
 #[test]

@@ -313,6 +313,8 @@ fn run(cli: Cli) -> Result<()> {
             body_timeout_ms,
             idle_timeout_ms,
         } => {
+            // clap takes an empty ORGAN_TOKEN for no token at all; serve refuses it instead.
+            let token = token.or_else(|| std::env::var("ORGAN_TOKEN").ok());
             let ms = std::time::Duration::from_millis;
             serve::run(serve::Options {
                 root,

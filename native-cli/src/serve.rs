@@ -14,7 +14,8 @@
 //! - Job ids are 128 random bits (hex): unguessable, never reused across restarts; a job's
 //!   directory is created new (never reused), and only that directory is ever removed.
 //! - Loopback by default; any other address needs `--token`, sent as `Authorization:
-//!   Bearer T`. Request bodies are capped (`--max-body`).
+//!   Bearer T` (an empty or blank token is refused). Request bodies are capped
+//!   (`--max-body`).
 //! - Every request must name this server in `Host` (localhost, 127.0.0.1, [::1], the
 //!   address it listens on or was reached at, or an `--allow-host` name), against DNS
 //!   rebinding (421 otherwise); browser requests from another site (`Origin` not such a
@@ -248,6 +249,9 @@ fn child_command(s: &AppState) -> tokio::process::Command {
 /// The server's state and routes for `opts`, without a socket: `run` serves it, and tests
 /// and the fuzz target drive it directly. Creates ROOT/results.
 pub fn app(opts: &Options) -> anyhow::Result<Router> {
+    if opts.token.as_ref().is_some_and(|t| t.trim().is_empty()) {
+        bail!("--token (or ORGAN_TOKEN) is empty or blank: give a secret, or leave both unset to serve on loopback without one");
+    }
     if !opts.addr.ip().is_loopback() && opts.token.is_none() {
         bail!("--addr {}: not a loopback address; serving beyond this machine requires --token", opts.addr);
     }

@@ -215,39 +215,70 @@ fn the_browser_app_is_served_at_the_root_with_isolation_headers() {
 
 #[test]
 fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
-    let s = start(&make_root("api-hostile"), &["--max-body", "4096"]);
-    let cases: Vec<(&str, u16, Value, &str)> = vec![
-        ("/api/inspect?path=../smol.gguf", 400, Value::Null, "without '..'"),
-        ("/api/inspect?path=%2e%2e%2f%2e%2e%2fetc%2fpasswd", 400, Value::Null, "without '..'"),
-        ("/api/inspect?path=/etc/passwd", 400, Value::Null, "must be relative"),
-        ("/api/inspect?path=escape/passwd", 404, Value::Null, "no such model under the root"),
-        ("/api/inspect?path=corrupt.gguf", 422, Value::Null, "corrupt.gguf"),
-        ("/api/inspect?path=missing.gguf", 404, Value::Null, "no such model under the root"),
-        ("/api/inspect", 400, Value::Null, "path"),
-        ("/api/jobs/job-999", 404, Value::Null, "no job"),
-        ("/api/results/../smol.gguf", 400, Value::Null, ""),
-        ("/api/measure", 400, json!({ "paths": ["../../etc/passwd"] }), "without '..'"),
-        ("/api/measure", 404, json!({ "paths": ["escape/hosts"] }), "no such model under the root"),
-        ("/api/measure", 400, json!({ "paths": [] }), "paths"),
-        ("/api/measure", 400, json!({ "pathz": ["smol.gguf"] }), "unknown field"),
-        ("/api/purify", 400, json!({ "path": "smol.gguf", "method": "magic" }), "fractal or spectral"),
-        ("/api/assemble", 400, json!({ "path": "smol.gguf", "out": "../../x.gguf" }), "plain file name"),
-    ];
-    for (path, want, body, needle) in &cases {
-        let (st, v) = if body.is_null() { get(&s, path) } else { post(&s, path, body) };
-        let msg = v["error"].as_str().unwrap_or_default().to_owned();
-        let plain_404 = *want == 400 && path.starts_with("/api/results/") && st == 404; // the URL was normalized
-        assert!(st == *want || plain_404, "{path} {body}: {st} {v}");
-        assert!(msg.contains(needle), "{path}: the message {msg:?} should say {needle:?}");
-        assert!(!msg.contains(s.root.to_str().unwrap()), "{path}: the message does not reveal the root");
-    }
-    // Malformed JSON and an oversized body.
-    let (st, v) = call(agent().post(&format!("{}/api/measure", s.base)), Some("{\"paths\": [\"smol.gguf\""));
-    assert_eq!(st, 400, "{v}");
-    assert!(v["error"].as_str().unwrap().contains("JSON"), "{v}");
+    let root = make_root("api-hostile");
+    assert!(std::process::Command::new("mkfifo").arg(root.join("fifo.gguf")).status().unwrap().success());
+    let s = start(&root, &["--max-body", "4096"]);
+    let long = format!("/api/inspect?path={}", "a".repeat(5000));
     let big = format!("{{\"paths\": [\"{}\"]}}", "a".repeat(10_000));
-    let (st, v) = call(agent().post(&format!("{}/api/measure", s.base)), Some(&big));
-    assert_eq!(st, 413, "{v}");
+    let json = [("Content-Type", "application/json")];
+    // (method, path, headers, body, status, what the error says)
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], &'a [u8], u16, &'a str);
+    let cases: Vec<Case> = vec![
+        ("GET", "/api/inspect?path=../smol.gguf", &[], b"", 400, "without '..'"),
+        ("GET", "/api/inspect?path=%2e%2e%2f%2e%2e%2fetc%2fpasswd", &[], b"", 400, "without '..'"),
+        ("GET", "/api/inspect?path=/etc/passwd", &[], b"", 400, "must be relative"),
+        ("GET", "/api/inspect?path=escape/passwd", &[], b"", 404, "no such model under the root"),
+        ("GET", "/api/inspect?path=corrupt.gguf", &[], b"", 422, "corrupt.gguf"),
+        ("GET", "/api/inspect?path=missing.gguf", &[], b"", 404, "no such model under the root"),
+        ("GET", "/api/inspect?path=fifo.gguf", &[], b"", 400, "not a regular file"),
+        ("GET", "/api/inspect?path=a%00b", &[], b"", 404, "no such model under the root"),
+        ("GET", &long, &[], b"", 404, "no such model under the root"),
+        ("GET", "/api/inspect", &[], b"", 400, "path"),
+        ("GET", "/api/jobs/job-999", &[], b"", 404, "no job"),
+        ("GET", "/api/jobs/00000000000000000000000000000000/events", &[], b"", 404, "no job"),
+        ("DELETE", "/api/jobs/job-1", &[], b"", 404, "no job"),
+        ("GET", "/api/results/job-1/organs/manifest.json", &[], b"", 404, ""),
+        ("GET", "/api/results/../smol.gguf", &[], b"", 400, "without '..'"),
+        ("GET", "/api/results/%2e%2e/smol.gguf", &[], b"", 400, "without '..'"),
+        ("GET", "/api/models", &[("Host", "attacker.example")], b"", 421, "attacker.example"),
+        ("GET", "/api/models", &[("Host", "127.0.0.1.attacker.example")], b"", 421, "--allow-host"),
+        ("GET", "/api/models", &[("Origin", "http://attacker.example")], b"", 403, "cross-site"),
+        ("GET", "/api/models", &[("Sec-Fetch-Site", "cross-site")], b"", 403, "cross-site"),
+        ("POST", "/api/measure", &json, br#"{"paths": ["../../etc/passwd"]}"#, 400, "without '..'"),
+        ("POST", "/api/measure", &json, br#"{"paths": ["escape/hosts"]}"#, 404, "no such model under the root"),
+        ("POST", "/api/measure", &json, br#"{"paths": ["fifo.gguf"]}"#, 400, "not a regular file"),
+        ("POST", "/api/measure", &json, br#"{"paths": []}"#, 400, "paths"),
+        ("POST", "/api/measure", &json, br#"{"pathz": ["smol.gguf"]}"#, 400, "unknown field"),
+        ("POST", "/api/measure", &json, br#"{"paths": "smol.gguf"}"#, 400, "invalid type"),
+        ("POST", "/api/measure", &json, br#"{"paths": ["smol.gguf""#, 400, "JSON"),
+        ("POST", "/api/measure", &json, b"\xff\xfe\x00garbage\x80", 400, ""),
+        ("POST", "/api/measure", &json, big.as_bytes(), 413, ""),
+        ("POST", "/api/measure", &[], br#"{"paths": ["smol.gguf"]}"#, 415, "Content-Type"),
+        (
+            "POST",
+            "/api/dissect",
+            &[("Content-Type", "application/json"), ("Origin", "null")],
+            br#"{"path": "smol.gguf"}"#,
+            403,
+            "cross-site",
+        ),
+        ("POST", "/api/purify", &json, br#"{"path": "smol.gguf", "method": "magic"}"#, 400, "fractal or spectral"),
+        ("POST", "/api/assemble", &json, br#"{"path": "smol.gguf", "out": "../../x.gguf"}"#, 400, "plain file name"),
+        ("DELETE", "/api/models", &[], b"", 405, ""),
+    ];
+    let mut refused = 0;
+    for (method, path, headers, body, want, needle) in &cases {
+        let (st, v) = raw(&s, method, path, headers, body);
+        let msg = v["error"].as_str().unwrap_or_default().to_owned();
+        let short = &path[..path.len().min(80)];
+        assert_eq!(st, *want, "{method} {short} {headers:?}: {v}");
+        refused += usize::from((400..500).contains(&st));
+        assert!(msg.contains(needle), "{method} {short}: the message {msg:?} should say {needle:?}");
+        assert!(!msg.contains(s.root.to_str().unwrap()), "{short}: the message does not reveal the root");
+        assert_eq!(get(&s, "/api/health").0, 200, "the server is still up after {method} {short}");
+    }
+    println!("hostile requests: {} sent, {refused} refused with 4xx", cases.len());
+    assert_eq!(refused, cases.len(), "hostile requests: {} sent, {refused} refused with 4xx", cases.len());
     // A corrupt model as a job fails with the reason, and leaves no output.
     let (_, job) = post(&s, "/api/dissect", &json!({ "path": "corrupt.gguf" }));
     let end = follow(&s, job["id"].as_str().unwrap());

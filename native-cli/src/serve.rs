@@ -163,7 +163,8 @@ fn internal(msg: impl std::fmt::Display) -> ApiError {
 
 impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> Self {
-        let status = if r.status() == StatusCode::PAYLOAD_TOO_LARGE { r.status() } else { StatusCode::BAD_REQUEST };
+        let keep = [StatusCode::PAYLOAD_TOO_LARGE, StatusCode::UNSUPPORTED_MEDIA_TYPE];
+        let status = if keep.contains(&r.status()) { r.status() } else { StatusCode::BAD_REQUEST };
         ApiError(status, format!("request body: {}", r.body_text()))
     }
 }

@@ -215,39 +215,70 @@ fn the_browser_app_is_served_at_the_root_with_isolation_headers() {
 
 #[test]
 fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
-    let s = start(&make_root("api-hostile"), &["--max-body", "4096"]);
-    let cases: Vec<(&str, u16, Value, &str)> = vec![
-        ("/api/inspect?path=../smol.gguf", 400, Value::Null, "without '..'"),
-        ("/api/inspect?path=%2e%2e%2f%2e%2e%2fetc%2fpasswd", 400, Value::Null, "without '..'"),
-        ("/api/inspect?path=/etc/passwd", 400, Value::Null, "must be relative"),
-        ("/api/inspect?path=escape/passwd", 400, Value::Null, "leads outside"),
-        ("/api/inspect?path=corrupt.gguf", 422, Value::Null, "corrupt.gguf"),
-        ("/api/inspect?path=missing.gguf", 400, Value::Null, "missing"),
-        ("/api/inspect", 400, Value::Null, "path"),
-        ("/api/jobs/job-999", 404, Value::Null, "no job"),
-        ("/api/results/../smol.gguf", 400, Value::Null, ""),
-        ("/api/measure", 400, json!({ "paths": ["../../etc/passwd"] }), "without '..'"),
-        ("/api/measure", 400, json!({ "paths": ["escape/hosts"] }), "leads outside"),
-        ("/api/measure", 400, json!({ "paths": [] }), "paths"),
-        ("/api/measure", 400, json!({ "pathz": ["smol.gguf"] }), "unknown field"),
-        ("/api/purify", 400, json!({ "path": "smol.gguf", "method": "magic" }), "fractal or spectral"),
-        ("/api/assemble", 400, json!({ "path": "smol.gguf", "out": "../../x.gguf" }), "plain file name"),
-    ];
-    for (path, want, body, needle) in &cases {
-        let (st, v) = if body.is_null() { get(&s, path) } else { post(&s, path, body) };
-        let msg = v["error"].as_str().unwrap_or_default().to_owned();
-        let plain_404 = *want == 400 && path.starts_with("/api/results/") && st == 404; // the URL was normalized
-        assert!(st == *want || plain_404, "{path} {body}: {st} {v}");
-        assert!(msg.contains(needle), "{path}: the message {msg:?} should say {needle:?}");
-        assert!(!msg.contains(s.root.to_str().unwrap()), "{path}: the message does not reveal the root");
-    }
-    // Malformed JSON and an oversized body.
-    let (st, v) = call(agent().post(&format!("{}/api/measure", s.base)), Some("{\"paths\": [\"smol.gguf\""));
-    assert_eq!(st, 400, "{v}");
-    assert!(v["error"].as_str().unwrap().contains("JSON"), "{v}");
+    let root = make_root("api-hostile");
+    assert!(std::process::Command::new("mkfifo").arg(root.join("fifo.gguf")).status().unwrap().success());
+    let s = start(&root, &["--max-body", "4096"]);
+    let long = format!("/api/inspect?path={}", "a".repeat(5000));
     let big = format!("{{\"paths\": [\"{}\"]}}", "a".repeat(10_000));
-    let (st, v) = call(agent().post(&format!("{}/api/measure", s.base)), Some(&big));
-    assert_eq!(st, 413, "{v}");
+    let json = [("Content-Type", "application/json")];
+    // (method, path, headers, body, status, what the error says)
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], &'a [u8], u16, &'a str);
+    let cases: Vec<Case> = vec![
+        ("GET", "/api/inspect?path=../smol.gguf", &[], b"", 400, "without '..'"),
+        ("GET", "/api/inspect?path=%2e%2e%2f%2e%2e%2fetc%2fpasswd", &[], b"", 400, "without '..'"),
+        ("GET", "/api/inspect?path=/etc/passwd", &[], b"", 400, "must be relative"),
+        ("GET", "/api/inspect?path=escape/passwd", &[], b"", 404, "no such model under the root"),
+        ("GET", "/api/inspect?path=corrupt.gguf", &[], b"", 422, "corrupt.gguf"),
+        ("GET", "/api/inspect?path=missing.gguf", &[], b"", 404, "no such model under the root"),
+        ("GET", "/api/inspect?path=fifo.gguf", &[], b"", 400, "not a regular file"),
+        ("GET", "/api/inspect?path=a%00b", &[], b"", 404, "no such model under the root"),
+        ("GET", &long, &[], b"", 404, "no such model under the root"),
+        ("GET", "/api/inspect", &[], b"", 400, "path"),
+        ("GET", "/api/jobs/job-999", &[], b"", 404, "no job"),
+        ("GET", "/api/jobs/00000000000000000000000000000000/events", &[], b"", 404, "no job"),
+        ("DELETE", "/api/jobs/job-1", &[], b"", 404, "no job"),
+        ("GET", "/api/results/job-1/organs/manifest.json", &[], b"", 404, ""),
+        ("GET", "/api/results/../smol.gguf", &[], b"", 400, "without '..'"),
+        ("GET", "/api/results/%2e%2e/smol.gguf", &[], b"", 400, "without '..'"),
+        ("GET", "/api/models", &[("Host", "attacker.example")], b"", 421, "attacker.example"),
+        ("GET", "/api/models", &[("Host", "127.0.0.1.attacker.example")], b"", 421, "--allow-host"),
+        ("GET", "/api/models", &[("Origin", "http://attacker.example")], b"", 403, "cross-site"),
+        ("GET", "/api/models", &[("Sec-Fetch-Site", "cross-site")], b"", 403, "cross-site"),
+        ("POST", "/api/measure", &json, br#"{"paths": ["../../etc/passwd"]}"#, 400, "without '..'"),
+        ("POST", "/api/measure", &json, br#"{"paths": ["escape/hosts"]}"#, 404, "no such model under the root"),
+        ("POST", "/api/measure", &json, br#"{"paths": ["fifo.gguf"]}"#, 400, "not a regular file"),
+        ("POST", "/api/measure", &json, br#"{"paths": []}"#, 400, "paths"),
+        ("POST", "/api/measure", &json, br#"{"pathz": ["smol.gguf"]}"#, 400, "unknown field"),
+        ("POST", "/api/measure", &json, br#"{"paths": "smol.gguf"}"#, 400, "invalid type"),
+        ("POST", "/api/measure", &json, br#"{"paths": ["smol.gguf""#, 400, "JSON"),
+        ("POST", "/api/measure", &json, b"\xff\xfe\x00garbage\x80", 400, ""),
+        ("POST", "/api/measure", &json, big.as_bytes(), 413, ""),
+        ("POST", "/api/measure", &[], br#"{"paths": ["smol.gguf"]}"#, 415, "Content-Type"),
+        (
+            "POST",
+            "/api/dissect",
+            &[("Content-Type", "application/json"), ("Origin", "null")],
+            br#"{"path": "smol.gguf"}"#,
+            403,
+            "cross-site",
+        ),
+        ("POST", "/api/purify", &json, br#"{"path": "smol.gguf", "method": "magic"}"#, 400, "fractal or spectral"),
+        ("POST", "/api/assemble", &json, br#"{"path": "smol.gguf", "out": "../../x.gguf"}"#, 400, "plain file name"),
+        ("DELETE", "/api/models", &[], b"", 405, ""),
+    ];
+    let mut refused = 0;
+    for (method, path, headers, body, want, needle) in &cases {
+        let (st, v) = raw(&s, method, path, headers, body);
+        let msg = v["error"].as_str().unwrap_or_default().to_owned();
+        let short = &path[..path.len().min(80)];
+        assert_eq!(st, *want, "{method} {short} {headers:?}: {v}");
+        refused += usize::from((400..500).contains(&st));
+        assert!(msg.contains(needle), "{method} {short}: the message {msg:?} should say {needle:?}");
+        assert!(!msg.contains(s.root.to_str().unwrap()), "{short}: the message does not reveal the root");
+        assert_eq!(get(&s, "/api/health").0, 200, "the server is still up after {method} {short}");
+    }
+    println!("hostile requests: {} sent, {refused} refused with 4xx", cases.len());
+    assert_eq!(refused, cases.len(), "hostile requests: {} sent, {refused} refused with 4xx", cases.len());
     // A corrupt model as a job fails with the reason, and leaves no output.
     let (_, job) = post(&s, "/api/dissect", &json!({ "path": "corrupt.gguf" }));
     let end = follow(&s, job["id"].as_str().unwrap());
@@ -344,4 +375,400 @@ fn a_cancelled_job_leaves_no_partial_output() {
     }
     assert_eq!(get(&s, &format!("/api/jobs/{id}")).1["state"], "cancelled");
     assert_eq!(get(&s, "/api/health").0, 200);
+}
+
+// ---- Regression tests for the hardening of `organ serve` ----------------------------
+
+/// One HTTP/1.1 request written by hand on a fresh connection (so that Host, Origin and
+/// broken bodies can be anything), read to its end: the status and the body as JSON (or
+/// as a string when it is not JSON). Status 0: the server closed without answering.
+fn raw(s: &Server, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let addr = s.base.strip_prefix("http://").unwrap();
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        req += &format!("Host: {addr}\r\n");
+    }
+    for (k, v) in headers {
+        req += &format!("{k}: {v}\r\n");
+    }
+    if !body.is_empty() && !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-length")) {
+        req += &format!("Content-Length: {}\r\n", body.len());
+    }
+    req += "\r\n";
+    let mut bytes = req.into_bytes();
+    bytes.extend_from_slice(body);
+    let _ = c.write_all(&bytes);
+    let mut resp = Vec::new();
+    let _ = c.read_to_end(&mut resp);
+    let text = String::from_utf8_lossy(&resp).into_owned();
+    let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+    (status, serde_json::from_str(body).unwrap_or(Value::String(body.to_owned())))
+}
+
+/// `n` hard links (or copies) of SmolLM2 under ROOT/slow/, and their paths for a measure
+/// job that runs long enough to hold the only job slot.
+fn slow_models(root: &Path, n: usize) -> Vec<String> {
+    std::fs::create_dir_all(root.join("slow")).unwrap();
+    (0..n)
+        .map(|i| {
+            let rel = format!("slow/m{i}.gguf");
+            if std::fs::hard_link(smollm2(), root.join(&rel)).is_err() {
+                std::fs::copy(smollm2(), root.join(&rel)).unwrap();
+            }
+            rel
+        })
+        .collect()
+}
+
+fn wait_running(s: &Server, id: &str) {
+    let t0 = Instant::now();
+    loop {
+        let st = get(s, &format!("/api/jobs/{id}")).1;
+        if st["state"] == "running" {
+            return;
+        }
+        assert!(st["state"] == "queued" && t0.elapsed() < Duration::from_secs(60), "{st}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The pids of a process's children (from /proc/PID/task/*/children).
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        let c = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        out.extend(c.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+    }
+    out
+}
+
+/// Whether a process still runs (exists and is not a zombie).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, r)| !r.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// Issue 3: the server checked the path when the request came; the child opened it when
+/// the job ran. A queued dissect of a regular file, swapped for a symlink to a file outside
+/// the root before its turn, dissected the outside file.
+#[test]
+fn a_queued_job_whose_model_is_swapped_for_a_symlink_outside_fails() {
+    let root = make_root("api-swap");
+    let slow = slow_models(&root, 300);
+    let victim = root.join("victim.gguf");
+    std::fs::copy(root.join("corrupt.gguf"), &victim).unwrap();
+    let outside = tmp("api-swap-outside.gguf");
+    let _ = std::fs::remove_file(&outside);
+    if std::fs::hard_link(smollm2(), &outside).is_err() {
+        std::fs::copy(smollm2(), &outside).unwrap();
+    }
+    let s = start(&root, &["--jobs", "1"]);
+    // A long job holds the only slot, so the dissect waits in the queue.
+    let (st, blocker) = post(&s, "/api/measure", &json!({ "paths": slow }));
+    assert_eq!(st, 202, "{blocker}");
+    let bid = blocker["id"].as_str().unwrap().to_owned();
+    wait_running(&s, &bid);
+    let (st, job) = post(&s, "/api/dissect", &json!({ "path": "victim.gguf" }));
+    assert_eq!(st, 202, "{job}");
+    let id = job["id"].as_str().unwrap().to_owned();
+    assert_eq!(get(&s, &format!("/api/jobs/{id}")).1["state"], "queued");
+    std::fs::remove_file(&victim).unwrap();
+    std::os::unix::fs::symlink(&outside, &victim).unwrap();
+    let (st, c) = call(agent().delete(&format!("{}/api/jobs/{bid}", s.base)), None);
+    assert_eq!((st, c["state"].as_str()), (200, Some("cancelled")), "{c}");
+    let end = follow(&s, &id);
+    assert_eq!(end["state"], "failed", "the dissect read the file outside the root: {end}");
+    assert!(end["error"].as_str().unwrap_or_default().contains("outside"), "{end}");
+    assert_eq!(end["outputs"], json!([]));
+    assert!(!s.root.join("results").join(&id).exists(), "no output remains");
+}
+
+/// Issue 4 (and 11b): a restarted server numbered its jobs job-1, job-2… again, and a
+/// failing new job-1 removed the previous run's results/job-1.
+#[test]
+fn job_ids_are_random_and_a_restart_keeps_earlier_results() {
+    let root = make_root("api-restart");
+    let s = start(&root, &[]);
+    let first = run_job(&s, "/api/dissect", json!({ "path": "smol.gguf" }));
+    let organs = s.root.join(first["outputs"][0].as_str().unwrap()).join("manifest.json");
+    assert!(organs.is_file());
+    drop(s);
+    let s = start(&root, &[]);
+    let (st, job) = post(&s, "/api/dissect", &json!({ "path": "corrupt.gguf" }));
+    assert_eq!(st, 202, "{job}");
+    let end = follow(&s, job["id"].as_str().unwrap());
+    assert_eq!(end["state"], "failed");
+    assert!(organs.is_file(), "the first run's results survive a failing job of the second run: {end}");
+    let mut ids = vec![first["id"].as_str().unwrap().to_owned(), job["id"].as_str().unwrap().to_owned()];
+    for _ in 0..5 {
+        let (st, j) = post(&s, "/api/dissect", &json!({ "path": "corrupt.gguf" }));
+        assert_eq!(st, 202, "{j}");
+        ids.push(j["id"].as_str().unwrap().to_owned());
+    }
+    for id in &ids {
+        let hex = id.strip_prefix("job-").unwrap_or(id);
+        assert!(hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()), "{id}: 128 random bits in hex");
+    }
+    let mut unique = ids.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "{ids:?}");
+    // Another job's results are not reachable without its id.
+    let (st, v) = get(&s, "/api/results/job-1/organs/manifest.json");
+    assert!(matches!(st, 400 | 404), "{st} {v}");
+}
+
+/// Issue 5: `GET /api/inspect?path=fifo.gguf` pinned a blocking thread forever; past
+/// tokio's 512 blocking threads, every other inspect and listing waited forever.
+#[test]
+fn fifo_inspects_do_not_starve_the_server() {
+    use std::io::{Read, Write};
+    let root = make_root("api-fifo");
+    let mkfifo = |p: &Path| assert!(std::process::Command::new("mkfifo").arg(p).status().unwrap().success());
+    mkfifo(&root.join("fifo.gguf"));
+    // A split model whose second shard is a FIFO: the server sees a regular first shard;
+    // only the child that opens the second one hangs (until the inspect timeout kills it).
+    std::fs::hard_link(root.join("smol.gguf"), root.join("fs-00001-of-00002.gguf")).unwrap();
+    mkfifo(&root.join("fs-00002-of-00002.gguf"));
+    let mut c = organ();
+    c.arg("serve").arg("--root").arg(&root).arg("--addr").arg("127.0.0.1:0").arg("--web").arg(root.join("no-web"));
+    c.env("ORGAN_SERVE_INSPECT_TIMEOUT_MS", "1000").stdout(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().to_owned();
+    let s = Server { child, base: format!("http://{addr}"), root: root.canonicalize().unwrap() };
+
+    let conns: Vec<std::net::TcpStream> = (0..520)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(&addr).unwrap();
+            let req = format!("GET /api/inspect?path=fifo.gguf HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+            c.write_all(req.as_bytes()).unwrap();
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let quick = ureq::AgentBuilder::new().timeout(Duration::from_secs(10)).build();
+    let t0 = Instant::now();
+    let r = quick.get(&format!("{}/api/inspect?path=smol.gguf", s.base)).call();
+    let ok = r.ok().and_then(|r| r.into_json::<Value>().ok()).and_then(|v| v["tensors"].as_array().map(Vec::len));
+    assert_eq!(ok, Some(272), "an inspect of a real model answers while 520 FIFO inspects are pending");
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    assert_eq!(quick.get(&format!("{}/api/models", s.base)).call().map(|r| r.status()).ok(), Some(200));
+    let mut refused = 0;
+    for mut c in conns {
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut resp = String::new();
+        let _ = c.read_to_string(&mut resp);
+        let st: u16 = resp.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        refused += usize::from((400..500).contains(&st));
+    }
+    assert_eq!(refused, 520, "every FIFO inspect is refused with a 4xx");
+
+    // 50 inspects whose child hangs: at most a few run at once, each is killed after the
+    // timeout, and the server answers meanwhile.
+    let base = s.base.clone();
+    let t0 = Instant::now();
+    let hung: Vec<_> = (0..50)
+        .map(|_| {
+            let url = format!("{base}/api/inspect?path=fs-00001-of-00002.gguf");
+            std::thread::spawn(move || {
+                call(ureq::AgentBuilder::new().timeout(Duration::from_secs(60)).build().get(&url), None)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let (st, _) = call(quick.get(&format!("{}/api/health", s.base)), None);
+    assert_eq!(st, 200);
+    assert!(t0.elapsed() < Duration::from_secs(5), "health answers within seconds");
+    let running = children(s.child.id()).len();
+    assert!(running <= 4, "{running} inspect children at once");
+    let mut timed_out = 0;
+    for h in hung {
+        let (st, v) = h.join().unwrap();
+        assert!(st >= 400, "{st} {v}");
+        timed_out += usize::from(st == 504);
+    }
+    eprintln!("50 hanging inspects: {timed_out} stopped by the timeout, the rest refused while busy");
+    assert!(t0.elapsed() < Duration::from_secs(60));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(children(s.child.id()), Vec::<u32>::new(), "every timed-out inspect child was killed");
+}
+
+/// Issue 7: DNS rebinding. A tokenless loopback server answered any Host
+/// (`Host: attacker.example` -> 200), and any cross-site browser request.
+#[test]
+fn foreign_hosts_and_cross_site_requests_are_refused() {
+    let s = start(&make_root("api-host"), &[]);
+    let port = s.base.rsplit(':').next().unwrap().to_owned();
+    let (st, v) = raw(&s, "GET", "/api/models", &[("Host", "attacker.example")], b"");
+    assert_eq!(st, 421, "Host: attacker.example: {v}");
+    assert!(v["error"].as_str().unwrap_or_default().contains("attacker.example"), "{v}");
+    let (st, _) = raw(&s, "GET", "/api/health", &[("Host", &format!("attacker.example:{port}"))], b"");
+    assert_eq!(st, 421);
+    for host in ["localhost", "LOCALHOST:8935", "127.0.0.1", &format!("127.0.0.1:{port}"), "[::1]", "[::1]:1"] {
+        let (st, v) = raw(&s, "GET", "/api/health", &[("Host", host)], b"");
+        assert_eq!(st, 200, "Host: {host}: {v}");
+    }
+    let cross: [&[(&str, &str)]; 4] = [
+        &[("Origin", "http://attacker.example")],
+        &[("Origin", "null")],
+        &[("Origin", "http://localhost.attacker.example:8935")],
+        &[("Sec-Fetch-Site", "cross-site")],
+    ];
+    for h in cross {
+        let (st, v) = raw(&s, "POST", "/api/measure", h, br#"{"paths": ["smol.gguf"]}"#);
+        assert_eq!(st, 403, "{h:?}: {v}");
+        assert!(v["error"].is_string(), "{v}");
+    }
+    let same: [&[(&str, &str)]; 3] = [
+        &[("Origin", &format!("http://127.0.0.1:{port}"))],
+        &[("Origin", "http://localhost:5173")],
+        &[("Sec-Fetch-Site", "same-origin")],
+    ];
+    for h in same {
+        let (st, v) = raw(&s, "GET", "/api/models", h, b"");
+        assert_eq!(st, 200, "{h:?}: {v}");
+    }
+    // --allow-host adds names.
+    let t = start(&make_root("api-host2"), &["--allow-host", "organ.lan", "--allow-host", "Models.Example"]);
+    for host in ["organ.lan", "organ.lan:8935", "models.example:80"] {
+        assert_eq!(raw(&t, "GET", "/api/health", &[("Host", host)], b"").0, 200, "{host}");
+    }
+    assert_eq!(raw(&t, "GET", "/api/health", &[("Origin", "https://organ.lan")], b"").0, 200);
+    assert_eq!(raw(&t, "GET", "/api/health", &[("Host", "other.lan")], b"").0, 421);
+}
+
+/// Issue 10: slow clients were never timed out; 300 half-sent requests locked every
+/// other client out.
+#[test]
+fn stalled_connections_are_closed_and_others_get_through() {
+    use std::io::{Read, Write};
+    let root = make_root("api-slow");
+    let mut c = organ();
+    c.arg("serve").arg("--root").arg(&root).arg("--addr").arg("127.0.0.1:0").arg("--web").arg(root.join("no-web"));
+    c.env("ORGAN_SERVE_HEADER_TIMEOUT_MS", "1000").env("ORGAN_SERVE_BODY_TIMEOUT_MS", "1000");
+    c.stdout(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().to_owned();
+    let s = Server { child, base: format!("http://{addr}"), root: root.canonicalize().unwrap() };
+    let stalled: Vec<std::net::TcpStream> = (0..300)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(&addr).unwrap();
+            c.write_all(b"GET /api/hea").unwrap();
+            c
+        })
+        .collect();
+    // A body that never comes.
+    let mut body = std::net::TcpStream::connect(&addr).unwrap();
+    let head = format!(
+        "POST /api/measure HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"pa"
+    );
+    body.write_all(head.as_bytes()).unwrap();
+    let t0 = Instant::now();
+    let quick = ureq::AgentBuilder::new().timeout(Duration::from_secs(5)).build();
+    let r = quick.get(&format!("{}/api/health", s.base)).call();
+    assert!(r.is_ok_and(|r| r.status() == 200), "a normal request gets through");
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let closed = |mut c: std::net::TcpStream| {
+        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        c.set_read_timeout(Some(left)).unwrap();
+        let mut buf = Vec::new();
+        match c.read_to_end(&mut buf) {
+            Ok(_) => true,
+            Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+        }
+    };
+    let n = stalled.into_iter().map(closed).filter(|&c| c).count();
+    assert_eq!(n, 300, "the server closes stalled connections within 10 s");
+    assert!(closed(body), "the server closes a connection whose body stalls");
+    assert_eq!(get(&s, "/api/health").0, 200);
+}
+
+/// Issue 11a: killing `organ serve` left its running child working, orphaned.
+#[test]
+fn killing_the_server_kills_its_running_job() {
+    let root = make_root("api-orphan");
+    let slow = slow_models(&root, 300);
+    let mut s = start(&root, &["--jobs", "1"]);
+    let (st, job) = post(&s, "/api/measure", &json!({ "paths": slow }));
+    assert_eq!(st, 202, "{job}");
+    wait_running(&s, job["id"].as_str().unwrap());
+    let kids = children(s.child.id());
+    assert_eq!(kids.len(), 1, "one running child: {kids:?}");
+    // Stopped, the child cannot die of SIGPIPE on its next progress line once the server is
+    // gone: it stands for a child in a quiet phase (hashing, writing), where it would run on.
+    let signal = |sig: &str, pid: u32| std::process::Command::new("kill").arg(sig).arg(pid.to_string()).status();
+    signal("-STOP", kids[0]).unwrap();
+    s.child.kill().unwrap(); // SIGKILL: no chance to clean up
+    let _ = s.child.wait();
+    let t0 = Instant::now();
+    while alive(kids[0]) && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let orphan = alive(kids[0]);
+    if orphan {
+        let _ = signal("-KILL", kids[0]);
+    }
+    assert!(!orphan, "the job's child outlived the server by 5 s");
+}
+
+/// Issue 11c: `--token ""` was accepted with a public --addr (no authentication at all).
+#[test]
+fn an_empty_or_blank_token_is_refused() {
+    let root = make_root("api-empty-token");
+    for (arg, env) in [(Some(""), None), (Some("   "), None), (None, Some(""))] {
+        let mut c = organ();
+        c.arg("serve").arg("--root").arg(&root).arg("--addr").arg("0.0.0.0:0").env_remove("ORGAN_TOKEN");
+        if let Some(t) = arg {
+            c.arg("--token").arg(t);
+        }
+        if let Some(t) = env {
+            c.env("ORGAN_TOKEN", t);
+        }
+        let mut child = c.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let t0 = Instant::now();
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break Some(st);
+            }
+            if t0.elapsed() > Duration::from_secs(5) {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.is_some_and(|s| !s.success()), "token {arg:?} / ORGAN_TOKEN={env:?}: the server started");
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(err.contains("empty"), "{err}");
+    }
+}
+
+/// Issue 11d: "missing" and "leads outside" were different answers, so a client could
+/// probe what exists outside the root.
+#[test]
+fn missing_and_outside_paths_get_the_same_answer() {
+    let s = start(&make_root("api-probe"), &[]);
+    let (a, va) = get(&s, "/api/inspect?path=escape/passwd");
+    let (b, vb) = get(&s, "/api/inspect?path=escape/no-such-file");
+    let (c, vc) = get(&s, "/api/inspect?path=missing.gguf");
+    assert_eq!((a, b, c), (404, 404, 404), "{va} {vb} {vc}");
+    let msg = |v: &Value, p: &str| v["error"].as_str().unwrap_or_default().replace(p, "P");
+    assert_eq!(msg(&va, "escape/passwd"), msg(&vc, "missing.gguf"));
+    assert_eq!(msg(&vb, "escape/no-such-file"), msg(&vc, "missing.gguf"));
+    assert!(msg(&vc, "missing.gguf").contains("no such model under the root"), "{vc}");
+    let (a, va) = post(&s, "/api/measure", &json!({ "paths": ["escape/hosts"] }));
+    let (b, vb) = post(&s, "/api/measure", &json!({ "paths": ["nothing/hosts"] }));
+    assert_eq!((a, msg(&va, "escape/hosts")), (b, msg(&vb, "nothing/hosts")));
 }

@@ -104,13 +104,21 @@ pub fn declare(path: &Path) {
 fn check_confined(file: &File, path: &Path) -> Result<()> {
     let Some(root) = std::env::var_os(CONFINE_ENV) else { return Ok(()) };
     let root = PathBuf::from(root);
-    use std::os::fd::AsRawFd;
-    let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
-        .with_context(|| format!("{}: cannot tell where the opened file lies", path.display()))?;
+    let real =
+        opened_path(file).with_context(|| format!("{}: cannot tell where the opened file lies", path.display()))?;
     if !real.starts_with(&root) {
         bail!("{}: lies outside the served root", path.display());
     }
     Ok(())
+}
+
+/// Where an open file really is: the kernel's name for its descriptor.
+///
+/// # Errors
+/// /proc is not there, or the descriptor has no name.
+pub fn opened_path(file: &File) -> std::io::Result<PathBuf> {
+    use std::os::fd::AsRawFd;
+    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
 }
 
 /// Checks that an output may be written at `dest`: never over an input of this run (by

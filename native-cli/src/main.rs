@@ -206,6 +206,23 @@ enum Command {
         /// Largest request body accepted, in bytes.
         #[arg(long, default_value_t = 1 << 20)]
         max_body: usize,
+        /// Also accept requests naming this host (in `Host`, and browsers' `Origin`), e.g. the
+        /// machine's name; localhost, 127.0.0.1, [::1] and the listening address always are
+        /// (repeatable).
+        #[arg(long = "allow-host", value_name = "NAME")]
+        allow_hosts: Vec<String>,
+        /// Connections served at once; more wait to be accepted.
+        #[arg(long, default_value_t = 512)]
+        max_connections: usize,
+        // Timeouts, in milliseconds (hidden: for tests and unusual setups).
+        #[arg(long, hide = true, env = "ORGAN_SERVE_INSPECT_TIMEOUT_MS", default_value_t = 60_000)]
+        inspect_timeout_ms: u64,
+        #[arg(long, hide = true, env = "ORGAN_SERVE_HEADER_TIMEOUT_MS", default_value_t = 10_000)]
+        header_timeout_ms: u64,
+        #[arg(long, hide = true, env = "ORGAN_SERVE_BODY_TIMEOUT_MS", default_value_t = 30_000)]
+        body_timeout_ms: u64,
+        #[arg(long, hide = true, env = "ORGAN_SERVE_IDLE_TIMEOUT_MS", default_value_t = 300_000)]
+        idle_timeout_ms: u64,
     },
 }
 
@@ -323,8 +340,37 @@ fn run(cli: Cli) -> Result<()> {
             };
             cmd::purify::run(&o, &mut out)?;
         }
-        Command::Serve { root, addr, token, jobs, web, max_body } => {
-            serve::run(serve::Options { root, addr, token, jobs, web, max_body })?
+        Command::Serve {
+            root,
+            addr,
+            token,
+            jobs,
+            web,
+            max_body,
+            allow_hosts,
+            max_connections,
+            inspect_timeout_ms,
+            header_timeout_ms,
+            body_timeout_ms,
+            idle_timeout_ms,
+        } => {
+            // clap takes an empty ORGAN_TOKEN for no token at all; serve refuses it instead.
+            let token = token.or_else(|| std::env::var("ORGAN_TOKEN").ok());
+            let ms = std::time::Duration::from_millis;
+            serve::run(serve::Options {
+                root,
+                addr,
+                token,
+                jobs,
+                web,
+                max_body,
+                allow_hosts,
+                inspect_timeout: ms(inspect_timeout_ms.max(1)),
+                header_timeout: ms(header_timeout_ms.max(1)),
+                body_timeout: ms(body_timeout_ms.max(1)),
+                idle_timeout: ms(idle_timeout_ms.max(1)),
+                max_connections,
+            })?
         }
         Command::Graft { donor, recipient, out: dest, select, dry_run, split_max_size, force } => {
             guard(&[donor.clone(), recipient.clone()], dest.as_deref(), force)?;

@@ -1,18 +1,31 @@
 //! `organ serve`: every operation over HTTP (axum + tokio), safe on a shared box.
 //!
-//! - Paths in requests are relative to `--root` and confined to it (`source::confined`:
-//!   no `..`, no absolute paths, no symlink leading out).
+//! - Paths in requests are relative to `--root` and confined to it (no `..`, no absolute
+//!   paths, no symlink leading out; "missing" and "leads outside" get the same answer).
 //! - Quick reads (health, models, inspect) answer at once. Long operations (measure,
 //!   dissect, assemble, graft, purify) are jobs: each runs `organ` itself as a child
 //!   process (argv, never a shell) under a semaphore of `--jobs` permits, writing into
 //!   `ROOT/results/JOB/` through the CLI's atomic writers. Cancelling kills the child and
 //!   removes the job's directory, so nothing partial remains.
+//! - Each child gets `ORGAN_CONFINE=ROOT` (crate::input): every model file it opens is
+//!   checked again, on the opened descriptor, to lie under the root (a file swapped for a
+//!   symlink between the request and the job is refused), and the parent-death signal, so
+//!   killing the server kills its children.
+//! - Job ids are 128 random bits (hex): unguessable, never reused across restarts; a job's
+//!   directory is created new (never reused), and only that directory is ever removed.
 //! - Loopback by default; any other address needs `--token`, sent as `Authorization:
-//!   Bearer T`. Request bodies are capped (`--max-body`).
+//!   Bearer T` (an empty or blank token is refused). Request bodies are capped
+//!   (`--max-body`).
+//! - Every request must name this server in `Host` (localhost, 127.0.0.1, [::1], the
+//!   address it listens on or was reached at, or an `--allow-host` name), against DNS
+//!   rebinding (421 otherwise); browser requests from another site (`Origin` not such a
+//!   host, or `Sec-Fetch-Site: cross-site`) get 403.
+//! - Nothing waits forever: headers, bodies and idle connections time out, connections are
+//!   capped, inspect runs as a child (`organ inspect --json`) under a semaphore and a
+//!   timeout, and the model listing has a timeout.
 //! - A build of the browser app (`--web DIR`, default `./dist`) is served at `/` with
 //!   COOP/COEP headers, so its worker pool runs.
 
-use crate::source::confined;
 use anyhow::{bail, Context};
 use axum::body::Body;
 use axum::extract::rejection::JsonRejection;
@@ -26,11 +39,13 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::io::AsyncBufReadExt;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 use tokio::sync::{watch, Semaphore};
 
 pub struct Options {
@@ -40,7 +55,45 @@ pub struct Options {
     pub jobs: usize,
     pub web: Option<PathBuf>,
     pub max_body: usize,
+    /// Host names (besides localhost, 127.0.0.1, [::1] and the listening address) that
+    /// requests may name in `Host` and `Origin`.
+    pub allow_hosts: Vec<String>,
+    /// The longest an inspect (or the model listing) may take, waiting for its turn included.
+    pub inspect_timeout: Duration,
+    /// The longest a client may take to send a request's headers (also: how long an idle
+    /// kept-alive connection stays open).
+    pub header_timeout: Duration,
+    /// The longest a client may take to send a request's body.
+    pub body_timeout: Duration,
+    /// A connection with no byte moving either way for this long is closed.
+    pub idle_timeout: Duration,
+    /// Connections served at once; more wait to be accepted.
+    pub max_connections: usize,
 }
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            root: PathBuf::from("."),
+            addr: SocketAddr::from(([127, 0, 0, 1], 8935)),
+            token: None,
+            jobs: 2,
+            web: None,
+            max_body: 1 << 20,
+            allow_hosts: Vec::new(),
+            inspect_timeout: Duration::from_secs(60),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(300),
+            max_connections: 512,
+        }
+    }
+}
+
+/// Inspects running at once (each is a child process); more wait for their turn.
+const MAX_INSPECTS: usize = 4;
+/// The most of an inspect's output read (its JSON; a huge vocabulary is tens of MB).
+const MAX_INSPECT_OUTPUT: u64 = 1 << 30;
 
 /// The OpenAPI document, served at /openapi.json.
 const OPENAPI: &str = include_str!("../../docs/openapi.json");
@@ -82,7 +135,13 @@ struct AppState {
     exe: PathBuf,
     permits: Semaphore,
     jobs: Mutex<HashMap<String, Arc<Job>>>,
-    next: AtomicU64,
+    /// Lowercased host names and addresses a request may name (see `guard`).
+    hosts: Vec<String>,
+    inspects: Semaphore,
+    /// The model listing's one turn (held by the walk itself, so a hung walk blocks the
+    /// next ones, which time out, rather than pinning a thread each).
+    walks: Arc<Semaphore>,
+    inspect_timeout: Duration,
 }
 
 /// An error answer: a status and a plain sentence, as JSON `{"error": …}`.
@@ -98,9 +157,14 @@ fn bad(msg: impl std::fmt::Display) -> ApiError {
     ApiError(StatusCode::BAD_REQUEST, msg.to_string())
 }
 
+fn internal(msg: impl std::fmt::Display) -> ApiError {
+    ApiError(StatusCode::INTERNAL_SERVER_ERROR, msg.to_string())
+}
+
 impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> Self {
-        let status = if r.status() == StatusCode::PAYLOAD_TOO_LARGE { r.status() } else { StatusCode::BAD_REQUEST };
+        let keep = [StatusCode::PAYLOAD_TOO_LARGE, StatusCode::UNSUPPORTED_MEDIA_TYPE];
+        let status = if keep.contains(&r.status()) { r.status() } else { StatusCode::BAD_REQUEST };
         ApiError(status, format!("request body: {}", r.body_text()))
     }
 }
@@ -108,9 +172,16 @@ impl From<JsonRejection> for ApiError {
 type ApiResult<T> = Result<T, ApiError>;
 
 impl AppState {
-    /// A request's path, resolved under the root (must exist).
+    /// A request's model path, resolved under the root: an existing regular file or
+    /// directory. Missing and leading outside the root get the same answer, so a client
+    /// cannot probe what exists outside.
     fn path(&self, rel: &str) -> ApiResult<PathBuf> {
-        confined(&self.root, rel).map_err(|e| bad(self.hide_root(&format!("{e:#}"))))
+        let real = resolve(&self.root, rel, "no such model under the root")?;
+        let meta = std::fs::metadata(&real).map_err(|_| not_found(rel, "no such model under the root"))?;
+        if !meta.is_file() && !meta.is_dir() {
+            return Err(bad(format!("path {rel:?}: not a regular file or directory")));
+        }
+        Ok(real)
     }
 
     /// A message with the server's root directory written as ROOT (clients name paths
@@ -120,17 +191,84 @@ impl AppState {
     }
 
     fn job(&self, id: &str) -> ApiResult<Arc<Job>> {
-        let jobs =
-            self.jobs.lock().map_err(|_| ApiError(StatusCode::INTERNAL_SERVER_ERROR, "job table poisoned".into()))?;
+        let jobs = self.jobs.lock().map_err(|_| internal("job table poisoned"))?;
         jobs.get(id).cloned().ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("no job {id:?}")))
     }
+}
+
+fn not_found(rel: &str, what: &str) -> ApiError {
+    ApiError(StatusCode::NOT_FOUND, format!("path {rel:?}: {what}"))
+}
+
+/// `rel` under `base` (canonical): a relative path without `..` (else 400), that exists
+/// and, symlinks resolved, lies under `base` (else 404 with `what`, the same either way).
+fn resolve(base: &Path, rel: &str, what: &str) -> ApiResult<PathBuf> {
+    let p = Path::new(rel);
+    if rel.is_empty() || p.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
+        return Err(bad(format!("path {rel:?} must be relative, without '..'")));
+    }
+    match base.join(p).canonicalize() {
+        Ok(real) if real.starts_with(base) => Ok(real),
+        _ => Err(not_found(rel, what)),
+    }
+}
+
+/// 128 random bits from the kernel, in hex: a job id nobody can guess, and no restart
+/// repeats.
+fn random_id() -> std::io::Result<String> {
+    use std::io::Read;
+    let mut b = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// `organ` itself as a child for a request: argv (never a shell), confined to the root
+/// (crate::input), its stdin closed, killed when dropped and when the server dies.
+fn child_command(s: &AppState) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(&s.exe);
+    cmd.env(crate::input::CONFINE_ENV, &s.root)
+        .env_remove("ORGAN_CACHE")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let parent = rustix::process::getpid();
+    // SAFETY: between fork and exec this runs only two raw system calls (prctl, getppid)
+    // through rustix, which allocate nothing and take no lock. The death signal follows the
+    // thread that forks: a tokio worker thread, which lives as long as the server.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+            // The server may have died before the prctl: then nobody is left to signal us.
+            if rustix::process::getppid() != Some(parent) {
+                return Err(std::io::Error::from_raw_os_error(3)); // ESRCH
+            }
+            Ok(())
+        });
+    }
+    cmd
 }
 
 /// The server's state and routes for `opts`, without a socket: `run` serves it, and tests
 /// and the fuzz target drive it directly. Creates ROOT/results.
 pub fn app(opts: &Options) -> anyhow::Result<Router> {
+    if opts.token.as_ref().is_some_and(|t| t.trim().is_empty()) {
+        bail!("--token (or ORGAN_TOKEN) is empty or blank: give a secret, or leave both unset to serve on loopback without one");
+    }
     if !opts.addr.ip().is_loopback() && opts.token.is_none() {
         bail!("--addr {}: not a loopback address; serving beyond this machine requires --token", opts.addr);
+    }
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
+    if !opts.addr.ip().is_unspecified() {
+        hosts.push(opts.addr.ip().to_string());
+    }
+    for h in &opts.allow_hosts {
+        let name = h.trim().to_ascii_lowercase();
+        let name = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')).unwrap_or(&name).to_owned();
+        let plain = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b));
+        let plain = plain || name.parse::<std::net::Ipv6Addr>().is_ok();
+        if !plain {
+            bail!("--allow-host {h:?}: give a host name or address, without scheme, port or path");
+        }
+        hosts.push(name);
     }
     let root = opts.root.canonicalize().with_context(|| format!("--root {}: cannot resolve", opts.root.display()))?;
     if !root.is_dir() {
@@ -138,13 +276,19 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
     }
     std::fs::create_dir_all(root.join(RESULTS))
         .with_context(|| format!("{}: cannot create {RESULTS}/", root.display()))?;
+    if !std::fs::symlink_metadata(root.join(RESULTS)).is_ok_and(|m| m.is_dir()) {
+        bail!("{}: {RESULTS} must be a directory, not a symlink", root.display());
+    }
     let state = Arc::new(AppState {
         root,
         token: opts.token.clone(),
         exe: std::env::current_exe().context("cannot locate the organ executable")?,
         permits: Semaphore::new(opts.jobs.max(1)),
         jobs: Mutex::new(HashMap::new()),
-        next: AtomicU64::new(1),
+        hosts,
+        inspects: Semaphore::new(MAX_INSPECTS),
+        walks: Arc::new(Semaphore::new(1)),
+        inspect_timeout: opts.inspect_timeout,
     });
     let api = Router::new()
         .route("/models", get(models))
@@ -165,12 +309,14 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         .route("/openapi.json", get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }))
         .nest("/api", api)
         .layer(DefaultBodyLimit::max(opts.max_body))
-        .with_state(state);
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(opts.body_timeout))
+        .with_state(state.clone());
     if let Some(dir) = web_dir(opts) {
         let files = tower_http::services::ServeDir::new(dir);
         app = app.fallback_service(files).layer(middleware::from_fn(isolation_headers));
     }
-    Ok(app)
+    // Last, so it wraps everything, the app's files included.
+    Ok(app.layer(middleware::from_fn_with_state(state, guard)))
 }
 
 /// The browser app's build to serve at `/`, if there is one.
@@ -197,8 +343,192 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
         drop(out);
-        axum::serve(listener, app).await.context("server stopped")
+        accept_loop(listener, app, &opts).await
     })
+}
+
+/// The address a connection was accepted on (a request extension), so `guard` accepts
+/// `Host` naming it when the server listens on every address.
+#[derive(Clone, Copy)]
+struct LocalAddr(SocketAddr);
+
+/// Serves connections as hyper's HTTP/1 (rather than axum::serve, which cannot time out a
+/// client): at most `max_connections` at once (the rest wait in the kernel's backlog), a
+/// header read timeout (also the keep-alive idle limit), and a watchdog closing any
+/// connection on which nothing has moved for `idle_timeout`.
+async fn accept_loop(listener: tokio::net::TcpListener, app: Router, opts: &Options) -> anyhow::Result<()> {
+    let slots = Arc::new(Semaphore::new(opts.max_connections.max(1)));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(opts.header_timeout);
+    let idle = opts.idle_timeout;
+    loop {
+        let slot = slots.clone().acquire_owned().await.context("connection slots closed")?;
+        let (tcp, _peer) = match listener.accept().await {
+            Ok(c) => c,
+            Err(_) => {
+                // Out of descriptors, or a connection reset before it was accepted: wait
+                // a little rather than spin, and carry on.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let local = tcp.local_addr().ok();
+        let last = Arc::new(AtomicU64::new(now_ms()));
+        let io = hyper_util::rt::TokioIo::new(Watched { inner: tcp, last: last.clone() });
+        let app = app.clone();
+        let svc = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+            if let Some(l) = local {
+                req.extensions_mut().insert(LocalAddr(l));
+            }
+            tower_service::Service::call(&mut app.clone(), req)
+        });
+        let conn = http.serve_connection(io, svc);
+        tokio::spawn(async move {
+            let _slot = slot;
+            tokio::pin!(conn);
+            let watchdog = async {
+                loop {
+                    let quiet = Duration::from_millis(now_ms().saturating_sub(last.load(Ordering::Relaxed)));
+                    if quiet >= idle {
+                        return;
+                    }
+                    tokio::time::sleep(idle - quiet).await;
+                }
+            };
+            // Either the connection ends, or it is dropped (closed) by the watchdog.
+            tokio::select! {
+                _ = &mut conn => {}
+                () = watchdog => {}
+            }
+        });
+    }
+}
+
+/// Milliseconds on a monotonic clock.
+fn now_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed().as_millis() as u64
+}
+
+/// A socket that notes when bytes last moved, for the idle watchdog.
+struct Watched {
+    inner: tokio::net::TcpStream,
+    last: Arc<AtomicU64>,
+}
+
+impl tokio::io::AsyncRead for Watched {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.last.store(now_ms(), Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+impl tokio::io::AsyncWrite for Watched {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(r, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            self.last.store(now_ms(), Ordering::Relaxed);
+        }
+        r
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// The host part of a `Host` header or an origin's authority, lowercased, without port or
+/// IPv6 brackets; None when it is not of that form.
+fn host_part(authority: &str) -> Option<String> {
+    let a = authority.trim().to_ascii_lowercase();
+    let host = if let Some(rest) = a.strip_prefix('[') {
+        let (h, tail) = rest.split_once(']')?;
+        if !(tail.is_empty() || tail.strip_prefix(':').is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()))) {
+            return None;
+        }
+        h.to_owned()
+    } else {
+        match a.split_once(':') {
+            Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) => h.to_owned(),
+            Some(_) => return None,
+            None => a,
+        }
+    };
+    (!host.is_empty()).then_some(host)
+}
+
+/// Whether `host` (from host_part) names this server.
+fn host_allowed(s: &AppState, host: &str, local: Option<IpAddr>) -> bool {
+    if s.hosts.iter().any(|h| h == host) {
+        return true;
+    }
+    match host.parse::<IpAddr>() {
+        Ok(ip) => local == Some(ip) || s.hosts.iter().any(|h| h.parse::<IpAddr>().ok() == Some(ip)),
+        Err(_) => false,
+    }
+}
+
+/// Against DNS rebinding and cross-site requests, on every request: `Host` must name this
+/// server (else 421); a browser request from another site gets 403 (an `Origin` that is not
+/// http(s)://ALLOWED-HOST[:port], or `Sec-Fetch-Site: cross-site`), except a plain
+/// navigation (a link followed to the app's page, which the other site cannot read).
+async fn guard(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    if let Err(e) = check_site(&s, &req) {
+        return e.into_response();
+    }
+    next.run(req).await
+}
+
+fn check_site(s: &AppState, req: &Request) -> ApiResult<()> {
+    let local = req.extensions().get::<LocalAddr>().map(|l| l.0.ip());
+    let header = |name: &str| req.headers().get(name).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let host = header("host").or_else(|| req.uri().authority().map(|a| a.to_string()));
+    let Some(host) = host else {
+        return Err(ApiError(StatusCode::MISDIRECTED_REQUEST, "no Host header: name this server in Host".into()));
+    };
+    if !host_part(&host).is_some_and(|h| host_allowed(s, &h, local)) {
+        let msg = format!(
+            "Host {host:?} does not name this server: use localhost, 127.0.0.1 or [::1], or start it with --allow-host NAME"
+        );
+        return Err(ApiError(StatusCode::MISDIRECTED_REQUEST, msg));
+    }
+    let navigation = matches!(req.method(), &axum::http::Method::GET | &axum::http::Method::HEAD)
+        && header("sec-fetch-mode").as_deref() == Some("navigate");
+    if navigation {
+        return Ok(());
+    }
+    if let Some(origin) = header("origin") {
+        let authority = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://"));
+        let ok = authority.filter(|a| !a.contains('/')).and_then(host_part).is_some_and(|h| host_allowed(s, &h, local));
+        if !ok {
+            let msg = format!("cross-site request refused: Origin {origin:?} is not this server");
+            return Err(ApiError(StatusCode::FORBIDDEN, msg));
+        }
+    }
+    if header("sec-fetch-site").as_deref() == Some("cross-site") {
+        return Err(ApiError(StatusCode::FORBIDDEN, "cross-site request refused (Sec-Fetch-Site: cross-site)".into()));
+    }
+    Ok(())
 }
 
 async fn health() -> Json<Value> {
@@ -234,9 +564,20 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// Every model under the root (split models once, organ directories whole), excluding
 /// job outputs.
+///
+/// The walk runs on a blocking thread, one at a time, and the answer gives up after the
+/// inspect timeout (a walk stuck on a hung filesystem holds one thread, not the server).
 async fn models(State(s): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
     let root = s.root.clone();
-    let found = tokio::task::spawn_blocking(move || {
+    let limit = s.inspect_timeout;
+    let busy = || ApiError(StatusCode::SERVICE_UNAVAILABLE, format!("listing the models took longer than {limit:?}"));
+    let deadline = tokio::time::Instant::now() + limit;
+    let turn = tokio::time::timeout_at(deadline, s.walks.clone().acquire_owned())
+        .await
+        .map_err(|_| busy())?
+        .map_err(internal)?;
+    let walk = tokio::task::spawn_blocking(move || {
+        let _turn = turn;
         // No model at all is an empty list, not an error.
         let paths = crate::cmd::measure::discover(&root).unwrap_or_default();
         let mut out = Vec::new();
@@ -256,9 +597,8 @@ async fn models(State(s): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
             out.push(json!({ "path": rel.to_string_lossy(), "kind": kind, "files": files.len(), "bytes": bytes }));
         }
         out
-    })
-    .await
-    .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    });
+    let found = tokio::time::timeout_at(deadline, walk).await.map_err(|_| busy())?.map_err(internal)?;
     Ok(Json(json!({ "models": found })))
 }
 
@@ -267,22 +607,52 @@ struct PathQuery {
     path: String,
 }
 
-/// `organ inspect --json`, in process.
+/// `organ inspect --json PATH`, run as a child: at most MAX_INSPECTS at once, and killed
+/// after the inspect timeout (waiting for a turn counts), so a file that blocks its reader
+/// (a FIFO, a hung mount) costs one child for a while, never a server thread for ever.
 async fn inspect(
     State(s): State<Arc<AppState>>,
     q: Result<Query<PathQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
     let Query(q) = q.map_err(|e| bad(format!("query: {}", e.body_text())))?;
     let path = s.path(&q.path)?;
-    let rel = q.path.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        let mut buf = Vec::new();
-        crate::cmd::inspect::run(&path, true, &mut buf).map(|()| buf)
-    })
-    .await
-    .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-    .map_err(|e| ApiError(StatusCode::UNPROCESSABLE_ENTITY, s.hide_root(&format!("{rel}: {e:#}"))))?;
-    Ok(([(header::CONTENT_TYPE, "application/json")], out).into_response())
+    let rel = q.path;
+    let limit = s.inspect_timeout;
+    let deadline = tokio::time::Instant::now() + limit;
+    let _turn = tokio::time::timeout_at(deadline, s.inspects.acquire()).await.map_err(|_| {
+        ApiError(StatusCode::SERVICE_UNAVAILABLE, format!("{rel}: too many inspects waiting; try again later"))
+    })?;
+    let mut cmd = child_command(&s);
+    cmd.arg("inspect").arg("--json").arg(&path);
+    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| internal(format!("cannot start organ: {e}")))?;
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err(internal("organ inspect: no output pipes"));
+    };
+    let run = async {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let (mut stdout, mut stderr) = (stdout.take(MAX_INSPECT_OUTPUT), stderr.take(1 << 16));
+        let (o, _, st) = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err), child.wait());
+        (o.and(st), out, err)
+    };
+    let (status, out, err) = match tokio::time::timeout_at(deadline, run).await {
+        Ok(r) => r,
+        Err(_) => {
+            let _ = child.kill().await;
+            let msg = format!("{rel}: inspect took longer than {limit:?} and was stopped");
+            return Err(ApiError(StatusCode::GATEWAY_TIMEOUT, msg));
+        }
+    };
+    match status {
+        Ok(st) if st.success() => Ok(([(header::CONTENT_TYPE, "application/json")], out).into_response()),
+        Ok(_) => {
+            let err = String::from_utf8_lossy(&err);
+            let line = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("organ inspect failed");
+            let msg = line.strip_prefix("organ: error: ").unwrap_or(line);
+            Err(ApiError(StatusCode::UNPROCESSABLE_ENTITY, s.hide_root(&format!("{rel}: {msg}"))))
+        }
+        Err(e) => Err(internal(format!("{rel}: organ inspect: {e}"))),
+    }
 }
 
 #[derive(Deserialize)]
@@ -392,10 +762,11 @@ fn start_job(
     outputs: Vec<String>,
     report: Option<&str>,
 ) -> ApiResult<(StatusCode, Json<JobStatus>)> {
-    let id = format!("job-{}", s.next.fetch_add(1, Ordering::Relaxed));
+    let id = format!("job-{}", random_id().map_err(|e| internal(format!("cannot draw a job id: {e}")))?);
     let dir = s.root.join(RESULTS).join(&id);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, format!("{}: {e}", dir.display())))?;
+    // New, or an error: a job never writes into (or later removes) a directory it did not
+    // create itself.
+    std::fs::create_dir(&dir).map_err(|e| internal(format!("{RESULTS}/{id}: cannot create: {e}")))?;
     let argv = args(&dir);
     let status = JobStatus {
         id: id.clone(),
@@ -408,10 +779,14 @@ fn start_job(
     };
     let (tx, _) = watch::channel(status.clone());
     let job = Arc::new(Job { status: tx, cancel: tokio::sync::Notify::new() });
-    s.jobs
-        .lock()
-        .map_err(|_| ApiError(StatusCode::INTERNAL_SERVER_ERROR, "job table poisoned".into()))?
-        .insert(id.clone(), job.clone());
+    let table = s.jobs.lock().map_err(|_| internal("job table poisoned"));
+    match table {
+        Ok(mut t) => t.insert(id.clone(), job.clone()),
+        Err(e) => {
+            let _ = std::fs::remove_dir(&dir);
+            return Err(e);
+        }
+    };
     let s2 = s.clone();
     let report = report.map(|r| dir.join(r));
     tokio::spawn(async move {
@@ -429,17 +804,15 @@ fn start_job(
             return;
         };
         job.status.send_modify(|st| st.state = JobState::Running);
-        let mut cmd = tokio::process::Command::new(&s2.exe);
+        let mut cmd = child_command(&s2);
         cmd.args(&argv)
             .env("ORGAN_PROGRESS_LINES", "1")
-            .env_remove("ORGAN_CACHE")
-            .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
+            .stderr(std::process::Stdio::piped());
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
                 job.status.send_modify(|st| {
                     st.state = JobState::Failed;
                     st.error = Some(format!("cannot start organ: {e}"));
@@ -684,17 +1057,29 @@ async fn job_events(State(s): State<Arc<AppState>>, UrlPath(id): UrlPath<String>
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 
-/// A job output, streamed from under ROOT/results.
+/// A job output, streamed from under ROOT/results. Reaching one needs its job's id (128
+/// random bits) or, with --token, the token.
 async fn download(State(s): State<Arc<AppState>>, UrlPath(rel): UrlPath<String>) -> ApiResult<Response> {
     let results = s.root.join(RESULTS);
-    let path = confined(&results, &rel).map_err(|e| bad(s.hide_root(&format!("{e:#}"))))?;
-    if !path.is_file() {
-        return Err(ApiError(StatusCode::NOT_FOUND, format!("{rel}: not a file (directories: download their files)")));
+    let path = resolve(&results, &rel, "no such result")?;
+    // Opened without blocking (a FIFO put there would otherwise hold a thread), then
+    // checked on the descriptor: a regular file that really lies under results/.
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(&path)
+        .map_err(|_| not_found(&rel, "no such result"))?;
+    let inside = crate::input::opened_path(&file).is_ok_and(|p| p.starts_with(&results));
+    let meta = file.metadata().map_err(|_| not_found(&rel, "no such result"))?;
+    if !inside {
+        return Err(not_found(&rel, "no such result"));
     }
-    let file =
-        tokio::fs::File::open(&path).await.map_err(|e| ApiError(StatusCode::NOT_FOUND, format!("{rel}: {e}")))?;
-    let len = file.metadata().await.map(|m| m.len()).unwrap_or(0);
-    let body = Body::from_stream(tokio_util::io::ReaderStream::new(file));
+    if !meta.is_file() {
+        return Err(not_found(&rel, "not a file (directories: download their files)"));
+    }
+    let len = meta.len();
+    let body = Body::from_stream(tokio_util::io::ReaderStream::new(tokio::fs::File::from_std(file)));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     Ok((
         [

@@ -52,7 +52,7 @@ pub struct Model {
 }
 
 /// Manifests larger than this are refused (a 1T-parameter model's is tens of MB).
-const MAX_MANIFEST_BYTES: u64 = 1 << 30;
+const MAX_MANIFEST_BYTES: u64 = manifest::MAX_BYTES;
 
 impl Model {
     /// A new, single-file model made from this one (a graft's or a purification's
@@ -140,7 +140,7 @@ impl Model {
         }
         let text = std::fs::read(&mpath).with_context(|| format!("{}: cannot read", mpath.display()))?;
         let m: Manifest =
-            serde_json::from_slice(&text).with_context(|| format!("{}: not a valid manifest", mpath.display()))?;
+            manifest::parse(&text).with_context(|| format!("{}: not a valid manifest", mpath.display()))?;
         if m.format != manifest::FORMAT {
             bail!("{}: format {:?}, expected {:?}", mpath.display(), m.format, manifest::FORMAT);
         }

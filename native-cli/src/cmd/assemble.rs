@@ -10,7 +10,12 @@ use std::path::Path;
 
 pub fn run(dir: &Path, out: &Path, split_max: Option<u64>, w: &mut dyn Write) -> Result<()> {
     let m = Model::from_dir(dir)?;
-    let manifest: crate::manifest::Manifest = serde_json::from_slice(&std::fs::read(dir.join("manifest.json"))?)?;
+    // Read again for the sha256s, through the same checks (Model::from_dir has just passed them).
+    let mpath = dir.join("manifest.json");
+    let text = std::fs::read(&mpath).with_context(|| format!("{}: cannot read", mpath.display()))?;
+    let manifest =
+        crate::manifest::parse(&text).with_context(|| format!("{}: not a valid manifest", mpath.display()))?;
+    drop(text);
     // Every organ file must be what dissect wrote (or what a graft recorded).
     let bad: Vec<String> = m
         .tensors

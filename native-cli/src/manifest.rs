@@ -43,7 +43,8 @@ pub fn parse(bytes: &[u8]) -> Result<Manifest> {
     if bytes.len() as u64 > MAX_BYTES {
         bail!("{} bytes, more than the {MAX_BYTES} a manifest may have", bytes.len());
     }
-    let m: Manifest = serde_json::from_slice(bytes).context("not a valid manifest")?;
+    // Callers add the file's name and "not a valid manifest"; serde_json adds the line.
+    let m: Manifest = serde_json::from_slice(bytes)?;
     if m.format != FORMAT {
         bail!("format {:?}, expected {:?}", m.format, FORMAT);
     }

@@ -16,6 +16,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
+const MAX_RSS_KIB: u64 = 256 << 10;
+/// Inputs stay under this, so that the memory bound is about organ, not the input.
+const MAX_INPUT: u64 = 64 << 20;
 
 /// How a child ended.
 struct Outcome {
@@ -137,8 +140,11 @@ fn organ_bin_path() -> PathBuf {
 
 // --- GGUF bytes -------------------------------------------------------------------------
 
+const STRING: u32 = 8;
 const ARRAY: u32 = 9;
 const U8: u32 = 0;
+const U32: u32 = 4;
+const F32_TY: u32 = 0;
 
 fn header(tensors: u64, kvs: u64) -> Vec<u8> {
     let mut b = b"GGUF".to_vec();
@@ -159,6 +165,47 @@ fn put_key(b: &mut Vec<u8>, key: &str, ty: u32) {
     b.extend(ty.to_le_bytes());
 }
 
+fn put_tensor(b: &mut Vec<u8>, name: &[u8], dims: &[u64], ty: u32, offset: u64) {
+    put_str(b, name);
+    b.extend((dims.len() as u32).to_le_bytes());
+    for d in dims {
+        b.extend(d.to_le_bytes());
+    }
+    b.extend(ty.to_le_bytes());
+    b.extend(offset.to_le_bytes());
+}
+
+fn pad(b: &mut Vec<u8>, align: usize) {
+    while b.len() % align != 0 {
+        b.push(0);
+    }
+}
+
+/// An F32 tensor's data: `n` small floats.
+fn floats(b: &mut Vec<u8>, n: usize) {
+    for i in 0..n {
+        b.extend((i as f32 * 0.25 - 1.0).to_le_bytes());
+    }
+}
+
+/// A small valid model: an architecture, a vocabulary, two F32 tensors.
+fn valid() -> Vec<u8> {
+    let mut b = header(2, 2);
+    put_key(&mut b, "general.architecture", STRING);
+    put_str(&mut b, b"llama");
+    put_key(&mut b, "tokenizer.ggml.tokens", ARRAY);
+    b.extend(STRING.to_le_bytes());
+    b.extend(3u64.to_le_bytes());
+    for t in [&b"a"[..], b"b", b"<s>"] {
+        put_str(&mut b, t);
+    }
+    put_tensor(&mut b, b"token_embd.weight", &[32, 2], F32_TY, 0);
+    put_tensor(&mut b, b"blk.0.attn_q.weight", &[32, 2], F32_TY, 256);
+    pad(&mut b, 32);
+    floats(&mut b, 128);
+    b
+}
+
 /// One metadata key holding `n` empty arrays (an array of arrays), 12 bytes each.
 fn nested_empty_arrays(n: u64) -> Vec<u8> {
     let mut b = header(0, 1);
@@ -172,6 +219,19 @@ fn nested_empty_arrays(n: u64) -> Vec<u8> {
     b
 }
 
+/// Arrays nested `depth` deep, the innermost empty.
+fn deep_arrays(depth: u32) -> Vec<u8> {
+    let mut b = header(0, 1);
+    put_key(&mut b, "deep", ARRAY);
+    for _ in 1..depth {
+        b.extend(ARRAY.to_le_bytes());
+        b.extend(1u64.to_le_bytes());
+    }
+    b.extend(U8.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b
+}
+
 /// One metadata key holding a u8 array of `n` elements.
 fn long_u8_array(n: u64) -> Vec<u8> {
     let mut b = header(0, 1);
@@ -179,6 +239,24 @@ fn long_u8_array(n: u64) -> Vec<u8> {
     b.extend(U8.to_le_bytes());
     b.extend(n.to_le_bytes());
     b.extend((0..n).map(|i| i as u8));
+    b
+}
+
+/// A one-tensor model whose tensor is described by `dims`, `ty` and `offset`, with
+/// `data` bytes of data and `align` as general.alignment when given.
+fn one_tensor(name: &[u8], dims: &[u64], ty: u32, offset: u64, data: usize, align: Option<u32>) -> Vec<u8> {
+    let mut b = header(1, u64::from(align.is_some()));
+    if let Some(a) = align {
+        put_key(&mut b, "general.alignment", U32);
+        b.extend(a.to_le_bytes());
+    }
+    put_tensor(&mut b, name, dims, ty, offset);
+    let a = match align {
+        Some(a) if a.is_power_of_two() && a <= 1 << 20 => a as usize,
+        _ => 32,
+    };
+    pad(&mut b, a);
+    b.resize(b.len() + data, 0x3c);
     b
 }
 
@@ -274,4 +352,496 @@ fn an_oversized_manifest_is_refused_before_it_is_read() {
     assert_eq!(o.code, Some(1));
     assert!(o.stderr.contains("manifest.json") && o.stderr.contains("bytes, more than"), "{}", o.stderr);
     assert!(o.peak_rss_kib < 64 << 10, "peak RSS {} KiB", o.peak_rss_kib);
+}
+
+// --- the hostile set -----------------------------------------------------------------------
+
+/// One crafted input, and the commands that may accept it (the others must refuse it).
+struct Case {
+    name: String,
+    path: PathBuf,
+    ok_for: &'static [&'static str],
+}
+
+/// What a valid GGUF may go through (assemble takes organ directories only).
+const GGUF_OK: &[&str] = &["inspect", "measure", "dissect"];
+/// What a valid organ directory may go through.
+const DIR_OK: &[&str] = &["measure", "assemble"];
+/// A directory that only assemble checks closely enough to refuse (sha256s, versions,
+/// names, alignment): measure reads the tensors, which are fine.
+const MEASURE_OK: &[&str] = &["measure"];
+
+/// Every crafted GGUF file, written into `d`.
+fn gguf_cases(d: &Path) -> Vec<Case> {
+    let mut cases: Vec<(String, Vec<u8>, bool)> = Vec::new();
+    let mut bad = |name: &str, b: Vec<u8>| cases.push((name.to_owned(), b, false));
+    let good = valid();
+    // Truncated everywhere in the header, and in the data.
+    let header_len = good.len() - 512;
+    for cut in (0..header_len).step_by(7).chain([header_len - 1, header_len, header_len + 100, good.len() - 1]) {
+        bad(&format!("cut-at-{cut}"), good[..cut].to_vec());
+    }
+    bad("bad-magic", [b"GGUL".to_vec(), good[4..].to_vec()].concat());
+    for (n, v) in [("v1", 1u32), ("v4", 4), ("big-endian", 3u32.swap_bytes())] {
+        let mut b = good.clone();
+        b[4..8].copy_from_slice(&v.to_le_bytes());
+        bad(&format!("version-{n}"), b);
+    }
+    for (n, count) in [("max", u64::MAX), ("2p40", 1 << 40), ("cap+1", (1 << 20) + 1), ("one-more", 3)] {
+        // One more tensor than written reads the padding as a valid scalar named "".
+        if n != "one-more" {
+            let mut b = good.clone();
+            b[8..16].copy_from_slice(&count.to_le_bytes());
+            bad(&format!("tensor-count-{n}"), b);
+        }
+        let mut b = good.clone();
+        b[16..24].copy_from_slice(&count.to_le_bytes());
+        bad(&format!("kv-count-{n}"), b);
+    }
+    for (n, len) in [("max", u64::MAX), ("2p40", 1 << 40), ("cap+1", (16 << 20) + 1), ("past-end", 10_000)] {
+        let mut b = good.clone();
+        b[24..32].copy_from_slice(&len.to_le_bytes());
+        bad(&format!("key-len-{n}"), b);
+    }
+    for (n, len) in [("max", u64::MAX), ("2p32", 1 << 32), ("past-end", 1000)] {
+        let mut b = header(0, 1);
+        put_key(&mut b, "a", ARRAY);
+        b.extend(U32.to_le_bytes());
+        b.extend(len.to_le_bytes());
+        b.extend([0; 64]);
+        bad(&format!("array-len-{n}"), b);
+        let mut b = header(0, 1);
+        put_key(&mut b, "s", STRING);
+        b.extend(len.to_le_bytes());
+        b.extend([b'x'; 64]);
+        bad(&format!("string-len-{n}"), b);
+    }
+    bad("value-type-13", {
+        let mut b = header(0, 1);
+        put_key(&mut b, "t", 13);
+        b.extend([0; 8]);
+        b
+    });
+    bad("array-of-type-99", {
+        let mut b = header(0, 1);
+        put_key(&mut b, "t", ARRAY);
+        b.extend(99u32.to_le_bytes());
+        b.extend(0u64.to_le_bytes());
+        b
+    });
+    bad("key-not-utf8", {
+        let mut b = header(0, 1);
+        put_str(&mut b, b"\xff\xfe");
+        b.extend(U8.to_le_bytes());
+        b.push(1);
+        b
+    });
+    bad("duplicate-key", {
+        let mut b = header(0, 2);
+        for _ in 0..2 {
+            put_key(&mut b, "general.name", U8);
+            b.push(1);
+        }
+        b
+    });
+    bad("nested-arrays-over-cap", nested_empty_arrays((1 << 16) + 1));
+    bad("nested-arrays-4M", nested_empty_arrays(4 << 20));
+    bad("arrays-9-deep", deep_arrays(9));
+    cases.push(("arrays-8-deep".into(), deep_arrays(8), true));
+    cases.push(("nested-arrays-at-cap".into(), nested_empty_arrays(1 << 16), true));
+    cases.push(("u8-array-16M".into(), long_u8_array(16 << 20), true));
+    let mut bad = |name: &str, b: Vec<u8>| cases.push((name.to_owned(), b, false));
+    // Tensors.
+    bad("tensor-past-end", one_tensor(b"w", &[64], F32_TY, 0, 100, None));
+    bad("tensor-offset-past-end", one_tensor(b"w", &[8], F32_TY, 1 << 40, 32, None));
+    bad("tensor-offset-wraps", one_tensor(b"w", &[8], F32_TY, u64::MAX - 31, 32, None));
+    bad("tensor-misaligned", one_tensor(b"w", &[8], F32_TY, 4, 64, None));
+    bad("alignment-0", one_tensor(b"w", &[8], F32_TY, 0, 32, Some(0)));
+    bad("alignment-3", one_tensor(b"w", &[8], F32_TY, 0, 32, Some(3)));
+    bad("alignment-2p30", one_tensor(b"w", &[8], F32_TY, 0, 32, Some(1 << 30)));
+    bad("alignment-u8", {
+        let mut b = header(1, 1);
+        put_key(&mut b, "general.alignment", U8);
+        b.push(32);
+        put_tensor(&mut b, b"w", &[8], F32_TY, 0);
+        pad(&mut b, 32);
+        b.extend([0; 32]);
+        b
+    });
+    bad("dims-overflow", one_tensor(b"w", &[1 << 40, 1 << 40], F32_TY, 0, 32, None));
+    bad("dims-product-wraps", one_tensor(b"w", &[1 << 32, 1 << 32], F32_TY, 0, 32, None));
+    bad("dim-over-i64", one_tensor(b"w", &[u64::MAX], F32_TY, 0, 32, None));
+    bad("n-dims-5", one_tensor(b"w", &[1, 1, 1, 1, 1], F32_TY, 0, 32, None));
+    bad("n-dims-max", {
+        let mut b = header(1, 0);
+        put_str(&mut b, b"w");
+        b.extend(u32::MAX.to_le_bytes());
+        b.extend([0; 64]);
+        b
+    });
+    bad("ggml-type-99", one_tensor(b"w", &[8], 99, 0, 32, None));
+    bad("row-not-whole-blocks", one_tensor(b"w", &[31], 2, 0, 32, None));
+    bad("tensor-name-not-utf8", one_tensor(b"\xc3\x28", &[8], F32_TY, 0, 32, None));
+    bad("duplicate-tensor", {
+        let mut b = header(2, 0);
+        put_tensor(&mut b, b"w", &[8], F32_TY, 0);
+        put_tensor(&mut b, b"w", &[8], F32_TY, 32);
+        pad(&mut b, 32);
+        b.extend([0; 64]);
+        b
+    });
+    bad("empty-file", Vec::new());
+    bad("not-a-model", b"# organ\nthis is a README".to_vec());
+    cases.push(("valid".into(), good.clone(), true));
+    cases.push(("tensor-name-with-slashes".into(), one_tensor(b"../../etc/passwd", &[8], F32_TY, 0, 32, None), true));
+    cases.push(("tensor-name-70k".into(), one_tensor(&[b'n'; 70_000], &[8], F32_TY, 0, 32, None), true));
+    cases.push(("tensor-name-empty".into(), one_tensor(b"", &[8], F32_TY, 0, 32, None), true));
+    cases.push((
+        "tensors-overlapping".into(),
+        {
+            let mut b = header(2, 0);
+            put_tensor(&mut b, b"a", &[8], F32_TY, 0);
+            put_tensor(&mut b, b"b", &[8], F32_TY, 0);
+            pad(&mut b, 32);
+            floats(&mut b, 8);
+            b
+        },
+        true,
+    ));
+    cases.push((
+        "many-tensors".into(),
+        {
+            let n = 4000u64;
+            let mut b = header(n, 0);
+            for i in 0..n {
+                put_tensor(&mut b, format!("blk.{i}.w").as_bytes(), &[8], F32_TY, 0);
+            }
+            pad(&mut b, 32);
+            floats(&mut b, 8);
+            b
+        },
+        true,
+    ));
+    cases
+        .into_iter()
+        .map(|(name, bytes, valid)| {
+            assert!((bytes.len() as u64) < MAX_INPUT, "{name}: input of {} bytes", bytes.len());
+            let path = d.join(format!("{name}.gguf"));
+            std::fs::write(&path, bytes).unwrap();
+            Case { name, path, ok_for: if valid { GGUF_OK } else { &[] } }
+        })
+        .collect()
+}
+
+/// Dissects the valid model into `d/base.organs` (the base of every organ directory case).
+fn base_dir(d: &Path) -> PathBuf {
+    let src = d.join("base.gguf");
+    std::fs::write(&src, valid()).unwrap();
+    let dir = d.join("base.organs");
+    ok({
+        let mut c = organ();
+        c.args(["dissect".as_ref(), src.as_os_str(), "--out".as_ref(), dir.as_os_str()]);
+        c
+    });
+    dir
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let p = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &p);
+        } else {
+            std::fs::copy(e.path(), p).unwrap();
+        }
+    }
+}
+
+/// Every crafted organ directory, made in `d` from a dissected valid model.
+fn dir_cases(d: &Path) -> Vec<Case> {
+    let base = base_dir(d);
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(base.join("manifest.json")).unwrap()).unwrap();
+    let mut cases = Vec::new();
+    let mut add = |name: &str,
+                   ok_for: &'static [&'static str],
+                   edit: &dyn Fn(&Path, &mut serde_json::Value) -> Option<Vec<u8>>| {
+        let dir = d.join(format!("{name}.organs"));
+        copy_dir(&base, &dir);
+        let mut m = manifest.clone();
+        let text = edit(&dir, &mut m).unwrap_or_else(|| serde_json::to_vec_pretty(&m).unwrap());
+        assert!((text.len() as u64) < MAX_INPUT, "{name}: manifest of {} bytes", text.len());
+        std::fs::write(dir.join("manifest.json"), text).unwrap();
+        cases.push(Case { name: name.to_owned(), path: dir, ok_for });
+    };
+    use serde_json::json;
+    add("dir-valid", DIR_OK, &|_, _| None);
+    add("dir-no-manifest", &[], &|dir, _| {
+        std::fs::remove_file(dir.join("manifest.json")).unwrap();
+        Some(Vec::new())
+    });
+    add("dir-manifest-empty", &[], &|_, _| Some(Vec::new()));
+    add("dir-manifest-not-json", &[], &|_, _| Some(b"{\"format\": \"organ-dir/1\", ".to_vec()));
+    add("dir-manifest-array", &[], &|_, _| Some(b"[1, 2, 3]".to_vec()));
+    add("dir-wrong-format", &[], &|_, m| {
+        m["format"] = json!("organ-dir/9");
+        None
+    });
+    add("dir-gguf-version-99", MEASURE_OK, &|_, m| {
+        m["gguf_version"] = json!(99);
+        None
+    });
+    add("dir-gguf-version-huge", &[], &|_, m| {
+        m["gguf_version"] = json!(u64::MAX);
+        None
+    });
+    add("dir-file-dotdot", &[], &|_, m| {
+        m["tensors"][0]["file"] = json!("../base.organs/embed/token_embd.weight.bin");
+        None
+    });
+    add("dir-file-absolute", &[], &|_, m| {
+        m["tensors"][0]["file"] = json!("/etc/passwd");
+        None
+    });
+    add("dir-file-empty", &[], &|_, m| {
+        m["tensors"][0]["file"] = json!("");
+        None
+    });
+    add("dir-file-huge", &[], &|_, m| {
+        m["tensors"][0]["file"] = json!("a/".repeat(100_000));
+        None
+    });
+    add("dir-file-symlink-out", &[], &|dir, m| {
+        std::os::unix::fs::symlink("/etc/passwd", dir.join("other/escape.bin")).unwrap();
+        m["tensors"][0]["file"] = json!("other/escape.bin");
+        None
+    });
+    add("dir-file-missing", &[], &|_, m| {
+        m["tensors"][0]["file"] = json!("organs/nothing.bin");
+        None
+    });
+    add("dir-sha-not-hex", &[], &|_, m| {
+        m["tensors"][0]["sha256"] = json!("zz");
+        None
+    });
+    add("dir-sha-mismatch", MEASURE_OK, &|_, m| {
+        m["tensors"][0]["sha256"] = json!("0".repeat(64));
+        None
+    });
+    add("dir-bin-swapped", &[], &|_, m| {
+        let (a, b) = (m["tensors"][0]["file"].clone(), m["tensors"][1]["file"].clone());
+        m["tensors"][0]["file"] = b;
+        m["tensors"][1]["file"] = a;
+        None
+    });
+    add("dir-bin-header-garbage", &[], &|dir, m| {
+        let f = dir.join(m["tensors"][0]["file"].as_str().unwrap());
+        std::fs::write(f, [0xffu8; 64]).unwrap();
+        None
+    });
+    add("dir-bin-truncated", &[], &|dir, m| {
+        let f = dir.join(m["tensors"][1]["file"].as_str().unwrap());
+        let b = std::fs::read(&f).unwrap();
+        std::fs::write(f, &b[..b.len() - 5]).unwrap();
+        None
+    });
+    add("dir-bin-other-shape", &[], &|_, m| {
+        m["tensors"][0]["shape"] = json!([64, 1]);
+        None
+    });
+    add("dir-bin-other-type", &[], &|_, m| {
+        m["tensors"][0]["type"] = json!("Q4_0");
+        None
+    });
+    add("dir-type-unknown", &[], &|_, m| {
+        m["tensors"][0]["type"] = json!("Q99");
+        None
+    });
+    add("dir-shape-5-dims", &[], &|_, m| {
+        m["tensors"][0]["shape"] = json!([1, 1, 1, 1, 1]);
+        None
+    });
+    add("dir-shape-overflow", &[], &|_, m| {
+        m["tensors"][0]["shape"] = json!([u64::MAX, u64::MAX]);
+        None
+    });
+    add("dir-shape-negative", &[], &|_, m| {
+        m["tensors"][0]["shape"] = json!([-1]);
+        None
+    });
+    add("dir-layer-negative", &[], &|_, m| {
+        m["tensors"][0]["layer"] = json!(-1);
+        None
+    });
+    add("dir-bytes-string", &[], &|_, m| {
+        m["tensors"][0]["bytes"] = json!("many");
+        None
+    });
+    add("dir-duplicate-tensor", MEASURE_OK, &|_, m| {
+        let t = m["tensors"][0].clone();
+        m["tensors"].as_array_mut().unwrap().push(t);
+        None
+    });
+    add("dir-tensors-not-list", &[], &|_, m| {
+        m["tensors"] = json!({"a": 1});
+        None
+    });
+    add("dir-metadata-not-list", &[], &|_, m| {
+        m["metadata"] = json!("none");
+        None
+    });
+    let set_meta = |m: &mut serde_json::Value, entry: serde_json::Value| {
+        m["metadata"].as_array_mut().unwrap().push(entry);
+    };
+    add("dir-meta-bad-hex", &[], &|_, m| {
+        set_meta(m, json!({"key": "h", "type": "STRING", "value": {"hex": "zz"}}));
+        None
+    });
+    add("dir-meta-odd-hex", &[], &|_, m| {
+        set_meta(m, json!({"key": "h", "type": "STRING", "value": {"hex": "abc"}}));
+        None
+    });
+    add("dir-meta-hex-multibyte", &[], &|_, m| {
+        set_meta(m, json!({"key": "h", "type": "STRING", "value": {"hex": "a\u{e9}0"}}));
+        None
+    });
+    add("dir-meta-u8-300", &[], &|_, m| {
+        set_meta(m, json!({"key": "n", "type": "UINT8", "value": 300}));
+        None
+    });
+    add("dir-meta-wrong-type", &[], &|_, m| {
+        set_meta(m, json!({"key": "n", "type": "UINT32", "value": "seven"}));
+        None
+    });
+    add("dir-meta-unknown-type", &[], &|_, m| {
+        set_meta(m, json!({"key": "n", "type": "UINT128", "value": 1}));
+        None
+    });
+    add("dir-meta-no-value", &[], &|_, m| {
+        set_meta(m, json!({"key": "n", "type": "UINT32"}));
+        None
+    });
+    add("dir-meta-duplicate-key", &[], &|_, m| {
+        let e = m["metadata"][0].clone();
+        set_meta(m, e);
+        None
+    });
+    add("dir-meta-alignment-0", MEASURE_OK, &|_, m| {
+        set_meta(m, json!({"key": "general.alignment", "type": "UINT32", "value": 0}));
+        None
+    });
+    add("dir-meta-f32-bits-huge", &[], &|_, m| {
+        set_meta(m, json!({"key": "f", "type": "FLOAT32", "value": {"f32_bits": u64::MAX}}));
+        None
+    });
+    add("dir-meta-array-9-deep", &[], &|_, m| {
+        let mut v = json!({"elem_type": "UINT8", "values": []});
+        for _ in 0..8 {
+            v = json!({"elem_type": "ARRAY", "values": [v]});
+        }
+        set_meta(m, json!({"key": "deep", "type": "ARRAY", "value": v}));
+        None
+    });
+    add("dir-meta-nested-arrays-over-cap", &[], &|_, m| {
+        let inner = json!({"elem_type": "UINT8", "values": []});
+        let v = json!({"elem_type": "ARRAY", "values": vec![inner; (1 << 16) + 1]});
+        set_meta(m, json!({"key": "nested", "type": "ARRAY", "value": v}));
+        None
+    });
+    add("dir-meta-entries-over-cap", &[], &|_, m| {
+        for i in 0..(1 << 16) {
+            set_meta(m, json!({"key": format!("k{i}"), "type": "UINT8", "value": 0}));
+        }
+        None
+    });
+    add("dir-meta-u64-zeros-over-budget", &[], &|_, m| {
+        // 2 bytes of JSON per element, 8 of GGUF: 18 MB of text for 72 MB of metadata.
+        let zeros = "0,".repeat(9 << 20);
+        let v =
+            format!(r#"{{"key": "z", "type": "ARRAY", "value": {{"elem_type": "UINT64", "values": [{}0]}}}}"#, zeros);
+        let text = serde_json::to_string(m).unwrap();
+        let at = text.find("\"metadata\":[").unwrap() + "\"metadata\":[".len();
+        Some(format!("{}{v},{}", &text[..at], &text[at..]).into_bytes())
+    });
+    add("dir-meta-values-before-type", DIR_OK, &|_, m| {
+        let text = serde_json::to_string(m).unwrap();
+        let entry = r#"{"value": {"values": [1, 2], "elem_type": "UINT8"}, "type": "ARRAY", "key": "late"}"#;
+        let at = text.find("\"metadata\":[").unwrap() + "\"metadata\":[".len();
+        Some(format!("{}{entry},{}", &text[..at], &text[at..]).into_bytes())
+    });
+    cases
+}
+
+#[test]
+fn hostile_inputs() {
+    let d = scratch("hostile");
+    let mut cases = gguf_cases(&d);
+    cases.extend(dir_cases(&d));
+    let commands = ["inspect", "measure", "dissect", "assemble"];
+    let (mut panics, mut hangs, mut peak, mut failures) = (0, 0, 0u64, Vec::new());
+    let mut heaviest = Vec::new();
+    for case in &cases {
+        for cmd in commands {
+            let out_parent = d.join("out").join(format!("{}-{cmd}", case.name));
+            std::fs::create_dir_all(&out_parent).unwrap();
+            let out = out_parent.join(if cmd == "dissect" { "result.organs" } else { "result.gguf" });
+            let json = out_parent.join("report.json");
+            let input = case.path.as_os_str();
+            let args: Vec<&std::ffi::OsStr> = match cmd {
+                "inspect" => vec!["inspect".as_ref(), "--json".as_ref(), input],
+                "measure" => {
+                    vec!["measure".as_ref(), "--no-cache".as_ref(), input, "--json".as_ref(), json.as_os_str()]
+                }
+                _ => vec![cmd.as_ref(), input, "--out".as_ref(), out.as_os_str()],
+            };
+            let o = run(&args, &d.join("out").join(format!("{}-{cmd}.stderr", case.name)));
+            peak = peak.max(o.peak_rss_kib);
+            let label = format!("{} {cmd}", case.name);
+            heaviest.push((o.peak_rss_kib, label.clone()));
+            let mut fail = |why: String| failures.push(format!("{label}: {why}"));
+            if o.timed_out {
+                hangs += 1;
+                fail(format!("still running after {TIMEOUT:?}"));
+                continue;
+            }
+            if o.signal.is_some() || matches!(o.code, Some(101 | 134)) {
+                panics += 1;
+            }
+            match o.code {
+                Some(0) if case.ok_for.contains(&cmd) => {}
+                Some(1) => {
+                    let first = o.stderr.lines().next().unwrap_or("");
+                    if !first.starts_with("organ: error: ") {
+                        fail(format!("exit 1 without an `organ: error:` line: {:?}", o.stderr));
+                    } else if !o.stderr.contains(&case.name) {
+                        fail(format!("the error does not name the input: {first}"));
+                    }
+                    if out.exists() || json.exists() {
+                        fail("an output was written by a failed run".into());
+                    }
+                }
+                _ => fail(format!("exit {:?}, signal {:?}: {}", o.code, o.signal, o.stderr)),
+            }
+            if o.peak_rss_kib > MAX_RSS_KIB {
+                fail(format!("peak RSS {} MiB", o.peak_rss_kib >> 10));
+            }
+            let temps = temps_in(&out_parent);
+            if !temps.is_empty() {
+                fail(format!("temp entries left: {temps:?}"));
+            }
+        }
+    }
+    println!(
+        "hostile inputs: {} files x {} commands, {panics} panics, {hangs} hangs, peak RSS {} MiB",
+        cases.len(),
+        commands.len(),
+        peak >> 10
+    );
+    heaviest.sort_by(|a, b| b.cmp(a));
+    for (kib, label) in heaviest.iter().take(5) {
+        println!("  {label}: peak RSS {} MiB", kib >> 10);
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }

@@ -29,7 +29,7 @@ step "web: build the app, then e2e in headless Chromium" bash -c "scripts/web-e2
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
   step "cargo-fuzz $CARGO_FUZZ_VERSION" ensure_cargo_fuzz
-  for target in parse dequant; do
+  for target in parse dequant manifest api; do
     corpus=$(mktemp -d)
     step "fuzz $target for ${FUZZ_SECONDS}s" \
       bash -c "cd core/fuzz && cargo +nightly fuzz run $target '$corpus' seeds/$target -- -max_total_time=$FUZZ_SECONDS -max_len=65536 2>&1 | grep -E '^Done|panicked|SUMMARY|ERROR' ; exit \${PIPESTATUS[0]}"

@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
 """Write small valid GGUF files with gguf-py's GGUFWriter as fuzzing seeds
-(core/fuzz/seeds/parse), and one block of every type for the dequant target."""
+(core/fuzz/seeds/parse), and one block of every type for the dequant target.
+
+The other targets' seeds are checked in as made: seeds/manifest/*.json are the manifests
+of `organ dissect` of the parse seeds, plus special_values.json written by hand (NaN and
+infinity bits, hex strings, nested arrays, fields out of order); seeds/api/* are one
+request each (method line, path line, header lines, empty line, body) for every route."""
 import os, sys
 import numpy as np
 import gguf

@@ -19,6 +19,8 @@ step "core builds for wasm32, no_std" cargo build -q -p organ-core --target wasm
 test_log=$(mktemp)
 trap 'rm -f "$test_log"' EXIT
 step "cargo test (release)" bash -c "cargo test --release --workspace --exclude organ-web 2>&1 | tee '$test_log'; exit \${PIPESTATUS[0]}"
+# The two hostile sets print their counts (cargo test keeps a passing test's output).
+step "hostile inputs and requests: the counts" bash -c "cargo test -q --release -p organ-cli --test hostile --test api -- --nocapture --exact hostile_inputs hostile_requests_get_a_4xx_and_the_server_stays_up 2>&1 | grep -E '^hostile (inputs|requests):|FAILED|panicked'; exit \${PIPESTATUS[0]}"
 # The test processes have ended: their scratch directories (organ-test-PID) can go.
 for d in "${TMPDIR:-/tmp}"/organ-test-*; do
   if [ -d "$d" ] && [ ! -d "/proc/${d##*-}" ]; then rm -rf "$d"; fi
@@ -30,7 +32,7 @@ step "web: build the app, then e2e in headless Chromium" bash -c "scripts/web-e2
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
   step "cargo-fuzz $CARGO_FUZZ_VERSION" ensure_cargo_fuzz
-  for target in parse dequant; do
+  for target in parse dequant manifest api; do
     corpus=$(mktemp -d)
     step "fuzz $target for ${FUZZ_SECONDS}s" \
       bash -c "cd core/fuzz && cargo +nightly fuzz run $target '$corpus' seeds/$target -- -max_total_time=$FUZZ_SECONDS -max_len=65536 2>&1 | grep -E '^Done|panicked|SUMMARY|ERROR' ; exit \${PIPESTATUS[0]}"

@@ -135,6 +135,24 @@ fn rejects_array_nesting_deeper_than_cap() {
     assert_too_large(Gguf::parse(&f, u64::MAX).unwrap_err(), "array nesting depth");
 }
 
+/// One empty array inside an array is 12 bytes: a 12.6 MB file held a million of them,
+/// and `organ dissect` spent 1.5 GB on their JSON. The count is capped over all keys.
+#[test]
+fn rejects_more_nested_arrays_than_cap_across_keys() {
+    let nested = |r: Raw, key: &str, n: u64| {
+        let mut r = r.string(key).u32(9).u32(9).u64(n);
+        for _ in 0..n {
+            r = r.u32(0).u64(0);
+        }
+        r
+    };
+    let half = MAX_NESTED_ARRAYS / 2;
+    let f = nested(nested(Raw::header(3, 0, 2), "a", half), "b", half).0;
+    assert_eq!(parse(&f).unwrap().kvs.len(), 2);
+    let f = nested(nested(Raw::header(3, 0, 2), "a", half), "b", half + 1).0;
+    assert_too_large(parse(&f).unwrap_err(), "count of arrays nested in arrays");
+}
+
 #[test]
 fn rejects_tensor_count_beyond_cap_and_beyond_file() {
     assert_too_large(Gguf::parse(&Raw::header(3, MAX_TENSOR_COUNT + 1, 0).0, u64::MAX).unwrap_err(), "tensor count");

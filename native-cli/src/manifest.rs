@@ -4,13 +4,52 @@
 //! same bytes. Finite floats are JSON numbers (serde_json's `float_roundtrip` makes them
 //! exact); NaN and infinities are `{"f32_bits": N}` / `{"f64_bits": N}`. Strings that are
 //! not UTF-8 are `{"hex": "…"}`. Arrays are `{"elem_type": T, "values": […]}`.
+//!
+//! A manifest is untrusted input. Metadata is written and read as a stream, straight
+//! between JSON text and GGUF bytes: no `serde_json::Value` tree is built, so an entry
+//! costs what its GGUF encoding costs (12 bytes for an empty nested array, not hundreds).
+//! [`parse`] enforces the caps below and those of [`organ_core::limits`].
 
 use anyhow::{bail, Context, Result};
 use organ_core::gguf::{MetaArray, MetaValue, ValueType};
+use organ_core::limits::{
+    MAX_ARRAY_LEN, MAX_DEPTH, MAX_DIMS, MAX_KV_COUNT, MAX_NESTED_ARRAYS, MAX_STRING_LEN, MAX_TENSOR_COUNT,
+};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::ser::{self, SerializeMap, SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::value::RawValue;
+use std::fmt;
 
 pub const FORMAT: &str = "organ-dir/1";
+
+/// Largest manifest.json accepted. A 1T-parameter model's manifest is a few MB (a tensor
+/// is about 300 bytes of it, its vocabulary ten or so MB); this leaves room for tens of
+/// times that, and keeps what a hostile one can make us hold small.
+pub const MAX_BYTES: u64 = 256 << 20;
+/// Most bytes of GGUF-encoded metadata a manifest may decode to, over all its entries
+/// (real models hold under 10 MB, nearly all of it the tokenizer: 260k tokens with their
+/// scores and types, or 150k tokens and 150k merges). JSON numbers are as short as 2 bytes
+/// and decode to up to 8, so this, not [`MAX_BYTES`], bounds what the metadata costs.
+pub const MAX_METADATA_BYTES: u64 = 32 << 20;
+/// Longest tensor `file` path in a manifest (organ writes at most ~220 bytes).
+pub const MAX_PATH_LEN: usize = 4096;
+
+/// Parses a manifest.json's bytes with every cap checked (see the module's doc): at most
+/// [`MAX_BYTES`], [`MAX_KV_COUNT`] metadata entries (keys unique) decoding to at most
+/// [`MAX_METADATA_BYTES`], [`MAX_TENSOR_COUNT`] tensors of at most [`MAX_DIMS`] dimensions,
+/// sha256s of 64 hex digits. Errors give the line and column.
+pub fn parse(bytes: &[u8]) -> Result<Manifest> {
+    if bytes.len() as u64 > MAX_BYTES {
+        bail!("{} bytes, more than the {MAX_BYTES} a manifest may have", bytes.len());
+    }
+    // Callers add the file's name and "not a valid manifest"; serde_json adds the line.
+    let m: Manifest = serde_json::from_slice(bytes)?;
+    if m.format != FORMAT {
+        bail!("format {:?}, expected {:?}", m.format, FORMAT);
+    }
+    Ok(m)
+}
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct Manifest {
@@ -23,8 +62,10 @@ pub struct Manifest {
     /// The data alignment (also in the metadata when the source had `general.alignment`).
     pub alignment: u64,
     /// Every metadata key, in order: `{"key", "type", "value"}`.
-    pub metadata: Vec<Value>,
+    #[serde(deserialize_with = "de_metadata")]
+    pub metadata: Vec<Entry>,
     /// Every tensor, in order.
+    #[serde(deserialize_with = "de_tensors")]
     pub tensors: Vec<ManifestTensor>,
 }
 
@@ -45,6 +86,7 @@ pub struct ManifestTensor {
     pub layer: Option<u32>,
     #[serde(rename = "type")]
     pub ty: String,
+    #[serde(deserialize_with = "de_shape")]
     pub shape: Vec<u64>,
     /// Bytes of tensor data (the organ file is this plus its header).
     pub bytes: u64,
@@ -102,123 +144,615 @@ impl OwnedValue {
     }
 }
 
-fn encode_value(v: &MetaValue<'_>) -> Value {
-    match *v {
-        MetaValue::U8(x) => json!(x),
-        MetaValue::I8(x) => json!(x),
-        MetaValue::U16(x) => json!(x),
-        MetaValue::I16(x) => json!(x),
-        MetaValue::U32(x) => json!(x),
-        MetaValue::I32(x) => json!(x),
-        MetaValue::U64(x) => json!(x),
-        MetaValue::I64(x) => json!(x),
-        MetaValue::Bool(x) => json!(x),
-        MetaValue::F32(x) if x.is_finite() => json!(f64::from(x)),
-        MetaValue::F32(x) => json!({ "f32_bits": x.to_bits() }),
-        MetaValue::F64(x) if x.is_finite() => json!(x),
-        MetaValue::F64(x) => json!({ "f64_bits": x.to_bits() }),
-        MetaValue::Str(s) => match std::str::from_utf8(s) {
-            Ok(s) => json!(s),
-            Err(_) => json!({ "hex": s.iter().map(|b| format!("{b:02x}")).collect::<String>() }),
-        },
-        MetaValue::Array(a) => json!({
-            "elem_type": a.elem_type.name(),
-            "values": a.iter().map(|e| encode_value(&e)).collect::<Vec<_>>(),
-        }),
+/// One metadata entry of a manifest: a key and a GGUF-typed value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub key: String,
+    pub value: OwnedValue,
+}
+
+/// One metadata entry of a manifest (its bytes are copied; the JSON is made only as the
+/// manifest is written).
+pub fn encode_kv(key: &str, v: &MetaValue<'_>) -> Entry {
+    Entry { key: key.to_owned(), value: OwnedValue::from_meta(v) }
+}
+
+/// Decodes one manifest metadata entry into its key and value ([`parse`] has checked it).
+pub fn decode_kv(entry: &Entry) -> Result<(String, OwnedValue)> {
+    entry.value.view().with_context(|| format!("metadata key {:?}", entry.key))?;
+    Ok((entry.key.clone(), entry.value.clone()))
+}
+
+impl Serialize for Entry {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let v = self.value.view().map_err(|e| ser::Error::custom(format!("metadata key {:?}: {e}", self.key)))?;
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("key", &self.key)?;
+        m.serialize_entry("type", v.value_type().name())?;
+        m.serialize_entry("value", &Enc(v))?;
+        m.end()
     }
 }
 
-/// One metadata entry of a manifest.
-pub fn encode_kv(key: &str, v: &MetaValue<'_>) -> Value {
-    json!({ "key": key, "type": v.value_type().name(), "value": encode_value(v) })
-}
+/// A value in the manifest's JSON form, written as it is walked.
+struct Enc<'a>(MetaValue<'a>);
 
-fn type_named(name: &str) -> Result<ValueType> {
-    (0..13)
-        .filter_map(ValueType::from_code)
-        .find(|t| t.name() == name)
-        .with_context(|| format!("unknown metadata type {name:?}"))
-}
-
-/// Appends the GGUF encoding of `v` (a value of type `ty`, without its type code).
-fn encode_raw(ty: ValueType, v: &Value, out: &mut Vec<u8>) -> Result<()> {
-    let int = |v: &Value| -> Result<i128> {
-        v.as_i64()
-            .map(i128::from)
-            .or_else(|| v.as_u64().map(i128::from))
-            .with_context(|| format!("{v} is not an integer"))
-    };
-    macro_rules! put_int {
-        ($t:ty) => {{
-            let x = <$t>::try_from(int(v)?).with_context(|| format!("{v} does not fit {}", ty.name()))?;
-            out.extend_from_slice(&x.to_le_bytes());
-        }};
-    }
-    match ty {
-        ValueType::U8 => put_int!(u8),
-        ValueType::I8 => put_int!(i8),
-        ValueType::U16 => put_int!(u16),
-        ValueType::I16 => put_int!(i16),
-        ValueType::U32 => put_int!(u32),
-        ValueType::I32 => put_int!(i32),
-        ValueType::U64 => put_int!(u64),
-        ValueType::I64 => put_int!(i64),
-        ValueType::Bool => out.push(u8::from(v.as_bool().with_context(|| format!("{v} is not a bool"))?)),
-        ValueType::F32 => {
-            let bits = match v.get("f32_bits") {
-                Some(b) => u32::try_from(int(b)?)?,
-                None => (v.as_f64().with_context(|| format!("{v} is not a number"))? as f32).to_bits(),
-            };
-            out.extend_from_slice(&bits.to_le_bytes());
+impl Serialize for Enc<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        fn bits<S: Serializer, T: Serialize>(s: S, key: &str, bits: T) -> Result<S::Ok, S::Error> {
+            let mut m = s.serialize_map(Some(1))?;
+            m.serialize_entry(key, &bits)?;
+            m.end()
         }
-        ValueType::F64 => {
-            let bits = match v.get("f64_bits") {
-                Some(b) => u64::try_from(int(b)?)?,
-                None => v.as_f64().with_context(|| format!("{v} is not a number"))?.to_bits(),
-            };
-            out.extend_from_slice(&bits.to_le_bytes());
-        }
-        ValueType::String => {
-            let bytes = match (v.as_str(), v.get("hex").and_then(Value::as_str)) {
-                (Some(s), _) => s.as_bytes().to_vec(),
-                (None, Some(h)) => decode_hex(h)?,
-                _ => bail!("{v} is not a string"),
-            };
-            out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-            out.extend_from_slice(&bytes);
-        }
-        ValueType::Array => {
-            let (elem, values) = array_parts(v)?;
-            out.extend_from_slice(&elem.code().to_le_bytes());
-            out.extend_from_slice(&(values.len() as u64).to_le_bytes());
-            for e in values {
-                encode_raw(elem, e, out)?;
+        match self.0 {
+            MetaValue::U8(x) => s.serialize_u8(x),
+            MetaValue::I8(x) => s.serialize_i8(x),
+            MetaValue::U16(x) => s.serialize_u16(x),
+            MetaValue::I16(x) => s.serialize_i16(x),
+            MetaValue::U32(x) => s.serialize_u32(x),
+            MetaValue::I32(x) => s.serialize_i32(x),
+            MetaValue::U64(x) => s.serialize_u64(x),
+            MetaValue::I64(x) => s.serialize_i64(x),
+            MetaValue::Bool(x) => s.serialize_bool(x),
+            MetaValue::F32(x) if x.is_finite() => s.serialize_f64(f64::from(x)),
+            MetaValue::F32(x) => bits(s, "f32_bits", x.to_bits()),
+            MetaValue::F64(x) if x.is_finite() => s.serialize_f64(x),
+            MetaValue::F64(x) => bits(s, "f64_bits", x.to_bits()),
+            MetaValue::Str(b) => match std::str::from_utf8(b) {
+                Ok(t) => s.serialize_str(t),
+                Err(_) => bits(s, "hex", crate::write::hex(b)),
+            },
+            MetaValue::Array(a) => {
+                struct Elems<'a>(MetaArray<'a>);
+                impl Serialize for Elems<'_> {
+                    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                        let mut seq = s.serialize_seq(usize::try_from(self.0.len).ok())?;
+                        for e in self.0.iter() {
+                            seq.serialize_element(&Enc(e))?;
+                        }
+                        seq.end()
+                    }
+                }
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("elem_type", a.elem_type.name())?;
+                m.serialize_entry("values", &Elems(a))?;
+                m.end()
             }
         }
     }
-    Ok(())
 }
 
-fn array_parts(v: &Value) -> Result<(ValueType, &Vec<Value>)> {
-    let elem = type_named(v.get("elem_type").and_then(Value::as_str).context("array without elem_type")?)?;
-    let values = v.get("values").and_then(Value::as_array).context("array without values")?;
-    Ok((elem, values))
+fn type_named(name: &str) -> Option<ValueType> {
+    (0..13).filter_map(ValueType::from_code).find(|t| t.name() == name)
 }
 
-fn decode_hex(h: &str) -> Result<Vec<u8>> {
+fn decode_hex(h: &str) -> Result<Vec<u8>, String> {
+    let h = h.as_bytes();
     if h.len() % 2 != 0 {
-        bail!("odd-length hex string");
+        return Err(format!("hex string of odd length {}", h.len()));
     }
-    (0..h.len()).step_by(2).map(|i| u8::from_str_radix(&h[i..i + 2], 16).context("bad hex string")).collect()
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    h.chunks_exact(2)
+        .enumerate()
+        .map(|(i, p)| match (digit(p[0]), digit(p[1])) {
+            (Some(a), Some(b)) => Ok(a << 4 | b),
+            _ => Err(format!("bad hex digit at character {}", 2 * i)),
+        })
+        .collect()
 }
 
-/// Decodes one manifest metadata entry into its key and value.
-pub fn decode_kv(entry: &Value) -> Result<(String, OwnedValue)> {
-    let key = entry.get("key").and_then(Value::as_str).context("metadata entry without key")?.to_owned();
-    let ty = type_named(entry.get("type").and_then(Value::as_str).with_context(|| format!("{key}: no type"))?)?;
-    let v = entry.get("value").with_context(|| format!("{key}: no value"))?;
-    let mut raw = Vec::new();
-    encode_raw(ty, v, &mut raw).with_context(|| format!("metadata key {key:?}"))?;
-    let value = MetaValue::decode(ty, &raw).with_context(|| format!("metadata key {key:?}"))?;
-    Ok((key, OwnedValue::from_meta(&value)))
+/// What the metadata of one manifest has used of the caps that span all of it.
+#[derive(Default)]
+struct Budget {
+    /// GGUF bytes decoded so far.
+    bytes: u64,
+    /// Arrays met inside arrays so far.
+    nested_arrays: u64,
+}
+
+impl Budget {
+    /// Counts `n` more bytes of GGUF metadata, failing past [`MAX_METADATA_BYTES`].
+    fn charge<E: de::Error>(&mut self, n: u64) -> Result<(), E> {
+        self.bytes += n;
+        if self.bytes > MAX_METADATA_BYTES {
+            return Err(E::custom(format!(
+                "metadata decodes to more than the {MAX_METADATA_BYTES} bytes a manifest may hold"
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn de_metadata<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Entry>, D::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Vec<Entry>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(f, "a list of at most {MAX_KV_COUNT} metadata entries")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Entry>, A::Error> {
+            let mut budget = Budget::default();
+            let mut entries = Vec::new();
+            let mut keys = std::collections::HashSet::new();
+            while let Some(e) = seq.next_element_seed(EntrySeed(&mut budget))? {
+                if entries.len() as u64 >= MAX_KV_COUNT {
+                    return Err(de::Error::custom(format!("more than {MAX_KV_COUNT} metadata entries")));
+                }
+                if !keys.insert(e.key.clone()) {
+                    return Err(de::Error::custom(format!("duplicate metadata key {:?}", e.key)));
+                }
+                entries.push(e);
+            }
+            Ok(entries)
+        }
+    }
+    d.deserialize_seq(V)
+}
+
+/// One `{"key", "type", "value"}` entry, decoded to GGUF bytes as it is read (the value is
+/// borrowed as raw JSON until its type is known, whatever the order of the fields).
+struct EntrySeed<'b>(&'b mut Budget);
+
+impl<'de> DeserializeSeed<'de> for EntrySeed<'_> {
+    type Value = Entry;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Entry, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EntrySeed<'_> {
+    type Value = Entry;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a metadata entry {\"key\", \"type\", \"value\"}")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entry, A::Error> {
+        let (mut key, mut ty, mut value): (Option<String>, Option<ValueType>, Option<&'de RawValue>) =
+            (None, None, None);
+        while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match &*k {
+                "key" => key = Some(map.next_value()?),
+                "type" => {
+                    let t: std::borrow::Cow<'de, str> = map.next_value()?;
+                    ty = Some(type_named(&t).ok_or_else(|| de::Error::custom(format!("unknown metadata type {t:?}")))?);
+                }
+                "value" => value = Some(map.next_value()?),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        let key = key.ok_or_else(|| de::Error::missing_field("key"))?;
+        if key.len() as u64 > MAX_STRING_LEN {
+            return Err(de::Error::custom(format!("metadata key of {} bytes", key.len())));
+        }
+        let ty = ty.ok_or_else(|| de::Error::custom(format!("metadata key {key:?}: no type")))?;
+        let raw = value.ok_or_else(|| de::Error::custom(format!("metadata key {key:?}: no value")))?;
+        let mut out = Vec::new();
+        decode_raw(raw, ty, 0, &mut out, self.0)
+            .and_then(|()| to_owned(ty, out))
+            .map(|value| Entry { key: key.clone(), value })
+            .map_err(|e| de::Error::custom(format!("metadata key {key:?}: {e}")))
+    }
+}
+
+/// The owned value of GGUF bytes decoded from a manifest, checked as the file parser
+/// would. Strings and arrays keep `raw`'s buffer (their head cut off), not a copy.
+fn to_owned(ty: ValueType, mut raw: Vec<u8>) -> Result<OwnedValue, String> {
+    let v = MetaValue::decode(ty, &raw).map_err(|e| e.to_string())?;
+    Ok(match v {
+        MetaValue::Str(_) => {
+            raw.drain(..8);
+            OwnedValue::Str(raw)
+        }
+        MetaValue::Array(a) => {
+            let (elem_type, len) = (a.elem_type, a.len);
+            raw.drain(..12);
+            OwnedValue::Array { elem_type, len, raw }
+        }
+        v => OwnedValue::from_meta(&v),
+    })
+}
+
+/// Decodes the JSON text `raw` as a value of type `ty` at nesting `depth`, appending its
+/// GGUF encoding (without type code) to `out`.
+fn decode_raw(raw: &RawValue, ty: ValueType, depth: u32, out: &mut Vec<u8>, budget: &mut Budget) -> Result<(), String> {
+    let mut d = serde_json::Deserializer::from_str(raw.get());
+    ValueSeed { ty, depth, out, budget }.deserialize(&mut d).and_then(|()| d.end()).map_err(|e| e.to_string())
+}
+
+/// Appends the GGUF encoding of one JSON value of type `ty` to `out`.
+struct ValueSeed<'b> {
+    ty: ValueType,
+    depth: u32,
+    out: &'b mut Vec<u8>,
+    budget: &'b mut Budget,
+}
+
+impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        match self.ty {
+            // Arrays charge their head and their elements as they go.
+            ValueType::Array => {
+                d.deserialize_map(ArrayVisitor { depth: self.depth, out: self.out, budget: self.budget })
+            }
+            ty => {
+                // Refused before the bytes are appended: `out` never grows past the cap.
+                // (A string may take up to MAX_STRING_LEN more; its JSON text holds it.)
+                self.budget.charge::<D::Error>(ty.fixed_size().unwrap_or(8))?;
+                let start = self.out.len();
+                d.deserialize_any(ScalarVisitor { ty, out: &mut *self.out })?;
+                // A string's bytes beyond its length field.
+                self.budget.charge::<D::Error>((self.out.len() - start) as u64 - ty.fixed_size().unwrap_or(8))
+            }
+        }
+    }
+}
+
+struct ScalarVisitor<'b> {
+    ty: ValueType,
+    out: &'b mut Vec<u8>,
+}
+
+impl ScalarVisitor<'_> {
+    fn int<E: de::Error>(self, v: i128) -> Result<(), E> {
+        let bad = || E::custom(format!("{v} does not fit {}", self.ty.name()));
+        macro_rules! put {
+            ($t:ty) => {
+                self.out.extend_from_slice(&<$t>::try_from(v).map_err(|_| bad())?.to_le_bytes())
+            };
+        }
+        match self.ty {
+            ValueType::U8 => put!(u8),
+            ValueType::I8 => put!(i8),
+            ValueType::U16 => put!(u16),
+            ValueType::I16 => put!(i16),
+            ValueType::U32 => put!(u32),
+            ValueType::I32 => put!(i32),
+            ValueType::U64 => put!(u64),
+            ValueType::I64 => put!(i64),
+            ValueType::F32 => self.out.extend_from_slice(&(v as f32).to_bits().to_le_bytes()),
+            ValueType::F64 => self.out.extend_from_slice(&(v as f64).to_bits().to_le_bytes()),
+            _ => return Err(E::custom(format!("{v} is not a {}", self.ty.name()))),
+        }
+        Ok(())
+    }
+    fn string<E: de::Error>(self, b: &[u8]) -> Result<(), E> {
+        if self.ty != ValueType::String {
+            return Err(E::custom(format!("a string is not a {}", self.ty.name())));
+        }
+        if b.len() as u64 > MAX_STRING_LEN {
+            return Err(E::custom(format!("string of {} bytes, more than {MAX_STRING_LEN}", b.len())));
+        }
+        self.out.extend_from_slice(&(b.len() as u64).to_le_bytes());
+        self.out.extend_from_slice(b);
+        Ok(())
+    }
+}
+
+impl<'de> Visitor<'de> for ScalarVisitor<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "a {} value", self.ty.name())
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
+        self.int(i128::from(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
+        self.int(i128::from(v))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
+        match self.ty {
+            ValueType::F32 => self.out.extend_from_slice(&(v as f32).to_bits().to_le_bytes()),
+            ValueType::F64 => self.out.extend_from_slice(&v.to_bits().to_le_bytes()),
+            ty => return Err(E::custom(format!("{v} is not an integer ({})", ty.name()))),
+        }
+        Ok(())
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
+        if self.ty != ValueType::Bool {
+            return Err(E::custom(format!("{v} is not a {}", self.ty.name())));
+        }
+        self.out.push(u8::from(v));
+        Ok(())
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        self.string(v.as_bytes())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        // {"f32_bits": N}, {"f64_bits": N} or {"hex": "…"}: the one key this type takes.
+        let want = match self.ty {
+            ValueType::F32 => "f32_bits",
+            ValueType::F64 => "f64_bits",
+            ValueType::String => "hex",
+            ty => return Err(de::Error::custom(format!("an object is not a {}", ty.name()))),
+        };
+        let mut done = false;
+        while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if k != want || done {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            done = true;
+            match self.ty {
+                ValueType::F32 => self.out.extend_from_slice(&map.next_value::<u32>()?.to_le_bytes()),
+                ValueType::F64 => self.out.extend_from_slice(&map.next_value::<u64>()?.to_le_bytes()),
+                _ => {
+                    let h: std::borrow::Cow<'de, str> = map.next_value()?;
+                    let b = decode_hex(&h).map_err(de::Error::custom)?;
+                    if b.len() as u64 > MAX_STRING_LEN {
+                        return Err(de::Error::custom(format!("string of {} bytes", b.len())));
+                    }
+                    self.out.extend_from_slice(&(b.len() as u64).to_le_bytes());
+                    self.out.extend_from_slice(&b);
+                }
+            }
+        }
+        if !done {
+            return Err(de::Error::custom(format!("an object without {want:?} is not a {}", self.ty.name())));
+        }
+        Ok(())
+    }
+}
+
+/// `{"elem_type": T, "values": [...]}`, appended as GGUF: type code, count, elements.
+struct ArrayVisitor<'b> {
+    depth: u32,
+    out: &'b mut Vec<u8>,
+    budget: &'b mut Budget,
+}
+
+impl<'de> Visitor<'de> for ArrayVisitor<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array {\"elem_type\", \"values\"}")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        if self.depth >= MAX_DEPTH {
+            return Err(de::Error::custom(format!("arrays nested more than {MAX_DEPTH} deep")));
+        }
+        if self.depth > 0 {
+            self.budget.nested_arrays += 1;
+            if self.budget.nested_arrays > MAX_NESTED_ARRAYS {
+                return Err(de::Error::custom(format!("more than {MAX_NESTED_ARRAYS} arrays nested in arrays")));
+            }
+        }
+        let (mut elem, mut values, mut done): (Option<ValueType>, Option<&'de RawValue>, bool) = (None, None, false);
+        let head = self.out.len();
+        while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match &*k {
+                "elem_type" if elem.is_none() => {
+                    let t: std::borrow::Cow<'de, str> = map.next_value()?;
+                    elem =
+                        Some(type_named(&t).ok_or_else(|| de::Error::custom(format!("unknown metadata type {t:?}")))?);
+                }
+                "values" if values.is_none() && !done => match elem {
+                    // The usual order: the elements go straight to GGUF bytes.
+                    Some(ty) => {
+                        self.budget.charge::<A::Error>(12)?;
+                        self.out.extend_from_slice(&ty.code().to_le_bytes());
+                        self.out.extend_from_slice(&0u64.to_le_bytes());
+                        let n = map.next_value_seed(Elems {
+                            ty,
+                            depth: self.depth + 1,
+                            out: &mut *self.out,
+                            budget: &mut *self.budget,
+                        })?;
+                        self.out[head + 4..head + 12].copy_from_slice(&n.to_le_bytes());
+                        done = true;
+                    }
+                    None => values = Some(map.next_value()?),
+                },
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        let ty = elem.ok_or_else(|| de::Error::custom("array without elem_type"))?;
+        if !done {
+            let raw = values.ok_or_else(|| de::Error::custom("array without values"))?;
+            self.budget.charge::<A::Error>(12)?;
+            self.out.extend_from_slice(&ty.code().to_le_bytes());
+            self.out.extend_from_slice(&0u64.to_le_bytes());
+            let mut d = serde_json::Deserializer::from_str(raw.get());
+            let n = Elems { ty, depth: self.depth + 1, out: &mut *self.out, budget: &mut *self.budget }
+                .deserialize(&mut d)
+                .and_then(|n| d.end().map(|()| n))
+                .map_err(de::Error::custom)?;
+            self.out[head + 4..head + 12].copy_from_slice(&n.to_le_bytes());
+        }
+        Ok(())
+    }
+}
+
+/// The `values` list of an array: each element appended, the count returned.
+struct Elems<'b> {
+    ty: ValueType,
+    depth: u32,
+    out: &'b mut Vec<u8>,
+    budget: &'b mut Budget,
+}
+
+impl<'de> DeserializeSeed<'de> for Elems<'_> {
+    type Value = u64;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<u64, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Elems<'_> {
+    type Value = u64;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "a list of {} values", self.ty.name())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<u64, A::Error> {
+        let mut n = 0u64;
+        loop {
+            let seed = ValueSeed { ty: self.ty, depth: self.depth, out: &mut *self.out, budget: &mut *self.budget };
+            if seq.next_element_seed(seed)?.is_none() {
+                return Ok(n);
+            }
+            n += 1;
+            if n > MAX_ARRAY_LEN {
+                return Err(de::Error::custom(format!("array of more than {MAX_ARRAY_LEN} elements")));
+            }
+        }
+    }
+}
+
+fn de_tensors<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ManifestTensor>, D::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Vec<ManifestTensor>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(f, "a list of at most {MAX_TENSOR_COUNT} tensors")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<ManifestTensor>, A::Error> {
+            let mut tensors = Vec::new();
+            while let Some(t) = seq.next_element::<ManifestTensor>()? {
+                if tensors.len() as u64 >= MAX_TENSOR_COUNT {
+                    return Err(de::Error::custom(format!("more than {MAX_TENSOR_COUNT} tensors")));
+                }
+                let bad = |why: String| de::Error::custom(format!("tensor {:?}: {why}", t.name));
+                if t.name.len() as u64 > MAX_STRING_LEN {
+                    return Err(bad(format!("name of {} bytes", t.name.len())));
+                }
+                if t.file.len() > MAX_PATH_LEN {
+                    return Err(bad(format!("file path of {} bytes, more than {MAX_PATH_LEN}", t.file.len())));
+                }
+                if t.sha256.len() != 64 || !t.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(bad(format!("sha256 {:?} is not 64 hex digits", t.sha256)));
+                }
+                tensors.push(t);
+            }
+            Ok(tensors)
+        }
+    }
+    d.deserialize_seq(V)
+}
+
+/// A tensor's shape: at most [`MAX_DIMS`] dimensions (refused as soon as there are more).
+fn de_shape<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Vec<u64>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(f, "a shape of at most {MAX_DIMS} dimensions")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u64>, A::Error> {
+            let mut dims = Vec::new();
+            while let Some(x) = seq.next_element::<u64>()? {
+                if dims.len() >= MAX_DIMS as usize {
+                    return Err(de::Error::custom(format!("a shape of more than {MAX_DIMS} dimensions")));
+                }
+                dims.push(x);
+            }
+            Ok(dims)
+        }
+    }
+    d.deserialize_seq(V)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest_with(metadata: &str) -> String {
+        format!(
+            r#"{{"format": "organ-dir/1", "source": {{"file": "m.gguf", "sha256": "", "bytes": 0}},
+            "gguf_version": 3, "alignment": 32, "metadata": [{metadata}], "tensors": []}}"#
+        )
+    }
+
+    fn kvs(metadata: &str) -> Result<Vec<(String, OwnedValue)>> {
+        parse(manifest_with(metadata).as_bytes())?.metadata.iter().map(decode_kv).collect()
+    }
+
+    /// Every kind of value goes to JSON and back to the same GGUF bytes.
+    #[test]
+    fn values_round_trip() {
+        let strings = OwnedValue::strings(&["a".into(), "\u{e9}".into()]).unwrap();
+        let values = [
+            OwnedValue::Scalar(MetaValue::U8(200)),
+            OwnedValue::Scalar(MetaValue::I64(i64::MIN)),
+            OwnedValue::Scalar(MetaValue::U64(u64::MAX)),
+            OwnedValue::Scalar(MetaValue::F32(0.1)),
+            OwnedValue::Scalar(MetaValue::F32(f32::NAN)),
+            OwnedValue::Scalar(MetaValue::F64(f64::NEG_INFINITY)),
+            OwnedValue::Scalar(MetaValue::Bool(true)),
+            OwnedValue::Str(b"\xff\x00not utf-8".to_vec()),
+            strings,
+        ];
+        let entries: Vec<Entry> =
+            values.iter().enumerate().map(|(i, v)| encode_kv(&format!("k{i}"), &v.view().unwrap())).collect();
+        let text = serde_json::to_string(&entries).unwrap();
+        let back = kvs(&text[1..text.len() - 1]).unwrap();
+        for ((k, v), (i, want)) in back.iter().zip(values.iter().enumerate()) {
+            assert_eq!(k, &format!("k{i}"));
+            // Debug, so that NaN equals NaN.
+            assert_eq!(format!("{v:?}"), format!("{want:?}"), "{k}");
+        }
+    }
+
+    #[test]
+    fn fields_in_any_order() {
+        let v = kvs(r#"{"value": {"values": [[1], []], "elem_type": "ARRAY"}, "type": "ARRAY", "key": "n"}"#);
+        assert!(v.is_err(), "inner arrays need their own elem_type");
+        let v = kvs(
+            r#"{"value": {"values": [{"values": [1, 2], "elem_type": "UINT8"}], "elem_type": "ARRAY"}, "type": "ARRAY", "key": "n"}"#,
+        )
+        .unwrap();
+        let MetaValue::Array(a) = v[0].1.view().unwrap() else { panic!() };
+        let inner: Vec<_> = a.iter().collect();
+        let MetaValue::Array(i) = inner[0] else { panic!() };
+        assert_eq!(i.raw(), &[1, 2]);
+    }
+
+    #[test]
+    fn hostile_values_are_refused_with_their_key() {
+        for (entry, want) in [
+            (r#"{"key": "h", "type": "STRING", "value": {"hex": "a\u00e90"}}"#, "hex"),
+            (r#"{"key": "h", "type": "STRING", "value": {"hex": "abc"}}"#, "odd length"),
+            (r#"{"key": "n", "type": "UINT8", "value": 256}"#, "does not fit"),
+            (r#"{"key": "n", "type": "UINT8", "value": 1.5}"#, "not an integer"),
+            (r#"{"key": "n", "type": "BOOL", "value": 1}"#, "not a BOOL"),
+            (r#"{"key": "n", "type": "UINT9", "value": 1}"#, "unknown metadata type"),
+            (r#"{"key": "n", "type": "UINT8"}"#, "no value"),
+            (r#"{"key": "f", "type": "FLOAT32", "value": {"f32_bits": 4294967296}}"#, "f"),
+            (r#"{"key": "a", "type": "ARRAY", "value": {"values": []}}"#, "without elem_type"),
+        ] {
+            let e = format!("{:#}", kvs(entry).unwrap_err());
+            assert!(e.contains(want), "{entry}: {e}");
+        }
+        let e = format!(
+            "{:#}",
+            kvs(r#"{"key": "d", "type": "UINT8", "value": 1}, {"key": "d", "type": "UINT8", "value": 2}"#).unwrap_err()
+        );
+        assert!(e.contains("duplicate metadata key \"d\""), "{e}");
+    }
+
+    #[test]
+    fn caps_hold() {
+        let mut deep = r#"{"elem_type": "UINT8", "values": []}"#.to_owned();
+        for _ in 0..MAX_DEPTH {
+            deep = format!(r#"{{"elem_type": "ARRAY", "values": [{deep}]}}"#);
+        }
+        let e = format!("{:#}", kvs(&format!(r#"{{"key": "d", "type": "ARRAY", "value": {deep}}}"#)).unwrap_err());
+        assert!(e.contains("nested more than"), "{e}");
+        let zeros = "0,".repeat((MAX_METADATA_BYTES / 8) as usize);
+        let e = format!(
+            "{:#}",
+            kvs(&format!(
+                r#"{{"key": "z", "type": "ARRAY", "value": {{"elem_type": "UINT64", "values": [{zeros}0]}}}}"#
+            ))
+            .unwrap_err()
+        );
+        assert!(e.contains("bytes a manifest may hold"), "{e}");
+        let shape = r#"{"format": "organ-dir/1", "source": {"file": "m", "sha256": "", "bytes": 0}, "gguf_version": 3,
+            "alignment": 32, "metadata": [], "tensors": [{"name": "t", "file": "t.bin", "group": "other",
+            "organ": null, "layer": null, "type": "F32", "shape": [1, 1, 1, 1, 1], "bytes": 4, "sha256": ""}]}"#;
+        assert!(format!("{:#}", parse(shape.as_bytes()).unwrap_err()).contains("more than 4 dimensions"));
+        let huge = vec![b' '; MAX_BYTES as usize + 1];
+        assert!(format!("{:#}", parse(&huge).unwrap_err()).contains("more than the"));
+    }
 }

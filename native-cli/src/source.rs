@@ -55,7 +55,7 @@ pub struct Model {
 }
 
 /// Manifests larger than this are refused (a 1T-parameter model's is tens of MB).
-const MAX_MANIFEST_BYTES: u64 = 1 << 30;
+const MAX_MANIFEST_BYTES: u64 = manifest::MAX_BYTES;
 
 /// Whether organ files are checked against their manifest's sha256 when an organ
 /// directory is opened (`--no-verify` turns it off).
@@ -161,8 +161,8 @@ impl Model {
         if len > MAX_MANIFEST_BYTES {
             bail!("{}: {len} bytes, more than the {MAX_MANIFEST_BYTES} a manifest may have", mpath.display());
         }
-        let m: Manifest = serde_json::from_slice(&mfile.bytes)
-            .with_context(|| format!("{}: not a valid manifest", mpath.display()))?;
+        let m: Manifest =
+            manifest::parse(&mfile.bytes).with_context(|| format!("{}: not a valid manifest", mpath.display()))?;
         drop(mfile);
         if m.format != manifest::FORMAT {
             bail!("{}: format {:?}, expected {:?}", mpath.display(), m.format, manifest::FORMAT);

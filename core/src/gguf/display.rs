@@ -5,6 +5,7 @@ use super::metadata::MetaValue;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use serde::ser::{Serialize, SerializeSeq, Serializer};
 use serde_json::{json, Value};
 
 /// Arrays longer than this are summarized by [`preview`].
@@ -50,6 +51,47 @@ pub fn printable(s: &str) -> alloc::borrow::Cow<'_, str> {
         }
     }
     alloc::borrow::Cow::Owned(out)
+}
+
+/// A metadata value that serializes as [`value_json`] would, but straight to the
+/// serializer: no tree is built, so an array costs nothing per element however long it
+/// is (`inspect --json` of a vocabulary, or of a million empty nested arrays).
+#[derive(Debug, Clone, Copy)]
+pub struct ValueJson<'a>(pub MetaValue<'a>);
+
+impl Serialize for ValueJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            MetaValue::U8(x) => s.serialize_u8(x),
+            MetaValue::I8(x) => s.serialize_i8(x),
+            MetaValue::U16(x) => s.serialize_u16(x),
+            MetaValue::I16(x) => s.serialize_i16(x),
+            MetaValue::U32(x) => s.serialize_u32(x),
+            MetaValue::I32(x) => s.serialize_i32(x),
+            // As json!(f64) does: finite values as numbers, the rest as null.
+            MetaValue::F32(x) => json_f64(f64::from(x), s),
+            MetaValue::Bool(x) => s.serialize_bool(x),
+            MetaValue::Str(b) => s.serialize_str(&String::from_utf8_lossy(b)),
+            MetaValue::Array(a) => {
+                let mut seq = s.serialize_seq(usize::try_from(a.len).ok())?;
+                for e in a.iter() {
+                    seq.serialize_element(&ValueJson(e))?;
+                }
+                seq.end()
+            }
+            MetaValue::U64(x) => s.serialize_u64(x),
+            MetaValue::I64(x) => s.serialize_i64(x),
+            MetaValue::F64(x) => json_f64(x, s),
+        }
+    }
+}
+
+fn json_f64<S: Serializer>(x: f64, s: S) -> Result<S::Ok, S::Error> {
+    if x.is_finite() {
+        s.serialize_f64(x)
+    } else {
+        s.serialize_unit()
+    }
 }
 
 /// A value on one line: strings quoted and cut after [`STRING_PREVIEW`] characters, arrays

@@ -1,6 +1,6 @@
 //! The parsed header: version, metadata, tensor infos, data offset.
 
-use super::metadata::{read_string, read_value_type, MetaValue};
+use super::metadata::{read_string, read_value_type, Budget, MetaValue};
 use super::tensor::TensorInfo;
 use crate::error::{Error, Result};
 use crate::limits::{MAX_ALIGNMENT, MAX_KV_COUNT, MAX_TENSOR_COUNT};
@@ -75,6 +75,7 @@ impl<'a> Gguf<'a> {
 
         let mut kvs = Vec::with_capacity(kv_count as usize);
         let mut keys = BTreeSet::new();
+        let mut budget = Budget::default();
         for _ in 0..kv_count {
             let offset = c.pos();
             let raw = read_string(&mut c, "metadata key")?;
@@ -83,7 +84,7 @@ impl<'a> Gguf<'a> {
                 return Err(Error::DuplicateKey { offset, key: key.to_string() });
             }
             let ty = read_value_type(&mut c)?;
-            let value = MetaValue::parse(&mut c, ty, 0)?;
+            let value = MetaValue::parse(&mut c, ty, 0, &mut budget)?;
             kvs.push(MetaKv { key, value, offset });
         }
 

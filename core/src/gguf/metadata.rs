@@ -4,7 +4,7 @@
 //! 250 000-token vocabulary costs no allocation to parse and is written back byte for byte.
 
 use crate::error::{Error, Result};
-use crate::limits::{MAX_ARRAY_LEN, MAX_DEPTH, MAX_STRING_LEN};
+use crate::limits::{MAX_ARRAY_LEN, MAX_DEPTH, MAX_NESTED_ARRAYS, MAX_STRING_LEN};
 use crate::reader::Cursor;
 use serde::Serialize;
 
@@ -175,7 +175,7 @@ impl<'a> MetaValue<'a> {
     /// Any parse error, or [`Error::SizeMismatch`] if bytes are left over.
     pub fn decode(ty: ValueType, bytes: &'a [u8]) -> Result<MetaValue<'a>> {
         let mut c = Cursor::new(bytes, bytes.len() as u64);
-        let v = MetaValue::parse(&mut c, ty, 0)?;
+        let v = MetaValue::parse(&mut c, ty, 0, &mut Budget::default())?;
         if c.pos() != bytes.len() as u64 {
             return Err(Error::SizeMismatch {
                 what: "encoded metadata value",
@@ -186,8 +186,9 @@ impl<'a> MetaValue<'a> {
         Ok(v)
     }
 
-    /// Reads one value of type `ty` at the cursor. `depth` counts enclosing arrays.
-    pub(crate) fn parse(c: &mut Cursor<'a>, ty: ValueType, depth: u32) -> Result<MetaValue<'a>> {
+    /// Reads one value of type `ty` at the cursor. `depth` counts enclosing arrays;
+    /// `budget` what the file's metadata has used so far of the caps that span all of it.
+    pub(crate) fn parse(c: &mut Cursor<'a>, ty: ValueType, depth: u32, budget: &mut Budget) -> Result<MetaValue<'a>> {
         Ok(match ty {
             ValueType::U8 => MetaValue::U8(c.u8("u8 value")?),
             ValueType::I8 => MetaValue::I8(c.u8("i8 value")? as i8),
@@ -201,9 +202,16 @@ impl<'a> MetaValue<'a> {
             ValueType::U64 => MetaValue::U64(c.u64("u64 value")?),
             ValueType::I64 => MetaValue::I64(c.u64("i64 value")? as i64),
             ValueType::F64 => MetaValue::F64(f64::from_bits(c.u64("f64 value")?)),
-            ValueType::Array => MetaValue::Array(MetaArray::parse(c, depth)?),
+            ValueType::Array => MetaValue::Array(MetaArray::parse(c, depth, budget)?),
         })
     }
+}
+
+/// What one file's metadata has used of the caps that span all of its values.
+#[derive(Debug, Default)]
+pub(crate) struct Budget {
+    /// Arrays met inside other arrays so far.
+    nested_arrays: u64,
 }
 
 /// Reads a GGUF string: u64 length, then that many bytes.
@@ -224,7 +232,7 @@ pub(crate) fn read_value_type(c: &mut Cursor<'_>) -> Result<ValueType> {
 }
 
 impl<'a> MetaArray<'a> {
-    fn parse(c: &mut Cursor<'a>, depth: u32) -> Result<MetaArray<'a>> {
+    fn parse(c: &mut Cursor<'a>, depth: u32, budget: &mut Budget) -> Result<MetaArray<'a>> {
         let offset = c.pos();
         if depth >= MAX_DEPTH {
             return Err(Error::TooLarge {
@@ -233,6 +241,20 @@ impl<'a> MetaArray<'a> {
                 value: u64::from(depth) + 1,
                 limit: u64::from(MAX_DEPTH),
             });
+        }
+        // An empty array inside an array takes 12 bytes of file, and every reader that
+        // builds something per element (JSON, a manifest) spends far more on it: count
+        // them across the whole metadata.
+        if depth > 0 {
+            budget.nested_arrays += 1;
+            if budget.nested_arrays > MAX_NESTED_ARRAYS {
+                return Err(Error::TooLarge {
+                    offset,
+                    what: "count of arrays nested in arrays",
+                    value: budget.nested_arrays,
+                    limit: MAX_NESTED_ARRAYS,
+                });
+            }
         }
         let elem_type = read_value_type(c)?;
         let len_offset = c.pos();
@@ -250,7 +272,7 @@ impl<'a> MetaArray<'a> {
             Some(size) => c.skip(len * size, "array elements")?,
             None => {
                 for _ in 0..len {
-                    MetaValue::parse(c, elem_type, depth + 1)?;
+                    MetaValue::parse(c, elem_type, depth + 1, budget)?;
                 }
             }
         }
@@ -302,8 +324,9 @@ impl<'a> MetaArray<'a> {
                 }
             }
             None => {
+                let mut budget = Budget::default();
                 for _ in 0..len {
-                    MetaValue::parse(&mut c, elem_type, 1)?;
+                    MetaValue::parse(&mut c, elem_type, 1, &mut budget)?;
                 }
                 if c.pos() != raw.len() as u64 {
                     return Err(Error::SizeMismatch {
@@ -334,7 +357,7 @@ impl<'a> Iterator for MetaArrayIter<'a> {
         self.left -= 1;
         // The bytes were validated when the array was parsed; a failure here cannot
         // happen, and would end the iteration rather than panic.
-        MetaValue::parse(&mut self.cursor, self.elem_type, 1).ok()
+        MetaValue::parse(&mut self.cursor, self.elem_type, 1, &mut Budget::default()).ok()
     }
 }
 

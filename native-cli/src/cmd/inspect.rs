@@ -4,10 +4,10 @@
 use crate::model::ModelFile;
 use anyhow::Result;
 use organ_core::anatomy::classify;
-use organ_core::gguf::display::{preview, printable, value_json};
+use organ_core::gguf::display::{preview, printable, ValueJson};
 use organ_core::gguf::{MetaValue, ValueType};
 use organ_core::Gguf;
-use serde_json::{json, Value};
+use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
 
@@ -18,7 +18,8 @@ pub fn run(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<()> {
     let model = ModelFile::open(path)?;
     let g = model.parse()?;
     if as_json {
-        serde_json::to_writer_pretty(&mut *out, &to_json(&model.file_name(), &g))?;
+        let file = model.file_name();
+        serde_json::to_writer_pretty(&mut *out, &document(&file, &g))?;
         writeln!(out)?;
     } else {
         print_text(&model.file_name(), &g, out)?;
@@ -40,35 +41,101 @@ fn type_path(v: &MetaValue<'_>) -> Vec<&'static str> {
     types
 }
 
-pub fn to_json(file: &str, g: &Gguf<'_>) -> Value {
-    let metadata: Vec<Value> = g
-        .kvs
-        .iter()
-        .map(|kv| {
-            let mut o = json!({ "key": kv.key, "types": type_path(&kv.value), "value": value_json(&kv.value) });
-            if let MetaValue::Array(a) = kv.value {
-                o["len"] = json!(a.len);
-            }
-            o
-        })
-        .collect();
-    let tensors: Vec<Value> = g
-        .tensors
-        .iter()
-        .map(|t| {
-            let a = classify(t.name);
-            json!({
-                "name": t.name, "group": a.group, "organ": a.organ, "layer": a.layer,
-                "type": t.ty.name(), "shape": t.shape(), "n_elements": t.n_elements,
-                "offset": t.offset, "file_offset": t.file_offset, "bytes": t.n_bytes,
+/// `inspect --json` of one file, written straight to the output as it is serialized:
+/// nothing is built per metadata element or per tensor. Fields are in the order
+/// serde_json's sorted maps gave them, so the text is what it always was.
+pub fn document<'a>(file: &'a str, g: &'a Gguf<'a>) -> impl Serialize + 'a {
+    #[derive(Serialize)]
+    struct Doc<'a, M: Serialize, T: Serialize> {
+        alignment: u64,
+        data_offset: u64,
+        file: &'a str,
+        file_bytes: u64,
+        metadata: M,
+        parameters: u64,
+        tensors: T,
+        version: u32,
+    }
+    Doc {
+        alignment: g.alignment,
+        data_offset: g.data_offset,
+        file,
+        file_bytes: g.file_len,
+        metadata: Seq(move || {
+            g.kvs.iter().map(|kv| MetaJson {
+                key: kv.key,
+                len: match kv.value {
+                    MetaValue::Array(a) => Some(a.len),
+                    _ => None,
+                },
+                types: type_path(&kv.value),
+                value: ValueJson(kv.value),
             })
-        })
-        .collect();
-    json!({
-        "file": file, "version": g.version, "file_bytes": g.file_len, "alignment": g.alignment,
-        "data_offset": g.data_offset, "parameters": g.parameter_count(),
-        "metadata": metadata, "tensors": tensors,
-    })
+        }),
+        parameters: g.parameter_count(),
+        tensors: Seq(move || {
+            g.tensors.iter().map(|t| {
+                let a = classify(t.name);
+                TensorJson {
+                    bytes: t.n_bytes,
+                    file_offset: t.file_offset,
+                    group: a.group,
+                    layer: a.layer,
+                    n_elements: t.n_elements,
+                    name: t.name,
+                    offset: Some(t.offset),
+                    organ: a.organ,
+                    shape: t.shape(),
+                    shard: None,
+                    ty: t.ty.name(),
+                }
+            })
+        }),
+        version: g.version,
+    }
+}
+
+/// A JSON array of what `F` iterates, serialized as it is iterated.
+struct Seq<F>(F);
+
+impl<F, I> Serialize for Seq<F>
+where
+    F: Fn() -> I,
+    I: Iterator,
+    I::Item: Serialize,
+{
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq((self.0)())
+    }
+}
+
+/// One metadata entry of `inspect --json`.
+#[derive(Serialize)]
+struct MetaJson<'a> {
+    key: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    len: Option<u64>,
+    types: Vec<&'static str>,
+    value: ValueJson<'a>,
+}
+
+/// One tensor of `inspect --json` (`offset` for a single file, `shard` for a split).
+#[derive(Serialize)]
+struct TensorJson<'a> {
+    bytes: u64,
+    file_offset: u64,
+    group: organ_core::anatomy::Group,
+    layer: Option<u32>,
+    n_elements: u64,
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    offset: Option<u64>,
+    organ: Option<organ_core::anatomy::OrganKind>,
+    shape: &'a [u64],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shard: Option<usize>,
+    #[serde(rename = "type")]
+    ty: &'static str,
 }
 
 /// One row of the tensor table.
@@ -164,26 +231,42 @@ fn run_split(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<()> {
         metadata.push((k.as_str(), v));
     }
     if as_json {
-        let tensors: Vec<Value> = m
-            .tensors
-            .iter()
-            .map(|t| {
-                let a = classify(&t.name);
-                json!({
-                    "name": t.name, "group": a.group, "organ": a.organ, "layer": a.layer, "type": t.ty.name(),
-                    "shape": t.dims, "n_elements": t.dims.iter().product::<u64>(), "shard": shard_of(t),
-                    "file_offset": t.data.offset, "bytes": t.n_bytes,
+        #[derive(Serialize)]
+        struct Doc<'a, M: Serialize, T: Serialize> {
+            file: &'a str,
+            metadata: M,
+            parameters: u64,
+            shards: Vec<String>,
+            tensors: T,
+            version: u32,
+        }
+        let doc = Doc {
+            file: &m.label,
+            metadata: Seq(|| {
+                metadata.iter().map(|(k, v)| MetaJson { key: k, len: None, types: type_path(v), value: ValueJson(*v) })
+            }),
+            parameters: m.tensors.iter().map(|t| t.dims.iter().product::<u64>()).sum::<u64>(),
+            shards: m.shards.iter().map(|p| p.display().to_string()).collect(),
+            tensors: Seq(|| {
+                m.tensors.iter().map(|t| {
+                    let a = classify(&t.name);
+                    TensorJson {
+                        bytes: t.n_bytes,
+                        file_offset: t.data.offset,
+                        group: a.group,
+                        layer: a.layer,
+                        n_elements: t.dims.iter().product::<u64>(),
+                        name: &t.name,
+                        offset: None,
+                        organ: a.organ,
+                        shape: &t.dims,
+                        shard: Some(shard_of(t)),
+                        ty: t.ty.name(),
+                    }
                 })
-            })
-            .collect();
-        let shards: Vec<String> = m.shards.iter().map(|p| p.display().to_string()).collect();
-        let md: Vec<Value> =
-            metadata.iter().map(|(k, v)| json!({ "key": k, "types": type_path(v), "value": value_json(v) })).collect();
-        let doc = json!({
-            "file": m.label, "version": m.version, "shards": shards,
-            "parameters": m.tensors.iter().map(|t| t.dims.iter().product::<u64>()).sum::<u64>(),
-            "metadata": md, "tensors": tensors,
-        });
+            }),
+            version: m.version,
+        };
         serde_json::to_writer_pretty(&mut *out, &doc)?;
         writeln!(out)?;
         return Ok(());

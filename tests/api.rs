@@ -779,3 +779,21 @@ fn missing_and_outside_paths_get_the_same_answer() {
     let (b, vb) = post(&s, "/api/measure", &json!({ "paths": ["nothing/hosts"] }));
     assert_eq!((a, msg(&va, "escape/hosts")), (b, msg(&vb, "nothing/hosts")));
 }
+
+/// An inspect whose JSON is over the server's cap is refused whole (it used to be cut at
+/// 1 GiB and served as 200, after holding up to 1 GiB per inspect, four at once).
+#[test]
+fn an_inspect_over_the_output_cap_is_refused_not_cut() {
+    let root = make_root("api-inspect-cap");
+    let s = start(&root, &["--inspect-max-bytes", "100000"]);
+    let (st, v) = get(&s, "/api/inspect?path=smol.gguf");
+    assert_eq!(st, 422, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("over 100000 bytes"), "{v}");
+    // The server holds up, and no inspect child is left running.
+    assert_eq!(get(&s, "/api/health").0, 200);
+    assert!(children(s.child.id()).is_empty(), "an inspect child outlived its request");
+    // Under the cap, the whole JSON comes back.
+    let big = start(&root, &[]);
+    let (st, v) = get(&big, "/api/inspect?path=smol.gguf");
+    assert_eq!((st, v["tensors"].as_array().map(Vec::len)), (200, Some(272)));
+}

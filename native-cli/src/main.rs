@@ -217,6 +217,9 @@ enum Command {
         // Timeouts, in milliseconds (hidden: for tests and unusual setups).
         #[arg(long, hide = true, env = "ORGAN_SERVE_INSPECT_TIMEOUT_MS", default_value_t = 60_000)]
         inspect_timeout_ms: u64,
+        /// The most of an inspect's JSON the server holds and returns (hidden: for tests).
+        #[arg(long, hide = true, env = "ORGAN_SERVE_INSPECT_MAX_BYTES", default_value_t = 128 << 20)]
+        inspect_max_bytes: u64,
         #[arg(long, hide = true, env = "ORGAN_SERVE_HEADER_TIMEOUT_MS", default_value_t = 10_000)]
         header_timeout_ms: u64,
         #[arg(long, hide = true, env = "ORGAN_SERVE_BODY_TIMEOUT_MS", default_value_t = 30_000)]
@@ -350,6 +353,7 @@ fn run(cli: Cli) -> Result<()> {
             allow_hosts,
             max_connections,
             inspect_timeout_ms,
+            inspect_max_bytes,
             header_timeout_ms,
             body_timeout_ms,
             idle_timeout_ms,
@@ -366,6 +370,7 @@ fn run(cli: Cli) -> Result<()> {
                 max_body,
                 allow_hosts,
                 inspect_timeout: ms(inspect_timeout_ms.max(1)),
+                inspect_max_bytes,
                 header_timeout: ms(header_timeout_ms.max(1)),
                 body_timeout: ms(body_timeout_ms.max(1)),
                 idle_timeout: ms(idle_timeout_ms.max(1)),

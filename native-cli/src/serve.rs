@@ -60,6 +60,9 @@ pub struct Options {
     pub allow_hosts: Vec<String>,
     /// The longest an inspect (or the model listing) may take, waiting for its turn included.
     pub inspect_timeout: Duration,
+    /// The most of an inspect's JSON the server holds (a large vocabulary's is tens of MB);
+    /// a larger answer is refused, not cut.
+    pub inspect_max_bytes: u64,
     /// The longest a client may take to send a request's headers (also: how long an idle
     /// kept-alive connection stays open).
     pub header_timeout: Duration,
@@ -82,6 +85,7 @@ impl Default for Options {
             max_body: 1 << 20,
             allow_hosts: Vec::new(),
             inspect_timeout: Duration::from_secs(60),
+            inspect_max_bytes: 128 << 20,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(300),
@@ -92,8 +96,6 @@ impl Default for Options {
 
 /// Inspects running at once (each is a child process); more wait for their turn.
 const MAX_INSPECTS: usize = 4;
-/// The most of an inspect's output read (its JSON; a huge vocabulary is tens of MB).
-const MAX_INSPECT_OUTPUT: u64 = 1 << 30;
 
 /// The OpenAPI document, served at /openapi.json.
 const OPENAPI: &str = include_str!("../../docs/openapi.json");
@@ -142,6 +144,7 @@ struct AppState {
     /// next ones, which time out, rather than pinning a thread each).
     walks: Arc<Semaphore>,
     inspect_timeout: Duration,
+    inspect_max_bytes: u64,
 }
 
 /// An error answer: a status and a plain sentence, as JSON `{"error": …}`.
@@ -289,6 +292,7 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         inspects: Semaphore::new(MAX_INSPECTS),
         walks: Arc::new(Semaphore::new(1)),
         inspect_timeout: opts.inspect_timeout,
+        inspect_max_bytes: opts.inspect_max_bytes,
     });
     let api = Router::new()
         .route("/models", get(models))
@@ -629,10 +633,20 @@ async fn inspect(
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(internal("organ inspect: no output pipes"));
     };
+    let max = s.inspect_max_bytes;
     let run = async {
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let (mut stdout, mut stderr) = (stdout.take(MAX_INSPECT_OUTPUT), stderr.take(1 << 16));
-        let (o, _, st) = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err), child.wait());
+        let (mut stdout, mut stderr) = (stdout.take(max.saturating_add(1)), stderr.take(1 << 16));
+        let read_out = async {
+            let r = stdout.read_to_end(&mut out).await;
+            // Over the cap, the child would block on its next write: stop it now.
+            if out.len() as u64 > max {
+                let _ = child.start_kill();
+            }
+            r
+        };
+        let (o, _) = tokio::join!(read_out, stderr.read_to_end(&mut err));
+        let st = child.wait().await;
         (o.and(st), out, err)
     };
     let (status, out, err) = match tokio::time::timeout_at(deadline, run).await {
@@ -643,6 +657,10 @@ async fn inspect(
             return Err(ApiError(StatusCode::GATEWAY_TIMEOUT, msg));
         }
     };
+    if out.len() as u64 > max {
+        let msg = format!("{rel}: its inspect JSON is over {max} bytes, more than this server returns; run organ inspect --json on the machine itself");
+        return Err(ApiError(StatusCode::UNPROCESSABLE_ENTITY, msg));
+    }
     match status {
         Ok(st) if st.success() => Ok(([(header::CONTENT_TYPE, "application/json")], out).into_response()),
         Ok(_) => {

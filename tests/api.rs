@@ -536,14 +536,8 @@ fn fifo_inspects_do_not_starve_the_server() {
     // only the child that opens the second one hangs (until the inspect timeout kills it).
     std::fs::hard_link(root.join("smol.gguf"), root.join("fs-00001-of-00002.gguf")).unwrap();
     mkfifo(&root.join("fs-00002-of-00002.gguf"));
-    let mut c = organ();
-    c.arg("serve").arg("--root").arg(&root).arg("--addr").arg("127.0.0.1:0").arg("--web").arg(root.join("no-web"));
-    c.env("ORGAN_SERVE_INSPECT_TIMEOUT_MS", "1000").stdout(Stdio::piped());
-    let mut child = c.spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr = line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().to_owned();
-    let s = Server { child, base: format!("http://{addr}"), root: root.canonicalize().unwrap() };
+    let s = start(&root, &["--inspect-timeout-ms", "1000"]);
+    let addr = s.base.trim_start_matches("http://").to_owned();
 
     let conns: Vec<std::net::TcpStream> = (0..520)
         .map(|_| {
@@ -651,15 +645,8 @@ fn foreign_hosts_and_cross_site_requests_are_refused() {
 fn stalled_connections_are_closed_and_others_get_through() {
     use std::io::{Read, Write};
     let root = make_root("api-slow");
-    let mut c = organ();
-    c.arg("serve").arg("--root").arg(&root).arg("--addr").arg("127.0.0.1:0").arg("--web").arg(root.join("no-web"));
-    c.env("ORGAN_SERVE_HEADER_TIMEOUT_MS", "1000").env("ORGAN_SERVE_BODY_TIMEOUT_MS", "1000");
-    c.stdout(Stdio::piped());
-    let mut child = c.spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr = line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().to_owned();
-    let s = Server { child, base: format!("http://{addr}"), root: root.canonicalize().unwrap() };
+    let s = start(&root, &["--header-timeout-ms", "1000", "--body-timeout-ms", "1000"]);
+    let addr = s.base.trim_start_matches("http://").to_owned();
     let stalled: Vec<std::net::TcpStream> = (0..300)
         .map(|_| {
             let mut c = std::net::TcpStream::connect(&addr).unwrap();

@@ -690,15 +690,20 @@ fn killing_the_server_kills_its_running_job() {
     let (st, job) = post(&s, "/api/measure", &json!({ "paths": slow }));
     assert_eq!(st, 202, "{job}");
     wait_running(&s, job["id"].as_str().unwrap());
-    let kids = children(s.child.id());
-    assert_eq!(kids.len(), 1, "one running child: {kids:?}");
-    // Until it has exec'ed `organ measure`, the child may still be between fork and the
-    // prctl that sets its parent-death signal; stopped there, it would never set it.
+    // "running" is set just before the fork; and until it has exec'ed `organ measure`, the
+    // child may still be between fork and the prctl that sets its parent-death signal
+    // (stopped there, it would never set it). Wait for the exec'ed child.
+    let is_measure = |pid: &u32| {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        cmdline.split(|&b| b == 0).any(|a| a == b"measure")
+    };
     let t0 = Instant::now();
-    let cmdline = || std::fs::read(format!("/proc/{}/cmdline", kids[0])).unwrap_or_default();
-    while !cmdline().split(|&b| b == 0).any(|a| a == b"measure") && t0.elapsed() < Duration::from_secs(10) {
+    let mut kids = children(s.child.id());
+    while !(kids.len() == 1 && kids.iter().all(is_measure)) && t0.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(5));
+        kids = children(s.child.id());
     }
+    assert!(kids.len() == 1 && kids.iter().all(is_measure), "one running measure child: {kids:?}");
     // Stopped, the child cannot die of SIGPIPE on its next progress line once the server is
     // gone: it stands for a child in a quiet phase (hashing, writing), where it would run on.
     let signal = |sig: &str, pid: u32| std::process::Command::new("kill").arg(sig).arg(pid.to_string()).status();

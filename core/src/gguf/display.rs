@@ -3,34 +3,14 @@
 
 use super::metadata::MetaValue;
 use alloc::format;
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::vec::Vec;
 use serde::ser::{Serialize, SerializeSeq, Serializer};
-use serde_json::{json, Value};
 
 /// Arrays longer than this are summarized by [`preview`].
 pub const ARRAY_PREVIEW: usize = 8;
 /// Strings longer than this are cut by [`preview`].
 pub const STRING_PREVIEW: usize = 60;
-
-/// A metadata value as JSON: numbers, booleans, strings (lossy UTF-8), arrays in full.
-pub fn value_json(v: &MetaValue<'_>) -> Value {
-    match *v {
-        MetaValue::U8(x) => json!(x),
-        MetaValue::I8(x) => json!(x),
-        MetaValue::U16(x) => json!(x),
-        MetaValue::I16(x) => json!(x),
-        MetaValue::U32(x) => json!(x),
-        MetaValue::I32(x) => json!(x),
-        MetaValue::F32(x) => json!(f64::from(x)),
-        MetaValue::Bool(x) => json!(x),
-        MetaValue::Str(s) => json!(String::from_utf8_lossy(s)),
-        MetaValue::Array(a) => Value::Array(a.iter().map(|e| value_json(&e)).collect()),
-        MetaValue::U64(x) => json!(x),
-        MetaValue::I64(x) => json!(x),
-        MetaValue::F64(x) => json!(x),
-    }
-}
 
 /// `s` safe to print to a terminal: control characters (escape sequences, newlines,
 /// carriage returns) and bidirectional overrides are written as escapes (`\u{1b}`), so a
@@ -53,9 +33,10 @@ pub fn printable(s: &str) -> alloc::borrow::Cow<'_, str> {
     alloc::borrow::Cow::Owned(out)
 }
 
-/// A metadata value that serializes as [`value_json`] would, but straight to the
-/// serializer: no tree is built, so an array costs nothing per element however long it
-/// is (`inspect --json` of a vocabulary, or of a million empty nested arrays).
+/// A metadata value as JSON: numbers (non-finite floats as null), booleans, strings
+/// (lossy UTF-8), arrays in full. It is written straight to the serializer: no tree is
+/// built, so an array costs nothing per element however long it is (`inspect --json` of
+/// a vocabulary, or of a million empty nested arrays).
 #[derive(Debug, Clone, Copy)]
 pub struct ValueJson<'a>(pub MetaValue<'a>);
 
@@ -112,7 +93,23 @@ pub fn preview(v: &MetaValue<'_>) -> String {
             let more = if a.len > ARRAY_PREVIEW as u64 { ", …" } else { "" };
             format!("[{}{more}]", items.join(", "))
         }
-        _ => value_json(v).to_string(),
+        _ => serde_json::to_string(&ValueJson(*v)).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod preview_tests {
+    use super::{preview, MetaValue};
+
+    #[test]
+    fn scalars_preview_as_json_numbers_and_literals() {
+        assert_eq!(preview(&MetaValue::U32(49152)), "49152");
+        assert_eq!(preview(&MetaValue::I64(-3)), "-3");
+        assert_eq!(preview(&MetaValue::F32(1e-5)), "9.999999747378752e-6");
+        assert_eq!(preview(&MetaValue::F64(0.5)), "0.5");
+        assert_eq!(preview(&MetaValue::F32(f32::NAN)), "null");
+        assert_eq!(preview(&MetaValue::Bool(true)), "true");
+        assert_eq!(preview(&MetaValue::Str(b"llama")), "\"llama\"");
     }
 }
 

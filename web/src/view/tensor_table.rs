@@ -1,5 +1,9 @@
 //! Every tensor of the model in a table that sorts by any column and filters by name,
 //! type or group, beside the histogram of the tensor clicked.
+//!
+//! The rows are a keyed list (`<For>`, keyed by tensor index): a sort or a filter moves
+//! the existing `<tr>`s and adds or removes only those that enter or leave, instead of
+//! building every row again.
 
 use super::histogram::HistogramView;
 use leptos::prelude::*;
@@ -107,7 +111,7 @@ pub fn TensorTable(
                         {header("type", Col::Type)}{header("θ", Col::Theta)}{header("H", Col::H)}{header("K", Col::K)}{header("C", Col::C)}
                     </tr></thead>
                     <tbody>
-                        {move || rows().into_iter().map(|i| tensor_row(i, &row_m.tensors[i], selected)).collect_view()}
+                        <For each=rows key=|i| *i children=move |i| tensor_row(i, &row_m.tensors[i], selected) />
                     </tbody>
                 </table>
             </div>
@@ -124,7 +128,8 @@ pub fn TensorTable(
     }
 }
 
-/// The row of tensor `i`, `t`; clicking it selects the tensor.
+/// The row of tensor `i`, `t`; clicking it selects the tensor. Built once per tensor
+/// shown: a sort or filter moves it, only the selection restyles it.
 fn tensor_row(i: usize, t: &TensorReport, selected: RwSignal<Option<usize>>) -> impl IntoView {
     let fmt = |v: Option<f64>, d: usize| v.map_or_else(String::new, |x| format!("{x:.d$}"));
     let theta_attr = t.theta.map_or_else(String::new, |x| x.to_string());

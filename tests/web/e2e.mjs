@@ -4,7 +4,8 @@
 // Checks: θ of every tensor equals `organ measure --json` to 1e-6°; the worker pool has
 // more than one thread; no request carries model bytes (nor goes anywhere but the app's own
 // files); the exported JSON and static HTML carry the same θ, and the HTML opens offline;
-// a previously exported JSON opens again; a non-GGUF file gets a plain error; without
+// a previously exported JSON opens again; sorting and filtering the tensor table move its
+// rows rather than rebuild them; a non-GGUF file gets a plain error; without
 // COOP/COEP the app falls back to one thread and says so; a > 4 GiB file is measured.
 // Screenshots go to OUT_DIR. With ORGAN_WEB_BENCH=N it only times N runs and prints JSON.
 import { execFileSync } from 'node:child_process';
@@ -93,12 +94,32 @@ try {
   const bars = await page.$$eval('#histogram svg rect', (r) => r.length);
   check(bars > 10, `a clicked tensor shows the histogram of its sampled values (${bars} bins)`);
   await page.locator('#histogram').screenshot({ path: path.join(outDir, 'histogram.png') });
+  // The rows are a keyed list: a sort or a filter moves, removes or adds whole <tr>s and
+  // changes nothing inside a row (an unkeyed list keeps its <tr>s by position and rewrites
+  // their attributes and text to the new order instead).
+  await page.evaluate(() => {
+    const body = document.querySelector('#tensors tbody');
+    window.organRows = new Set(body.querySelectorAll('tr'));
+    window.organEdits = 0;
+    new MutationObserver((ms) => { window.organEdits += ms.filter((m) => m.target !== body).length; })
+      .observe(body, { subtree: true, childList: true, attributes: true, characterData: true });
+  });
+  const sameRows = () => page.evaluate(async () => {
+    await new Promise((r) => setTimeout(r)); // mutation records are delivered
+    const rs = [...document.querySelectorAll('#tensors tbody tr')];
+    return [rs.filter((r) => window.organRows.has(r)).length, rs.length, window.organEdits];
+  });
   await page.click('#tensors thead th:nth-child(6)');
   const firstTwo = await page.$$eval('#tensors tbody tr', (rs) => rs.slice(0, 2).map((r) => Number(r.dataset.theta)));
   check(firstTwo[0] <= firstTwo[1], `sorting by θ puts ${firstTwo[0].toFixed(3)}° before ${firstTwo[1].toFixed(3)}°`);
+  const sorted = await sameRows();
   await page.fill('#filter', 'ffn_down');
   const filtered = await page.$$eval('#tensors tbody tr', (rs) => rs.map((r) => r.dataset.name));
   check(filtered.length === 30 && filtered.every((n) => n.includes('ffn_down')), `filtering "ffn_down" leaves ${filtered.length} rows`);
+  const kept = await sameRows();
+  check(sorted[0] === sorted[1] && kept[0] === kept[1] && kept[1] > 0 && kept[2] === 0,
+    `sorting and filtering move rows, not rewrite them: the same <tr>s for ${sorted[0]} of ${sorted[1]} rows after ` +
+    `the sort and ${kept[0]} of ${kept[1]} after the filter, ${kept[2]} changes inside rows (${sorted[2]} after the sort)`);
   await page.fill('#filter', '');
 
   // 2. Exports.

@@ -3,9 +3,11 @@
 //! same organ-core functions as the CLI; nothing is uploaded.
 
 mod app;
+mod export;
 mod measure;
 mod pool;
 mod source;
+mod view;
 
 fn main() {
     console_error_panic_hook::set_once();

@@ -5,6 +5,7 @@
 
 use crate::pool;
 use crate::source::{read_buffer, Model};
+use futures_util::future::{FutureExt, LocalBoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use organ_core::zmeasure::report::{ModelReport, Report, TensorReport};
 use organ_core::zmeasure::view::Histogram;
@@ -132,47 +133,208 @@ impl Buffers {
     }
 }
 
-/// Sends every tensor whose reads have all landed to the pool, in whatever order they
-/// complete: a large tensor still being read does not hold back the small ones after it.
-fn dispatch(open: &mut VecDeque<Open>, computing: &mut Computing) {
-    let mut k = 0;
-    while k < open.len() {
-        if open[k].left > 0 {
-            k += 1;
-            continue;
-        }
-        let Some(Open { i, plan, buf, len, .. }) = open.remove(k) else { break };
-        computing.push(pool::spawn(move || {
-            let r = plan.values(&buf[..len]).map(|values| measure_values_and_histogram(values, BINS));
-            (i, r.map_err(|e| e.to_string()), buf)
-        }));
-    }
-}
-
-/// Stores a finished tensor's result and keeps its buffer.
-fn finish(
-    d: Done,
-    measured: &mut [Option<(Measurement, Option<Histogram>)>],
-    buffers: &mut Buffers,
-) -> Result<(), (usize, String)> {
-    let (i, r, buf) = d;
-    buffers.give(buf);
-    measured[i] = Some(r.map_err(|e| (i, e))?);
-    Ok(())
-}
-
 /// How often the progress bar is redrawn at most (SmolLM2 finishes a tensor every 1–2 ms):
 /// each redraw takes the page's thread (style, layout, paint) from reading the file.
 const PROGRESS_EVERY_MS: f64 = 100.0;
 
-/// Counts one more tensor done; shows the progress if it was not shown for a while.
-fn tick(progress: &mut Progress, t0: f64, shown: &mut f64, on_progress: &dyn Fn(Progress)) {
-    progress.done += 1;
-    let now = pool::now_ms();
-    progress.elapsed_ms = now - t0;
-    if now - *shown >= PROGRESS_EVERY_MS {
-        *shown = now;
-        on_progress(*progress);
+/// A tensor's error, with the model and the tensor named.
+fn tensor_err(model: &Model, i: usize, e: impl core::fmt::Display) -> String {
+    format!("{}: tensor {:?}: {e}", model.label, model.tensors[i].name)
+}
+
+/// The error when a worker drops its answer's channel before answering.
+fn worker_gone<E>(_: E) -> String {
+    "a worker stopped before finishing".to_owned()
+}
+
+/// The read scheduler: gathers the tensors' ranges into batched file reads, keeps at most
+/// [`MAX_READS_IN_FLIGHT`] of them under way, lands their bytes in the tensors' buffers,
+/// and hands each tensor whose reads have all landed to the pool, with at most `window`
+/// tensors there at once. Tensors come in through [`Scheduler::add`], in read order.
+struct Scheduler<'m> {
+    model: &'m Model,
+    on_progress: &'m dyn Fn(Progress),
+    /// Reads under way.
+    reads: FuturesUnordered<LocalBoxFuture<'static, Result<(Batch, js_sys::ArrayBuffer), String>>>,
+    /// The read being gathered: ranges join it while they lie close enough.
+    pending: Option<Batch>,
+    /// The longest the next read may be: it doubles from [`FIRST_READ`] to [`MAX_READ`].
+    limit: u64,
+    /// Tensors whose reads are under way.
+    open: VecDeque<Open>,
+    /// Tensors being measured on the pool.
+    computing: Computing,
+    /// Tensors on the pool at most, which bounds memory.
+    window: usize,
+    buffers: Buffers,
+    /// Where a sparse plan's read is copied before its blocks go to the tensor's buffer.
+    staging: Vec<u8>,
+    measured: Vec<Option<(Measurement, Option<Histogram>)>>,
+    progress: Progress,
+    t0: f64,
+    /// When progress was last shown.
+    shown: f64,
+}
+
+impl<'m> Scheduler<'m> {
+    fn new(model: &'m Model, threads: usize, t0: f64, on_progress: &'m dyn Fn(Progress)) -> Self {
+        let n = model.tensors.len();
+        Self {
+            model,
+            on_progress,
+            reads: FuturesUnordered::new(),
+            pending: None,
+            limit: FIRST_READ,
+            open: VecDeque::new(),
+            computing: Computing::new(),
+            window: 2 * threads.max(1),
+            buffers: Buffers::default(),
+            staging: Vec::new(),
+            measured: vec![None; n],
+            progress: Progress { total: n, ..Progress::default() },
+            t0,
+            shown: f64::NEG_INFINITY,
+        }
+    }
+
+    /// Counts a tensor that is not measurable: nothing to read.
+    fn skip(&mut self) {
+        self.progress.done += 1;
+    }
+
+    /// Schedules the reads of tensor `i`'s plan; then, while the pool holds more than
+    /// `window` tensors, waits for them to finish.
+    async fn add(&mut self, i: usize, plan: ReadPlan) -> Result<(), String> {
+        self.progress.bytes_total += plan.bytes_to_read();
+        let t = &self.model.tensors[i];
+        let ranges: Vec<(usize, u64, u64)> = plan
+            .ranges
+            .iter()
+            .enumerate()
+            .map(|(k, r)| (k, t.offset + r.offset, t.offset + r.offset + r.len))
+            .collect();
+        let len = plan.buffer_len();
+        let buf = self.buffers.take(len);
+        self.open.push_back(Open { i, buf, len, left: ranges.len(), plan });
+        self.dispatch();
+        for (k, start, end) in ranges {
+            match self.pending.as_mut() {
+                Some(b) if b.takes(t.file, start, end) => {
+                    b.end = end;
+                    b.parts.push((i, k, start, end));
+                }
+                _ => {
+                    let next = Batch { file: t.file, start, end, limit: self.limit, parts: vec![(i, k, start, end)] };
+                    self.limit = (self.limit * 2).min(MAX_READ);
+                    if let Some(full) = self.pending.replace(next) {
+                        self.issue(full).await?;
+                    }
+                }
+            }
+        }
+        while self.computing.len() > self.window {
+            self.finish_next().await?;
+        }
+        Ok(())
+    }
+
+    /// Issues a read, waiting first for a slot among those in flight.
+    async fn issue(&mut self, batch: Batch) -> Result<(), String> {
+        while self.reads.len() >= MAX_READS_IN_FLIGHT {
+            if let Some(r) = self.reads.next().await {
+                self.land(r)?;
+            }
+        }
+        let file = self.model.files[batch.file].clone();
+        self.reads.push(read_batch(file, batch).boxed_local());
+        Ok(())
+    }
+
+    /// Lands one read: fills the buffers of the tensors it serves; complete tensors go to
+    /// the pool.
+    fn land(&mut self, r: Result<(Batch, js_sys::ArrayBuffer), String>) -> Result<(), String> {
+        let (batch, bytes) = r?;
+        for &(i, k, start, end) in &batch.parts {
+            let o = self.open.iter_mut().find(|o| o.i == i).ok_or("a read landed for no tensor")?;
+            // Every part lies inside its batch, whose length was checked.
+            let part = js_sys::Uint8Array::new_with_byte_offset_and_length(
+                &bytes,
+                (start - batch.start) as u32,
+                (end - start) as u32,
+            );
+            match o.plan.dense_target(k) {
+                // Dense plans: one copy, from the JS buffer to the tensor's buffer.
+                Some(t) if t.len() == part.length() as usize && t.end <= o.len => part.copy_to(&mut o.buf[t]),
+                // Sparse plans: the part goes to a staging buffer kept from read to read,
+                // and only the needed blocks on to the tensor's buffer.
+                _ => {
+                    let n = part.length() as usize;
+                    if self.staging.len() < n {
+                        self.staging.resize(n, 0);
+                    }
+                    part.copy_to(&mut self.staging[..n]);
+                    let filled = o.plan.fill(k, &self.staging[..n], &mut o.buf[..o.len]);
+                    filled.map_err(|e| tensor_err(self.model, o.i, e))?
+                }
+            }
+            o.left -= 1;
+        }
+        self.progress.bytes_read += u64::from(bytes.byte_length());
+        self.dispatch();
+        Ok(())
+    }
+
+    /// Sends every tensor whose reads have all landed to the pool, in whatever order they
+    /// complete: a large tensor still being read does not hold back the small ones after it.
+    fn dispatch(&mut self) {
+        let mut k = 0;
+        while k < self.open.len() {
+            if self.open[k].left > 0 {
+                k += 1;
+                continue;
+            }
+            let Some(Open { i, plan, buf, len, .. }) = self.open.remove(k) else { break };
+            self.computing.push(pool::spawn(move || {
+                let r = plan.values(&buf[..len]).map(|values| measure_values_and_histogram(values, BINS));
+                (i, r.map_err(|e| e.to_string()), buf)
+            }));
+        }
+    }
+
+    /// Waits for one tensor on the pool; stores its result and keeps its buffer. False
+    /// when none is there.
+    async fn finish_next(&mut self) -> Result<bool, String> {
+        let Some(d) = self.computing.next().await else { return Ok(false) };
+        let (i, r, buf) = d.map_err(worker_gone)?;
+        self.buffers.give(buf);
+        self.measured[i] = Some(r.map_err(|e| tensor_err(self.model, i, e))?);
+        self.tick();
+        Ok(true)
+    }
+
+    /// Counts one more tensor done; shows the progress if it was not shown for a while.
+    fn tick(&mut self) {
+        self.progress.done += 1;
+        let now = pool::now_ms();
+        self.progress.elapsed_ms = now - self.t0;
+        if now - self.shown >= PROGRESS_EVERY_MS {
+            self.shown = now;
+            (self.on_progress)(self.progress);
+        }
+    }
+
+    /// Issues the last read, lands every read and waits for every tensor; shows the final
+    /// progress. Gives each tensor's result (`None` if not measurable) and the bytes read.
+    async fn finish(mut self) -> Result<(Vec<Option<(Measurement, Option<Histogram>)>>, u64), String> {
+        if let Some(last) = self.pending.take() {
+            self.issue(last).await?;
+        }
+        while let Some(r) = self.reads.next().await {
+            self.land(r)?;
+        }
+        while self.finish_next().await? {}
+        (self.on_progress)(self.progress);
+        Ok((self.measured, self.progress.bytes_read))
     }
 }
 
@@ -200,128 +362,19 @@ pub async fn measure(
             ty.can_dequantize().then(|| pool::spawn(move || ReadPlan::new(&name, ty, count, MAX_GAP, MAX_READ)))
         })
         .collect();
-    let mut progress = Progress { total: n, ..Progress::default() };
-    // When progress was last shown.
-    let mut shown = f64::NEG_INFINITY;
-    let mut measured: Vec<Option<(Measurement, Option<Histogram>)>> = vec![None; n];
-    // Tensors being measured; at most `window` at once bounds memory.
-    let window = 2 * threads.max(1);
-    let mut computing = Computing::new();
-    let mut buffers = Buffers::default();
-    let mut staging = Vec::new();
-    // Tensors whose reads are under way, with the reads still to land.
-    let mut open: VecDeque<Open> = VecDeque::new();
-    let mut reads = FuturesUnordered::new();
-    let worker_gone = |_| "a worker stopped before finishing".to_owned();
-    let name_err = |i: usize, e: String| format!("{}: tensor {:?}: {e}", model.label, model.tensors[i].name);
-
-    // Lands one read: fills the buffers of the tensors it serves; complete tensors go to
-    // the pool.
-    let land = |r: Result<(Batch, js_sys::ArrayBuffer), String>,
-                open: &mut VecDeque<Open>,
-                computing: &mut Computing,
-                staging: &mut Vec<u8>,
-                progress: &mut Progress|
-     -> Result<(), String> {
-        let (batch, bytes) = r?;
-        for &(i, k, start, end) in &batch.parts {
-            let o = open.iter_mut().find(|o| o.i == i).ok_or("a read landed for no tensor")?;
-            // Every part lies inside its batch, whose length was checked.
-            let part = js_sys::Uint8Array::new_with_byte_offset_and_length(
-                &bytes,
-                (start - batch.start) as u32,
-                (end - start) as u32,
-            );
-            match o.plan.dense_target(k) {
-                // Dense plans: one copy, from the JS buffer to the tensor's buffer.
-                Some(t) if t.len() == part.length() as usize && t.end <= o.len => part.copy_to(&mut o.buf[t]),
-                // Sparse plans: the part goes to a staging buffer kept from read to read,
-                // and only the needed blocks on to the tensor's buffer.
-                _ => {
-                    let n = part.length() as usize;
-                    if staging.len() < n {
-                        staging.resize(n, 0);
-                    }
-                    part.copy_to(&mut staging[..n]);
-                    let filled = o.plan.fill(k, &staging[..n], &mut o.buf[..o.len]);
-                    filled.map_err(|e| name_err(o.i, e.to_string()))?
-                }
-            }
-            o.left -= 1;
-        }
-        progress.bytes_read += u64::from(bytes.byte_length());
-        dispatch(open, computing);
-        Ok(())
-    };
-    // Issues a read, waiting first for a slot among those in flight.
-    macro_rules! issue {
-        ($batch:expr) => {{
-            let batch: Batch = $batch;
-            while reads.len() >= MAX_READS_IN_FLIGHT {
-                if let Some(r) = reads.next().await {
-                    land(r, &mut open, &mut computing, &mut staging, &mut progress)?;
-                }
-            }
-            let file = model.files[batch.file].clone();
-            reads.push(read_batch(file, batch));
-        }};
-    }
-    let mut pending: Option<Batch> = None;
-    let mut limit = FIRST_READ;
+    let mut s = Scheduler::new(model, threads, t0, on_progress);
     for i in order {
         if cancelled() {
             return Err("cancelled".into());
         }
         let Some(rx) = plans.pop_front().flatten() else {
-            progress.done += 1; // not measurable: nothing to read
+            s.skip();
             continue;
         };
-        let plan = rx.await.map_err(worker_gone)?.map_err(|e| name_err(i, e.to_string()))?;
-        progress.bytes_total += plan.bytes_to_read();
-        let t = &model.tensors[i];
-        let ranges: Vec<(usize, u64, u64)> = plan
-            .ranges
-            .iter()
-            .enumerate()
-            .map(|(k, r)| (k, t.offset + r.offset, t.offset + r.offset + r.len))
-            .collect();
-        let len = plan.buffer_len();
-        let buf = buffers.take(len);
-        open.push_back(Open { i, buf, len, left: ranges.len(), plan });
-        dispatch(&mut open, &mut computing);
-        for (k, start, end) in ranges {
-            match pending.as_mut() {
-                Some(b) if b.takes(t.file, start, end) => {
-                    b.end = end;
-                    b.parts.push((i, k, start, end));
-                }
-                _ => {
-                    let next = Batch { file: t.file, start, end, limit, parts: vec![(i, k, start, end)] };
-                    limit = (limit * 2).min(MAX_READ);
-                    if let Some(full) = pending.replace(next) {
-                        issue!(full);
-                    }
-                }
-            }
-        }
-        while computing.len() > window {
-            if let Some(d) = computing.next().await {
-                finish(d.map_err(worker_gone)?, &mut measured, &mut buffers).map_err(|(i, e)| name_err(i, e))?;
-                tick(&mut progress, t0, &mut shown, on_progress);
-            }
-        }
+        let plan = rx.await.map_err(worker_gone)?.map_err(|e| tensor_err(model, i, e))?;
+        s.add(i, plan).await?;
     }
-    if let Some(last) = pending.take() {
-        issue!(last);
-    }
-    while let Some(r) = reads.next().await {
-        land(r, &mut open, &mut computing, &mut staging, &mut progress)?;
-    }
-    while let Some(d) = computing.next().await {
-        finish(d.map_err(worker_gone)?, &mut measured, &mut buffers).map_err(|(i, e)| name_err(i, e))?;
-        tick(&mut progress, t0, &mut shown, on_progress);
-    }
-    on_progress(progress);
+    let (measured, bytes_read) = s.finish().await?;
     let mut rows = Vec::with_capacity(model.tensors.len());
     let mut histograms = Vec::with_capacity(model.tensors.len());
     for (t, m) in model.tensors.iter().zip(measured) {
@@ -339,5 +392,5 @@ pub async fn measure(
         model.file_bytes,
         rows,
     );
-    Ok(Outcome { report: Report::new(GENERATOR, vec![m]), histograms, bytes_read: progress.bytes_read, threads })
+    Ok(Outcome { report: Report::new(GENERATOR, vec![m]), histograms, bytes_read, threads })
 }

@@ -1,0 +1,66 @@
+//! The report of one model: its title and exports, then the summary, the metadata, the
+//! groups and wells beside the heatmap, and the tensor table.
+
+use super::groups::GroupTable;
+use super::heatmap::HeatmapView;
+use super::metadata::MetadataTable;
+use super::summary::{QuantMix, SummaryCards};
+use super::tensor_table::TensorTable;
+use super::wells::Wells;
+use crate::app::ViewData;
+use crate::export;
+use leptos::prelude::*;
+use organ_core::zmeasure::html::human_bytes;
+use std::sync::Arc;
+
+/// The report on screen. Its `data-*` attributes carry the run's figures for the tests
+/// and benches: milliseconds from file chosen to report built, bytes read, threads.
+#[component]
+pub fn ReportView(data: Arc<ViewData>) -> impl IntoView {
+    let Some(m) = data.report.models.first().cloned() else {
+        return view! { <p id="error" class="error">"This report holds no model."</p> }.into_any();
+    };
+    let m = Arc::new(m);
+    let export_json = {
+        let d = data.clone();
+        move |_| export::download_json(&d.report)
+    };
+    let export_html = {
+        let d = data.clone();
+        move |_| export::download_html(&d.report)
+    };
+    let run = data.run.map(|(ms, bytes, n)| {
+        format!(
+            "Measured in {:.2} s on {n} thread{}, reading {} of {}.",
+            ms / 1000.0,
+            if n == 1 { "" } else { "s" },
+            human_bytes(bytes),
+            human_bytes(m.file_bytes)
+        )
+    });
+    let (ms, bytes, n) = data.run.unwrap_or((0.0, 0, 0));
+    view! {
+        <section id="report" data-done="1" data-elapsed-ms=ms.to_string() data-bytes-read=bytes.to_string() data-threads=n.to_string()>
+            <div class="row">
+                <h2>{m.model.clone()}</h2>
+                <div class="actions">
+                    <button id="export-json" on:click=export_json>"Export JSON"</button>
+                    <button id="export-html" on:click=export_html>"Export static HTML"</button>
+                </div>
+            </div>
+            {run.map(|r| view! { <p class="mute" id="run">{r}</p> })}
+            <SummaryCards m=m.clone() version=data.version />
+            <QuantMix m=m.clone() />
+            <MetadataTable rows=data.metadata.clone() />
+            <div class="two">
+                <div>
+                    <GroupTable m=m.clone() />
+                    <Wells m=m.clone() />
+                </div>
+                <HeatmapView m=m.clone() />
+            </div>
+            <TensorTable m=m.clone() histograms=Arc::new(data.histograms.clone()) />
+        </section>
+    }
+    .into_any()
+}

@@ -1,0 +1,16 @@
+//! The wells: the tensors of lowest θ.
+
+use leptos::prelude::*;
+use organ_core::zmeasure::report::ModelReport;
+use std::sync::Arc;
+
+/// The report's wells, lowest θ first, with their group.
+#[component]
+pub fn Wells(m: Arc<ModelReport>) -> impl IntoView {
+    view! {
+        <h3>"Wells: the lowest θ"</h3>
+        <ol id="wells" class="wells">
+        {m.summary.wells.iter().map(|w| view! { <li><code>{w.name.clone()}</code>" "<span class="mute">{w.group.name()}</span>" "{format!("{:.3}°", w.theta)}</li> }).collect_view()}
+        </ol>
+    }
+}

@@ -5,6 +5,7 @@ use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use std::ffi::OsStr;
 use std::sync::Arc;
 use tokio::io::AsyncReadExt;
 
@@ -28,8 +29,7 @@ pub(super) async fn inspect(
     let _turn = tokio::time::timeout_at(deadline, s.inspects.acquire()).await.map_err(|_| {
         ApiError(StatusCode::SERVICE_UNAVAILABLE, format!("{rel}: too many inspects waiting; try again later"))
     })?;
-    let mut cmd = child::child_command(&s);
-    cmd.arg("inspect").arg("--json").arg(&path);
+    let mut cmd = child::child_command(&s, [OsStr::new("inspect"), OsStr::new("--json"), path.as_os_str()]);
     cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
     let mut child = cmd.spawn().map_err(|e| internal(format!("cannot start organ: {e}")))?;
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
@@ -66,9 +66,11 @@ pub(super) async fn inspect(
     match status {
         Ok(st) if st.success() => Ok(([(header::CONTENT_TYPE, "application/json")], out).into_response()),
         Ok(_) => {
-            let err = String::from_utf8_lossy(&err);
-            let line = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("organ inspect failed");
-            let msg = line.strip_prefix("organ: error: ").unwrap_or(line);
+            let mut said = child::Said::default();
+            for line in err.split(|&b| b == b'\n') {
+                said.take(line);
+            }
+            let msg = said.error().unwrap_or_else(|| "organ inspect failed".into());
             Err(ApiError(StatusCode::UNPROCESSABLE_ENTITY, s.hide_root(&format!("{rel}: {msg}"))))
         }
         Err(e) => Err(internal(format!("{rel}: organ inspect: {e}"))),

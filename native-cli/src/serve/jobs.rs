@@ -1,7 +1,7 @@
 //! Jobs: the table of them, each one's run (a child `organ` under a permit, its events
 //! followed, its outputs kept or removed), and the endpoints that show and cancel them.
 
-use super::child::child_command;
+use super::child::{child_command, Lines, Said};
 use super::{internal, ApiResult, AppState, RESULTS};
 use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
@@ -11,7 +11,6 @@ use axum::Json;
 use serde_json::Value;
 use std::path::Path;
 use std::sync::Arc;
-use tokio::io::AsyncBufReadExt;
 use tokio::sync::watch;
 
 #[derive(Clone, Debug, serde::Serialize, PartialEq)]
@@ -103,11 +102,8 @@ pub(super) fn start_job(
             return;
         };
         job.status.send_modify(|st| st.state = JobState::Running);
-        let mut cmd = child_command(&s2);
-        cmd.args(&argv)
-            .env("ORGAN_PROGRESS_LINES", "1")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped());
+        let mut cmd = child_command(&s2, &argv);
+        cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
@@ -119,22 +115,18 @@ pub(super) fn start_job(
                 return;
             }
         };
-        let mut lines = child.stderr.take().map(|e| tokio::io::BufReader::new(e).lines());
-        let mut last_error = String::new();
+        let mut lines = child.stderr.take().map(Lines::new);
+        let mut said = Said::default();
+        let heard = |said: &mut Said, line: &[u8]| {
+            if let Some(p) = said.take(line) {
+                job.status.send_modify(|st| st.progress = Some(p));
+            }
+        };
         let exit = loop {
             tokio::select! {
-                line = async { match &mut lines { Some(l) => l.next_line().await, None => std::future::pending().await } } => {
+                line = async { match &mut lines { Some(l) => l.next().await, None => std::future::pending().await } } => {
                     match line {
-                        Ok(Some(l)) => {
-                            if let Some(p) = l.strip_prefix("progress ") {
-                                let mut it = p.split('/').map(|x| x.trim().parse::<u64>().ok());
-                                if let (Some(Some(d)), Some(Some(t))) = (it.next(), it.next()) {
-                                    job.status.send_modify(|st| st.progress = Some((d, t)));
-                                }
-                            } else if !l.trim().is_empty() {
-                                last_error = l;
-                            }
-                        }
+                        Ok(Some(l)) => heard(&mut said, &l),
                         _ => lines = None,
                     }
                 }
@@ -147,12 +139,10 @@ pub(super) fn start_job(
                 }
             }
         };
-        // The process ended: read what is left of its stderr (the error line comes last).
+        // The process ended: read what is left of its stderr (the error event comes last).
         if let Some(l) = &mut lines {
-            while let Ok(Some(line)) = l.next_line().await {
-                if !line.trim().is_empty() && !line.starts_with("progress ") {
-                    last_error = line;
-                }
+            while let Ok(Some(line)) = l.next().await {
+                heard(&mut said, &line);
             }
         }
         if exit.is_some_and(|e| e.success()) {
@@ -169,10 +159,10 @@ pub(super) fn start_job(
             });
         } else {
             let _ = std::fs::remove_dir_all(&dir);
-            let msg = s2.hide_root(last_error.strip_prefix("organ: error: ").unwrap_or(&last_error));
+            let msg = said.error().map(|m| s2.hide_root(&m)).unwrap_or_else(|| "organ failed".into());
             job.status.send_modify(|st| {
                 st.state = JobState::Failed;
-                st.error = Some(if msg.is_empty() { "organ failed".into() } else { msg });
+                st.error = Some(msg);
             });
         }
     });

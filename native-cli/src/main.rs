@@ -135,10 +135,10 @@ enum Command {
     /// anything else an organ directory.
     Graft {
         /// Where the tensors come from.
-        #[arg(long)]
+        #[arg(long, visible_alias = "source")]
         donor: PathBuf,
         /// The model that receives them.
-        #[arg(long)]
+        #[arg(long, visible_alias = "target")]
         recipient: PathBuf,
         /// The result (must not exist). Not needed with --dry-run.
         #[arg(long)]

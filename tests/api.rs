@@ -789,3 +789,65 @@ fn an_inspect_over_the_output_cap_is_refused_not_cut() {
     let (st, v) = get(&big, "/api/inspect?path=smol.gguf");
     assert_eq!((st, v["tensors"].as_array().map(Vec::len)), (200, Some(272)));
 }
+
+// ---- Typed progress: children report in `--progress jsonl` events --------------------
+
+/// The stderr lines of `organ ARGS --progress jsonl`, each parsed as JSON (every line must
+/// be one).
+fn jsonl_events(args: &[&std::ffi::OsStr]) -> (bool, Vec<Value>) {
+    let mut c = organ();
+    c.args(args).args(["--progress", "jsonl"]);
+    let o = c.output().unwrap();
+    let err = String::from_utf8(o.stderr).unwrap();
+    let events = err.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}"))).collect();
+    (o.status.success(), events)
+}
+
+/// `--progress jsonl`: measure writes one progress event per tensor and nothing else; a
+/// failure ends with one error event carrying kind, path and offset. Without the flag,
+/// people still read `organ: error: `.
+#[test]
+fn progress_jsonl_gives_typed_progress_and_errors() {
+    let root = make_root("api-jsonl");
+    let smol = root.join("smol.gguf");
+    let (ok, events) = jsonl_events(&["measure".as_ref(), smol.as_os_str(), "--summary-only".as_ref()]);
+    assert!(ok);
+    assert_eq!(events.len(), 272, "one event per tensor");
+    assert!(events.iter().all(|e| e["event"] == "progress" && e["total"] == 272), "{events:?}");
+    assert!(events.iter().any(|e| e["done"] == 272), "the last tensor is reported");
+
+    let corrupt = root.join("corrupt.gguf");
+    let (ok, events) = jsonl_events(&["inspect".as_ref(), corrupt.as_os_str()]);
+    assert!(!ok);
+    let [e] = events.as_slice() else { panic!("one error event: {events:?}") };
+    assert_eq!(e["event"], "error");
+    assert_eq!(e["kind"], "format", "{e}");
+    assert_eq!(e["path"].as_str(), Some(corrupt.to_str().unwrap()), "{e}");
+    assert!(e["offset"].is_u64(), "{e}");
+    let human = organ().arg("inspect").arg(&corrupt).output().unwrap();
+    let text = String::from_utf8(human.stderr).unwrap();
+    assert_eq!(text, format!("organ: error: {}\n", e["message"].as_str().unwrap()));
+}
+
+/// A job's progress and its error come from the child's events: a measure's last status
+/// says every tensor is done, and a failing dissect's error is the child's message (root
+/// hidden), not a JSON line or a prefixed human one.
+#[test]
+fn job_progress_and_errors_come_from_the_childs_events() {
+    let s = start(&make_root("api-events"), &[]);
+    let end = run_job(&s, "/api/measure", json!({ "paths": ["smol.gguf"] }));
+    assert_eq!(end["progress"], json!([272, 272]));
+
+    let (st, job) = post(&s, "/api/dissect", &json!({ "path": "corrupt.gguf" }));
+    assert_eq!(st, 202, "{job}");
+    let end = follow(&s, job["id"].as_str().unwrap());
+    assert_eq!(end["state"], "failed", "{end}");
+    let err = end["error"].as_str().unwrap();
+    assert!(err.starts_with("ROOT/corrupt.gguf: ") && err.contains("offset"), "{end}");
+    assert!(!err.contains("organ: error") && !err.starts_with('{'), "{end}");
+
+    let (st, j) = get(&s, "/api/inspect?path=corrupt.gguf");
+    assert_eq!(st, 422, "{j}");
+    let msg = j["error"].as_str().unwrap();
+    assert!(msg.starts_with("corrupt.gguf: ROOT/corrupt.gguf: ") && !msg.contains('{'), "{j}");
+}

@@ -100,6 +100,29 @@ fn graft_dry_run_prints_the_plan_and_writes_nothing() {
     assert!(!out.exists());
 }
 
+/// The seed tools spell graft's sides --source and --target: organ takes them as aliases
+/// of --donor and --recipient, with the same plan, and says so in its help.
+#[test]
+fn graft_takes_source_and_target_as_aliases_of_donor_and_recipient() {
+    let model = smollm2();
+    let plan = |donor: &str, recipient: &str| {
+        let mut c = organ();
+        c.args(["graft", "--layers", "5-6", "--type", "organ", "--dry-run"])
+            .arg(donor)
+            .arg(&model)
+            .arg(recipient)
+            .arg(&model);
+        String::from_utf8(ok(c).stdout).unwrap()
+    };
+    let aliased = plan("--source", "--target");
+    assert!(aliased.contains("graft plan: 6 tensors"), "{aliased}");
+    assert_eq!(aliased, plan("--donor", "--recipient"));
+    let mut c = organ();
+    c.args(["graft", "--help"]);
+    let help = String::from_utf8(ok(c).stdout).unwrap();
+    assert!(help.contains("--source") && help.contains("--target"), "the aliases are visible: {help}");
+}
+
 /// A small llama "model" whose layer-5 FFN tensors have other shapes than SmolLM2's.
 fn incompatible_donor() -> PathBuf {
     let p = tmp("bad-donor.gguf");

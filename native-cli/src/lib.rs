@@ -6,6 +6,7 @@ pub mod cmd;
 pub mod input;
 pub mod manifest;
 pub mod model;
+pub mod progress;
 pub mod serve;
 pub mod source;
 pub mod write;

@@ -6,7 +6,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use organ_cli::{cmd, serve, write};
+use organ_cli::{cmd, progress, serve, write};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -23,6 +23,10 @@ struct Cli {
     /// sha256 (a warning says so).
     #[arg(long, global = true)]
     no_verify: bool,
+    /// How progress, warnings and the final error are written to stderr: human (text and
+    /// a progress bar) or jsonl (one JSON object per line, for programs; see README).
+    #[arg(long, global = true, value_enum, value_name = "FORMAT", default_value = "human")]
+    progress: progress::Format,
 }
 
 /// Which tensors an operation touches; every criterion given must hold.
@@ -131,10 +135,10 @@ enum Command {
     /// anything else an organ directory.
     Graft {
         /// Where the tensors come from.
-        #[arg(long)]
+        #[arg(long, visible_alias = "source")]
         donor: PathBuf,
         /// The model that receives them.
-        #[arg(long)]
+        #[arg(long, visible_alias = "target")]
         recipient: PathBuf,
         /// The result (must not exist). Not needed with --dry-run.
         #[arg(long)]
@@ -281,7 +285,7 @@ fn run(cli: Cli) -> Result<()> {
             cmd::measure::run(&opts, &mut out)?;
             if stats {
                 let read = cmd::measure::BYTES_READ.load(std::sync::atomic::Ordering::Relaxed);
-                eprintln!("stats: tensor bytes read by positioned reads {read}, peak RSS {} KiB", peak_rss_kib());
+                progress::emit(&progress::Event::Stats { tensor_bytes_read: read, peak_rss_kib: peak_rss_kib() });
             }
         }
         Command::Dissect { model, out: dir, measure, force } => {
@@ -435,6 +439,7 @@ fn peak_rss_kib() -> u64 {
 
 fn main() {
     let cli = Cli::parse();
+    progress::set_format(cli.progress);
     if let Err(e) = run(cli) {
         // A closed pipe (`organ inspect x | head`) is not an error.
         if e.chain()
@@ -442,7 +447,7 @@ fn main() {
         {
             std::process::exit(0);
         }
-        eprintln!("organ: error: {e:#}");
+        progress::error(&e);
         std::process::exit(1);
     }
 }

@@ -196,7 +196,7 @@ impl Model {
             );
         }
         if !VERIFY.load(Ordering::Relaxed) {
-            eprintln!("organ: warning: --no-verify: the organ files of {} are used unchecked", dir.display());
+            crate::progress::warn(format!("--no-verify: the organ files of {} are used unchecked", dir.display()));
         }
         let tensors = tensors.into_iter().map(|(t, _)| t).collect();
         let label = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());

@@ -5,7 +5,7 @@
 use crate::atomic::write_file;
 use crate::source::{Model, Tensor};
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use organ_core::anatomy::Group;
 use organ_core::gguf::display::printable;
 use organ_core::gguf::MetaValue;
@@ -131,12 +131,6 @@ fn measure_streamed(t: &Tensor) -> Result<Measurement> {
     Ok(measure_values(plan.values(&buf)?))
 }
 
-/// Whether to print `progress DONE/TOTAL` lines on stderr (set by `organ serve`).
-fn progress_lines() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("ORGAN_PROGRESS_LINES").is_some())
-}
-
 /// Measures one model (a GGUF, a split GGUF, or an organ directory); the progress bar
 /// advances per tensor. With `stream` (or for models over 2 GiB) only the sampled blocks
 /// are read.
@@ -166,11 +160,7 @@ pub fn measure_model(path: &Path, stream: bool, progress: &ProgressBar) -> Resul
                 let m = measure_tensor(&t.name, t.ty, n, t.bytes());
                 Some(m.map_err(|e| anyhow::Error::new(e).context(format!("{}: tensor {:?}", path.display(), t.name)))?)
             };
-            progress.inc(1);
-            if progress_lines() {
-                // For `organ serve`, which runs measure as a child and reads its progress.
-                eprintln!("progress {}/{}", progress.position(), progress.length().unwrap_or(0));
-            }
+            crate::progress::tensor_done(progress);
             Ok(TensorReport::from_parts(&t.name, t.ty, &t.dims, t.n_bytes, m.as_ref()))
         })
         .collect();
@@ -184,12 +174,7 @@ pub fn measure_model(path: &Path, stream: bool, progress: &ProgressBar) -> Resul
 }
 
 pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
-    let progress = ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::stderr());
-    progress.set_style(
-        ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} tensors, {elapsed} (eta {eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
+    let progress = crate::progress::tensor_bar();
     let mut paths = Vec::new();
     for p in &opts.models {
         paths.extend(discover(p)?);
@@ -204,7 +189,7 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
     }
     progress.finish_and_clear();
     if cached > 0 {
-        eprintln!("{cached} of {} models taken from the cache", paths.len());
+        crate::progress::note(format!("{cached} of {} models taken from the cache", paths.len()));
     }
     let report = Report::new(GENERATOR, models);
 

@@ -1,0 +1,209 @@
+//! How `organ` reports to whoever started it, on stderr: progress, warnings, notes, stats
+//! and the final error. Every such line goes through here, in one of two forms
+//! ([`Format`], the global `--progress` flag):
+//!
+//! - `human` (the default): a progress bar when stderr is a terminal, `organ: warning: …`,
+//!   `organ: error: …` — text for people, unchanged from before the flag existed.
+//! - `jsonl`: one JSON object per line ([`Event`]), for programs. `organ serve` runs its
+//!   children this way and reads their progress and their error as typed events instead
+//!   of parsing text. The lines:
+//!
+//! ```text
+//! {"event":"progress","done":12,"total":272}   tensors done and known so far (measure)
+//! {"event":"warning","message":"…"}
+//! {"event":"note","message":"…"}
+//! {"event":"stats","tensor_bytes_read":1234,"peak_rss_kib":56789}
+//! {"event":"error","message":"…","kind":"format","path":"…","offset":24}
+//! ```
+//!
+//! The error event comes last, once, when the command fails (exit status 1); its `message`
+//! is the text a person would see after `organ: error: `. `kind` is `format` (the input is
+//! not a GGUF or organ directory organ can read), `io` (reading or writing failed) or
+//! `other`; `path` (the file the message names first) and `offset` (the byte offset in
+//! that file) are there when known. A reader must accept event names and fields it does
+//! not know (more may come).
+//!
+//! Why stderr and not a descriptor of its own: stdout carries the command's output
+//! (`inspect --json`, reports), and stderr already carries exactly these things for
+//! people; a separate descriptor would need the parent to set it up between fork and exec
+//! (more unsafe code in `organ serve`) and would still leave stderr to be read for what
+//! does not come from organ itself (a panic, clap's usage errors). Those lines are not
+//! JSON: a reader takes them as plain text.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// How reports are written to stderr (the global `--progress` flag).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Text for people: a progress bar on a terminal, `organ: error: ...` lines.
+    #[default]
+    Human,
+    /// One JSON object per line (see README), for programs.
+    Jsonl,
+}
+
+static FORMAT: OnceLock<Format> = OnceLock::new();
+
+/// Sets the format for the rest of the process (once; later calls change nothing).
+pub fn set_format(f: Format) {
+    let _ = FORMAT.set(f);
+}
+
+fn format() -> Format {
+    FORMAT.get().copied().unwrap_or_default()
+}
+
+/// One line of `--progress jsonl` output.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Event {
+    /// Units done so far, of all known so far (tensors, for measure; the total grows as
+    /// each model of a fleet is opened).
+    Progress { done: u64, total: u64 },
+    /// Something the user should know; the command goes on.
+    Warning { message: String },
+    /// Information for the user (e.g. how many reports came from the cache).
+    Note { message: String },
+    /// `measure --stats`: the tensor bytes read by positioned reads, and peak memory.
+    Stats { tensor_bytes_read: u64, peak_rss_kib: u64 },
+    /// Why the command failed; the last line it writes.
+    Error(ErrorEvent),
+}
+
+/// A failure, typed: what a person would read, and what kind, which file and where in
+/// it, as far as known.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorEvent {
+    /// The whole message, causes included (`{:#}` of the error).
+    pub message: String,
+    pub kind: ErrorKind,
+    /// The file or directory the message names first, when it names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The byte offset in that file where the format error is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+}
+
+/// What kind of failure an [`ErrorEvent`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The input is not a GGUF (or organ directory) that organ can read or write.
+    Format,
+    /// Reading or writing a file failed.
+    Io,
+    /// Anything else (a bad argument, a refused output, an input outside the served root…).
+    #[serde(other)]
+    Other,
+}
+
+impl ErrorEvent {
+    /// The typed form of `e`: its kind, and path and offset where the chain has them.
+    pub fn from_error(e: &anyhow::Error) -> Self {
+        let core = e.chain().find_map(|c| c.downcast_ref::<organ_core::Error>());
+        let kind = if core.is_some() {
+            ErrorKind::Format
+        } else if e.chain().any(|c| c.is::<std::io::Error>()) {
+            ErrorKind::Io
+        } else {
+            ErrorKind::Other
+        };
+        let path = e.chain().find_map(|c| named_path(&c.to_string()));
+        ErrorEvent { message: format!("{e:#}"), kind, path, offset: core.and_then(core_offset) }
+    }
+}
+
+/// The path a message starts with (`PATH: what went wrong`, as organ's messages do), when
+/// it names a file or directory that exists, or one whose directory exists.
+fn named_path(msg: &str) -> Option<String> {
+    let (head, _) = msg.split_once(": ")?;
+    let p = Path::new(head);
+    let parent_exists = head.contains('/') && p.parent().is_some_and(|d| d.as_os_str().is_empty() || d.is_dir());
+    (!head.is_empty() && (p.exists() || parent_exists)).then(|| head.to_owned())
+}
+
+/// The byte offset a core error names, if it names one.
+fn core_offset(e: &organ_core::Error) -> Option<u64> {
+    use organ_core::Error as E;
+    match e {
+        E::Incomplete { offset, .. }
+        | E::Truncated { offset, .. }
+        | E::TooLarge { offset, .. }
+        | E::BadValueType { offset, .. }
+        | E::BadUtf8 { offset, .. }
+        | E::DuplicateKey { offset, .. }
+        | E::BadTensor { offset, .. }
+        | E::DuplicateTensor { offset, .. } => Some(*offset),
+        E::BadMagic { .. } => Some(0),
+        E::UnsupportedVersion { .. } | E::BigEndian { .. } => Some(4),
+        _ => None,
+    }
+}
+
+/// Writes one event to stderr in the chosen format. A closed or failing stderr is
+/// ignored: the report is for the caller, and the work goes on without it.
+pub fn emit(ev: &Event) {
+    let line = match format() {
+        Format::Jsonl => match serde_json::to_string(ev) {
+            Ok(j) => j,
+            Err(_) => return,
+        },
+        Format::Human => match ev {
+            Event::Progress { .. } => return, // the bar shows it
+            Event::Warning { message } => format!("organ: warning: {message}"),
+            Event::Note { message } => message.clone(),
+            Event::Stats { tensor_bytes_read, peak_rss_kib } => {
+                format!("stats: tensor bytes read by positioned reads {tensor_bytes_read}, peak RSS {peak_rss_kib} KiB")
+            }
+            Event::Error(e) => format!("organ: error: {}", e.message),
+        },
+    };
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(format!("{line}\n").as_bytes());
+}
+
+/// A warning: `organ: warning: …`, or a warning event.
+pub fn warn(message: impl Into<String>) {
+    emit(&Event::Warning { message: message.into() });
+}
+
+/// A note for the user: the line as is, or a note event.
+pub fn note(message: impl Into<String>) {
+    emit(&Event::Note { message: message.into() });
+}
+
+/// The command failed with `e`: `organ: error: …`, or the error event.
+pub fn error(e: &anyhow::Error) {
+    emit(&Event::Error(ErrorEvent::from_error(e)));
+}
+
+/// The progress bar over tensors: drawn on stderr for people (when it is a terminal),
+/// hidden with `--progress jsonl`, where [`tensor_done`] writes events instead.
+pub fn tensor_bar() -> ProgressBar {
+    let target = match format() {
+        Format::Human => ProgressDrawTarget::stderr(),
+        Format::Jsonl => ProgressDrawTarget::hidden(),
+    };
+    let bar = ProgressBar::with_draw_target(Some(0), target);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} tensors, {elapsed} (eta {eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar
+}
+
+/// One more tensor done: the bar advances, and with `--progress jsonl` a progress event
+/// says how far.
+pub fn tensor_done(bar: &ProgressBar) {
+    bar.inc(1);
+    if format() == Format::Jsonl {
+        emit(&Event::Progress { done: bar.position(), total: bar.length().unwrap_or(0) });
+    }
+}

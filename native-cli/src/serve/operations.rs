@@ -1,0 +1,245 @@
+//! The operations (measure, dissect, assemble, graft, purify): each request checked and
+//! turned into the argv of an `organ` child, started as a job.
+
+use super::jobs::{start_job, JobStatus};
+use super::{bad, ApiResult, AppState};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use std::sync::Arc;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct MeasureReq {
+    paths: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DissectReq {
+    path: String,
+    #[serde(default)]
+    measure: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AssembleReq {
+    path: String,
+    /// Output file name (inside the job's results directory).
+    #[serde(default)]
+    out: Option<String>,
+    #[serde(default)]
+    split_max_size: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Select {
+    #[serde(default)]
+    layers: Option<String>,
+    #[serde(default)]
+    types: Vec<String>,
+    #[serde(default)]
+    names: Vec<String>,
+}
+
+impl Select {
+    /// Appends --layers, --type and --name as the CLI takes them.
+    fn args(&self, a: &mut Vec<std::ffi::OsString>) {
+        flag(a, "--layers", self.layers.as_ref());
+        for t in &self.types {
+            flag(a, "--type", Some(t));
+        }
+        for n in &self.names {
+            flag(a, "--name", Some(n));
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct GraftReq {
+    donor: String,
+    recipient: String,
+    #[serde(default)]
+    out: Option<String>,
+    #[serde(flatten)]
+    select: Select,
+    #[serde(default)]
+    dry_run: bool,
+    #[serde(default)]
+    split_max_size: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PurifyReq {
+    path: String,
+    method: String,
+    #[serde(default)]
+    out: Option<String>,
+    #[serde(flatten)]
+    select: Select,
+    #[serde(default)]
+    strength: Option<f64>,
+    #[serde(default)]
+    keep: Option<f64>,
+    #[serde(default, rename = "as")]
+    as_type: Option<String>,
+    #[serde(default)]
+    only_if_improves: bool,
+    #[serde(default)]
+    split_max_size: Option<String>,
+}
+
+/// An output name for a job's directory: one plain file name.
+fn out_name(name: Option<&str>, default: &str) -> ApiResult<String> {
+    let n = name.unwrap_or(default);
+    let ok = !n.is_empty()
+        && n.len() <= 200
+        && !n.starts_with('.')
+        && n.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+    if !ok {
+        return Err(bad(format!("out {n:?}: a plain file name of letters, digits, '.', '-' and '_'")));
+    }
+    Ok(n.to_owned())
+}
+
+fn os(p: impl AsRef<std::ffi::OsStr>) -> std::ffi::OsString {
+    p.as_ref().to_owned()
+}
+
+/// Appends `NAME VALUE` to an argv when there is a value.
+fn flag(a: &mut Vec<std::ffi::OsString>, name: &str, value: Option<impl AsRef<std::ffi::OsStr>>) {
+    if let Some(v) = value {
+        a.extend([os(name), os(v)]);
+    }
+}
+
+pub(super) async fn measure(
+    State(s): State<Arc<AppState>>,
+    body: Result<Json<MeasureReq>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    let Json(r) = body?;
+    if r.paths.is_empty() || r.paths.len() > 1000 {
+        return Err(bad("paths: give 1 to 1000 model paths"));
+    }
+    let paths = r.paths.iter().map(|p| s.path(p)).collect::<ApiResult<Vec<_>>>()?;
+    start_job(
+        &s,
+        "measure",
+        |dir| {
+            let mut a = vec![os("measure")];
+            a.extend(paths.iter().map(os));
+            a.extend([os("--summary-only"), os("--no-cache"), os("--json"), os(dir.join("report.json"))]);
+            a.extend([os("--csv"), os(dir.join("report.csv")), os("--html"), os(dir.join("report.html"))]);
+            a
+        },
+        vec!["report.json".into(), "report.csv".into(), "report.html".into()],
+        Some("report.json"),
+    )
+}
+
+pub(super) async fn dissect(
+    State(s): State<Arc<AppState>>,
+    body: Result<Json<DissectReq>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    let Json(r) = body?;
+    let model = s.path(&r.path)?;
+    start_job(
+        &s,
+        "dissect",
+        |dir| {
+            let mut a = vec![os("dissect"), os(&model), os("--out"), os(dir.join("organs"))];
+            if r.measure {
+                a.push(os("--measure"));
+            }
+            a
+        },
+        vec!["organs".into()],
+        None,
+    )
+}
+
+pub(super) async fn assemble(
+    State(s): State<Arc<AppState>>,
+    body: Result<Json<AssembleReq>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    let Json(r) = body?;
+    let src = s.path(&r.path)?;
+    let out = out_name(r.out.as_deref(), "model.gguf")?;
+    let o2 = out.clone();
+    start_job(
+        &s,
+        "assemble",
+        move |dir| {
+            let mut a = vec![os("assemble"), os(&src), os("--out"), os(dir.join(&o2))];
+            flag(&mut a, "--split-max-size", r.split_max_size.as_ref());
+            a
+        },
+        vec![out],
+        None,
+    )
+}
+
+pub(super) async fn graft(
+    State(s): State<Arc<AppState>>,
+    body: Result<Json<GraftReq>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    let Json(r) = body?;
+    let (donor, recipient) = (s.path(&r.donor)?, s.path(&r.recipient)?);
+    let out = out_name(r.out.as_deref(), "graft.gguf")?;
+    let o2 = out.clone();
+    start_job(
+        &s,
+        "graft",
+        move |dir| {
+            let mut a = vec![os("graft"), os("--donor"), os(&donor), os("--recipient"), os(&recipient)];
+            if r.dry_run {
+                a.push(os("--dry-run"));
+            } else {
+                a.extend([os("--out"), os(dir.join(&o2))]);
+            }
+            flag(&mut a, "--split-max-size", r.split_max_size.as_ref());
+            r.select.args(&mut a);
+            a
+        },
+        vec![out],
+        None,
+    )
+}
+
+pub(super) async fn purify(
+    State(s): State<Arc<AppState>>,
+    body: Result<Json<PurifyReq>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    let Json(r) = body?;
+    let model = s.path(&r.path)?;
+    if !matches!(r.method.as_str(), "fractal" | "spectral") {
+        return Err(bad(format!("method {:?}: use fractal or spectral", r.method)));
+    }
+    let out = out_name(r.out.as_deref(), "purified.gguf")?;
+    let o2 = out.clone();
+    start_job(
+        &s,
+        "purify",
+        move |dir| {
+            let mut a = vec![os("purify"), os(&model), os("--method"), os(&r.method), os("--out"), os(dir.join(&o2))];
+            a.extend([os("--json"), os(dir.join("purify.json"))]);
+            flag(&mut a, "--strength", r.strength.map(|x| x.to_string()));
+            flag(&mut a, "--keep", r.keep.map(|x| x.to_string()));
+            flag(&mut a, "--as", r.as_type.as_ref());
+            if r.only_if_improves {
+                a.push(os("--only-if-improves"));
+            }
+            flag(&mut a, "--split-max-size", r.split_max_size.as_ref());
+            r.select.args(&mut a);
+            a
+        },
+        vec![out, "purify.json".into()],
+        Some("purify.json"),
+    )
+}

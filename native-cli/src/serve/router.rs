@@ -1,0 +1,93 @@
+//! The routes, and the shared state behind them: [`app`] builds both from [`Options`].
+
+use super::{auth, files, inspect, jobs, operations, web_dir, AppState, Options, MAX_INSPECTS, RESULTS};
+use anyhow::{bail, Context};
+use axum::extract::DefaultBodyLimit;
+use axum::http::header;
+use axum::middleware;
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::Semaphore;
+
+/// The OpenAPI document, served at /openapi.json.
+const OPENAPI: &str = include_str!("../../../docs/openapi.json");
+
+/// The server's state and routes for `opts`, without a socket: `run` serves it, and tests
+/// and the fuzz target drive it directly. Creates ROOT/results.
+pub fn app(opts: &Options) -> anyhow::Result<Router> {
+    if opts.token.as_ref().is_some_and(|t| t.trim().is_empty()) {
+        bail!("--token (or ORGAN_TOKEN) is empty or blank: give a secret, or leave both unset to serve on loopback without one");
+    }
+    if !opts.addr.ip().is_loopback() && opts.token.is_none() {
+        bail!("--addr {}: not a loopback address; serving beyond this machine requires --token", opts.addr);
+    }
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
+    if !opts.addr.ip().is_unspecified() {
+        hosts.push(opts.addr.ip().to_string());
+    }
+    for h in &opts.allow_hosts {
+        let name = h.trim().to_ascii_lowercase();
+        let name = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')).unwrap_or(&name).to_owned();
+        let plain = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b));
+        let plain = plain || name.parse::<std::net::Ipv6Addr>().is_ok();
+        if !plain {
+            bail!("--allow-host {h:?}: give a host name or address, without scheme, port or path");
+        }
+        hosts.push(name);
+    }
+    let root = opts.root.canonicalize().with_context(|| format!("--root {}: cannot resolve", opts.root.display()))?;
+    if !root.is_dir() {
+        bail!("--root {}: not a directory", root.display());
+    }
+    std::fs::create_dir_all(root.join(RESULTS))
+        .with_context(|| format!("{}: cannot create {RESULTS}/", root.display()))?;
+    if !std::fs::symlink_metadata(root.join(RESULTS)).is_ok_and(|m| m.is_dir()) {
+        bail!("{}: {RESULTS} must be a directory, not a symlink", root.display());
+    }
+    let state = Arc::new(AppState {
+        root,
+        token: opts.token.clone(),
+        exe: std::env::current_exe().context("cannot locate the organ executable")?,
+        permits: Semaphore::new(opts.jobs.max(1)),
+        jobs: Mutex::new(HashMap::new()),
+        hosts,
+        inspects: Semaphore::new(MAX_INSPECTS),
+        walks: Arc::new(Semaphore::new(1)),
+        inspect_timeout: opts.inspect_timeout,
+        inspect_max_bytes: opts.inspect_max_bytes,
+    });
+    let api = Router::new()
+        .route("/models", get(files::models))
+        .route("/inspect", get(inspect::inspect))
+        .route("/measure", post(operations::measure))
+        .route("/dissect", post(operations::dissect))
+        .route("/assemble", post(operations::assemble))
+        .route("/graft", post(operations::graft))
+        .route("/purify", post(operations::purify))
+        .route("/jobs/{id}", get(jobs::job_status))
+        .route("/jobs/{id}", delete(jobs::job_cancel))
+        .route("/jobs/{id}/events", get(jobs::job_events))
+        .route("/results/{*path}", get(files::download))
+        .layer(middleware::from_fn_with_state(state.clone(), auth::auth));
+    let mut app = Router::new()
+        .route("/health", get(health))
+        .route("/api/health", get(health))
+        .route("/openapi.json", get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }))
+        .nest("/api", api)
+        .layer(DefaultBodyLimit::max(opts.max_body))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(opts.body_timeout))
+        .with_state(state.clone());
+    if let Some(dir) = web_dir(opts) {
+        let served = tower_http::services::ServeDir::new(dir);
+        app = app.fallback_service(served).layer(middleware::from_fn(auth::isolation_headers));
+    }
+    // Last, so it wraps everything, the app's files included.
+    Ok(app.layer(middleware::from_fn_with_state(state, auth::guard)))
+}
+
+async fn health() -> Json<Value> {
+    Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") }))
+}

@@ -8,9 +8,9 @@ use crate::pool;
 use crate::source::{self, MetaRow};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use organ_core::zmeasure::html::{self, human_bytes, human_count};
-use organ_core::zmeasure::report::{Report, Status, TensorReport};
-use organ_core::zmeasure::view::{theta_color, Heatmap, Histogram};
+use organ_core::report::html;
+use organ_core::report::{human_bytes, human_count, theta_color, Heatmap, Histogram};
+use organ_core::report::{Report, Status, TensorReport};
 use std::sync::Arc;
 use wasm_bindgen::JsCast;
 
@@ -325,7 +325,7 @@ fn ReportView(data: Arc<ViewData>) -> impl IntoView {
 }
 
 #[component]
-fn HeatmapView(m: Arc<organ_core::zmeasure::report::ModelReport>) -> impl IntoView {
+fn HeatmapView(m: Arc<organ_core::report::ModelReport>) -> impl IntoView {
     let h = Heatmap::of(&m);
     if h.layers.is_empty() {
         return ().into_any();
@@ -361,10 +361,7 @@ fn HeatmapView(m: Arc<organ_core::zmeasure::report::ModelReport>) -> impl IntoVi
 }
 
 #[component]
-fn TensorTable(
-    m: Arc<organ_core::zmeasure::report::ModelReport>,
-    histograms: Arc<Vec<Option<Histogram>>>,
-) -> impl IntoView {
+fn TensorTable(m: Arc<organ_core::report::ModelReport>, histograms: Arc<Vec<Option<Histogram>>>) -> impl IntoView {
     let sort = RwSignal::new((Col::Index, true));
     let filter = RwSignal::new(String::new());
     let group = RwSignal::new(String::new());

@@ -6,8 +6,7 @@
 use crate::pool;
 use crate::source::{read_buffer, Model};
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use organ_core::zmeasure::report::{ModelReport, Report, TensorReport};
-use organ_core::zmeasure::view::Histogram;
+use organ_core::report::{Histogram, ModelReport, Report, TensorReport};
 use organ_core::zmeasure::{measure_values_and_histogram, Measurement, ReadPlan};
 use std::collections::VecDeque;
 

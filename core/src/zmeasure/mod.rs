@@ -5,18 +5,16 @@
 //! browser read) is [`measure_tensor`]. Callers that fetch bytes themselves can ask
 //! [`SamplePlan`] which blocks the sampler needs first.
 
-pub mod html;
 mod indicators;
 mod plan;
 mod radix;
-pub mod report;
 mod sample;
 mod sum;
-pub mod view;
 
 pub use indicators::{indicators, theta, Indicators};
 pub use plan::{ByteRange, ReadPlan};
 pub use sample::{fnv1a64, sample_indices, Sampler, SplitMix64, SAMPLE_SIZE};
+pub(crate) use sum::pairwise_sum;
 
 /// Sample indices drawn and gathered at a time by [`measure_tensor`] (divides [`SAMPLE_SIZE`]).
 const GATHER_CHUNK: usize = 1000;
@@ -24,10 +22,10 @@ const GATHER_CHUNK: usize = 1000;
 use crate::error::Result;
 use crate::ggml_type::GgmlType;
 use crate::quant::ElementReader;
+use crate::report::Histogram;
 use alloc::vec;
 use alloc::vec::Vec;
 use serde::Serialize;
-use view::Histogram;
 
 /// The measure's name in reports.
 pub const MEASURE: &str = "z1";

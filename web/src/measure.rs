@@ -7,7 +7,7 @@ use crate::pool;
 use crate::source::{read_buffer, Model};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use organ_core::report::{Histogram, ModelReport, Report, TensorReport};
-use organ_core::zmeasure::{measure_values_and_histogram, Measurement, ReadPlan};
+use organ_core::zmeasure::{measure_values_sorted, Measurement, ReadPlan};
 use std::collections::VecDeque;
 
 /// What produced the report.
@@ -142,7 +142,10 @@ fn dispatch(open: &mut VecDeque<Open>, computing: &mut Computing) {
         }
         let Some(Open { i, plan, buf, len, .. }) = open.remove(k) else { break };
         computing.push(pool::spawn(move || {
-            let r = plan.values(&buf[..len]).map(|values| measure_values_and_histogram(values, BINS));
+            let r = plan.values(&buf[..len]).map(|values| {
+                let (m, sorted) = measure_values_sorted(values);
+                (m, Histogram::of_sorted(&sorted, BINS))
+            });
             (i, r.map_err(|e| e.to_string()), buf)
         }));
     }

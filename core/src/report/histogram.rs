@@ -32,8 +32,9 @@ impl Histogram {
         Some(Histogram { lo, hi, counts })
     }
 
-    /// [`Histogram::of`] for values that are all finite and in ascending order: the same
-    /// histogram from `bins` binary searches instead of a pass over every value.
+    /// [`Histogram::of`] for values that are all finite and in ascending order (as
+    /// [`crate::zmeasure::measure_values_sorted`] hands them back): the same histogram
+    /// from `bins` binary searches instead of a pass over every value.
     pub fn of_sorted(sorted: &[f32], bins: usize) -> Option<Histogram> {
         let (&lo, &hi) = (sorted.first()?, sorted.last()?);
         if bins == 0 || !lo.is_finite() || !hi.is_finite() {
@@ -71,6 +72,21 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The browser's path: the histogram of the measure's sorted values is the one of
+        /// all the values, non-finite ones and all.
+        #[test]
+        fn from_the_measures_sorted_values_as_from_all(
+            bits in proptest::collection::vec(proptest::prelude::any::<u32>(), 0..3000),
+            levels in 1u32..50,
+        ) {
+            let x: Vec<f32> = bits
+                .iter()
+                .map(|&b| if b % 97 == 0 { f32::from_bits(b) } else { (b % levels) as f32 * 0.01 - 0.2 })
+                .collect();
+            let (_, sorted) = crate::zmeasure::measure_values_sorted(x.clone());
+            proptest::prop_assert_eq!(Histogram::of_sorted(&sorted, 48), Histogram::of(&x, 48));
+        }
+
         #[test]
         fn from_sorted_values_as_from_all(
             raw in proptest::collection::vec(-1000i32..1000, 0..3000),

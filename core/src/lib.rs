@@ -22,6 +22,7 @@ pub mod gguf;
 pub mod limits;
 pub mod quant;
 mod reader;
+pub mod report;
 pub mod surgery;
 pub mod zmeasure;
 

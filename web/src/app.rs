@@ -9,7 +9,7 @@ use crate::source::{self, MetaRow};
 use crate::view::{DropZone, Header, ReportView, StatusLine};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use organ_core::zmeasure::report::Report;
+use organ_core::report::Report;
 use std::sync::Arc;
 
 /// What the app is doing.
@@ -29,7 +29,7 @@ pub enum Phase {
 pub struct ViewData {
     pub report: Report,
     /// Per tensor of the report's first model, when measured here.
-    pub histograms: Vec<Option<organ_core::zmeasure::view::Histogram>>,
+    pub histograms: Vec<Option<organ_core::report::Histogram>>,
     pub metadata: Vec<MetaRow>,
     /// The GGUF version, when measured here.
     pub version: Option<u32>,

@@ -2,8 +2,8 @@
 //! (from a local object URL; nothing is sent), and an export opened again.
 
 use leptos::prelude::document;
-use organ_core::zmeasure::html;
-use organ_core::zmeasure::report::Report;
+use organ_core::report::html;
+use organ_core::report::Report;
 use wasm_bindgen::JsCast;
 
 /// Offers `text` as a download called `name`, from a local object URL (nothing is sent).

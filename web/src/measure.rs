@@ -7,9 +7,8 @@ use crate::pool;
 use crate::source::{read_buffer, Model};
 use futures_util::future::{FutureExt, LocalBoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use organ_core::zmeasure::report::{ModelReport, Report, TensorReport};
-use organ_core::zmeasure::view::Histogram;
-use organ_core::zmeasure::{measure_values_and_histogram, Measurement, ReadPlan};
+use organ_core::report::{Histogram, ModelReport, Report, TensorReport};
+use organ_core::zmeasure::{measure_values_sorted, Measurement, ReadPlan};
 use std::collections::VecDeque;
 
 /// What produced the report.
@@ -295,7 +294,10 @@ impl<'m> Scheduler<'m> {
             }
             let Some(Open { i, plan, buf, len, .. }) = self.open.remove(k) else { break };
             self.computing.push(pool::spawn(move || {
-                let r = plan.values(&buf[..len]).map(|values| measure_values_and_histogram(values, BINS));
+                let r = plan.values(&buf[..len]).map(|values| {
+                    let (m, sorted) = measure_values_sorted(values);
+                    (m, Histogram::of_sorted(&sorted, BINS))
+                });
                 (i, r.map_err(|e| e.to_string()), buf)
             }));
         }

@@ -1,9 +1,11 @@
 //! Measures every tensor of a GGUF held in memory, on one thread, with the same core
-//! functions the browser's workers call (`sample_values` + `measure_values_and_histogram`).
+//! functions the browser's workers call (`sample_values`, `measure_values_sorted`,
+//! `Histogram::of_sorted`).
 //! Built as wasm it exports a C ABI for Node; built natively, `examples/native.rs` calls
 //! `measure_all` directly.
 
-use organ_core::zmeasure::{measure_values_and_histogram, sample_values};
+use organ_core::report::Histogram;
+use organ_core::zmeasure::{measure_values_sorted, sample_values};
 use organ_core::Gguf;
 
 /// Measures every measurable tensor of the GGUF `file`; returns how many were measured,
@@ -15,7 +17,8 @@ pub fn measure_all(file: &[u8]) -> i32 {
         let Ok(bytes) = t.data(file) else { return -1 };
         let Ok(values) = sample_values(t.name, t.ty, t.n_elements, bytes) else { return -1 };
         // The browser also takes the 48-bin display histogram.
-        std::hint::black_box(measure_values_and_histogram(values, 48));
+        let (m, sorted) = measure_values_sorted(values);
+        std::hint::black_box((m, Histogram::of_sorted(&sorted, 48)));
         n += 1;
     }
     n

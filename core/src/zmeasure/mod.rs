@@ -5,18 +5,16 @@
 //! browser read) is [`measure_tensor`]. Callers that fetch bytes themselves can ask
 //! [`SamplePlan`] which blocks the sampler needs first.
 
-pub mod html;
 mod indicators;
 mod plan;
 mod radix;
-pub mod report;
 mod sample;
 mod sum;
-pub mod view;
 
 pub use indicators::{indicators, theta, Indicators};
 pub use plan::{ByteRange, ReadPlan};
 pub use sample::{fnv1a64, sample_indices, Sampler, SplitMix64, SAMPLE_SIZE};
+pub(crate) use sum::pairwise_sum;
 
 /// Sample indices drawn and gathered at a time by [`measure_tensor`] (divides [`SAMPLE_SIZE`]).
 const GATHER_CHUNK: usize = 1000;
@@ -27,7 +25,6 @@ use crate::quant::ElementReader;
 use alloc::vec;
 use alloc::vec::Vec;
 use serde::Serialize;
-use view::Histogram;
 
 /// The measure's name in reports.
 pub const MEASURE: &str = "z1";
@@ -154,19 +151,17 @@ const BITMAP_MAX_BLOCKS: u64 = 1 << 24;
 
 /// Measures a set of values (§1 from "drop non-finite values" on, §2, §3).
 pub fn measure_values(values: Vec<f32>) -> Measurement {
-    measure_values_and_histogram(values, 0).0
+    measure_values_sorted(values).0
 }
 
-/// [`measure_values`], and the histogram of the same values in `bins` bins
-/// ([`Histogram::of`]'s; `None` for 0 bins), taken from the sorted copy the measure makes
-/// anyway: a bin is a run of sorted values, found by binary search instead of a pass over
-/// them all.
-pub fn measure_values_and_histogram(mut values: Vec<f32>, bins: usize) -> (Measurement, Option<Histogram>) {
+/// [`measure_values`], and the finite values in ascending order (`f32::total_cmp`'s): the
+/// sorted copy the measure makes anyway, handed back for callers that show the values
+/// (the report's histogram, `Histogram::of_sorted`) so they need not sort them again.
+pub fn measure_values_sorted(mut values: Vec<f32>) -> (Measurement, Vec<f32>) {
     let sampled = values.len() as u64;
     values.retain(|v| v.is_finite());
     let dropped = sampled - values.len() as u64;
     let sorted = radix::sorted_f32(&values);
-    let histogram = Histogram::of_sorted(&sorted, bins);
     let m = match indicators::indicators_sorted(&values, &sorted) {
         Some(ind) => Measurement {
             theta: theta(&ind),
@@ -179,7 +174,7 @@ pub fn measure_values_and_histogram(mut values: Vec<f32>, bins: usize) -> (Measu
         },
         None => Measurement { theta: 0.0, entropy: None, kurtosis: None, cv: None, degenerate: true, sampled, dropped },
     };
-    (m, histogram)
+    (m, sorted)
 }
 
 /// The runs of `sorted` (ascending) that share a bin, as (bin, length), lowest first.
@@ -321,9 +316,9 @@ mod compact_tests {
 
     proptest! {
         /// The browser's entry point gives the measure of [`measure_values`] and the
-        /// histogram of [`Histogram::of`], non-finite values and all.
+        /// finite values, sorted.
         #[test]
-        fn measure_and_histogram_together_as_apart(
+        fn measure_and_sorted_values_together_as_apart(
             bits in proptest::collection::vec(any::<u32>(), 0..3000),
             levels in 1u32..50,
         ) {
@@ -331,9 +326,12 @@ mod compact_tests {
                 .iter()
                 .map(|&b| if b % 97 == 0 { f32::from_bits(b) } else { (b % levels) as f32 * 0.01 - 0.2 })
                 .collect();
-            let (m, h) = measure_values_and_histogram(x.clone(), 48);
+            let (m, sorted) = measure_values_sorted(x.clone());
             prop_assert_eq!(m, measure_values(x.clone()));
-            prop_assert_eq!(h, Histogram::of(&x, 48));
+            let mut finite: Vec<f32> = x.into_iter().filter(|v| v.is_finite()).collect();
+            finite.sort_by(f32::total_cmp);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            prop_assert_eq!(bits(&sorted), bits(&finite));
         }
     }
 

@@ -9,8 +9,8 @@ use indicatif::ProgressBar;
 use organ_core::anatomy::Group;
 use organ_core::gguf::display::printable;
 use organ_core::gguf::MetaValue;
-use organ_core::zmeasure::html::human_count;
-use organ_core::zmeasure::report::{ModelReport, Report, TensorReport};
+use organ_core::report::human_count;
+use organ_core::report::{ModelReport, Report, TensorReport};
 use organ_core::zmeasure::{measure_tensor, measure_values, Measurement, ReadPlan};
 use rayon::prelude::*;
 use std::io::Write;
@@ -204,7 +204,7 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
         write_file(p, opts.force, |w| write_csv(&report, w))?;
     }
     if let Some(p) = &opts.html {
-        write_file(p, opts.force, |w| Ok(w.write_all(organ_core::zmeasure::html::render(&report).as_bytes())?))?;
+        write_file(p, opts.force, |w| Ok(w.write_all(organ_core::report::html::render(&report).as_bytes())?))?;
     }
     if let Some(p) = &opts.ranking_csv {
         write_file(p, opts.force, |w| write_ranking_csv(&report, w))?;

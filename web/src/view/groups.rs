@@ -1,7 +1,7 @@
 //! θ per tensor group (attention, feed-forward, …).
 
 use leptos::prelude::*;
-use organ_core::zmeasure::report::ModelReport;
+use organ_core::report::ModelReport;
 use std::sync::Arc;
 
 /// Each group's tensor count and θ mean, min and max.

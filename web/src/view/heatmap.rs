@@ -1,8 +1,8 @@
 //! θ by layer and group: the heatmap, colored on the report's own θ range.
 
 use leptos::prelude::*;
-use organ_core::zmeasure::report::ModelReport;
-use organ_core::zmeasure::view::{theta_color, Heatmap};
+use organ_core::report::ModelReport;
+use organ_core::report::{theta_color, Heatmap};
 use std::sync::Arc;
 
 /// One row per layer, one column per group, each cell the mean θ of its tensors, with a

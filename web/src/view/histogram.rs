@@ -1,7 +1,7 @@
 //! The histogram of one tensor's sampled values, as an SVG bar chart.
 
 use leptos::prelude::*;
-use organ_core::zmeasure::view::Histogram;
+use organ_core::report::Histogram;
 
 /// The tensor's name and θ over its histogram; a note when it has none (opened from an
 /// export, or not measurable).

@@ -2,7 +2,7 @@
 
 use crate::measure::Progress;
 use leptos::prelude::*;
-use organ_core::zmeasure::html::human_bytes;
+use organ_core::report::human_bytes;
 
 /// The progress bar of the model being measured.
 #[component]

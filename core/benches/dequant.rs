@@ -44,6 +44,7 @@ fn sample(c: &mut Criterion) {
         GgmlType::Q4_K,
         GgmlType::Q6_K,
         GgmlType::IQ2_XS,
+        GgmlType::Q2_0,
     ] {
         let data = bytes(n as usize / ty.block_size() * ty.type_size());
         g.throughput(Throughput::Elements(idx.len() as u64));

@@ -8,7 +8,7 @@
 //! Every number read from a file is untrusted: lengths, counts, offsets and shapes are
 //! checked before use (see [`limits`]) and errors carry the offset or tensor name.
 #![no_std]
-#![deny(unsafe_code)] // one exception: quant::element::prefetch, a hint that cannot fault
+#![deny(unsafe_code)] // one exception: quant::table::prefetch, a hint that cannot fault
 #![warn(missing_docs)]
 
 extern crate alloc;

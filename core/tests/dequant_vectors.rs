@@ -1,6 +1,7 @@
 //! Every dequantizable type against vectors that gguf-py 0.19.0 produced
-//! (scripts/gen-dequant-vectors.py): whole tensors, single blocks and single elements
-//! must all be bit-identical to the reference.
+//! (scripts/gen-dequant-vectors.py), or ggml's own C dequantizers for the types gguf-py
+//! does not know (Q1_0, Q2_0: scripts/gen-ggml-dequant-vectors.sh): whole tensors, single
+//! blocks and single elements must all be bit-identical to the reference.
 
 use organ_core::quant::{dequantize, dequantize_block, ElementReader, MAX_BLOCK_SIZE};
 use organ_core::{Error, GgmlType};
@@ -32,7 +33,7 @@ fn every_dequantizable_type_has_vectors_and_matches_bit_for_bit() {
         assert_eq!(first_mismatch(&got, &want), None, "{ty}: (index, ours, gguf-py)");
         checked += 1;
     }
-    assert_eq!(checked, 31, "the issue lists 31 dequantizable types");
+    assert_eq!(checked, 33, "the 31 types gguf-py dequantizes, and Q1_0, Q2_0");
 }
 
 #[test]
@@ -67,7 +68,7 @@ fn single_elements_match_the_reference_in_any_order() {
 
 #[test]
 fn types_without_a_reference_are_refused_by_name() {
-    for ty in [GgmlType::Q8_1, GgmlType::Q8_K, GgmlType::Q1_0] {
+    for ty in [GgmlType::Q8_1, GgmlType::Q8_K] {
         let bytes = vec![0u8; ty.type_size()];
         match dequantize(ty, &bytes) {
             Err(Error::NotDequantizable { ty: name }) => assert_eq!(name, ty.name()),

@@ -2,9 +2,9 @@
 //! function ports gguf-py 0.19.0's `dequantize_blocks` of the same name (ggml's
 //! `dequantize_row_*`), keeping its f32 operation order: `db * grid * sign`.
 
+use super::codebook4::KVALUES_IQ4NL;
 use super::float::{f16_le, f16_to_f32};
 use super::iq_grids::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
-use super::legacy::KVALUES_IQ4NL;
 
 /// `ksigns_iq2xs`: the low 7 bits, and bit 7 set so that the byte has even parity.
 const KSIGNS: [u8; 128] = {

@@ -1,13 +1,9 @@
-//! The 32-element formats: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, and NVFP4 (64).
-//! Each function ports the `dequantize_blocks` of gguf-py 0.19.0's class of the same name
-//! (`dequantize_row_*` in ggml-quants.c), keeping its f32 operation order.
+//! The 32-element formats with a linear scale: Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0. The block
+//! kernels port the `dequantize_blocks` of gguf-py 0.19.0's class of the same name
+//! (`dequantize_row_*` in ggml-quants.c), keeping its f32 operation order; [`at`] decodes
+//! one element with the same expressions; [`encode`] ports gguf-py's `quantize_blocks`.
 
-use super::float::{e8m0_to_f32_half, f16_le, ue4m3_to_f32_half};
-
-/// `kvalues_iq4nl` in ggml.
-pub(crate) const KVALUES_IQ4NL: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
-/// e2m1 values, doubled (`kvalues_mxfp4`).
-pub(crate) const KVALUES_MXFP4: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+use super::float::f16_le;
 
 #[inline]
 fn f16_at(b: &[u8], i: usize) -> f32 {
@@ -70,34 +66,147 @@ pub fn q8_0(b: &[u8; 34], y: &mut [f32; 32]) {
     }
 }
 
-/// IQ4_NL: `d * kvalues[q]`.
-pub fn iq4_nl(b: &[u8; 18], y: &mut [f32; 32]) {
-    let d = f16_at(b, 0);
-    for j in 0..16 {
-        let q = b[2 + j];
-        y[j] = d * f32::from(KVALUES_IQ4NL[usize::from(q & 0xF)]);
-        y[j + 16] = d * f32::from(KVALUES_IQ4NL[usize::from(q >> 4)]);
+/// Single elements: element `j` (0..32) of block `b`, as the block kernels give it.
+pub mod at {
+    use super::super::float::f16_le;
+
+    #[inline(always)]
+    fn d16(b: &[u8], i: usize) -> f32 {
+        f16_le([b[i], b[i + 1]])
+    }
+
+    /// The nibble of element `j` in a 32-element block whose 16 quant bytes start at `at`.
+    #[inline(always)]
+    fn nib(b: &[u8], at: usize, j: usize) -> u8 {
+        (b[at + j % 16] >> (4 * (j / 16))) & 0xF
+    }
+
+    #[inline(always)]
+    fn bit5(qh: u32, j: usize) -> u8 {
+        (((qh >> j) & 1) as u8) << 4
+    }
+
+    #[inline(always)]
+    pub fn q4_0(b: &[u8], j: usize) -> f32 {
+        d16(b, 0) * f32::from(nib(b, 2, j) as i8 - 8)
+    }
+    #[inline(always)]
+    pub fn q4_1(b: &[u8], j: usize) -> f32 {
+        d16(b, 0) * f32::from(nib(b, 4, j)) + d16(b, 2)
+    }
+    #[inline(always)]
+    pub fn q5_0(b: &[u8], j: usize) -> f32 {
+        let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+        d16(b, 0) * f32::from((nib(b, 6, j) | bit5(qh, j)) as i8 - 16)
+    }
+    #[inline(always)]
+    pub fn q5_1(b: &[u8], j: usize) -> f32 {
+        let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+        d16(b, 0) * f32::from(nib(b, 8, j) | bit5(qh, j)) + d16(b, 2)
+    }
+    #[inline(always)]
+    pub fn q8_0(b: &[u8], j: usize) -> f32 {
+        f32::from(b[2 + j] as i8) * d16(b, 0)
     }
 }
 
-/// MXFP4: e8m0 scale (halved) times doubled e2m1 values.
-pub fn mxfp4(b: &[u8; 17], y: &mut [f32; 32]) {
-    let d = e8m0_to_f32_half(b[0]);
-    for j in 0..16 {
-        let q = b[1 + j];
-        y[j] = d * f32::from(KVALUES_MXFP4[usize::from(q & 0xF)]);
-        y[j + 16] = d * f32::from(KVALUES_MXFP4[usize::from(q >> 4)]);
-    }
-}
+/// The quantizers gguf-py 0.19.0 has for these types, bit-identical to its
+/// `quantize_blocks`: one block of 32 values in, its bytes appended to `out`.
+pub mod encode {
+    use super::super::float::f32_to_f16;
+    use alloc::vec::Vec;
 
-/// NVFP4: four ue4m3 scales (halved), each over 16 doubled e2m1 values.
-pub fn nvfp4(b: &[u8; 36], y: &mut [f32; 64]) {
-    for s in 0..4 {
-        let d = ue4m3_to_f32_half(b[s]);
-        for j in 0..8 {
-            let q = b[4 + s * 8 + j];
-            y[s * 16 + j] = d * f32::from(KVALUES_MXFP4[usize::from(q & 0xF)]);
-            y[s * 16 + 8 + j] = d * f32::from(KVALUES_MXFP4[usize::from(q >> 4)]);
+    /// numpy's `np_roundf` in gguf-py: round half away from zero, in f32.
+    fn roundf(n: f32) -> f32 {
+        let a = n.abs();
+        let floored = libm::floorf(a);
+        let b = floored + libm::floorf(2.0 * (a - floored));
+        if n > 0.0 {
+            b
+        } else if n < 0.0 {
+            -b
+        } else {
+            0.0 * b
         }
+    }
+
+    /// `1 / d`, or 0 where `d` is 0 (gguf-py: `np.where(d == 0, 0, 1 / d)`).
+    fn inv(d: f32) -> f32 {
+        if d == 0.0 {
+            0.0
+        } else {
+            1.0 / d
+        }
+    }
+
+    /// `np.trunc(v).astype(np.uint8).clip(0, hi)` for the finite, non-negative `v` these
+    /// quantizers produce.
+    fn trunc_u8(v: f32, hi: u8) -> u8 {
+        (libm::truncf(v) as u8).min(hi)
+    }
+
+    /// The value of largest magnitude, the first one on ties (`argmax(abs(x))`).
+    fn signed_absmax(x: &[f32]) -> f32 {
+        let mut best = x[0];
+        for &v in &x[1..] {
+            if v.abs() > best.abs() {
+                best = v;
+            }
+        }
+        best
+    }
+
+    fn min_max(x: &[f32]) -> (f32, f32) {
+        x.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &v| (lo.min(v), hi.max(v)))
+    }
+
+    pub fn q8_0(x: &[f32], out: &mut Vec<u8>) {
+        let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let d = amax / 127.0;
+        let id = inv(d);
+        out.extend_from_slice(&f32_to_f16(d).to_le_bytes());
+        out.extend(x.iter().map(|&v| roundf(v * id) as i8 as u8));
+    }
+
+    pub fn q4_0(x: &[f32], out: &mut Vec<u8>) {
+        let d = signed_absmax(x) / -8.0;
+        let id = inv(d);
+        let q: Vec<u8> = x.iter().map(|&v| trunc_u8(v * id + 8.5, 15)).collect();
+        out.extend_from_slice(&f32_to_f16(d).to_le_bytes());
+        out.extend((0..16).map(|j| q[j] | (q[j + 16] << 4)));
+    }
+
+    pub fn q4_1(x: &[f32], out: &mut Vec<u8>) {
+        let (min, max) = min_max(x);
+        let d = (max - min) / 15.0;
+        let id = inv(d);
+        let q: Vec<u8> = x.iter().map(|&v| trunc_u8((v - min) * id + 0.5, 15)).collect();
+        out.extend_from_slice(&f32_to_f16(d).to_le_bytes());
+        out.extend_from_slice(&f32_to_f16(min).to_le_bytes());
+        out.extend((0..16).map(|j| q[j] | (q[j + 16] << 4)));
+    }
+
+    fn pack5(q: &[u8], out: &mut Vec<u8>) {
+        let qh = q.iter().enumerate().fold(0u32, |h, (j, &v)| h | (u32::from(v >> 4) << j));
+        out.extend_from_slice(&qh.to_le_bytes());
+        out.extend((0..16).map(|j| (q[j] & 0x0F) | (q[j + 16] << 4)));
+    }
+
+    pub fn q5_0(x: &[f32], out: &mut Vec<u8>) {
+        let d = signed_absmax(x) / -16.0;
+        let id = inv(d);
+        let q: Vec<u8> = x.iter().map(|&v| trunc_u8(v * id + 16.5, 31)).collect();
+        out.extend_from_slice(&f32_to_f16(d).to_le_bytes());
+        pack5(&q, out);
+    }
+
+    pub fn q5_1(x: &[f32], out: &mut Vec<u8>) {
+        let (min, max) = min_max(x);
+        let d = (max - min) / 31.0;
+        let id = inv(d);
+        let q: Vec<u8> = x.iter().map(|&v| trunc_u8((v - min) * id + 0.5, 31)).collect();
+        out.extend_from_slice(&f32_to_f16(d).to_le_bytes());
+        out.extend_from_slice(&f32_to_f16(min).to_le_bytes());
+        pack5(&q, out);
     }
 }

@@ -242,48 +242,16 @@ fn sample_values_by(name: &str, ty: GgmlType, n_elements: u64, data: &[u8], whol
 /// type's whole-tensor dequantizer is fast. The values are the same either way (both
 /// decoders are checked against gguf-py); only the time differs.
 ///
-/// Costs in picoseconds from `cargo bench -p organ-core --bench dequant` on the 2-core
-/// x86-64 machine of the README (group `dequantize`, per element of a 1 Mi-element
-/// tensor; and drawing plus decoding 100 000 single samples from it), rounded.
+/// The costs are the quant table's (`quant::table`), measured by the dequant bench.
 fn whole_is_cheaper(ty: GgmlType, n_elements: u64) -> bool {
-    use GgmlType as T;
     /// Picking a sample out of the dequantized tensor.
     const PICK_PS: u64 = 1_500;
     /// At most a 32 MiB f32 copy of a tensor.
     const MAX_ELEMENTS: u64 = 1 << 23;
-    // (whole-tensor dequantization per element, single-element decoding per sample)
-    let (whole_ps, single_ps): (u64, u64) = match ty {
-        T::F32 => (250, 2_900),
-        T::F16 => (3_400, 4_300),
-        T::BF16 => (1_800, 2_900),
-        T::F64 => (3_900, 15_500),
-        T::I8 | T::I16 | T::I32 => (2_400, 6_600),
-        T::I64 => (3_700, 15_600),
-        T::Q4_0 => (200, 5_700),
-        T::Q4_1 => (230, 8_100),
-        T::Q5_0 => (540, 6_400),
-        T::Q5_1 => (540, 8_800),
-        T::Q8_0 => (180, 5_400),
-        T::Q2_K => (1_100, 11_300),
-        T::Q3_K => (1_900, 9_100),
-        T::Q4_K => (200, 14_200),
-        T::Q5_K => (270, 14_100),
-        T::Q6_K => (2_500, 8_400),
-        T::IQ4_NL => (460, 5_800),
-        T::IQ4_XS => (410, 8_600),
-        T::IQ3_XXS => (540, 15_300),
-        T::IQ3_S => (2_300, 11_700),
-        T::IQ2_XXS => (650, 16_000),
-        T::IQ2_XS => (830, 12_400),
-        T::IQ2_S => (800, 11_900),
-        T::IQ1_S => (700, 7_900),
-        T::IQ1_M => (600, 13_500),
-        T::TQ1_0 => (340, 8_600),
-        T::TQ2_0 => (1_280, 6_300),
-        T::MXFP4 => (1_030, 6_500),
-        T::NVFP4 => (490, 5_400),
-        _ => return false,
+    let Some(k) = crate::quant::table::kernels(ty) else {
+        return false;
     };
+    let (whole_ps, single_ps) = (k.cost.whole_ps, k.cost.single_ps);
     let s = SAMPLE_SIZE as u64;
     n_elements <= MAX_ELEMENTS && n_elements * whole_ps + s * PICK_PS < s * single_ps
 }

@@ -4,8 +4,7 @@
 //! blocks are ggml's to the bit (vectors from ggml's own code: scripts/gen-kquant-vectors.sh).
 //! gguf-py 0.19.0 has no quantizer for these types.
 
-use super::float::f16_to_f32;
-use super::quantize::f32_to_f16;
+use super::super::float::{f16_to_f32, f32_to_f16};
 use alloc::vec::Vec;
 
 /// ggml's `GROUP_MAX_EPS`: a group whose largest magnitude is below it is all zero.
@@ -233,7 +232,7 @@ fn k4_head(x: &[f32], nmax: i32, rmin: f32, nstep: i32, out: &mut Vec<u8>) -> [u
 }
 
 /// One Q4_K super-block: d, dmin, scales[12], qs[128].
-pub(super) fn q4_k(x: &[f32], out: &mut Vec<u8>) {
+pub fn q4_k(x: &[f32], out: &mut Vec<u8>) {
     let levels = k4_head(x, 15, -1.0, 20, out);
     for j in (0..256).step_by(64) {
         out.extend((0..32).map(|l| levels[j + l] | (levels[j + l + 32] << 4)));
@@ -241,7 +240,7 @@ pub(super) fn q4_k(x: &[f32], out: &mut Vec<u8>) {
 }
 
 /// One Q5_K super-block: d, dmin, scales[12], qh[32], qs[128].
-pub(super) fn q5_k(x: &[f32], out: &mut Vec<u8>) {
+pub fn q5_k(x: &[f32], out: &mut Vec<u8>) {
     let levels = k4_head(x, 31, -0.5, 15, out);
     let mut qh = [0u8; 32];
     let mut ql = [0u8; 128];
@@ -257,7 +256,7 @@ pub(super) fn q5_k(x: &[f32], out: &mut Vec<u8>) {
 }
 
 /// One Q6_K super-block: ql[128], qh[64], scales[16] (i8), d.
-pub(super) fn q6_k(x: &[f32], out: &mut Vec<u8>) {
+pub fn q6_k(x: &[f32], out: &mut Vec<u8>) {
     let mut levels = [0i8; 256];
     let mut scales = [0f32; 16];
     let (mut max_scale, mut max_abs_scale) = (0f32, 0f32);

@@ -20,7 +20,7 @@ pub enum Status {
     Measured,
     /// Too few distinct finite values: θ = 0.
     Degenerate,
-    /// A type without a reference dequantizer (Q8_1, Q8_K, Q1_0): no θ.
+    /// A type without a reference dequantizer (Q8_1, Q8_K): no θ.
     NotMeasurable,
 }
 

@@ -1,9 +1,7 @@
 //! End-to-end on the real model (SmolLM2-135M-Instruct Q4_1, 272 tensors), against the
 //! reference reader gguf-py 0.19.0 and the reference Z-measure `tests/oracle/zref.py`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use organ_core::gguf::writer::plan_like;
 use organ_core::gguf::MetaValue;
 use organ_core::{Error, Gguf};

@@ -1,8 +1,6 @@
 //! Fleets (`organ measure DIR`) and atomic outputs under SIGKILL.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;

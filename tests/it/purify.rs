@@ -1,9 +1,7 @@
 //! organ purify on the real model: both methods judged by llama.cpp, the θ before/after
 //! table and perplexities printed; refusals by name; --only-if-improves.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use organ_core::gguf::MetaValue;
 use organ_core::Gguf;
 use serde_json::Value;

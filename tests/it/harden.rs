@@ -3,9 +3,7 @@
 //! files used unchecked, a descriptor per tensor, temp entries of killed runs, raw names
 //! on the terminal, out-of-range purify values, and shards of different split sets.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use organ_core::gguf::writer::{plan, TensorSpec};
 use organ_core::gguf::MetaValue;
 use organ_core::GgmlType;

@@ -53,10 +53,13 @@ pub fn ok(mut c: Command) -> Output {
     out
 }
 
-/// A path in this test process's scratch directory, `$TMPDIR/organ-test-PID`. The first
-/// call also removes the scratch directories of test processes that have ended (their
-/// PID is gone from /proc), so runs do not pile up gigabytes of models.
+/// A path in this test process's scratch directory, `$TMPDIR/organ-test-PID/MODULE`, where
+/// MODULE is the file of the caller (`api`, `surgery`…), so modules never share a name.
+/// The first call also removes the scratch directories of test processes that have ended
+/// (their PID is gone from /proc), so runs do not pile up gigabytes of models.
+#[track_caller]
 pub fn tmp(name: &str) -> PathBuf {
+    let module = Path::new(std::panic::Location::caller().file()).file_stem().unwrap().to_owned();
     static SWEEP: std::sync::Once = std::sync::Once::new();
     SWEEP.call_once(|| {
         let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
@@ -69,12 +72,13 @@ pub fn tmp(name: &str) -> PathBuf {
             }
         }
     });
-    let d = std::env::temp_dir().join(format!("organ-test-{}", std::process::id()));
+    let d = std::env::temp_dir().join(format!("organ-test-{}", std::process::id())).join(module);
     std::fs::create_dir_all(&d).unwrap();
     d.join(name)
 }
 
 /// Runs an oracle script with the gguf-py venv: `script ARGS... OUT`, and parses OUT.
+#[track_caller]
 pub fn oracle_json(script: &Path, args: &[&std::ffi::OsStr], out_name: &str) -> serde_json::Value {
     let out = tmp(out_name);
     let mut c = Command::new(oracle_python());

@@ -1,9 +1,7 @@
 //! Split GGUF models (`NAME-0000i-of-0000N.gguf`): written by organ, read as one model
 //! from any shard, accepted by llama-gguf-split --merge.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

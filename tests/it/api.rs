@@ -3,8 +3,7 @@
 //! 200 concurrent inspects with 4 concurrent measure jobs, and cancellation without
 //! partial output.
 
-mod common;
-use common::{ok, organ, smollm2, tmp};
+use crate::common::{ok, organ, smollm2, tmp};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -1,5 +1,6 @@
-//! Shared helpers of the end-to-end tests: where the real model and the gguf-py oracle
-//! are, and running the `organ` binary.
+//! Shared helpers of the end-to-end tests: what a test needs beyond the repository
+//! ([`need`]), where the real model and the gguf-py oracle are, and running the `organ`
+//! binary.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -16,31 +17,117 @@ fn cache() -> PathBuf {
 }
 
 /// SmolLM2-135M-Instruct Q4_1, fetched by scripts/fetch-model.sh (scripts/test.sh runs it).
+/// Panics when it is missing: a test calls [`need::smollm2`] first.
 pub fn smollm2() -> PathBuf {
-    let p = std::env::var_os("ORGAN_MODEL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| cache().join("models/SmolLM2-135M-Instruct.Q4_1.gguf"));
-    assert!(p.exists(), "{} is missing: run scripts/fetch-model.sh (scripts/test.sh does)", p.display());
+    let p = smollm2_path();
+    assert!(p.exists(), "{} is missing: guard the test with need::smollm2() (scripts/test.sh fetches it)", p.display());
     p
 }
 
 /// The python of the gguf-py 0.19.0 venv made by scripts/setup-oracle.sh.
 pub fn oracle_python() -> PathBuf {
-    let p = std::env::var_os("ORGAN_ORACLE_PY")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| cache().join("venv-gguf-0.19.0/bin/python"));
-    assert!(p.exists(), "{} is missing: run scripts/setup-oracle.sh (scripts/test.sh does)", p.display());
+    let p = oracle_path();
+    assert!(p.exists(), "{} is missing: guard the test with need::oracle() (scripts/test.sh sets it up)", p.display());
     p
 }
 
 /// The llama.cpp tools built by scripts/build-llama.sh (scripts/test.sh runs it).
 pub fn llama_tool(tool: &str) -> Command {
-    let dir = std::env::var_os("ORGAN_LLAMA_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| cache().join("llama.cpp-11434.0.0/bin"));
-    let p = dir.join(tool);
-    assert!(p.exists(), "{} is missing: run scripts/build-llama.sh (scripts/test.sh does)", p.display());
+    let p = llama_dir().join(tool);
+    assert!(p.exists(), "{} is missing: guard the test with need::llama() (scripts/test.sh builds it)", p.display());
     Command::new(p)
+}
+
+fn smollm2_path() -> PathBuf {
+    std::env::var_os("ORGAN_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache().join("models/SmolLM2-135M-Instruct.Q4_1.gguf"))
+}
+
+fn oracle_path() -> PathBuf {
+    std::env::var_os("ORGAN_ORACLE_PY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache().join("venv-gguf-0.19.0/bin/python"))
+}
+
+/// The llama.cpp tools the tests run.
+const LLAMA_TOOLS: [&str; 4] = ["llama-completion", "llama-perplexity", "llama-quantize", "llama-gguf-split"];
+
+fn llama_dir() -> PathBuf {
+    std::env::var_os("ORGAN_LLAMA_BIN").map(PathBuf::from).unwrap_or_else(|| cache().join("llama.cpp-11434.0.0/bin"))
+}
+
+/// Guards for what a test needs beyond the repository, which `scripts/test.sh` installs:
+/// the model, the gguf-py oracle, llama.cpp's tools. Each call checks its prerequisites;
+/// when one is missing it prints one line to the terminal (past the test harness's
+/// capture), `skipped: TEST needs WHAT: run scripts/test.sh`, and returns `None`, so the
+/// test returns and passes. Under `CI=true` a missing prerequisite panics instead: CI has
+/// run the installers, so a missing one is a failure, never a silent skip.
+///
+/// ```ignore
+/// let Some(model) = need::smollm2() else { return };
+/// let Some(model) = need::smollm2_and_llama() else { return };
+/// ```
+pub mod need {
+    use std::io::Write;
+    use std::path::PathBuf;
+
+    /// SmolLM2's path, if it is there.
+    pub fn smollm2() -> Option<PathBuf> {
+        check(&[Prereq::Model]).then(super::smollm2_path)
+    }
+
+    /// SmolLM2's path, if it and the gguf-py oracle are there.
+    pub fn smollm2_and_oracle() -> Option<PathBuf> {
+        check(&[Prereq::Model, Prereq::Oracle]).then(super::smollm2_path)
+    }
+
+    /// SmolLM2's path, if it and llama.cpp's tools are there.
+    pub fn smollm2_and_llama() -> Option<PathBuf> {
+        check(&[Prereq::Model, Prereq::Llama]).then(super::smollm2_path)
+    }
+
+    #[derive(Clone, Copy)]
+    enum Prereq {
+        Model,
+        Oracle,
+        Llama,
+    }
+
+    impl Prereq {
+        fn missing(self) -> Option<String> {
+            let (what, paths) = match self {
+                Prereq::Model => ("the model", vec![super::smollm2_path()]),
+                Prereq::Oracle => ("the gguf-py oracle", vec![super::oracle_path()]),
+                Prereq::Llama => ("llama.cpp", super::LLAMA_TOOLS.iter().map(|t| super::llama_dir().join(t)).collect()),
+            };
+            let p = paths.into_iter().find(|p| !p.exists())?;
+            Some(format!("{what} ({})", p.display()))
+        }
+    }
+
+    /// True when every prerequisite is there; otherwise one skip line (or a panic in CI).
+    fn check(what: &[Prereq]) -> bool {
+        let missing: Vec<String> = what.iter().filter_map(|p| p.missing()).collect();
+        if missing.is_empty() {
+            return true;
+        }
+        let thread = std::thread::current();
+        let test = thread.name().unwrap_or("a test");
+        let line = format!("skipped: {test} needs {}: run scripts/test.sh", missing.join(" and "));
+        if in_ci() {
+            panic!("{line} (CI=true: a missing prerequisite fails)");
+        }
+        // Straight to the terminal: print!/eprint! would be captured, and a passing test's
+        // capture is thrown away.
+        let _ = writeln!(std::io::stderr().lock(), "{line}");
+        false
+    }
+
+    /// `CI` set to anything but empty, `0` or `false`, as CI services set it.
+    fn in_ci() -> bool {
+        std::env::var("CI").is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"))
+    }
 }
 
 pub fn organ() -> Command {

@@ -6,7 +6,7 @@ use crate::common::*;
 
 #[test]
 fn assembled_model_generates_the_same_tokens_as_the_original() {
-    let model = smollm2();
+    let Some(model) = need::smollm2_and_llama() else { return };
     let dir = tmp("llama-rt.organs");
     let mut c = organ();
     c.arg("dissect").arg(&model).arg("--out").arg(&dir);
@@ -29,7 +29,7 @@ fn assembled_model_generates_the_same_tokens_as_the_original() {
 
 #[test]
 fn q8_0_organs_grafted_into_q4_1_land_between_the_parents() {
-    let model = smollm2();
+    let Some(model) = need::smollm2_and_llama() else { return };
     let donor = tmp("donor-q8_0.gguf");
     let mut q = llama_tool("llama-quantize");
     q.arg("--allow-requantize").arg(&model).arg(&donor).arg("Q8_0");

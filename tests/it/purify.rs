@@ -8,7 +8,7 @@ use serde_json::Value;
 
 #[test]
 fn both_methods_on_smollm2_organs_load_generate_and_report() {
-    let model = smollm2();
+    let Some(model) = need::smollm2_and_llama() else { return };
     let p_orig = llama_perplexity(&model);
     println!("original: perplexity {p_orig:.4}");
     for (method, extra) in [("fractal", ["--strength", "0.5"]), ("spectral", ["--keep", "0.95"])] {
@@ -39,6 +39,9 @@ fn both_methods_on_smollm2_organs_load_generate_and_report() {
 
 #[test]
 fn only_if_improves_keeps_every_tensor_whose_theta_would_fall() {
+    if need::smollm2().is_none() {
+        return;
+    }
     let out = tmp("improves.gguf");
     let json = tmp("improves.json");
     let mut c = organ();
@@ -74,6 +77,9 @@ fn llama_quantized(ty: &str, pure: bool) -> std::path::PathBuf {
 
 #[test]
 fn k_quant_organs_go_back_into_q4_k_and_q6_k_and_load_in_llama_cpp() {
+    if need::smollm2_and_llama().is_none() {
+        return;
+    }
     // Q4_K_M, made by llama.cpp: its FFN tensors are Q4_K and Q6_K (a few legacy types
     // where a row is not whole 256-blocks).
     let q4k = llama_quantized("Q4_K_M", false);
@@ -106,6 +112,9 @@ fn k_quant_organs_go_back_into_q4_k_and_q6_k_and_load_in_llama_cpp() {
 
 #[test]
 fn types_organ_cannot_requantize_are_refused_by_name_unless_written_as_f16() {
+    if need::smollm2_and_llama().is_none() {
+        return;
+    }
     // Q3_K_S --pure, made by llama.cpp: ffn_down is Q3_K, which organ cannot quantize
     // (rows of 576 are not whole 256-blocks, so ffn_up/gate fall back to Q4_0).
     let q3k = llama_quantized("Q3_K_S", true);
@@ -131,6 +140,9 @@ fn types_organ_cannot_requantize_are_refused_by_name_unless_written_as_f16() {
 
 #[test]
 fn an_organ_directory_purifies_to_the_same_tensors_as_its_gguf() {
+    if need::smollm2().is_none() {
+        return;
+    }
     let dir = tmp("smol.organs");
     let mut c = organ();
     c.arg("dissect").arg(smollm2()).arg("--out").arg(&dir);

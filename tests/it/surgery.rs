@@ -38,7 +38,7 @@ fn no_temp_left(out: &Path) {
 
 #[test]
 fn dissect_then_assemble_is_byte_identical() {
-    let model = smollm2();
+    let Some(model) = need::smollm2() else { return };
     let dir = dissect(&model, "rt.organs", &[]);
     let m = manifest(&dir);
     assert_eq!(m["format"], "organ-dir/1");
@@ -67,7 +67,7 @@ fn dissect_then_assemble_is_byte_identical() {
 
 #[test]
 fn dissect_measure_records_the_same_theta_as_measure() {
-    let model = smollm2();
+    let Some(model) = need::smollm2() else { return };
     let dir = dissect(&model, "theta.organs", &["--measure"]);
     let json = tmp("theta.json");
     let mut c = organ();
@@ -84,7 +84,7 @@ fn dissect_measure_records_the_same_theta_as_measure() {
 
 #[test]
 fn graft_dry_run_prints_the_plan_and_writes_nothing() {
-    let model = smollm2();
+    let Some(model) = need::smollm2() else { return };
     let out = tmp("dry.gguf");
     let mut c = organ();
     c.args(["graft", "--layers", "5-6", "--type", "organ", "--dry-run"])
@@ -116,7 +116,7 @@ fn incompatible_donor() -> PathBuf {
 
 #[test]
 fn graft_with_mismatched_shapes_is_refused_with_every_offender_and_no_output() {
-    let model = smollm2();
+    let Some(model) = need::smollm2() else { return };
     let donor = incompatible_donor();
     let out = tmp("refused.gguf");
     let mut c = organ();
@@ -138,7 +138,7 @@ fn graft_with_mismatched_shapes_is_refused_with_every_offender_and_no_output() {
 
 #[test]
 fn grafts_through_organ_directories_equal_the_gguf_graft() {
-    let model = smollm2();
+    let Some(model) = need::smollm2() else { return };
     // A donor with other bytes: requantization is llama.cpp's job (tests/llama.rs); here a
     // dissected copy whose layer-3 organs are replaced by layer-4's is enough.
     let donor_dir = dissect(&model, "donor.organs", &[]);
@@ -189,7 +189,7 @@ fn copy_dir(src: &Path, name: &str) -> PathBuf {
 
 #[test]
 fn hostile_organ_directories_are_refused() {
-    let model = smollm2();
+    let Some(model) = need::smollm2() else { return };
     let base = dissect(&model, "base.organs", &[]);
     let assemble = |dir: &Path, out: &str| {
         let out = tmp(out);

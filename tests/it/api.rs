@@ -3,7 +3,7 @@
 //! 200 concurrent inspects with 4 concurrent measure jobs, and cancellation without
 //! partial output.
 
-use crate::common::{need, ok, organ, smollm2, tmp};
+use crate::common::{need, ok, organ, smollm2, tmp, SMOLLM2_TENSORS};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -153,7 +153,7 @@ fn every_endpoint_on_smollm2() {
 
     // measure equals organ measure --json, exactly.
     let end = run_job(&s, "/api/measure", json!({ "paths": ["smol.gguf"] }));
-    assert_eq!(end["progress"], json!([272, 272]));
+    assert_eq!(end["progress"], json!([SMOLLM2_TENSORS, SMOLLM2_TENSORS]));
     let cli_json = tmp("api-cli-measure.json");
     ok({
         let mut c = organ();
@@ -188,7 +188,7 @@ fn every_endpoint_on_smollm2() {
     for out in [g["outputs"][0].as_str().unwrap(), p["outputs"][0].as_str().unwrap()] {
         let (st, j) = get(&s, &format!("/api/inspect?path={out}"));
         assert_eq!(st, 200, "{out}: {j}");
-        assert_eq!(j["tensors"].as_array().map(Vec::len), Some(272));
+        assert_eq!(j["tensors"].as_array().map(Vec::len), Some(SMOLLM2_TENSORS));
     }
     let (st, job) = get(&s, &format!("/api/jobs/{}", g["id"].as_str().unwrap()));
     assert_eq!((st, job["state"].as_str()), (200, Some("done")));
@@ -344,7 +344,7 @@ fn two_hundred_inspects_and_four_measure_jobs_at_once() {
         })
         .collect();
     for h in handles {
-        assert_eq!(h.join().unwrap(), (200, Some(272)));
+        assert_eq!(h.join().unwrap(), (200, Some(SMOLLM2_TENSORS)));
     }
     eprintln!("200 concurrent inspects in {:.2} s", t0.elapsed().as_secs_f64());
     let reports: Vec<Value> = jobs.iter().map(|id| follow(&s, id)).collect();
@@ -575,7 +575,7 @@ fn fifo_inspects_do_not_starve_the_server() {
     let t0 = Instant::now();
     let r = quick.get(&format!("{}/api/inspect?path=smol.gguf", s.base)).call();
     let ok = r.ok().and_then(|r| r.into_json::<Value>().ok()).and_then(|v| v["tensors"].as_array().map(Vec::len));
-    assert_eq!(ok, Some(272), "an inspect of a real model answers while 520 FIFO inspects are pending");
+    assert_eq!(ok, Some(SMOLLM2_TENSORS), "an inspect of a real model answers while 520 FIFO inspects are pending");
     assert!(t0.elapsed() < Duration::from_secs(10));
     assert_eq!(quick.get(&format!("{}/api/models", s.base)).call().map(|r| r.status()).ok(), Some(200));
     let mut refused = 0;
@@ -828,5 +828,5 @@ fn an_inspect_over_the_output_cap_is_refused_not_cut() {
     // Under the cap, the whole JSON comes back.
     let big = start(&root, &[]);
     let (st, v) = get(&big, "/api/inspect?path=smol.gguf");
-    assert_eq!((st, v["tensors"].as_array().map(Vec::len)), (200, Some(272)));
+    assert_eq!((st, v["tensors"].as_array().map(Vec::len)), (200, Some(SMOLLM2_TENSORS)));
 }

@@ -16,6 +16,13 @@ fn cache() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/organ"))
 }
 
+/// SmolLM2-135M-Instruct Q4_1's tensor count: what every whole-model check counts.
+pub const SMOLLM2_TENSORS: usize = 272;
+/// SmolLM2's organ tensors (ffn_up, ffn_gate, ffn_down) in layers 5-20: 16 × 3.
+pub const SMOLLM2_ORGANS_5_20: usize = 48;
+/// SmolLM2-135M-Instruct Q4_1's sha256, as scripts/fetch-model.sh checks it.
+pub const SMOLLM2_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
+
 /// SmolLM2-135M-Instruct Q4_1, fetched by scripts/fetch-model.sh (scripts/test.sh runs it).
 /// Panics when it is missing: a test calls [`need::smollm2`] first.
 pub fn smollm2() -> PathBuf {

@@ -19,7 +19,7 @@ fn both_methods_on_smollm2_organs_load_generate_and_report() {
         c.arg("--out").arg(&out).arg("--json").arg(&json);
         let table = String::from_utf8(ok(c).stdout).unwrap();
         println!("{table}");
-        assert!(table.contains("48 of 48 selected tensors purified"), "{table}");
+        assert!(table.contains(&format!("{n} of {n} selected tensors purified", n = SMOLLM2_ORGANS_5_20)), "{table}");
         let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         for r in report["tensors"].as_array().unwrap() {
             assert_eq!(r["status"], "purified");
@@ -29,41 +29,50 @@ fn both_methods_on_smollm2_organs_load_generate_and_report() {
         let bytes = std::fs::read(&out).unwrap();
         let g = Gguf::parse(&bytes, bytes.len() as u64).unwrap();
         assert_eq!(g.get("organ.purify.method").and_then(|v| v.as_str()), Some(method));
-        assert!(matches!(g.get("organ.purify.tensors"), Some(MetaValue::Array(a)) if a.len == 48));
+        assert!(matches!(g.get("organ.purify.tensors"), Some(MetaValue::Array(a)) if a.len == SMOLLM2_ORGANS_5_20 as u64));
         let text = llama_generate(&out, 24);
         let p = llama_perplexity(&out);
         println!("{method}: generates {text:?}; perplexity {p:.4} (original {p_orig:.4})");
-        assert!(p.is_finite() && p > 1.0);
+        // Denoising costs perplexity on this model (22.5 -> 29.8 fractal, 45.0 spectral), but
+        // a broken requantization lands in the hundreds or thousands.
+        assert!(p.is_finite() && p < 2.5 * p_orig, "{method}: perplexity {p} against the parent's {p_orig}");
     }
 }
 
 #[test]
 fn only_if_improves_keeps_every_tensor_whose_theta_would_fall() {
-    if need::smollm2().is_none() {
-        return;
-    }
+    let Some(model) = need::smollm2() else { return };
     let out = tmp("improves.gguf");
     let json = tmp("improves.json");
     let mut c = organ();
-    c.arg("purify").arg(smollm2()).args([
-        "--method",
-        "spectral",
-        "--keep",
-        "0.99",
-        "--layers",
-        "0-3",
-        "--only-if-improves",
-    ]);
+    c.arg("purify").arg(&model).args(["--method", "spectral", "--keep", "0.99", "--layers", "0-3", "--only-if-improves"]);
     c.arg("--out").arg(&out).arg("--json").arg(&json);
     ok(c);
     let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let (src, dst) = (std::fs::read(&model).unwrap(), std::fs::read(&out).unwrap());
+    let (gs, gd) = (Gguf::parse(&src, src.len() as u64).unwrap(), Gguf::parse(&dst, dst.len() as u64).unwrap());
+    let (mut purified, mut kept) = (0, 0);
     for r in report["tensors"].as_array().unwrap() {
         let (b, a) = (r["theta_before"].as_f64(), r["theta_after"].as_f64());
+        let name = r["name"].as_str().unwrap();
+        let same = gs.tensor(name).unwrap().data(&src).unwrap() == gd.tensor(name).unwrap().data(&dst).unwrap();
         match r["status"].as_str().unwrap() {
-            "purified" => assert!(a.unwrap() > b.unwrap(), "{r}"),
-            s => assert!(s.starts_with("kept") || s.starts_with("untouched"), "{r}"),
+            "purified" => {
+                assert!(a.unwrap() > b.unwrap(), "{r}");
+                assert!(!same, "{name}: purified, so its bytes changed");
+                purified += 1;
+            }
+            s if s.starts_with("kept") => {
+                assert!(a.unwrap() <= b.unwrap(), "{r}");
+                assert!(same, "{name}: kept, so its bytes are the input's");
+                kept += 1;
+            }
+            s => assert!(s.starts_with("untouched"), "{r}"),
         }
     }
+    // Both branches must run, or this test checks nothing: on SmolLM2's layers 0-3,
+    // spectral 0.99 raises θ of some tensors and lowers it on others.
+    assert!(purified > 0 && kept > 0, "purified {purified}, kept {kept}: both branches must run");
 }
 
 /// SmolLM2 quantized by llama.cpp itself (`llama-quantize [--pure] TYPE`).

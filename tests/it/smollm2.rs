@@ -30,7 +30,7 @@ fn inspect_json_agrees_with_gguf_py() {
         assert_eq!(g["value"], w["value"], "{}", w["key"]);
     }
     let (gt, wt) = (got["tensors"].as_array().unwrap(), want["tensors"].as_array().unwrap());
-    assert_eq!(gt.len(), 272);
+    assert_eq!(gt.len(), SMOLLM2_TENSORS);
     assert_eq!(gt.len(), wt.len());
     for (g, w) in gt.iter().zip(wt) {
         assert_eq!(g["name"], w["name"]);
@@ -68,13 +68,13 @@ fn measure_matches_zref_to_1e_6_degrees() {
     let mut c = organ();
     c.arg("measure").arg(&model).arg("--json").arg(&json).arg("--summary-only");
     let stdout = String::from_utf8(ok(c).stdout).unwrap();
-    assert!(stdout.contains("272 tensors"), "{stdout}");
+    assert!(stdout.contains(&format!("{SMOLLM2_TENSORS} tensors")), "{stdout}");
     let got: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(got["measure"], "z1");
     let tensors = got["models"][0]["tensors"].as_array().unwrap();
     let refs = want["tensors"].as_array().unwrap();
-    assert_eq!(tensors.len(), 272);
-    assert_eq!(refs.len(), 272);
+    assert_eq!(tensors.len(), SMOLLM2_TENSORS);
+    assert_eq!(refs.len(), SMOLLM2_TENSORS);
     for (g, w) in tensors.iter().zip(refs) {
         assert_eq!(g["name"], w["name"]);
         assert_eq!(g["group"], w["group"], "{}", w["name"]);
@@ -106,7 +106,7 @@ fn measure_json_and_csv_follow_the_documented_schema() {
         .arg(&json);
     assert_eq!(String::from_utf8(ok(v).stdout).unwrap().trim(), "valid");
     let rows = std::fs::read_to_string(&csv).unwrap();
-    assert_eq!(rows.lines().count(), 1 + 2 * 272);
+    assert_eq!(rows.lines().count(), 1 + 2 * SMOLLM2_TENSORS);
     assert!(rows.starts_with("model,tensor,group,"));
 }
 
@@ -127,7 +127,7 @@ fn streamed_reads_give_the_same_report_as_the_memory_map() {
         v["models"][0].take()
     };
     let (mapped, streamed) = (report(false, "mapped.json"), report(true, "streamed.json"));
-    assert_eq!(mapped["tensors"].as_array().map(Vec::len), Some(272));
+    assert_eq!(mapped["tensors"].as_array().map(Vec::len), Some(SMOLLM2_TENSORS));
     assert_eq!(mapped, streamed);
 }
 

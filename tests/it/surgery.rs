@@ -42,9 +42,9 @@ fn dissect_then_assemble_is_byte_identical() {
     let dir = dissect(&model, "rt.organs", &[]);
     let m = manifest(&dir);
     assert_eq!(m["format"], "organ-dir/1");
-    assert_eq!(m["source"]["sha256"], "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53");
+    assert_eq!(m["source"]["sha256"], SMOLLM2_SHA256);
     let tensors = m["tensors"].as_array().unwrap();
-    assert_eq!(tensors.len(), 272);
+    assert_eq!(tensors.len(), SMOLLM2_TENSORS);
     assert_eq!(m["metadata"].as_array().unwrap().len(), 33);
     for t in tensors.iter().step_by(17) {
         let f = dir.join(t["file"].as_str().unwrap());
@@ -139,7 +139,7 @@ fn graft_with_mismatched_shapes_is_refused_with_every_offender_and_no_output() {
 #[test]
 fn grafts_through_organ_directories_equal_the_gguf_graft() {
     let Some(model) = need::smollm2() else { return };
-    // A donor with other bytes: requantization is llama.cpp's job (tests/llama.rs); here a
+    // A donor with other bytes: requantization is llama.cpp's job (tests/it/llama.rs); here a
     // dissected copy whose layer-3 organs are replaced by layer-4's is enough.
     let donor_dir = dissect(&model, "donor.organs", &[]);
     let gguf_out = tmp("g2g.gguf");

@@ -1,8 +1,6 @@
 //! dissect, assemble and graft on the real model and on hostile organ directories.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use organ_core::gguf::writer::{plan, TensorSpec};
 use organ_core::gguf::MetaValue;
 use organ_core::{GgmlType, Gguf};
@@ -40,13 +38,13 @@ fn no_temp_left(out: &Path) {
 
 #[test]
 fn dissect_then_assemble_is_byte_identical() {
-    let model = smollm2();
+    let Some(model) = need::smollm2() else { return };
     let dir = dissect(&model, "rt.organs", &[]);
     let m = manifest(&dir);
     assert_eq!(m["format"], "organ-dir/1");
-    assert_eq!(m["source"]["sha256"], "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53");
+    assert_eq!(m["source"]["sha256"], SMOLLM2_SHA256);
     let tensors = m["tensors"].as_array().unwrap();
-    assert_eq!(tensors.len(), 272);
+    assert_eq!(tensors.len(), SMOLLM2_TENSORS);
     assert_eq!(m["metadata"].as_array().unwrap().len(), 33);
     for t in tensors.iter().step_by(17) {
         let f = dir.join(t["file"].as_str().unwrap());
@@ -69,7 +67,7 @@ fn dissect_then_assemble_is_byte_identical() {
 
 #[test]
 fn dissect_measure_records_the_same_theta_as_measure() {
-    let model = smollm2();
+    let Some(model) = need::smollm2() else { return };
     let dir = dissect(&model, "theta.organs", &["--measure"]);
     let json = tmp("theta.json");
     let mut c = organ();
@@ -86,7 +84,7 @@ fn dissect_measure_records_the_same_theta_as_measure() {
 
 #[test]
 fn graft_dry_run_prints_the_plan_and_writes_nothing() {
-    let model = smollm2();
+    let Some(model) = need::smollm2() else { return };
     let out = tmp("dry.gguf");
     let mut c = organ();
     c.args(["graft", "--layers", "5-6", "--type", "organ", "--dry-run"])
@@ -104,7 +102,7 @@ fn graft_dry_run_prints_the_plan_and_writes_nothing() {
 /// of --donor and --recipient, with the same plan, and says so in its help.
 #[test]
 fn graft_takes_source_and_target_as_aliases_of_donor_and_recipient() {
-    let model = smollm2();
+    let Some(model) = need::smollm2() else { return };
     let plan = |donor: &str, recipient: &str| {
         let mut c = organ();
         c.args(["graft", "--layers", "5-6", "--type", "organ", "--dry-run"])
@@ -141,7 +139,7 @@ fn incompatible_donor() -> PathBuf {
 
 #[test]
 fn graft_with_mismatched_shapes_is_refused_with_every_offender_and_no_output() {
-    let model = smollm2();
+    let Some(model) = need::smollm2() else { return };
     let donor = incompatible_donor();
     let out = tmp("refused.gguf");
     let mut c = organ();
@@ -163,8 +161,8 @@ fn graft_with_mismatched_shapes_is_refused_with_every_offender_and_no_output() {
 
 #[test]
 fn grafts_through_organ_directories_equal_the_gguf_graft() {
-    let model = smollm2();
-    // A donor with other bytes: requantization is llama.cpp's job (tests/llama.rs); here a
+    let Some(model) = need::smollm2() else { return };
+    // A donor with other bytes: requantization is llama.cpp's job (tests/it/llama.rs); here a
     // dissected copy whose layer-3 organs are replaced by layer-4's is enough.
     let donor_dir = dissect(&model, "donor.organs", &[]);
     let gguf_out = tmp("g2g.gguf");
@@ -214,7 +212,7 @@ fn copy_dir(src: &Path, name: &str) -> PathBuf {
 
 #[test]
 fn hostile_organ_directories_are_refused() {
-    let model = smollm2();
+    let Some(model) = need::smollm2() else { return };
     let base = dissect(&model, "base.organs", &[]);
     let assemble = |dir: &Path, out: &str| {
         let out = tmp(out);

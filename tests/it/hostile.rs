@@ -8,9 +8,7 @@
 //! The first tests are the regressions of the hardening issue, each with the figure it
 //! failed by before; `hostile_inputs` runs the whole set and prints one count line.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -47,7 +45,7 @@ fn run(args: &[&std::ffi::OsStr], stderr_to: &Path) -> Outcome {
     std::fs::write(&spec, text).unwrap();
     let _ = std::fs::remove_file(&result);
     let status = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "spawn_helper", "--test-threads", "1", "--quiet"])
+        .args(["--exact", "hostile::spawn_helper", "--test-threads", "1", "--quiet"])
         .env("ORGAN_HOSTILE_SPEC", &spec)
         .stdout(Stdio::null())
         .status()

@@ -1,10 +1,9 @@
 //! Fleets (`organ measure DIR`) and atomic outputs under SIGKILL.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 fn copy(src: &Path, dst: &Path) {
@@ -14,6 +13,9 @@ fn copy(src: &Path, dst: &Path) {
 
 #[test]
 fn a_directory_is_measured_as_a_fleet_and_resumes_from_the_cache() {
+    if need::smollm2().is_none() {
+        return;
+    }
     let fleet = tmp("fleet");
     let model = smollm2();
     copy(&model, &fleet.join("a.gguf"));
@@ -50,7 +52,7 @@ fn a_directory_is_measured_as_a_fleet_and_resumes_from_the_cache() {
 }
 
 /// Kills a command with SIGKILL after `delay`; returns whether it had already finished.
-fn kill_after(mut c: std::process::Command, delay: Duration) -> bool {
+fn kill_after(mut c: Command, delay: Duration) -> bool {
     let mut child = c.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
     std::thread::sleep(delay);
     let finished = child.try_wait().unwrap().is_some();
@@ -59,9 +61,40 @@ fn kill_after(mut c: std::process::Command, delay: Duration) -> bool {
     finished || status.success()
 }
 
+/// The moments, in ms after the start, at which a run is killed.
+const KILL_MS: [u64; 11] = [0, 2, 5, 10, 20, 40, 70, 100, 150, 250, 400];
+
+/// Runs `what` (the command from `run`, writing to the path it is given) killed at each
+/// moment of [`KILL_MS`], and later ones, doubling, until a run finishes (at most 60 s).
+/// An output that exists must pass `complete`; a run that finished must have written it.
+/// Both outcomes must occur (killed before its output, output complete), or the test has
+/// not exercised what it claims.
+fn killed_at_every_moment(what: &str, suffix: &str, run: impl Fn(&Path) -> Command, complete: impl Fn(&Path, u64)) {
+    let (mut cut, mut whole) = (0, 0);
+    let mut delays = KILL_MS.to_vec();
+    let mut k = 0;
+    while let Some(&ms) = delays.get(k) {
+        let out = tmp(&format!("kill-{what}-{k}{suffix}"));
+        let finished = kill_after(run(&out), Duration::from_millis(ms));
+        if out.exists() {
+            complete(&out, ms);
+            whole += 1;
+        } else {
+            assert!(!finished, "{what} finished but wrote nothing");
+            cut += 1;
+        }
+        k += 1;
+        if k == delays.len() && whole == 0 && ms < 60_000 {
+            delays.push(ms * 2);
+        }
+    }
+    println!("{what}: killed before its output {cut} times, output complete {whole} times");
+    assert!(cut > 0 && whole > 0, "{what}: cut {cut}, whole {whole}: both outcomes must occur");
+}
+
 #[test]
 fn sigkill_at_any_moment_never_leaves_a_partial_output_and_the_input_intact() {
-    let model = smollm2();
+    let Some(model) = need::smollm2() else { return };
     let before = std::fs::read(&model).unwrap();
     let organs = tmp("kill-src.organs");
     let mut c = organ();
@@ -69,48 +102,35 @@ fn sigkill_at_any_moment_never_leaves_a_partial_output_and_the_input_intact() {
     ok(c);
     // A kill can land before, during or after the final rename: whatever the moment, an
     // output that exists must be complete, and a run that finished must have written it.
-    for (k, ms) in [0u64, 2, 5, 10, 20, 40, 70, 100, 150, 250, 400].into_iter().enumerate() {
-        let d = Duration::from_millis(ms);
-        let gguf = tmp(&format!("kill-{k}.gguf"));
+    let assemble = |out: &Path| {
         let mut c = organ();
-        c.arg("assemble").arg(&organs).arg("--out").arg(&gguf);
-        let finished = kill_after(c, d);
-        if gguf.exists() {
-            assert!(std::fs::read(&gguf).unwrap() == before, "assemble killed after {ms} ms left a partial file");
-        } else {
-            assert!(!finished, "assemble finished but wrote nothing");
-        }
-
-        let dir = tmp(&format!("kill-{k}.organs"));
+        c.arg("assemble").arg(&organs).arg("--out").arg(out);
+        c
+    };
+    killed_at_every_moment("assemble", ".gguf", assemble, |out, ms| {
+        assert!(std::fs::read(out).unwrap() == before, "assemble killed after {ms} ms left a partial file");
+    });
+    let dissect = |out: &Path| {
         let mut c = organ();
-        c.arg("dissect").arg(&model).arg("--out").arg(&dir);
-        let finished = kill_after(c, d);
-        if dir.exists() {
-            let m: Value = serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
-            let files = m["tensors"].as_array().unwrap();
-            assert_eq!(files.len(), 272, "dissect killed after {ms} ms left a partial directory");
-            assert!(files.iter().all(|t| dir.join(t["file"].as_str().unwrap()).exists()));
-        } else {
-            assert!(!finished, "dissect finished but wrote nothing");
-        }
-
-        let chimera = tmp(&format!("kill-{k}-graft.gguf"));
+        c.arg("dissect").arg(&model).arg("--out").arg(out);
+        c
+    };
+    killed_at_every_moment("dissect", ".organs", dissect, |dir, ms| {
+        let m: Value = serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+        let files = m["tensors"].as_array().unwrap();
+        assert_eq!(files.len(), SMOLLM2_TENSORS, "dissect killed after {ms} ms left a partial directory");
+        assert!(files.iter().all(|t| dir.join(t["file"].as_str().unwrap()).exists()));
+    });
+    let graft = |out: &Path| {
         let mut c = organ();
-        c.args(["graft", "--type", "organ"])
-            .arg("--donor")
-            .arg(&organs)
-            .arg("--recipient")
-            .arg(&model)
-            .arg("--out")
-            .arg(&chimera);
-        let finished = kill_after(c, d);
-        if chimera.exists() {
-            let b = std::fs::read(&chimera).unwrap();
-            let g = organ_core::Gguf::parse(&b, b.len() as u64).expect("a complete GGUF");
-            assert_eq!(g.tensors.len(), 272, "graft killed after {ms} ms left a partial file");
-        } else {
-            assert!(!finished, "graft finished but wrote nothing");
-        }
-    }
+        c.args(["graft", "--type", "organ"]).arg("--donor").arg(&organs).arg("--recipient").arg(&model);
+        c.arg("--out").arg(out);
+        c
+    };
+    killed_at_every_moment("graft", ".gguf", graft, |out, ms| {
+        let b = std::fs::read(out).unwrap();
+        let g = organ_core::Gguf::parse(&b, b.len() as u64).expect("a complete GGUF");
+        assert_eq!(g.tensors.len(), SMOLLM2_TENSORS, "graft killed after {ms} ms left a partial file");
+    });
     assert!(std::fs::read(&model).unwrap() == before, "the input was modified");
 }

@@ -1,16 +1,14 @@
 //! organ purify on the real model: both methods judged by llama.cpp, the θ before/after
 //! table and perplexities printed; refusals by name; --only-if-improves.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use organ_core::gguf::MetaValue;
 use organ_core::Gguf;
 use serde_json::Value;
 
 #[test]
 fn both_methods_on_smollm2_organs_load_generate_and_report() {
-    let model = smollm2();
+    let Some(model) = need::smollm2_and_llama() else { return };
     let p_orig = llama_perplexity(&model);
     println!("original: perplexity {p_orig:.4}");
     for (method, extra) in [("fractal", ["--strength", "0.5"]), ("spectral", ["--keep", "0.95"])] {
@@ -21,7 +19,7 @@ fn both_methods_on_smollm2_organs_load_generate_and_report() {
         c.arg("--out").arg(&out).arg("--json").arg(&json);
         let table = String::from_utf8(ok(c).stdout).unwrap();
         println!("{table}");
-        assert!(table.contains("48 of 48 selected tensors purified"), "{table}");
+        assert!(table.contains(&format!("{n} of {n} selected tensors purified", n = SMOLLM2_ORGANS_5_20)), "{table}");
         let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         for r in report["tensors"].as_array().unwrap() {
             assert_eq!(r["status"], "purified");
@@ -31,38 +29,52 @@ fn both_methods_on_smollm2_organs_load_generate_and_report() {
         let bytes = std::fs::read(&out).unwrap();
         let g = Gguf::parse(&bytes, bytes.len() as u64).unwrap();
         assert_eq!(g.get("organ.purify.method").and_then(|v| v.as_str()), Some(method));
-        assert!(matches!(g.get("organ.purify.tensors"), Some(MetaValue::Array(a)) if a.len == 48));
+        let touched = g.get("organ.purify.tensors");
+        assert!(matches!(touched, Some(MetaValue::Array(a)) if a.len == SMOLLM2_ORGANS_5_20 as u64), "{touched:?}");
         let text = llama_generate(&out, 24);
         let p = llama_perplexity(&out);
         println!("{method}: generates {text:?}; perplexity {p:.4} (original {p_orig:.4})");
-        assert!(p.is_finite() && p > 1.0);
+        // Denoising costs perplexity on this model (22.5 -> 29.8 fractal, 45.0 spectral), but
+        // a broken requantization lands in the hundreds or thousands.
+        assert!(p.is_finite() && p < 2.5 * p_orig, "{method}: perplexity {p} against the parent's {p_orig}");
     }
 }
 
 #[test]
 fn only_if_improves_keeps_every_tensor_whose_theta_would_fall() {
+    let Some(model) = need::smollm2() else { return };
     let out = tmp("improves.gguf");
     let json = tmp("improves.json");
     let mut c = organ();
-    c.arg("purify").arg(smollm2()).args([
-        "--method",
-        "spectral",
-        "--keep",
-        "0.99",
-        "--layers",
-        "0-3",
-        "--only-if-improves",
-    ]);
+    let args = ["--method", "spectral", "--keep", "0.99", "--layers", "0-3", "--only-if-improves"];
+    c.arg("purify").arg(&model).args(args);
     c.arg("--out").arg(&out).arg("--json").arg(&json);
     ok(c);
     let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let (src, dst) = (std::fs::read(&model).unwrap(), std::fs::read(&out).unwrap());
+    let (gs, gd) = (Gguf::parse(&src, src.len() as u64).unwrap(), Gguf::parse(&dst, dst.len() as u64).unwrap());
+    let (mut purified, mut kept) = (0, 0);
     for r in report["tensors"].as_array().unwrap() {
         let (b, a) = (r["theta_before"].as_f64(), r["theta_after"].as_f64());
+        let name = r["name"].as_str().unwrap();
+        let same = gs.tensor(name).unwrap().data(&src).unwrap() == gd.tensor(name).unwrap().data(&dst).unwrap();
         match r["status"].as_str().unwrap() {
-            "purified" => assert!(a.unwrap() > b.unwrap(), "{r}"),
-            s => assert!(s.starts_with("kept") || s.starts_with("untouched"), "{r}"),
+            "purified" => {
+                assert!(a.unwrap() > b.unwrap(), "{r}");
+                assert!(!same, "{name}: purified, so its bytes changed");
+                purified += 1;
+            }
+            s if s.starts_with("kept") => {
+                assert!(a.unwrap() <= b.unwrap(), "{r}");
+                assert!(same, "{name}: kept, so its bytes are the input's");
+                kept += 1;
+            }
+            s => assert!(s.starts_with("untouched"), "{r}"),
         }
     }
+    // Both branches must run, or this test checks nothing: on SmolLM2's layers 0-3,
+    // spectral 0.99 raises θ of some tensors and lowers it on others.
+    assert!(purified > 0 && kept > 0, "purified {purified}, kept {kept}: both branches must run");
 }
 
 /// SmolLM2 quantized by llama.cpp itself (`llama-quantize [--pure] TYPE`).
@@ -76,6 +88,9 @@ fn llama_quantized(ty: &str, pure: bool) -> std::path::PathBuf {
 
 #[test]
 fn k_quant_organs_go_back_into_q4_k_and_q6_k_and_load_in_llama_cpp() {
+    if need::smollm2_and_llama().is_none() {
+        return;
+    }
     // Q4_K_M, made by llama.cpp: its FFN tensors are Q4_K and Q6_K (a few legacy types
     // where a row is not whole 256-blocks).
     let q4k = llama_quantized("Q4_K_M", false);
@@ -108,6 +123,9 @@ fn k_quant_organs_go_back_into_q4_k_and_q6_k_and_load_in_llama_cpp() {
 
 #[test]
 fn types_organ_cannot_requantize_are_refused_by_name_unless_written_as_f16() {
+    if need::smollm2_and_llama().is_none() {
+        return;
+    }
     // Q3_K_S --pure, made by llama.cpp: ffn_down is Q3_K, which organ cannot quantize
     // (rows of 576 are not whole 256-blocks, so ffn_up/gate fall back to Q4_0).
     let q3k = llama_quantized("Q3_K_S", true);
@@ -133,6 +151,9 @@ fn types_organ_cannot_requantize_are_refused_by_name_unless_written_as_f16() {
 
 #[test]
 fn an_organ_directory_purifies_to_the_same_tensors_as_its_gguf() {
+    if need::smollm2().is_none() {
+        return;
+    }
     let dir = tmp("smol.organs");
     let mut c = organ();
     c.arg("dissect").arg(smollm2()).arg("--out").arg(&dir);

@@ -3,8 +3,7 @@
 //! 200 concurrent inspects with 4 concurrent measure jobs, and cancellation without
 //! partial output.
 
-mod common;
-use common::{ok, organ, smollm2, tmp};
+use crate::common::{need, ok, organ, smollm2, tmp, SMOLLM2_TENSORS};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -110,6 +109,9 @@ fn download(s: &Server, output: &str) -> Vec<u8> {
 
 #[test]
 fn every_endpoint_on_smollm2() {
+    if need::smollm2().is_none() {
+        return;
+    }
     let s = start(&make_root("api-all"), &[]);
     let (st, h) = get(&s, "/api/health");
     assert_eq!((st, h["status"].as_str()), (200, Some("ok")));
@@ -151,7 +153,7 @@ fn every_endpoint_on_smollm2() {
 
     // measure equals organ measure --json, exactly.
     let end = run_job(&s, "/api/measure", json!({ "paths": ["smol.gguf"] }));
-    assert_eq!(end["progress"], json!([272, 272]));
+    assert_eq!(end["progress"], json!([SMOLLM2_TENSORS, SMOLLM2_TENSORS]));
     let cli_json = tmp("api-cli-measure.json");
     ok({
         let mut c = organ();
@@ -186,7 +188,7 @@ fn every_endpoint_on_smollm2() {
     for out in [g["outputs"][0].as_str().unwrap(), p["outputs"][0].as_str().unwrap()] {
         let (st, j) = get(&s, &format!("/api/inspect?path={out}"));
         assert_eq!(st, 200, "{out}: {j}");
-        assert_eq!(j["tensors"].as_array().map(Vec::len), Some(272));
+        assert_eq!(j["tensors"].as_array().map(Vec::len), Some(SMOLLM2_TENSORS));
     }
     let (st, job) = get(&s, &format!("/api/jobs/{}", g["id"].as_str().unwrap()));
     assert_eq!((st, job["state"].as_str()), (200, Some("done")));
@@ -194,6 +196,9 @@ fn every_endpoint_on_smollm2() {
 
 #[test]
 fn the_browser_app_is_served_at_the_root_with_isolation_headers() {
+    if need::smollm2().is_none() {
+        return;
+    }
     let root = make_root("api-web");
     let web = root.join("web");
     std::fs::create_dir_all(&web).unwrap();
@@ -215,6 +220,9 @@ fn the_browser_app_is_served_at_the_root_with_isolation_headers() {
 
 #[test]
 fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
+    if need::smollm2().is_none() {
+        return;
+    }
     let root = make_root("api-hostile");
     assert!(std::process::Command::new("mkfifo").arg(root.join("fifo.gguf")).status().unwrap().success());
     let s = start(&root, &["--max-body", "4096"]);
@@ -313,6 +321,9 @@ fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
 
 #[test]
 fn two_hundred_inspects_and_four_measure_jobs_at_once() {
+    if need::smollm2().is_none() {
+        return;
+    }
     let s = start(&make_root("api-load"), &["--jobs", "2"]);
     let jobs: Vec<String> = (0..4)
         .map(|_| {
@@ -333,7 +344,7 @@ fn two_hundred_inspects_and_four_measure_jobs_at_once() {
         })
         .collect();
     for h in handles {
-        assert_eq!(h.join().unwrap(), (200, Some(272)));
+        assert_eq!(h.join().unwrap(), (200, Some(SMOLLM2_TENSORS)));
     }
     eprintln!("200 concurrent inspects in {:.2} s", t0.elapsed().as_secs_f64());
     let reports: Vec<Value> = jobs.iter().map(|id| follow(&s, id)).collect();
@@ -345,6 +356,9 @@ fn two_hundred_inspects_and_four_measure_jobs_at_once() {
 
 #[test]
 fn a_cancelled_job_leaves_no_partial_output() {
+    if need::smollm2().is_none() {
+        return;
+    }
     let s = start(&make_root("api-cancel"), &["--jobs", "1"]);
     // A long job (purify every organ, spectral), and one queued behind it.
     let (_, long) = post(&s, "/api/purify", &json!({ "path": "smol.gguf", "method": "spectral", "types": ["organ"] }));
@@ -459,6 +473,9 @@ fn alive(pid: u32) -> bool {
 /// the root before its turn, dissected the outside file.
 #[test]
 fn a_queued_job_whose_model_is_swapped_for_a_symlink_outside_fails() {
+    if need::smollm2().is_none() {
+        return;
+    }
     let root = make_root("api-swap");
     let slow = slow_models(&root, 300);
     let victim = root.join("victim.gguf");
@@ -493,6 +510,9 @@ fn a_queued_job_whose_model_is_swapped_for_a_symlink_outside_fails() {
 /// failing new job-1 removed the previous run's results/job-1.
 #[test]
 fn job_ids_are_random_and_a_restart_keeps_earlier_results() {
+    if need::smollm2().is_none() {
+        return;
+    }
     let root = make_root("api-restart");
     let s = start(&root, &[]);
     let first = run_job(&s, "/api/dissect", json!({ "path": "smol.gguf" }));
@@ -528,6 +548,9 @@ fn job_ids_are_random_and_a_restart_keeps_earlier_results() {
 /// tokio's 512 blocking threads, every other inspect and listing waited forever.
 #[test]
 fn fifo_inspects_do_not_starve_the_server() {
+    if need::smollm2().is_none() {
+        return;
+    }
     use std::io::{Read, Write};
     let root = make_root("api-fifo");
     let mkfifo = |p: &Path| assert!(std::process::Command::new("mkfifo").arg(p).status().unwrap().success());
@@ -552,7 +575,7 @@ fn fifo_inspects_do_not_starve_the_server() {
     let t0 = Instant::now();
     let r = quick.get(&format!("{}/api/inspect?path=smol.gguf", s.base)).call();
     let ok = r.ok().and_then(|r| r.into_json::<Value>().ok()).and_then(|v| v["tensors"].as_array().map(Vec::len));
-    assert_eq!(ok, Some(272), "an inspect of a real model answers while 520 FIFO inspects are pending");
+    assert_eq!(ok, Some(SMOLLM2_TENSORS), "an inspect of a real model answers while 520 FIFO inspects are pending");
     assert!(t0.elapsed() < Duration::from_secs(10));
     assert_eq!(quick.get(&format!("{}/api/models", s.base)).call().map(|r| r.status()).ok(), Some(200));
     let mut refused = 0;
@@ -599,6 +622,9 @@ fn fifo_inspects_do_not_starve_the_server() {
 /// (`Host: attacker.example` -> 200), and any cross-site browser request.
 #[test]
 fn foreign_hosts_and_cross_site_requests_are_refused() {
+    if need::smollm2().is_none() {
+        return;
+    }
     let s = start(&make_root("api-host"), &[]);
     let port = s.base.rsplit(':').next().unwrap().to_owned();
     let (st, v) = raw(&s, "GET", "/api/models", &[("Host", "attacker.example")], b"");
@@ -643,6 +669,9 @@ fn foreign_hosts_and_cross_site_requests_are_refused() {
 /// other client out.
 #[test]
 fn stalled_connections_are_closed_and_others_get_through() {
+    if need::smollm2().is_none() {
+        return;
+    }
     use std::io::{Read, Write};
     let root = make_root("api-slow");
     let s = start(&root, &["--header-timeout-ms", "1000", "--body-timeout-ms", "1000"]);
@@ -684,6 +713,9 @@ fn stalled_connections_are_closed_and_others_get_through() {
 /// Issue 11a: killing `organ serve` left its running child working, orphaned.
 #[test]
 fn killing_the_server_kills_its_running_job() {
+    if need::smollm2().is_none() {
+        return;
+    }
     let root = make_root("api-orphan");
     let slow = slow_models(&root, 300);
     let mut s = start(&root, &["--jobs", "1"]);
@@ -724,6 +756,9 @@ fn killing_the_server_kills_its_running_job() {
 /// Issue 11c: `--token ""` was accepted with a public --addr (no authentication at all).
 #[test]
 fn an_empty_or_blank_token_is_refused() {
+    if need::smollm2().is_none() {
+        return;
+    }
     let root = make_root("api-empty-token");
     for (arg, env) in [(Some(""), None), (Some("   "), None), (None, Some(""))] {
         let mut c = organ();
@@ -758,6 +793,9 @@ fn an_empty_or_blank_token_is_refused() {
 /// probe what exists outside the root.
 #[test]
 fn missing_and_outside_paths_get_the_same_answer() {
+    if need::smollm2().is_none() {
+        return;
+    }
     let s = start(&make_root("api-probe"), &[]);
     let (a, va) = get(&s, "/api/inspect?path=escape/passwd");
     let (b, vb) = get(&s, "/api/inspect?path=escape/no-such-file");
@@ -776,6 +814,9 @@ fn missing_and_outside_paths_get_the_same_answer() {
 /// 1 GiB and served as 200, after holding up to 1 GiB per inspect, four at once).
 #[test]
 fn an_inspect_over_the_output_cap_is_refused_not_cut() {
+    if need::smollm2().is_none() {
+        return;
+    }
     let root = make_root("api-inspect-cap");
     let s = start(&root, &["--inspect-max-bytes", "100000"]);
     let (st, v) = get(&s, "/api/inspect?path=smol.gguf");
@@ -787,7 +828,7 @@ fn an_inspect_over_the_output_cap_is_refused_not_cut() {
     // Under the cap, the whole JSON comes back.
     let big = start(&root, &[]);
     let (st, v) = get(&big, "/api/inspect?path=smol.gguf");
-    assert_eq!((st, v["tensors"].as_array().map(Vec::len)), (200, Some(272)));
+    assert_eq!((st, v["tensors"].as_array().map(Vec::len)), (200, Some(SMOLLM2_TENSORS)));
 }
 
 // ---- Typed progress: children report in `--progress jsonl` events --------------------
@@ -808,13 +849,16 @@ fn jsonl_events(args: &[&std::ffi::OsStr]) -> (bool, Vec<Value>) {
 /// people still read `organ: error: `.
 #[test]
 fn progress_jsonl_gives_typed_progress_and_errors() {
+    if need::smollm2().is_none() {
+        return;
+    }
     let root = make_root("api-jsonl");
     let smol = root.join("smol.gguf");
     let (ok, events) = jsonl_events(&["measure".as_ref(), smol.as_os_str(), "--summary-only".as_ref()]);
     assert!(ok);
-    assert_eq!(events.len(), 272, "one event per tensor");
-    assert!(events.iter().all(|e| e["event"] == "progress" && e["total"] == 272), "{events:?}");
-    assert!(events.iter().any(|e| e["done"] == 272), "the last tensor is reported");
+    assert_eq!(events.len(), SMOLLM2_TENSORS, "one event per tensor");
+    assert!(events.iter().all(|e| e["event"] == "progress" && e["total"] == SMOLLM2_TENSORS), "{events:?}");
+    assert!(events.iter().any(|e| e["done"] == SMOLLM2_TENSORS), "the last tensor is reported");
 
     let corrupt = root.join("corrupt.gguf");
     let (ok, events) = jsonl_events(&["inspect".as_ref(), corrupt.as_os_str()]);
@@ -834,9 +878,12 @@ fn progress_jsonl_gives_typed_progress_and_errors() {
 /// hidden), not a JSON line or a prefixed human one.
 #[test]
 fn job_progress_and_errors_come_from_the_childs_events() {
+    if need::smollm2().is_none() {
+        return;
+    }
     let s = start(&make_root("api-events"), &[]);
     let end = run_job(&s, "/api/measure", json!({ "paths": ["smol.gguf"] }));
-    assert_eq!(end["progress"], json!([272, 272]));
+    assert_eq!(end["progress"], json!([SMOLLM2_TENSORS, SMOLLM2_TENSORS]));
 
     let (st, job) = post(&s, "/api/dissect", &json!({ "path": "corrupt.gguf" }));
     assert_eq!(st, 202, "{job}");

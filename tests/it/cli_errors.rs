@@ -1,9 +1,7 @@
 //! The CLI on bad input: a clear one-line error naming the file and the offset or tensor,
 //! exit status 1, and no output file left behind.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 fn err_of(args: &[&std::ffi::OsStr]) -> String {
     let out = organ().args(args).output().unwrap();

@@ -1,0 +1,213 @@
+//! Shared helpers of the end-to-end tests: what a test needs beyond the repository
+//! ([`need`]), where the real model and the gguf-py oracle are, and running the `organ`
+//! binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+}
+
+fn cache() -> PathBuf {
+    std::env::var_os("ORGAN_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/organ"))
+}
+
+/// SmolLM2-135M-Instruct Q4_1's tensor count: what every whole-model check counts.
+pub const SMOLLM2_TENSORS: usize = 272;
+/// SmolLM2's organ tensors (ffn_up, ffn_gate, ffn_down) in layers 5-20: 16 × 3.
+pub const SMOLLM2_ORGANS_5_20: usize = 48;
+/// SmolLM2-135M-Instruct Q4_1's sha256, as scripts/fetch-model.sh checks it.
+pub const SMOLLM2_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
+
+/// SmolLM2-135M-Instruct Q4_1, fetched by scripts/fetch-model.sh (scripts/test.sh runs it).
+/// Panics when it is missing: a test calls [`need::smollm2`] first.
+pub fn smollm2() -> PathBuf {
+    let p = smollm2_path();
+    assert!(p.exists(), "{} is missing: guard the test with need::smollm2() (scripts/test.sh fetches it)", p.display());
+    p
+}
+
+/// The python of the gguf-py 0.19.0 venv made by scripts/setup-oracle.sh.
+pub fn oracle_python() -> PathBuf {
+    let p = oracle_path();
+    assert!(p.exists(), "{} is missing: guard the test with need::oracle() (scripts/test.sh sets it up)", p.display());
+    p
+}
+
+/// The llama.cpp tools built by scripts/build-llama.sh (scripts/test.sh runs it).
+pub fn llama_tool(tool: &str) -> Command {
+    let p = llama_dir().join(tool);
+    assert!(p.exists(), "{} is missing: guard the test with need::llama() (scripts/test.sh builds it)", p.display());
+    Command::new(p)
+}
+
+fn smollm2_path() -> PathBuf {
+    std::env::var_os("ORGAN_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache().join("models/SmolLM2-135M-Instruct.Q4_1.gguf"))
+}
+
+fn oracle_path() -> PathBuf {
+    std::env::var_os("ORGAN_ORACLE_PY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache().join("venv-gguf-0.19.0/bin/python"))
+}
+
+/// The llama.cpp tools the tests run.
+const LLAMA_TOOLS: [&str; 4] = ["llama-completion", "llama-perplexity", "llama-quantize", "llama-gguf-split"];
+
+fn llama_dir() -> PathBuf {
+    std::env::var_os("ORGAN_LLAMA_BIN").map(PathBuf::from).unwrap_or_else(|| cache().join("llama.cpp-11434.0.0/bin"))
+}
+
+/// Guards for what a test needs beyond the repository, which `scripts/test.sh` installs:
+/// the model, the gguf-py oracle, llama.cpp's tools. Each call checks its prerequisites;
+/// when one is missing it prints one line to the terminal (past the test harness's
+/// capture), `skipped: TEST needs WHAT: run scripts/test.sh`, and returns `None`, so the
+/// test returns and passes. Under `CI=true` a missing prerequisite panics instead: CI has
+/// run the installers, so a missing one is a failure, never a silent skip.
+///
+/// ```ignore
+/// let Some(model) = need::smollm2() else { return };
+/// let Some(model) = need::smollm2_and_llama() else { return };
+/// ```
+pub mod need {
+    use std::io::Write;
+    use std::path::PathBuf;
+
+    /// SmolLM2's path, if it is there.
+    pub fn smollm2() -> Option<PathBuf> {
+        check(&[Prereq::Model]).then(super::smollm2_path)
+    }
+
+    /// SmolLM2's path, if it and the gguf-py oracle are there.
+    pub fn smollm2_and_oracle() -> Option<PathBuf> {
+        check(&[Prereq::Model, Prereq::Oracle]).then(super::smollm2_path)
+    }
+
+    /// SmolLM2's path, if it and llama.cpp's tools are there.
+    pub fn smollm2_and_llama() -> Option<PathBuf> {
+        check(&[Prereq::Model, Prereq::Llama]).then(super::smollm2_path)
+    }
+
+    #[derive(Clone, Copy)]
+    enum Prereq {
+        Model,
+        Oracle,
+        Llama,
+    }
+
+    impl Prereq {
+        fn missing(self) -> Option<String> {
+            let (what, paths) = match self {
+                Prereq::Model => ("the model", vec![super::smollm2_path()]),
+                Prereq::Oracle => ("the gguf-py oracle", vec![super::oracle_path()]),
+                Prereq::Llama => ("llama.cpp", super::LLAMA_TOOLS.iter().map(|t| super::llama_dir().join(t)).collect()),
+            };
+            let p = paths.into_iter().find(|p| !p.exists())?;
+            Some(format!("{what} ({})", p.display()))
+        }
+    }
+
+    /// True when every prerequisite is there; otherwise one skip line (or a panic in CI).
+    fn check(what: &[Prereq]) -> bool {
+        let missing: Vec<String> = what.iter().filter_map(|p| p.missing()).collect();
+        if missing.is_empty() {
+            return true;
+        }
+        let thread = std::thread::current();
+        let test = thread.name().unwrap_or("a test");
+        let line = format!("skipped: {test} needs {}: run scripts/test.sh", missing.join(" and "));
+        if in_ci() {
+            panic!("{line} (CI=true: a missing prerequisite fails)");
+        }
+        // Straight to the terminal: print!/eprint! would be captured, and a passing test's
+        // capture is thrown away.
+        let _ = writeln!(std::io::stderr().lock(), "{line}");
+        false
+    }
+
+    /// `CI` set to anything but empty, `0` or `false`, as CI services set it.
+    fn in_ci() -> bool {
+        std::env::var("CI").is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"))
+    }
+}
+
+pub fn organ() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_organ"))
+}
+
+pub fn ok(mut c: Command) -> Output {
+    let out = c.output().expect("spawn");
+    assert!(out.status.success(), "{:?} failed:\n{}", c, String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+/// A path in this test process's scratch directory, `$TMPDIR/organ-test-PID/MODULE`, where
+/// MODULE is the file of the caller (`api`, `surgery`…), so modules never share a name.
+/// The first call also removes the scratch directories of test processes that have ended
+/// (their PID is gone from /proc), so runs do not pile up gigabytes of models.
+#[track_caller]
+pub fn tmp(name: &str) -> PathBuf {
+    let module = Path::new(std::panic::Location::caller().file()).file_stem().unwrap().to_owned();
+    static SWEEP: std::sync::Once = std::sync::Once::new();
+    SWEEP.call_once(|| {
+        let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("organ-test-")) else { continue };
+            if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() && Path::new("/proc/self").exists()
+            {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    });
+    let d = std::env::temp_dir().join(format!("organ-test-{}", std::process::id())).join(module);
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+/// Runs an oracle script with the gguf-py venv: `script ARGS... OUT`, and parses OUT.
+#[track_caller]
+pub fn oracle_json(script: &Path, args: &[&std::ffi::OsStr], out_name: &str) -> serde_json::Value {
+    let out = tmp(out_name);
+    let mut c = Command::new(oracle_python());
+    c.arg(script).args(args).arg(&out);
+    ok(c);
+    serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap()
+}
+
+/// `n` greedy tokens after a fixed prompt, from llama.cpp; at least n/3 words of text.
+pub fn llama_generate(model: &Path, n: usize) -> String {
+    let mut c = llama_tool("llama-completion");
+    c.arg("-m").arg(model).args(["-p", "The human heart has four chambers:", "-n", &n.to_string()]);
+    c.args(["--temp", "0", "--seed", "1", "-no-cnv", "--no-display-prompt", "-t", "2"]);
+    let text = String::from_utf8_lossy(&ok(c).stdout).trim().to_owned();
+    assert!(text.split_whitespace().count() >= n / 3, "{}: too little text: {text:?}", model.display());
+    text
+}
+
+/// llama-perplexity's final estimate on tests/data/perplexity.txt (context 128).
+pub fn llama_perplexity(model: &Path) -> f64 {
+    let mut c = llama_tool("llama-perplexity");
+    c.arg("-m")
+        .arg(model)
+        .arg("-f")
+        .arg(repo().join("tests/data/perplexity.txt"))
+        .args(["-c", "128", "-b", "128", "-t", "2"]);
+    let out = ok(c);
+    let log = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    let line = log.lines().find(|l| l.contains("Final estimate: PPL =")).unwrap_or_else(|| panic!("no PPL in:\n{log}"));
+    line.split("PPL =").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// Runs a command that must fail with exit status 1; returns its stderr.
+pub fn fails(mut c: Command) -> String {
+    let o = c.output().expect("spawn");
+    assert_eq!(o.status.code(), Some(1), "{c:?} should fail");
+    String::from_utf8(o.stderr).unwrap()
+}

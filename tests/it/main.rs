@@ -1,0 +1,20 @@
+//! organ's end-to-end tests, one binary with a module per area: the `organ` binary run as
+//! a child process on synthetic files and on SmolLM2, against gguf-py, zref and llama.cpp.
+//!
+//! A test that needs what `scripts/test.sh` installs (the model, the gguf-py oracle,
+//! llama.cpp) starts with a [`common::need`] guard: without it, the test prints one
+//! `skipped:` line and passes, or fails under `CI=true`. See docs/testing.md.
+
+mod common;
+
+mod api;
+mod cli_errors;
+mod fleet;
+mod harden;
+mod hostile;
+mod llama;
+mod purify;
+mod quant_q2_0;
+mod smollm2;
+mod split;
+mod surgery;

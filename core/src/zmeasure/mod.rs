@@ -32,6 +32,9 @@ use view::Histogram;
 /// The measure's name in reports.
 pub const MEASURE: &str = "z1";
 
+/// What made a report: organ and its version (a front end may add its name).
+pub const GENERATOR: &str = concat!("organ ", env!("CARGO_PKG_VERSION"));
+
 /// The result of measuring one tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Measurement {

@@ -3,12 +3,11 @@
 //! a memory map for ordinary models, by positioned reads for huge ones.
 
 use crate::atomic::write_file;
-use crate::source::{Model, Tensor};
+use crate::model::{Model, Tensor};
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use organ_core::anatomy::Group;
 use organ_core::gguf::display::printable;
-use organ_core::gguf::MetaValue;
 use organ_core::zmeasure::html::human_count;
 use organ_core::zmeasure::report::{ModelReport, Report, TensorReport};
 use organ_core::zmeasure::{measure_tensor, measure_values, Measurement, ReadPlan};
@@ -16,8 +15,6 @@ use rayon::prelude::*;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-
-pub const GENERATOR: &str = concat!("organ ", env!("CARGO_PKG_VERSION"));
 
 pub struct Options {
     pub models: Vec<PathBuf>,
@@ -81,7 +78,7 @@ fn cache_key(path: &Path) -> Result<String> {
     };
     let mut h = sha2::Sha256::new();
     for f in &files {
-        h.update(&crate::model::ModelFile::open(f)?.bytes[..]);
+        h.update(&crate::model_file::ModelFile::open(f)?.bytes[..]);
     }
     Ok(format!("{}-{}", organ_core::zmeasure::MEASURE, crate::write::hex(&h.finalize())))
 }
@@ -117,14 +114,14 @@ pub static BYTES_READ: AtomicU64 = AtomicU64::new(0);
 /// consecutive blocks become one read of at most 1 MiB (the core's [`ReadPlan`], which the
 /// browser uses with its own gap and size).
 fn measure_streamed(t: &Tensor) -> Result<Measurement> {
-    let n: u64 = t.dims.iter().product();
+    let n = t.n_elements;
     let plan = ReadPlan::new(&t.name, t.ty, n, 0, 1 << 20)?;
     let mut buf = plan.buffer();
     let mut bytes = Vec::new();
     for (i, r) in plan.ranges.iter().enumerate() {
         bytes.resize(r.len as usize, 0);
-        let at = t.data.offset + r.offset;
-        t.data.file.read_exact_at(&mut bytes, at)?;
+        let at = t.offset + r.offset;
+        t.in_file.read_exact_at(&mut bytes, at)?;
         BYTES_READ.fetch_add(r.len, Ordering::Relaxed);
         plan.fill(i, &bytes, &mut buf)?;
     }
@@ -142,7 +139,7 @@ fn progress_lines() -> bool {
 /// are read.
 pub fn measure_model(path: &Path, stream: bool, progress: &ProgressBar) -> Result<ModelReport> {
     let model = Model::open(path)?;
-    let mut files: Vec<&crate::model::ModelFile> = model.tensors.iter().map(|t| &*t.data.file).collect();
+    let mut files: Vec<&crate::model_file::ModelFile> = model.tensors.iter().map(|t| &*t.in_file).collect();
     files.dedup_by_key(|f| f.path.clone());
     let file_bytes: u64 = files.iter().map(|f| f.bytes.len() as u64).sum();
     let stream = stream || file_bytes > STREAM_ABOVE_BYTES;
@@ -157,7 +154,7 @@ pub fn measure_model(path: &Path, stream: bool, progress: &ProgressBar) -> Resul
         .tensors
         .par_iter()
         .map(|t| {
-            let n: u64 = t.dims.iter().product();
+            let n = t.n_elements;
             let m = if !t.ty.can_dequantize() {
                 None
             } else if stream {
@@ -171,16 +168,11 @@ pub fn measure_model(path: &Path, stream: bool, progress: &ProgressBar) -> Resul
                 // For `organ serve`, which runs measure as a child and reads its progress.
                 eprintln!("progress {}/{}", progress.position(), progress.length().unwrap_or(0));
             }
-            Ok(TensorReport::from_parts(&t.name, t.ty, &t.dims, t.n_bytes, m.as_ref()))
+            Ok(TensorReport::new(t, m.as_ref()))
         })
         .collect();
     let rows = rows.into_iter().collect::<Result<Vec<_>>>()?;
-    let arch = model.architecture();
-    let name = match model.get("general.name").map(|v| v.view()) {
-        Some(Ok(MetaValue::Str(s))) => Some(String::from_utf8_lossy(s).into_owned()),
-        _ => None,
-    };
-    Ok(ModelReport::from_parts(&model.label, arch.as_deref(), name.as_deref(), file_bytes, rows))
+    Ok(ModelReport::new(&model.label, &model, file_bytes, rows))
 }
 
 pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
@@ -206,7 +198,7 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
     if cached > 0 {
         eprintln!("{cached} of {} models taken from the cache", paths.len());
     }
-    let report = Report::new(GENERATOR, models);
+    let report = Report::new(organ_core::zmeasure::GENERATOR, models);
 
     if let Some(p) = &opts.json {
         write_file(p, opts.force, |w| {

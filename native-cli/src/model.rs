@@ -88,19 +88,18 @@ impl Model {
     }
 
     /// The model of `paths` (one GGUF, or every shard of a split model, in order), joined
-    /// and checked by the core ([`model::Model::from_files`]).
+    /// and checked by the core ([`model::Model::join`]).
     fn from_files(path: &Path, paths: &[PathBuf], shards: Vec<PathBuf>) -> Result<Model> {
         let files: Vec<Arc<ModelFile>> =
             paths.iter().map(|p| ModelFile::open(p).map(Arc::new)).collect::<Result<_>>()?;
-        let parsed = files.iter().map(|f| f.parse()).collect::<Result<Vec<_>>>()?;
-        let joined = match model::Model::from_files(&parsed) {
+        let parts = files.iter().enumerate().map(|(i, f)| Ok(model::Model::from_gguf(&f.parse()?, i)));
+        let joined = match model::Model::join(parts.collect::<Result<_>>()?) {
             Ok(m) => m,
             Err(e) => {
                 let file = paths.get(e.file).unwrap_or(&path.to_owned()).display().to_string();
                 bail!("{file}: {}", e.reason);
             }
         };
-        drop(parsed);
         let label = files.first().with_context(|| format!("{}: no shards", path.display()))?.file_name();
         let model::Model { version, kvs, tensors } = joined;
         let tensors = tensors

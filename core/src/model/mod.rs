@@ -3,7 +3,7 @@
 //! tensors by where their bytes are (a file index and an offset); the bytes themselves
 //! stay with the caller (a memory map, positioned reads, a browser `Blob`).
 //!
-//! Split sets are checked and joined here, once: [`Model::from_files`] runs
+//! Split sets are checked and joined here, once: [`Model::join`] runs
 //! [`check_shards`] and drops the `split.*` keys (and [`SET_ID_KEY`]).
 
 pub mod manifest;
@@ -87,7 +87,7 @@ impl<T> Model<T> {
 
 impl Model {
     /// The model of one parsed GGUF, its tensors in file `file`. Nothing is checked or
-    /// dropped: this is the file as it is (see [`Model::from_files`] for models).
+    /// dropped: this is the file as it is (see [`Model::join`] for models).
     pub fn from_gguf(g: &Gguf<'_>, file: usize) -> Model {
         let kvs = g.kvs.iter().map(|kv| (kv.key.to_owned(), OwnedValue::from_meta(&kv.value))).collect();
         let tensors = g
@@ -106,24 +106,24 @@ impl Model {
         Model { version: g.version, kvs, tensors }
     }
 
-    /// The model the parsed files make, in file-name order: one GGUF, or every shard of
-    /// one split model ([`check_shards`]), joined: metadata from the first file, less the
-    /// `split.*` keys and [`SET_ID_KEY`] when the files are a split set; tensors in file
-    /// order, each with its file's index.
+    /// The model the files make, in file-name order (each from [`Model::from_gguf`] with
+    /// its index): one GGUF, or every shard of one split model ([`check_shards`]), joined:
+    /// metadata from the first file, less the `split.*` keys and [`SET_ID_KEY`] when the
+    /// files are a split set; tensors in file order.
     ///
     /// # Errors
     /// The first file found wrong, by its index, and why.
-    pub fn from_files(files: &[Gguf<'_>]) -> core::result::Result<Model, SplitError> {
+    pub fn join(files: Vec<Model>) -> core::result::Result<Model, SplitError> {
         let facts: Vec<Shard<'_>> = files.iter().map(Shard::of).collect();
         check_shards(&facts)?;
         let split = facts.iter().any(|f| f.count.is_some() || f.set_id.is_some());
-        let mut it = files.iter().enumerate();
-        let Some((_, first)) = it.next() else {
+        drop(facts);
+        let mut it = files.into_iter();
+        let Some(mut m) = it.next() else {
             return Err(SplitError { file: 0, reason: "no file given".into() });
         };
-        let mut m = Model::from_gguf(first, 0);
-        for (i, g) in it {
-            m.tensors.extend(Model::from_gguf(g, i).tensors);
+        for shard in it {
+            m.tensors.extend(shard.tensors);
         }
         if split {
             m.kvs.retain(|(k, _)| !k.starts_with("split.") && k != SET_ID_KEY);
@@ -164,3 +164,6 @@ fn entry_of(file: usize, t: &manifest::ManifestTensor) -> Result<TensorEntry> {
     let offset = crate::surgery::organ_bin::encode_header(&t.name, &t.shape, ty)?.len() as u64;
     Ok(TensorEntry { name: t.name.clone(), ty, dims: t.shape.clone(), n_elements, n_bytes, file, offset })
 }
+
+#[cfg(test)]
+mod tests;

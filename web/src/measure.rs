@@ -1,18 +1,16 @@
 //! Measuring a model in the browser: the core's `ReadPlan` says which byte ranges each
-//! tensor's sample needs; the page reads them with `Blob.slice` (batched: nearby blocks
-//! share a read) while the worker pool decodes and measures tensors already read. The
-//! report is built by the same core functions as `organ measure`'s.
+//! tensor's sample needs and its `Batcher` joins them into reads across tensors; the page
+//! reads them with `Blob.slice` while the worker pool decodes and measures tensors already
+//! read. The report is built by the same core functions as `organ measure`'s.
 
 use crate::pool;
 use crate::source::{read_buffer, Model};
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use organ_core::zmeasure::batch::{Batch, Batcher};
 use organ_core::zmeasure::report::{ModelReport, Report, TensorReport};
 use organ_core::zmeasure::view::Histogram;
-use organ_core::zmeasure::{measure_values_and_histogram, Measurement, ReadPlan};
+use organ_core::zmeasure::{measure_values_and_histogram, Measurement, ReadPlan, GENERATOR};
 use std::collections::VecDeque;
-
-/// What produced the report.
-pub const GENERATOR: &str = concat!("organ ", env!("CARGO_PKG_VERSION"), " (browser)");
 /// Needed blocks closer than this share one read, within a tensor and across tensors: a
 /// browser read costs far more than the bytes in a small gap.
 const MAX_GAP: u64 = 64 << 10;
@@ -70,26 +68,6 @@ struct Open {
     len: usize,
     /// Reads not landed yet.
     left: usize,
-}
-
-/// One file read, which may serve ranges of several consecutive tensors: tensors lie one
-/// after another in the file, and a browser read costs far more than the bytes of a
-/// small gap, so a model is read in a few large reads rather than one or more per tensor.
-struct Batch {
-    file: usize,
-    start: u64,
-    end: u64,
-    /// Its longest.
-    limit: u64,
-    /// (tensor index, range index in its plan, absolute start, absolute end).
-    parts: Vec<(usize, usize, u64, u64)>,
-}
-
-impl Batch {
-    /// Whether `[start, end)` of `file` can join this read.
-    fn takes(&self, file: usize, start: u64, end: u64) -> bool {
-        file == self.file && start >= self.end && start - self.end <= MAX_GAP && end - self.start <= self.limit
-    }
 }
 
 /// Reads a batch's bytes.
@@ -224,15 +202,13 @@ pub async fn measure(
                 progress: &mut Progress|
      -> Result<(), String> {
         let (batch, bytes) = r?;
-        for &(i, k, start, end) in &batch.parts {
-            let o = open.iter_mut().find(|o| o.i == i).ok_or("a read landed for no tensor")?;
+        for p in &batch.parts {
+            let o = open.iter_mut().find(|o| o.i == p.tensor).ok_or("a read landed for no tensor")?;
             // Every part lies inside its batch, whose length was checked.
-            let part = js_sys::Uint8Array::new_with_byte_offset_and_length(
-                &bytes,
-                (start - batch.start) as u32,
-                (end - start) as u32,
-            );
-            match o.plan.dense_target(k) {
+            let span = batch.span(p);
+            let part =
+                js_sys::Uint8Array::new_with_byte_offset_and_length(&bytes, span.start as u32, span.len() as u32);
+            match o.plan.dense_target(p.range) {
                 // Dense plans: one copy, from the JS buffer to the tensor's buffer.
                 Some(t) if t.len() == part.length() as usize && t.end <= o.len => part.copy_to(&mut o.buf[t]),
                 // Sparse plans: the part goes to a staging buffer kept from read to read,
@@ -243,7 +219,7 @@ pub async fn measure(
                         staging.resize(n, 0);
                     }
                     part.copy_to(&mut staging[..n]);
-                    let filled = o.plan.fill(k, &staging[..n], &mut o.buf[..o.len]);
+                    let filled = o.plan.fill(p.range, &staging[..n], &mut o.buf[..o.len]);
                     filled.map_err(|e| name_err(o.i, e.to_string()))?
                 }
             }
@@ -266,8 +242,8 @@ pub async fn measure(
             reads.push(read_batch(file, batch));
         }};
     }
-    let mut pending: Option<Batch> = None;
-    let mut limit = FIRST_READ;
+    let mut batcher = Batcher::new(MAX_GAP, FIRST_READ, MAX_READ);
+    let mut full = Vec::new();
     for i in order {
         if cancelled() {
             return Err("cancelled".into());
@@ -279,30 +255,13 @@ pub async fn measure(
         let plan = rx.await.map_err(worker_gone)?.map_err(|e| name_err(i, e.to_string()))?;
         progress.bytes_total += plan.bytes_to_read();
         let t = &model.tensors[i];
-        let ranges: Vec<(usize, u64, u64)> = plan
-            .ranges
-            .iter()
-            .enumerate()
-            .map(|(k, r)| (k, t.offset + r.offset, t.offset + r.offset + r.len))
-            .collect();
+        batcher.push_plan(i, &plan, t.file, t.offset, &mut full);
         let len = plan.buffer_len();
         let buf = buffers.take(len);
-        open.push_back(Open { i, buf, len, left: ranges.len(), plan });
+        open.push_back(Open { i, buf, len, left: plan.ranges.len(), plan });
         dispatch(&mut open, &mut computing);
-        for (k, start, end) in ranges {
-            match pending.as_mut() {
-                Some(b) if b.takes(t.file, start, end) => {
-                    b.end = end;
-                    b.parts.push((i, k, start, end));
-                }
-                _ => {
-                    let next = Batch { file: t.file, start, end, limit, parts: vec![(i, k, start, end)] };
-                    limit = (limit * 2).min(MAX_READ);
-                    if let Some(full) = pending.replace(next) {
-                        issue!(full);
-                    }
-                }
-            }
+        for b in full.drain(..) {
+            issue!(b);
         }
         while computing.len() > window {
             if let Some(d) = computing.next().await {
@@ -311,7 +270,7 @@ pub async fn measure(
             }
         }
     }
-    if let Some(last) = pending.take() {
+    if let Some(last) = batcher.finish() {
         issue!(last);
     }
     while let Some(r) = reads.next().await {
@@ -329,15 +288,10 @@ pub async fn measure(
             Some((m, h)) => (Some(m), h),
             None => (None, None),
         };
-        rows.push(TensorReport::from_parts(&t.name, t.ty, &t.dims, t.n_bytes, m.as_ref()));
+        rows.push(TensorReport::new(t, m.as_ref()));
         histograms.push(h);
     }
-    let m = ModelReport::from_parts(
-        &model.label,
-        model.architecture.as_deref(),
-        model.name.as_deref(),
-        model.file_bytes,
-        rows,
-    );
-    Ok(Outcome { report: Report::new(GENERATOR, vec![m]), histograms, bytes_read: progress.bytes_read, threads })
+    let m = ModelReport::new(&model.label, &model.model, model.file_bytes, rows);
+    let generator = format!("{GENERATOR} (browser)");
+    Ok(Outcome { report: Report::new(&generator, vec![m]), histograms, bytes_read: progress.bytes_read, threads })
 }

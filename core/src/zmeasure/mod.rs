@@ -5,6 +5,7 @@
 //! browser read) is [`measure_tensor`]. Callers that fetch bytes themselves can ask
 //! [`SamplePlan`] which blocks the sampler needs first.
 
+pub mod batch;
 pub mod html;
 mod indicators;
 mod plan;

@@ -3,18 +3,20 @@
 //! a memory map for ordinary models, by positioned reads for huge ones.
 
 use crate::atomic::write_file;
-use crate::model::{Model, Tensor};
+use crate::model::Model;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use organ_core::anatomy::Group;
 use organ_core::gguf::display::printable;
 use organ_core::zmeasure::html::human_count;
 use organ_core::zmeasure::report::{ModelReport, Report, TensorReport};
-use organ_core::zmeasure::{measure_tensor, measure_values, Measurement, ReadPlan};
+use organ_core::zmeasure::{measure_tensor, Measurement};
 use rayon::prelude::*;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
+
+mod stream;
 
 pub struct Options {
     pub models: Vec<PathBuf>,
@@ -110,24 +112,6 @@ const STREAM_ABOVE_BYTES: u64 = 2 << 30;
 /// Bytes read by the streaming path, for benchmarks (`--stats`).
 pub static BYTES_READ: AtomicU64 = AtomicU64::new(0);
 
-/// Measures one tensor by reading only its sampled blocks with positioned reads: runs of
-/// consecutive blocks become one read of at most 1 MiB (the core's [`ReadPlan`], which the
-/// browser uses with its own gap and size).
-fn measure_streamed(t: &Tensor) -> Result<Measurement> {
-    let n = t.n_elements;
-    let plan = ReadPlan::new(&t.name, t.ty, n, 0, 1 << 20)?;
-    let mut buf = plan.buffer();
-    let mut bytes = Vec::new();
-    for (i, r) in plan.ranges.iter().enumerate() {
-        bytes.resize(r.len as usize, 0);
-        let at = t.offset + r.offset;
-        t.in_file.read_exact_at(&mut bytes, at)?;
-        BYTES_READ.fetch_add(r.len, Ordering::Relaxed);
-        plan.fill(i, &bytes, &mut buf)?;
-    }
-    Ok(measure_values(plan.values(&buf)?))
-}
-
 /// Whether to print `progress DONE/TOTAL` lines on stderr (set by `organ serve`).
 fn progress_lines() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -150,28 +134,31 @@ pub fn measure_model(path: &Path, stream: bool, progress: &ProgressBar) -> Resul
         }
     }
     progress.inc_length(model.tensors.len() as u64);
-    let rows: Vec<Result<TensorReport>> = model
-        .tensors
-        .par_iter()
-        .map(|t| {
-            let n = t.n_elements;
-            let m = if !t.ty.can_dequantize() {
-                None
-            } else if stream {
-                Some(measure_streamed(t).with_context(|| format!("{}: tensor {:?}", path.display(), t.name))?)
-            } else {
-                let m = measure_tensor(&t.name, t.ty, n, t.bytes());
-                Some(m.map_err(|e| anyhow::Error::new(e).context(format!("{}: tensor {:?}", path.display(), t.name)))?)
-            };
-            progress.inc(1);
-            if progress_lines() {
-                // For `organ serve`, which runs measure as a child and reads its progress.
-                eprintln!("progress {}/{}", progress.position(), progress.length().unwrap_or(0));
-            }
-            Ok(TensorReport::new(t, m.as_ref()))
-        })
-        .collect();
-    let rows = rows.into_iter().collect::<Result<Vec<_>>>()?;
+    let tick = || {
+        progress.inc(1);
+        if progress_lines() {
+            // For `organ serve`, which runs measure as a child and reads its progress.
+            eprintln!("progress {}/{}", progress.position(), progress.length().unwrap_or(0));
+        }
+    };
+    let measured: Vec<Option<Measurement>> = if stream {
+        stream::measure(&model, path, &tick)?
+    } else {
+        let measured: Vec<Result<Option<Measurement>>> = model
+            .tensors
+            .par_iter()
+            .map(|t| {
+                let m =
+                    t.ty.can_dequantize().then(|| measure_tensor(&t.name, t.ty, t.n_elements, t.bytes())).transpose();
+                let m =
+                    m.map_err(|e| anyhow::Error::new(e).context(format!("{}: tensor {:?}", path.display(), t.name)))?;
+                tick();
+                Ok(m)
+            })
+            .collect();
+        measured.into_iter().collect::<Result<_>>()?
+    };
+    let rows = model.tensors.iter().zip(&measured).map(|(t, m)| TensorReport::new(t, m.as_ref())).collect();
     Ok(ModelReport::new(&model.label, &model, file_bytes, rows))
 }
 

@@ -127,8 +127,8 @@ pub fn App() -> impl IntoView {
                     let v = ViewData {
                         report: o.report,
                         histograms: o.histograms,
-                        metadata: model.metadata,
                         version: Some(model.version),
+                        metadata: model.metadata,
                         run,
                     };
                     data.set(Some(Arc::new(v)));

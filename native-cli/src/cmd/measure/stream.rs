@@ -38,7 +38,7 @@ pub(super) fn measure(model: &Model, path: &Path, tick: &(dyn Fn() + Sync)) -> R
     let named = |i: usize| format!("{}: tensor {:?}", path.display(), model.tensors[i].name);
     // File order, measurable tensors only.
     let mut order: Vec<usize> = (0..model.tensors.len()).filter(|&i| model.tensors[i].ty.can_dequantize()).collect();
-    order.sort_by_key(|&i| (model.tensors[i].file, model.tensors[i].offset));
+    order.sort_by_key(|&i| (model.tensors[i].file, file_key(model, i), model.tensors[i].offset));
     (0..model.tensors.len() - order.len()).for_each(|_| tick());
     // Tensors read wait here; a full channel holds the reader back, which bounds the
     // buffers held at once. They are measured on threads of their own, not the rayon pool:
@@ -95,6 +95,13 @@ pub(super) fn measure(model: &Model, path: &Path, tick: &(dyn Fn() + Sync)) -> R
     Ok(measured)
 }
 
+/// Which file tensor `i`'s bytes are in, as the batcher numbers files: the open file itself
+/// (its address), not `entry.file`, which indexes the files of the model a tensor was read
+/// from and so may clash in a model made of two (a graft's).
+fn file_key(model: &Model, i: usize) -> usize {
+    std::sync::Arc::as_ptr(&model.tensors[i].in_file) as usize
+}
+
 /// Tensors whose reads are under way: plan, buffer, ranges still to land.
 type Open = HashMap<usize, (ReadPlan, Vec<u8>, usize)>;
 
@@ -125,7 +132,7 @@ fn read_all(
             .collect::<Result<Vec<_>>>()?;
         for (&i, plan) in chunk.iter().zip(plans) {
             let t = &model.tensors[i];
-            batcher.push_plan(i, &plan, t.file, t.offset, &mut batches);
+            batcher.push_plan(i, &plan, file_key(model, i), t.offset, &mut batches);
             let buf = plan.buffer();
             let left = plan.ranges.len();
             if left == 0 {

@@ -97,6 +97,12 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// An organ directory's manifest that is not valid JSON of its schema, or breaks a cap.
+    #[error("{reason}")]
+    BadManifest {
+        /// What is wrong (with the line and column, for JSON errors).
+        reason: String,
+    },
     /// A tensor whose description cannot be honoured.
     #[error("tensor {tensor:?} (info at offset {offset}): {reason}")]
     BadTensor {

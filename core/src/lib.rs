@@ -20,6 +20,7 @@ pub mod error;
 pub mod ggml_type;
 pub mod gguf;
 pub mod limits;
+pub mod model;
 pub mod quant;
 mod reader;
 pub mod report;

@@ -35,3 +35,15 @@ pub const MAX_TENSOR_COUNT: u64 = 1 << 20;
 pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 50;
 /// Largest `general.alignment`.
 pub const MAX_ALIGNMENT: u64 = 1 << 20;
+/// Largest organ-directory `manifest.json` accepted. A 1T-parameter model's manifest is a
+/// few MB (a tensor is about 300 bytes of it, its vocabulary ten or so MB); this leaves
+/// room for tens of times that, and keeps what a hostile one can make us hold small.
+pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
+/// Most bytes of GGUF-encoded metadata a manifest may decode to, over all its entries
+/// (real models hold under 10 MB, nearly all of it the tokenizer: 260k tokens with their
+/// scores and types, or 150k tokens and 150k merges). JSON numbers are as short as 2 bytes
+/// and decode to up to 8, so this, not [`MAX_MANIFEST_BYTES`], bounds what the metadata
+/// costs.
+pub const MAX_MANIFEST_METADATA_BYTES: u64 = 32 << 20;
+/// Longest tensor `file` path in a manifest (organ writes at most ~220 bytes).
+pub const MAX_MANIFEST_PATH_LEN: usize = 4096;

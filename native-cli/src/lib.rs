@@ -4,8 +4,9 @@
 pub mod atomic;
 pub mod cmd;
 pub mod input;
-pub mod manifest;
 pub mod model;
+pub mod model_file;
+pub mod organ_dir;
 pub mod progress;
 pub mod serve;
 pub mod source;

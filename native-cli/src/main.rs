@@ -236,7 +236,7 @@ enum Command {
 fn run(cli: Cli) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    organ_cli::source::set_verify(!cli.no_verify);
+    organ_cli::organ_dir::set_verify(!cli.no_verify);
     match cli.command {
         Command::Inspect { model, json } => cmd::inspect::run(&model, json, &mut out)?,
         Command::Measure {

@@ -1,128 +1,115 @@
-//! Opening model files: a read-only memory map (plain read as the fallback), and the
-//! parsed header, with errors that name the file. Files are opened through
-//! [`crate::input::open`]: regular files only, each recorded as an input.
+//! A model as the commands see it, whatever it was read from (a GGUF file, a split GGUF,
+//! an organ directory): the core's [`organ_core::model::Model`], built there, with each
+//! tensor paired with the file that holds its bytes.
 
-use anyhow::{Context, Result};
-use memmap2::Mmap;
-use organ_core::Gguf;
-use std::fs::File;
+use crate::model_file::ModelFile;
+use anyhow::{bail, Context, Result};
+use organ_core::model::{self, OwnedValue, TensorEntry};
 use std::ops::Deref;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-/// A model file's bytes.
-pub enum Bytes {
-    /// Memory-mapped.
-    Map(Mmap),
-    /// Read into memory (when mapping is not possible).
-    Owned(Vec<u8>),
+/// A tensor: the core's entry, and where its bytes are.
+#[derive(Clone)]
+pub struct Tensor {
+    /// Name, type, shape, size, and offset in `file`.
+    pub entry: TensorEntry,
+    /// The file that holds its bytes (`entry.file` indexes the files of the model
+    /// it was read from; a graft moves tensors between models, the file goes with them).
+    pub in_file: Arc<ModelFile>,
+    /// New bytes made in memory (a purified tensor); when set, they replace the file's.
+    pub owned: Option<Arc<Vec<u8>>>,
 }
 
-impl Deref for Bytes {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Bytes::Map(m) => m,
-            Bytes::Owned(v) => v,
-        }
+impl Deref for Tensor {
+    type Target = TensorEntry;
+    fn deref(&self) -> &TensorEntry {
+        &self.entry
     }
 }
 
-/// An opened model file.
-pub struct ModelFile {
-    /// Where it is.
-    pub path: PathBuf,
-    /// Its bytes.
-    pub bytes: Bytes,
-    /// The open file, for positioned reads and in-kernel copies that bypass the map; none
-    /// for organ files, which are closed once mapped (an organ directory of any number of
-    /// tensors holds no descriptor open) and opened again for a copy.
-    file: Option<File>,
-    /// Device and inode, to know the file again when it is reopened.
-    id: (u64, u64),
+impl std::borrow::Borrow<TensorEntry> for Tensor {
+    fn borrow(&self) -> &TensorEntry {
+        &self.entry
+    }
 }
 
-impl ModelFile {
-    /// Opens `path` read-only. Nothing is read yet: pages come in as they are touched.
-    pub fn open(path: &Path) -> Result<ModelFile> {
-        let file = crate::input::open(path)?;
-        let md = file.metadata().with_context(|| format!("{}: cannot stat", path.display()))?;
-        let id = (md.dev(), md.ino());
-        // SAFETY: the map is read-only and private to this process. If another process
-        // truncates the file while we hold the map, touching a page past the new end
-        // raises SIGBUS; organ never writes its inputs, and this is the documented
-        // trade-off of mapping (README, "Memory maps").
-        let bytes = match unsafe { Mmap::map(&file) } {
-            Ok(m) => Bytes::Map(m),
-            Err(_) => {
-                let mut v = Vec::new();
-                std::io::Read::read_to_end(&mut &file, &mut v)
-                    .with_context(|| format!("{}: cannot read", path.display()))?;
-                Bytes::Owned(v)
+impl Tensor {
+    /// The tensor's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        if let Some(b) = &self.owned {
+            return b;
+        }
+        let b: &[u8] = &self.in_file.bytes;
+        // Offsets and sizes were checked against the file when the model was opened.
+        &b[self.offset as usize..(self.offset + self.n_bytes) as usize]
+    }
+}
+
+/// An opened model: the core model over [`Tensor`]s (it derefs to it), and where it is.
+pub struct Model {
+    /// File or directory name, for reports.
+    pub label: String,
+    pub path: PathBuf,
+    /// For split models, every shard in order (empty otherwise).
+    pub shards: Vec<PathBuf>,
+    pub model: model::Model<Tensor>,
+}
+
+impl Deref for Model {
+    type Target = model::Model<Tensor>;
+    fn deref(&self) -> &model::Model<Tensor> {
+        &self.model
+    }
+}
+
+impl Model {
+    /// A new, single-file model made from this one (a graft's or a purification's
+    /// result): the same label, path and GGUF version, with `kvs` and `tensors`.
+    pub fn derived(&self, kvs: Vec<(String, OwnedValue)>, tensors: Vec<Tensor>) -> Model {
+        Model {
+            label: self.label.clone(),
+            path: self.path.clone(),
+            shards: Vec::new(),
+            model: model::Model { version: self.version, kvs, tensors },
+        }
+    }
+
+    /// Opens a GGUF file, a split GGUF (any of its `-0000i-of-0000n.gguf` shards), or an
+    /// organ directory (one with a manifest.json).
+    pub fn open(path: &Path) -> Result<Model> {
+        if path.is_dir() {
+            crate::organ_dir::open(path)
+        } else if let Some(shards) = crate::source::split_shards(path) {
+            Self::from_files(path, &shards, shards.clone())
+        } else {
+            Self::from_files(path, &[path.to_owned()], Vec::new())
+        }
+    }
+
+    /// The model of `paths` (one GGUF, or every shard of a split model, in order), joined
+    /// and checked by the core ([`model::Model::join`]).
+    fn from_files(path: &Path, paths: &[PathBuf], shards: Vec<PathBuf>) -> Result<Model> {
+        let files: Vec<Arc<ModelFile>> =
+            paths.iter().map(|p| ModelFile::open(p).map(Arc::new)).collect::<Result<_>>()?;
+        let parts = files.iter().enumerate().map(|(i, f)| Ok(model::Model::from_gguf(&f.parse()?, i)));
+        let joined = match model::Model::join(parts.collect::<Result<_>>()?) {
+            Ok(m) => m,
+            Err(e) => {
+                let file = paths.get(e.file).unwrap_or(&path.to_owned()).display().to_string();
+                bail!("{file}: {}", e.reason);
             }
         };
-        Ok(ModelFile { path: path.to_owned(), bytes, file: Some(file), id })
-    }
-
-    /// Opens and maps `path`, then closes it: the map stays, the descriptor goes.
-    pub fn open_mapped(path: &Path) -> Result<ModelFile> {
-        let mut m = Self::open(path)?;
-        if matches!(m.bytes, Bytes::Map(_)) {
-            m.file = None;
-        }
-        Ok(m)
-    }
-
-    /// Calls `f` with the open file: the one held, or the same file opened again (by its
-    /// path, checked to be the same device and inode) for the length of the call.
-    ///
-    /// # Errors
-    /// The file cannot be opened again, or its path now leads to another file.
-    pub fn with_file<R>(&self, f: impl FnOnce(&File) -> Result<R>) -> Result<R> {
-        if let Some(file) = &self.file {
-            return f(file);
-        }
-        let file = crate::input::open(&self.path)?;
-        let md = file.metadata().with_context(|| format!("{}: cannot stat", self.path.display()))?;
-        if (md.dev(), md.ino()) != self.id {
-            anyhow::bail!("{}: replaced by another file while organ was reading it", self.path.display());
-        }
-        f(&file)
-    }
-
-    /// Reads `buf.len()` bytes at `offset`: a positioned read where the file is held open,
-    /// else a copy out of the map.
-    ///
-    /// # Errors
-    /// The range is not in the file, or the read fails.
-    pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        if let Some(file) = &self.file {
-            use std::os::unix::fs::FileExt;
-            return file
-                .read_exact_at(buf, offset)
-                .with_context(|| format!("{}: read at offset {offset}", self.path.display()));
-        }
-        let src =
-            usize::try_from(offset).ok().and_then(|o| self.bytes.get(o..o.checked_add(buf.len())?)).with_context(
-                || format!("{}: {} bytes at offset {offset} lie past its end", self.path.display(), buf.len()),
-            )?;
-        buf.copy_from_slice(src);
-        Ok(())
-    }
-
-    /// The open file, where it is held (for read-ahead advice).
-    pub fn file(&self) -> Option<&File> {
-        self.file.as_ref()
-    }
-
-    /// Parses the header.
-    pub fn parse(&self) -> Result<Gguf<'_>> {
-        Gguf::parse(&self.bytes, self.bytes.len() as u64)
-            .with_context(|| format!("{}: not a valid GGUF", self.path.display()))
-    }
-
-    /// The file name, for reports.
-    pub fn file_name(&self) -> String {
-        self.path.file_name().map_or_else(|| self.path.display().to_string(), |n| n.to_string_lossy().into_owned())
+        let label = files.first().with_context(|| format!("{}: no shards", path.display()))?.file_name();
+        let model::Model { version, kvs, tensors } = joined;
+        let tensors = tensors
+            .into_iter()
+            .map(|entry| {
+                let file = files.get(entry.file).context("a tensor of no file")?.clone();
+                Ok(Tensor { entry, in_file: file, owned: None })
+            })
+            .collect::<Result<_>>()?;
+        let model = model::Model { version, kvs, tensors };
+        Ok(Model { label, path: path.to_owned(), shards, model })
     }
 }

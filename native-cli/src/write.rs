@@ -3,13 +3,14 @@
 //! ([`crate::atomic`]). Inputs are only ever read, and never replaced.
 
 use crate::atomic::Temp;
-use crate::manifest::{self, Manifest, ManifestTensor, OwnedValue};
-use crate::source::{Model, Tensor};
+use crate::model::{Model, Tensor};
 use anyhow::{bail, Context, Result};
 use organ_core::anatomy::{classify, Group};
 use organ_core::gguf::split::SET_ID_KEY;
 use organ_core::gguf::writer::{padding, plan, TensorSpec};
 use organ_core::gguf::MetaValue;
+use organ_core::model::manifest::{self, Manifest, ManifestTensor};
+use organ_core::model::OwnedValue;
 use organ_core::surgery::organ_bin;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
@@ -87,10 +88,7 @@ pub fn file_name(tensor: &str) -> String {
     s + ".bin"
 }
 
-/// Lower-case hex of `bytes` (digests in manifests, caches and metadata).
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|x| format!("{x:02x}")).collect()
-}
+pub use organ_core::model::manifest::hex;
 
 pub fn sha256_hex(b: &[u8]) -> String {
     hex(&Sha256::digest(b))
@@ -143,7 +141,7 @@ pub fn write_dir(
                 );
                 copied.with_context(|| format!("{}: copying tensor data", path.display()))?;
                 let theta = if measure {
-                    match organ_core::zmeasure::measure_tensor(&t.name, t.ty, t.dims.iter().product(), t.bytes()) {
+                    match organ_core::zmeasure::measure_tensor(&t.name, t.ty, t.n_elements, t.bytes()) {
                         Ok(m) => Some(m.theta),
                         Err(organ_core::Error::NotDequantizable { .. }) => None,
                         Err(e) => return Err(anyhow::Error::new(e).context(format!("tensor {:?}", t.name))),
@@ -274,7 +272,7 @@ pub fn write_gguf_split(
 fn write_tensor_data(t: &Tensor, dst: &mut File) -> Result<()> {
     match &t.owned {
         Some(b) => Ok(dst.write_all(b)?),
-        None => t.data.file.with_file(|src| copy_range(src, t.data.offset, t.n_bytes, dst)),
+        None => t.in_file.with_file(|src| copy_range(src, t.offset, t.n_bytes, dst)),
     }
 }
 
@@ -310,9 +308,9 @@ pub fn copy_range(src: &File, offset: u64, len: u64, dst: &mut File) -> Result<(
 /// sha256 of a model's bytes: the GGUF file, or an organ directory's manifest.
 pub fn fingerprint(m: &Model) -> Result<String> {
     if m.path.is_dir() {
-        Ok(sha256_hex(&crate::model::ModelFile::open(&m.path.join("manifest.json"))?.bytes))
+        Ok(sha256_hex(&crate::model_file::ModelFile::open(&m.path.join("manifest.json"))?.bytes))
     } else {
-        Ok(sha256_hex(&crate::model::ModelFile::open(&m.path)?.bytes))
+        Ok(sha256_hex(&crate::model_file::ModelFile::open(&m.path)?.bytes))
     }
 }
 

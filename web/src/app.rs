@@ -143,8 +143,8 @@ impl Controller {
         Ok(ViewData {
             report: o.report,
             histograms: o.histograms,
-            metadata: model.metadata,
             version: Some(model.version),
+            metadata: model.metadata,
             run: Some((pool::now_ms() - chosen, o.bytes_read, o.threads)),
         })
     }

@@ -1,18 +1,17 @@
 //! Measuring a model in the browser: the core's `ReadPlan` says which byte ranges each
-//! tensor's sample needs; the page reads them with `Blob.slice` (batched: nearby blocks
-//! share a read) while the worker pool decodes and measures tensors already read. The
-//! report is built by the same core functions as `organ measure`'s.
+//! tensor's sample needs and its `Batcher` joins them into reads across tensors; the page
+//! reads them with `Blob.slice` while the worker pool decodes and measures tensors already
+//! read. The report is built by the same core functions as `organ measure`'s.
 
 use crate::pool;
 use crate::source::{read_buffer, Model};
 use futures_util::future::{FutureExt, LocalBoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use organ_core::report::{Histogram, ModelReport, Report, TensorReport};
-use organ_core::zmeasure::{measure_values_sorted, Measurement, ReadPlan};
+use organ_core::zmeasure::batch::{Batch, Batcher};
+use organ_core::zmeasure::{measure_values_sorted, Measurement, ReadPlan, GENERATOR};
 use std::collections::VecDeque;
 
-/// What produced the report.
-pub const GENERATOR: &str = concat!("organ ", env!("CARGO_PKG_VERSION"), " (browser)");
 /// Needed blocks closer than this share one read, within a tensor and across tensors: a
 /// browser read costs far more than the bytes in a small gap.
 const MAX_GAP: u64 = 64 << 10;
@@ -70,26 +69,6 @@ struct Open {
     len: usize,
     /// Reads not landed yet.
     left: usize,
-}
-
-/// One file read, which may serve ranges of several consecutive tensors: tensors lie one
-/// after another in the file, and a browser read costs far more than the bytes of a
-/// small gap, so a model is read in a few large reads rather than one or more per tensor.
-struct Batch {
-    file: usize,
-    start: u64,
-    end: u64,
-    /// Its longest.
-    limit: u64,
-    /// (tensor index, range index in its plan, absolute start, absolute end).
-    parts: Vec<(usize, usize, u64, u64)>,
-}
-
-impl Batch {
-    /// Whether `[start, end)` of `file` can join this read.
-    fn takes(&self, file: usize, start: u64, end: u64) -> bool {
-        file == self.file && start >= self.end && start - self.end <= MAX_GAP && end - self.start <= self.limit
-    }
 }
 
 /// Reads a batch's bytes.
@@ -155,10 +134,10 @@ struct Scheduler<'m> {
     on_progress: &'m dyn Fn(Progress),
     /// Reads under way.
     reads: FuturesUnordered<LocalBoxFuture<'static, Result<(Batch, js_sys::ArrayBuffer), String>>>,
-    /// The read being gathered: ranges join it while they lie close enough.
-    pending: Option<Batch>,
-    /// The longest the next read may be: it doubles from [`FIRST_READ`] to [`MAX_READ`].
-    limit: u64,
+    /// Joins the tensors' ranges into reads (the core's, as `organ measure --stream`'s).
+    batcher: Batcher,
+    /// Reads the batcher closed, to issue.
+    full: Vec<Batch>,
     /// Tensors whose reads are under way.
     open: VecDeque<Open>,
     /// Tensors being measured on the pool.
@@ -182,8 +161,8 @@ impl<'m> Scheduler<'m> {
             model,
             on_progress,
             reads: FuturesUnordered::new(),
-            pending: None,
-            limit: FIRST_READ,
+            batcher: Batcher::new(MAX_GAP, FIRST_READ, MAX_READ),
+            full: Vec::new(),
             open: VecDeque::new(),
             computing: Computing::new(),
             window: 2 * threads.max(1),
@@ -206,31 +185,16 @@ impl<'m> Scheduler<'m> {
     async fn add(&mut self, i: usize, plan: ReadPlan) -> Result<(), String> {
         self.progress.bytes_total += plan.bytes_to_read();
         let t = &self.model.tensors[i];
-        let ranges: Vec<(usize, u64, u64)> = plan
-            .ranges
-            .iter()
-            .enumerate()
-            .map(|(k, r)| (k, t.offset + r.offset, t.offset + r.offset + r.len))
-            .collect();
+        let mut full = core::mem::take(&mut self.full);
+        self.batcher.push_plan(i, &plan, t.file, t.offset, &mut full);
         let len = plan.buffer_len();
         let buf = self.buffers.take(len);
-        self.open.push_back(Open { i, buf, len, left: ranges.len(), plan });
+        self.open.push_back(Open { i, buf, len, left: plan.ranges.len(), plan });
         self.dispatch();
-        for (k, start, end) in ranges {
-            match self.pending.as_mut() {
-                Some(b) if b.takes(t.file, start, end) => {
-                    b.end = end;
-                    b.parts.push((i, k, start, end));
-                }
-                _ => {
-                    let next = Batch { file: t.file, start, end, limit: self.limit, parts: vec![(i, k, start, end)] };
-                    self.limit = (self.limit * 2).min(MAX_READ);
-                    if let Some(full) = self.pending.replace(next) {
-                        self.issue(full).await?;
-                    }
-                }
-            }
+        for b in full.drain(..) {
+            self.issue(b).await?;
         }
+        self.full = full;
         while self.computing.len() > self.window {
             self.finish_next().await?;
         }
@@ -253,15 +217,13 @@ impl<'m> Scheduler<'m> {
     /// the pool.
     fn land(&mut self, r: Result<(Batch, js_sys::ArrayBuffer), String>) -> Result<(), String> {
         let (batch, bytes) = r?;
-        for &(i, k, start, end) in &batch.parts {
-            let o = self.open.iter_mut().find(|o| o.i == i).ok_or("a read landed for no tensor")?;
+        for p in &batch.parts {
+            let o = self.open.iter_mut().find(|o| o.i == p.tensor).ok_or("a read landed for no tensor")?;
             // Every part lies inside its batch, whose length was checked.
-            let part = js_sys::Uint8Array::new_with_byte_offset_and_length(
-                &bytes,
-                (start - batch.start) as u32,
-                (end - start) as u32,
-            );
-            match o.plan.dense_target(k) {
+            let span = batch.span(p);
+            let part =
+                js_sys::Uint8Array::new_with_byte_offset_and_length(&bytes, span.start as u32, span.len() as u32);
+            match o.plan.dense_target(p.range) {
                 // Dense plans: one copy, from the JS buffer to the tensor's buffer.
                 Some(t) if t.len() == part.length() as usize && t.end <= o.len => part.copy_to(&mut o.buf[t]),
                 // Sparse plans: the part goes to a staging buffer kept from read to read,
@@ -272,7 +234,7 @@ impl<'m> Scheduler<'m> {
                         self.staging.resize(n, 0);
                     }
                     part.copy_to(&mut self.staging[..n]);
-                    let filled = o.plan.fill(k, &self.staging[..n], &mut o.buf[..o.len]);
+                    let filled = o.plan.fill(p.range, &self.staging[..n], &mut o.buf[..o.len]);
                     filled.map_err(|e| tensor_err(self.model, o.i, e))?
                 }
             }
@@ -328,7 +290,7 @@ impl<'m> Scheduler<'m> {
     /// Issues the last read, lands every read and waits for every tensor; shows the final
     /// progress. Gives each tensor's result (`None` if not measurable) and the bytes read.
     async fn finish(mut self) -> Result<(Vec<Option<(Measurement, Option<Histogram>)>>, u64), String> {
-        if let Some(last) = self.pending.take() {
+        if let Some(last) = self.batcher.finish() {
             self.issue(last).await?;
         }
         while let Some(r) = self.reads.next().await {
@@ -384,15 +346,10 @@ pub async fn measure(
             Some((m, h)) => (Some(m), h),
             None => (None, None),
         };
-        rows.push(TensorReport::from_parts(&t.name, t.ty, &t.dims, t.n_bytes, m.as_ref()));
+        rows.push(TensorReport::new(t, m.as_ref()));
         histograms.push(h);
     }
-    let m = ModelReport::from_parts(
-        &model.label,
-        model.architecture.as_deref(),
-        model.name.as_deref(),
-        model.file_bytes,
-        rows,
-    );
-    Ok(Outcome { report: Report::new(GENERATOR, vec![m]), histograms, bytes_read, threads })
+    let m = ModelReport::new(&model.label, &model.model, model.file_bytes, rows);
+    let generator = format!("{GENERATOR} (browser)");
+    Ok(Outcome { report: Report::new(&generator, vec![m]), histograms, bytes_read, threads })
 }

@@ -1,10 +1,10 @@
-//! Any bytes through `organ_cli::manifest::parse`, the one way an organ directory's
+//! Any bytes through `organ_core::model::manifest::parse`, the one way an organ directory's
 //! manifest.json is read. Whatever parses has every metadata entry decoded and walked,
 //! and must write back to JSON that parses to the same manifest.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use organ_cli::manifest::{decode_kv, parse};
+use organ_core::model::manifest::{decode_kv, parse};
 use organ_core::gguf::MetaValue;
 
 fn walk(v: &MetaValue<'_>) -> u64 {

@@ -5,7 +5,7 @@
 //! Splits that organ writes also carry [`SET_ID_KEY`], one random id in every shard, so
 //! that a shard of another split set is refused even where its `split.*` keys agree.
 
-use super::Gguf;
+use crate::model::{Model, TensorEntry};
 use alloc::collections::BTreeSet;
 use alloc::format;
 use alloc::string::String;
@@ -33,16 +33,16 @@ pub struct Shard<'a> {
 }
 
 impl<'a> Shard<'a> {
-    /// The shard facts of a parsed header.
-    pub fn of(g: &Gguf<'a>) -> Shard<'a> {
-        let num = |k: &str| g.get(k).and_then(|v| v.as_u64());
+    /// The shard facts of one file's model ([`Model::from_gguf`]).
+    pub fn of<T: core::borrow::Borrow<TensorEntry>>(m: &'a Model<T>) -> Shard<'a> {
+        let num = |k: &str| m.get(k).and_then(|v| v.as_u64());
         Shard {
             no: num("split.no"),
             count: num("split.count"),
             tensors_count: num("split.tensors.count"),
-            tensors: g.tensors.iter().map(|t| t.name).collect(),
-            version: g.version,
-            set_id: g.get(SET_ID_KEY).and_then(|v| v.as_str()),
+            tensors: m.tensors.iter().map(|t| t.borrow().name.as_str()).collect(),
+            version: m.version,
+            set_id: m.get(SET_ID_KEY).and_then(|v| v.as_str()),
         }
     }
 

@@ -4,7 +4,7 @@
 
 use super::Summary;
 use crate::anatomy::{classify, Group, OrganKind};
-use crate::gguf::{Gguf, TensorInfo};
+use crate::model::{Model, TensorEntry};
 use crate::zmeasure::{Measurement, MEASURE};
 use alloc::borrow::ToOwned;
 use alloc::collections::BTreeMap;
@@ -62,8 +62,8 @@ pub struct TensorReport {
 
 impl TensorReport {
     /// The row for tensor `t` with its measurement (`None`: not measurable).
-    pub fn new(t: &TensorInfo<'_>, m: Option<&Measurement>) -> TensorReport {
-        Self::from_parts(t.name, t.ty, t.shape(), t.n_bytes, m)
+    pub fn new(t: &TensorEntry, m: Option<&Measurement>) -> TensorReport {
+        Self::from_parts(&t.name, t.ty, &t.dims, t.n_bytes, m)
     }
 
     /// The row for a tensor given by its parts.
@@ -122,10 +122,10 @@ pub struct ModelReport {
 }
 
 impl ModelReport {
-    /// A model's report from its header and one row per tensor (in file order).
-    pub fn new(model: &str, g: &Gguf<'_>, tensors: Vec<TensorReport>) -> ModelReport {
-        let name = g.get("general.name").and_then(|v| v.as_str());
-        Self::from_parts(model, g.architecture(), name, g.file_len, tensors)
+    /// A model's report: its label, the model (for architecture and name), its files' size,
+    /// and one row per tensor (in file order).
+    pub fn new<T>(model: &str, m: &Model<T>, file_bytes: u64, tensors: Vec<TensorReport>) -> ModelReport {
+        Self::from_parts(model, m.architecture().as_deref(), m.name().as_deref(), file_bytes, tensors)
     }
 
     /// A model's report from its parts (for models read from several files).

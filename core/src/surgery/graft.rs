@@ -4,6 +4,8 @@
 //! types, and the writer rewrites the tensor infos.
 
 use super::select::Selection;
+use crate::model::{Model, TensorEntry};
+use alloc::borrow::Cow;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -30,15 +32,16 @@ pub struct GraftPlan {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Side<'a> {
     /// `general.architecture`.
-    pub architecture: Option<&'a str>,
+    pub architecture: Option<Cow<'a, str>>,
     /// (name, shape) per tensor.
     pub tensors: Vec<(&'a str, &'a [u64])>,
 }
 
 impl<'a> Side<'a> {
-    /// The side of a parsed GGUF.
-    pub fn of(g: &'a crate::gguf::Gguf<'a>) -> Side<'a> {
-        Side { architecture: g.architecture(), tensors: g.tensors.iter().map(|t| (t.name, t.shape())).collect() }
+    /// The side of a model (its tensors as the core's entries, or paired with their bytes).
+    pub fn of<T: core::borrow::Borrow<TensorEntry>>(m: &'a Model<T>) -> Side<'a> {
+        let tensors = m.tensors.iter().map(|t| (t.borrow().name.as_str(), t.borrow().dims.as_slice())).collect();
+        Side { architecture: m.architecture(), tensors }
     }
 
     fn position(&self, name: &str) -> Option<usize> {
@@ -52,7 +55,7 @@ impl<'a> Side<'a> {
 /// Every mismatch found, not only the first, so a user sees the whole problem at once.
 pub fn plan(recipient: &Side<'_>, donor: &Side<'_>, sel: &Selection) -> Result<GraftPlan, Vec<Mismatch>> {
     let mut bad = Vec::new();
-    let (ra, da) = (recipient.architecture, donor.architecture);
+    let (ra, da) = (recipient.architecture.as_deref(), donor.architecture.as_deref());
     if ra != da || ra.is_none() {
         bad.push(Mismatch {
             tensor: "general.architecture".into(),
@@ -91,7 +94,7 @@ mod tests {
     use crate::surgery::select::Layers;
 
     fn side<'a>(arch: &'a str, t: &[(&'a str, &'a [u64])]) -> Side<'a> {
-        Side { architecture: Some(arch), tensors: t.to_vec() }
+        Side { architecture: Some(arch.into()), tensors: t.to_vec() }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! browser read) is [`measure_tensor`]. Callers that fetch bytes themselves can ask
 //! [`SamplePlan`] which blocks the sampler needs first.
 
+pub mod batch;
 mod indicators;
 mod plan;
 mod radix;
@@ -28,6 +29,9 @@ use serde::Serialize;
 
 /// The measure's name in reports.
 pub const MEASURE: &str = "z1";
+
+/// What made a report: organ and its version (a front end may add its name).
+pub const GENERATOR: &str = concat!("organ ", env!("CARGO_PKG_VERSION"));
 
 /// The result of measuring one tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

@@ -1,14 +1,13 @@
 //! `organ assemble`: an organ directory back into one GGUF. Opening the directory checks
 //! every organ file against the sha256 its manifest recorded ([`Model::from_dir`]).
 
-use crate::source::Model;
 use crate::write::write_gguf;
 use anyhow::{Context, Result};
 use std::io::Write;
 use std::path::Path;
 
 pub fn run(dir: &Path, out: &Path, split_max: Option<u64>, force: bool, w: &mut dyn Write) -> Result<()> {
-    let m = Model::from_dir(dir)?;
+    let m = crate::organ_dir::open(dir)?;
     if let Some(max) = split_max {
         let shards = crate::write::write_gguf_split(m.version, &m.kvs, &m.tensors, out, max, force)
             .with_context(|| format!("assembling {}", dir.display()))?;

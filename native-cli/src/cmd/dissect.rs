@@ -1,10 +1,10 @@
 //! `organ dissect`: a GGUF into an organ directory, one file per tensor plus manifest.json.
 
-use crate::manifest;
-use crate::source::Model;
+use crate::model::Model;
 use crate::write::{group_dir, write_dir};
 use anyhow::{bail, Result};
 use organ_core::anatomy::{classify, Group};
+use organ_core::model::manifest;
 use sha2::Digest;
 use std::io::Write;
 use std::path::Path;
@@ -21,7 +21,7 @@ pub fn run(model: &Path, out: &Path, measure: bool, force: bool, w: &mut dyn Wri
         let mut h = sha2::Sha256::new();
         let mut bytes = 0u64;
         for f in &files {
-            let f = crate::model::ModelFile::open(f)?;
+            let f = crate::model_file::ModelFile::open(f)?;
             h.update(&f.bytes[..]);
             bytes += f.bytes.len() as u64;
         }

@@ -1,9 +1,9 @@
 //! `organ graft`: donor tensors into a recipient, GGUF or organ directory on either side
 //! and as output, after checks that refuse (with the full list) what would not load.
 
-use crate::manifest::OwnedValue;
-use crate::source::Model;
+use crate::model::Model;
 use anyhow::{bail, Result};
+use organ_core::model::OwnedValue;
 use organ_core::surgery::graft::{plan, Side};
 use organ_core::surgery::select::Selection;
 use std::io::Write;
@@ -23,18 +23,10 @@ pub struct Options<'a> {
     pub force: bool,
 }
 
-fn side(m: &Model) -> (Option<String>, Vec<(&str, &[u64])>) {
-    (m.architecture(), m.tensors.iter().map(|t| (t.name.as_str(), t.dims.as_slice())).collect())
-}
-
 pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let recipient = Model::open(o.recipient)?;
     let donor = Model::open(o.donor)?;
-    let (ra, rt) = side(&recipient);
-    let (da, dt) = side(&donor);
-    let rs = Side { architecture: ra.as_deref(), tensors: rt };
-    let ds = Side { architecture: da.as_deref(), tensors: dt };
-    let p = match plan(&rs, &ds, &o.selection) {
+    let p = match plan(&Side::of(&recipient), &Side::of(&donor), &o.selection) {
         Ok(p) => p,
         Err(bad) => {
             let lines: Vec<String> = bad.iter().map(|m| format!("  {}: {}", m.tensor, m.reason)).collect();

@@ -1,7 +1,7 @@
 //! `organ inspect`: metadata (long arrays summarized, like gguf-dump) and one row per
 //! tensor; `--json` gives everything in full.
 
-use crate::model::ModelFile;
+use crate::model_file::ModelFile;
 use anyhow::Result;
 use organ_core::anatomy::classify;
 use organ_core::gguf::display::{preview, printable, ValueJson};
@@ -223,8 +223,8 @@ fn print_text(file: &str, g: &Gguf<'_>, out: &mut dyn Write) -> Result<()> {
 /// A split model as one: every shard's header line, the merged metadata (first shard's,
 /// less `split.*`), and every tensor with the shard that holds it.
 fn run_split(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<()> {
-    let m = crate::source::Model::open(path)?;
-    let shard_of = |t: &crate::source::Tensor| m.shards.iter().position(|s| *s == t.data.file.path).unwrap_or(0) + 1;
+    let m = crate::model::Model::open(path)?;
+    let shard_of = |t: &crate::model::Tensor| t.file + 1;
     let mut metadata = Vec::new();
     for (k, v) in &m.kvs {
         let v = v.view()?;
@@ -245,17 +245,17 @@ fn run_split(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<()> {
             metadata: Seq(|| {
                 metadata.iter().map(|(k, v)| MetaJson { key: k, len: None, types: type_path(v), value: ValueJson(*v) })
             }),
-            parameters: m.tensors.iter().map(|t| t.dims.iter().product::<u64>()).sum::<u64>(),
+            parameters: m.tensors.iter().map(|t| t.n_elements).sum::<u64>(),
             shards: m.shards.iter().map(|p| p.display().to_string()).collect(),
             tensors: Seq(|| {
                 m.tensors.iter().map(|t| {
                     let a = classify(&t.name);
                     TensorJson {
                         bytes: t.n_bytes,
-                        file_offset: t.data.offset,
+                        file_offset: t.offset,
                         group: a.group,
                         layer: a.layer,
-                        n_elements: t.dims.iter().product::<u64>(),
+                        n_elements: t.n_elements,
                         name: &t.name,
                         offset: None,
                         organ: a.organ,
@@ -292,7 +292,7 @@ fn run_split(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<()> {
             dims: &t.dims,
             ty: t.ty,
             shard: Some(shard_of(t)),
-            offset: t.data.offset,
+            offset: t.offset,
             bytes: t.n_bytes,
         })
         .collect();

@@ -3,21 +3,19 @@
 //! a memory map for ordinary models, by positioned reads for huge ones.
 
 use crate::atomic::write_file;
-use crate::source::{Model, Tensor};
+use crate::model::Model;
 use anyhow::{Context, Result};
 use indicatif::ProgressBar;
 use organ_core::anatomy::Group;
 use organ_core::gguf::display::printable;
-use organ_core::gguf::MetaValue;
-use organ_core::report::human_count;
-use organ_core::report::{ModelReport, Report, TensorReport};
-use organ_core::zmeasure::{measure_tensor, measure_values, Measurement, ReadPlan};
+use organ_core::report::{human_count, ModelReport, Report, TensorReport};
+use organ_core::zmeasure::{measure_tensor, Measurement};
 use rayon::prelude::*;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
-pub const GENERATOR: &str = concat!("organ ", env!("CARGO_PKG_VERSION"));
+mod stream;
 
 pub struct Options {
     pub models: Vec<PathBuf>,
@@ -81,7 +79,7 @@ fn cache_key(path: &Path) -> Result<String> {
     };
     let mut h = sha2::Sha256::new();
     for f in &files {
-        h.update(&crate::model::ModelFile::open(f)?.bytes[..]);
+        h.update(&crate::model_file::ModelFile::open(f)?.bytes[..]);
     }
     Ok(format!("{}-{}", organ_core::zmeasure::MEASURE, crate::write::hex(&h.finalize())))
 }
@@ -113,30 +111,12 @@ const STREAM_ABOVE_BYTES: u64 = 2 << 30;
 /// Bytes read by the streaming path, for benchmarks (`--stats`).
 pub static BYTES_READ: AtomicU64 = AtomicU64::new(0);
 
-/// Measures one tensor by reading only its sampled blocks with positioned reads: runs of
-/// consecutive blocks become one read of at most 1 MiB (the core's [`ReadPlan`], which the
-/// browser uses with its own gap and size).
-fn measure_streamed(t: &Tensor) -> Result<Measurement> {
-    let n: u64 = t.dims.iter().product();
-    let plan = ReadPlan::new(&t.name, t.ty, n, 0, 1 << 20)?;
-    let mut buf = plan.buffer();
-    let mut bytes = Vec::new();
-    for (i, r) in plan.ranges.iter().enumerate() {
-        bytes.resize(r.len as usize, 0);
-        let at = t.data.offset + r.offset;
-        t.data.file.read_exact_at(&mut bytes, at)?;
-        BYTES_READ.fetch_add(r.len, Ordering::Relaxed);
-        plan.fill(i, &bytes, &mut buf)?;
-    }
-    Ok(measure_values(plan.values(&buf)?))
-}
-
 /// Measures one model (a GGUF, a split GGUF, or an organ directory); the progress bar
 /// advances per tensor. With `stream` (or for models over 2 GiB) only the sampled blocks
 /// are read.
 pub fn measure_model(path: &Path, stream: bool, progress: &ProgressBar) -> Result<ModelReport> {
     let model = Model::open(path)?;
-    let mut files: Vec<&crate::model::ModelFile> = model.tensors.iter().map(|t| &*t.data.file).collect();
+    let mut files: Vec<&crate::model_file::ModelFile> = model.tensors.iter().map(|t| &*t.in_file).collect();
     files.dedup_by_key(|f| f.path.clone());
     let file_bytes: u64 = files.iter().map(|f| f.bytes.len() as u64).sum();
     let stream = stream || file_bytes > STREAM_ABOVE_BYTES;
@@ -147,30 +127,26 @@ pub fn measure_model(path: &Path, stream: bool, progress: &ProgressBar) -> Resul
         }
     }
     progress.inc_length(model.tensors.len() as u64);
-    let rows: Vec<Result<TensorReport>> = model
-        .tensors
-        .par_iter()
-        .map(|t| {
-            let n: u64 = t.dims.iter().product();
-            let m = if !t.ty.can_dequantize() {
-                None
-            } else if stream {
-                Some(measure_streamed(t).with_context(|| format!("{}: tensor {:?}", path.display(), t.name))?)
-            } else {
-                let m = measure_tensor(&t.name, t.ty, n, t.bytes());
-                Some(m.map_err(|e| anyhow::Error::new(e).context(format!("{}: tensor {:?}", path.display(), t.name)))?)
-            };
-            crate::progress::tensor_done(progress);
-            Ok(TensorReport::from_parts(&t.name, t.ty, &t.dims, t.n_bytes, m.as_ref()))
-        })
-        .collect();
-    let rows = rows.into_iter().collect::<Result<Vec<_>>>()?;
-    let arch = model.architecture();
-    let name = match model.get("general.name").map(|v| v.view()) {
-        Some(Ok(MetaValue::Str(s))) => Some(String::from_utf8_lossy(s).into_owned()),
-        _ => None,
+    let tick = || crate::progress::tensor_done(progress);
+    let measured: Vec<Option<Measurement>> = if stream {
+        stream::measure(&model, path, &tick)?
+    } else {
+        let measured: Vec<Result<Option<Measurement>>> = model
+            .tensors
+            .par_iter()
+            .map(|t| {
+                let m =
+                    t.ty.can_dequantize().then(|| measure_tensor(&t.name, t.ty, t.n_elements, t.bytes())).transpose();
+                let m =
+                    m.map_err(|e| anyhow::Error::new(e).context(format!("{}: tensor {:?}", path.display(), t.name)))?;
+                tick();
+                Ok(m)
+            })
+            .collect();
+        measured.into_iter().collect::<Result<_>>()?
     };
-    Ok(ModelReport::from_parts(&model.label, arch.as_deref(), name.as_deref(), file_bytes, rows))
+    let rows = model.tensors.iter().zip(&measured).map(|(t, m)| TensorReport::new(t, m.as_ref())).collect();
+    Ok(ModelReport::new(&model.label, &model, file_bytes, rows))
 }
 
 pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
@@ -191,7 +167,7 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
     if cached > 0 {
         crate::progress::note(format!("{cached} of {} models taken from the cache", paths.len()));
     }
-    let report = Report::new(GENERATOR, models);
+    let report = Report::new(organ_core::zmeasure::GENERATOR, models);
 
     if let Some(p) = &opts.json {
         write_file(p, opts.force, |w| {

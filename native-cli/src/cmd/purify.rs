@@ -1,9 +1,9 @@
 //! `organ purify`: denoise selected tensors (spectral or fractal, docs/purify.md), put them
 //! back in their own type (or F16 with `--as f16`), and write a self-describing model.
 
-use crate::manifest::OwnedValue;
-use crate::source::{Model, Tensor};
+use crate::model::{Model, Tensor};
 use anyhow::{bail, Result};
+use organ_core::model::OwnedValue;
 use organ_core::quant::dequantize;
 use organ_core::quant::quantize::{can_quantize, quantize};
 use organ_core::surgery::purify::{purify, relative_l2, Method};
@@ -54,7 +54,7 @@ fn method_text(m: Method) -> (String, String) {
 
 fn purify_one(t: &Tensor, o: &Options<'_>) -> Result<(Row, Option<Tensor>)> {
     let target = o.as_type.unwrap_or(t.ty);
-    let n: u64 = t.dims.iter().product();
+    let n = t.n_elements;
     let mut row = Row {
         name: t.name.clone(),
         ty: t.ty.name().into(),
@@ -84,8 +84,8 @@ fn purify_one(t: &Tensor, o: &Options<'_>) -> Result<(Row, Option<Tensor>)> {
     row.status = "purified".into();
     row.written_as = target.name().into();
     let mut nt = t.clone();
-    nt.ty = target;
-    nt.n_bytes = bytes.len() as u64;
+    nt.entry.ty = target;
+    nt.entry.n_bytes = bytes.len() as u64;
     nt.owned = Some(Arc::new(bytes));
     Ok((row, Some(nt)))
 }

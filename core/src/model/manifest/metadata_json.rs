@@ -1,166 +1,29 @@
-//! `manifest.json` of an organ directory, and the lossless JSON form of GGUF metadata.
-//!
-//! Every metadata value keeps its GGUF type, so an organ directory assembles back to the
-//! same bytes. Finite floats are JSON numbers (serde_json's `float_roundtrip` makes them
-//! exact); NaN and infinities are `{"f32_bits": N}` / `{"f64_bits": N}`. Strings that are
-//! not UTF-8 are `{"hex": "…"}`. Arrays are `{"elem_type": T, "values": […]}`.
-//!
-//! A manifest is untrusted input. Metadata is written and read as a stream, straight
-//! between JSON text and GGUF bytes: no `serde_json::Value` tree is built, so an entry
-//! costs what its GGUF encoding costs (12 bytes for an empty nested array, not hundreds).
-//! [`parse`] enforces the caps below and those of [`organ_core::limits`].
+//! The lossless JSON form of GGUF metadata in a manifest, written and read as a stream
+//! (see the parent module's doc): [`Entry`]'s `Serialize`, and [`de_metadata`].
 
-use anyhow::{bail, Context, Result};
-use organ_core::gguf::{MetaArray, MetaValue, ValueType};
-use organ_core::limits::{
-    MAX_ARRAY_LEN, MAX_DEPTH, MAX_DIMS, MAX_KV_COUNT, MAX_NESTED_ARRAYS, MAX_STRING_LEN, MAX_TENSOR_COUNT,
+use super::Entry;
+use crate::gguf::{MetaArray, MetaValue, ValueType};
+use crate::limits::{
+    MAX_ARRAY_LEN, MAX_DEPTH, MAX_KV_COUNT, MAX_MANIFEST_METADATA_BYTES, MAX_NESTED_ARRAYS, MAX_STRING_LEN,
 };
+use crate::model::value::OwnedValue;
+use alloc::borrow::Cow;
+use alloc::collections::BTreeSet;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::ser::{self, SerializeMap, SerializeSeq, Serializer};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::value::RawValue;
-use std::fmt;
 
-pub const FORMAT: &str = "organ-dir/1";
+type Result<T, E> = core::result::Result<T, E>;
 
-/// Largest manifest.json accepted. A 1T-parameter model's manifest is a few MB (a tensor
-/// is about 300 bytes of it, its vocabulary ten or so MB); this leaves room for tens of
-/// times that, and keeps what a hostile one can make us hold small.
-pub const MAX_BYTES: u64 = 256 << 20;
-/// Most bytes of GGUF-encoded metadata a manifest may decode to, over all its entries
-/// (real models hold under 10 MB, nearly all of it the tokenizer: 260k tokens with their
-/// scores and types, or 150k tokens and 150k merges). JSON numbers are as short as 2 bytes
-/// and decode to up to 8, so this, not [`MAX_BYTES`], bounds what the metadata costs.
-pub const MAX_METADATA_BYTES: u64 = 32 << 20;
-/// Longest tensor `file` path in a manifest (organ writes at most ~220 bytes).
-pub const MAX_PATH_LEN: usize = 4096;
-
-/// Parses a manifest.json's bytes with every cap checked (see the module's doc): at most
-/// [`MAX_BYTES`], [`MAX_KV_COUNT`] metadata entries (keys unique) decoding to at most
-/// [`MAX_METADATA_BYTES`], [`MAX_TENSOR_COUNT`] tensors of at most [`MAX_DIMS`] dimensions,
-/// sha256s of 64 hex digits. Errors give the line and column.
-pub fn parse(bytes: &[u8]) -> Result<Manifest> {
-    if bytes.len() as u64 > MAX_BYTES {
-        bail!("{} bytes, more than the {MAX_BYTES} a manifest may have", bytes.len());
-    }
-    // Callers add the file's name and "not a valid manifest"; serde_json adds the line.
-    let m: Manifest = serde_json::from_slice(bytes)?;
-    if m.format != FORMAT {
-        bail!("format {:?}, expected {:?}", m.format, FORMAT);
-    }
-    Ok(m)
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub struct Manifest {
-    /// Always `organ-dir/1`.
-    pub format: String,
-    /// Where the tensors came from.
-    pub source: Source,
-    /// The GGUF version to write back.
-    pub gguf_version: u32,
-    /// The data alignment (also in the metadata when the source had `general.alignment`).
-    pub alignment: u64,
-    /// Every metadata key, in order: `{"key", "type", "value"}`.
-    #[serde(deserialize_with = "de_metadata")]
-    pub metadata: Vec<Entry>,
-    /// Every tensor, in order.
-    #[serde(deserialize_with = "de_tensors")]
-    pub tensors: Vec<ManifestTensor>,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub struct Source {
-    pub file: String,
-    pub sha256: String,
-    pub bytes: u64,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub struct ManifestTensor {
-    pub name: String,
-    /// Path of the organ file, relative to the directory.
-    pub file: String,
-    pub group: organ_core::anatomy::Group,
-    pub organ: Option<organ_core::anatomy::OrganKind>,
-    pub layer: Option<u32>,
-    #[serde(rename = "type")]
-    pub ty: String,
-    #[serde(deserialize_with = "de_shape")]
-    pub shape: Vec<u64>,
-    /// Bytes of tensor data (the organ file is this plus its header).
-    pub bytes: u64,
-    /// sha256 of the whole organ file.
-    pub sha256: String,
-    /// θ (Z-measure v1), when dissected with `--measure`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub theta: Option<f64>,
-}
-
-/// A metadata value that owns its bytes (decoded from a manifest, or added by organ).
-#[derive(Debug, Clone, PartialEq)]
-pub enum OwnedValue {
-    Scalar(MetaValue<'static>),
-    Str(Vec<u8>),
-    Array { elem_type: ValueType, len: u64, raw: Vec<u8> },
-}
-
-impl OwnedValue {
-    pub fn from_meta(v: &MetaValue<'_>) -> OwnedValue {
-        match *v {
-            MetaValue::Str(s) => OwnedValue::Str(s.to_vec()),
-            MetaValue::Array(a) => OwnedValue::Array { elem_type: a.elem_type, len: a.len, raw: a.raw().to_vec() },
-            MetaValue::U8(x) => OwnedValue::Scalar(MetaValue::U8(x)),
-            MetaValue::I8(x) => OwnedValue::Scalar(MetaValue::I8(x)),
-            MetaValue::U16(x) => OwnedValue::Scalar(MetaValue::U16(x)),
-            MetaValue::I16(x) => OwnedValue::Scalar(MetaValue::I16(x)),
-            MetaValue::U32(x) => OwnedValue::Scalar(MetaValue::U32(x)),
-            MetaValue::I32(x) => OwnedValue::Scalar(MetaValue::I32(x)),
-            MetaValue::F32(x) => OwnedValue::Scalar(MetaValue::F32(x)),
-            MetaValue::Bool(x) => OwnedValue::Scalar(MetaValue::Bool(x)),
-            MetaValue::U64(x) => OwnedValue::Scalar(MetaValue::U64(x)),
-            MetaValue::I64(x) => OwnedValue::Scalar(MetaValue::I64(x)),
-            MetaValue::F64(x) => OwnedValue::Scalar(MetaValue::F64(x)),
-        }
-    }
-
-    pub fn string(s: &str) -> OwnedValue {
-        OwnedValue::Str(s.as_bytes().to_vec())
-    }
-
-    pub fn strings(items: &[String]) -> Result<OwnedValue> {
-        let mut raw = Vec::new();
-        MetaArray::encode_strings(items, &mut raw)?;
-        Ok(OwnedValue::Array { elem_type: ValueType::String, len: items.len() as u64, raw })
-    }
-
-    /// A borrowed view, for the writer.
-    pub fn view(&self) -> Result<MetaValue<'_>> {
-        Ok(match self {
-            OwnedValue::Scalar(v) => *v,
-            OwnedValue::Str(s) => MetaValue::Str(s),
-            OwnedValue::Array { elem_type, len, raw } => MetaValue::Array(MetaArray::from_raw(*elem_type, *len, raw)?),
-        })
-    }
-}
-
-/// One metadata entry of a manifest: a key and a GGUF-typed value.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Entry {
-    pub key: String,
-    pub value: OwnedValue,
-}
-
-/// One metadata entry of a manifest (its bytes are copied; the JSON is made only as the
-/// manifest is written).
-pub fn encode_kv(key: &str, v: &MetaValue<'_>) -> Entry {
-    Entry { key: key.to_owned(), value: OwnedValue::from_meta(v) }
-}
-
-/// Decodes one manifest metadata entry into its key and value ([`parse`] has checked it).
-pub fn decode_kv(entry: &Entry) -> Result<(String, OwnedValue)> {
-    entry.value.view().with_context(|| format!("metadata key {:?}", entry.key))?;
-    Ok((entry.key.clone(), entry.value.clone()))
+/// Lower-case hex of `bytes` (non-UTF-8 strings in manifests; digests in the front ends).
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    bytes.iter().flat_map(|b| [DIGITS[usize::from(b >> 4)] as char, DIGITS[usize::from(b & 15)] as char]).collect()
 }
 
 impl Serialize for Entry {
@@ -198,9 +61,9 @@ impl Serialize for Enc<'_> {
             MetaValue::F32(x) => bits(s, "f32_bits", x.to_bits()),
             MetaValue::F64(x) if x.is_finite() => s.serialize_f64(x),
             MetaValue::F64(x) => bits(s, "f64_bits", x.to_bits()),
-            MetaValue::Str(b) => match std::str::from_utf8(b) {
+            MetaValue::Str(b) => match core::str::from_utf8(b) {
                 Ok(t) => s.serialize_str(t),
-                Err(_) => bits(s, "hex", crate::write::hex(b)),
+                Err(_) => bits(s, "hex", hex(b)),
             },
             MetaValue::Array(a) => {
                 struct Elems<'a>(MetaArray<'a>);
@@ -251,19 +114,19 @@ struct Budget {
 }
 
 impl Budget {
-    /// Counts `n` more bytes of GGUF metadata, failing past [`MAX_METADATA_BYTES`].
+    /// Counts `n` more bytes of GGUF metadata, failing past [`MAX_MANIFEST_METADATA_BYTES`].
     fn charge<E: de::Error>(&mut self, n: u64) -> Result<(), E> {
         self.bytes += n;
-        if self.bytes > MAX_METADATA_BYTES {
+        if self.bytes > MAX_MANIFEST_METADATA_BYTES {
             return Err(E::custom(format!(
-                "metadata decodes to more than the {MAX_METADATA_BYTES} bytes a manifest may hold"
+                "metadata decodes to more than the {MAX_MANIFEST_METADATA_BYTES} bytes a manifest may hold"
             )));
         }
         Ok(())
     }
 }
 
-fn de_metadata<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Entry>, D::Error> {
+pub(super) fn de_metadata<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Entry>, D::Error> {
     struct V;
     impl<'de> Visitor<'de> for V {
         type Value = Vec<Entry>;
@@ -273,7 +136,7 @@ fn de_metadata<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Entry>, D::Error> 
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Entry>, A::Error> {
             let mut budget = Budget::default();
             let mut entries = Vec::new();
-            let mut keys = std::collections::HashSet::new();
+            let mut keys = BTreeSet::new();
             while let Some(e) = seq.next_element_seed(EntrySeed(&mut budget))? {
                 if entries.len() as u64 >= MAX_KV_COUNT {
                     return Err(de::Error::custom(format!("more than {MAX_KV_COUNT} metadata entries")));
@@ -308,11 +171,11 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entry, A::Error> {
         let (mut key, mut ty, mut value): (Option<String>, Option<ValueType>, Option<&'de RawValue>) =
             (None, None, None);
-        while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        while let Some(k) = map.next_key::<Cow<'de, str>>()? {
             match &*k {
                 "key" => key = Some(map.next_value()?),
                 "type" => {
-                    let t: std::borrow::Cow<'de, str> = map.next_value()?;
+                    let t: Cow<'de, str> = map.next_value()?;
                     ty = Some(type_named(&t).ok_or_else(|| de::Error::custom(format!("unknown metadata type {t:?}")))?);
                 }
                 "value" => value = Some(map.next_value()?),
@@ -468,7 +331,7 @@ impl<'de> Visitor<'de> for ScalarVisitor<'_> {
             ty => return Err(de::Error::custom(format!("an object is not a {}", ty.name()))),
         };
         let mut done = false;
-        while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        while let Some(k) = map.next_key::<Cow<'de, str>>()? {
             if k != want || done {
                 map.next_value::<IgnoredAny>()?;
                 continue;
@@ -478,7 +341,7 @@ impl<'de> Visitor<'de> for ScalarVisitor<'_> {
                 ValueType::F32 => self.out.extend_from_slice(&map.next_value::<u32>()?.to_le_bytes()),
                 ValueType::F64 => self.out.extend_from_slice(&map.next_value::<u64>()?.to_le_bytes()),
                 _ => {
-                    let h: std::borrow::Cow<'de, str> = map.next_value()?;
+                    let h: Cow<'de, str> = map.next_value()?;
                     let b = decode_hex(&h).map_err(de::Error::custom)?;
                     if b.len() as u64 > MAX_STRING_LEN {
                         return Err(de::Error::custom(format!("string of {} bytes", b.len())));
@@ -519,10 +382,10 @@ impl<'de> Visitor<'de> for ArrayVisitor<'_> {
         }
         let (mut elem, mut values, mut done): (Option<ValueType>, Option<&'de RawValue>, bool) = (None, None, false);
         let head = self.out.len();
-        while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        while let Some(k) = map.next_key::<Cow<'de, str>>()? {
             match &*k {
                 "elem_type" if elem.is_none() => {
-                    let t: std::borrow::Cow<'de, str> = map.next_value()?;
+                    let t: Cow<'de, str> = map.next_value()?;
                     elem =
                         Some(type_named(&t).ok_or_else(|| de::Error::custom(format!("unknown metadata type {t:?}")))?);
                 }
@@ -597,162 +460,5 @@ impl<'de> Visitor<'de> for Elems<'_> {
                 return Err(de::Error::custom(format!("array of more than {MAX_ARRAY_LEN} elements")));
             }
         }
-    }
-}
-
-fn de_tensors<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ManifestTensor>, D::Error> {
-    struct V;
-    impl<'de> Visitor<'de> for V {
-        type Value = Vec<ManifestTensor>;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            write!(f, "a list of at most {MAX_TENSOR_COUNT} tensors")
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<ManifestTensor>, A::Error> {
-            let mut tensors = Vec::new();
-            while let Some(t) = seq.next_element::<ManifestTensor>()? {
-                if tensors.len() as u64 >= MAX_TENSOR_COUNT {
-                    return Err(de::Error::custom(format!("more than {MAX_TENSOR_COUNT} tensors")));
-                }
-                let bad = |why: String| de::Error::custom(format!("tensor {:?}: {why}", t.name));
-                if t.name.len() as u64 > MAX_STRING_LEN {
-                    return Err(bad(format!("name of {} bytes", t.name.len())));
-                }
-                if t.file.len() > MAX_PATH_LEN {
-                    return Err(bad(format!("file path of {} bytes, more than {MAX_PATH_LEN}", t.file.len())));
-                }
-                if t.sha256.len() != 64 || !t.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return Err(bad(format!("sha256 {:?} is not 64 hex digits", t.sha256)));
-                }
-                tensors.push(t);
-            }
-            Ok(tensors)
-        }
-    }
-    d.deserialize_seq(V)
-}
-
-/// A tensor's shape: at most [`MAX_DIMS`] dimensions (refused as soon as there are more).
-fn de_shape<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
-    struct V;
-    impl<'de> Visitor<'de> for V {
-        type Value = Vec<u64>;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            write!(f, "a shape of at most {MAX_DIMS} dimensions")
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u64>, A::Error> {
-            let mut dims = Vec::new();
-            while let Some(x) = seq.next_element::<u64>()? {
-                if dims.len() >= MAX_DIMS as usize {
-                    return Err(de::Error::custom(format!("a shape of more than {MAX_DIMS} dimensions")));
-                }
-                dims.push(x);
-            }
-            Ok(dims)
-        }
-    }
-    d.deserialize_seq(V)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn manifest_with(metadata: &str) -> String {
-        format!(
-            r#"{{"format": "organ-dir/1", "source": {{"file": "m.gguf", "sha256": "", "bytes": 0}},
-            "gguf_version": 3, "alignment": 32, "metadata": [{metadata}], "tensors": []}}"#
-        )
-    }
-
-    fn kvs(metadata: &str) -> Result<Vec<(String, OwnedValue)>> {
-        parse(manifest_with(metadata).as_bytes())?.metadata.iter().map(decode_kv).collect()
-    }
-
-    /// Every kind of value goes to JSON and back to the same GGUF bytes.
-    #[test]
-    fn values_round_trip() {
-        let strings = OwnedValue::strings(&["a".into(), "\u{e9}".into()]).unwrap();
-        let values = [
-            OwnedValue::Scalar(MetaValue::U8(200)),
-            OwnedValue::Scalar(MetaValue::I64(i64::MIN)),
-            OwnedValue::Scalar(MetaValue::U64(u64::MAX)),
-            OwnedValue::Scalar(MetaValue::F32(0.1)),
-            OwnedValue::Scalar(MetaValue::F32(f32::NAN)),
-            OwnedValue::Scalar(MetaValue::F64(f64::NEG_INFINITY)),
-            OwnedValue::Scalar(MetaValue::Bool(true)),
-            OwnedValue::Str(b"\xff\x00not utf-8".to_vec()),
-            strings,
-        ];
-        let entries: Vec<Entry> =
-            values.iter().enumerate().map(|(i, v)| encode_kv(&format!("k{i}"), &v.view().unwrap())).collect();
-        let text = serde_json::to_string(&entries).unwrap();
-        let back = kvs(&text[1..text.len() - 1]).unwrap();
-        for ((k, v), (i, want)) in back.iter().zip(values.iter().enumerate()) {
-            assert_eq!(k, &format!("k{i}"));
-            // Debug, so that NaN equals NaN.
-            assert_eq!(format!("{v:?}"), format!("{want:?}"), "{k}");
-        }
-    }
-
-    #[test]
-    fn fields_in_any_order() {
-        let v = kvs(r#"{"value": {"values": [[1], []], "elem_type": "ARRAY"}, "type": "ARRAY", "key": "n"}"#);
-        assert!(v.is_err(), "inner arrays need their own elem_type");
-        let v = kvs(
-            r#"{"value": {"values": [{"values": [1, 2], "elem_type": "UINT8"}], "elem_type": "ARRAY"}, "type": "ARRAY", "key": "n"}"#,
-        )
-        .unwrap();
-        let MetaValue::Array(a) = v[0].1.view().unwrap() else { panic!() };
-        let inner: Vec<_> = a.iter().collect();
-        let MetaValue::Array(i) = inner[0] else { panic!() };
-        assert_eq!(i.raw(), &[1, 2]);
-    }
-
-    #[test]
-    fn hostile_values_are_refused_with_their_key() {
-        for (entry, want) in [
-            (r#"{"key": "h", "type": "STRING", "value": {"hex": "a\u00e90"}}"#, "hex"),
-            (r#"{"key": "h", "type": "STRING", "value": {"hex": "abc"}}"#, "odd length"),
-            (r#"{"key": "n", "type": "UINT8", "value": 256}"#, "does not fit"),
-            (r#"{"key": "n", "type": "UINT8", "value": 1.5}"#, "not an integer"),
-            (r#"{"key": "n", "type": "BOOL", "value": 1}"#, "not a BOOL"),
-            (r#"{"key": "n", "type": "UINT9", "value": 1}"#, "unknown metadata type"),
-            (r#"{"key": "n", "type": "UINT8"}"#, "no value"),
-            (r#"{"key": "f", "type": "FLOAT32", "value": {"f32_bits": 4294967296}}"#, "f"),
-            (r#"{"key": "a", "type": "ARRAY", "value": {"values": []}}"#, "without elem_type"),
-        ] {
-            let e = format!("{:#}", kvs(entry).unwrap_err());
-            assert!(e.contains(want), "{entry}: {e}");
-        }
-        let e = format!(
-            "{:#}",
-            kvs(r#"{"key": "d", "type": "UINT8", "value": 1}, {"key": "d", "type": "UINT8", "value": 2}"#).unwrap_err()
-        );
-        assert!(e.contains("duplicate metadata key \"d\""), "{e}");
-    }
-
-    #[test]
-    fn caps_hold() {
-        let mut deep = r#"{"elem_type": "UINT8", "values": []}"#.to_owned();
-        for _ in 0..MAX_DEPTH {
-            deep = format!(r#"{{"elem_type": "ARRAY", "values": [{deep}]}}"#);
-        }
-        let e = format!("{:#}", kvs(&format!(r#"{{"key": "d", "type": "ARRAY", "value": {deep}}}"#)).unwrap_err());
-        assert!(e.contains("nested more than"), "{e}");
-        let zeros = "0,".repeat((MAX_METADATA_BYTES / 8) as usize);
-        let e = format!(
-            "{:#}",
-            kvs(&format!(
-                r#"{{"key": "z", "type": "ARRAY", "value": {{"elem_type": "UINT64", "values": [{zeros}0]}}}}"#
-            ))
-            .unwrap_err()
-        );
-        assert!(e.contains("bytes a manifest may hold"), "{e}");
-        let shape = r#"{"format": "organ-dir/1", "source": {"file": "m", "sha256": "", "bytes": 0}, "gguf_version": 3,
-            "alignment": 32, "metadata": [], "tensors": [{"name": "t", "file": "t.bin", "group": "other",
-            "organ": null, "layer": null, "type": "F32", "shape": [1, 1, 1, 1, 1], "bytes": 4, "sha256": ""}]}"#;
-        assert!(format!("{:#}", parse(shape.as_bytes()).unwrap_err()).contains("more than 4 dimensions"));
-        let huge = vec![b' '; MAX_BYTES as usize + 1];
-        assert!(format!("{:#}", parse(&huge).unwrap_err()).contains("more than the"));
     }
 }

@@ -1,0 +1,186 @@
+//! Measuring by positioned reads of the sampled blocks only (`organ measure --stream`, and
+//! models over 2 GiB): memory stays bounded whatever the model's size.
+//!
+//! Each tensor's [`ReadPlan`] lists the ranges its sample needs; the core's [`Batcher`]
+//! joins the ranges of neighbouring tensors into one read (the browser batches its `Blob`
+//! reads with the same code). One thread reads the batches in file order and hands each
+//! tensor, once all its ranges are in, to the threads that measure it.
+
+use super::BYTES_READ;
+use crate::model::Model;
+use anyhow::{Context, Result};
+use organ_core::zmeasure::batch::{Batch, Batcher};
+use organ_core::zmeasure::{measure_values, Measurement, ReadPlan};
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::Mutex;
+
+/// Needed blocks of neighbouring tensors share a read only when they touch: `--stream` is
+/// for reading little, and a local file's reads cost little besides their bytes (the
+/// browser, where each read costs far more, joins ranges across gaps).
+const MAX_GAP: u64 = 0;
+/// The longest single read.
+const MAX_READ: u64 = 1 << 20;
+/// Tensors whose plans are made at once, in parallel: a plan holds two indices per sampled
+/// value (1.6 MB), so they are made as the reads reach them, not all first.
+const PLANS_AHEAD: usize = 16;
+
+/// A tensor whose ranges are all read: its index, plan and filled buffer.
+type Filled = (usize, ReadPlan, Vec<u8>);
+
+/// Measures every tensor of `model` by positioned reads; `tick` is called once per tensor
+/// (measured or not measurable). The result is in tensor order, `None` where the type
+/// cannot be measured.
+pub(super) fn measure(model: &Model, path: &Path, tick: &(dyn Fn() + Sync)) -> Result<Vec<Option<Measurement>>> {
+    let named = |i: usize| format!("{}: tensor {:?}", path.display(), model.tensors[i].name);
+    // File order, measurable tensors only.
+    let mut order: Vec<usize> = (0..model.tensors.len()).filter(|&i| model.tensors[i].ty.can_dequantize()).collect();
+    order.sort_by_key(|&i| (model.tensors[i].file, file_key(model, i), model.tensors[i].offset));
+    (0..model.tensors.len() - order.len()).for_each(|_| tick());
+    // Tensors read wait here; a full channel holds the reader back, which bounds the
+    // buffers held at once. They are measured on threads of their own, not the rayon pool:
+    // the reader makes its plans on the pool, and pool threads waiting on this channel
+    // would leave none to make them.
+    let threads = rayon::current_num_threads().max(1);
+    let (tx, rx) = sync_channel::<Result<Filled>>(2 * threads);
+    let rx = Mutex::new(rx);
+    let stop = AtomicBool::new(false);
+    let mut measured = vec![None; model.tensors.len()];
+    std::thread::scope(|s| {
+        let (order, named, stop, rx) = (&order, &named, &stop, &rx);
+        // The reader owns the sender: when it is done, the workers' loops end.
+        s.spawn(move || {
+            if let Err(e) = read_all(model, order, &tx, stop, named) {
+                let _ = tx.send(Err(e));
+            }
+        });
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(move || {
+                    let mut out = Vec::new();
+                    loop {
+                        // The lock is let go before measuring.
+                        let next = rx.lock().map_err(|_| anyhow::anyhow!("a measuring thread panicked"))?.recv();
+                        let Ok(next) = next else { break };
+                        let r = next.and_then(|(i, plan, buf)| {
+                            let m = plan.values(&buf).map(measure_values);
+                            Ok((i, m.map_err(|e| anyhow::Error::new(e).context(named(i)))?))
+                        });
+                        match r {
+                            Ok(m) => {
+                                tick();
+                                out.push(m);
+                            }
+                            Err(e) => {
+                                stop.store(true, Ordering::Relaxed);
+                                return Err(e);
+                            }
+                        }
+                    }
+                    Ok(out)
+                })
+            })
+            .collect();
+        for w in workers {
+            let done = w.join().map_err(|_| anyhow::anyhow!("a measuring thread panicked"))??;
+            for (i, m) in done {
+                measured[i] = Some(m);
+            }
+        }
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(measured)
+}
+
+/// Which file tensor `i`'s bytes are in, as the batcher numbers files: the open file itself
+/// (its address), not `entry.file`, which indexes the files of the model a tensor was read
+/// from and so may clash in a model made of two (a graft's).
+fn file_key(model: &Model, i: usize) -> usize {
+    std::sync::Arc::as_ptr(&model.tensors[i].in_file) as usize
+}
+
+/// Tensors whose reads are under way: plan, buffer, ranges still to land.
+type Open = HashMap<usize, (ReadPlan, Vec<u8>, usize)>;
+
+/// Plans the tensors of `order` a few at a time, joins their ranges into batches, reads
+/// each batch, and sends every tensor whose ranges are all in. Returns early (`Ok`) when
+/// a worker met an error (`stop`).
+fn read_all(
+    model: &Model,
+    order: &[usize],
+    tx: &SyncSender<Result<Filled>>,
+    stop: &AtomicBool,
+    named: &(dyn Fn(usize) -> String + Sync),
+) -> Result<()> {
+    let mut batcher = Batcher::new(MAX_GAP, MAX_READ, MAX_READ);
+    let mut open = Open::new();
+    let mut bytes = Vec::new();
+    let mut batches = Vec::new();
+    for chunk in order.chunks(PLANS_AHEAD) {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let plans = (chunk.par_iter())
+            .map(|&i| {
+                let t = &model.tensors[i];
+                ReadPlan::new(&t.name, t.ty, t.n_elements, 0, MAX_READ)
+                    .map_err(|e| anyhow::Error::new(e).context(named(i)))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for (&i, plan) in chunk.iter().zip(plans) {
+            let t = &model.tensors[i];
+            batcher.push_plan(i, &plan, file_key(model, i), t.offset, &mut batches);
+            let buf = plan.buffer();
+            let left = plan.ranges.len();
+            if left == 0 {
+                // No elements: nothing to read.
+                if tx.send(Ok((i, plan, buf))).is_err() {
+                    return Ok(());
+                }
+                continue;
+            }
+            open.insert(i, (plan, buf, left));
+            for b in batches.drain(..) {
+                if !read_batch(model, &b, &mut bytes, &mut open, tx, named)? {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    if let Some(b) = batcher.finish() {
+        read_batch(model, &b, &mut bytes, &mut open, tx, named)?;
+    }
+    Ok(())
+}
+
+/// Reads one batch into the buffers of the tensors it serves and sends those now
+/// complete. `false` when the measuring side stopped listening.
+fn read_batch(
+    model: &Model,
+    b: &Batch,
+    bytes: &mut Vec<u8>,
+    open: &mut Open,
+    tx: &SyncSender<Result<Filled>>,
+    named: &(dyn Fn(usize) -> String + Sync),
+) -> Result<bool> {
+    let first = b.parts.first().context("a read that serves no tensor")?.tensor;
+    let len = usize::try_from(b.len()).context("a read larger than memory")?;
+    bytes.resize(len, 0);
+    model.tensors[first].in_file.read_exact_at(bytes, b.start).with_context(|| named(first))?;
+    BYTES_READ.fetch_add(b.len(), Ordering::Relaxed);
+    for p in &b.parts {
+        let (plan, buf, left) = open.get_mut(&p.tensor).context("a read for a tensor not planned")?;
+        plan.fill(p.range, &bytes[b.span(p)], buf).map_err(|e| anyhow::Error::new(e).context(named(p.tensor)))?;
+        *left -= 1;
+        if *left == 0 {
+            let (plan, buf, _) = open.remove(&p.tensor).context("a finished tensor not planned")?;
+            if tx.send(Ok((p.tensor, plan, buf))).is_err() {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}

@@ -1,0 +1,121 @@
+//! Opening an organ directory: its manifest (parsed and checked by the core,
+//! [`organ_core::model::manifest`]), and every organ file it names, confined to the
+//! directory and checked against its entry before any of its data is used.
+
+use crate::model::{Model, Tensor};
+use crate::model_file::ModelFile;
+use anyhow::{bail, Context, Result};
+use organ_core::limits::MAX_MANIFEST_BYTES;
+use organ_core::model::manifest::{self, ManifestTensor};
+use organ_core::model::{self as core_model, TensorEntry};
+use organ_core::surgery::organ_bin;
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Whether organ files are checked against their manifest's sha256 when an organ
+/// directory is opened (`--no-verify` turns it off).
+static VERIFY: AtomicBool = AtomicBool::new(true);
+
+/// Turns off (or on) the check of organ files against their manifest's sha256.
+pub fn set_verify(on: bool) {
+    VERIFY.store(on, Ordering::Relaxed);
+}
+
+/// Opens an organ directory: its manifest, and every organ file, checked against the
+/// manifest (header, and sha256 unless [`set_verify`] turned that off) before any of
+/// its data is used. Each organ file is mapped and closed, so no descriptor stays
+/// open per tensor.
+pub fn open(dir: &Path) -> Result<Model> {
+    crate::input::open_dir(dir)?;
+    let mpath = dir.join("manifest.json");
+    let mfile = ModelFile::open(&mpath).with_context(|| format!("{}: not an organ directory", dir.display()))?;
+    let len = mfile.bytes.len() as u64;
+    if len > MAX_MANIFEST_BYTES {
+        bail!("{}: {len} bytes, more than the {MAX_MANIFEST_BYTES} a manifest may have", mpath.display());
+    }
+    let m = manifest::parse(&mfile.bytes).with_context(|| format!("{}: not a valid manifest", mpath.display()))?;
+    drop(mfile);
+    let entries = match core_model::Model::from_manifest(&m) {
+        Ok(e) => e,
+        Err(e @ organ_core::Error::BadMetadata { .. }) => {
+            return Err(anyhow::Error::new(e).context(format!("{}: metadata", mpath.display())))
+        }
+        Err(e) => return Err(anyhow::Error::new(e).context(mpath.display().to_string())),
+    };
+    let root = dir.canonicalize().with_context(|| format!("{}: cannot resolve", dir.display()))?;
+    let files = m
+        .tensors
+        .par_iter()
+        .zip(&entries.tensors)
+        .map(|(t, e)| organ_file(&root, &mpath, t, e))
+        .collect::<Vec<Result<(Arc<ModelFile>, bool)>>>()
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
+    let bad: Vec<String> = files
+        .iter()
+        .zip(&m.tensors)
+        .filter(|((_, ok), _)| !ok)
+        .map(|(_, t)| format!("{} ({})", t.file, t.name))
+        .collect();
+    if !bad.is_empty() {
+        bail!(
+            "{}: {} organ files differ from their manifest sha256 (--no-verify skips this check): {}",
+            dir.display(),
+            bad.len(),
+            bad.join(", ")
+        );
+    }
+    if !VERIFY.load(Ordering::Relaxed) {
+        crate::progress::warn(format!("--no-verify: the organ files of {} are used unchecked", dir.display()));
+    }
+    let core_model::Model { version, kvs, tensors } = entries;
+    let tensors =
+        tensors.into_iter().zip(files).map(|(entry, (file, _))| Tensor { entry, in_file: file, owned: None }).collect();
+    let model = core_model::Model { version, kvs, tensors };
+    let label = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
+    Ok(Model { label, path: dir.to_owned(), shards: Vec::new(), model })
+}
+
+/// Opens one organ file of a manifest: confined to the directory, its header equal to
+/// the manifest's entry, and (unless turned off) its digest compared: the `bool`.
+fn organ_file(root: &Path, mpath: &Path, t: &ManifestTensor, e: &TensorEntry) -> Result<(Arc<ModelFile>, bool)> {
+    let path =
+        crate::source::confined(root, &t.file).with_context(|| format!("{}: tensor {:?}", mpath.display(), t.name))?;
+    let file = Arc::new(ModelFile::open_mapped(&path)?);
+    let h = organ_bin::parse_header(&file.bytes, file.bytes.len() as u64)
+        .with_context(|| format!("{}: not a valid organ file", path.display()))?;
+    if h.name != e.name || h.dims != e.dims || h.ty != e.ty {
+        bail!(
+            "{}: holds {:?} {:?} {}, the manifest says {:?} {:?} {}",
+            path.display(),
+            h.name,
+            h.dims,
+            h.ty,
+            t.name,
+            t.shape,
+            t.ty
+        );
+    }
+    // The same name, shape and type give the same header length and data size.
+    if (h.data_offset, h.n_bytes) != (e.offset, e.n_bytes) {
+        bail!(
+            "{}: data at {} of {} bytes, expected {} at {}",
+            path.display(),
+            h.data_offset,
+            h.n_bytes,
+            e.n_bytes,
+            e.offset
+        );
+    }
+    let ok = !VERIFY.load(Ordering::Relaxed) || matches_digest(&file, &t.sha256);
+    Ok((file, ok))
+}
+
+/// Whether an organ file's bytes have the manifest's digest: the one place organ files
+/// are verified.
+fn matches_digest(file: &ModelFile, sha256: &str) -> bool {
+    crate::write::hex(&Sha256::digest(&file.bytes[..])) == sha256
+}

@@ -49,19 +49,9 @@ pub fn nvfp4(b: &[u8; 36], y: &mut [f32; 64]) {
 
 /// Single elements: element `j` of block `b`, as the block kernels give it.
 pub mod at {
-    use super::super::float::{e8m0_to_f32_half, f16_le, ue4m3_to_f32_half};
+    use super::super::float::{e8m0_to_f32_half, ue4m3_to_f32_half};
+    use super::super::legacy::at::{d16, nib};
     use super::{KVALUES_IQ4NL, KVALUES_MXFP4};
-
-    #[inline(always)]
-    fn d16(b: &[u8], i: usize) -> f32 {
-        f16_le([b[i], b[i + 1]])
-    }
-
-    /// The nibble of element `j` in a 32-element block whose 16 quant bytes start at `at`.
-    #[inline(always)]
-    fn nib(b: &[u8], at: usize, j: usize) -> u8 {
-        (b[at + j % 16] >> (4 * (j / 16))) & 0xF
-    }
 
     #[inline(always)]
     pub fn iq4_nl(b: &[u8], j: usize) -> f32 {

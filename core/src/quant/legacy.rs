@@ -70,14 +70,16 @@ pub fn q8_0(b: &[u8; 34], y: &mut [f32; 32]) {
 pub mod at {
     use super::super::float::f16_le;
 
+    /// The f16 at byte `i` of a block (its scale), as f32. Shared with `codebook4`.
     #[inline(always)]
-    fn d16(b: &[u8], i: usize) -> f32 {
+    pub(in crate::quant) fn d16(b: &[u8], i: usize) -> f32 {
         f16_le([b[i], b[i + 1]])
     }
 
     /// The nibble of element `j` in a 32-element block whose 16 quant bytes start at `at`.
+    /// Shared with `codebook4`.
     #[inline(always)]
-    fn nib(b: &[u8], at: usize, j: usize) -> u8 {
+    pub(in crate::quant) fn nib(b: &[u8], at: usize, j: usize) -> u8 {
         (b[at + j % 16] >> (4 * (j / 16))) & 0xF
     }
 

@@ -96,10 +96,7 @@ fn every_endpoint_on_smollm2() {
 
 #[test]
 fn the_browser_app_is_served_at_the_root_with_isolation_headers() {
-    if need::smollm2().is_none() {
-        return;
-    }
-    let root = make_root("api-web");
+    let root = make_tiny_root("api-web");
     let web = root.join("web");
     std::fs::create_dir_all(&web).unwrap();
     std::fs::write(web.join("index.html"), "<!doctype html><title>organ</title>").unwrap();

@@ -120,11 +120,8 @@ fn fifo_inspects_do_not_starve_the_server() {
 /// other client out.
 #[test]
 fn stalled_connections_are_closed_and_others_get_through() {
-    if need::smollm2().is_none() {
-        return;
-    }
     use std::io::{Read, Write};
-    let root = make_root("api-slow");
+    let root = make_tiny_root("api-slow");
     let s = start(&root, &["--header-timeout-ms", "1000", "--body-timeout-ms", "1000"]);
     let addr = s.base.trim_start_matches("http://").to_owned();
     let stalled: Vec<std::net::TcpStream> = (0..300)

@@ -9,10 +9,7 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
-    if need::smollm2().is_none() {
-        return;
-    }
-    let root = make_root("api-hostile");
+    let root = make_tiny_root("api-hostile");
     assert!(std::process::Command::new("mkfifo").arg(root.join("fifo.gguf")).status().unwrap().success());
     let s = start(&root, &["--max-body", "4096"]);
     let long = format!("/api/inspect?path={}", "a".repeat(5000));
@@ -85,7 +82,7 @@ fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
     assert_eq!(get(&s, "/api/health").0, 200, "the server is still up");
 
     // With a token: missing or wrong gets 401; the right one passes.
-    let t = start(&make_root("api-token"), &["--token", "s3cret"]);
+    let t = start(&make_tiny_root("api-token"), &["--token", "s3cret"]);
     let (st, v) = get(&t, "/api/models");
     assert_eq!(st, 401);
     assert!(v["error"].as_str().unwrap().contains("missing token"));
@@ -150,10 +147,7 @@ fn a_queued_job_whose_model_is_swapped_for_a_symlink_outside_fails() {
 /// (`Host: attacker.example` -> 200), and any cross-site browser request.
 #[test]
 fn foreign_hosts_and_cross_site_requests_are_refused() {
-    if need::smollm2().is_none() {
-        return;
-    }
-    let s = start(&make_root("api-host"), &[]);
+    let s = start(&make_tiny_root("api-host"), &[]);
     let port = s.base.rsplit(':').next().unwrap().to_owned();
     let (st, v) = raw(&s, "GET", "/api/models", &[("Host", "attacker.example")], b"");
     assert_eq!(st, 421, "Host: attacker.example: {v}");
@@ -185,7 +179,7 @@ fn foreign_hosts_and_cross_site_requests_are_refused() {
         assert_eq!(st, 200, "{h:?}: {v}");
     }
     // --allow-host adds names.
-    let t = start(&make_root("api-host2"), &["--allow-host", "organ.lan", "--allow-host", "Models.Example"]);
+    let t = start(&make_tiny_root("api-host2"), &["--allow-host", "organ.lan", "--allow-host", "Models.Example"]);
     for host in ["organ.lan", "organ.lan:8935", "models.example:80"] {
         assert_eq!(raw(&t, "GET", "/api/health", &[("Host", host)], b"").0, 200, "{host}");
     }
@@ -196,10 +190,7 @@ fn foreign_hosts_and_cross_site_requests_are_refused() {
 /// Issue 11c: `--token ""` was accepted with a public --addr (no authentication at all).
 #[test]
 fn an_empty_or_blank_token_is_refused() {
-    if need::smollm2().is_none() {
-        return;
-    }
-    let root = make_root("api-empty-token");
+    let root = make_tiny_root("api-empty-token");
     for (arg, env) in [(Some(""), None), (Some("   "), None), (None, Some(""))] {
         let mut c = organ();
         c.arg("serve").arg("--root").arg(&root).arg("--addr").arg("0.0.0.0:0").env_remove("ORGAN_TOKEN");
@@ -233,10 +224,7 @@ fn an_empty_or_blank_token_is_refused() {
 /// probe what exists outside the root.
 #[test]
 fn missing_and_outside_paths_get_the_same_answer() {
-    if need::smollm2().is_none() {
-        return;
-    }
-    let s = start(&make_root("api-probe"), &[]);
+    let s = start(&make_tiny_root("api-probe"), &[]);
     let (a, va) = get(&s, "/api/inspect?path=escape/passwd");
     let (b, vb) = get(&s, "/api/inspect?path=escape/no-such-file");
     let (c, vc) = get(&s, "/api/inspect?path=missing.gguf");

@@ -3,6 +3,9 @@
 //! processes.
 
 use crate::common::{organ, smollm2, tmp};
+use organ_core::gguf::writer::{plan, TensorSpec};
+use organ_core::gguf::MetaValue;
+use organ_core::GgmlType;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -25,15 +28,38 @@ impl Drop for Server {
 /// A root holding SmolLM2 (hard-linked, or copied), a corrupt GGUF, and a symlink that
 /// leads outside the root.
 pub(super) fn make_root(name: &str) -> PathBuf {
+    root_with(name, |model| {
+        if std::fs::hard_link(smollm2(), model).is_err() {
+            std::fs::copy(smollm2(), model).unwrap();
+        }
+    })
+}
+
+/// [`make_root`]'s root with a tiny synthetic GGUF as `smol.gguf` instead of SmolLM2, for
+/// the tests that check only who may ask and which paths they reach: they need no
+/// download, so they run in `scripts/test.sh --quick` too.
+pub(super) fn make_tiny_root(name: &str) -> PathBuf {
+    root_with(name, write_tiny_model)
+}
+
+fn root_with(name: &str, write_model: impl FnOnce(&Path)) -> PathBuf {
     let root = tmp(name);
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap();
-    if std::fs::hard_link(smollm2(), root.join("smol.gguf")).is_err() {
-        std::fs::copy(smollm2(), root.join("smol.gguf")).unwrap();
-    }
+    write_model(&root.join("smol.gguf"));
     std::fs::write(root.join("corrupt.gguf"), b"GGUF\x03\x00\x00\x00 but then nothing sensible").unwrap();
     std::os::unix::fs::symlink("/etc", root.join("escape")).unwrap();
     root
+}
+
+/// A valid llama GGUF with one 32 x 2 F32 tensor of zeros, from the core's writer.
+fn write_tiny_model(path: &Path) {
+    let kvs = [("general.architecture", MetaValue::Str(b"llama"))];
+    let specs = [TensorSpec { name: "blk.0.ffn_up.weight", dims: &[32, 2], ty: GgmlType::F32 }];
+    let layout = plan(3, &kvs, &specs).unwrap();
+    let mut bytes = layout.header;
+    bytes.resize(usize::try_from(layout.file_len).unwrap(), 0);
+    std::fs::write(path, bytes).unwrap();
 }
 
 pub(super) fn start(root: &Path, extra: &[&str]) -> Server {

@@ -40,7 +40,7 @@ trap 'rm -f "$test_log"' EXIT
 # instead of skipping.
 step "cargo test (release)" env CI=true bash -c "cargo test --release --workspace --exclude organ-web 2>&1 | tee '$test_log'; exit \${PIPESTATUS[0]}"
 # The two hostile sets print their counts (cargo test keeps a passing test's output).
-step "hostile inputs and requests: the counts" bash -c "CI=true cargo test -q --release -p organ-cli --test it -- --nocapture --exact hostile::hostile_inputs api::hostile_requests_get_a_4xx_and_the_server_stays_up 2>&1 | grep -E '^hostile (inputs|requests):|FAILED|panicked'; exit \${PIPESTATUS[0]}"
+step "hostile inputs and requests: the counts" bash -c "CI=true cargo test --release -p organ-cli --test it -- --nocapture --exact hostile::hostile_inputs api::security::hostile_requests_get_a_4xx_and_the_server_stays_up 2>&1 | grep -E '^hostile (inputs|requests):|FAILED|panicked'; exit \${PIPESTATUS[0]}"
 # The test processes have ended: their scratch directories (organ-test-PID) can go.
 for d in "${TMPDIR:-/tmp}"/organ-test-*; do
   if [ -d "$d" ] && [ ! -d "/proc/${d##*-}" ]; then rm -rf "$d"; fi

@@ -1,0 +1,10 @@
+//! `organ serve`, started for real on a loopback port: every endpoint on SmolLM2, measure
+//! equal to `organ measure --json`, hostile requests answered 4xx with the server still up,
+//! 200 concurrent inspects with 4 concurrent measure jobs, and cancellation without
+//! partial output.
+
+mod endpoints;
+mod jobs;
+mod limits;
+mod security;
+mod server;

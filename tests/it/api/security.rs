@@ -1,0 +1,239 @@
+//! Who may ask and what they reach: hostile requests answered 4xx with the server still
+//! up, foreign `Host`s and cross-site requests, tokens, paths confined to the root.
+
+use super::server::*;
+use crate::common::{need, organ, smollm2, tmp};
+use serde_json::{json, Value};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+#[test]
+fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
+    let root = make_tiny_root("api-hostile");
+    assert!(std::process::Command::new("mkfifo").arg(root.join("fifo.gguf")).status().unwrap().success());
+    let s = start(&root, &["--max-body", "4096"]);
+    let long = format!("/api/inspect?path={}", "a".repeat(5000));
+    let big = format!("{{\"paths\": [\"{}\"]}}", "a".repeat(10_000));
+    let json = [("Content-Type", "application/json")];
+    // (method, path, headers, body, status, what the error says)
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], &'a [u8], u16, &'a str);
+    let cases: Vec<Case> = vec![
+        ("GET", "/api/inspect?path=../smol.gguf", &[], b"", 400, "without '..'"),
+        ("GET", "/api/inspect?path=%2e%2e%2f%2e%2e%2fetc%2fpasswd", &[], b"", 400, "without '..'"),
+        ("GET", "/api/inspect?path=/etc/passwd", &[], b"", 400, "must be relative"),
+        ("GET", "/api/inspect?path=escape/passwd", &[], b"", 404, "no such model under the root"),
+        ("GET", "/api/inspect?path=corrupt.gguf", &[], b"", 422, "corrupt.gguf"),
+        ("GET", "/api/inspect?path=missing.gguf", &[], b"", 404, "no such model under the root"),
+        ("GET", "/api/inspect?path=fifo.gguf", &[], b"", 400, "not a regular file"),
+        ("GET", "/api/inspect?path=a%00b", &[], b"", 404, "no such model under the root"),
+        ("GET", &long, &[], b"", 404, "no such model under the root"),
+        ("GET", "/api/inspect", &[], b"", 400, "path"),
+        ("GET", "/api/jobs/job-999", &[], b"", 404, "no job"),
+        ("GET", "/api/jobs/00000000000000000000000000000000/events", &[], b"", 404, "no job"),
+        ("DELETE", "/api/jobs/job-1", &[], b"", 404, "no job"),
+        ("GET", "/api/results/job-1/organs/manifest.json", &[], b"", 404, ""),
+        ("GET", "/api/results/../smol.gguf", &[], b"", 400, "without '..'"),
+        ("GET", "/api/results/%2e%2e/smol.gguf", &[], b"", 400, "without '..'"),
+        ("GET", "/api/models", &[("Host", "attacker.example")], b"", 421, "attacker.example"),
+        ("GET", "/api/models", &[("Host", "127.0.0.1.attacker.example")], b"", 421, "--allow-host"),
+        ("GET", "/api/models", &[("Origin", "http://attacker.example")], b"", 403, "cross-site"),
+        ("GET", "/api/models", &[("Sec-Fetch-Site", "cross-site")], b"", 403, "cross-site"),
+        ("POST", "/api/measure", &json, br#"{"paths": ["../../etc/passwd"]}"#, 400, "without '..'"),
+        ("POST", "/api/measure", &json, br#"{"paths": ["escape/hosts"]}"#, 404, "no such model under the root"),
+        ("POST", "/api/measure", &json, br#"{"paths": ["fifo.gguf"]}"#, 400, "not a regular file"),
+        ("POST", "/api/measure", &json, br#"{"paths": []}"#, 400, "paths"),
+        ("POST", "/api/measure", &json, br#"{"pathz": ["smol.gguf"]}"#, 400, "unknown field"),
+        ("POST", "/api/measure", &json, br#"{"paths": "smol.gguf"}"#, 400, "invalid type"),
+        ("POST", "/api/measure", &json, br#"{"paths": ["smol.gguf""#, 400, "JSON"),
+        ("POST", "/api/measure", &json, b"\xff\xfe\x00garbage\x80", 400, ""),
+        ("POST", "/api/measure", &json, big.as_bytes(), 413, ""),
+        ("POST", "/api/measure", &[], br#"{"paths": ["smol.gguf"]}"#, 415, "Content-Type"),
+        (
+            "POST",
+            "/api/dissect",
+            &[("Content-Type", "application/json"), ("Origin", "null")],
+            br#"{"path": "smol.gguf"}"#,
+            403,
+            "cross-site",
+        ),
+        ("POST", "/api/purify", &json, br#"{"path": "smol.gguf", "method": "magic"}"#, 400, "fractal or spectral"),
+        ("POST", "/api/assemble", &json, br#"{"path": "smol.gguf", "out": "../../x.gguf"}"#, 400, "plain file name"),
+        ("DELETE", "/api/models", &[], b"", 405, ""),
+    ];
+    let mut refused = 0;
+    for (method, path, headers, body, want, needle) in &cases {
+        let (st, v) = raw(&s, method, path, headers, body);
+        let msg = v["error"].as_str().unwrap_or_default().to_owned();
+        let short = &path[..path.len().min(80)];
+        assert_eq!(st, *want, "{method} {short} {headers:?}: {v}");
+        refused += usize::from((400..500).contains(&st));
+        assert!(msg.contains(needle), "{method} {short}: the message {msg:?} should say {needle:?}");
+        assert!(!msg.contains(s.root.to_str().unwrap()), "{short}: the message does not reveal the root");
+        assert_eq!(get(&s, "/api/health").0, 200, "the server is still up after {method} {short}");
+    }
+    println!("hostile requests: {} sent, {refused} refused with 4xx", cases.len());
+    assert_eq!(refused, cases.len(), "hostile requests: {} sent, {refused} refused with 4xx", cases.len());
+    // A corrupt model as a job fails with the reason, and leaves no output.
+    let (_, job) = post(&s, "/api/dissect", &json!({ "path": "corrupt.gguf" }));
+    let end = follow(&s, job["id"].as_str().unwrap());
+    assert_eq!(end["state"], "failed");
+    assert!(end["error"].as_str().unwrap().contains("corrupt.gguf"), "{end}");
+    assert!(!s.root.join("results").join(job["id"].as_str().unwrap()).exists());
+    assert_eq!(get(&s, "/api/health").0, 200, "the server is still up");
+
+    // With a token: missing or wrong gets 401; the right one passes.
+    let t = start(&make_tiny_root("api-token"), &["--token", "s3cret"]);
+    let (st, v) = get(&t, "/api/models");
+    assert_eq!(st, 401);
+    assert!(v["error"].as_str().unwrap().contains("missing token"));
+    let (st, _) = call(agent().get(&format!("{}/api/models", t.base)).set("Authorization", "Bearer nope"), None);
+    assert_eq!(st, 401);
+    let (st, _) = call(agent().get(&format!("{}/api/models", t.base)).set("Authorization", "Bearer s3cret"), None);
+    assert_eq!(st, 200);
+
+    // Beyond loopback without a token, the server refuses to start.
+    let out = organ()
+        .arg("serve")
+        .arg("--root")
+        .arg(&s.root)
+        .arg("--addr")
+        .arg("0.0.0.0:0")
+        .env_remove("ORGAN_TOKEN")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("requires --token"));
+}
+
+/// Issue 3: the server checked the path when the request came; the child opened it when
+/// the job ran. A queued dissect of a regular file, swapped for a symlink to a file outside
+/// the root before its turn, dissected the outside file.
+#[test]
+fn a_queued_job_whose_model_is_swapped_for_a_symlink_outside_fails() {
+    if need::smollm2().is_none() {
+        return;
+    }
+    let root = make_root("api-swap");
+    let slow = slow_models(&root, 300);
+    let victim = root.join("victim.gguf");
+    std::fs::copy(root.join("corrupt.gguf"), &victim).unwrap();
+    let outside = tmp("api-swap-outside.gguf");
+    let _ = std::fs::remove_file(&outside);
+    if std::fs::hard_link(smollm2(), &outside).is_err() {
+        std::fs::copy(smollm2(), &outside).unwrap();
+    }
+    let s = start(&root, &["--jobs", "1"]);
+    // A long job holds the only slot, so the dissect waits in the queue.
+    let (st, blocker) = post(&s, "/api/measure", &json!({ "paths": slow }));
+    assert_eq!(st, 202, "{blocker}");
+    let bid = blocker["id"].as_str().unwrap().to_owned();
+    wait_running(&s, &bid);
+    let (st, job) = post(&s, "/api/dissect", &json!({ "path": "victim.gguf" }));
+    assert_eq!(st, 202, "{job}");
+    let id = job["id"].as_str().unwrap().to_owned();
+    assert_eq!(get(&s, &format!("/api/jobs/{id}")).1["state"], "queued");
+    std::fs::remove_file(&victim).unwrap();
+    std::os::unix::fs::symlink(&outside, &victim).unwrap();
+    let (st, c) = call(agent().delete(&format!("{}/api/jobs/{bid}", s.base)), None);
+    assert_eq!((st, c["state"].as_str()), (200, Some("cancelled")), "{c}");
+    let end = follow(&s, &id);
+    assert_eq!(end["state"], "failed", "the dissect read the file outside the root: {end}");
+    assert!(end["error"].as_str().unwrap_or_default().contains("outside"), "{end}");
+    assert_eq!(end["outputs"], json!([]));
+    assert!(!s.root.join("results").join(&id).exists(), "no output remains");
+}
+
+/// Issue 7: DNS rebinding. A tokenless loopback server answered any Host
+/// (`Host: attacker.example` -> 200), and any cross-site browser request.
+#[test]
+fn foreign_hosts_and_cross_site_requests_are_refused() {
+    let s = start(&make_tiny_root("api-host"), &[]);
+    let port = s.base.rsplit(':').next().unwrap().to_owned();
+    let (st, v) = raw(&s, "GET", "/api/models", &[("Host", "attacker.example")], b"");
+    assert_eq!(st, 421, "Host: attacker.example: {v}");
+    assert!(v["error"].as_str().unwrap_or_default().contains("attacker.example"), "{v}");
+    let (st, _) = raw(&s, "GET", "/api/health", &[("Host", &format!("attacker.example:{port}"))], b"");
+    assert_eq!(st, 421);
+    for host in ["localhost", "LOCALHOST:8935", "127.0.0.1", &format!("127.0.0.1:{port}"), "[::1]", "[::1]:1"] {
+        let (st, v) = raw(&s, "GET", "/api/health", &[("Host", host)], b"");
+        assert_eq!(st, 200, "Host: {host}: {v}");
+    }
+    let cross: [&[(&str, &str)]; 4] = [
+        &[("Origin", "http://attacker.example")],
+        &[("Origin", "null")],
+        &[("Origin", "http://localhost.attacker.example:8935")],
+        &[("Sec-Fetch-Site", "cross-site")],
+    ];
+    for h in cross {
+        let (st, v) = raw(&s, "POST", "/api/measure", h, br#"{"paths": ["smol.gguf"]}"#);
+        assert_eq!(st, 403, "{h:?}: {v}");
+        assert!(v["error"].is_string(), "{v}");
+    }
+    let same: [&[(&str, &str)]; 3] = [
+        &[("Origin", &format!("http://127.0.0.1:{port}"))],
+        &[("Origin", "http://localhost:5173")],
+        &[("Sec-Fetch-Site", "same-origin")],
+    ];
+    for h in same {
+        let (st, v) = raw(&s, "GET", "/api/models", h, b"");
+        assert_eq!(st, 200, "{h:?}: {v}");
+    }
+    // --allow-host adds names.
+    let t = start(&make_tiny_root("api-host2"), &["--allow-host", "organ.lan", "--allow-host", "Models.Example"]);
+    for host in ["organ.lan", "organ.lan:8935", "models.example:80"] {
+        assert_eq!(raw(&t, "GET", "/api/health", &[("Host", host)], b"").0, 200, "{host}");
+    }
+    assert_eq!(raw(&t, "GET", "/api/health", &[("Origin", "https://organ.lan")], b"").0, 200);
+    assert_eq!(raw(&t, "GET", "/api/health", &[("Host", "other.lan")], b"").0, 421);
+}
+
+/// Issue 11c: `--token ""` was accepted with a public --addr (no authentication at all).
+#[test]
+fn an_empty_or_blank_token_is_refused() {
+    let root = make_tiny_root("api-empty-token");
+    for (arg, env) in [(Some(""), None), (Some("   "), None), (None, Some(""))] {
+        let mut c = organ();
+        c.arg("serve").arg("--root").arg(&root).arg("--addr").arg("0.0.0.0:0").env_remove("ORGAN_TOKEN");
+        if let Some(t) = arg {
+            c.arg("--token").arg(t);
+        }
+        if let Some(t) = env {
+            c.env("ORGAN_TOKEN", t);
+        }
+        let mut child = c.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let t0 = Instant::now();
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break Some(st);
+            }
+            if t0.elapsed() > Duration::from_secs(5) {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.is_some_and(|s| !s.success()), "token {arg:?} / ORGAN_TOKEN={env:?}: the server started");
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(err.contains("empty"), "{err}");
+    }
+}
+
+/// Issue 11d: "missing" and "leads outside" were different answers, so a client could
+/// probe what exists outside the root.
+#[test]
+fn missing_and_outside_paths_get_the_same_answer() {
+    let s = start(&make_tiny_root("api-probe"), &[]);
+    let (a, va) = get(&s, "/api/inspect?path=escape/passwd");
+    let (b, vb) = get(&s, "/api/inspect?path=escape/no-such-file");
+    let (c, vc) = get(&s, "/api/inspect?path=missing.gguf");
+    assert_eq!((a, b, c), (404, 404, 404), "{va} {vb} {vc}");
+    let msg = |v: &Value, p: &str| v["error"].as_str().unwrap_or_default().replace(p, "P");
+    assert_eq!(msg(&va, "escape/passwd"), msg(&vc, "missing.gguf"));
+    assert_eq!(msg(&vb, "escape/no-such-file"), msg(&vc, "missing.gguf"));
+    assert!(msg(&vc, "missing.gguf").contains("no such model under the root"), "{vc}");
+    let (a, va) = post(&s, "/api/measure", &json!({ "paths": ["escape/hosts"] }));
+    let (b, vb) = post(&s, "/api/measure", &json!({ "paths": ["nothing/hosts"] }));
+    assert_eq!((a, msg(&va, "escape/hosts")), (b, msg(&vb, "nothing/hosts")));
+}

@@ -1,0 +1,116 @@
+//! Hostile inputs. Crafted GGUF files and organ directories, made here in a scratch
+//! directory, go through `organ inspect --json`, `measure --no-cache`, `dissect` and
+//! `assemble` as child processes. Whatever the input, organ must answer: exit 0, or exit 1
+//! with one `organ: error:` line naming the input; never a panic (101), an abort (134) or
+//! a signal, never past [`TIMEOUT`], never above [`MAX_RSS_KIB`] of memory (the child's
+//! peak RSS from `wait4`), and never leaving a temp entry beside where its output would go.
+//!
+//! [`regressions`] holds the regressions of the hardening issue, each with the figure it
+//! failed by before; `hostile_inputs`, here, runs the whole set ([`gguf_cases`] and
+//! [`dir_cases`], built with [`gguf_bytes`]) through [`runner`] and prints one count line.
+
+mod dir_cases;
+mod gguf_bytes;
+mod gguf_cases;
+mod regressions;
+mod runner;
+
+use dir_cases::dir_cases;
+use gguf_cases::gguf_cases;
+use runner::{run, scratch, temps_in};
+use std::path::PathBuf;
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+const MAX_RSS_KIB: u64 = 256 << 10;
+/// Inputs stay under this, so that the memory bound is about organ, not the input.
+const MAX_INPUT: u64 = 64 << 20;
+
+/// One crafted input, and the commands that may accept it (the others must refuse it).
+struct Case {
+    name: String,
+    path: PathBuf,
+    ok_for: &'static [&'static str],
+}
+
+/// What a valid GGUF may go through (assemble takes organ directories only).
+const GGUF_OK: &[&str] = &["inspect", "measure", "dissect"];
+/// What a valid organ directory may go through.
+const DIR_OK: &[&str] = &["measure", "assemble"];
+/// A directory that only assemble checks closely enough to refuse (sha256s, versions,
+/// names, alignment): measure reads the tensors, which are fine.
+const MEASURE_OK: &[&str] = &["measure"];
+
+#[test]
+fn hostile_inputs() {
+    let d = scratch("hostile");
+    let mut cases = gguf_cases(&d);
+    cases.extend(dir_cases(&d));
+    let commands = ["inspect", "measure", "dissect", "assemble"];
+    let (mut panics, mut hangs, mut peak, mut failures) = (0, 0, 0u64, Vec::new());
+    let mut heaviest = Vec::new();
+    for case in &cases {
+        for cmd in commands {
+            let out_parent = d.join("out").join(format!("{}-{cmd}", case.name));
+            std::fs::create_dir_all(&out_parent).unwrap();
+            let out = out_parent.join(if cmd == "dissect" { "result.organs" } else { "result.gguf" });
+            let json = out_parent.join("report.json");
+            let input = case.path.as_os_str();
+            let args: Vec<&std::ffi::OsStr> = match cmd {
+                "inspect" => vec!["inspect".as_ref(), "--json".as_ref(), input],
+                "measure" => {
+                    vec!["measure".as_ref(), "--no-cache".as_ref(), input, "--json".as_ref(), json.as_os_str()]
+                }
+                _ => vec![cmd.as_ref(), input, "--out".as_ref(), out.as_os_str()],
+            };
+            let o = run(&args, &d.join("out").join(format!("{}-{cmd}.stderr", case.name)));
+            peak = peak.max(o.peak_rss_kib);
+            let label = format!("{} {cmd}", case.name);
+            heaviest.push((o.peak_rss_kib, label.clone()));
+            let mut fail = |why: String| failures.push(format!("{label}: {why}"));
+            if o.timed_out {
+                hangs += 1;
+                fail(format!("still running after {TIMEOUT:?}"));
+                continue;
+            }
+            if o.signal.is_some() || matches!(o.code, Some(101 | 134)) {
+                panics += 1;
+            }
+            match o.code {
+                Some(0) if case.ok_for.contains(&cmd) => {}
+                Some(1) => {
+                    let first = o.stderr.lines().next().unwrap_or("");
+                    if !first.starts_with("organ: error: ") {
+                        fail(format!("exit 1 without an `organ: error:` line: {:?}", o.stderr));
+                    } else if !o.stderr.contains(&case.name) {
+                        fail(format!("the error does not name the input: {first}"));
+                    }
+                    if out.exists() || json.exists() {
+                        fail("an output was written by a failed run".into());
+                    }
+                }
+                _ => fail(format!("exit {:?}, signal {:?}: {}", o.code, o.signal, o.stderr)),
+            }
+            if o.peak_rss_kib > MAX_RSS_KIB {
+                fail(format!("peak RSS {} MiB", o.peak_rss_kib >> 10));
+            }
+            let temps = temps_in(&out_parent);
+            if !temps.is_empty() {
+                fail(format!("temp entries left: {temps:?}"));
+            }
+            // Outputs can be large (a manifest of the 16 Mi-element array is ~200 MB).
+            let _ = std::fs::remove_dir_all(&out_parent);
+        }
+    }
+    println!(
+        "hostile inputs: {} files x {} commands, {panics} panics, {hangs} hangs, peak RSS {} MiB",
+        cases.len(),
+        commands.len(),
+        peak >> 10
+    );
+    heaviest.sort_by(|a, b| b.cmp(a));
+    for (kib, label) in heaviest.iter().take(5) {
+        println!("  {label}: peak RSS {} MiB", kib >> 10);
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}

@@ -201,9 +201,17 @@ pub fn tensor_bar() -> ProgressBar {
 
 /// One more tensor done: the bar advances, and with `--progress jsonl` a progress event
 /// says how far.
+///
+/// Tensors finish on several threads: the advance, the reading of the count and the
+/// event are one step under a lock, so events leave in the order of their counts (a
+/// reader keeps the last one, which must be the highest).
 pub fn tensor_done(bar: &ProgressBar) {
-    bar.inc(1);
-    if format() == Format::Jsonl {
-        emit(&Event::Progress { done: bar.position(), total: bar.length().unwrap_or(0) });
+    if format() != Format::Jsonl {
+        bar.inc(1);
+        return;
     }
+    static ORDER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _in_order = ORDER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    bar.inc(1);
+    emit(&Event::Progress { done: bar.position(), total: bar.length().unwrap_or(0) });
 }

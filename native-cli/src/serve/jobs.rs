@@ -147,7 +147,13 @@ pub(super) fn start_job(
         }
         if exit.is_some_and(|e| e.success()) {
             let result = match &report {
-                Some(p) => std::fs::read(p).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok()),
+                // The report stays a download either way; it is held in the job's state
+                // (and sent with every status) only up to inspect's cap.
+                Some(p) => std::fs::metadata(p)
+                    .ok()
+                    .filter(|m| m.len() <= s2.inspect_max_bytes)
+                    .and_then(|_| std::fs::read(p).ok())
+                    .and_then(|b| serde_json::from_slice::<Value>(&b).ok()),
                 None => None,
             };
             let rel = |o: &String| format!("{RESULTS}/{id}/{o}", id = job.status.borrow().id);

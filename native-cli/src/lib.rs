@@ -3,6 +3,7 @@
 
 pub mod atomic;
 pub mod cmd;
+pub mod discover;
 pub mod input;
 pub mod model;
 pub mod model_file;

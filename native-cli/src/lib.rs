@@ -3,6 +3,7 @@
 
 pub mod atomic;
 pub mod cmd;
+pub mod digest;
 pub mod discover;
 pub mod input;
 pub mod model;

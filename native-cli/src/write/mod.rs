@@ -16,28 +16,12 @@ pub use organ_dir::{file_name, group_dir, write_dir};
 use crate::model::Model;
 use anyhow::Result;
 use organ_core::model::manifest;
-use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::path::Path;
 
-pub use organ_core::model::manifest::hex;
-
-pub fn sha256_hex(b: &[u8]) -> String {
-    hex(&Sha256::digest(b))
-}
-
-/// sha256 of a model's bytes: the GGUF file, or an organ directory's manifest.
-pub fn fingerprint(m: &Model) -> Result<String> {
-    if m.path.is_dir() {
-        Ok(sha256_hex(&crate::model_file::ModelFile::open(&m.path.join("manifest.json"))?.bytes))
-    } else {
-        Ok(sha256_hex(&crate::model_file::ModelFile::open(&m.path)?.bytes))
-    }
-}
-
 /// Writes `model` to `out`: a GGUF if `out` ends in `.gguf` (split into shards of at most
 /// `split_max` bytes of data when given), else an organ directory whose manifest names
-/// `source` as where it came from.
+/// `source` as where it came from (by its BLAKE3, [`crate::digest::fingerprint`]).
 pub fn write_model(
     model: &Model,
     source: &Model,
@@ -54,7 +38,8 @@ pub fn write_model(
         let n = write_gguf(model.version, &model.kvs, &model.tensors, out, force)?;
         writeln!(w, "wrote {} ({n} bytes)", out.display())?;
     } else {
-        let src = manifest::Source { file: source.label.clone(), sha256: fingerprint(source)?, bytes: 0 };
+        let fp = crate::digest::fingerprint(source, false)?;
+        let src = manifest::Source { file: source.label.clone(), bytes: 0, blake3: Some(fp.blake3), sha256: None };
         write_dir(model, move || Ok(src), false, out, force)?;
         writeln!(w, "wrote organ directory {}", out.display())?;
     }

@@ -1,8 +1,8 @@
 //! Writing an organ directory: one organ file per tensor in its anatomy group's folder,
-//! each hashed as it is copied, and manifest.json ([`organ_core::model::manifest`]).
+//! each hashed (BLAKE3) as it is copied, and manifest.json
+//! ([`organ_core::model::manifest`]).
 
 use super::copy::write_tensor_data;
-use super::hex;
 use crate::atomic::Temp;
 use crate::model::Model;
 use anyhow::{Context, Result};
@@ -11,7 +11,6 @@ use organ_core::gguf::MetaValue;
 use organ_core::model::manifest::{self, Manifest, ManifestTensor};
 use organ_core::surgery::organ_bin;
 use rayon::prelude::*;
-use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -87,7 +86,7 @@ pub fn write_dir(
                 let (copied, digest) = rayon::join(
                     || write_tensor_data(t, &mut f),
                     || {
-                        let mut h = Sha256::new();
+                        let mut h = blake3::Hasher::new();
                         h.update(&header);
                         h.update(t.bytes());
                         h.finalize()
@@ -112,7 +111,8 @@ pub fn write_dir(
                     ty: t.ty.name().to_owned(),
                     shape: t.dims.clone(),
                     bytes: t.n_bytes,
-                    sha256: hex(&digest),
+                    blake3: Some(digest.to_hex().to_string()),
+                    sha256: None,
                     theta,
                 })
             })

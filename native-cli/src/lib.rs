@@ -3,6 +3,8 @@
 
 pub mod atomic;
 pub mod cmd;
+pub mod digest;
+pub mod discover;
 pub mod input;
 pub mod model;
 pub mod model_file;

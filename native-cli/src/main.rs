@@ -19,8 +19,8 @@ use std::path::PathBuf;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// Use organ directories' files without checking them against their manifest's
-    /// sha256 (a warning says so).
+    /// Use organ directories' files without checking them against the digests their
+    /// manifest records (BLAKE3, or sha256 in older directories; a warning says so).
     #[arg(long, global = true)]
     no_verify: bool,
     /// How progress, warnings and the final error are written to stderr: human (text and
@@ -85,7 +85,8 @@ enum Command {
         /// Print bytes read and peak memory to stderr when done.
         #[arg(long)]
         stats: bool,
-        /// Keep finished reports here, keyed by the model's sha256, and reuse them (a fleet
+        /// Keep finished reports here, keyed by the model's BLAKE3 and the measure's
+        /// definition, and reuse them (a fleet
         /// run resumes where it stopped). Default when a directory is measured:
         /// ~/.cache/organ/measure.
         #[arg(long, value_name = "DIR")]
@@ -101,7 +102,7 @@ enum Command {
         force: bool,
     },
     /// Split a GGUF into an organ directory: one .bin per tensor under skeleton/, organs/,
-    /// embed/, norm/, adapters/, other/, plus manifest.json (all metadata, order, sha256s).
+    /// embed/, norm/, adapters/, other/, plus manifest.json (all metadata, order, BLAKE3s).
     Dissect {
         /// The GGUF file.
         model: PathBuf,
@@ -111,6 +112,10 @@ enum Command {
         /// Also record each tensor's θ in the manifest.
         #[arg(long)]
         measure: bool,
+        /// Also record the source's sha256 (the Hub's LFS id) in the manifest: one more
+        /// pass over its bytes (BLAKE3 is always recorded).
+        #[arg(long)]
+        sha256: bool,
         /// Replace outputs that already exist (never an input of the run).
         #[arg(long)]
         force: bool,
@@ -151,6 +156,9 @@ enum Command {
         /// With a .gguf --out: write a split model with shards of at most this much tensor data.
         #[arg(long, value_name = "SIZE")]
         split_max_size: Option<String>,
+        /// Also record the donor's sha256 (organ.graft.donor_sha256) beside its BLAKE3.
+        #[arg(long)]
+        sha256: bool,
         /// Replace outputs that already exist (never an input of the run).
         #[arg(long)]
         force: bool,
@@ -288,9 +296,9 @@ fn run(cli: Cli) -> Result<()> {
                 progress::emit(&progress::Event::Stats { tensor_bytes_read: read, peak_rss_kib: peak_rss_kib() });
             }
         }
-        Command::Dissect { model, out: dir, measure, force } => {
+        Command::Dissect { model, out: dir, measure, sha256, force } => {
             guard(std::slice::from_ref(&model), [dir.as_path()], force)?;
-            cmd::dissect::run(&model, &dir, measure, force, &mut out)?
+            cmd::dissect::run(&cmd::dissect::Options { model: &model, out: &dir, measure, sha256, force }, &mut out)?
         }
         Command::Assemble { dir, out: file, split_max_size, force } => {
             guard(std::slice::from_ref(&dir), [file.as_path()], force)?;
@@ -381,7 +389,7 @@ fn run(cli: Cli) -> Result<()> {
                 max_connections,
             })?
         }
-        Command::Graft { donor, recipient, out: dest, select, dry_run, split_max_size, force } => {
+        Command::Graft { donor, recipient, out: dest, select, dry_run, split_max_size, sha256, force } => {
             guard(&[donor.clone(), recipient.clone()], dest.as_deref(), force)?;
             let selection = selection(&select)?;
             let o = cmd::graft::Options {
@@ -392,6 +400,7 @@ fn run(cli: Cli) -> Result<()> {
                 layers_arg: select.layers.clone(),
                 dry_run,
                 split_max: split_max_size.as_deref().map(write::parse_size).transpose()?,
+                sha256,
                 force,
             };
             cmd::graft::run(&o, &mut out)?;

@@ -10,22 +10,22 @@ use organ_core::model::manifest::{self, ManifestTensor};
 use organ_core::model::{self as core_model, TensorEntry};
 use organ_core::surgery::organ_bin;
 use rayon::prelude::*;
-use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Whether organ files are checked against their manifest's sha256 when an organ
-/// directory is opened (`--no-verify` turns it off).
+/// Whether organ files are checked against the digest their manifest records (BLAKE3, or
+/// sha256 in directories written before BLAKE3) when an organ directory is opened
+/// (`--no-verify` turns it off).
 static VERIFY: AtomicBool = AtomicBool::new(true);
 
-/// Turns off (or on) the check of organ files against their manifest's sha256.
+/// Turns off (or on) the check of organ files against their manifest's digests.
 pub fn set_verify(on: bool) {
     VERIFY.store(on, Ordering::Relaxed);
 }
 
 /// Opens an organ directory: its manifest, and every organ file, checked against the
-/// manifest (header, and sha256 unless [`set_verify`] turned that off) before any of
+/// manifest (header, and digest unless [`set_verify`] turned that off) before any of
 /// its data is used. Each organ file is mapped and closed, so no descriptor stays
 /// open per tensor.
 pub fn open(dir: &Path) -> Result<Model> {
@@ -62,7 +62,7 @@ pub fn open(dir: &Path) -> Result<Model> {
         .collect();
     if !bad.is_empty() {
         bail!(
-            "{}: {} organ files differ from their manifest sha256 (--no-verify skips this check): {}",
+            "{}: {} organ files differ from the digest their manifest records (--no-verify skips this check): {}",
             dir.display(),
             bad.len(),
             bad.join(", ")
@@ -110,12 +110,7 @@ fn organ_file(root: &Path, mpath: &Path, t: &ManifestTensor, e: &TensorEntry) ->
             e.offset
         );
     }
-    let ok = !VERIFY.load(Ordering::Relaxed) || matches_digest(&file, &t.sha256);
+    // The one place organ files are verified. parse() has checked there is one digest.
+    let ok = !VERIFY.load(Ordering::Relaxed) || t.digest().is_some_and(|d| crate::digest::matches(&file.bytes, d));
     Ok((file, ok))
-}
-
-/// Whether an organ file's bytes have the manifest's digest: the one place organ files
-/// are verified.
-fn matches_digest(file: &ModelFile, sha256: &str) -> bool {
-    crate::write::hex(&Sha256::digest(&file.bytes[..])) == sha256
 }

@@ -31,7 +31,7 @@ fn tiny_named(name: &str, names: &[String], dims: &[u64]) -> PathBuf {
     p
 }
 
-fn tiny(name: &str, n: usize) -> PathBuf {
+pub(crate) fn tiny(name: &str, n: usize) -> PathBuf {
     let names: Vec<String> = (0..n).map(|i| format!("blk.{}.ffn_up.weight", i)).collect();
     tiny_named(name, &names, &[64, 4])
 }
@@ -41,7 +41,7 @@ fn run(mut c: Command) -> Output {
 }
 
 /// Runs `c`, which must fail with one `organ: error:` line; returns stderr.
-fn refused(c: Command) -> String {
+pub(crate) fn refused(c: Command) -> String {
     let o = run(c);
     let e = String::from_utf8_lossy(&o.stderr).into_owned();
     assert_eq!(o.status.code(), Some(1), "expected a refusal, got {:?}: {e}", o.status);
@@ -233,7 +233,7 @@ fn every_reader_of_an_organ_directory_checks_the_hashes() {
             c.arg("--out").arg(&out);
         }
         let e = refused(c);
-        assert!(e.contains("differ from their manifest sha256") && e.contains(&name), "{args:?}: {e}");
+        assert!(e.contains("differ from the digest their manifest records") && e.contains(&name), "{args:?}: {e}");
         assert!(!out.exists(), "{args:?} wrote an output");
     }
     // --no-verify uses the files as they are, and says so.

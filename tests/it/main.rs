@@ -9,6 +9,7 @@ mod common;
 
 mod api;
 mod cli_errors;
+mod digests;
 mod fleet;
 mod harden;
 mod hostile;

@@ -19,9 +19,8 @@ fn manifest(dir: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap()
 }
 
-fn sha256(p: &Path) -> String {
-    let out = std::process::Command::new("sha256sum").arg(p).output().unwrap();
-    String::from_utf8(out.stdout).unwrap().split_whitespace().next().unwrap().to_owned()
+fn blake3(p: &Path) -> String {
+    blake3::hash(&std::fs::read(p).unwrap()).to_hex().to_string()
 }
 
 /// No temp entry of `out` is left beside it (tests run in parallel, so others may be).
@@ -39,16 +38,18 @@ fn no_temp_left(out: &Path) {
 #[test]
 fn dissect_then_assemble_is_byte_identical() {
     let Some(model) = need::smollm2() else { return };
-    let dir = dissect(&model, "rt.organs", &[]);
+    let dir = dissect(&model, "rt.organs", &["--sha256"]);
     let m = manifest(&dir);
     assert_eq!(m["format"], "organ-dir/1");
     assert_eq!(m["source"]["sha256"], SMOLLM2_SHA256);
+    assert_eq!(m["source"]["blake3"].as_str().unwrap(), blake3(&model));
     let tensors = m["tensors"].as_array().unwrap();
     assert_eq!(tensors.len(), SMOLLM2_TENSORS);
     assert_eq!(m["metadata"].as_array().unwrap().len(), 33);
     for t in tensors.iter().step_by(17) {
         let f = dir.join(t["file"].as_str().unwrap());
-        assert_eq!(sha256(&f), t["sha256"].as_str().unwrap(), "{}", t["name"]);
+        assert_eq!(blake3(&f), t["blake3"].as_str().unwrap(), "{}", t["name"]);
+        assert!(t.get("sha256").is_none(), "{}", t["name"]);
         let folder = t["file"].as_str().unwrap().split('/').next().unwrap();
         let want = match t["group"].as_str().unwrap() {
             "organ" => "organs",
@@ -248,7 +249,7 @@ fn hostile_organ_directories_are_refused() {
     b[last] ^= 1;
     std::fs::write(&f, b).unwrap();
     let e = assemble(&d, "tamper.gguf");
-    assert!(e.contains("differ from their manifest sha256") && e.contains("output_norm.weight"), "{e}");
+    assert!(e.contains("differ from the digest their manifest records") && e.contains("output_norm.weight"), "{e}");
 
     let d = copy_dir(&base, "swap.organs");
     edit(&d, &|m| m["tensors"][1]["shape"] = serde_json::json!([577]));

@@ -1,6 +1,7 @@
 """Compares two trees of organ outputs (scripts/behaviour-unchanged.sh): every file must be
 byte-identical, except where only hash fields may differ (issue 15, decision 6):
-  - manifest.json: keys whose name holds "sha256" or "blake3", at any depth;
+  - manifest.json: keys whose name holds "sha256" or "blake3", at any depth, and metadata
+    entries organ.graft.*sha256*/*blake3* (a graft written as an organ directory);
   - a GGUF whose metadata keys organ.graft.*sha256*/*blake3* (or organ.split.id, random
     for every split written) differ: then every other key,
     and every tensor's name, type, shape and bytes, must be equal (read with gguf-py).
@@ -14,11 +15,16 @@ import gguf
 HASHY = ("sha256", "blake3")
 
 
+def hashy_graft_entry(v):
+    k = v.get("key") if isinstance(v, dict) else None
+    return isinstance(k, str) and k.startswith("organ.graft.") and any(h in k for h in HASHY)
+
+
 def strip(v):
     if isinstance(v, dict):
         return {k: strip(x) for k, x in v.items() if not any(h in k for h in HASHY)}
     if isinstance(v, list):
-        return [strip(x) for x in v]
+        return [strip(x) for x in v if not hashy_graft_entry(x)]
     return v
 
 

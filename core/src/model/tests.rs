@@ -52,11 +52,11 @@ fn shards_join_into_one_model_without_their_split_keys() {
 
 #[test]
 fn a_manifest_gives_one_organ_file_per_tensor() {
-    let text = r#"{"format": "organ-dir/1", "source": {"file": "m.gguf", "sha256": "", "bytes": 0},
+    let text = r#"{"format": "organ-dir/1", "source": {"file": "m.gguf", "bytes": 0},
         "gguf_version": 3, "alignment": 32,
         "metadata": [{"key": "general.name", "type": "STRING", "value": "tiny"}],
         "tensors": [{"name": "blk.0.ffn_up.weight", "file": "a.bin", "group": "organ", "organ": null,
-            "layer": 0, "type": "Q8_0", "shape": [64, 2], "bytes": 136, "sha256": "SHA"}]}"#;
+            "layer": 0, "type": "Q8_0", "shape": [64, 2], "bytes": 136, "blake3": "SHA"}]}"#;
     let text = text.replace("SHA", &"0".repeat(64));
     let m = Model::from_manifest(&manifest::parse(text.as_bytes()).unwrap()).unwrap();
     assert_eq!(m.name().as_deref(), Some("tiny"));

@@ -1,5 +1,5 @@
 //! `organ assemble`: an organ directory back into one GGUF. Opening the directory checks
-//! every organ file against the sha256 its manifest recorded ([`Model::from_dir`]).
+//! every organ file against the digest its manifest recorded ([`crate::organ_dir::open`]).
 
 use crate::write::write_gguf;
 use anyhow::{Context, Result};

@@ -5,30 +5,36 @@ use crate::write::{group_dir, write_dir};
 use anyhow::{bail, Result};
 use organ_core::anatomy::{classify, Group};
 use organ_core::model::manifest;
-use sha2::Digest;
 use std::io::Write;
 use std::path::Path;
 
-pub fn run(model: &Path, out: &Path, measure: bool, force: bool, w: &mut dyn Write) -> Result<()> {
+pub struct Options<'a> {
+    /// The GGUF (any shard of a split model).
+    pub model: &'a Path,
+    /// The organ directory to write.
+    pub out: &'a Path,
+    /// Record each tensor's θ in the manifest.
+    pub measure: bool,
+    /// Record the source's sha256 as well as its BLAKE3.
+    pub sha256: bool,
+    /// Replace an output that exists (never an input).
+    pub force: bool,
+}
+
+pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
+    let (model, out) = (o.model, o.out);
     if model.is_dir() {
         bail!("{}: already an organ directory (assemble it to get a GGUF)", model.display());
     }
     let m = Model::open(model)?;
-    // The source's fingerprint: the file's sha256; for a split model, that of its shards
-    // read one after the other. It is computed while the organ files are written.
-    let files: Vec<std::path::PathBuf> = if m.shards.is_empty() { vec![model.to_owned()] } else { m.shards.clone() };
-    let fingerprint = || -> Result<(String, u64)> {
-        let mut h = sha2::Sha256::new();
-        let mut bytes = 0u64;
-        for f in &files {
-            let f = crate::model_file::ModelFile::open(f)?;
-            h.update(&f.bytes[..]);
-            bytes += f.bytes.len() as u64;
-        }
-        Ok((crate::write::hex(&h.finalize()), bytes))
+    // The source's identity: the BLAKE3 of its bytes (of every shard's, in order, for a
+    // split model), and its sha256 only when asked for. It is computed while the organ
+    // files are written.
+    let source = || {
+        let fp = crate::digest::fingerprint(&m, o.sha256)?;
+        Ok(manifest::Source { file: m.label.clone(), bytes: fp.bytes, blake3: Some(fp.blake3), sha256: fp.sha256 })
     };
-    let source = |(sha256, bytes): (String, u64)| manifest::Source { file: m.label.clone(), sha256, bytes };
-    write_dir(&m, move || fingerprint().map(source), measure, out, force)?;
+    write_dir(&m, source, o.measure, out, o.force)?;
     let mut counts = std::collections::BTreeMap::new();
     for t in &m.tensors {
         *counts.entry(classify(&t.name).group).or_insert(0) += 1;

@@ -19,6 +19,8 @@ pub struct Options<'a> {
     pub dry_run: bool,
     /// Write a split GGUF with shards of at most this many data bytes.
     pub split_max: Option<u64>,
+    /// Record the donor's sha256 as well as its BLAKE3.
+    pub sha256: bool,
     /// Replace an output that exists (never an input).
     pub force: bool,
 }
@@ -75,7 +77,12 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let names: Vec<String> = p.swaps.iter().map(|&(ri, _)| recipient.tensors[ri].name.clone()).collect();
     let layers = o.layers_arg.clone().unwrap_or_default();
     kvs.push(("organ.graft.donor".into(), OwnedValue::string(&donor.label)));
-    kvs.push(("organ.graft.donor_sha256".into(), OwnedValue::string(&crate::write::fingerprint(&donor)?)));
+    // Provenance records what was computed: BLAKE3 always, sha256 when asked for.
+    let fp = crate::digest::fingerprint(&donor, o.sha256)?;
+    kvs.push(("organ.graft.donor_blake3".into(), OwnedValue::string(&fp.blake3)));
+    if let Some(sha256) = &fp.sha256 {
+        kvs.push(("organ.graft.donor_sha256".into(), OwnedValue::string(sha256)));
+    }
     kvs.push(("organ.graft.recipient".into(), OwnedValue::string(&recipient.label)));
     kvs.push(("organ.graft.selection".into(), OwnedValue::string(&o.selection.describe())));
     kvs.push(("organ.graft.layers".into(), OwnedValue::string(&layers)));

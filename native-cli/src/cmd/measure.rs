@@ -15,7 +15,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 
+mod cache;
 mod stream;
+
+pub use cache::{CacheKey, Definition};
 
 pub struct Options {
     pub models: Vec<PathBuf>,
@@ -25,7 +28,8 @@ pub struct Options {
     pub summary_only: bool,
     pub wells: usize,
     pub stream: bool,
-    /// Where finished model reports are kept, keyed by sha256 (fleets resume from it).
+    /// Where finished model reports are kept, keyed by the model's BLAKE3 and the
+    /// measure's definition ([`CacheKey`]; fleets resume from it).
     pub cache: Option<PathBuf>,
     /// Also write the ranking and per-group θ across models as CSV.
     pub ranking_csv: Option<PathBuf>,
@@ -33,74 +37,17 @@ pub struct Options {
     pub force: bool,
 }
 
-/// The models a path names: itself (a GGUF, a shard, an organ directory), or for any other
-/// directory every model found below it (split sets once, by their first shard; organ
-/// directories whole; symlinks not followed), sorted by path.
-pub fn discover(path: &Path) -> Result<Vec<PathBuf>> {
-    if !path.is_dir() || path.join("manifest.json").exists() {
-        return Ok(vec![path.to_owned()]);
-    }
-    let mut found = Vec::new();
-    let mut stack = vec![path.to_owned()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).with_context(|| format!("{}: cannot list", dir.display()))? {
-            let e = e?;
-            let p = e.path();
-            let ty = e.file_type()?;
-            if ty.is_dir() {
-                if p.join("manifest.json").exists() {
-                    found.push(p);
-                } else {
-                    stack.push(p);
-                }
-            } else if ty.is_file() && p.extension().is_some_and(|x| x == "gguf") {
-                match crate::source::split_shards(&p) {
-                    Some(shards) if shards[0] != p => {} // counted through its first shard
-                    _ => found.push(p),
-                }
-            }
-        }
-    }
-    found.sort();
-    if found.is_empty() {
-        anyhow::bail!("{}: no GGUF models or organ directories found", path.display());
-    }
-    Ok(found)
-}
-
-/// The cache key of a model: sha256 of its bytes (every shard in order for a split
-/// model; manifest.json for an organ directory), with the measure's name.
-fn cache_key(path: &Path) -> Result<String> {
-    use sha2::Digest;
-    let files: Vec<PathBuf> = if path.is_dir() {
-        vec![path.join("manifest.json")]
-    } else {
-        crate::source::split_shards(path).unwrap_or_else(|| vec![path.to_owned()])
-    };
-    let mut h = sha2::Sha256::new();
-    for f in &files {
-        h.update(&crate::model_file::ModelFile::open(f)?.bytes[..]);
-    }
-    Ok(format!("{}-{}", organ_core::zmeasure::MEASURE, crate::write::hex(&h.finalize())))
-}
-
 /// Measures a model, or takes its report from the cache when an identical model was
 /// measured before.
 fn measure_cached(path: &Path, opts: &Options, progress: &ProgressBar) -> Result<(ModelReport, bool)> {
     let Some(cache) = &opts.cache else { return Ok((measure_model(path, opts.stream, progress)?, false)) };
-    let key = cache_key(path)?;
-    let entry = cache.join(format!("{key}.json"));
-    let label = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
-    if let Ok(bytes) = std::fs::read(&entry) {
-        if let Ok(mut r) = serde_json::from_slice::<ModelReport>(&bytes) {
-            r.model = label;
-            return Ok((r, true));
-        }
+    let key = CacheKey::of(path)?;
+    if let Some(mut r) = key.lookup::<ModelReport>(cache) {
+        r.model = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        return Ok((r, true));
     }
     let r = measure_model(path, opts.stream, progress)?;
-    std::fs::create_dir_all(cache).with_context(|| format!("{}: cannot create the cache", cache.display()))?;
-    // The cache's own entries are replaced freely.
-    write_file(&entry, true, |w| Ok(serde_json::to_writer(w, &r)?))?;
+    key.store(cache, &r)?;
     Ok((r, false))
 }
 
@@ -153,7 +100,7 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
     let progress = crate::progress::tensor_bar();
     let mut paths = Vec::new();
     for p in &opts.models {
-        paths.extend(discover(p)?);
+        paths.extend(crate::discover::discover(p)?);
     }
     let mut models = Vec::with_capacity(paths.len());
     let mut cached = 0;

@@ -45,7 +45,7 @@ pub(super) async fn models(State(s): State<Arc<AppState>>) -> ApiResult<Json<Val
     let walk = tokio::task::spawn_blocking(move || {
         let _turn = turn;
         // No model at all is an empty list, not an error.
-        let paths = crate::cmd::measure::discover(&root).unwrap_or_default();
+        let paths = crate::discover::discover(&root).unwrap_or_default();
         let mut out = Vec::new();
         for p in paths {
             let rel = p.strip_prefix(&root).unwrap_or(&p);

@@ -96,11 +96,25 @@ pub(super) fn dir_cases(d: &Path) -> Vec<Case> {
         m["tensors"][0]["file"] = json!("organs/nothing.bin");
         None
     });
-    add("dir-sha-not-hex", &[], &|_, m| {
-        m["tensors"][0]["sha256"] = json!("zz");
+    add("dir-digest-not-hex", &[], &|_, m| {
+        m["tensors"][0]["blake3"] = json!("zz");
         None
     });
-    add("dir-sha-mismatch", MEASURE_OK, &|_, m| {
+    add("dir-digest-mismatch", MEASURE_OK, &|_, m| {
+        m["tensors"][0]["blake3"] = json!("0".repeat(64));
+        None
+    });
+    add("dir-two-digests", &[], &|_, m| {
+        m["tensors"][0]["sha256"] = json!("0".repeat(64));
+        None
+    });
+    add("dir-no-digest", &[], &|_, m| {
+        m["tensors"][0].as_object_mut().map(|t| t.remove("blake3"));
+        None
+    });
+    // An older directory (sha256 entries) whose digest does not match its file.
+    add("dir-old-sha-mismatch", MEASURE_OK, &|_, m| {
+        m["tensors"][0].as_object_mut().map(|t| t.remove("blake3"));
         m["tensors"][0]["sha256"] = json!("0".repeat(64));
         None
     });

@@ -37,7 +37,7 @@ struct Case {
 const GGUF_OK: &[&str] = &["inspect", "measure", "dissect"];
 /// What a valid organ directory may go through.
 const DIR_OK: &[&str] = &["measure", "assemble"];
-/// A directory that only assemble checks closely enough to refuse (sha256s, versions,
+/// A directory that only assemble checks closely enough to refuse (digests, versions,
 /// names, alignment): measure reads the tensors, which are fine.
 const MEASURE_OK: &[&str] = &["measure"];
 

@@ -33,7 +33,8 @@ pub const FORMAT: &str = "organ-dir/1";
 /// Parses a manifest.json's bytes with every cap checked (see the module's doc): at most
 /// [`MAX_MANIFEST_BYTES`], [`crate::limits::MAX_KV_COUNT`] metadata entries (keys unique)
 /// decoding to at most [`crate::limits::MAX_MANIFEST_METADATA_BYTES`], [`MAX_TENSOR_COUNT`] tensors of at
-/// most [`MAX_DIMS`] dimensions, sha256s of 64 hex digits.
+/// most [`MAX_DIMS`] dimensions, each with exactly one digest of its organ file (`blake3`, or
+/// `sha256` in directories written before BLAKE3) of 64 hex digits.
 ///
 /// # Errors
 /// [`Error::BadManifest`], with the line and column where the JSON is wrong.
@@ -69,15 +70,22 @@ pub struct Manifest {
     pub tensors: Vec<ManifestTensor>,
 }
 
-/// The file an organ directory was dissected from.
+/// The file an organ directory was dissected from. Its digests cover the file's bytes
+/// (every shard's bytes in order, for a split model); they are a record of identity,
+/// nothing is verified against them.
 #[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct Source {
     /// Its name.
     pub file: String,
-    /// Its digest (every shard's bytes in order, for a split model).
-    pub sha256: String,
     /// Its size.
     pub bytes: u64,
+    /// Its BLAKE3 (absent in directories written before BLAKE3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blake3: Option<String>,
+    /// Its sha256 (the Hub's LFS id): present only when asked for (`dissect --sha256`),
+    /// and in directories written before BLAKE3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 /// One tensor of a manifest, held in an organ file of its own.
@@ -101,11 +109,37 @@ pub struct ManifestTensor {
     pub shape: Vec<u64>,
     /// Bytes of tensor data (the organ file is this plus its header).
     pub bytes: u64,
-    /// sha256 of the whole organ file.
-    pub sha256: String,
+    /// BLAKE3 of the whole organ file. Exactly one of `blake3` and `sha256` is present
+    /// ([`ManifestTensor::digest`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blake3: Option<String>,
+    /// sha256 of the whole organ file, in directories written before BLAKE3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
     /// θ (Z-measure v1), when dissected with `--measure`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub theta: Option<f64>,
+}
+
+/// The digest an organ file must have: the one its manifest entry records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileDigest<'a> {
+    /// BLAKE3, lower- or upper-case hex (what `organ dissect` writes).
+    Blake3(&'a str),
+    /// sha256, hex (directories written before BLAKE3).
+    Sha256(&'a str),
+}
+
+impl ManifestTensor {
+    /// The organ file's recorded digest, or `None` if the entry has both or neither
+    /// ([`parse`] refuses such entries).
+    pub fn digest(&self) -> Option<FileDigest<'_>> {
+        match (&self.blake3, &self.sha256) {
+            (Some(b), None) => Some(FileDigest::Blake3(b)),
+            (None, Some(s)) => Some(FileDigest::Sha256(s)),
+            _ => None,
+        }
+    }
 }
 
 /// One metadata entry of a manifest: a key and a GGUF-typed value.
@@ -153,8 +187,14 @@ fn de_tensors<'de, D: Deserializer<'de>>(d: D) -> core::result::Result<Vec<Manif
                 if t.file.len() > MAX_MANIFEST_PATH_LEN {
                     return Err(bad(format!("file path of {} bytes, more than {MAX_MANIFEST_PATH_LEN}", t.file.len())));
                 }
-                if t.sha256.len() != 64 || !t.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return Err(bad(format!("sha256 {:?} is not 64 hex digits", t.sha256)));
+                let (kind, digest) = match t.digest() {
+                    Some(FileDigest::Blake3(d)) => ("blake3", d),
+                    Some(FileDigest::Sha256(d)) => ("sha256", d),
+                    None if t.blake3.is_some() => return Err(bad("both blake3 and sha256; expected one".into())),
+                    None => return Err(bad("no blake3 (or sha256) of its organ file".into())),
+                };
+                if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(bad(format!("{kind} {digest:?} is not 64 hex digits")));
                 }
                 tensors.push(t);
             }
@@ -195,7 +235,7 @@ mod tests {
 
     fn manifest_with(metadata: &str) -> String {
         format!(
-            r#"{{"format": "organ-dir/1", "source": {{"file": "m.gguf", "sha256": "", "bytes": 0}},
+            r#"{{"format": "organ-dir/1", "source": {{"file": "m.gguf", "bytes": 0}},
             "gguf_version": 3, "alignment": 32, "metadata": [{metadata}], "tensors": []}}"#
         )
     }
@@ -284,11 +324,48 @@ mod tests {
             .unwrap_err()
         );
         assert!(e.contains("bytes a manifest may hold"), "{e}");
-        let shape = r#"{"format": "organ-dir/1", "source": {"file": "m", "sha256": "", "bytes": 0}, "gguf_version": 3,
+        let shape = r#"{"format": "organ-dir/1", "source": {"file": "m", "bytes": 0}, "gguf_version": 3,
             "alignment": 32, "metadata": [], "tensors": [{"name": "t", "file": "t.bin", "group": "other",
-            "organ": null, "layer": null, "type": "F32", "shape": [1, 1, 1, 1, 1], "bytes": 4, "sha256": ""}]}"#;
+            "organ": null, "layer": null, "type": "F32", "shape": [1, 1, 1, 1, 1], "bytes": 4, "blake3": ""}]}"#;
         assert!(format!("{:#}", parse(shape.as_bytes()).unwrap_err()).contains("more than 4 dimensions"));
         let huge = vec![b' '; MAX_MANIFEST_BYTES as usize + 1];
         assert!(format!("{:#}", parse(&huge).unwrap_err()).contains("more than the"));
+    }
+
+    fn one_tensor(digests: &str) -> Result<Manifest> {
+        let text = format!(
+            r#"{{"format": "organ-dir/1", "source": {{"file": "m", "bytes": 0}}, "gguf_version": 3,
+            "alignment": 32, "metadata": [], "tensors": [{{"name": "t", "file": "t.bin", "group": "other",
+            "organ": null, "layer": null, "type": "F32", "shape": [1], "bytes": 4{digests}}}]}}"#
+        );
+        parse(text.as_bytes())
+    }
+
+    /// An entry carries a BLAKE3, or (written before BLAKE3) a sha256: exactly one.
+    #[test]
+    fn each_tensor_has_exactly_one_digest() {
+        let (b, s) = ("ab".repeat(32), "CD".repeat(32));
+        let m = one_tensor(&format!(r#", "blake3": "{b}""#)).unwrap();
+        assert_eq!(m.tensors[0].digest(), Some(FileDigest::Blake3(&b)));
+        let m = one_tensor(&format!(r#", "sha256": "{s}""#)).unwrap();
+        assert_eq!(m.tensors[0].digest(), Some(FileDigest::Sha256(&s)));
+        for (digests, want) in [
+            (format!(r#", "blake3": "{b}", "sha256": "{s}""#), "both blake3 and sha256"),
+            (String::new(), "no blake3 (or sha256)"),
+            (r#", "blake3": null"#.into(), "no blake3 (or sha256)"),
+            (r#", "blake3": "zz""#.into(), "blake3 \"zz\" is not 64 hex digits"),
+            (format!(r#", "sha256": "{}""#, "0".repeat(63)), "sha256"),
+        ] {
+            let e = format!("{:#}", one_tensor(&digests).unwrap_err());
+            assert!(e.contains(want) && e.contains("tensor \"t\""), "{digests}: {e}");
+        }
+    }
+
+    /// The source's digests are optional: BLAKE3 always written, sha256 only on request.
+    #[test]
+    fn source_digests_are_optional_and_absent_when_not_computed() {
+        let src = Source { file: "m.gguf".into(), bytes: 1, blake3: Some("ab".repeat(32)), sha256: None };
+        let text = serde_json::to_string(&src).unwrap();
+        assert!(text.contains("blake3") && !text.contains("sha256"), "{text}");
     }
 }

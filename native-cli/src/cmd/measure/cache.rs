@@ -1,0 +1,114 @@
+//! The measure cache: finished model reports kept in a directory (`--cache`) so that a
+//! fleet run resumes where it stopped.
+//!
+//! An entry is found by its [`CacheKey`]: the BLAKE3 of the model's bytes and a
+//! [`Definition`] naming everything else a report depends on (the measure, the report's
+//! schema, every option that changes a report). The file name carries the model's BLAKE3
+//! and a digest of the definition; the entry also holds the definition itself, compared on
+//! reading, so a report made under another definition is never returned.
+
+use crate::atomic::write_file;
+use anyhow::{Context, Result};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The version of the cached report's JSON form ([`organ_core::report::ModelReport`]);
+/// bump it when that form changes, so older entries are not read as new ones.
+pub const REPORT_SCHEMA: u32 = 1;
+
+/// Everything besides the model that decides what a report holds. A new option that
+/// changes a report is a new field here (and nowhere else): it then goes into every key.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Definition {
+    /// The measure's definition ([`organ_core::zmeasure::MEASURE`]).
+    pub measure: String,
+    /// [`REPORT_SCHEMA`].
+    pub report_schema: u32,
+}
+
+impl Definition {
+    /// The definition `organ measure` reports under.
+    pub fn current() -> Definition {
+        Definition { measure: organ_core::zmeasure::MEASURE.to_owned(), report_schema: REPORT_SCHEMA }
+    }
+}
+
+/// A cache entry's key: a model's bytes and the definition it was measured under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheKey {
+    /// BLAKE3 of the model's bytes ([`crate::digest::identity_files`]).
+    pub model_blake3: String,
+    pub definition: Definition,
+}
+
+/// What an entry's file holds.
+#[derive(Serialize, Deserialize)]
+struct Entry<T> {
+    definition: Definition,
+    model_blake3: String,
+    report: T,
+}
+
+impl CacheKey {
+    /// The key of the model at `path` under the current definition.
+    pub fn of(path: &Path) -> Result<CacheKey> {
+        let fp = crate::digest::fingerprint_files(&crate::digest::identity_files(path), false)?;
+        Ok(CacheKey { model_blake3: fp.blake3, definition: Definition::current() })
+    }
+
+    /// The entry's file in `cache`: `<measure>-<model BLAKE3>-<definition digest>.json`.
+    pub fn entry(&self, cache: &Path) -> Result<PathBuf> {
+        let definition = serde_json::to_vec(&self.definition)?;
+        let d = crate::digest::blake3_hex(&definition);
+        // The measure's name is only for people listing the cache; it is checked like the rest.
+        let measure: String = self.definition.measure.chars().filter(|c| c.is_ascii_alphanumeric()).take(16).collect();
+        Ok(cache.join(format!("{measure}-{}-{}.json", self.model_blake3, &d[..16])))
+    }
+
+    /// The report cached under this key, if there is one (an unreadable entry, or one of
+    /// another model or definition, is none).
+    pub fn lookup<T: DeserializeOwned>(&self, cache: &Path) -> Option<T> {
+        let bytes = std::fs::read(self.entry(cache).ok()?).ok()?;
+        let e: Entry<T> = serde_json::from_slice(&bytes).ok()?;
+        (e.definition == self.definition && e.model_blake3 == self.model_blake3).then_some(e.report)
+    }
+
+    /// Keeps `report` under this key (replacing an entry of the same key).
+    pub fn store<T: Serialize>(&self, cache: &Path, report: &T) -> Result<()> {
+        std::fs::create_dir_all(cache).with_context(|| format!("{}: cannot create the cache", cache.display()))?;
+        let e = Entry { definition: self.definition.clone(), model_blake3: self.model_blake3.clone(), report };
+        // The cache's own entries are replaced freely.
+        write_file(&self.entry(cache)?, true, |w| Ok(serde_json::to_writer(w, &e)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(measure: &str, report_schema: u32) -> CacheKey {
+        CacheKey { model_blake3: "ab".repeat(32), definition: Definition { measure: measure.into(), report_schema } }
+    }
+
+    /// A report made under another measure or report schema is not returned, even when
+    /// its entry sits at this key's file name.
+    #[test]
+    fn another_definition_is_not_returned() {
+        let cache = std::env::temp_dir().join(format!("organ-cache-key-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&cache);
+        let now = key("z1", REPORT_SCHEMA);
+        now.store(&cache, &"now").unwrap();
+        assert_eq!(now.lookup::<String>(&cache).as_deref(), Some("now"));
+        for other in [key("z2", REPORT_SCHEMA), key("z1", REPORT_SCHEMA + 1)] {
+            assert_ne!(other.entry(&cache).unwrap(), now.entry(&cache).unwrap());
+            assert_eq!(other.lookup::<String>(&cache), None, "{other:?}");
+            // Planted under this key's name, another definition's entry is still refused.
+            other.store(&cache, &"other").unwrap();
+            std::fs::rename(other.entry(&cache).unwrap(), now.entry(&cache).unwrap()).unwrap();
+            assert_eq!(now.lookup::<String>(&cache), None, "{other:?}");
+            now.store(&cache, &"now").unwrap();
+        }
+        let _ = std::fs::remove_dir_all(&cache);
+    }
+}

@@ -1,0 +1,50 @@
+//! Writing one GGUF file from metadata and tensors (the layout is the core's,
+//! [`organ_core::gguf::writer`]): staged in a temp path beside the destination.
+
+use super::copy::write_tensor_data;
+use crate::atomic::Temp;
+use crate::model::Tensor;
+use anyhow::{Context, Result};
+use organ_core::gguf::writer::{padding, plan, TensorSpec};
+use organ_core::gguf::MetaValue;
+use organ_core::model::OwnedValue;
+use std::io::Write;
+use std::path::Path;
+
+/// Writes a GGUF holding `kvs` and `tensors` (each with its own type and bytes) to `dest`.
+pub fn write_gguf(
+    version: u32,
+    kvs: &[(String, OwnedValue)],
+    tensors: &[Tensor],
+    dest: &Path,
+    force: bool,
+) -> Result<u64> {
+    let (tmp, len) = stage_gguf(version, kvs, tensors, dest, force)?;
+    tmp.commit()?;
+    Ok(len)
+}
+
+/// Writes the GGUF into a temp path beside `dest` and returns it uncommitted, with the
+/// file's length: the caller commits it (or drops it, which removes it).
+pub(super) fn stage_gguf(
+    version: u32,
+    kvs: &[(String, OwnedValue)],
+    tensors: &[Tensor],
+    dest: &Path,
+    force: bool,
+) -> Result<(Temp, u64)> {
+    let views = kvs.iter().map(|(k, v)| Ok((k.as_str(), v.view()?))).collect::<Result<Vec<(&str, MetaValue<'_>)>>>()?;
+    let specs: Vec<TensorSpec<'_>> =
+        tensors.iter().map(|t| TensorSpec { name: &t.name, dims: &t.dims, ty: t.ty }).collect();
+    let layout =
+        plan(version, &views, &specs).with_context(|| format!("{}: cannot lay out the GGUF", dest.display()))?;
+    let (tmp, mut f) = Temp::file(dest, force)?;
+    f.write_all(&layout.header)?;
+    let zeros = vec![0u8; layout.alignment as usize];
+    for (t, &(_, n)) in tensors.iter().zip(&layout.tensors) {
+        write_tensor_data(t, &mut f).with_context(|| format!("{}: copying tensor {:?}", tmp.path.display(), t.name))?;
+        f.write_all(&zeros[..padding(n, layout.alignment) as usize])?;
+    }
+    f.sync_all()?;
+    Ok((tmp, layout.file_len))
+}

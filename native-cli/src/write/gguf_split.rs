@@ -1,0 +1,88 @@
+//! Writing a split GGUF (shards like `llama-gguf-split` makes), and the `--split-max-size`
+//! argument that sets the shards' size.
+
+use super::gguf::stage_gguf;
+use crate::model::Tensor;
+use anyhow::{bail, Context, Result};
+use organ_core::gguf::split::SET_ID_KEY;
+use organ_core::gguf::MetaValue;
+use organ_core::model::OwnedValue;
+use std::path::{Path, PathBuf};
+
+/// Writes a GGUF split like `llama-gguf-split` does: shards `PREFIX-0000i-of-0000N.gguf`
+/// beside `dest` (PREFIX is `dest` without `.gguf`), each holding whole tensors of at most
+/// `max_bytes` of data (a larger tensor gets a shard of its own). The first shard holds all
+/// metadata; every shard carries `split.no`, `split.count`, `split.tensors.count`, and
+/// one random split set id ([`SET_ID_KEY`]), so a shard of another set is refused. All
+/// shards are written to temp paths first and renamed only when every one is complete.
+pub fn write_gguf_split(
+    version: u32,
+    kvs: &[(String, OwnedValue)],
+    tensors: &[Tensor],
+    dest: &Path,
+    max_bytes: u64,
+    force: bool,
+) -> Result<Vec<PathBuf>> {
+    let mut groups: Vec<Vec<Tensor>> = vec![Vec::new()];
+    let mut size = 0u64;
+    for t in tensors {
+        let cur = groups.last_mut().expect("one group at least");
+        if !cur.is_empty() && size + t.n_bytes > max_bytes {
+            groups.push(Vec::new());
+            size = 0;
+        }
+        size += t.n_bytes;
+        groups.last_mut().expect("one group at least").push(t.clone());
+    }
+    let n = groups.len();
+    // split.no and split.count are u16 in llama.cpp's format.
+    if n > usize::from(u16::MAX) {
+        bail!("{n} shards: more than the {} a split.count (u16) can hold", u16::MAX);
+    }
+    let name = dest.to_string_lossy();
+    let prefix = name.strip_suffix(".gguf").unwrap_or(&name);
+    let prefix_name = Path::new(prefix).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let dir = dest.parent().map(Path::to_owned).unwrap_or_default();
+    let paths: Vec<PathBuf> = (1..=n).map(|i| dir.join(crate::source::split_name(&prefix_name, i, n))).collect();
+    // Every shard is staged in its own temp path (refused if the shard exists); they are
+    // renamed into place together once all are written. On any error the staged temps
+    // are dropped, which removes them.
+    let set_id = format!("{:016x}{:016x}", crate::atomic::random_u64()?, crate::atomic::random_u64()?);
+    let mut staged = Vec::with_capacity(n);
+    for (i, (g, path)) in groups.iter().zip(&paths).enumerate() {
+        let mut shard_kvs: Vec<(String, OwnedValue)> = if i == 0 {
+            kvs.iter().filter(|(k, _)| !k.starts_with("split.") && k != SET_ID_KEY).cloned().collect()
+        } else {
+            Vec::new()
+        };
+        shard_kvs.push(("split.no".into(), OwnedValue::Scalar(MetaValue::U16(i as u16))));
+        shard_kvs.push(("split.count".into(), OwnedValue::Scalar(MetaValue::U16(n as u16))));
+        shard_kvs.push(("split.tensors.count".into(), OwnedValue::Scalar(MetaValue::I32(tensors.len() as i32))));
+        shard_kvs.push((SET_ID_KEY.into(), OwnedValue::string(&set_id)));
+        staged.push(stage_gguf(version, &shard_kvs, g, path, force)?.0);
+    }
+    for t in staged {
+        t.commit()?;
+    }
+    Ok(paths)
+}
+
+/// Parses a size like `500M`, `2G`, `1048576` (K, M, G, T are powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_uppercase() {
+                'K' => 1u64 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => bail!("{s:?}: unknown size suffix (use K, M, G or T)"),
+            };
+            (&s[..i], m)
+        }
+        _ => (s, 1),
+    };
+    let n: u64 = num.parse().with_context(|| format!("{s:?} is not a size like 500M"))?;
+    n.checked_mul(mult).filter(|&n| n > 0).with_context(|| format!("{s:?} is not a usable size"))
+}

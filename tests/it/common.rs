@@ -211,3 +211,17 @@ pub fn fails(mut c: Command) -> String {
     assert_eq!(o.status.code(), Some(1), "{c:?} should fail");
     String::from_utf8(o.stderr).unwrap()
 }
+
+/// `organ dissect MODEL --out tmp(NAME) EXTRA…`, which must succeed: the directory.
+pub fn dissect(model: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let dir = tmp(name);
+    let mut c = organ();
+    c.arg("dissect").arg(model).arg("--out").arg(&dir).args(extra);
+    ok(c);
+    dir
+}
+
+/// An organ directory's manifest.json, parsed.
+pub fn manifest(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap()
+}

@@ -6,9 +6,8 @@ use crate::common::*;
 use crate::harden::{refused, tiny};
 use organ_core::gguf::MetaValue;
 use organ_core::Gguf;
-use serde_json::Value;
 use sha2::Digest;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 fn b3(p: &Path) -> String {
@@ -17,18 +16,6 @@ fn b3(p: &Path) -> String {
 
 fn sha256(p: &Path) -> String {
     organ_core::model::manifest::hex(&sha2::Sha256::digest(std::fs::read(p).unwrap()))
-}
-
-fn manifest(dir: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap()
-}
-
-fn dissect(model: &Path, name: &str, extra: &[&str]) -> PathBuf {
-    let dir = tmp(name);
-    let mut c = organ();
-    c.arg("dissect").arg(model).arg("--out").arg(&dir).args(extra);
-    ok(c);
-    dir
 }
 
 fn assemble(dir: &Path, name: &str) -> Command {

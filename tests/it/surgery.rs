@@ -7,18 +7,6 @@ use organ_core::{GgmlType, Gguf};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-fn dissect(model: &Path, name: &str, extra: &[&str]) -> PathBuf {
-    let dir = tmp(name);
-    let mut c = organ();
-    c.arg("dissect").arg(model).arg("--out").arg(&dir).args(extra);
-    ok(c);
-    dir
-}
-
-fn manifest(dir: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap()
-}
-
 fn blake3(p: &Path) -> String {
     blake3::hash(&std::fs::read(p).unwrap()).to_hex().to_string()
 }

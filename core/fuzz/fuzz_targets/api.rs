@@ -41,7 +41,10 @@ fn server() -> &'static Server {
         std::fs::create_dir_all(&root).unwrap();
         let model = root.join("tiny.gguf");
         std::fs::write(&model, include_bytes!("../seeds/parse/every_value.gguf")).unwrap();
-        organ_cli::cmd::dissect::run(&model, &root.join("tiny.organs"), false, false, &mut std::io::sink()).unwrap();
+        let organs = root.join("tiny.organs");
+        let dissect =
+            organ_cli::cmd::dissect::Options { model: &model, out: &organs, measure: false, sha256: false, force: false };
+        organ_cli::cmd::dissect::run(&dissect, &mut std::io::sink()).unwrap();
         let opts = Options {
             root: root.clone(),
             addr: "127.0.0.1:0".parse().unwrap(),

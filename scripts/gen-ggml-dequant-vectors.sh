@@ -8,12 +8,11 @@
 #                                                equal the checked-in .out
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 DATA=core/tests/data/dequant
-scripts/build-llama.sh >/dev/null
-LIB="${ORGAN_CACHE:-$HOME/.cache/organ}/llama.cpp-11434.0.0/build/ggml/src/libggml-base.a"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-gcc -O2 -o "$work/ggml_dequant" tests/oracle/ggml_dequant.c "$LIB" -lm -lpthread -lstdc++
+ggml_harness tests/oracle/ggml_dequant.c "$work/ggml_dequant"
 for ty in Q1_0 Q2_0; do
   if [ "${1:-}" != --check ]; then
     python3 - "$ty" "$DATA/$ty.in" <<'PY'

@@ -6,12 +6,11 @@
 #   scripts/gen-kquant-vectors.sh --check  ggml's output must equal the checked-in .out
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 DATA=core/tests/data/quantize
-scripts/build-llama.sh >/dev/null
-LIB="${ORGAN_CACHE:-$HOME/.cache/organ}/llama.cpp-11434.0.0/build/ggml/src/libggml-base.a"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-gcc -O2 -o "$work/ggml_kquant" tests/oracle/ggml_kquant.c "$LIB" -lm -lpthread -lstdc++
+ggml_harness tests/oracle/ggml_kquant.c "$work/ggml_kquant"
 for ty in Q4_K Q5_K Q6_K; do
   "$work/ggml_kquant" "$ty" "$DATA/$ty.in" "$work/$ty.out"
   if [ "${1:-}" = --check ]; then

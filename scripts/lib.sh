@@ -27,3 +27,10 @@ ensure_cargo_fuzz() {
   fi
   rustup toolchain list | grep -q '^nightly' || { echo "a nightly toolchain is needed for cargo fuzz" >&2; return 1; }
 }
+
+# ggml_harness SRC EXE: compiles a C harness (tests/oracle/*.c) against the
+# libggml-base.a of the llama.cpp that scripts/build-llama.sh builds (built first if need be).
+ggml_harness() {
+  local bin; bin=$(scripts/build-llama.sh)
+  gcc -O2 -o "$2" "$1" "$(dirname "$bin")/build/ggml/src/libggml-base.a" -lm -lpthread -lstdc++
+}

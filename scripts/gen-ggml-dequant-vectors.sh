@@ -27,10 +27,5 @@ open(path, "wb").write(out)
 PY
   fi
   "$work/ggml_dequant" "$ty" "$DATA/$ty.in" "$work/$ty.out"
-  if [ "${1:-}" = --check ]; then
-    cmp "$work/$ty.out" "$DATA/$ty.out"
-    echo "$ty: ggml's dequantizer gives the checked-in vectors ($(($(stat -c %s "$DATA/$ty.in") / 18)) blocks)"
-  else
-    cp "$work/$ty.out" "$DATA/$ty.out"
-  fi
+  keep_or_check "${1:-}" "$work/$ty.out" "$DATA/$ty.out" "$ty: ggml's dequantizer gives the checked-in vectors ($(($(stat -c %s "$DATA/$ty.in") / 18)) blocks)"
 done

@@ -13,10 +13,5 @@ trap 'rm -rf "$work"' EXIT
 ggml_harness tests/oracle/ggml_kquant.c "$work/ggml_kquant"
 for ty in Q4_K Q5_K Q6_K; do
   "$work/ggml_kquant" "$ty" "$DATA/$ty.in" "$work/$ty.out"
-  if [ "${1:-}" = --check ]; then
-    cmp "$work/$ty.out" "$DATA/$ty.out"
-    echo "$ty: ggml's reference quantizer gives the checked-in vectors ($(($(stat -c %s "$DATA/$ty.in") / 1024)) blocks)"
-  else
-    cp "$work/$ty.out" "$DATA/$ty.out"
-  fi
+  keep_or_check "${1:-}" "$work/$ty.out" "$DATA/$ty.out" "$ty: ggml's reference quantizer gives the checked-in vectors ($(($(stat -c %s "$DATA/$ty.in") / 1024)) blocks)"
 done

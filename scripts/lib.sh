@@ -34,3 +34,14 @@ ggml_harness() {
   local bin; bin=$(scripts/build-llama.sh)
   gcc -O2 -o "$2" "$1" "$(dirname "$bin")/build/ggml/src/libggml-base.a" -lm -lpthread -lstdc++
 }
+
+# keep_or_check MODE GOT WANT MSG: with MODE --check, GOT must equal the checked-in WANT
+# (then MSG is printed); otherwise GOT becomes WANT.
+keep_or_check() {
+  if [ "$1" = --check ]; then
+    cmp "$2" "$3"
+    echo "$4"
+  else
+    cp "$2" "$3"
+  fi
+}

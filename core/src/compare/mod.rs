@@ -1,0 +1,238 @@
+//! Compare v1: two models, tensor by tensor. The definition is `docs/compare.md`; this
+//! module follows it to the letter.
+//!
+//! The work is in three steps, each a plain function, so that every face (CLI, browser,
+//! HTTP API) runs the same logic and only decides where bytes come from:
+//! 1. [`pair`] matches the two models' tensors by name (§1);
+//! 2. per comparable pair, the front end decides `identical` on the bytes (§2; a byte
+//!    comparison it streams its own way), draws each side's sampled values with
+//!    [`crate::zmeasure::sample_values`] or a [`crate::zmeasure::ReadPlan`] (the same
+//!    positions for both: the sampler depends only on the name and the element count), and
+//!    hands them to [`figures`]; expert tensors are also cut by [`ExpertLayout`] (§3);
+//! 3. [`CompareReport::new`] counts and summarizes (§4).
+
+mod report;
+
+pub use report::most_changed;
+
+pub use report::{CompareReport, Counts, ExpertPair, GroupDiff, PairReport, ShapeMismatch, Side, MOST_CHANGED};
+
+use crate::error::{Error, Result};
+use crate::model::{Model, TensorEntry};
+use crate::zmeasure::{measure_values, sample_values};
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::borrow::Borrow;
+
+/// The definition's name in reports.
+pub const COMPARE: &str = "c1";
+
+/// How the tensors of A and B match up (§1).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Pairing {
+    /// Comparable pairs as (index in A, index in B), in A's order.
+    pub pairs: Vec<(usize, usize)>,
+    /// Names only A has, in A's order.
+    pub only_in_a: Vec<String>,
+    /// Names only B has, in B's order.
+    pub only_in_b: Vec<String>,
+    /// Same name, different shapes, in A's order.
+    pub shape_mismatch: Vec<ShapeMismatch>,
+}
+
+/// Matches the tensors of `a` and `b` by name (§1). A name that occurs twice in one model
+/// (a file that should not exist, but might) is matched once, by its first occurrence.
+pub fn pair<T: Borrow<TensorEntry>, U: Borrow<TensorEntry>>(a: &Model<T>, b: &Model<U>) -> Pairing {
+    let mut in_b: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, t) in b.tensors.iter().enumerate() {
+        in_b.entry(t.borrow().name.as_str()).or_insert(i);
+    }
+    let mut seen_a: BTreeMap<&str, ()> = BTreeMap::new();
+    let mut out = Pairing::default();
+    for (i, t) in a.tensors.iter().enumerate() {
+        let t = t.borrow();
+        if seen_a.insert(t.name.as_str(), ()).is_some() {
+            continue;
+        }
+        match in_b.get(t.name.as_str()) {
+            None => out.only_in_a.push(t.name.clone()),
+            Some(&j) => {
+                let u = b.tensors[j].borrow();
+                if t.dims == u.dims {
+                    out.pairs.push((i, j));
+                } else {
+                    out.shape_mismatch.push(ShapeMismatch {
+                        name: t.name.clone(),
+                        a: t.dims.clone(),
+                        b: u.dims.clone(),
+                    });
+                }
+            }
+        }
+    }
+    for (name, _) in in_b.iter().filter(|(n, _)| !seen_a.contains_key(*n)) {
+        out.only_in_b.push(String::from(*name));
+    }
+    // B's order, not the map's.
+    let order: BTreeMap<&str, usize> = in_b.iter().map(|(n, &j)| (*n, j)).collect();
+    out.only_in_b.sort_by_key(|n| order.get(n.as_str()).copied());
+    out
+}
+
+/// The figures of one comparable pair, or of one expert of it (§2).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Figures {
+    /// Σab / √(Σa² · Σb²); `None` when either side's sum of squares is 0.
+    pub cos: Option<f64>,
+    /// √Σ(b − a)² / √Σa²; `None` when Σa² = 0.
+    pub rel_l2: Option<f64>,
+    /// max |b − a| (0 when no position is left).
+    pub max_abs: f64,
+    /// θ(A), Z-measure v1 (0 when degenerate).
+    pub theta_a: f64,
+    /// θ(B).
+    pub theta_b: f64,
+    /// Positions read on each side.
+    pub sampled: u64,
+    /// Positions dropped because either value was non-finite.
+    pub dropped: u64,
+}
+
+impl Figures {
+    /// θ(B) − θ(A).
+    pub fn d_theta(&self) -> f64 {
+        self.theta_b - self.theta_a
+    }
+}
+
+/// The figures of a pair from the values each side holds at the same positions (§2): the
+/// sampled values as [`crate::zmeasure::sample_values`] draws them, non-finite ones
+/// included (they are dropped here, as the spec says).
+///
+/// # Errors
+/// [`Error::SizeMismatch`] when the two sides hold different numbers of values.
+pub fn figures(a: Vec<f32>, b: Vec<f32>) -> Result<Figures> {
+    if a.len() != b.len() {
+        return Err(Error::SizeMismatch {
+            what: "values at the same positions",
+            expected: a.len() as u64,
+            got: b.len() as u64,
+        });
+    }
+    let (mut saa, mut sbb, mut sab, mut sdd, mut max_abs) = (0f64, 0f64, 0f64, 0f64, 0f64);
+    let mut dropped = 0u64;
+    for (&x, &y) in a.iter().zip(&b) {
+        if !(x.is_finite() && y.is_finite()) {
+            dropped += 1;
+            continue;
+        }
+        let (x, y) = (f64::from(x), f64::from(y));
+        saa += x * x;
+        sbb += y * y;
+        sab += x * y;
+        let d = y - x;
+        sdd += d * d;
+        max_abs = max_abs.max(d.abs());
+    }
+    let cos = (saa > 0.0 && sbb > 0.0).then(|| sab / libm::sqrt(saa * sbb));
+    let rel_l2 = (saa > 0.0).then(|| libm::sqrt(sdd) / libm::sqrt(saa));
+    let sampled = a.len() as u64;
+    // Each θ over its own side's values (Z-measure v1 drops its own non-finite ones).
+    let theta_a = measure_values(a).theta;
+    let theta_b = measure_values(b).theta;
+    Ok(Figures { cos, rel_l2, max_abs, theta_a, theta_b, sampled, dropped })
+}
+
+/// How an expert tensor divides into experts (§3; Z-measure v1 §6): `count` experts of
+/// `elements` elements and `bytes` bytes each, expert e at byte `e × bytes` of the data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExpertLayout {
+    /// E, the last dimension.
+    pub count: u64,
+    /// d0 · d1.
+    pub elements: u64,
+    /// Bytes per expert.
+    pub bytes: u64,
+}
+
+impl ExpertLayout {
+    /// The layout of `t`, when it is an expert tensor: its name contains `_exps` and it has
+    /// three dims. `None` otherwise.
+    ///
+    /// # Errors
+    /// [`Error::SizeMismatch`] when its rows are not whole quant blocks, or its data is not
+    /// E equal slices (a file whose header says one thing and whose sizes another).
+    pub fn of(t: &TensorEntry) -> Result<Option<ExpertLayout>> {
+        let [d0, d1, e] = t.dims[..] else { return Ok(None) };
+        if !t.name.contains("_exps") || e == 0 {
+            return Ok(None);
+        }
+        let bs = t.ty.block_size() as u64;
+        if bs == 0 || d0 % bs != 0 {
+            return Err(Error::SizeMismatch { what: "expert row length in whole blocks", expected: bs, got: d0 });
+        }
+        let elements = d0.saturating_mul(d1);
+        let bytes = (elements / bs).saturating_mul(t.ty.type_size() as u64);
+        if bytes.checked_mul(e) != Some(t.n_bytes) {
+            return Err(Error::SizeMismatch {
+                what: "expert tensor bytes",
+                expected: bytes.saturating_mul(e),
+                got: t.n_bytes,
+            });
+        }
+        Ok(Some(ExpertLayout { count: e, elements, bytes }))
+    }
+
+    /// Expert `e`'s byte range in the tensor's data.
+    pub fn range(&self, e: u64) -> core::ops::Range<u64> {
+        e * self.bytes..(e + 1) * self.bytes
+    }
+}
+
+/// The sampler name of expert `e` of tensor `name` (Z-measure v1 §6): `NAME#e`.
+pub fn expert_name(name: &str, e: u64) -> String {
+    format!("{name}#{e}")
+}
+
+#[cfg(test)]
+mod tests;
+
+/// One comparable pair whose bytes are both at hand (a memory map, a browser buffer of a
+/// whole tensor): `identical` on the bytes, the figures from the sampled values, and per
+/// expert for expert tensors. Front ends that read bytes piecemeal use [`figures`] and
+/// [`ExpertLayout`] directly, with the same result.
+///
+/// # Errors
+/// [`Error::SizeMismatch`] when a side's bytes are not its tensor's size, or an expert
+/// tensor does not divide into equal experts.
+pub fn compare_slices(a: &TensorEntry, a_bytes: &[u8], b: &TensorEntry, b_bytes: &[u8]) -> Result<PairReport> {
+    let identical = a.ty == b.ty && a_bytes == b_bytes;
+    let measurable = a.ty.can_dequantize() && b.ty.can_dequantize();
+    let fig = |name: &str, n: u64, x: &[u8], y: &[u8]| -> Result<Figures> {
+        figures(sample_values(name, a.ty, n, x)?, sample_values(name, b.ty, n, y)?)
+    };
+    let f = if measurable { Some(fig(&a.name, a.n_elements, a_bytes, b_bytes)?) } else { None };
+    let experts = match (ExpertLayout::of(a)?, ExpertLayout::of(b)?) {
+        (Some(la), Some(lb)) => {
+            let mut rows = Vec::new();
+            for e in 0..la.count {
+                fn slice<'a>(bytes: &'a [u8], l: &ExpertLayout, e: u64) -> Result<&'a [u8]> {
+                    let r = l.range(e);
+                    bytes.get(r.start as usize..r.end as usize).ok_or(Error::SizeMismatch {
+                        what: "expert tensor bytes",
+                        expected: r.end,
+                        got: bytes.len() as u64,
+                    })
+                }
+                let (x, y) = (slice(a_bytes, &la, e)?, slice(b_bytes, &lb, e)?);
+                let f = if measurable { Some(fig(&expert_name(&a.name, e), la.elements, x, y)?) } else { None };
+                rows.push(ExpertPair::new(e, a.ty == b.ty && x == y, f.as_ref()));
+            }
+            Some(rows)
+        }
+        _ => None,
+    };
+    Ok(PairReport::new(a, b, identical, f.as_ref(), experts))
+}

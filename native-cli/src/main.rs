@@ -101,6 +101,44 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Compare two models tensor by tensor (Compare v1): which tensors changed, by how
+    /// much (cos, rel_l2, max_abs, dθ), in which layers and groups.
+    Diff {
+        /// The base: a GGUF, a split GGUF (any shard) or an organ directory.
+        a: PathBuf,
+        /// The other model, of any of those kinds and any quant types.
+        b: PathBuf,
+        /// Also write the full report as JSON (schema: docs/report.schema.json, "compare": "c1").
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// Also write one CSV row per pair (and per expert of expert tensors).
+        #[arg(long, value_name = "FILE")]
+        csv: Option<PathBuf>,
+        /// How many of the most changed tensors to print.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+        /// List only changed pairs in the per-tensor outputs (CSV rows, the JSON's "pairs");
+        /// the counts and summaries still cover every pair.
+        #[arg(long)]
+        only_changed: bool,
+        /// Exit with status 1 when anything differs: a comparable pair not byte-identical,
+        /// a name in one model only, or a shape mismatch (errors exit with 2).
+        #[arg(long)]
+        fail_on_change: bool,
+        /// Worker threads (default: one per core).
+        #[arg(long, short = 'j')]
+        threads: Option<usize>,
+        /// Read by positioned reads only, never mapping tensor data (automatic when either
+        /// model is over 2 GiB): memory stays bounded whatever the size.
+        #[arg(long)]
+        stream: bool,
+        /// Print bytes compared, bytes read and peak memory to stderr when done.
+        #[arg(long)]
+        stats: bool,
+        /// Replace outputs that already exist (never an input of the run).
+        #[arg(long)]
+        force: bool,
+    },
     /// Split a GGUF into an organ directory: one .bin per tensor under skeleton/, organs/,
     /// embed/, norm/, adapters/, other/, plus manifest.json (all metadata, order, BLAKE3s).
     Dissect {
@@ -241,7 +279,15 @@ enum Command {
     },
 }
 
-fn run(cli: Cli) -> Result<()> {
+/// How a command that did not fail ends.
+enum Exit {
+    /// Status 0.
+    Done,
+    /// `diff --fail-on-change` found a change: status 1.
+    Changed,
+}
+
+fn run(cli: Cli) -> Result<Exit> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     organ_cli::organ_dir::set_verify(!cli.no_verify);
@@ -294,6 +340,26 @@ fn run(cli: Cli) -> Result<()> {
             if stats {
                 let read = cmd::measure::BYTES_READ.load(std::sync::atomic::Ordering::Relaxed);
                 progress::emit(&progress::Event::Stats { tensor_bytes_read: read, peak_rss_kib: peak_rss_kib() });
+            }
+        }
+        Command::Diff { a, b, json, csv, top, only_changed, fail_on_change, threads, stream, stats, force } => {
+            guard(&[a.clone(), b.clone()], [&json, &csv].into_iter().filter_map(|p| p.as_deref()), force)?;
+            if let Some(n) = threads {
+                rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build_global()?;
+            }
+            let opts = cmd::diff::Options { a, b, json, csv, top, only_changed, stream, force };
+            let changed = cmd::diff::run(&opts, &mut out)?;
+            if stats {
+                let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+                progress::emit(&progress::Event::DiffStats {
+                    bytes_compared: load(&cmd::diff::BYTES_COMPARED),
+                    bytes_read: load(&cmd::diff::BYTES_READ),
+                    peak_rss_kib: peak_rss_kib(),
+                });
+            }
+            if fail_on_change && changed {
+                out.flush()?;
+                return Ok(Exit::Changed);
             }
         }
         Command::Dissect { model, out: dir, measure, sha256, force } => {
@@ -407,7 +473,7 @@ fn run(cli: Cli) -> Result<()> {
         }
     }
     out.flush()?;
-    Ok(())
+    Ok(Exit::Done)
 }
 
 /// Before any work: records the named inputs (every shard of a split model) and checks
@@ -449,14 +515,23 @@ fn peak_rss_kib() -> u64 {
 fn main() {
     let cli = Cli::parse();
     progress::set_format(cli.progress);
-    if let Err(e) = run(cli) {
-        // A closed pipe (`organ inspect x | head`) is not an error.
-        if e.chain()
-            .any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
-        {
-            std::process::exit(0);
-        }
-        progress::error(&e);
-        std::process::exit(1);
+    // `diff` exits 1 for "changed" (with --fail-on-change), so its errors take 2, as diff(1)'s do.
+    let error_status = if matches!(cli.command, Command::Diff { .. }) { 2 } else { 1 };
+    match run(cli) {
+        Ok(Exit::Done) => {}
+        Ok(Exit::Changed) => std::process::exit(1),
+        Err(e) => fail(&e, error_status),
     }
+}
+
+/// Reports `e` and exits with `status`.
+fn fail(e: &anyhow::Error, status: i32) -> ! {
+    // A closed pipe (`organ inspect x | head`) is not an error.
+    if e.chain()
+        .any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+    {
+        std::process::exit(0);
+    }
+    progress::error(e);
+    std::process::exit(status);
 }

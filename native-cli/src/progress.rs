@@ -71,6 +71,9 @@ pub enum Event {
     Note { message: String },
     /// `measure --stats`: the tensor bytes read by positioned reads, and peak memory.
     Stats { tensor_bytes_read: u64, peak_rss_kib: u64 },
+    /// `diff --stats`: bytes compared to decide which pairs are identical (both sides),
+    /// bytes read by positioned reads (0 when the models were mapped), and peak memory.
+    DiffStats { bytes_compared: u64, bytes_read: u64, peak_rss_kib: u64 },
     /// Why the command failed; the last line it writes.
     Error(ErrorEvent),
 }
@@ -161,6 +164,9 @@ pub fn emit(ev: &Event) {
             Event::Stats { tensor_bytes_read, peak_rss_kib } => {
                 format!("stats: tensor bytes read by positioned reads {tensor_bytes_read}, peak RSS {peak_rss_kib} KiB")
             }
+            Event::DiffStats { bytes_compared, bytes_read, peak_rss_kib } => format!(
+                "stats: bytes compared {bytes_compared}, bytes read by positioned reads {bytes_read}, peak RSS {peak_rss_kib} KiB"
+            ),
             Event::Error(e) => format!("organ: error: {}", e.message),
         },
     };

@@ -1,0 +1,345 @@
+//! `organ diff A B`: Compare v1 (`docs/compare.md`), tensor by tensor, of a base A and
+//! another model B, each a GGUF, a split GGUF or an organ directory. The logic is the
+//! core's ([`organ_core::compare`]); this file only reads bytes: through the memory maps
+//! for ordinary models, and by positioned reads of bounded size for huge ones (`--stream`,
+//! automatic over 2 GiB), so memory stays bounded whatever the size.
+
+use crate::atomic::write_file;
+use crate::model::{Model, Tensor};
+use anyhow::{Context, Result};
+use organ_core::compare::{
+    self, expert_name, figures, most_changed, CompareReport, ExpertLayout, ExpertPair, Figures, PairReport, Side,
+};
+use organ_core::gguf::display::printable;
+use organ_core::report::human_count;
+use organ_core::zmeasure::{ReadPlan, GENERATOR};
+use rayon::prelude::*;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub struct Options {
+    pub a: PathBuf,
+    pub b: PathBuf,
+    pub json: Option<PathBuf>,
+    pub csv: Option<PathBuf>,
+    /// Most changed tensors to print.
+    pub top: usize,
+    /// Per-tensor outputs (CSV rows, the JSON's `pairs`) list changed pairs only.
+    pub only_changed: bool,
+    /// Positioned reads only, never mapping tensor data.
+    pub stream: bool,
+    pub force: bool,
+}
+
+/// Bytes compared to decide `identical` (both sides), for `--stats`.
+pub static BYTES_COMPARED: AtomicU64 = AtomicU64::new(0);
+/// Bytes read by positioned reads (streaming: the comparison's and the samples'), for `--stats`.
+pub static BYTES_READ: AtomicU64 = AtomicU64::new(0);
+
+/// Models larger than this (either side) are read by positioned reads (as `measure` does).
+const STREAM_ABOVE_BYTES: u64 = 2 << 30;
+/// The chunk both sides are read in to compare their bytes, when streaming.
+const COMPARE_CHUNK: usize = 1 << 20;
+/// Sampled blocks closer than this share a read when streaming: a page is read anyway.
+const MAX_GAP: u64 = 4096;
+/// The longest single read of sampled blocks.
+const MAX_READ: u64 = 1 << 20;
+
+/// Compares A and B and returns the report (no output written).
+pub fn compare_models(a_path: &Path, b_path: &Path, stream: bool) -> Result<CompareReport> {
+    let a = Model::open(a_path)?;
+    let b = Model::open(b_path)?;
+    let (a_bytes, b_bytes) = (file_bytes(&a), file_bytes(&b));
+    let stream = stream || a_bytes.max(b_bytes) > STREAM_ABOVE_BYTES;
+    if stream {
+        for f in a.tensors.iter().chain(&b.tensors).filter_map(|t| t.in_file.file()) {
+            let _ = rustix::fs::fadvise(f, 0, None, rustix::fs::Advice::Random);
+        }
+    }
+    let pairing = compare::pair(&a.model, &b.model);
+    let progress = crate::progress::tensor_bar();
+    progress.inc_length(pairing.pairs.len() as u64);
+    let rows: Vec<Result<PairReport>> = pairing
+        .pairs
+        .par_iter()
+        .map(|&(i, j)| {
+            let (x, y) = (&a.tensors[i], &b.tensors[j]);
+            let r = if stream { compare_streamed(x, y) } else { compare_mapped(x, y) };
+            crate::progress::tensor_done(&progress);
+            r.with_context(|| format!("{} and {}: tensor {:?}", a_path.display(), b_path.display(), x.name))
+        })
+        .collect();
+    progress.finish_and_clear();
+    let rows = rows.into_iter().collect::<Result<Vec<_>>>()?;
+    Ok(CompareReport::new(
+        GENERATOR,
+        Side::of(&a.label, &a.model, a_bytes),
+        Side::of(&b.label, &b.model, b_bytes),
+        pairing,
+        rows,
+    ))
+}
+
+/// The size of a model's files (each file once).
+fn file_bytes(m: &Model) -> u64 {
+    let mut files: Vec<&crate::model_file::ModelFile> = m.tensors.iter().map(|t| &*t.in_file).collect();
+    files.sort_by(|x, y| x.path.cmp(&y.path));
+    files.dedup_by(|x, y| x.path == y.path);
+    files.iter().map(|f| f.bytes.len() as u64).sum()
+}
+
+/// A pair whose bytes are in the memory maps: the core does it all.
+fn compare_mapped(x: &Tensor, y: &Tensor) -> Result<PairReport> {
+    if x.ty == y.ty {
+        BYTES_COMPARED.fetch_add(2 * x.n_bytes, Ordering::Relaxed);
+    }
+    Ok(compare::compare_slices(x, x.bytes(), y, y.bytes())?)
+}
+
+/// A pair read by positioned reads: the bytes compared a chunk at a time (stopping at the
+/// first difference), the samples read block by block.
+fn compare_streamed(x: &Tensor, y: &Tensor) -> Result<PairReport> {
+    let same_type = x.ty == y.ty;
+    let identical = same_type && same_bytes(x, 0, y, 0, x.n_bytes)?;
+    let measurable = x.ty.can_dequantize() && y.ty.can_dequantize();
+    let fig = |name: &str, n: u64, ox: u64, oy: u64| -> Result<Option<Figures>> {
+        if !measurable {
+            return Ok(None);
+        }
+        Ok(Some(figures(sampled(x, ox, name, n)?, sampled(y, oy, name, n)?)?))
+    };
+    let f = fig(&x.name, x.n_elements, 0, 0)?;
+    let experts = match (ExpertLayout::of(x)?, ExpertLayout::of(y)?) {
+        (Some(lx), Some(ly)) => Some(
+            (0..lx.count)
+                .map(|e| {
+                    let (rx, ry) = (lx.range(e), ly.range(e));
+                    let same = same_type && same_bytes(x, rx.start, y, ry.start, lx.bytes)?;
+                    let f = fig(&expert_name(&x.name, e), lx.elements, rx.start, ry.start)?;
+                    Ok(ExpertPair::new(e, same, f.as_ref()))
+                })
+                .collect::<Result<Vec<_>>>()?,
+        ),
+        _ => None,
+    };
+    Ok(PairReport::new(x, y, identical, f.as_ref(), experts))
+}
+
+/// Whether `len` bytes at `ox` in `x`'s data and at `oy` in `y`'s are the same: read a
+/// chunk at a time from both, stopping at the first difference.
+fn same_bytes(x: &Tensor, ox: u64, y: &Tensor, oy: u64, len: u64) -> Result<bool> {
+    let (mut bx, mut by) = (vec![0u8; COMPARE_CHUNK], vec![0u8; COMPARE_CHUNK]);
+    let mut done = 0u64;
+    while done < len {
+        let n = (len - done).min(COMPARE_CHUNK as u64) as usize;
+        read(x, ox + done, &mut bx[..n])?;
+        read(y, oy + done, &mut by[..n])?;
+        BYTES_COMPARED.fetch_add(2 * n as u64, Ordering::Relaxed);
+        if bx[..n] != by[..n] {
+            return Ok(false);
+        }
+        done += n as u64;
+    }
+    Ok(true)
+}
+
+/// Reads `buf.len()` bytes at `at` in tensor `t`'s data.
+fn read(t: &Tensor, at: u64, buf: &mut [u8]) -> Result<()> {
+    if let Some(owned) = &t.owned {
+        let s = usize::try_from(at).ok().and_then(|a| owned.get(a..a.checked_add(buf.len())?));
+        buf.copy_from_slice(s.context("a read past the end of a tensor")?);
+        return Ok(());
+    }
+    t.in_file.read_exact_at(buf, t.offset + at)?;
+    BYTES_READ.fetch_add(buf.len() as u64, Ordering::Relaxed);
+    Ok(())
+}
+
+/// The sampled values (Z-measure v1 §1, as `sample_values` draws them) of the `n`
+/// elements at byte `at` of `t`'s data, sampled under `name`, read range by range.
+fn sampled(t: &Tensor, at: u64, name: &str, n: u64) -> Result<Vec<f32>> {
+    let plan = ReadPlan::new(name, t.ty, n, MAX_GAP, MAX_READ)?;
+    let mut buf = plan.buffer();
+    let mut bytes = Vec::new();
+    for (k, r) in plan.ranges.iter().enumerate() {
+        bytes.resize(usize::try_from(r.len).context("a read larger than memory")?, 0);
+        read(t, at + r.offset, &mut bytes)?;
+        plan.fill(k, &bytes, &mut buf)?;
+    }
+    Ok(plan.values(&buf)?)
+}
+
+pub fn run(opts: &Options, out: &mut dyn Write) -> Result<bool> {
+    let mut report = compare_models(&opts.a, &opts.b, opts.stream)?;
+    let changed = report.any_change();
+    print_report(&report, opts.top, out)?;
+    if opts.only_changed {
+        report.pairs.retain(|p| !p.identical);
+    }
+    if let Some(p) = &opts.json {
+        write_file(p, opts.force, |w| {
+            serde_json::to_writer_pretty(&mut *w, &report)?;
+            writeln!(w)?;
+            Ok(())
+        })?;
+    }
+    if let Some(p) = &opts.csv {
+        write_file(p, opts.force, |w| write_csv(&report, w))?;
+    }
+    Ok(changed)
+}
+
+/// How many unmatched names the text prints before summarizing the rest.
+const NAMES_SHOWN: usize = 10;
+
+fn print_report(r: &CompareReport, top: usize, out: &mut dyn Write) -> Result<()> {
+    for (tag, s) in [("A", &r.a), ("B", &r.b)] {
+        writeln!(
+            out,
+            "{tag}: {}  {}  {} params  {} tensors",
+            printable(&s.model),
+            printable(s.architecture.as_deref().unwrap_or("?")),
+            human_count(s.parameters),
+            s.tensors
+        )?;
+    }
+    for w in &r.warnings {
+        writeln!(out, "warning: {}", printable(w))?;
+    }
+    let c = &r.counts;
+    writeln!(
+        out,
+        "\ncomparable {}  identical {}  changed {}  only in A {}  only in B {}  shape mismatch {}",
+        c.comparable, c.identical, c.changed, c.only_in_a, c.only_in_b, c.shape_mismatch
+    )?;
+    if !r.groups.is_empty() {
+        writeln!(
+            out,
+            "\n  {:<10} {:>6} {:>9} {:>12} {:>12} {:>12}",
+            "group", "pairs", "identical", "mean cos", "min cos", "mean rel_l2"
+        )?;
+        for g in &r.groups {
+            writeln!(
+                out,
+                "  {:<10} {:>6} {:>9} {:>12} {:>12} {:>12}",
+                g.group.name(),
+                g.count,
+                g.identical,
+                num(g.cos_mean),
+                num(g.cos_min),
+                num(g.rel_l2_mean)
+            )?;
+        }
+    }
+    let changed = most_changed(&r.pairs);
+    if !changed.is_empty() && top > 0 {
+        writeln!(out, "\n  most changed ({} of {}):", changed.len().min(top), changed.len())?;
+        writeln!(
+            out,
+            "  {:<40} {:<15} {:>12} {:>12} {:>11} {:>9}",
+            "tensor", "type A→B", "cos", "rel_l2", "max_abs", "dθ°"
+        )?;
+        for p in changed.iter().take(top) {
+            writeln!(
+                out,
+                "  {:<40} {:<15} {:>12} {:>12} {:>11} {:>9}",
+                printable(&p.name),
+                format!("{}→{}", p.type_a, p.type_b),
+                num(p.cos),
+                num(p.rel_l2),
+                p.max_abs.map_or_else(|| "-".into(), |v| format!("{v:.4e}")),
+                p.d_theta.map_or_else(|| "-".into(), |v| format!("{v:+.4}"))
+            )?;
+        }
+    }
+    let names = |out: &mut dyn Write, title: &str, names: Vec<String>| -> Result<()> {
+        let n = names.len();
+        if n == 0 {
+            return Ok(());
+        }
+        writeln!(out, "\n  {title} ({n}):")?;
+        for s in names.iter().take(NAMES_SHOWN) {
+            writeln!(out, "    {s}")?;
+        }
+        if n > NAMES_SHOWN {
+            writeln!(out, "    … and {} more (all of them in --json)", n - NAMES_SHOWN)?;
+        }
+        Ok(())
+    };
+    let list = |v: &[String]| v.iter().map(|s| printable(s).into_owned()).collect();
+    names(out, "only in A", list(&r.only_in_a))?;
+    names(out, "only in B", list(&r.only_in_b))?;
+    let shapes = r.shape_mismatch.iter().map(|s| format!("{}  A {:?}  B {:?}", printable(&s.name), s.a, s.b));
+    names(out, "shape mismatch", shapes.collect())?;
+    Ok(())
+}
+
+/// A figure for the text tables: 6 significant digits, `-` when null.
+fn num(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.6}"))
+}
+
+fn write_csv(r: &CompareReport, w: &mut dyn Write) -> Result<()> {
+    let mut c = csv::Writer::from_writer(w);
+    c.write_record([
+        "tensor",
+        "expert",
+        "group",
+        "organ",
+        "layer",
+        "type_a",
+        "type_b",
+        "n_elements",
+        "identical",
+        "cos",
+        "rel_l2",
+        "max_abs",
+        "d_theta",
+        "theta_a",
+        "theta_b",
+        "sampled",
+        "dropped",
+    ])?;
+    let f = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:?}"));
+    for p in &r.pairs {
+        let organ = p
+            .organ
+            .map(|o| serde_json::to_value(o).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default());
+        let head = [p.name.clone(), String::new(), p.group.name().to_owned(), organ.unwrap_or_default()];
+        let layer = p.layer.map_or_else(String::new, |l| l.to_string());
+        let mut row: Vec<String> = head.to_vec();
+        row.extend([
+            layer.clone(),
+            p.type_a.clone(),
+            p.type_b.clone(),
+            p.n_elements.to_string(),
+            p.identical.to_string(),
+            f(p.cos),
+            f(p.rel_l2),
+            f(p.max_abs),
+            f(p.d_theta),
+            f(p.theta_a),
+            f(p.theta_b),
+            p.sampled.to_string(),
+            p.dropped.to_string(),
+        ]);
+        c.write_record(&row)?;
+        for e in p.experts.iter().flatten() {
+            let mut row = row.clone();
+            row[1] = e.expert.to_string();
+            row[8] = e.identical.to_string();
+            row[9] = f(e.cos);
+            row[10] = f(e.rel_l2);
+            row[11] = f(e.max_abs);
+            row[12] = f(e.d_theta);
+            row[13] = String::new();
+            row[14] = String::new();
+            row[15] = String::new();
+            row[16] = e.dropped.to_string();
+            c.write_record(&row)?;
+        }
+    }
+    c.flush()?;
+    Ok(())
+}

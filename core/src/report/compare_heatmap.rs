@@ -91,7 +91,7 @@ impl CompareHeatmap {
 /// The powers of ten around `lo..=hi` (both positive), at least one decade apart; 1e-6 to
 /// 1 when there is nothing to show (`lo` > `hi`).
 fn decades(lo: f64, hi: f64) -> (f64, f64) {
-    if !(lo <= hi) {
+    if lo.is_nan() || hi.is_nan() || lo > hi {
         return (1e-6, 1.0);
     }
     let a = libm::floor(libm::log10(lo));

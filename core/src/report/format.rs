@@ -55,7 +55,7 @@ pub fn diff_position(d: f64, lo: f64, hi: f64) -> f64 {
     if !(lo > 0.0 && hi > lo) {
         return 0.5;
     }
-    if !(d > lo) {
+    if d.is_nan() || d <= lo {
         return 0.0;
     }
     let (a, b) = (libm::log10(lo), libm::log10(hi));
@@ -66,7 +66,7 @@ pub fn diff_position(d: f64, lo: f64, hi: f64) -> f64 {
 pub fn sci(v: Option<f64>) -> String {
     match v {
         None => String::new(),
-        Some(x) if x == 0.0 => "0".into(),
+        Some(0.0) => "0".into(),
         Some(x) => format!("{x:.1e}"),
     }
 }

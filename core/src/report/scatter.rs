@@ -26,7 +26,7 @@ pub fn theta_scatter_svg(r: &CompareReport) -> String {
         .collect();
     let all = pts.iter().flat_map(|p| [p.1, p.2]);
     let (mut lo, mut hi) = (all.clone().fold(f64::INFINITY, f64::min), all.fold(f64::NEG_INFINITY, f64::max));
-    if !(lo <= hi) {
+    if lo.is_nan() || hi.is_nan() || lo > hi {
         (lo, hi) = (0.0, 90.0);
     }
     let pad = ((hi - lo) * 0.05).max(0.5);

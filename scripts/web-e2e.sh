@@ -2,6 +2,10 @@
 # The browser app's end-to-end test in headless Chromium (tests/web/e2e.mjs): builds the
 # app, the CLI and the test models, then drives the page. Screenshots and exports go to
 # $CARGO_TARGET_DIR/web-e2e. With ORGAN_WEB_BENCH=N, times N runs instead (bench/web-vs-cli.sh).
+# Compare mode runs on two pairs: SmolLM2 against a graft of its Q8_0 requantization's
+# feed-forward tensors in layers 5-20 (llama-quantize, then organ graft: different types
+# and many identical tensors), and two small synthetic files with every other case
+# (tests/web/make-pair.py). Both are built once and kept in the output directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -11,9 +15,22 @@ cargo build --release -q -p organ-cli
 model=$(scripts/fetch-model.sh)
 out="${CARGO_TARGET_DIR:-target}/web-e2e"
 mkdir -p "$out"
-big=""
+organ="${CARGO_TARGET_DIR:-target}/release/organ"
+extra=()
 if [ -z "${ORGAN_WEB_BENCH:-}" ]; then
   big="$out/big-sparse.gguf"
   [ -f "$big" ] || python3 tests/web/make-big.py "$big" >/dev/null
+  chimera="$out/smollm2-chimera.gguf"
+  if [ ! -f "$chimera" ]; then
+    llama=$(scripts/build-llama.sh)
+    rm -f "$out/smollm2-q8_0.gguf" "$out/chimera.partial.gguf"
+    "$llama/llama-quantize" --allow-requantize "$model" "$out/smollm2-q8_0.gguf" Q8_0 >/dev/null 2>&1
+    "$organ" graft --donor "$out/smollm2-q8_0.gguf" --recipient "$model" --layers 5-20 --type organ \
+      --out "$out/chimera.partial.gguf" >/dev/null
+    mv "$out/chimera.partial.gguf" "$chimera"
+    rm -f "$out/smollm2-q8_0.gguf"
+  fi
+  [ -f "$out/pair-b.gguf" ] || python3 tests/web/make-pair.py "$out/pair-a.gguf" "$out/pair-b.gguf"
+  extra=("$big" --pair "$model" "$chimera" --pair "$out/pair-a.gguf" "$out/pair-b.gguf")
 fi
-ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e.mjs dist "$model" "${CARGO_TARGET_DIR:-target}/release/organ" "$out" $big
+ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e.mjs dist "$model" "$organ" "$out" "${extra[@]}"

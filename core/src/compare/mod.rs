@@ -159,14 +159,15 @@ pub struct ExpertLayout {
 
 impl ExpertLayout {
     /// The layout of `t`, when it is an expert tensor: its name contains `_exps` and it has
-    /// three dims. `None` otherwise.
+    /// three dims. `None` otherwise, and for a tensor with no element: its experts would
+    /// be empty, and a header may claim 2^62 of them for free.
     ///
     /// # Errors
     /// [`Error::SizeMismatch`] when its rows are not whole quant blocks, or its data is not
     /// E equal slices (a file whose header says one thing and whose sizes another).
     pub fn of(t: &TensorEntry) -> Result<Option<ExpertLayout>> {
         let [d0, d1, e] = t.dims[..] else { return Ok(None) };
-        if !t.name.contains("_exps") || e == 0 {
+        if !t.name.contains("_exps") || e == 0 || d0 == 0 || d1 == 0 {
             return Ok(None);
         }
         let bs = t.ty.block_size() as u64;

@@ -114,6 +114,9 @@ fn experts_are_compared_one_by_one() {
     let mut bad = entry("blk.0.ffn_up_exps.weight", GgmlType::F32, &[8, 8, 2]);
     bad.n_bytes += 4;
     assert!(ExpertLayout::of(&bad).is_err());
+    // No element, any number of experts: nothing to cut (not 2^62 empty experts).
+    let empty = entry("blk.0.ffn_up_exps.weight", GgmlType::F32, &[0, 8, 1 << 62]);
+    assert_eq!(ExpertLayout::of(&empty).unwrap(), None);
 }
 
 #[test]

@@ -228,6 +228,14 @@ try {
     const cjson = path.join(outDir, `compare-${k}.organ-diff.json`);
     await dj.saveAs(cjson);
     sameReport(tag, cliR, JSON.parse(fs.readFileSync(cjson, 'utf8')));
+    // An expert tensor's row shows its experts, each with the CLI's cos.
+    const moe = cliR.pairs.find((p) => p.experts);
+    if (moe) {
+      await page.click(`#pairs tbody tr[data-name="${moe.name}"]`);
+      const ex = await page.$$eval('#expert-table tbody tr', (rs) => rs.map((r) => r.dataset.cos === '' ? null : Number(r.dataset.cos)));
+      check(ex.length === moe.experts.length && ex.every((c, e) => c === moe.experts[e].cos),
+        `${tag}: clicking ${moe.name} lists its ${ex.length} experts with organ diff's cos (CLI ${moe.experts.length})`);
+    }
     if (k > 0) continue;
 
     // The first pair: the views, the static page, and both exports opened again.

@@ -43,8 +43,9 @@ pub struct CompareHeatmap {
     pub groups: Vec<Group>,
     /// `cells[row * groups.len() + col]`; `None` where the layer has no pair of the group.
     pub cells: Vec<Option<DiffCell>>,
-    /// The colour scale's ends: powers of ten around the lowest and highest 1 − cos of the
-    /// cells that are not all identical (at least [`DIFF_FLOOR`]; one decade apart at least).
+    /// The colour scale's ends: powers of ten around the lowest and highest positive 1 − cos
+    /// of the cells that are not all identical (at least [`DIFF_FLOOR`]; one decade apart at
+    /// least; 1e-6 to 1 when there is none).
     pub range: (f64, f64),
 }
 
@@ -76,7 +77,10 @@ impl CompareHeatmap {
                 (pairs > 0).then(|| DiffCell { pairs, identical, one_minus_cos: (n > 0).then(|| s / f64::from(n)) })
             })
             .collect();
-        let shown = cells.iter().flatten().filter(|c| !c.all_identical()).filter_map(|c| c.one_minus_cos);
+        // A changed cell whose 1 − cos is 0 or below (rounding) takes the scale's low end
+        // without stretching the scale down to the floor.
+        let shown =
+            cells.iter().flatten().filter(|c| !c.all_identical()).filter_map(|c| c.one_minus_cos).filter(|d| *d > 0.0);
         let lo = shown.clone().fold(f64::INFINITY, f64::min).max(DIFF_FLOOR);
         let hi = shown.fold(f64::NEG_INFINITY, f64::max).max(DIFF_FLOOR);
         CompareHeatmap { layers, groups, cells, range: decades(lo, hi) }
@@ -170,7 +174,12 @@ mod tests {
     fn the_scale_spans_a_decade_at_least_and_has_a_floor() {
         assert!(close(decades(3e-4, 3e-4), (1e-4, 1e-3)));
         assert_eq!(decades(f64::INFINITY, f64::NEG_INFINITY), (1e-6, 1.0));
-        let r = report(&[("blk.0.attn_q.weight", false, Some(1.0))]);
+        let r = report(&[("blk.0.attn_q.weight", false, Some(1.0 - 1e-15))]);
         assert!(close(CompareHeatmap::of(&r).range, (1e-12, 1e-11)));
+        // A changed pair whose cos rounds to 1 does not stretch the scale down to the floor.
+        let r = report(&[("blk.0.attn_q.weight", false, Some(1.0)), ("blk.0.attn_k.weight", false, Some(0.9995))]);
+        let h = CompareHeatmap::of(&r);
+        assert!(close(h.range, (1e-4, 1e-3)), "{:?}", h.range);
+        assert!(!h.cell(0, 0).unwrap().all_identical());
     }
 }

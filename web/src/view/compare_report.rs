@@ -49,7 +49,7 @@ pub fn CompareView(data: Arc<CompareData>) -> impl IntoView {
     };
     let run = data.run.map(|(ms, bytes, n)| {
         format!(
-            "Compared in {:.2} s on {n} thread{}, reading {} of {}.",
+            "Compared in {:.2} s on {n} thread{}, reading {} from {} of files (tensors of the same type are read whole on both sides to tell identical bytes).",
             ms / 1000.0,
             if n == 1 { "" } else { "s" },
             human_bytes(bytes),

@@ -1,5 +1,5 @@
 //! Every comparable pair in a table that sorts by any column and filters by name, type,
-//! group or change, beside the experts of the pair clicked.
+//! group or change, above the experts of the pair clicked.
 //!
 //! The rows are a keyed list (`<For>`, keyed by pair index), as the tensor table's: a sort
 //! or filter moves the existing `<tr>`s. Each row carries its exact figures in `data-*`
@@ -82,7 +82,7 @@ fn visible(r: &CompareReport, f: &Filters, (col, asc): (Col, bool)) -> Vec<usize
     ix
 }
 
-/// The table with its filters, and the experts of the selected pair.
+/// The table with its filters, and below it the experts of the selected pair.
 #[component]
 pub fn PairTable(r: Arc<CompareReport>) -> impl IntoView {
     let sort = RwSignal::new((Col::Index, true));
@@ -118,7 +118,7 @@ pub fn PairTable(r: Arc<CompareReport>) -> impl IntoView {
                 on:change=move |ev| filters.update(|f| f.changed_only = event_target_checked(&ev)) />" changed only"</label>
             <span class="mute">"Click a column to sort; a row of an expert tensor for its experts."</span>
         </div>
-        <div class="two wide">
+        <div>
             <div class="scroll">
                 <table id="pairs" class="tensors pairs">
                     <thead><tr>
@@ -132,7 +132,7 @@ pub fn PairTable(r: Arc<CompareReport>) -> impl IntoView {
                     </tbody>
                 </table>
             </div>
-            <div id="experts" class="hist">
+            <div id="experts">
                 {move || match selected.get().map(|i| &r.pairs[i]) {
                     Some(p) if p.experts.is_some() => experts(p).into_any(),
                     Some(p) => view! { <h3>{p.name.clone()}</h3><p class="mute">"Not an expert tensor."</p> }.into_any(),

@@ -289,9 +289,12 @@ pub fn App() -> impl IntoView {
                 }.into_any(),
             }}
             <StatusLine phase=c.phase() progress=c.progress() on_cancel=Callback::new(move |()| c.cancel()) />
-            {move || data.get().map(|d| match d {
-                Shown::Measure(d) => view! { <ReportView data=d /> }.into_any(),
-                Shown::Compare(d) => view! { <CompareView data=d /> }.into_any(),
+            // Each mode shows its own kind of report: switching modes hides the other's
+            // (and switching back shows it again).
+            {move || data.get().and_then(|d| match (mode.get(), d) {
+                (Mode::Measure, Shown::Measure(d)) => Some(view! { <ReportView data=d /> }.into_any()),
+                (Mode::Compare, Shown::Compare(d)) => Some(view! { <CompareView data=d /> }.into_any()),
+                _ => None,
             })}
         </main>
     }

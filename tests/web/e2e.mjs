@@ -6,7 +6,8 @@
 // files); the exported JSON and static HTML carry the same θ, and the HTML opens offline;
 // a previously exported JSON opens again; sorting and filtering the tensor table move its
 // rows rather than rebuild them; a non-GGUF file gets a plain error; without
-// COOP/COEP the app falls back to one thread and says so; a > 4 GiB file is measured.
+// COOP/COEP the app falls back to one thread and says so (and compares the first pair
+// on it too); a > 4 GiB file is measured.
 // Compare mode, per --pair A B: every pair's cos, rel_l2, max_abs, dθ and identical and
 // the counts equal `organ diff A B --json` exactly; the exported JSON is what organ diff
 // writes (but the generator); for the first pair the heatmap tells identical cells
@@ -112,8 +113,8 @@ function sameReport(label, cli, got) {
   check(same, `${label}: the exported JSON is organ diff --json's report field for field (generator "${got.generator}")`);
 }
 
-async function compareIn(page, a, b, timeout = 300_000) {
-  await page.goto(`${origin}/`);
+async function compareIn(page, a, b, timeout = 300_000, base = '/') {
+  await page.goto(`${origin}${base}`);
   await page.waitForFunction(() => Number(document.querySelector('#threads')?.dataset.threads) > 0, null, { timeout: 60_000 });
   await page.click('#mode-compare');
   await page.setInputFiles('#file-a', a);
@@ -335,6 +336,13 @@ try {
   const t1 = Number(await page.getAttribute('#report', 'data-threads'));
   check(t1 === 1 && /not cross-origin isolated/.test(badge), `without COOP/COEP: ${t1} thread, the UI says "${badge}"`);
   compare('single-thread fallback vs CLI', cli, await domThetas(page));
+  if (pairs.length > 0) {
+    const [a, b] = pairs[0];
+    await compareIn(page, a, b, 300_000, '/plain/');
+    const tc = Number(await page.getAttribute('#compare', 'data-threads'));
+    diffFigures(`single-thread compare (${tc} thread) of ${path.basename(a)} and ${path.basename(b)} vs organ diff --json`,
+      cliDiff(a, b), await domPairs(page, '#pairs tbody tr'), await domCounts(page));
+  }
 
   // 8. A file over 4 GiB (sparse), whose second tensor lies past the 4 GiB mark.
   if (bigModel) {

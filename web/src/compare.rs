@@ -376,7 +376,7 @@ pub async fn compare(
         t0,
         shown: f64::NEG_INFINITY,
     };
-    // Per pair: identical, and per expert identical.
+    // Per pair: identical, and per expert identical (empty when the types differ: none is).
     let mut identical = vec![false; pairing.pairs.len()];
     let mut expert_same: Vec<Vec<bool>> = vec![Vec::new(); pairing.pairs.len()];
     let mut bufs = (Vec::new(), Vec::new());
@@ -415,8 +415,6 @@ pub async fn compare(
                         .map_err(err)?;
                 }
             }
-        } else if let Some((la, _)) = &layouts[k] {
-            expert_same[k] = vec![false; la.count as usize];
         }
         if pair_left[k] == 0 {
             s.tick();

@@ -168,15 +168,15 @@ pub fn render_compare(r: &CompareReport) -> String {
     side_row(&mut out, "B (other)", &r.b);
     out.push_str("</tbody></table><h2>Counts</h2><div class=\"cards counts\">");
     let c = &r.counts;
-    for (k, v) in [
-        ("comparable", c.comparable),
-        ("identical", c.identical),
-        ("changed", c.changed),
-        ("only_in_a", c.only_in_a),
-        ("only_in_b", c.only_in_b),
-        ("shape_mismatch", c.shape_mismatch),
+    for (k, label, v) in [
+        ("comparable", "comparable", c.comparable),
+        ("identical", "identical", c.identical),
+        ("changed", "changed", c.changed),
+        ("only_in_a", "only in A", c.only_in_a),
+        ("only_in_b", "only in B", c.only_in_b),
+        ("shape_mismatch", "shape mismatch", c.shape_mismatch),
     ] {
-        let _ = write!(out, "<div class=\"card\" data-count=\"{k}\">{}<b>{v}</b></div>", k.replace('_', " "));
+        let _ = write!(out, "<div class=\"card\" data-count=\"{k}\">{label}<b>{v}</b></div>");
     }
     out.push_str("</div>");
     if !r.warnings.is_empty() {
@@ -339,7 +339,7 @@ mod tests {
         assert_eq!(page.matches("data-cos=\"0.999\"").count(), 2);
         assert!(page.contains("id=\"diff-heatmap\"") && page.contains("<svg class=\"scatter\""));
         assert_eq!(page.matches("<circle").count(), 2);
-        assert!(page.contains("data-count=\"only_in_a\">only in a<b>1</b>"));
+        assert!(page.contains("data-count=\"only_in_a\">only in A<b>1</b>"));
         assert!(page.contains("<h3>Experts</h3>"));
     }
 }

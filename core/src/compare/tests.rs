@@ -164,3 +164,9 @@ fn the_report_counts_summarizes_and_orders() {
     let json = serde_json::to_string(&r).unwrap();
     assert_eq!(serde_json::from_str::<CompareReport>(&json).unwrap(), r);
 }
+
+#[test]
+fn the_shortcut_for_identical_pairs_gives_the_general_figures() {
+    let a: Vec<f32> = (0..5000).map(|i| ((i * 31) % 97) as f32 - 40.0).chain([f32::NAN]).collect();
+    assert_eq!(figures_of_same(a.clone()), figures(a.clone(), a).unwrap());
+}

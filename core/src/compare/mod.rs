@@ -112,10 +112,10 @@ impl Figures {
 /// included (they are dropped here, as the spec says).
 ///
 /// # Errors
-/// [`Error::SizeMismatch`] when the two sides hold different numbers of values.
+/// [`Error::CountMismatch`] when the two sides hold different numbers of values.
 pub fn figures(a: Vec<f32>, b: Vec<f32>) -> Result<Figures> {
     if a.len() != b.len() {
-        return Err(Error::SizeMismatch {
+        return Err(Error::CountMismatch {
             what: "values at the same positions",
             expected: a.len() as u64,
             got: b.len() as u64,
@@ -173,25 +173,26 @@ impl ExpertLayout {
     /// three dims. `None` otherwise.
     ///
     /// # Errors
-    /// [`Error::SizeMismatch`] when its rows are not whole quant blocks, or its data is not
-    /// E equal slices (a file whose header says one thing and whose sizes another).
+    /// [`Error::BadLayout`] when its rows are not whole quant blocks, its data is not
+    /// E equal slices (a file whose header says one thing and whose sizes another), or E
+    /// is over [`crate::limits::MAX_EXPERTS`].
     pub fn of(t: &TensorEntry) -> Result<Option<ExpertLayout>> {
         let [d0, d1, e] = t.dims[..] else { return Ok(None) };
         if !t.name.contains("_exps") || e == 0 {
             return Ok(None);
         }
+        let bad = |reason: String| Err(Error::BadLayout { tensor: t.name.clone(), reason });
+        if e > crate::limits::MAX_EXPERTS {
+            return bad(format!("{e} experts, more than the limit {}", crate::limits::MAX_EXPERTS));
+        }
         let bs = t.ty.block_size() as u64;
         if bs == 0 || d0 % bs != 0 {
-            return Err(Error::SizeMismatch { what: "expert row length in whole blocks", expected: bs, got: d0 });
+            return bad(format!("expert rows of {d0} elements are not whole blocks of {bs}"));
         }
         let elements = d0.saturating_mul(d1);
         let bytes = (elements / bs).saturating_mul(t.ty.type_size() as u64);
         if bytes.checked_mul(e) != Some(t.n_bytes) {
-            return Err(Error::SizeMismatch {
-                what: "expert tensor bytes",
-                expected: bytes.saturating_mul(e),
-                got: t.n_bytes,
-            });
+            return bad(format!("{} bytes are not {e} experts of {bytes} bytes", t.n_bytes));
         }
         Ok(Some(ExpertLayout { count: e, elements, bytes }))
     }

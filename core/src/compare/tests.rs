@@ -114,6 +114,8 @@ fn experts_are_compared_one_by_one() {
     let mut bad = entry("blk.0.ffn_up_exps.weight", GgmlType::F32, &[8, 8, 2]);
     bad.n_bytes += 4;
     assert!(ExpertLayout::of(&bad).is_err());
+    let many = entry("blk.0.ffn_up_exps.weight", GgmlType::F32, &[1, 1, crate::limits::MAX_EXPERTS + 1]);
+    assert!(ExpertLayout::of(&many).is_err());
 }
 
 #[test]

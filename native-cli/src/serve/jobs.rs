@@ -28,11 +28,13 @@ pub(super) struct JobStatus {
     id: String,
     kind: &'static str,
     state: JobState,
-    /// Units done and total (tensors, for measure), when the operation reports them.
+    /// Units done and total (tensors, for measure; comparable pairs, for diff), when the
+    /// operation reports them.
     progress: Option<(u64, u64)>,
     /// The operation's output files, relative to the root (download: /api/results/…).
     outputs: Vec<String>,
-    /// measure: the report (the same JSON as `organ measure --json`).
+    /// measure: the report (the same JSON as `organ measure --json`); diff: the compare
+    /// report (the same JSON as `organ diff --json`); purify: its per-tensor report.
     result: Option<Value>,
     error: Option<String>,
 }
@@ -52,13 +54,15 @@ fn random_id() -> std::io::Result<String> {
 }
 
 /// Starts a job running `organ ARGS`; `outputs` are its output paths relative to the job
-/// directory; `report` names a JSON file whose content becomes the job's result.
+/// directory; `report` names a JSON file whose content becomes the job's result; `stdout`
+/// names the file the child's standard output goes to (else it is thrown away).
 pub(super) fn start_job(
     s: &Arc<AppState>,
     kind: &'static str,
     args: impl FnOnce(&Path) -> Vec<std::ffi::OsString>,
     outputs: Vec<String>,
     report: Option<&str>,
+    stdout: Option<&str>,
 ) -> ApiResult<(StatusCode, Json<JobStatus>)> {
     let id = format!("job-{}", random_id().map_err(|e| internal(format!("cannot draw a job id: {e}")))?);
     let dir = s.root.join(RESULTS).join(&id);
@@ -87,6 +91,7 @@ pub(super) fn start_job(
     };
     let s2 = s.clone();
     let report = report.map(|r| dir.join(r));
+    let stdout = stdout.map(|o| dir.join(o));
     tokio::spawn(async move {
         let cancelled = async {
             job.cancel.notified().await;
@@ -103,8 +108,14 @@ pub(super) fn start_job(
         };
         job.status.send_modify(|st| st.state = JobState::Running);
         let mut cmd = child_command(&s2, &argv);
-        cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
-        let mut child = match cmd.spawn() {
+        cmd.stderr(std::process::Stdio::piped());
+        // A new file in the job's own directory (create_new: never one put there).
+        let out = match &stdout {
+            Some(p) => std::fs::File::create_new(p).map(std::process::Stdio::from),
+            None => Ok(std::process::Stdio::null()),
+        };
+        let spawned = out.and_then(|o| cmd.stdout(o).spawn());
+        let mut child = match spawned {
             Ok(c) => c,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);

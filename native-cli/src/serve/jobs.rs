@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
 use axum::Json;
-use serde_json::Value;
+use serde_json::value::RawValue;
 use std::path::Path;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -33,9 +33,12 @@ pub(super) struct JobStatus {
     progress: Option<(u64, u64)>,
     /// The operation's output files, relative to the root (download: /api/results/…).
     outputs: Vec<String>,
-    /// measure: the report (the same JSON as `organ measure --json`); diff: the compare
-    /// report (the same JSON as `organ diff --json`); purify: its per-tensor report.
-    result: Option<Value>,
+    /// measure: the report (`organ measure --json`'s); diff: the compare report (`organ
+    /// diff --json`'s); purify: its per-tensor report. Held as the file's text, checked to
+    /// be JSON and compacted ([`compact`]): the client gets the CLI's bytes but for the
+    /// whitespace between tokens (keys in its order, numbers as it wrote them), and a
+    /// report costs its size, not a tree's.
+    result: Option<Box<RawValue>>,
     error: Option<String>,
 }
 
@@ -164,7 +167,8 @@ pub(super) fn start_job(
                     .ok()
                     .filter(|m| m.len() <= s2.inspect_max_bytes)
                     .and_then(|_| std::fs::read(p).ok())
-                    .and_then(|b| serde_json::from_slice::<Value>(&b).ok()),
+                    .and_then(|b| serde_json::from_slice::<Box<RawValue>>(&b).ok())
+                    .and_then(|r| RawValue::from_string(compact(r.get())).ok()),
                 None => None,
             };
             let rel = |o: &String| format!("{RESULTS}/{id}/{o}", id = job.status.borrow().id);
@@ -184,6 +188,30 @@ pub(super) fn start_job(
         }
     });
     Ok((StatusCode::ACCEPTED, Json(status)))
+}
+
+/// Valid JSON without the whitespace between its tokens (which, in valid JSON, never
+/// separates two values that would then run together). A status goes out as one SSE
+/// `data:` line only when it holds no newline.
+fn compact(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in json.chars() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if !matches!(c, ' ' | '\n' | '\r' | '\t') {
+            in_string = c == '"';
+            out.push(c);
+        }
+    }
+    out
 }
 
 pub(super) async fn job_status(
@@ -234,4 +262,19 @@ pub(super) async fn job_events(
         Some((Ok::<_, std::convert::Infallible>(ev), (rx, end)))
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compact;
+
+    #[test]
+    fn compact_drops_whitespace_between_tokens_only() {
+        let pretty = "{\n  \"a b\": [1, 2.5e-3, null],\n\t\"q\\\" \\\\\": \" x\\n \",\r\n  \"o\": { }\n}\n";
+        let c = compact(pretty);
+        assert_eq!(c, r#"{"a b":[1,2.5e-3,null],"q\" \\":" x\n ","o":{}}"#);
+        let (x, y): (serde_json::Value, serde_json::Value) =
+            (serde_json::from_str(pretty).unwrap(), serde_json::from_str(&c).unwrap());
+        assert_eq!(x, y);
+    }
 }

@@ -170,7 +170,7 @@ pub(super) async fn diff(
     body: Result<Json<DiffReq>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<JobStatus>)> {
     let Json(r) = body?;
-    let (a, b) = (s.path(&r.a)?, s.path(&r.b)?);
+    let (base, other) = (s.path(&r.a)?, s.path(&r.b)?);
     if let Some(t) = r.top.filter(|&t| t > MAX_TOP) {
         return Err(bad(format!("top {t}: give 0 to {MAX_TOP}")));
     }
@@ -178,7 +178,7 @@ pub(super) async fn diff(
         &s,
         "diff",
         |dir| {
-            let mut a = vec![os("diff"), os(&a), os(&b), os("--json"), os(dir.join("diff.json"))];
+            let mut a = vec![os("diff"), os(&base), os(&other), os("--json"), os(dir.join("diff.json"))];
             a.extend([os("--csv"), os(dir.join("diff.csv"))]);
             flag(&mut a, "--top", r.top.map(|t| t.to_string()));
             if r.only_changed {

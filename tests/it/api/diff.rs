@@ -100,6 +100,18 @@ fn output<'a>(end: &'a Value, file: &str) -> &'a str {
     o.unwrap_or_else(|| panic!("no {file} in {end}"))
 }
 
+/// JSON text without the whitespace outside its strings (the report's names hold no
+/// quote or backslash).
+fn without_whitespace(json: &str) -> String {
+    let mut quoted = false;
+    json.chars()
+        .filter(|&c| {
+            quoted ^= c == '"';
+            quoted || !c.is_ascii_whitespace()
+        })
+        .collect()
+}
+
 /// Validates `json` (a file) against docs/report.schema.json with the oracle venv's
 /// jsonschema, when the venv is there.
 fn validate(json: &Path) {
@@ -125,8 +137,12 @@ fn a_diff_job_gives_organ_diff_json() {
     let cli = cli_diff(&a, &b, "cli-diff.json", &[]);
     let downloaded = download(&s, output(&end, "diff.json"));
     assert!(downloaded == cli, "the job's diff.json is organ diff --json's, byte for byte");
+    let url = format!("{}/api/jobs/{}", s.base, end["id"].as_str().unwrap());
+    let status = agent().get(&url).call().unwrap().into_string().unwrap();
+    let text = without_whitespace(std::str::from_utf8(&cli).unwrap());
+    assert!(status.contains(&format!("\"result\":{text}")), "the job's result is the report's bytes, compacted");
     let cli: Value = serde_json::from_slice(&cli).unwrap();
-    assert_eq!(end["result"], cli, "the job's result is the report");
+    assert_eq!(end["result"], cli, "and so is the result the SSE stream ends with");
 
     // The report says what the pair was built to show.
     let r = &end["result"];

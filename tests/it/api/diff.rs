@@ -1,6 +1,6 @@
 //! diff jobs on a pair of tiny synthetic models that differ in every way Compare v1
-//! reports: the job's report is `organ diff --json`'s, byte for byte, on GGUFs and on an
-//! organ directory; it follows docs/report.schema.json; a bad model fails the job with its
+//! reports: the job's report is `organ diff --json`'s, byte for byte, on GGUFs, an organ
+//! directory and a split GGUF; it follows docs/report.schema.json; a bad model fails the job with its
 //! name. (The refused requests are in security.rs's hostile list.)
 
 use super::server::*;
@@ -186,6 +186,25 @@ fn a_diff_job_gives_organ_diff_json() {
     let cli = cli_diff(&s.root.join("base.organs"), &a, "cli-diff-organs.json", &[]);
     assert!(download(&s, output(&end, "diff.json")) == cli);
     assert_eq!(end["result"]["counts"]["changed"], 0, "{}", end["result"]["counts"]);
+
+    // A split model, named by any shard, against the tuned GGUF.
+    std::fs::create_dir(s.root.join("split")).unwrap();
+    ok({
+        let mut c = organ();
+        c.arg("assemble").arg(s.root.join("base.organs")).arg("--out").arg(s.root.join("split/base.gguf"));
+        c.args(["--split-max-size", "300"]);
+        c
+    });
+    let mut shards: Vec<String> = std::fs::read_dir(s.root.join("split"))
+        .unwrap()
+        .map(|e| format!("split/{}", e.unwrap().file_name().to_str().unwrap()))
+        .collect();
+    shards.sort();
+    assert!(shards.len() > 1, "{shards:?}");
+    let end = run_job(&s, "/api/diff", json!({ "a": shards[1], "b": "tuned.gguf" }));
+    let cli = cli_diff(&s.root.join(&shards[1]), &b, "cli-diff-split.json", &[]);
+    assert!(download(&s, output(&end, "diff.json")) == cli);
+    assert_eq!(end["result"]["counts"], counts, "the split base is the base");
 
     // The report follows the schema (served beside the OpenAPI document, which documents
     // the endpoint), as a measure report still does.

@@ -160,15 +160,11 @@ pub(super) fn start_job(
             }
         }
         if exit.is_some_and(|e| e.success()) {
-            let result = match &report {
-                // The report stays a download either way; it is held in the job's state
-                // (and sent with every status) only up to inspect's cap.
-                Some(p) => std::fs::metadata(p)
-                    .ok()
-                    .filter(|m| m.len() <= s2.inspect_max_bytes)
-                    .and_then(|_| std::fs::read(p).ok())
-                    .and_then(|b| serde_json::from_slice::<Box<RawValue>>(&b).ok())
-                    .and_then(|r| RawValue::from_string(compact(r.get())).ok()),
+            let result = match report {
+                Some(p) => {
+                    let cap = s2.inspect_max_bytes;
+                    tokio::task::spawn_blocking(move || load_report(&p, cap)).await.ok().flatten()
+                }
                 None => None,
             };
             let rel = |o: &String| format!("{RESULTS}/{id}/{o}", id = job.status.borrow().id);
@@ -188,6 +184,16 @@ pub(super) fn start_job(
         }
     });
     Ok((StatusCode::ACCEPTED, Json(status)))
+}
+
+/// A job's report file as its result: checked to be JSON, compacted. The report stays a
+/// download either way; it is held in the job's state (and sent with every status) only up
+/// to `cap` bytes (inspect's cap).
+fn load_report(path: &Path, cap: u64) -> Option<Box<RawValue>> {
+    let bytes = std::fs::metadata(path).ok().filter(|m| m.len() <= cap).and_then(|_| std::fs::read(path).ok())?;
+    let raw = serde_json::from_slice::<Box<RawValue>>(&bytes).ok()?;
+    drop(bytes);
+    RawValue::from_string(compact(raw.get())).ok()
 }
 
 /// Valid JSON without the whitespace between its tokens (which, in valid JSON, never

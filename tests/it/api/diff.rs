@@ -112,16 +112,16 @@ fn without_whitespace(json: &str) -> String {
         .collect()
 }
 
-/// Validates `json` (a file) against docs/report.schema.json with the oracle venv's
+/// Validates reports (files) against docs/report.schema.json with the oracle venv's
 /// jsonschema, when the venv is there.
-fn validate(json: &Path) {
+fn validate(reports: &[&Path]) {
     let Some(py) = need::oracle() else { return };
     let mut v = std::process::Command::new(py);
     v.arg("-c")
-        .arg("import json,sys,jsonschema; jsonschema.Draft202012Validator(json.load(open(sys.argv[1]))).validate(json.load(open(sys.argv[2]))); print('valid')")
+        .arg("import json,sys,jsonschema; v = jsonschema.Draft202012Validator(json.load(open(sys.argv[1]))); [v.validate(json.load(open(r))) for r in sys.argv[2:]]; print('valid')")
         .arg(repo().join("docs/report.schema.json"))
-        .arg(json);
-    assert_eq!(String::from_utf8(ok(v).stdout).unwrap().trim(), "valid", "{}", json.display());
+        .args(reports);
+    assert_eq!(String::from_utf8(ok(v).stdout).unwrap().trim(), "valid", "{reports:?}");
 }
 
 #[test]
@@ -215,15 +215,13 @@ fn a_diff_job_gives_organ_diff_json() {
     assert_eq!(st, 200);
     let file: Value = serde_json::from_slice(&std::fs::read(repo().join("docs/report.schema.json")).unwrap()).unwrap();
     assert_eq!(schema, file);
-    validate(&tmp("cli-diff.json"));
-    validate(&tmp("cli-diff-changed.json"));
     let measure = tmp("tiny-measure.json");
     ok({
         let mut c = organ();
         c.arg("measure").arg(&a).arg(&b).arg("--no-cache").arg("--json").arg(&measure);
         c
     });
-    validate(&measure);
+    validate(&[&tmp("cli-diff.json"), &tmp("cli-diff-changed.json"), &tmp("cli-diff-split.json"), &measure]);
 }
 
 #[test]

@@ -255,6 +255,13 @@ fn streaming_gives_the_mapped_figures_bit_for_bit() {
     assert_eq!(r_m, 0, "{}", mapped.stderr);
     assert!(c_s > 0 && r_s >= c_s, "{}", streamed.stderr);
     assert!(c_m > 0, "{}", mapped.stderr);
+    // With --progress jsonl, the same counts come as the last event, `diff_stats`.
+    let jsonl = diff(&model, &q8_0, "streamed-jsonl.json", &["--stream", "--stats", "--progress", "jsonl"]);
+    let last: Value = serde_json::from_str(jsonl.stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(last["event"], "diff_stats", "{last}");
+    assert_eq!((last["bytes_compared"].as_u64(), last["bytes_read"].as_u64()), (Some(c_s), Some(r_s)), "{last}");
+    assert!(last["peak_rss_kib"].as_u64().unwrap() > 0, "{last}");
+    assert!(jsonl.json == streamed.json);
 }
 
 /// An expert tensor model pair: `blk.0.ffn_up_exps.weight` holds 4 experts of 131 072
@@ -319,8 +326,35 @@ fn expert_tensors_are_compared_per_expert_as_compare_ref_does() {
     let gate = &d.report["pairs"][3];
     assert_eq!((gate["experts"][0]["dropped"].as_u64(), gate["experts"][1]["dropped"].as_u64()), (Some(1), Some(0)));
     // Streamed, one thread: the same report, byte for byte.
-    let streamed = diff(&a, &b, "moe-streamed.json", &["--stream", "-j", "1"]);
+    let csv = tmp("moe-streamed.csv");
+    let streamed = diff(&a, &b, "moe-streamed.json", &["--stream", "-j", "1", "--csv", csv.to_str().unwrap()]);
     assert!(streamed.json == d.json, "--stream -j 1 wrote another report on the expert models");
+    // The CSV: a row per pair, then one per expert, with the JSON's figures.
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let mut want = Vec::new();
+    for p in d.report["pairs"].as_array().unwrap() {
+        want.push((p, None));
+        for e in p["experts"].as_array().into_iter().flatten() {
+            want.push((e, Some(e["expert"].as_u64().unwrap())));
+        }
+    }
+    assert_eq!(rows.len(), want.len(), "{text}");
+    let col = |row: &[&str], k: &str| row[head.iter().position(|h| *h == k).unwrap()].to_owned();
+    for (row, (w, expert)) in rows.iter().zip(want) {
+        assert_eq!(col(row, "expert"), expert.map_or_else(String::new, |e| e.to_string()), "{row:?}");
+        for k in ["identical", "cos", "rel_l2", "max_abs", "d_theta", "dropped"] {
+            let got = col(row, k);
+            let ok = match &w[k] {
+                Value::Null => got.is_empty(),
+                Value::Bool(b) => got == b.to_string(),
+                v => got.parse::<f64>().ok() == v.as_f64(),
+            };
+            assert!(ok, "{k}: CSV {got:?}, JSON {}: {row:?}", w[k]);
+        }
+    }
 }
 
 // --- A model against itself -----------------------------------------------------------

@@ -139,6 +139,48 @@ fn matches_oracle(report: &Value, oracle: &Value) -> usize {
     experts
 }
 
+/// §4 from the report's own pairs: each group's count, identical count, mean and minimum
+/// cos and mean rel_l2 (nulls left out); the most changed tensors (lowest cos, then highest rel_l2, then name, null
+/// cos last; at most 20); and each pair's `sampled` (min(N, 100 000)).
+fn summary_follows_pairs(report: &Value) {
+    let pairs = report["pairs"].as_array().unwrap();
+    let mut groups: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
+    for p in pairs {
+        groups.entry(p["group"].as_str().unwrap()).or_default().push(p);
+        let n = p["n_elements"].as_u64().unwrap();
+        assert_eq!(p["sampled"].as_u64(), Some(n.min(100_000)), "{}: sampled", p["name"]);
+    }
+    let got = report["groups"].as_array().unwrap();
+    assert_eq!(got.len(), groups.len(), "{got:?}");
+    for g in got {
+        let name = g["group"].as_str().unwrap();
+        let ps = &groups[name];
+        assert_eq!(g["count"], ps.len(), "{name}");
+        assert_eq!(g["identical"], ps.iter().filter(|p| p["identical"] == true).count(), "{name}");
+        let of = |k: &str| ps.iter().filter_map(|p| p[k].as_f64()).collect::<Vec<f64>>();
+        let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+        let near = |what: &str, got: &Value, want: Option<f64>| match want {
+            Some(w) => {
+                assert!((got.as_f64().unwrap() - w).abs() <= 1e-12 * w.abs().max(1.0), "{name} {what}: {got} vs {w}")
+            }
+            None => assert!(got.is_null(), "{name} {what}: {got}"),
+        };
+        let (cos, rel) = (of("cos"), of("rel_l2"));
+        near("cos_mean", &g["cos_mean"], mean(&cos));
+        near("rel_l2_mean", &g["rel_l2_mean"], mean(&rel));
+        near("cos_min", &g["cos_min"], cos.iter().copied().reduce(f64::min));
+    }
+    let mut changed: Vec<&Value> = pairs.iter().filter(|p| p["identical"] == false).collect();
+    changed.sort_by(|x, y| {
+        let (cos, rel) = (|p: &Value| p["cos"].as_f64(), |p: &Value| p["rel_l2"].as_f64());
+        let key = |p: &Value| (cos(p).is_none(), cos(p), rel(p).is_none(), rel(p).map(|r| -r));
+        let (kx, ky) = (key(x), key(y));
+        kx.partial_cmp(&ky).unwrap().then_with(|| x["name"].as_str().cmp(&y["name"].as_str()))
+    });
+    let want: Vec<&str> = changed.iter().take(20).map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names(&report["most_changed"]), want, "most_changed");
+}
+
 /// Names of the changed (not identical) pairs.
 fn changed(report: &Value) -> BTreeSet<String> {
     let pairs = report["pairs"].as_array().unwrap();
@@ -234,6 +276,7 @@ fn q4_1_against_its_q8_0_matches_compare_ref() {
     assert_eq!(d.code, 0, "no --fail-on-change: a change is not a failure");
     let oracle = compare_ref(&model, &q8_0, "q8_0-ref.json");
     assert_eq!(matches_oracle(&d.report, &oracle), 0);
+    summary_follows_pairs(&d.report);
     let c = &d.report["counts"];
     assert_eq!(c["comparable"], SMOLLM2_TENSORS);
     // Both kinds of pair are there: Q8_0 tensors llama-quantize left alone, and requantized ones.
@@ -311,6 +354,7 @@ fn expert_tensors_are_compared_per_expert_as_compare_ref_does() {
     assert_eq!(d.code, 1);
     let oracle = compare_ref(&a, &b, "moe-ref.json");
     assert_eq!(matches_oracle(&d.report, &oracle), 9);
+    summary_follows_pairs(&d.report);
     for p in d.report["pairs"].as_array().unwrap() {
         let name = p["name"].as_str().unwrap();
         let Some(want) = identical.get(name) else {
@@ -527,6 +571,7 @@ fn renamed_and_reshaped_tensors_are_listed_and_the_rest_compared() {
     // non-finite positions included, as the oracle has them.
     let oracle = compare_ref(&pa, &pb, "renamed-ref.json");
     matches_oracle(r, &oracle);
+    summary_follows_pairs(r);
     let down = r["pairs"].as_array().unwrap().iter().find(|p| p["name"] == "blk.0.ffn_down.weight").unwrap();
     assert_eq!(down["dropped"], 3, "NaN at 10 on both sides, NaN at 20 in A, ∞ at 7 in B");
     let zero = r["pairs"].as_array().unwrap().iter().find(|p| p["name"] == "output_norm.weight").unwrap();

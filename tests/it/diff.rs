@@ -373,6 +373,20 @@ fn expert_tensors_are_compared_per_expert_as_compare_ref_does() {
     let csv = tmp("moe-streamed.csv");
     let streamed = diff(&a, &b, "moe-streamed.json", &["--stream", "-j", "1", "--csv", csv.to_str().unwrap()]);
     assert!(streamed.json == d.json, "--stream -j 1 wrote another report on the expert models");
+    // Any storage gives the same figures (docs/compare.md): A as an organ directory, B as
+    // a split of 3 shards (read from its second), mapped and streamed.
+    let dir = dissect(&a, "moe-a.organs", &[]);
+    let mut c = organ();
+    c.arg("assemble").arg(dissect(&b, "moe-b.organs", &[])).arg("--out").arg(tmp("moe-b-split.gguf"));
+    c.args(["--split-max-size", "1M"]);
+    ok(c);
+    let shard = tmp("moe-b-split-00002-of-00003.gguf");
+    for (i, extra) in [&[][..], &["--stream"][..]].into_iter().enumerate() {
+        let other = diff(&dir, &shard, &format!("moe-storage-{i}.json"), extra);
+        for k in ["counts", "groups", "most_changed", "warnings", "pairs"] {
+            assert_eq!(other.report[k], d.report[k], "{k}, organ directory against split {extra:?}");
+        }
+    }
     // The CSV: a row per pair, then one per expert, with the JSON's figures.
     let text = std::fs::read_to_string(&csv).unwrap();
     let mut lines = text.lines();

@@ -309,7 +309,8 @@ fn streaming_gives_the_mapped_figures_bit_for_bit() {
 
 /// An expert tensor model pair: `blk.0.ffn_up_exps.weight` holds 4 experts of 131 072
 /// elements (over the 100 000 of the sampler, so each is sampled as `NAME#e`), experts 1
-/// and 3 changed (3 in one value only); `ffn_down_exps` (Q8_0) has expert 2 changed;
+/// and 3 changed (3 in one value only); `ffn_down_exps` (Q8_0, 8 experts of 16 384: the
+/// tensor is sampled, its experts are not) has expert 2 changed;
 /// `ffn_gate_exps` changes type (F32 → Q8_0) and holds a NaN in A's expert 0.
 fn moe_pair() -> (PathBuf, PathBuf, BTreeMap<&'static str, Vec<bool>>) {
     let up = noise(11, 512 * 256 * 4);
@@ -319,9 +320,9 @@ fn moe_pair() -> (PathBuf, PathBuf, BTreeMap<&'static str, Vec<bool>>) {
         *v += 0.02 * d;
     }
     up_b[3 * per + 5] = 0.75;
-    let down = noise(13, 256 * 64 * 3);
+    let down = noise(13, 256 * 64 * 8);
     let mut down_b = down.clone();
-    down_b[2 * 256 * 64..].copy_from_slice(&noise(14, 256 * 64));
+    down_b[2 * 256 * 64..3 * 256 * 64].copy_from_slice(&noise(14, 256 * 64));
     let mut gate = noise(15, 64 * 32 * 2);
     let gate_b = gate.clone();
     gate[7] = f32::NAN;
@@ -329,18 +330,18 @@ fn moe_pair() -> (PathBuf, PathBuf, BTreeMap<&'static str, Vec<bool>>) {
     let a = [
         t("blk.0.attn_norm.weight", &[512], GgmlType::F32, norm.clone()),
         t("blk.0.ffn_up_exps.weight", &[512, 256, 4], GgmlType::F32, up),
-        t("blk.0.ffn_down_exps.weight", &[256, 64, 3], GgmlType::Q8_0, down),
+        t("blk.0.ffn_down_exps.weight", &[256, 64, 8], GgmlType::Q8_0, down),
         t("blk.0.ffn_gate_exps.weight", &[64, 32, 2], GgmlType::F32, gate),
     ];
     let b = [
         t("blk.0.attn_norm.weight", &[512], GgmlType::F32, norm),
         t("blk.0.ffn_up_exps.weight", &[512, 256, 4], GgmlType::F32, up_b),
-        t("blk.0.ffn_down_exps.weight", &[256, 64, 3], GgmlType::Q8_0, down_b),
+        t("blk.0.ffn_down_exps.weight", &[256, 64, 8], GgmlType::Q8_0, down_b),
         t("blk.0.ffn_gate_exps.weight", &[64, 32, 2], GgmlType::Q8_0, gate_b),
     ];
     let identical = BTreeMap::from([
         ("blk.0.ffn_up_exps.weight", vec![true, false, true, false]),
-        ("blk.0.ffn_down_exps.weight", vec![true, true, false]),
+        ("blk.0.ffn_down_exps.weight", vec![true, true, false, true, true, true, true, true]),
         ("blk.0.ffn_gate_exps.weight", vec![false, false]),
     ]);
     (write_model("moe-a.gguf", "llama", &a), write_model("moe-b.gguf", "llama", &b), identical)
@@ -353,7 +354,7 @@ fn expert_tensors_are_compared_per_expert_as_compare_ref_does() {
     let d = diff(&a, &b, "moe.json", &["--fail-on-change"]);
     assert_eq!(d.code, 1);
     let oracle = compare_ref(&a, &b, "moe-ref.json");
-    assert_eq!(matches_oracle(&d.report, &oracle), 9);
+    assert_eq!(matches_oracle(&d.report, &oracle), 14);
     summary_follows_pairs(&d.report);
     for p in d.report["pairs"].as_array().unwrap() {
         let name = p["name"].as_str().unwrap();

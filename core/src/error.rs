@@ -137,6 +137,25 @@ pub enum Error {
         /// The size it has.
         got: u64,
     },
+    /// A tensor whose shape and size do not divide as its kind needs (an expert tensor
+    /// that is not E equal slices of whole blocks).
+    #[error("tensor {tensor:?}: {reason}")]
+    BadLayout {
+        /// The tensor's name.
+        tensor: String,
+        /// What does not hold.
+        reason: String,
+    },
+    /// Two things that must have the same count do not.
+    #[error("{what}: expected {expected}, got {got}")]
+    CountMismatch {
+        /// What was counted.
+        what: &'static str,
+        /// The count it must have.
+        expected: u64,
+        /// The count it has.
+        got: u64,
+    },
     /// Something a writer was asked to write cannot be represented.
     #[error("cannot write GGUF: {reason}")]
     Unwritable {

@@ -47,3 +47,6 @@ pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
 pub const MAX_MANIFEST_METADATA_BYTES: u64 = 32 << 20;
 /// Longest tensor `file` path in a manifest (organ writes at most ~220 bytes).
 pub const MAX_MANIFEST_PATH_LEN: usize = 4096;
+/// Most experts one expert tensor may hold to be compared or measured expert by expert
+/// (real MoE models have up to a few hundred; every expert is a row of a report).
+pub const MAX_EXPERTS: u64 = 1 << 16;

@@ -9,6 +9,7 @@ mod common;
 
 mod api;
 mod cli_errors;
+mod diff;
 mod digests;
 mod fleet;
 mod harden;

@@ -110,6 +110,31 @@ fn measure_json_and_csv_follow_the_documented_schema() {
     assert!(rows.starts_with("model,tensor,group,"));
 }
 
+/// `organ diff --json` follows the same schema (its `"compare": "c1"` branch), on real
+/// quantized data: SmolLM2 against a copy with layer 5's organs purified.
+#[test]
+fn diff_json_follows_the_documented_schema() {
+    let Some(model) = need::smollm2_and_oracle() else { return };
+    let purified = tmp("schema-purified.gguf");
+    let mut c = organ();
+    c.arg("purify").arg(&model).args(["--method", "fractal", "--type", "organ", "--layers", "5", "--force"]);
+    c.arg("--out").arg(&purified);
+    ok(c);
+    let json = tmp("schema-diff.json");
+    let mut c = organ();
+    c.arg("diff").arg(&model).arg(&purified).arg("--json").arg(&json).arg("--force");
+    ok(c);
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["counts"]["comparable"], SMOLLM2_TENSORS);
+    assert!(report["counts"]["changed"].as_u64().is_some_and(|n| n > 0), "{}", report["counts"]);
+    let mut v = std::process::Command::new(oracle_python());
+    v.arg("-c")
+        .arg("import json,sys,jsonschema; jsonschema.Draft202012Validator(json.load(open(sys.argv[1]))).validate(json.load(open(sys.argv[2]))); print('valid')")
+        .arg(repo().join("docs/report.schema.json"))
+        .arg(&json);
+    assert_eq!(String::from_utf8(ok(v).stdout).unwrap().trim(), "valid");
+}
+
 /// The streaming path (positioned reads planned by the core's ReadPlan, as the browser's
 /// Blob reads are) must give the very report the memory-mapped path gives.
 #[test]

@@ -18,7 +18,7 @@ use tower::ServiceExt;
 
 /// The organ subcommands a job (or an inspect) runs as `current_exe ARGS`. Here current_exe is this fuzz
 /// binary: started that way, it must not fuzz but fail at once, like organ on bad input.
-const JOB_COMMANDS: &[&str] = &["inspect", "measure", "dissect", "assemble", "graft", "purify"];
+const JOB_COMMANDS: &[&str] = &["inspect", "measure", "diff", "dissect", "assemble", "graft", "purify"];
 
 struct Server {
     router: Router,

@@ -112,18 +112,33 @@ impl Figures {
 /// included (they are dropped here, as the spec says).
 ///
 /// # Errors
-/// [`Error::SizeMismatch`] when the two sides hold different numbers of values.
+/// [`Error::CountMismatch`] when the two sides hold different numbers of values.
 pub fn figures(a: Vec<f32>, b: Vec<f32>) -> Result<Figures> {
     if a.len() != b.len() {
-        return Err(Error::SizeMismatch {
+        return Err(Error::CountMismatch {
             what: "values at the same positions",
             expected: a.len() as u64,
             got: b.len() as u64,
         });
     }
+    let f = sums(&a, &b);
+    // Each θ over its own side's values (Z-measure v1 drops its own non-finite ones).
+    Ok(Figures { theta_a: measure_values(a).theta, theta_b: measure_values(b).theta, ..f })
+}
+
+/// [`figures`] of a pair known to hold the same values (byte-identical, same type): the
+/// same formulas with b = a, and θ measured once.
+pub fn figures_of_same(a: Vec<f32>) -> Figures {
+    let f = sums(&a, &a);
+    let theta = measure_values(a).theta;
+    Figures { theta_a: theta, theta_b: theta, ..f }
+}
+
+/// The figures but θ (left 0), from values at the same positions (same length).
+fn sums(a: &[f32], b: &[f32]) -> Figures {
     let (mut saa, mut sbb, mut sab, mut sdd, mut max_abs) = (0f64, 0f64, 0f64, 0f64, 0f64);
     let mut dropped = 0u64;
-    for (&x, &y) in a.iter().zip(&b) {
+    for (&x, &y) in a.iter().zip(b) {
         if !(x.is_finite() && y.is_finite()) {
             dropped += 1;
             continue;
@@ -138,11 +153,7 @@ pub fn figures(a: Vec<f32>, b: Vec<f32>) -> Result<Figures> {
     }
     let cos = (saa > 0.0 && sbb > 0.0).then(|| sab / libm::sqrt(saa * sbb));
     let rel_l2 = (saa > 0.0).then(|| libm::sqrt(sdd) / libm::sqrt(saa));
-    let sampled = a.len() as u64;
-    // Each θ over its own side's values (Z-measure v1 drops its own non-finite ones).
-    let theta_a = measure_values(a).theta;
-    let theta_b = measure_values(b).theta;
-    Ok(Figures { cos, rel_l2, max_abs, theta_a, theta_b, sampled, dropped })
+    Figures { cos, rel_l2, max_abs, theta_a: 0.0, theta_b: 0.0, sampled: a.len() as u64, dropped }
 }
 
 /// How an expert tensor divides into experts (§3; Z-measure v1 §6): `count` experts of
@@ -159,29 +170,29 @@ pub struct ExpertLayout {
 
 impl ExpertLayout {
     /// The layout of `t`, when it is an expert tensor: its name contains `_exps` and it has
-    /// three dims. `None` otherwise, and for a tensor with no element: its experts would
-    /// be empty, and a header may claim 2^62 of them for free.
+    /// three dims. `None` otherwise.
     ///
     /// # Errors
-    /// [`Error::SizeMismatch`] when its rows are not whole quant blocks, or its data is not
-    /// E equal slices (a file whose header says one thing and whose sizes another).
+    /// [`Error::BadLayout`] when its rows are not whole quant blocks, its data is not
+    /// E equal slices (a file whose header says one thing and whose sizes another), or E
+    /// is over [`crate::limits::MAX_EXPERTS`].
     pub fn of(t: &TensorEntry) -> Result<Option<ExpertLayout>> {
         let [d0, d1, e] = t.dims[..] else { return Ok(None) };
-        if !t.name.contains("_exps") || e == 0 || d0 == 0 || d1 == 0 {
+        if !t.name.contains("_exps") || e == 0 {
             return Ok(None);
+        }
+        let bad = |reason: String| Err(Error::BadLayout { tensor: t.name.clone(), reason });
+        if e > crate::limits::MAX_EXPERTS {
+            return bad(format!("{e} experts, more than the limit {}", crate::limits::MAX_EXPERTS));
         }
         let bs = t.ty.block_size() as u64;
         if bs == 0 || d0 % bs != 0 {
-            return Err(Error::SizeMismatch { what: "expert row length in whole blocks", expected: bs, got: d0 });
+            return bad(format!("expert rows of {d0} elements are not whole blocks of {bs}"));
         }
         let elements = d0.saturating_mul(d1);
         let bytes = (elements / bs).saturating_mul(t.ty.type_size() as u64);
         if bytes.checked_mul(e) != Some(t.n_bytes) {
-            return Err(Error::SizeMismatch {
-                what: "expert tensor bytes",
-                expected: bytes.saturating_mul(e),
-                got: t.n_bytes,
-            });
+            return bad(format!("{} bytes are not {e} experts of {bytes} bytes", t.n_bytes));
         }
         Ok(Some(ExpertLayout { count: e, elements, bytes }))
     }
@@ -211,10 +222,14 @@ mod tests;
 pub fn compare_slices(a: &TensorEntry, a_bytes: &[u8], b: &TensorEntry, b_bytes: &[u8]) -> Result<PairReport> {
     let identical = a.ty == b.ty && a_bytes == b_bytes;
     let measurable = a.ty.can_dequantize() && b.ty.can_dequantize();
-    let fig = |name: &str, n: u64, x: &[u8], y: &[u8]| -> Result<Figures> {
+    // Identical bytes hold identical values: drawn and measured once.
+    let fig = |name: &str, n: u64, x: &[u8], y: &[u8], same: bool| -> Result<Figures> {
+        if same {
+            return Ok(figures_of_same(sample_values(name, a.ty, n, x)?));
+        }
         figures(sample_values(name, a.ty, n, x)?, sample_values(name, b.ty, n, y)?)
     };
-    let f = if measurable { Some(fig(&a.name, a.n_elements, a_bytes, b_bytes)?) } else { None };
+    let f = if measurable { Some(fig(&a.name, a.n_elements, a_bytes, b_bytes, identical)?) } else { None };
     let experts = match (ExpertLayout::of(a)?, ExpertLayout::of(b)?) {
         (Some(la), Some(lb)) => {
             let mut rows = Vec::new();
@@ -228,8 +243,9 @@ pub fn compare_slices(a: &TensorEntry, a_bytes: &[u8], b: &TensorEntry, b_bytes:
                     })
                 }
                 let (x, y) = (slice(a_bytes, &la, e)?, slice(b_bytes, &lb, e)?);
-                let f = if measurable { Some(fig(&expert_name(&a.name, e), la.elements, x, y)?) } else { None };
-                rows.push(ExpertPair::new(e, a.ty == b.ty && x == y, f.as_ref()));
+                let same = a.ty == b.ty && x == y;
+                let f = if measurable { Some(fig(&expert_name(&a.name, e), la.elements, x, y, same)?) } else { None };
+                rows.push(ExpertPair::new(e, same, f.as_ref()));
             }
             Some(rows)
         }

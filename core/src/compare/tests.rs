@@ -114,9 +114,8 @@ fn experts_are_compared_one_by_one() {
     let mut bad = entry("blk.0.ffn_up_exps.weight", GgmlType::F32, &[8, 8, 2]);
     bad.n_bytes += 4;
     assert!(ExpertLayout::of(&bad).is_err());
-    // No element, any number of experts: nothing to cut (not 2^62 empty experts).
-    let empty = entry("blk.0.ffn_up_exps.weight", GgmlType::F32, &[0, 8, 1 << 62]);
-    assert_eq!(ExpertLayout::of(&empty).unwrap(), None);
+    let many = entry("blk.0.ffn_up_exps.weight", GgmlType::F32, &[1, 1, crate::limits::MAX_EXPERTS + 1]);
+    assert!(ExpertLayout::of(&many).is_err());
 }
 
 #[test]
@@ -166,4 +165,10 @@ fn the_report_counts_summarizes_and_orders() {
     assert!(r.warnings.iter().any(|w| w.contains("llama (A) and qwen2 (B)")));
     let json = serde_json::to_string(&r).unwrap();
     assert_eq!(serde_json::from_str::<CompareReport>(&json).unwrap(), r);
+}
+
+#[test]
+fn the_shortcut_for_identical_pairs_gives_the_general_figures() {
+    let a: Vec<f32> = (0..5000).map(|i| ((i * 31) % 97) as f32 - 40.0).chain([f32::NAN]).collect();
+    assert_eq!(figures_of_same(a.clone()), figures(a.clone(), a).unwrap());
 }

@@ -8,7 +8,8 @@ use crate::atomic::write_file;
 use crate::model::{Model, Tensor};
 use anyhow::{Context, Result};
 use organ_core::compare::{
-    self, expert_name, figures, most_changed, CompareReport, ExpertLayout, ExpertPair, Figures, PairReport, Side,
+    self, expert_name, figures, figures_of_same, most_changed, CompareReport, ExpertLayout, ExpertPair, Figures,
+    PairReport, Side,
 };
 use organ_core::gguf::display::printable;
 use organ_core::report::human_count;
@@ -103,20 +104,23 @@ fn compare_streamed(x: &Tensor, y: &Tensor) -> Result<PairReport> {
     let same_type = x.ty == y.ty;
     let identical = same_type && same_bytes(x, 0, y, 0, x.n_bytes)?;
     let measurable = x.ty.can_dequantize() && y.ty.can_dequantize();
-    let fig = |name: &str, n: u64, ox: u64, oy: u64| -> Result<Option<Figures>> {
+    let fig = |name: &str, n: u64, ox: u64, oy: u64, same: bool| -> Result<Option<Figures>> {
         if !measurable {
             return Ok(None);
         }
+        if same {
+            return Ok(Some(figures_of_same(sampled(x, ox, name, n)?)));
+        }
         Ok(Some(figures(sampled(x, ox, name, n)?, sampled(y, oy, name, n)?)?))
     };
-    let f = fig(&x.name, x.n_elements, 0, 0)?;
+    let f = fig(&x.name, x.n_elements, 0, 0, identical)?;
     let experts = match (ExpertLayout::of(x)?, ExpertLayout::of(y)?) {
         (Some(lx), Some(ly)) => Some(
             (0..lx.count)
                 .map(|e| {
                     let (rx, ry) = (lx.range(e), ly.range(e));
                     let same = same_type && same_bytes(x, rx.start, y, ry.start, lx.bytes)?;
-                    let f = fig(&expert_name(&x.name, e), lx.elements, rx.start, ry.start)?;
+                    let f = fig(&expert_name(&x.name, e), lx.elements, rx.start, ry.start, same)?;
                     Ok(ExpertPair::new(e, same, f.as_ref()))
                 })
                 .collect::<Result<Vec<_>>>()?,

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
 use axum::Json;
-use serde_json::Value;
+use serde_json::value::RawValue;
 use std::path::Path;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -28,12 +28,17 @@ pub(super) struct JobStatus {
     id: String,
     kind: &'static str,
     state: JobState,
-    /// Units done and total (tensors, for measure), when the operation reports them.
+    /// Units done and total (tensors, for measure; comparable pairs, for diff), when the
+    /// operation reports them.
     progress: Option<(u64, u64)>,
     /// The operation's output files, relative to the root (download: /api/results/…).
     outputs: Vec<String>,
-    /// measure: the report (the same JSON as `organ measure --json`).
-    result: Option<Value>,
+    /// measure: the report (`organ measure --json`'s); diff: the compare report (`organ
+    /// diff --json`'s); purify: its per-tensor report. Held as the file's text, checked to
+    /// be JSON and compacted ([`compact`]): the client gets the CLI's bytes but for the
+    /// whitespace between tokens (keys in its order, numbers as it wrote them), and a
+    /// report costs its size, not a tree's.
+    result: Option<Box<RawValue>>,
     error: Option<String>,
 }
 
@@ -52,13 +57,15 @@ fn random_id() -> std::io::Result<String> {
 }
 
 /// Starts a job running `organ ARGS`; `outputs` are its output paths relative to the job
-/// directory; `report` names a JSON file whose content becomes the job's result.
+/// directory; `report` names a JSON file whose content becomes the job's result; `stdout`
+/// names the file the child's standard output goes to (else it is thrown away).
 pub(super) fn start_job(
     s: &Arc<AppState>,
     kind: &'static str,
     args: impl FnOnce(&Path) -> Vec<std::ffi::OsString>,
     outputs: Vec<String>,
     report: Option<&str>,
+    stdout: Option<&str>,
 ) -> ApiResult<(StatusCode, Json<JobStatus>)> {
     let id = format!("job-{}", random_id().map_err(|e| internal(format!("cannot draw a job id: {e}")))?);
     let dir = s.root.join(RESULTS).join(&id);
@@ -87,6 +94,7 @@ pub(super) fn start_job(
     };
     let s2 = s.clone();
     let report = report.map(|r| dir.join(r));
+    let stdout = stdout.map(|o| dir.join(o));
     tokio::spawn(async move {
         let cancelled = async {
             job.cancel.notified().await;
@@ -103,8 +111,14 @@ pub(super) fn start_job(
         };
         job.status.send_modify(|st| st.state = JobState::Running);
         let mut cmd = child_command(&s2, &argv);
-        cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
-        let mut child = match cmd.spawn() {
+        cmd.stderr(std::process::Stdio::piped());
+        // A new file in the job's own directory (create_new: never one put there).
+        let out = match &stdout {
+            Some(p) => std::fs::File::create_new(p).map(std::process::Stdio::from),
+            None => Ok(std::process::Stdio::null()),
+        };
+        let spawned = out.and_then(|o| cmd.stdout(o).spawn());
+        let mut child = match spawned {
             Ok(c) => c,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -146,14 +160,11 @@ pub(super) fn start_job(
             }
         }
         if exit.is_some_and(|e| e.success()) {
-            let result = match &report {
-                // The report stays a download either way; it is held in the job's state
-                // (and sent with every status) only up to inspect's cap.
-                Some(p) => std::fs::metadata(p)
-                    .ok()
-                    .filter(|m| m.len() <= s2.inspect_max_bytes)
-                    .and_then(|_| std::fs::read(p).ok())
-                    .and_then(|b| serde_json::from_slice::<Value>(&b).ok()),
+            let result = match report {
+                Some(p) => {
+                    let cap = s2.inspect_max_bytes;
+                    tokio::task::spawn_blocking(move || load_report(&p, cap)).await.ok().flatten()
+                }
                 None => None,
             };
             let rel = |o: &String| format!("{RESULTS}/{id}/{o}", id = job.status.borrow().id);
@@ -173,6 +184,40 @@ pub(super) fn start_job(
         }
     });
     Ok((StatusCode::ACCEPTED, Json(status)))
+}
+
+/// A job's report file as its result: checked to be JSON, compacted. The report stays a
+/// download either way; it is held in the job's state (and sent with every status) only up
+/// to `cap` bytes (inspect's cap).
+fn load_report(path: &Path, cap: u64) -> Option<Box<RawValue>> {
+    let bytes = std::fs::metadata(path).ok().filter(|m| m.len() <= cap).and_then(|_| std::fs::read(path).ok())?;
+    let raw = serde_json::from_slice::<Box<RawValue>>(&bytes).ok()?;
+    drop(bytes);
+    RawValue::from_string(compact(raw.get())).ok()
+}
+
+/// Valid JSON without the whitespace between its tokens (which, in valid JSON, never
+/// separates two values that would then run together). A status goes out as one SSE
+/// `data:` line only when it holds no newline.
+fn compact(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in json.chars() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if !matches!(c, ' ' | '\n' | '\r' | '\t') {
+            in_string = c == '"';
+            out.push(c);
+        }
+    }
+    out
 }
 
 pub(super) async fn job_status(
@@ -223,4 +268,19 @@ pub(super) async fn job_events(
         Some((Ok::<_, std::convert::Infallible>(ev), (rx, end)))
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compact;
+
+    #[test]
+    fn compact_drops_whitespace_between_tokens_only() {
+        let pretty = "{\n  \"a b\": [1, 2.5e-3, null],\n\t\"q\\\" \\\\\": \" x\\n \",\r\n  \"o\": { }\n}\n";
+        let c = compact(pretty);
+        assert_eq!(c, r#"{"a b":[1,2.5e-3,null],"q\" \\":" x\n ","o":{}}"#);
+        let (x, y): (serde_json::Value, serde_json::Value) =
+            (serde_json::from_str(pretty).unwrap(), serde_json::from_str(&c).unwrap());
+        assert_eq!(x, y);
+    }
 }

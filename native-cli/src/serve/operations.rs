@@ -1,5 +1,5 @@
-//! The operations (measure, dissect, assemble, graft, purify): each request checked and
-//! turned into the argv of an `organ` child, started as a job.
+//! The operations (measure, diff, dissect, assemble, graft, purify): each request checked
+//! and turned into the argv of an `organ` child, started as a job.
 
 use super::jobs::{start_job, JobStatus};
 use super::{bad, ApiResult, AppState};
@@ -15,6 +15,25 @@ use std::sync::Arc;
 pub(super) struct MeasureReq {
     paths: Vec<String>,
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DiffReq {
+    /// The base model.
+    a: String,
+    /// The other model.
+    b: String,
+    /// How many of the most changed tensors the text report (diff.txt) lists.
+    #[serde(default)]
+    top: Option<u64>,
+    /// The per-tensor outputs (the JSON's `pairs`, the CSV rows) list changed pairs only.
+    #[serde(default)]
+    only_changed: bool,
+}
+
+/// The most `top` a diff request may ask for: far more than a person reads, few enough
+/// that the text report stays small.
+const MAX_TOP: u64 = 10_000;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -140,6 +159,36 @@ pub(super) async fn measure(
         },
         vec!["report.json".into(), "report.csv".into(), "report.html".into()],
         Some("report.json"),
+        None,
+    )
+}
+
+/// `organ diff A B` (Compare v1, docs/compare.md): the job's result is the report, the same
+/// JSON as `organ diff --json`; outputs diff.json, diff.csv and the text report diff.txt.
+pub(super) async fn diff(
+    State(s): State<Arc<AppState>>,
+    body: Result<Json<DiffReq>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    let Json(r) = body?;
+    let (base, other) = (s.path(&r.a)?, s.path(&r.b)?);
+    if let Some(t) = r.top.filter(|&t| t > MAX_TOP) {
+        return Err(bad(format!("top {t}: give 0 to {MAX_TOP}")));
+    }
+    start_job(
+        &s,
+        "diff",
+        |dir| {
+            let mut a = vec![os("diff"), os(&base), os(&other), os("--json"), os(dir.join("diff.json"))];
+            a.extend([os("--csv"), os(dir.join("diff.csv"))]);
+            flag(&mut a, "--top", r.top.map(|t| t.to_string()));
+            if r.only_changed {
+                a.push(os("--only-changed"));
+            }
+            a
+        },
+        vec!["diff.json".into(), "diff.csv".into(), "diff.txt".into()],
+        Some("diff.json"),
+        Some("diff.txt"),
     )
 }
 
@@ -161,6 +210,7 @@ pub(super) async fn dissect(
         },
         vec!["organs".into()],
         None,
+        None,
     )
 }
 
@@ -181,6 +231,7 @@ pub(super) async fn assemble(
             a
         },
         vec![out],
+        None,
         None,
     )
 }
@@ -208,6 +259,7 @@ pub(super) async fn graft(
             a
         },
         vec![out],
+        None,
         None,
     )
 }
@@ -241,5 +293,6 @@ pub(super) async fn purify(
         },
         vec![out, "purify.json".into()],
         Some("purify.json"),
+        None,
     )
 }

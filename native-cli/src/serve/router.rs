@@ -14,6 +14,9 @@ use tokio::sync::Semaphore;
 
 /// The OpenAPI document, served at /openapi.json.
 const OPENAPI: &str = include_str!("../../../docs/openapi.json");
+/// The reports' JSON Schema, served beside it at /report.schema.json (the OpenAPI document
+/// refers to it by that relative name, as it does in docs/).
+const REPORT_SCHEMA: &str = include_str!("../../../docs/report.schema.json");
 
 /// The server's state and routes for `opts`, without a socket: `run` serves it, and tests
 /// and the fuzz target drive it directly. Creates ROOT/results.
@@ -63,6 +66,7 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         .route("/models", get(files::models))
         .route("/inspect", get(inspect::inspect))
         .route("/measure", post(operations::measure))
+        .route("/diff", post(operations::diff))
         .route("/dissect", post(operations::dissect))
         .route("/assemble", post(operations::assemble))
         .route("/graft", post(operations::graft))
@@ -76,6 +80,7 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         .route("/health", get(health))
         .route("/api/health", get(health))
         .route("/openapi.json", get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }))
+        .route("/report.schema.json", get(|| async { ([(header::CONTENT_TYPE, "application/json")], REPORT_SCHEMA) }))
         .nest("/api", api)
         .layer(DefaultBodyLimit::max(opts.max_body))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(opts.body_timeout))

@@ -21,6 +21,7 @@ fn every_endpoint_on_smollm2() {
         "/api/models",
         "/api/inspect",
         "/api/measure",
+        "/api/diff",
         "/api/dissect",
         "/api/assemble",
         "/api/graft",

@@ -46,7 +46,7 @@ fn hostile_inputs() {
     let d = scratch("hostile");
     let mut cases = gguf_cases(&d);
     cases.extend(dir_cases(&d));
-    let commands = ["inspect", "measure", "dissect", "assemble"];
+    let commands = ["inspect", "measure", "diff", "dissect", "assemble"];
     let (mut panics, mut hangs, mut peak, mut failures) = (0, 0, 0u64, Vec::new());
     let mut heaviest = Vec::new();
     for case in &cases {
@@ -61,6 +61,8 @@ fn hostile_inputs() {
                 "measure" => {
                     vec!["measure".as_ref(), "--no-cache".as_ref(), input, "--json".as_ref(), json.as_os_str()]
                 }
+                // The input against itself: both sides hostile.
+                "diff" => vec!["diff".as_ref(), input, input, "--json".as_ref(), json.as_os_str()],
                 _ => vec![cmd.as_ref(), input, "--out".as_ref(), out.as_os_str()],
             };
             let o = run(&args, &d.join("out").join(format!("{}-{cmd}.stderr", case.name)));
@@ -76,12 +78,16 @@ fn hostile_inputs() {
             if o.signal.is_some() || matches!(o.code, Some(101 | 134)) {
                 panics += 1;
             }
+            // diff reads what measure reads (and compares bytes): it accepts what measure
+            // accepts, and its errors exit 2 (1 means "changed").
+            let ok = case.ok_for.contains(&cmd) || (cmd == "diff" && case.ok_for.contains(&"measure"));
+            let error_status = if cmd == "diff" { 2 } else { 1 };
             match o.code {
-                Some(0) if case.ok_for.contains(&cmd) => {}
-                Some(1) => {
+                Some(0) if ok => {}
+                Some(c) if c == error_status => {
                     let first = o.stderr.lines().next().unwrap_or("");
                     if !first.starts_with("organ: error: ") {
-                        fail(format!("exit 1 without an `organ: error:` line: {:?}", o.stderr));
+                        fail(format!("exit {c} without an `organ: error:` line: {:?}", o.stderr));
                     } else if !o.stderr.contains(&case.name) {
                         fail(format!("the error does not name the input: {first}"));
                     }

@@ -4,7 +4,8 @@
 //! `Blob.slice`, stopping at the first difference), then each side's sampled values come
 //! from the core's `ReadPlan` (the same positions on both sides: the sampler depends only
 //! on the name and the element count), read through one `Batcher` per model and decoded
-//! on the worker pool, where `compare::figures` turns them into the pair's figures.
+//! on the worker pool, where `compare::figures` turns them into the pair's figures
+//! (`compare::figures_of_same` when the bytes are identical: B is then not read at all).
 //! Expert tensors are also compared expert by expert (`ExpertLayout`, sampler name
 //! `NAME#e`). Memory stays bounded: two compare chunks, a few plans ahead, and at most
 //! `window` pairs' sampled blocks at once; no model is ever loaded whole.
@@ -249,11 +250,14 @@ impl<'m> Scheduler<'m> {
                 let Some([Some(a), b]) = self.landed.remove(&job) else { continue };
                 self.computing.push(pool::spawn(move || {
                     let va = a.plan.values(&a.buf[..a.len]);
-                    let vb = match &b {
-                        Some(b) => b.plan.values(&b.buf[..b.len]),
-                        None => va.clone(),
+                    // B's bytes are A's: the core's figures of a pair holding the same
+                    // values, as organ diff's (θ measured once).
+                    let f = match &b {
+                        Some(b) => {
+                            va.and_then(|va| b.plan.values(&b.buf[..b.len]).and_then(|vb| compare::figures(va, vb)))
+                        }
+                        None => va.map(compare::figures_of_same),
                     };
-                    let f = va.and_then(|va| vb.and_then(|vb| compare::figures(va, vb)));
                     let mut bufs = vec![a.buf];
                     bufs.extend(b.map(|b| b.buf));
                     (job, f.map_err(|e| e.to_string()), bufs)

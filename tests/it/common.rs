@@ -89,7 +89,8 @@ pub mod need {
         check(&[Prereq::Model, Prereq::Oracle]).then(super::smollm2_path)
     }
 
-    /// The gguf-py oracle venv's python, if it is there (it also has jsonschema).
+    /// The gguf-py oracle venv's python, if it is there (for tests on test-built models;
+    /// it also has jsonschema).
     pub fn oracle() -> Option<PathBuf> {
         check(&[Prereq::Oracle]).then(super::oracle_path)
     }
@@ -102,11 +103,6 @@ pub mod need {
     /// SmolLM2's path, if it, the gguf-py oracle and llama.cpp's tools are there.
     pub fn smollm2_oracle_and_llama() -> Option<PathBuf> {
         check(&[Prereq::Model, Prereq::Oracle, Prereq::Llama]).then(super::smollm2_path)
-    }
-
-    /// The gguf-py oracle's python, if it is there (for tests on test-built models).
-    pub fn oracle() -> Option<PathBuf> {
-        check(&[Prereq::Oracle]).then(super::oracle_path)
     }
 
     #[derive(Clone, Copy)]

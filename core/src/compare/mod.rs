@@ -220,7 +220,7 @@ mod tests;
 /// [`Error::SizeMismatch`] when a side's bytes are not its tensor's size, or an expert
 /// tensor does not divide into equal experts.
 pub fn compare_slices(a: &TensorEntry, a_bytes: &[u8], b: &TensorEntry, b_bytes: &[u8]) -> Result<PairReport> {
-    let identical = a.ty == b.ty && a_bytes == b_bytes;
+    let same_type = a.ty == b.ty;
     let measurable = a.ty.can_dequantize() && b.ty.can_dequantize();
     // Identical bytes hold identical values: drawn and measured once.
     let fig = |name: &str, n: u64, x: &[u8], y: &[u8], same: bool| -> Result<Figures> {
@@ -229,7 +229,6 @@ pub fn compare_slices(a: &TensorEntry, a_bytes: &[u8], b: &TensorEntry, b_bytes:
         }
         figures(sample_values(name, a.ty, n, x)?, sample_values(name, b.ty, n, y)?)
     };
-    let f = if measurable { Some(fig(&a.name, a.n_elements, a_bytes, b_bytes, identical)?) } else { None };
     let experts = match (ExpertLayout::of(a)?, ExpertLayout::of(b)?) {
         (Some(la), Some(lb)) => {
             let mut rows = Vec::new();
@@ -243,7 +242,7 @@ pub fn compare_slices(a: &TensorEntry, a_bytes: &[u8], b: &TensorEntry, b_bytes:
                     })
                 }
                 let (x, y) = (slice(a_bytes, &la, e)?, slice(b_bytes, &lb, e)?);
-                let same = a.ty == b.ty && x == y;
+                let same = same_type && x == y;
                 let f = if measurable { Some(fig(&expert_name(&a.name, e), la.elements, x, y, same)?) } else { None };
                 rows.push(ExpertPair::new(e, same, f.as_ref()));
             }
@@ -251,5 +250,13 @@ pub fn compare_slices(a: &TensorEntry, a_bytes: &[u8], b: &TensorEntry, b_bytes:
         }
         _ => None,
     };
+    // The experts cover the whole tensor (`ExpertLayout::of` checks it): when they were
+    // compared, the tensor's bytes need no second comparison.
+    let identical = same_type
+        && match &experts {
+            Some(rows) => rows.iter().all(|e| e.identical),
+            None => a_bytes == b_bytes,
+        };
+    let f = if measurable { Some(fig(&a.name, a.n_elements, a_bytes, b_bytes, identical)?) } else { None };
     Ok(PairReport::new(a, b, identical, f.as_ref(), experts))
 }

@@ -3,9 +3,10 @@
 # app, the CLI and the test models, then drives the page. Screenshots and exports go to
 # $CARGO_TARGET_DIR/web-e2e. With ORGAN_WEB_BENCH=N, times N runs instead (bench/web-vs-cli.sh).
 # Compare mode runs on two pairs: SmolLM2 against a graft of its Q8_0 requantization's
-# feed-forward tensors in layers 5-20 (llama-quantize, then organ graft: different types
-# and many identical tensors), and two small synthetic files with every other case
-# (tests/web/make-pair.py). Both are built once and kept in the output directory.
+# feed-forward tensors in layers 5-20, written as a split model of two shards
+# (llama-quantize, then organ graft: different types, many identical tensors, B a split
+# set), and two small synthetic files with every other case (tests/web/make-pair.py).
+# Both are built once and kept in the output directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -20,17 +21,19 @@ extra=()
 if [ -z "${ORGAN_WEB_BENCH:-}" ]; then
   big="$out/big-sparse.gguf"
   [ -f "$big" ] || python3 tests/web/make-big.py "$big" >/dev/null
-  chimera="$out/smollm2-chimera.gguf"
-  if [ ! -f "$chimera" ]; then
+  chimera="$out/smollm2-chimera"
+  if [ ! -d "$chimera" ]; then
     llama=$(scripts/build-llama.sh)
-    rm -f "$out/smollm2-q8_0.gguf" "$out/chimera.partial.gguf"
+    rm -rf "$out/smollm2-q8_0.gguf" "$chimera.partial"
+    mkdir "$chimera.partial"
     "$llama/llama-quantize" --allow-requantize "$model" "$out/smollm2-q8_0.gguf" Q8_0 >/dev/null 2>&1
     "$organ" graft --donor "$out/smollm2-q8_0.gguf" --recipient "$model" --layers 5-20 --type organ \
-      --out "$out/chimera.partial.gguf" >/dev/null
-    mv "$out/chimera.partial.gguf" "$chimera"
+      --split-max-size 60M --out "$chimera.partial/chimera.gguf" >/dev/null
+    mv "$chimera.partial" "$chimera"
     rm -f "$out/smollm2-q8_0.gguf"
   fi
   [ -f "$out/pair-b.gguf" ] || python3 tests/web/make-pair.py "$out/pair-a.gguf" "$out/pair-b.gguf"
-  extra=("$big" --pair "$model" "$chimera" --pair "$out/pair-a.gguf" "$out/pair-b.gguf")
+  shards=$(ls "$chimera"/chimera-*-of-*.gguf | paste -sd, -)
+  extra=("$big" --pair "$model" "$shards" --pair "$out/pair-a.gguf" "$out/pair-b.gguf")
 fi
 ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e.mjs dist "$model" "$organ" "$out" "${extra[@]}"

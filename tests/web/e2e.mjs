@@ -1,6 +1,7 @@
 // End-to-end test of the browser app in real headless Chromium (Debian's), driven by
 // playwright-core. Usage (scripts/web-e2e.sh sets it up):
 //   node tests/web/e2e.mjs DIST MODEL ORGAN_BIN OUT_DIR [BIG_MODEL] [--pair A B]...
+// (A or B may be the shards of a split model, comma-separated.)
 // Checks: θ of every tensor equals `organ measure --json` to 1e-6°; the worker pool has
 // more than one thread; no request carries model bytes (nor goes anywhere but the app's own
 // files); the exported JSON and static HTML carry the same θ, and the HTML opens offline;
@@ -24,7 +25,10 @@ const [dist, model, organ, outDir] = process.argv.slice(2, 6);
 let bigModel;
 const pairs = [];
 for (let i = 6; i < process.argv.length; i++) {
-  if (process.argv[i] === '--pair') { pairs.push([process.argv[i + 1], process.argv[i + 2]]); i += 2; } else bigModel = process.argv[i];
+  if (process.argv[i] === '--pair') {
+    pairs.push([process.argv[i + 1].split(','), process.argv[i + 2].split(',')]);
+    i += 2;
+  } else bigModel = process.argv[i];
 }
 fs.mkdirSync(outDir, { recursive: true });
 let failures = 0, passes = 0;
@@ -57,11 +61,11 @@ async function domThetas(page) {
   return new Map(rows.map(([n, t]) => [n, t === '' ? null : Number(t)]));
 }
 
-// `organ diff A B --json`, as a Map of name -> figures, and the whole report.
+// `organ diff A B --json`'s report (a split model named by its first shard).
 function cliDiff(a, b) {
-  const json = path.join(outDir, `cli-diff-${path.basename(a)}-${path.basename(b)}.json`);
+  const json = path.join(outDir, `cli-diff-${path.basename(a[0])}-${path.basename(b[0])}.json`);
   fs.rmSync(json, { force: true });
-  execFileSync(organ, ['diff', a, b, '--json', json], { stdio: ['ignore', 'ignore', 'inherit'] });
+  execFileSync(organ, ['diff', a[0], b[0], '--json', json], { stdio: ['ignore', 'ignore', 'inherit'] });
   return JSON.parse(fs.readFileSync(json, 'utf8'));
 }
 
@@ -213,7 +217,8 @@ try {
   // 2b. Compare mode, pair by pair.
   for (const [k, [a, b]] of pairs.entries()) {
     const cliR = cliDiff(a, b);
-    const tag = `${path.basename(a)} vs ${path.basename(b)}`;
+    const name = (f) => path.basename(f[0]) + (f.length > 1 ? ` (+${f.length - 1} shard${f.length > 2 ? 's' : ''})` : '');
+    const tag = `${name(a)} vs ${name(b)}`;
     const t0 = Date.now();
     await compareIn(page, a, b);
     const ms = Date.now() - t0;
@@ -284,7 +289,7 @@ try {
   }
 
   // 3. Privacy: every request went to the app's own files; none had a body or named a model.
-  const modelNames = [model, ...pairs.flat()].map((f) => path.basename(f));
+  const modelNames = [model, ...pairs.flat(2)].map((f) => path.basename(f));
   // (file:// loads are the exported static pages this test opens itself, from OUT_DIR.)
   const ownExport = (u) => u.startsWith('file://') && decodeURIComponent(new URL(u).pathname).startsWith(path.resolve(outDir) + '/');
   const foreign = requests.filter((r) => !(r.url.startsWith(origin + '/') || r.url.startsWith('blob:') || r.url.startsWith('data:') || ownExport(r.url)));
@@ -340,7 +345,7 @@ try {
     const [a, b] = pairs[0];
     await compareIn(page, a, b, 300_000, '/plain/');
     const tc = Number(await page.getAttribute('#compare', 'data-threads'));
-    diffFigures(`single-thread compare (${tc} thread) of ${path.basename(a)} and ${path.basename(b)} vs organ diff --json`,
+    diffFigures(`single-thread compare (${tc} thread) of ${path.basename(a[0])} and ${path.basename(b[0])} vs organ diff --json`,
       cliDiff(a, b), await domPairs(page, '#pairs tbody tr'), await domCounts(page));
   }
 

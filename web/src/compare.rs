@@ -63,7 +63,8 @@ fn span(m: &Model, t: &TensorEntry, at: u64, len: u64) -> Result<(u64, u64), Str
 }
 
 /// Whether `len` bytes at `oa` in `ta`'s data and at `ob` in `tb`'s are the same: both
-/// read a chunk at a time, stopping at the first difference. Adds the bytes read.
+/// read a chunk at a time, stopping at the first difference. `on_read` gets the bytes of
+/// each chunk read (both sides).
 #[allow(clippy::too_many_arguments)]
 async fn same_bytes(
     (a, ta, oa): (&Model, &TensorEntry, u64),
@@ -71,7 +72,7 @@ async fn same_bytes(
     len: u64,
     bufs: &mut (Vec<u8>, Vec<u8>),
     cancelled: &dyn Fn() -> bool,
-    bytes_read: &mut u64,
+    on_read: &mut dyn FnMut(u64),
 ) -> Result<bool, String> {
     let (fa, fb) = (&a.files[ta.file], &b.files[tb.file]);
     let mut done = 0u64;
@@ -91,7 +92,7 @@ async fn same_bytes(
             }
             js_sys::Uint8Array::new(js).copy_to(&mut buf[..k]);
         }
-        *bytes_read += 2 * n;
+        on_read(2 * n);
         if bufs.0[..k] != bufs.1[..k] {
             return Ok(false);
         }
@@ -281,9 +282,21 @@ impl<'m> Scheduler<'m> {
         Ok(true)
     }
 
+    /// Counts bytes read to tell identical bytes; shows the progress if it was not shown
+    /// for a while (a large tensor's comparison takes a while).
+    fn read_more(&mut self, n: u64) {
+        self.progress.bytes_read += n;
+        self.show();
+    }
+
     /// Counts one more pair done; shows the progress if it was not shown for a while.
     fn tick(&mut self) {
         self.progress.done += 1;
+        self.show();
+    }
+
+    /// Shows the progress, at most every [`PROGRESS_EVERY_MS`].
+    fn show(&mut self) {
         let now = pool::now_ms();
         self.progress.elapsed_ms = now - self.t0;
         if now - self.shown >= PROGRESS_EVERY_MS {
@@ -384,7 +397,6 @@ pub async fn compare(
     let mut identical = vec![false; pairing.pairs.len()];
     let mut expert_same: Vec<Vec<bool>> = vec![Vec::new(); pairing.pairs.len()];
     let mut bufs = (Vec::new(), Vec::new());
-    let mut compared = 0u64;
     let mut next_job = 0usize;
     for (k, &(i, j)) in pairing.pairs.iter().enumerate() {
         if cancelled() {
@@ -395,6 +407,7 @@ pub async fn compare(
         // Identical: same type and the same bytes. An expert tensor is compared expert by
         // expert (each stopping at its first difference); it is identical when all are.
         if ta.ty == tb.ty && ta.n_bytes == tb.n_bytes {
+            s.progress.bytes_total += 2 * ta.n_bytes;
             match &layouts[k] {
                 Some((la, lb)) => {
                     for e in 0..la.count {
@@ -405,7 +418,7 @@ pub async fn compare(
                             la.bytes,
                             &mut bufs,
                             cancelled,
-                            &mut compared,
+                            &mut |n| s.read_more(n),
                         )
                         .await
                         .map_err(err)?;
@@ -414,9 +427,10 @@ pub async fn compare(
                     identical[k] = expert_same[k].iter().all(|&x| x);
                 }
                 None => {
-                    identical[k] = same_bytes((a, ta, 0), (b, tb, 0), ta.n_bytes, &mut bufs, cancelled, &mut compared)
-                        .await
-                        .map_err(err)?;
+                    identical[k] =
+                        same_bytes((a, ta, 0), (b, tb, 0), ta.n_bytes, &mut bufs, cancelled, &mut |n| s.read_more(n))
+                            .await
+                            .map_err(err)?;
                 }
             }
         }
@@ -452,7 +466,7 @@ pub async fn compare(
             next_job += 1;
         }
     }
-    let (figures, sampled_bytes) = s.finish().await?;
+    let (figures, bytes_read) = s.finish().await?;
     // The rows, from what was found, by the core's constructors.
     // Per pair: the tensor's figures and each expert's (none when not measurable).
     let mut found: Vec<(Option<Figures>, Vec<Option<Figures>>)> = vec![(None, Vec::new()); pairing.pairs.len()];
@@ -484,5 +498,5 @@ pub async fn compare(
         pairing,
         rows,
     );
-    Ok(Outcome { report, bytes_read: compared + sampled_bytes, threads })
+    Ok(Outcome { report, bytes_read, threads })
 }

@@ -2,6 +2,11 @@
 # The browser app's end-to-end test in headless Chromium (tests/web/e2e.mjs): builds the
 # app, the CLI and the test models, then drives the page. Screenshots and exports go to
 # $CARGO_TARGET_DIR/web-e2e. With ORGAN_WEB_BENCH=N, times N runs instead (bench/web-vs-cli.sh).
+# Compare mode runs on two pairs: SmolLM2 against a graft of its Q8_0 requantization's
+# feed-forward tensors in layers 5-20, written as a split model of two shards
+# (llama-quantize, then organ graft: different types, many identical tensors, B a split
+# set), and two small synthetic files with every other case (tests/web/make-pair.py).
+# Both are built once and kept in the output directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -11,9 +16,24 @@ cargo build --release -q -p organ-cli
 model=$(scripts/fetch-model.sh)
 out="${CARGO_TARGET_DIR:-target}/web-e2e"
 mkdir -p "$out"
-big=""
+organ="${CARGO_TARGET_DIR:-target}/release/organ"
+extra=()
 if [ -z "${ORGAN_WEB_BENCH:-}" ]; then
   big="$out/big-sparse.gguf"
   [ -f "$big" ] || python3 tests/web/make-big.py "$big" >/dev/null
+  chimera="$out/smollm2-chimera"
+  if [ ! -d "$chimera" ]; then
+    llama=$(scripts/build-llama.sh)
+    rm -rf "$out/smollm2-q8_0.gguf" "$chimera.partial"
+    mkdir "$chimera.partial"
+    "$llama/llama-quantize" --allow-requantize "$model" "$out/smollm2-q8_0.gguf" Q8_0 >/dev/null 2>&1
+    "$organ" graft --donor "$out/smollm2-q8_0.gguf" --recipient "$model" --layers 5-20 --type organ \
+      --split-max-size 60M --out "$chimera.partial/chimera.gguf" >/dev/null
+    mv "$chimera.partial" "$chimera"
+    rm -f "$out/smollm2-q8_0.gguf"
+  fi
+  [ -f "$out/pair-b.gguf" ] || python3 tests/web/make-pair.py "$out/pair-a.gguf" "$out/pair-b.gguf"
+  shards=$(ls "$chimera"/chimera-*-of-*.gguf | paste -sd, -)
+  extra=("$big" --pair "$model" "$shards" --pair "$out/pair-a.gguf" "$out/pair-b.gguf")
 fi
-ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e.mjs dist "$model" "${CARGO_TARGET_DIR:-target}/release/organ" "$out" $big
+ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e.mjs dist "$model" "$organ" "$out" "${extra[@]}"

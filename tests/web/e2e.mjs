@@ -1,12 +1,19 @@
 // End-to-end test of the browser app in real headless Chromium (Debian's), driven by
 // playwright-core. Usage (scripts/web-e2e.sh sets it up):
-//   node tests/web/e2e.mjs DIST MODEL ORGAN_BIN OUT_DIR [BIG_MODEL]
+//   node tests/web/e2e.mjs DIST MODEL ORGAN_BIN OUT_DIR [BIG_MODEL] [--pair A B]...
+// (A or B may be the shards of a split model, comma-separated.)
 // Checks: θ of every tensor equals `organ measure --json` to 1e-6°; the worker pool has
 // more than one thread; no request carries model bytes (nor goes anywhere but the app's own
 // files); the exported JSON and static HTML carry the same θ, and the HTML opens offline;
 // a previously exported JSON opens again; sorting and filtering the tensor table move its
 // rows rather than rebuild them; a non-GGUF file gets a plain error; without
-// COOP/COEP the app falls back to one thread and says so; a > 4 GiB file is measured.
+// COOP/COEP the app falls back to one thread and says so (and compares the first pair
+// on it too); a > 4 GiB file is measured.
+// Compare mode, per --pair A B: every pair's cos, rel_l2, max_abs, dθ and identical and
+// the counts equal `organ diff A B --json` exactly; the exported JSON is what organ diff
+// writes (but the generator); for the first pair the heatmap tells identical cells
+// apart, the scatter has a point per pair, "changed only" and sorting by cos work, the
+// static HTML (offline) carries the same figures, and both exports open again.
 // Screenshots go to OUT_DIR. With ORGAN_WEB_BENCH=N it only times N runs and prints JSON.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -14,7 +21,15 @@ import path from 'node:path';
 import { serve } from './serve.mjs';
 import { launch } from './chromium.mjs';
 
-const [dist, model, organ, outDir, bigModel] = process.argv.slice(2);
+const [dist, model, organ, outDir] = process.argv.slice(2, 6);
+let bigModel;
+const pairs = [];
+for (let i = 6; i < process.argv.length; i++) {
+  if (process.argv[i] === '--pair') {
+    pairs.push([process.argv[i + 1].split(','), process.argv[i + 2].split(',')]);
+    i += 2;
+  } else bigModel = process.argv[i];
+}
 fs.mkdirSync(outDir, { recursive: true });
 let failures = 0, passes = 0;
 function check(ok, what) {
@@ -44,6 +59,73 @@ function compare(label, cli, got) {
 async function domThetas(page) {
   const rows = await page.$$eval('#tensors tbody tr', (rs) => rs.map((r) => [r.dataset.name, r.dataset.theta]));
   return new Map(rows.map(([n, t]) => [n, t === '' ? null : Number(t)]));
+}
+
+// `organ diff A B --json`'s report (a split model named by its first shard).
+function cliDiff(a, b) {
+  const json = path.join(outDir, `cli-diff-${path.basename(a[0])}-${path.basename(b[0])}.json`);
+  fs.rmSync(json, { force: true });
+  execFileSync(organ, ['diff', a[0], b[0], '--json', json], { stdio: ['ignore', 'ignore', 'inherit'] });
+  return JSON.parse(fs.readFileSync(json, 'utf8'));
+}
+
+const FIGS = ['identical', 'cos', 'rel_l2', 'max_abs', 'd_theta'];
+const COUNTS = ['comparable', 'identical', 'changed', 'only_in_a', 'only_in_b', 'shape_mismatch'];
+const pairMap = (r) => new Map(r.pairs.map((p) => [p.name, p]));
+
+// Pairs as the page or the static HTML shows them, from each row's data-* attributes.
+function rowsToPairs(rows) {
+  const num = (v) => (v === '' || v === undefined ? null : Number(v));
+  return new Map(rows.map((d) => [d.name, { identical: d.identical === 'true', cos: num(d.cos), rel_l2: num(d.relL2),
+    max_abs: num(d.maxAbs), d_theta: num(d.dTheta) }]));
+}
+const domPairs = async (p, sel) => rowsToPairs(await p.$$eval(sel, (rs) => rs.map((r) => ({ ...r.dataset }))));
+async function domCounts(p) {
+  const cards = await p.$$eval('[data-count]', (cs) => cs.map((c) => [c.dataset.count, Number(c.querySelector('b').textContent)]));
+  return Object.fromEntries(cards);
+}
+
+// Every pair's figures exactly equal (the same core, the same bits), and the counts.
+function diffFigures(label, cli, got, counts) {
+  const want = pairMap(cli);
+  let differ = 0, missing = 0, worst = 0;
+  for (const [name, p] of want) {
+    const g = got.get(name);
+    if (!g) { missing++; continue; }
+    for (const k of FIGS) {
+      if (g[k] !== p[k]) {
+        differ++;
+        if (typeof p[k] === 'number' && typeof g[k] === 'number') worst = Math.max(worst, Math.abs(g[k] - p[k]) / Math.max(Math.abs(p[k]), 1e-300));
+        else worst = Infinity;
+        if (differ <= 3) console.log(`  ${name}.${k}: CLI ${p[k]}, got ${g[k]}`);
+      }
+    }
+  }
+  const countsOk = counts === undefined || COUNTS.every((k) => counts[k] === cli.counts[k]);
+  check(missing === 0 && got.size === want.size && differ === 0 && countsOk,
+    `${label}: ${got.size} pairs (CLI ${want.size}), ${differ} figures differ (largest relative ${worst.toExponential(2)}), ` +
+    `counts ${counts === undefined ? 'not shown' : COUNTS.map((k) => counts[k]).join('/')} (CLI ${COUNTS.map((k) => cli.counts[k]).join('/')})`);
+}
+
+// The exported report is organ diff's, field for field, but for who generated it.
+function sameReport(label, cli, got) {
+  const strip = (r) => JSON.stringify({ ...r, generator: '' });
+  const same = strip(cli) === strip(got);
+  if (!same) {
+    for (const k of Object.keys(cli)) if (JSON.stringify(cli[k]) !== JSON.stringify(got[k])) console.log(`  ${label}: "${k}" differs`);
+  }
+  check(same, `${label}: the exported JSON is organ diff --json's report field for field (generator "${got.generator}")`);
+}
+
+async function compareIn(page, a, b, timeout = 300_000, base = '/') {
+  await page.goto(`${origin}${base}`);
+  await page.waitForFunction(() => Number(document.querySelector('#threads')?.dataset.threads) > 0, null, { timeout: 60_000 });
+  await page.click('#mode-compare');
+  await page.setInputFiles('#file-a', a);
+  await page.setInputFiles('#file-b', b);
+  await page.waitForSelector('#compare[data-done], #error', { timeout });
+  const err = await page.$('#error');
+  if (err) throw new Error(`the app reported an error: ${await err.textContent()}`);
 }
 
 async function measureIn(page, file, timeout = 300_000) {
@@ -132,16 +214,92 @@ try {
   const htmlPath = path.join(outDir, 'export.html');
   await dh.saveAs(htmlPath);
 
-  // 3. Privacy: every request went to the app's own files; none had a body or named the model.
-  const modelName = path.basename(model);
-  const foreign = requests.filter((r) => !(r.url.startsWith(origin + '/') || r.url.startsWith('blob:') || r.url.startsWith('data:')));
+  // 2b. Compare mode, pair by pair.
+  for (const [k, [a, b]] of pairs.entries()) {
+    const cliR = cliDiff(a, b);
+    const name = (f) => path.basename(f[0]) + (f.length > 1 ? ` (+${f.length - 1} shard${f.length > 2 ? 's' : ''})` : '');
+    const tag = `${name(a)} vs ${name(b)}`;
+    const t0 = Date.now();
+    await compareIn(page, a, b);
+    const ms = Date.now() - t0;
+    const threadsC = Number(await page.getAttribute('#compare', 'data-threads'));
+    diffFigures(`compare ${tag} (${threadsC} threads, ${ms} ms) vs organ diff --json`, cliR, await domPairs(page, '#pairs tbody tr'), await domCounts(page));
+    const lists = await page.evaluate(() => ['#only-in-a', '#only-in-b', '#shape-mismatch']
+      .map((s) => [...document.querySelectorAll(`${s} li code`)].map((c) => c.textContent)));
+    const wantLists = [cliR.only_in_a, cliR.only_in_b, cliR.shape_mismatch.map((m) => m.name)];
+    check(JSON.stringify(lists) === JSON.stringify(wantLists),
+      `${tag}: the unmatched names are listed (only in A ${lists[0].length}, only in B ${lists[1].length}, shape mismatch ${lists[2].length})`);
+    await page.screenshot({ path: path.join(outDir, `compare-${k}.png`), fullPage: true });
+    const [dj] = await Promise.all([page.waitForEvent('download'), page.click('#export-compare-json')]);
+    const cjson = path.join(outDir, `compare-${k}.organ-diff.json`);
+    await dj.saveAs(cjson);
+    sameReport(tag, cliR, JSON.parse(fs.readFileSync(cjson, 'utf8')));
+    // An expert tensor's row shows its experts, each with the CLI's cos.
+    const moe = cliR.pairs.find((p) => p.experts);
+    if (moe) {
+      await page.click(`#pairs tbody tr[data-name="${moe.name}"]`);
+      const ex = await page.$$eval('#expert-table tbody tr', (rs) => rs.map((r) => r.dataset.cos === '' ? null : Number(r.dataset.cos)));
+      check(ex.length === moe.experts.length && ex.every((c, e) => c === moe.experts[e].cos),
+        `${tag}: clicking ${moe.name} lists its ${ex.length} experts with organ diff's cos (CLI ${moe.experts.length})`);
+    }
+    if (k > 0) continue;
+
+    // The first pair: the views, the static page, and both exports opened again.
+    const heat = await page.$$eval('#diff-heatmap tbody td[style]', (tds) => tds.map((t) => [t.classList.contains('same'), getComputedStyle(t).backgroundColor]));
+    const sameBg = new Set(heat.filter((h) => h[0]).map((h) => h[1]));
+    const changedBg = new Set(heat.filter((h) => !h[0]).map((h) => h[1]));
+    check(sameBg.size === 1 && changedBg.size >= 1 && ![...changedBg].some((c) => sameBg.has(c)),
+      `${tag}: the 1 − cos heatmap shows ${heat.filter((h) => h[0]).length} all-identical cells in their own colour and ` +
+      `${heat.filter((h) => !h[0]).length} changed cells in ${changedBg.size} colours of the log scale`);
+    const dots = await page.$$eval('#scatter svg circle', (c) => c.length);
+    const withTheta = cliR.pairs.filter((p) => p.theta_a !== null && p.theta_b !== null).length;
+    check(dots === withTheta, `${tag}: the θ(A)/θ(B) scatter has a point per measured pair (${dots} of ${withTheta})`);
+    await page.check('#changed-only');
+    const changed = await page.$$eval('#pairs tbody tr', (rs) => rs.map((r) => r.dataset.identical));
+    check(changed.length === cliR.counts.changed && changed.every((x) => x === 'false'), `${tag}: "changed only" leaves the ${changed.length} changed pairs`);
+    await page.click('#pairs thead th:nth-child(7)');
+    const first = await page.$eval('#pairs tbody tr', (r) => r.dataset.name);
+    check(first === cliR.most_changed[0], `${tag}: sorting by cos puts the most changed pair first (${first})`);
+    await page.uncheck('#changed-only');
+    const [dh] = await Promise.all([page.waitForEvent('download'), page.click('#export-compare-html')]);
+    const chtml = path.join(outDir, `compare-${k}.organ-diff.html`);
+    await dh.saveAs(chtml);
+
+    await context.setOffline(true);
+    const offline = await context.newPage();
+    const loads = [];
+    offline.on('request', (r) => loads.push(r.url()));
+    await offline.goto('file://' + path.resolve(chtml));
+    diffFigures(`${tag}: static HTML (offline) vs organ diff --json`, cliR, await domPairs(offline, 'table.pairs tbody tr'), await domCounts(offline));
+    const staticParts = await offline.evaluate(() => [document.querySelectorAll('#diff-heatmap tbody tr').length,
+      document.querySelectorAll('svg.scatter circle').length]);
+    check(staticParts[0] > 0 && staticParts[1] === withTheta && loads.every((u) => u.startsWith('file://')),
+      `${tag}: the static page shows the heatmap (${staticParts[0]} layers) and the scatter (${staticParts[1]} points), fetching nothing (${loads.length} loads, all file://)`);
+    await offline.screenshot({ path: path.join(outDir, 'compare-static-page.png'), fullPage: false });
+    await offline.close();
+    await context.setOffline(false);
+
+    for (const file of [cjson, chtml]) {
+      await page.goto(`${origin}/`);
+      await page.waitForFunction(() => Number(document.querySelector('#threads')?.dataset.threads) > 0);
+      await page.setInputFiles('#file-input', file);
+      await page.waitForSelector('#compare[data-done], #error');
+      diffFigures(`re-opened ${path.extname(file)} compare export vs organ diff --json`, cliR, await domPairs(page, '#pairs tbody tr'), await domCounts(page));
+    }
+  }
+
+  // 3. Privacy: every request went to the app's own files; none had a body or named a model.
+  const modelNames = [model, ...pairs.flat(2)].map((f) => path.basename(f));
+  // (file:// loads are the exported static pages this test opens itself, from OUT_DIR.)
+  const ownExport = (u) => u.startsWith('file://') && decodeURIComponent(new URL(u).pathname).startsWith(path.resolve(outDir) + '/');
+  const foreign = requests.filter((r) => !(r.url.startsWith(origin + '/') || r.url.startsWith('blob:') || r.url.startsWith('data:') || ownExport(r.url)));
   const bodies = requests.filter((r) => r.body > 0 || r.method !== 'GET');
-  const named = requests.filter((r) => r.url.includes(modelName) && !r.url.startsWith('blob:'));
+  const named = requests.filter((r) => modelNames.some((n) => r.url.includes(n)) && !r.url.startsWith('blob:'));
   const distFiles = new Set(fs.readdirSync(dist, { recursive: true }).map((f) => '/' + f.split(path.sep).join('/')));
   const unknown = requests.filter((r) => r.url.startsWith(origin + '/'))
     .map((r) => new URL(r.url).pathname).filter((p) => p !== '/' && !distFiles.has(p));
   check(foreign.length === 0 && bodies.length === 0 && named.length === 0 && unknown.length === 0,
-    `no request carried model bytes: ${requests.length} requests, all GETs of the app's own files ` +
+    `no request carried model bytes (measure and ${pairs.length} comparisons): ${requests.length} requests, all GETs of the app's own files ` +
     `(foreign ${foreign.length}, with a body ${bodies.length}, naming the model ${named.length}, not in dist ${unknown.length})`);
 
   // 4. The static HTML, offline, in a fresh page.
@@ -183,6 +341,13 @@ try {
   const t1 = Number(await page.getAttribute('#report', 'data-threads'));
   check(t1 === 1 && /not cross-origin isolated/.test(badge), `without COOP/COEP: ${t1} thread, the UI says "${badge}"`);
   compare('single-thread fallback vs CLI', cli, await domThetas(page));
+  if (pairs.length > 0) {
+    const [a, b] = pairs[0];
+    await compareIn(page, a, b, 300_000, '/plain/');
+    const tc = Number(await page.getAttribute('#compare', 'data-threads'));
+    diffFigures(`single-thread compare (${tc} thread) of ${path.basename(a[0])} and ${path.basename(b[0])} vs organ diff --json`,
+      cliDiff(a, b), await domPairs(page, '#pairs tbody tr'), await domCounts(page));
+  }
 
   // 8. A file over 4 GiB (sparse), whose second tensor lies past the 4 GiB mark.
   if (bigModel) {

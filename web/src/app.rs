@@ -1,16 +1,47 @@
 //! The page's controller: what the app is doing ([`Phase`], the progress, the report on
-//! screen) and what the user can do (open files, cancel), in [`Controller`]; [`App`] lays
-//! the views of `view/` out over it. Every number comes from organ-core.
+//! screen) and what the user can do (measure a model, compare two, open an export,
+//! cancel), in [`Controller`]; [`App`] lays the views of `view/` out over it. Every number
+//! comes from organ-core.
 
-use crate::export;
+use crate::compare;
+use crate::export::{self, Export};
 use crate::measure::{self, Progress};
 use crate::pool;
 use crate::source::{self, MetaRow};
-use crate::view::{DropZone, Header, ReportView, StatusLine};
+use crate::view::{CompareInputs, CompareView, DropZone, Header, ModeTabs, ReportView, StatusLine};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
+use organ_core::compare::CompareReport;
 use organ_core::report::Report;
 use std::sync::Arc;
+
+/// What the page is for: one model's θ, or two models compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Measure,
+    Compare,
+}
+
+/// Which model of a comparison: A, the base, or B, the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    A,
+    B,
+}
+
+/// A compare report on screen, compared here or opened from an export.
+pub struct CompareData {
+    pub report: CompareReport,
+    /// `Some` when compared in this tab: (ms, bytes read, threads).
+    pub run: Option<(f64, u64, usize)>,
+}
+
+/// What is on screen.
+#[derive(Clone)]
+pub enum Shown {
+    Measure(Arc<ViewData>),
+    Compare(Arc<CompareData>),
+}
 
 /// What the app is doing.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,6 +51,8 @@ pub enum Phase {
     Reading(String),
     /// Measuring the named model.
     Measuring(String),
+    /// Comparing the two named models.
+    Comparing(String),
     Done,
     Cancelled,
     Error(String),
@@ -45,9 +78,14 @@ pub struct Controller {
     threads: RwSignal<usize>,
     phase: RwSignal<Phase>,
     progress: RwSignal<Progress>,
-    data: RwSignal<Option<Arc<ViewData>>>,
+    data: RwSignal<Option<Shown>>,
     /// Set by the user; the measurement stops at its next read.
     cancel: RwSignal<bool>,
+    mode: RwSignal<Mode>,
+    /// The files chosen as A and as B (the browser's `File`s stay on this thread).
+    chosen: RwSignal<[Option<Vec<web_sys::File>>; 2], LocalStorage>,
+    /// Their names, for the drop zones.
+    chosen_names: RwSignal<[String; 2]>,
 }
 
 impl Controller {
@@ -59,6 +97,9 @@ impl Controller {
             progress: RwSignal::new(Progress::default()),
             data: RwSignal::new(None),
             cancel: RwSignal::new(false),
+            mode: RwSignal::new(Mode::Measure),
+            chosen: RwSignal::new_local([None, None]),
+            chosen_names: RwSignal::new([String::new(), String::new()]),
         };
         spawn_local(async move {
             match pool::start().await {
@@ -85,8 +126,75 @@ impl Controller {
     }
 
     /// The report on screen.
-    pub fn data(&self) -> ReadSignal<Option<Arc<ViewData>>> {
+    pub fn data(&self) -> ReadSignal<Option<Shown>> {
         self.data.read_only()
+    }
+
+    /// What the page is for.
+    pub fn mode(&self) -> ReadSignal<Mode> {
+        self.mode.read_only()
+    }
+
+    /// The names of the files chosen as A and B (empty: none yet).
+    pub fn chosen_names(&self) -> ReadSignal<[String; 2]> {
+        self.chosen_names.read_only()
+    }
+
+    /// Switches between measuring and comparing (not while a file is being read).
+    pub fn set_mode(&self, m: Mode) {
+        if !self.busy() {
+            self.mode.set(m);
+        }
+    }
+
+    fn busy(&self) -> bool {
+        matches!(self.phase.get_untracked(), Phase::Reading(_) | Phase::Measuring(_) | Phase::Comparing(_))
+    }
+
+    /// Takes the files chosen as A or B (a model, or all the shards of a split one), and
+    /// compares once both are there. A single export file is opened instead, whatever
+    /// its kind. Ignored while a file is being read.
+    pub fn choose(self, role: Role, files: Vec<web_sys::File>) {
+        if files.is_empty() || self.busy() {
+            return;
+        }
+        if files.len() == 1 && export::is_export(&files[0].name()) {
+            self.open(files);
+            return;
+        }
+        let k = role as usize;
+        let mut names: Vec<String> = files.iter().map(|f| f.name()).collect();
+        names.sort();
+        self.chosen_names.update(|n| n[k] = names.join(", "));
+        self.chosen.update(|c| c[k] = Some(files));
+        let [Some(a), Some(b)] = self.chosen.get_untracked() else { return };
+        self.run_job(
+            format!("{} and {}", self.chosen_names.get_untracked()[0], self.chosen_names.get_untracked()[1]),
+            move |c| async move { c.compare(a, b).await.map(|d| Shown::Compare(Arc::new(d))) },
+        );
+    }
+
+    /// Runs `work` as the page's one job: clears what is shown, and shows its result, its
+    /// error, or that it was cancelled.
+    fn run_job<F, Fut>(self, first: String, work: F)
+    where
+        F: FnOnce(Self) -> Fut + 'static,
+        Fut: std::future::Future<Output = Result<Shown, String>> + 'static,
+    {
+        self.cancel.set(false);
+        self.data.set(None);
+        self.progress.set(Progress::default());
+        self.phase.set(Phase::Reading(first));
+        spawn_local(async move {
+            match work(self).await {
+                Ok(v) => {
+                    self.data.set(Some(v));
+                    self.phase.set(Phase::Done);
+                }
+                Err(_) if self.cancel.get_untracked() => self.phase.set(Phase::Cancelled),
+                Err(e) => self.phase.set(Phase::Error(e)),
+            }
+        });
     }
 
     /// Asks the measurement under way to stop.
@@ -97,39 +205,52 @@ impl Controller {
     /// Opens what the user chose: a model (one file, or all the shards of a split one),
     /// measured here, or a report exported earlier. Ignored while a file is being read.
     pub fn open(self, files: Vec<web_sys::File>) {
-        if files.is_empty() || matches!(self.phase.get_untracked(), Phase::Reading(_) | Phase::Measuring(_)) {
+        if files.is_empty() || self.busy() {
             return;
         }
-        self.cancel.set(false);
-        self.data.set(None);
-        self.progress.set(Progress::default());
-        spawn_local(async move {
-            let files: Vec<gloo_file::File> = files.into_iter().map(gloo_file::File::from).collect();
-            let first = files[0].name();
-            self.phase.set(Phase::Reading(first.clone()));
-            let shown = if files.len() == 1 && export::is_export(&first) {
-                self.open_export(&files[0]).await
+        let files: Vec<gloo_file::File> = files.into_iter().map(gloo_file::File::from).collect();
+        let first = files[0].name();
+        self.run_job(first.clone(), move |c| async move {
+            if files.len() == 1 && export::is_export(&first) {
+                c.open_export(&files[0]).await
             } else {
-                self.measure(files).await
-            };
-            match shown {
-                Ok(v) => {
-                    self.data.set(Some(Arc::new(v)));
-                    self.phase.set(Phase::Done);
-                }
-                Err(_) if self.cancel.get_untracked() => self.phase.set(Phase::Cancelled),
-                Err(e) => self.phase.set(Phase::Error(e)),
+                c.measure(files).await.map(|v| Shown::Measure(Arc::new(v)))
             }
         });
     }
 
-    /// Reads a report exported earlier.
-    async fn open_export(self, file: &gloo_file::File) -> Result<ViewData, String> {
+    /// Reads a report exported earlier, θ or compare, and shows it in its mode.
+    async fn open_export(self, file: &gloo_file::File) -> Result<Shown, String> {
         let name = file.name();
         let text = gloo_file::futures::read_as_text(file).await.map_err(|e| format!("{name}: {e}"))?;
-        let report = export::parse_export(&name, &text)?;
-        let histograms = report.models.first().map_or(0, |m| m.tensors.len());
-        Ok(ViewData { report, histograms: vec![None; histograms], metadata: Vec::new(), version: None, run: None })
+        Ok(match export::parse_export(&name, &text)? {
+            Export::Measure(report) => {
+                self.mode.set(Mode::Measure);
+                let histograms = report.models.first().map_or(0, |m| m.tensors.len());
+                Shown::Measure(Arc::new(ViewData {
+                    report,
+                    histograms: vec![None; histograms],
+                    metadata: Vec::new(),
+                    version: None,
+                    run: None,
+                }))
+            }
+            Export::Compare(report) => {
+                self.mode.set(Mode::Compare);
+                Shown::Compare(Arc::new(CompareData { report: *report, run: None }))
+            }
+        })
+    }
+
+    /// Compares A and B in this tab.
+    async fn compare(self, a: Vec<web_sys::File>, b: Vec<web_sys::File>) -> Result<CompareData, String> {
+        let chosen = pool::now_ms();
+        let a = source::open(a.into_iter().map(gloo_file::File::from).collect()).await?;
+        self.phase.set(Phase::Reading(b.first().map(|f| f.name()).unwrap_or_default()));
+        let b = source::open(b.into_iter().map(gloo_file::File::from).collect()).await?;
+        self.phase.set(Phase::Comparing(format!("{} (A) and {} (B)", a.label, b.label)));
+        let o = compare::compare(&a, &b, &|| self.cancel.get_untracked(), &|p| self.progress.set(p)).await?;
+        Ok(CompareData { report: o.report, run: Some((pool::now_ms() - chosen, o.bytes_read, o.threads)) })
     }
 
     /// Measures a model in this tab.
@@ -150,17 +271,31 @@ impl Controller {
     }
 }
 
-/// The page: the header, the drop zone, what is under way, and the report.
+/// The page: the header, the mode tabs, the drop zone (or A's and B's), what is under
+/// way, and the report.
 #[component]
 pub fn App() -> impl IntoView {
     let c = Controller::start();
     let data = c.data();
+    let mode = c.mode();
     view! {
         <Header threads=c.threads() />
         <main>
-            <DropZone on_files=Callback::new(move |files| c.open(files)) />
+            <ModeTabs mode on_mode=Callback::new(move |m| c.set_mode(m)) />
+            {move || match mode.get() {
+                Mode::Measure => view! { <DropZone on_files=Callback::new(move |files| c.open(files)) /> }.into_any(),
+                Mode::Compare => view! {
+                    <CompareInputs names=c.chosen_names() on_files=Callback::new(move |(role, files)| c.choose(role, files)) />
+                }.into_any(),
+            }}
             <StatusLine phase=c.phase() progress=c.progress() on_cancel=Callback::new(move |()| c.cancel()) />
-            {move || data.get().map(|d| view! { <ReportView data=d /> })}
+            // Each mode shows its own kind of report: switching modes hides the other's
+            // (and switching back shows it again).
+            {move || data.get().and_then(|d| match (mode.get(), d) {
+                (Mode::Measure, Shown::Measure(d)) => Some(view! { <ReportView data=d /> }.into_any()),
+                (Mode::Compare, Shown::Compare(d)) => Some(view! { <CompareView data=d /> }.into_any()),
+                _ => None,
+            })}
         </main>
     }
 }

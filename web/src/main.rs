@@ -1,8 +1,10 @@
-//! organ in the browser: drop a GGUF into a tab, get its θ report, privately. The file is
-//! read in byte ranges through the File API and measured on a pool of Web Workers by the
-//! same organ-core functions as the CLI; nothing is uploaded.
+//! organ in the browser: drop a GGUF into a tab, get its θ report, privately; or drop two
+//! and compare them tensor by tensor. Files are read in byte ranges through the File API
+//! and measured or compared on a pool of Web Workers by the same organ-core functions as
+//! the CLI; nothing is uploaded.
 
 mod app;
+mod compare;
 mod export;
 mod measure;
 mod pool;

@@ -14,14 +14,14 @@ use std::collections::VecDeque;
 
 /// Needed blocks closer than this share one read, within a tensor and across tensors: a
 /// browser read costs far more than the bytes in a small gap.
-const MAX_GAP: u64 = 64 << 10;
+pub(crate) const MAX_GAP: u64 = 64 << 10;
 /// The longest single read. Chromium spends about 1 ms of CPU per read besides the
 /// bytes: reading SmolLM2 (98 MB) took 100–130 ms of CPU in 16 MB reads, 150–190 ms in
 /// 4 MB reads and 260 ms in 1 MB reads (headless Chromium, 2 cores).
-const MAX_READ: u64 = 16 << 20;
+pub(crate) const MAX_READ: u64 = 16 << 20;
 /// The first read's longest; each next read may be twice as long, up to [`MAX_READ`]: the
 /// pool gets its first tensors in a few milliseconds instead of waiting for 16 MB.
-const FIRST_READ: u64 = 1 << 20;
+pub(crate) const FIRST_READ: u64 = 1 << 20;
 /// Histogram bins kept per tensor (the values themselves are not kept).
 pub const BINS: usize = 48;
 
@@ -58,7 +58,7 @@ type Computing = FuturesUnordered<futures_channel::oneshot::Receiver<Done>>;
 
 /// Reads issued at once: one being copied while the next is read. More reads at once
 /// did not read faster, and each read lands later.
-const MAX_READS_IN_FLIGHT: usize = 2;
+pub(crate) const MAX_READS_IN_FLIGHT: usize = 2;
 
 /// A tensor whose reads are under way.
 struct Open {
@@ -72,7 +72,7 @@ struct Open {
 }
 
 /// Reads a batch's bytes.
-async fn read_batch(file: gloo_file::File, batch: Batch) -> Result<(Batch, js_sys::ArrayBuffer), String> {
+pub(crate) async fn read_batch(file: gloo_file::File, batch: Batch) -> Result<(Batch, js_sys::ArrayBuffer), String> {
     read_buffer(&file, batch.start, batch.end).await.map(|b| (batch, b))
 }
 
@@ -82,7 +82,7 @@ async fn read_batch(file: gloo_file::File, batch: Batch) -> Result<(Batch, js_sy
 /// plan write every byte of its buffer (dense: the ranges tile the tensor; sparse: every
 /// needed block is filled).
 #[derive(Default)]
-struct Buffers(Vec<Vec<u8>>);
+pub(crate) struct Buffers(Vec<Vec<u8>>);
 
 impl Buffers {
     /// Bytes kept for reuse at most; buffers beyond it are freed.
@@ -90,7 +90,7 @@ impl Buffers {
 
     /// A buffer of at least `len` bytes: the smallest kept one that is large enough, else a
     /// new one.
-    fn take(&mut self, len: usize) -> Vec<u8> {
+    pub(crate) fn take(&mut self, len: usize) -> Vec<u8> {
         let fit =
             (self.0.iter().enumerate()).filter(|(_, b)| b.len() >= len).min_by_key(|(_, b)| b.len()).map(|(k, _)| k);
         match fit {
@@ -100,7 +100,7 @@ impl Buffers {
     }
 
     /// Keeps `b` for reuse, within [`Buffers::KEEP_BYTES`] (dropping the smallest first).
-    fn give(&mut self, b: Vec<u8>) {
+    pub(crate) fn give(&mut self, b: Vec<u8>) {
         self.0.push(b);
         self.0.sort_unstable_by_key(|b| core::cmp::Reverse(b.len()));
         let mut kept = 0;
@@ -113,7 +113,7 @@ impl Buffers {
 
 /// How often the progress bar is redrawn at most (SmolLM2 finishes a tensor every 1–2 ms):
 /// each redraw takes the page's thread (style, layout, paint) from reading the file.
-const PROGRESS_EVERY_MS: f64 = 100.0;
+pub(crate) const PROGRESS_EVERY_MS: f64 = 100.0;
 
 /// A tensor's error, with the model and the tensor named.
 fn tensor_err(model: &Model, i: usize, e: impl core::fmt::Display) -> String {
@@ -121,7 +121,7 @@ fn tensor_err(model: &Model, i: usize, e: impl core::fmt::Display) -> String {
 }
 
 /// The error when a worker drops its answer's channel before answering.
-fn worker_gone<E>(_: E) -> String {
+pub(crate) fn worker_gone<E>(_: E) -> String {
     "a worker stopped before finishing".to_owned()
 }
 

@@ -38,9 +38,57 @@ pub fn theta_color(theta: f64, lo: f64, hi: f64) -> String {
     format!("hsl({hue:.0},70%,{:.0}%)", 62.0 - 14.0 * x)
 }
 
+/// The colour of a cell or pair whose bytes are identical: outside the scale of
+/// [`diff_color`], so "no change at all" never looks like "a tiny change".
+pub const IDENTICAL_COLOR: &str = "#dfe3e8";
+
+/// The colour of a change `d` (1 − cos, or any positive figure spanning decades) on a
+/// logarithmic scale from `lo` (pale: a tiny change) to `hi` (deep red: a large one), as a
+/// CSS `hsl()`. `d` at or below 0 takes `lo`'s colour.
+pub fn diff_color(d: f64, lo: f64, hi: f64) -> String {
+    let x = diff_position(d, lo, hi);
+    format!("hsl({:.0},{:.0}%,{:.0}%)", 55.0 - 55.0 * x, 75.0 + 10.0 * x, 86.0 - 42.0 * x)
+}
+
+/// Where `d` lies between `lo` and `hi` on a log scale, from 0 to 1 (0.5 for an empty scale).
+pub fn diff_position(d: f64, lo: f64, hi: f64) -> f64 {
+    if !(lo > 0.0 && hi > lo) {
+        return 0.5;
+    }
+    if d.is_nan() || d <= lo {
+        return 0.0;
+    }
+    let (a, b) = (libm::log10(lo), libm::log10(hi));
+    ((libm::log10(d) - a) / (b - a)).clamp(0.0, 1.0)
+}
+
+/// A figure that spans decades, for people: `3.2e-5`; `0` for zero; empty for none.
+pub fn sci(v: Option<f64>) -> String {
+    match v {
+        None => String::new(),
+        Some(0.0) => "0".into(),
+        Some(x) => format!("{x:.1e}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn changes_a_decade_apart_get_different_colours() {
+        assert_eq!(diff_position(1e-6, 1e-6, 1e-2), 0.0);
+        assert!((diff_position(1e-4, 1e-6, 1e-2) - 0.5).abs() < 1e-12);
+        assert_eq!(diff_position(1.0, 1e-6, 1e-2), 1.0);
+        assert_eq!(diff_position(0.0, 1e-6, 1e-2), 0.0);
+        assert_eq!(diff_position(f64::NAN, 1e-6, 1e-2), 0.0);
+        assert_eq!(diff_position(1e-3, 0.0, 1.0), 0.5);
+        assert_ne!(diff_color(1e-6, 1e-6, 1e-2), diff_color(1e-5, 1e-6, 1e-2));
+        assert_ne!(diff_color(1e-6, 1e-6, 1e-2), IDENTICAL_COLOR);
+        assert_eq!(sci(Some(3.21e-5)), "3.2e-5");
+        assert_eq!(sci(Some(0.0)), "0");
+        assert_eq!(sci(None), "");
+    }
 
     #[test]
     fn colours_run_from_warm_to_cool() {

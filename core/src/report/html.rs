@@ -7,6 +7,7 @@
 //! id="organ-report">`), so the page can be opened in the app again; each tensor row also
 //! carries its exact θ in `data-theta`.
 
+pub use super::compare_html::render_compare;
 use super::{human_bytes, human_count, theta_color, Heatmap, ModelReport, Report, Status};
 use alloc::format;
 use alloc::string::String;
@@ -28,14 +29,14 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-/// The report as JSON that is safe inside a `<script>` element (no `<` at all).
-pub fn embeddable_json(report: &Report) -> String {
+/// A report (θ or compare) as JSON that is safe inside a `<script>` element (no `<` at all).
+pub fn embeddable_json<T: serde::Serialize + ?Sized>(report: &T) -> String {
     // Serializing plain data structures cannot fail.
     let json = serde_json::to_string(report).unwrap_or_default();
     json.replace('<', "\\u003c")
 }
 
-const STYLE: &str = "
+pub(crate) const STYLE: &str = "
 :root{--bg:#fbfaf7;--fg:#1d232b;--mute:#5b6673;--line:#d9dde2;--card:#fff}
 *{box-sizing:border-box}body{margin:0;font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;background:var(--bg);color:var(--fg)}
 header{padding:18px 28px;border-bottom:1px solid var(--line);background:var(--card)}h1{font-size:20px;margin:0}
@@ -49,7 +50,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.heat td{width:64px;text
 .legend{display:inline-block;width:160px;height:10px;vertical-align:middle;border-radius:3px}
 ";
 
-const SCRIPT: &str = "
+pub(crate) const SCRIPT: &str = "
 document.querySelectorAll('table.sortable').forEach(function(t){t.querySelectorAll('th').forEach(function(th,i){th.addEventListener('click',function(){
 var b=t.tBodies[0],rows=Array.prototype.slice.call(b.rows),num=th.hasAttribute('data-num'),dir=th.dataset.dir=th.dataset.dir==='asc'?'desc':'asc';
 rows.sort(function(x,y){var a=x.cells[i].getAttribute('data-v'),c=y.cells[i].getAttribute('data-v');if(a===null)a=x.cells[i].textContent;if(c===null)c=y.cells[i].textContent;
@@ -59,7 +60,7 @@ document.querySelectorAll('input.filter').forEach(function(inp){inp.addEventList
 document.getElementById(inp.dataset.table).querySelectorAll('tbody tr').forEach(function(r){r.hidden=q!==''&&r.textContent.toLowerCase().indexOf(q)<0})})});
 ";
 
-fn opt(v: Option<f64>, digits: usize) -> String {
+pub(crate) fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(String::new, |x| format!("{x:.digits$}"))
 }
 
@@ -225,7 +226,7 @@ pub fn render(report: &Report) -> String {
     out
 }
 
-/// The report embedded in a page made by [`render`], if there is one.
+/// The report embedded in a page made by [`render`] or [`render_compare`], if there is one.
 pub fn extract_json(page: &str) -> Option<&str> {
     let start = page.find("<script type=\"application/json\" id=\"organ-report\">")?;
     let rest = &page[start..];

@@ -1,18 +1,26 @@
 //! θ reports and how they are shown: the one JSON schema every face writes (CLI `--json`,
 //! browser export, HTTP API; `docs/report.schema.json`), a model's summary (§4 of
 //! `docs/z-measure.md`), what the faces draw (heatmap, histogram, colours, number
-//! formats) and the static HTML page. The measure itself is [`crate::zmeasure`]'s; this
-//! module only presents what it returns.
+//! formats) and the static HTML page; and how a compare report ([`crate::compare`]) is
+//! shown: its 1 − cos heatmap, θ(A)/θ(B) scatter and static page. The measure itself is
+//! [`crate::zmeasure`]'s, the comparison [`crate::compare`]'s; this module only presents
+//! what they return.
 
+mod compare_heatmap;
+mod compare_html;
 mod format;
 mod heatmap;
 mod histogram;
 pub mod html;
+mod scatter;
 mod schema;
 mod summary;
 
-pub use format::{human_bytes, human_count, theta_color};
+pub use compare_heatmap::{CompareHeatmap, DiffCell, DIFF_FLOOR};
+pub use compare_html::render_compare;
+pub use format::{diff_color, diff_position, human_bytes, human_count, sci, theta_color, IDENTICAL_COLOR};
 pub use heatmap::Heatmap;
 pub use histogram::Histogram;
+pub use scatter::theta_scatter_svg;
 pub use schema::{ModelReport, RankRow, Report, Status, TensorReport};
 pub use summary::{GroupSummary, Summary, Well, WELLS};

@@ -1,5 +1,7 @@
-//! Where files come in: a drop target that is also a file chooser.
+//! Where files come in: a drop target that is also a file chooser, and the page's mode
+//! tabs and the two drop targets of a comparison (A, the base; B, the other).
 
+use crate::app::{Mode, Role};
 use leptos::prelude::*;
 
 fn file_list(list: Option<web_sys::FileList>) -> Vec<web_sys::File> {
@@ -7,11 +9,25 @@ fn file_list(list: Option<web_sys::FileList>) -> Vec<web_sys::File> {
     (0..list.length()).filter_map(|i| list.get(i)).collect()
 }
 
-/// The drop zone: files dropped on it or chosen through it go to `on_files`.
+/// A drop zone: files dropped on it or chosen through it go to `on_files`.
 #[component]
 pub fn DropZone(
     /// Called with the files dropped or chosen (a model, its shards, or an export).
     on_files: Callback<Vec<web_sys::File>>,
+    /// The zone's element id.
+    #[prop(default = "drop")]
+    id: &'static str,
+    /// The file input's element id.
+    #[prop(default = "file-input")]
+    input_id: &'static str,
+    /// What to drop, in bold.
+    #[prop(into, default = Signal::stored("Drop a .gguf file here, or click to choose one".to_owned()))]
+    title: Signal<String>,
+    /// The line below it.
+    #[prop(
+        default = "All the shards of a split model together, or a report exported earlier (.json or .html). Any size: only the sampled blocks are read."
+    )]
+    hint: &'static str,
 ) -> impl IntoView {
     let dragging = RwSignal::new(false);
     let on_change = move |ev: web_sys::Event| {
@@ -25,13 +41,61 @@ pub fn DropZone(
         on_files.run(file_list(ev.data_transfer().and_then(|d| d.files())));
     };
     view! {
-        <label id="drop" class="drop" class:over=move || dragging.get()
+        <label id=id class="drop" class:over=move || dragging.get()
             on:dragover=move |ev: web_sys::DragEvent| { ev.prevent_default(); dragging.set(true); }
             on:dragleave=move |_| dragging.set(false)
             on:drop=on_drop>
-            <input id="file-input" type="file" multiple accept=".gguf,.json,.html" on:change=on_change />
-            <b>"Drop a .gguf file here, or click to choose one"</b>
-            <span class="mute">"All the shards of a split model together, or a report exported earlier (.json or .html). Any size: only the sampled blocks are read."</span>
+            <input id=input_id type="file" multiple accept=".gguf,.json,.html" on:change=on_change />
+            <b>{move || title.get()}</b>
+            <span class="mute">{hint}</span>
         </label>
+    }
+}
+
+/// The two modes of the page, as tabs.
+#[component]
+pub fn ModeTabs(mode: ReadSignal<Mode>, on_mode: Callback<Mode>) -> impl IntoView {
+    let tab = move |m: Mode, id: &'static str, label: &'static str| {
+        view! {
+            <button id=id class="tab" class:on=move || mode.get() == m aria-pressed=move || (mode.get() == m).to_string()
+                on:click=move |_| on_mode.run(m)>{label}</button>
+        }
+    };
+    view! {
+        <nav class="tabs">
+            {tab(Mode::Measure, "mode-measure", "Measure one model")}
+            {tab(Mode::Compare, "mode-compare", "Compare two models")}
+        </nav>
+    }
+}
+
+/// The drop zones of A (the base) and B (the other): the comparison starts once both hold
+/// a model; dropping another file on either compares again.
+#[component]
+pub fn CompareInputs(
+    /// The names of the files chosen as A and B (empty: none yet).
+    names: ReadSignal<[String; 2]>,
+    /// Called with the role and the files dropped or chosen.
+    on_files: Callback<(Role, Vec<web_sys::File>)>,
+) -> impl IntoView {
+    let title = move |k: usize, role: &'static str| {
+        Signal::derive(move || {
+            let n = &names.get()[k];
+            if n.is_empty() {
+                format!("{role}: drop a .gguf here, or click")
+            } else {
+                format!("{role}: {n}")
+            }
+        })
+    };
+    view! {
+        <div class="two pair-inputs">
+            <DropZone id="drop-a" input_id="file-a" title=title(0, "A · the base")
+                hint="The model compared against (e.g. the original). All shards of a split model together."
+                on_files=Callback::new(move |f| on_files.run((Role::A, f))) />
+            <DropZone id="drop-b" input_id="file-b" title=title(1, "B · the other")
+                hint="The model compared with A (a finetune, a requantization, a graft…). Or drop a compare report (.json, .html)."
+                on_files=Callback::new(move |f| on_files.run((Role::B, f))) />
+        </div>
     }
 }

@@ -14,7 +14,7 @@ pub fn Header(
         <header class="top">
             <div>
                 <h1>"organ"</h1>
-                <p class="mute">"The Z-measure θ of every tensor of a GGUF model, computed in this tab. The file never leaves your machine."</p>
+                <p class="mute">"The Z-measure θ of every tensor of a GGUF model, or two models compared tensor by tensor, computed in this tab. The files never leave your machine."</p>
             </div>
             <span id="threads" class="badge" data-threads=move || threads.get().to_string()
                 class:warn=move || threads.get() == 1 && !pool::cross_origin_isolated()>

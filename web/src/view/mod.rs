@@ -1,13 +1,16 @@
 //! The page's views, one component per part of the page. They show what the controller
 //! (`app.rs`) holds and call back into it; none keeps state beyond its own widgets (the
-//! tensor table's sort and filter, the selected tensor).
+//! tensor and pair tables' sort and filter, the selected row).
 
+mod compare_report;
+mod diff_heatmap;
 mod drop_zone;
 mod groups;
 mod header;
 mod heatmap;
 mod histogram;
 mod metadata;
+mod pair_table;
 mod progress;
 mod report;
 mod status;
@@ -15,7 +18,8 @@ mod summary;
 mod tensor_table;
 mod wells;
 
-pub use drop_zone::DropZone;
+pub use compare_report::CompareView;
+pub use drop_zone::{CompareInputs, DropZone, ModeTabs};
 pub use header::Header;
 pub use report::ReportView;
 pub use status::StatusLine;

@@ -1,4 +1,4 @@
-//! The measurement's progress: a bar, tensors and bytes done, the time left, and Cancel.
+//! A measurement's or comparison's progress: a bar, tensors and bytes done, the time left, and Cancel.
 
 use crate::measure::Progress;
 use leptos::prelude::*;
@@ -12,11 +12,17 @@ pub fn ProgressBar(
     progress: ReadSignal<Progress>,
     /// Called when the user presses Cancel.
     on_cancel: Callback<()>,
+    /// What is under way: "Measuring", "Comparing".
+    #[prop(default = "Measuring")]
+    verb: &'static str,
+    /// What `done` and `total` count.
+    #[prop(default = "tensors")]
+    unit: &'static str,
 ) -> impl IntoView {
     view! {
         <section id="progress" class="progress">
             <div class="row">
-                <b>"Measuring " {name}</b>
+                <b>{verb}" "{name}</b>
                 <button id="cancel" on:click=move |_| on_cancel.run(())>"Cancel"</button>
             </div>
             <div class="bar"><div class="fill" style:width=move || {
@@ -26,7 +32,7 @@ pub fn ProgressBar(
             <p class="mute">{move || {
                 let p = progress.get();
                 let left = p.eta_ms().map_or_else(String::new, |ms| format!(" · about {:.1} s left", ms / 1000.0));
-                format!("{} / {} tensors · {} read of {}{left}", p.done, p.total, human_bytes(p.bytes_read), human_bytes(p.bytes_total))
+                format!("{} / {} {unit} · {} read of {}{left}", p.done, p.total, human_bytes(p.bytes_read), human_bytes(p.bytes_total))
             }}</p>
         </section>
     }

@@ -1,0 +1,123 @@
+//! A compare report on screen: which model is A and which B, the exports, the counts and
+//! warnings, the groups, the 1 − cos heatmap beside the θ(A)/θ(B) scatter, every pair in
+//! a table, and the names that did not pair.
+
+use super::diff_heatmap::DiffHeatmapView;
+use super::pair_table::PairTable;
+use crate::app::CompareData;
+use crate::export;
+use leptos::prelude::*;
+use organ_core::compare::Side;
+use organ_core::report::{human_bytes, human_count, sci, theta_scatter_svg};
+use std::sync::Arc;
+
+/// One model's row in the table of the two.
+fn side_row(role: &'static str, s: &Side) -> impl IntoView {
+    view! {
+        <tr><td><b>{role}</b></td><td><code>{s.model.clone()}</code></td><td>{s.architecture.clone().unwrap_or_else(|| "?".into())}</td>
+        <td>{s.name.clone().unwrap_or_else(|| "?".into())}</td><td class="n">{human_count(s.parameters)}</td>
+        <td class="n">{human_bytes(s.file_bytes)}</td><td class="n">{s.tensors}</td></tr>
+    }
+}
+
+/// A list of names with its count; "none" when empty.
+fn names(id: &'static str, title: &'static str, v: &[String]) -> impl IntoView {
+    view! {
+        <div>
+            <h3>{format!("{title} ({})", v.len())}</h3>
+            {if v.is_empty() {
+                view! { <p class="mute">"none"</p> }.into_any()
+            } else {
+                view! { <ul id=id class="names">{v.iter().map(|n| view! { <li><code>{n.clone()}</code></li> }).collect_view()}</ul> }.into_any()
+            }}
+        </div>
+    }
+}
+
+/// The compare report on screen. Its `data-*` attributes carry the run's figures for the
+/// tests: milliseconds from files chosen to report built, bytes read, threads.
+#[component]
+pub fn CompareView(data: Arc<CompareData>) -> impl IntoView {
+    let r = Arc::new(data.report.clone());
+    let export_json = {
+        let r = r.clone();
+        move |_| export::download_compare_json(&r)
+    };
+    let export_html = {
+        let r = r.clone();
+        move |_| export::download_compare_html(&r)
+    };
+    let run = data.run.map(|(ms, bytes, n)| {
+        format!(
+            "Compared in {:.2} s on {n} thread{}, reading {} from {} of files (tensors of the same type are read whole on both sides to tell identical bytes).",
+            ms / 1000.0,
+            if n == 1 { "" } else { "s" },
+            human_bytes(bytes),
+            human_bytes(r.a.file_bytes.saturating_add(r.b.file_bytes))
+        )
+    });
+    let (ms, bytes, n) = data.run.unwrap_or((0.0, 0, 0));
+    let c = r.counts.clone();
+    let counts = [
+        ("comparable", "comparable", c.comparable),
+        ("identical", "identical", c.identical),
+        ("changed", "changed", c.changed),
+        ("only_in_a", "only in A", c.only_in_a),
+        ("only_in_b", "only in B", c.only_in_b),
+        ("shape_mismatch", "shape mismatch", c.shape_mismatch),
+    ];
+    let scatter = theta_scatter_svg(&r);
+    view! {
+        <section id="compare" data-done="1" data-elapsed-ms=ms.to_string() data-bytes-read=bytes.to_string() data-threads=n.to_string()>
+            <div class="row">
+                <h2>{format!("{} (A) vs {} (B)", r.a.model, r.b.model)}</h2>
+                <div class="actions">
+                    <button id="export-compare-json" on:click=export_json>"Export JSON"</button>
+                    <button id="export-compare-html" on:click=export_html>"Export static HTML"</button>
+                </div>
+            </div>
+            {run.map(|t| view! { <p class="mute" id="run">{t}</p> })}
+            <table class="sides"><thead><tr><th></th><th>"file"</th><th>"architecture"</th><th>"name"</th><th>"parameters"</th><th>"size"</th><th>"tensors"</th></tr></thead>
+                <tbody>{side_row("A · base", &r.a)}{side_row("B · other", &r.b)}</tbody></table>
+            <div class="cards counts">
+                {counts.into_iter().map(|(k, label, v)| view! { <div class="card" data-count=k>{label}<b>{v}</b></div> }).collect_view()}
+            </div>
+            {(!r.warnings.is_empty()).then(|| view! {
+                <ul id="warnings" class="warnings">{r.warnings.iter().map(|w| view! { <li>{w.clone()}</li> }).collect_view()}</ul>
+            })}
+            <div class="two">
+                <div>
+                    <h3>"Groups"</h3>
+                    <table id="compare-groups"><thead><tr><th>"group"</th><th>"pairs"</th><th>"identical"</th><th>"cos mean"</th><th>"cos min"</th><th>"rel_l2 mean"</th></tr></thead><tbody>
+                    {r.groups.iter().map(|g| view! {
+                        <tr><td>{g.group.name()}</td><td class="n">{g.count}</td><td class="n">{g.identical}</td>
+                        <td class="n">{g.cos_mean.map(|x| format!("{x:.8}")).unwrap_or_default()}</td>
+                        <td class="n">{g.cos_min.map(|x| format!("{x:.8}")).unwrap_or_default()}</td>
+                        <td class="n">{sci(g.rel_l2_mean)}</td></tr>
+                    }).collect_view()}
+                    </tbody></table>
+                    <h3>"Most changed"</h3>
+                    <ol id="most-changed" class="wells">{r.most_changed.iter().map(|n| view! { <li><code>{n.clone()}</code></li> }).collect_view()}</ol>
+                </div>
+                <div>
+                    <DiffHeatmapView r=r.clone() />
+                    <h3>"θ(A) against θ(B)"</h3>
+                    <div id="scatter" class="scatterbox" inner_html=scatter></div>
+                </div>
+            </div>
+            <PairTable r=r.clone() />
+            <h3>"Unmatched"</h3>
+            <div class="two three">
+                {names("only-in-a", "Only in A", &r.only_in_a)}
+                {names("only-in-b", "Only in B", &r.only_in_b)}
+                <div>
+                    <h3>{format!("Shape mismatch ({})", r.shape_mismatch.len())}</h3>
+                    <ul id="shape-mismatch" class="names">{r.shape_mismatch.iter().map(|s| {
+                        let dims = |d: &[u64]| d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("×");
+                        view! { <li><code>{s.name.clone()}</code>{format!(": A {} · B {}", dims(&s.a), dims(&s.b))}</li> }
+                    }).collect_view()}</ul>
+                </div>
+            </div>
+        </section>
+    }
+}

@@ -114,6 +114,10 @@ enum Command {
         /// Also write one CSV row per pair (and per expert of expert tensors).
         #[arg(long, value_name = "FILE")]
         csv: Option<PathBuf>,
+        /// Also write the report as one self-contained static HTML page (the browser app's
+        /// export, with the 1 − cos heatmap and the θ scatter): opens offline, embeds the JSON.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
         /// How many of the most changed tensors to print.
         #[arg(long, default_value_t = 10)]
         top: usize,
@@ -342,12 +346,12 @@ fn run(cli: Cli) -> Result<Exit> {
                 progress::emit(&progress::Event::Stats { tensor_bytes_read: read, peak_rss_kib: peak_rss_kib() });
             }
         }
-        Command::Diff { a, b, json, csv, top, only_changed, fail_on_change, threads, stream, stats, force } => {
-            guard(&[a.clone(), b.clone()], [&json, &csv].into_iter().filter_map(|p| p.as_deref()), force)?;
+        Command::Diff { a, b, json, csv, html, top, only_changed, fail_on_change, threads, stream, stats, force } => {
+            guard(&[a.clone(), b.clone()], [&json, &csv, &html].into_iter().filter_map(|p| p.as_deref()), force)?;
             if let Some(n) = threads {
                 rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build_global()?;
             }
-            let opts = cmd::diff::Options { a, b, json, csv, top, only_changed, stream, force };
+            let opts = cmd::diff::Options { a, b, json, csv, html, top, only_changed, stream, force };
             let changed = cmd::diff::run(&opts, &mut out)?;
             if stats {
                 let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);

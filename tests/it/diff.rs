@@ -593,6 +593,22 @@ fn renamed_and_reshaped_tensors_are_listed_and_the_rest_compared() {
     assert!(zero["cos"].is_null() && zero["rel_l2"].is_null(), "{zero}");
 }
 
+/// `--html` writes the browser's static compare page, which embeds the `--json` report.
+#[test]
+fn the_html_page_embeds_the_json_report() {
+    let a = write_model("html-a.gguf", "llama", &small_model());
+    let mut tensors = small_model();
+    tensors[4].values[3] += 0.5;
+    let b = write_model("html-b.gguf", "llama", &tensors);
+    let page = tmp("diff-page.html");
+    let d = diff(&a, &b, "html.json", &["--html", page.to_str().unwrap()]);
+    let page = std::fs::read_to_string(&page).unwrap();
+    let embedded = organ_core::report::html::extract_json(&page).expect("the page embeds its report");
+    let embedded: Value = serde_json::from_str(embedded).unwrap();
+    assert_eq!(embedded, d.report);
+    assert_eq!(embedded["counts"]["changed"], 1);
+}
+
 // --- Bad input ---------------------------------------------------------------------------
 
 /// `organ ARGS…`: (exit status, stderr).

@@ -24,6 +24,7 @@ pub struct Options {
     pub b: PathBuf,
     pub json: Option<PathBuf>,
     pub csv: Option<PathBuf>,
+    pub html: Option<PathBuf>,
     /// Most changed tensors to print.
     pub top: usize,
     /// Per-tensor outputs (CSV rows, the JSON's `pairs`) list changed pairs only.
@@ -196,6 +197,10 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<bool> {
     }
     if let Some(p) = &opts.csv {
         write_file(p, opts.force, |w| write_csv(&report, w))?;
+    }
+    if let Some(p) = &opts.html {
+        let page = organ_core::report::render_compare(&report);
+        write_file(p, opts.force, |w| Ok(w.write_all(page.as_bytes())?))?;
     }
     Ok(changed)
 }

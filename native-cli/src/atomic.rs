@@ -206,3 +206,17 @@ pub fn write_file(path: &Path, force: bool, fill: impl FnOnce(&mut dyn Write) ->
     drop(f);
     tmp.commit()
 }
+
+/// [`write_file`] of `value` as pretty JSON with a final newline (the reports' `--json`).
+pub fn write_json<T: serde::Serialize>(path: &Path, force: bool, value: &T) -> Result<()> {
+    write_file(path, force, |w| {
+        serde_json::to_writer_pretty(&mut *w, value)?;
+        writeln!(w)?;
+        Ok(())
+    })
+}
+
+/// [`write_file`] of `text` (the reports' `--html`).
+pub fn write_text(path: &Path, force: bool, text: &str) -> Result<()> {
+    write_file(path, force, |w| Ok(w.write_all(text.as_bytes())?))
+}

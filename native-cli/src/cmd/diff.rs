@@ -4,7 +4,7 @@
 //! for ordinary models, and by positioned reads of bounded size for huge ones (`--stream`,
 //! automatic over 2 GiB), so memory stays bounded whatever the size.
 
-use crate::atomic::write_file;
+use crate::atomic::{write_file, write_json, write_text};
 use crate::model::{Model, Tensor};
 use anyhow::{Context, Result};
 use organ_core::compare::{
@@ -189,18 +189,13 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<bool> {
         report.pairs.retain(|p| !p.identical);
     }
     if let Some(p) = &opts.json {
-        write_file(p, opts.force, |w| {
-            serde_json::to_writer_pretty(&mut *w, &report)?;
-            writeln!(w)?;
-            Ok(())
-        })?;
+        write_json(p, opts.force, &report)?;
     }
     if let Some(p) = &opts.csv {
         write_file(p, opts.force, |w| write_csv(&report, w))?;
     }
     if let Some(p) = &opts.html {
-        let page = organ_core::report::render_compare(&report);
-        write_file(p, opts.force, |w| Ok(w.write_all(page.as_bytes())?))?;
+        write_text(p, opts.force, &organ_core::report::render_compare(&report))?;
     }
     Ok(changed)
 }

@@ -2,7 +2,7 @@
 //! GGUF, organ directory), in parallel, reading only the blocks the sampler needs: through
 //! a memory map for ordinary models, by positioned reads for huge ones.
 
-use crate::atomic::write_file;
+use crate::atomic::{write_file, write_json, write_text};
 use crate::model::Model;
 use anyhow::{Context, Result};
 use indicatif::ProgressBar;
@@ -117,17 +117,13 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
     let report = Report::new(organ_core::zmeasure::GENERATOR, models);
 
     if let Some(p) = &opts.json {
-        write_file(p, opts.force, |w| {
-            serde_json::to_writer_pretty(&mut *w, &report)?;
-            writeln!(w)?;
-            Ok(())
-        })?;
+        write_json(p, opts.force, &report)?;
     }
     if let Some(p) = &opts.csv {
         write_file(p, opts.force, |w| write_csv(&report, w))?;
     }
     if let Some(p) = &opts.html {
-        write_file(p, opts.force, |w| Ok(w.write_all(organ_core::report::html::render(&report).as_bytes())?))?;
+        write_text(p, opts.force, &organ_core::report::html::render(&report))?;
     }
     if let Some(p) = &opts.ranking_csv {
         write_file(p, opts.force, |w| write_ranking_csv(&report, w))?;

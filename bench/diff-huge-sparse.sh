@@ -10,8 +10,12 @@ GB="${1:-100}"
 cargo build --release -q -p organ-cli
 dir=$(mktemp -d "${TMPDIR:-/tmp}/organ-diff-sparse.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
-a=$(python3 bench/make-sparse-model.py "$dir/s1" "$GB" 4 --seed 1 | head -n1)
-b=$(python3 bench/make-sparse-model.py "$dir/s2" "$GB" 4 --seed 2 | head -n1)
+# The first shard of each (the whole list is read: `| head -n1` could close the pipe
+# before the writer is done, a BrokenPipeError under pipefail).
+a=$(python3 bench/make-sparse-model.py "$dir/s1" "$GB" 4 --seed 1)
+a=${a%%$'\n'*}
+b=$(python3 bench/make-sparse-model.py "$dir/s2" "$GB" 4 --seed 2)
+b=${b%%$'\n'*}
 size=$(du -cb --apparent-size "$dir"/s1-*.gguf | tail -n1 | cut -f1)
 disk=$(du -c --block-size=1 "$dir"/*.gguf | tail -n1 | cut -f1)
 s=$(date +%s.%N)

@@ -102,14 +102,17 @@ impl Summary {
                 max: ts.iter().copied().fold(f64::NEG_INFINITY, f64::max),
             });
         }
-        let mut wells: Vec<Well> =
-            with_theta.iter().map(|&(r, t)| Well { name: r.name.clone(), group: r.group, theta: t, sigma: r.sigma }).collect();
+        let mut wells: Vec<Well> = with_theta
+            .iter()
+            .map(|&(r, t)| Well { name: r.name.clone(), group: r.group, theta: t, sigma: r.sigma })
+            .collect();
         wells.sort_by(|a, b| a.theta.total_cmp(&b.theta).then_with(|| a.name.cmp(&b.name)));
         wells.truncate(WELLS);
         let theta_mean_sigma = with_theta.iter().any(|(r, _)| r.sigma.is_some()).then(|| {
             let means: Vec<f64> = (0..DRAWS)
                 .map(|k| {
-                    let drawn = |&(r, t): &(&TensorReport, f64)| r.draws.as_ref().and_then(|d| d.get(k).copied()).unwrap_or(t);
+                    let drawn =
+                        |&(r, t): &(&TensorReport, f64)| r.draws.as_ref().and_then(|d| d.get(k).copied()).unwrap_or(t);
                     mean(&mut with_theta.iter().map(drawn))
                 })
                 .collect();

@@ -153,7 +153,10 @@ mod tests {
         assert_ne!(sample_indices("t@1", 1 << 20, 16), sample_indices("t", 1 << 20, 16));
         // Values from tests/oracle/zref.py's fnv1a64 and sample_indices.
         assert_eq!(fnv1a64(draw_name("a", 1).as_bytes()), 0xe6ac_6819_04df_b72f);
-        assert_eq!(sample_indices(&draw_name("blk.0.ffn_up.weight", 3), 884_736, 4), [789_775, 802_837, 547_476, 96_709]);
+        assert_eq!(
+            sample_indices(&draw_name("blk.0.ffn_up.weight", 3), 884_736, 4),
+            [789_775, 802_837, 547_476, 96_709]
+        );
     }
 
     #[test]

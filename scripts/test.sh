@@ -63,6 +63,7 @@ step "bench: measure a 100 GiB sparse split model in < 256 MiB" bench/huge-spars
 step "bench: diff two 100 GiB sparse models in < 256 MiB" bench/diff-huge-sparse.sh 100
 step "bench: organ measure vs zref.py (figure only)" bench/measure-vs-zref.sh "" 3
 step "bench: organ diff within 2.5x of measure, >= 15x faster than compare_ref.py" bench/diff-vs-ref.sh "" 5 2
+step "bench: --sigma within 8x of measure, --exact >= 5x faster than zref --exact, --sigma --stream on 100 GiB in < 256 MiB" bench/sigma.sh "" 5 2 100
 step "bench: dissect/assemble vs cp (figure only)" bench/dissect-vs-cp.sh "" 3
 step "bench: purify throughput (figure only)" bench/purify.sh "" 1
 step "bench: browser vs native CLI on SmolLM2 (figure only)" bench/web-vs-cli.sh 3

@@ -100,6 +100,14 @@ enum Command {
         /// Replace outputs that already exist (never an input of the run).
         #[arg(long)]
         force: bool,
+        /// Also measure how noisy each θ is: σ_θ over 8 alternate samples, and σ of θ_mean
+        /// (docs/uncertainty.md). About 9× the work of a plain run.
+        #[arg(long, conflicts_with = "exact")]
+        sigma: bool,
+        /// θ over every value instead of a 100 000-value sample (reports say
+        /// "z1-exact"). Memory grows with the largest tensor.
+        #[arg(long)]
+        exact: bool,
     },
     /// Compare two models tensor by tensor (Compare v1): which tensors changed, by how
     /// much (cos, rel_l2, max_abs, dθ), in which layers and groups.
@@ -311,6 +319,8 @@ fn run(cli: Cli) -> Result<Exit> {
             no_cache,
             ranking_csv,
             force,
+            sigma,
+            exact,
         } => {
             let reports = [&json, &csv, &html, &ranking_csv];
             guard(&models, reports.iter().filter_map(|p| p.as_deref()), force)?;
@@ -339,6 +349,11 @@ fn run(cli: Cli) -> Result<Exit> {
                 cache,
                 ranking_csv,
                 force,
+                mode: match (sigma, exact) {
+                    (true, _) => organ_core::zmeasure::Mode::Sigma,
+                    (_, true) => organ_core::zmeasure::Mode::Exact,
+                    _ => organ_core::zmeasure::Mode::Sampled,
+                },
             };
             cmd::measure::run(&opts, &mut out)?;
             if stats {

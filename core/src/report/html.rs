@@ -64,6 +64,11 @@ pub(crate) fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(String::new, |x| format!("{x:.digits$}"))
 }
 
+/// ` ± σ` after a θ, when there is a σ (§7: every list of tensors shows σ_θ beside θ).
+fn pm(sigma: Option<f64>, digits: usize) -> String {
+    sigma.map_or_else(String::new, |x| format!(" ± {x:.digits$}"))
+}
+
 fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
     let s = &m.summary;
     let _ = write!(out, "<section class=\"model\" data-model=\"{}\"><h2>{}</h2>", escape(&m.model), escape(&m.model));
@@ -73,7 +78,7 @@ fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
         out,
         "<div class=\"cards\"><div class=\"card\">architecture<b>{}</b></div><div class=\"card\">name<b>{}</b></div>\
          <div class=\"card\">parameters<b>{}</b></div><div class=\"card\">file<b>{}</b></div>\
-         <div class=\"card\">tensors<b>{}</b></div><div class=\"card\">θ mean<b class=\"theta-mean\">{:.3}°</b></div>\
+         <div class=\"card\">tensors<b>{}</b></div><div class=\"card\">θ mean<b class=\"theta-mean\">{:.3}°{}</b></div>\
          <div class=\"card\">θ weighted<b>{:.3}°</b></div><div class=\"card\">signal<b>{:.4}</b></div></div>\
          <p class=\"mute\">types: {types}; measured {}, degenerate {}, not measurable {}</p>",
         escape(m.architecture.as_deref().unwrap_or("?")),
@@ -82,6 +87,7 @@ fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
         human_bytes(m.file_bytes),
         s.tensors,
         s.theta_mean,
+        pm(s.theta_mean_sigma, 3),
         s.theta_weighted,
         s.signal,
         s.measured,
@@ -105,10 +111,11 @@ fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
     for w in &s.wells {
         let _ = write!(
             out,
-            "<li><code>{}</code> <span class=\"mute\">{}</span> {:.3}°</li>",
+            "<li><code>{}</code> <span class=\"mute\">{}</span> {:.3}°{}</li>",
             escape(&w.name),
             w.group.name(),
-            w.theta
+            w.theta,
+            pm(w.sigma, 3)
         );
     }
     out.push_str("</ol>");
@@ -169,7 +176,7 @@ fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
             t.group.name(),
             t.layer.map_or_else(String::new, |l| format!("{l}")),
             escape(&t.ty),
-            opt(t.theta, 3),
+            opt(t.theta, 3) + &pm(t.sigma, 3),
             opt(t.entropy, 4),
             opt(t.kurtosis, 3),
             opt(t.cv, 4),
@@ -202,12 +209,18 @@ pub fn render(report: &Report) -> String {
         for r in &report.ranking {
             let _ = write!(
                 out,
-                "<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\">{:.3}</td><td class=\"n\">{:.3}</td><td class=\"n\">{:.4}</td><td class=\"n\">{}</td></tr>",
+                "<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\">{:.3}{}{}</td><td class=\"n\">{:.3}</td><td class=\"n\">{:.4}</td><td class=\"n\">{}</td></tr>",
                 r.rank,
                 escape(&r.model),
                 r.parameters,
                 human_count(r.parameters),
                 r.theta_mean,
+                pm(r.theta_mean_sigma, 3),
+                if r.distinguishable_from_next == Some(false) {
+                    " <span class=\"mute\" title=\"within twice the larger σ of the next model: not distinguishable\">≈ next</span>"
+                } else {
+                    ""
+                },
                 r.theta_weighted,
                 r.signal,
                 r.tensors
@@ -280,5 +293,26 @@ mod tests {
         }
         assert_eq!(page.matches("data-theta=\"41.25\"").count(), 2);
         assert!(page.contains("<table class=\"heat\">"));
+        assert!(!page.contains('±'), "no σ without --sigma");
+    }
+
+    /// With σ (§7), θ shows its σ beside it in the card, the wells, the table and the
+    /// ranking, which marks neighbours within 2σ.
+    #[test]
+    fn sigma_stands_beside_theta() {
+        let draws = [40.0, 42.5, 40.0, 42.5, 40.0, 42.5, 40.0, 42.5];
+        let mut r = report("blk.0.attn_q.weight");
+        let rows: alloc::vec::Vec<TensorReport> =
+            r.models[0].tensors.drain(..).map(|t| t.with_draws(Some(&draws))).collect();
+        let m = ModelReport::from_parts("a.gguf", Some("llama"), None, 50, rows);
+        let mut b = m.clone();
+        b.model = "b.gguf".into();
+        r = Report::new("test", vec![m, b]);
+        let page = render(&r);
+        // Two tensor rows per model, and each model's ranking row.
+        assert_eq!(page.matches("41.250 ± 1.250").count(), 6);
+        assert!(page.contains("41.250° ± 1.250</b>"));
+        assert!(page.contains("41.250° ± 1.250</li>"));
+        assert_eq!(page.matches("≈ next</span>").count(), 1);
     }
 }

@@ -5,7 +5,7 @@
 use super::Summary;
 use crate::anatomy::{classify, Group, OrganKind};
 use crate::model::{Model, TensorEntry};
-use crate::zmeasure::{Measurement, MEASURE};
+use crate::zmeasure::{population_std, Draws, Measurement, MEASURE};
 use alloc::borrow::ToOwned;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
@@ -58,6 +58,13 @@ pub struct TensorReport {
     pub sampled: u64,
     /// Non-finite values dropped.
     pub dropped: u64,
+    /// σ_θ: the spread of θ over the alternate draws (§7), when asked for (`--sigma`); 0
+    /// for tensors measured on every value. Absent otherwise, and when not measurable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sigma: Option<f64>,
+    /// θ of each alternate draw k = 1..8 (§7), for sampled tensors when σ was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draws: Option<Vec<f64>>,
 }
 
 impl TensorReport {
@@ -96,7 +103,20 @@ impl TensorReport {
             cv: m.and_then(|m| m.cv),
             sampled: m.map_or(0, |m| m.sampled),
             dropped: m.map_or(0, |m| m.dropped),
+            sigma: None,
+            draws: None,
         }
+    }
+
+    /// The row with its uncertainty (§7): σ_θ of `draws` (the tensor's alternate draws;
+    /// `None` for a tensor measured on every value, whose σ_θ is 0). A tensor that is not
+    /// measurable keeps no σ.
+    pub fn with_draws(mut self, draws: Option<&Draws>) -> TensorReport {
+        if self.theta.is_some() {
+            self.sigma = Some(draws.map_or(0.0, |d| population_std(d)));
+            self.draws = draws.map(|d| d.to_vec());
+        }
+        self
     }
 }
 
@@ -170,12 +190,32 @@ pub struct RankRow {
     pub signal: f64,
     /// Tensor count.
     pub tensors: u64,
+    /// σ of θ_mean (§7), when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub theta_mean_sigma: Option<f64>,
+    /// `false` when this model's θ_mean and the next one's differ by less than twice the
+    /// larger of their σ (§7): the two are not distinguishable. Absent for the last model
+    /// and when neither has a σ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distinguishable_from_next: Option<bool>,
+}
+
+impl RankRow {
+    /// Whether this row and `next` are told apart (§7): θ_mean differs by at least twice
+    /// the larger σ; `None` when neither has a σ.
+    fn distinguishable_from(&self, next: &RankRow) -> Option<bool> {
+        let sigma = match (self.theta_mean_sigma, next.theta_mean_sigma) {
+            (None, None) => return None,
+            (a, b) => a.unwrap_or(0.0).max(b.unwrap_or(0.0)),
+        };
+        Some((self.theta_mean - next.theta_mean).abs() >= 2.0 * sigma)
+    }
 }
 
 /// A whole report: one or more models, ranked by θ_mean (highest first).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
-    /// Always `"z1"`: the definition used.
+    /// The definition used: `"z1"`, or `"z1-exact"` for θ over every value (§7).
     pub measure: String,
     /// What produced the report (`organ 0.1.0`).
     pub generator: String,
@@ -190,7 +230,7 @@ impl Report {
     pub fn new(generator: &str, models: Vec<ModelReport>) -> Report {
         let mut order: Vec<&ModelReport> = models.iter().collect();
         order.sort_by(|a, b| b.summary.theta_mean.total_cmp(&a.summary.theta_mean).then_with(|| a.model.cmp(&b.model)));
-        let ranking = order
+        let mut ranking: Vec<RankRow> = order
             .iter()
             .enumerate()
             .map(|(i, m)| RankRow {
@@ -201,8 +241,13 @@ impl Report {
                 theta_weighted: m.summary.theta_weighted,
                 signal: m.summary.signal,
                 tensors: m.summary.tensors,
+                theta_mean_sigma: m.summary.theta_mean_sigma,
+                distinguishable_from_next: None,
             })
             .collect();
+        for i in 1..ranking.len() {
+            ranking[i - 1].distinguishable_from_next = ranking[i - 1].distinguishable_from(&ranking[i]);
+        }
         Report { measure: MEASURE.to_owned(), generator: generator.to_owned(), models, ranking }
     }
 }

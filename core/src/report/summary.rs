@@ -2,7 +2,7 @@
 
 use super::{Status, TensorReport};
 use crate::anatomy::Group;
-use crate::zmeasure::pairwise_sum;
+use crate::zmeasure::{pairwise_sum, population_std, DRAWS};
 use alloc::string::String;
 use alloc::vec::Vec;
 use serde::{Deserialize, Serialize};
@@ -34,6 +34,9 @@ pub struct Well {
     pub group: Group,
     /// Its θ.
     pub theta: f64,
+    /// Its σ_θ (§7), when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sigma: Option<f64>,
 }
 
 /// A model's summary (§4). Tensors that are not measurable count in `tensors` and
@@ -58,6 +61,10 @@ pub struct Summary {
     pub groups: Vec<GroupSummary>,
     /// The lowest-θ tensors, lowest first (ties by name).
     pub wells: Vec<Well>,
+    /// σ of θ_mean (§7): the population standard deviation over the alternate draws k of
+    /// θ_mean with draw k for every sampled tensor. Present when the rows carry σ_θ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub theta_mean_sigma: Option<f64>,
 }
 
 impl Summary {
@@ -95,10 +102,22 @@ impl Summary {
                 max: ts.iter().copied().fold(f64::NEG_INFINITY, f64::max),
             });
         }
-        let mut wells: Vec<Well> =
-            with_theta.iter().map(|&(r, t)| Well { name: r.name.clone(), group: r.group, theta: t }).collect();
+        let mut wells: Vec<Well> = with_theta
+            .iter()
+            .map(|&(r, t)| Well { name: r.name.clone(), group: r.group, theta: t, sigma: r.sigma })
+            .collect();
         wells.sort_by(|a, b| a.theta.total_cmp(&b.theta).then_with(|| a.name.cmp(&b.name)));
         wells.truncate(WELLS);
+        let theta_mean_sigma = with_theta.iter().any(|(r, _)| r.sigma.is_some()).then(|| {
+            let means: Vec<f64> = (0..DRAWS)
+                .map(|k| {
+                    let drawn =
+                        |&(r, t): &(&TensorReport, f64)| r.draws.as_ref().and_then(|d| d.get(k).copied()).unwrap_or(t);
+                    mean(&mut with_theta.iter().map(drawn))
+                })
+                .collect();
+            population_std(&means)
+        });
         let degenerate = rows.iter().filter(|r| r.status == Status::Degenerate).count() as u64;
         Summary {
             tensors: rows.len() as u64,
@@ -110,6 +129,67 @@ impl Summary {
             signal,
             groups,
             wells,
+            theta_mean_sigma,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{ModelReport, Report};
+    use crate::zmeasure::{Draws, Measurement};
+    use crate::GgmlType;
+
+    fn row(name: &str, theta: f64, draws: Option<&Draws>) -> TensorReport {
+        let m = Measurement {
+            theta,
+            entropy: Some(0.5),
+            kurtosis: Some(1.0),
+            cv: Some(2.0),
+            degenerate: false,
+            sampled: 10,
+            dropped: 0,
+        };
+        TensorReport::from_parts(name, GgmlType::F32, &[10], 40, Some(&m)).with_draws(draws)
+    }
+
+    /// σ of θ_mean: per draw, the mean with that draw for sampled tensors and θ for the
+    /// rest; then the population std of the eight means. Not-measurable tensors stay out.
+    #[test]
+    fn theta_mean_sigma_takes_each_draw_across_tensors() {
+        let d: Draws = [10.0, 12.0, 14.0, 16.0, 10.0, 12.0, 14.0, 16.0];
+        let rows = [
+            row("a", 13.0, Some(&d)),
+            row("b", 20.0, None),
+            TensorReport::from_parts("c", GgmlType::Q8_K, &[256], 292, None).with_draws(None),
+        ];
+        assert_eq!(rows[0].sigma, Some(population_std(&d)));
+        assert_eq!(rows[1].sigma, Some(0.0));
+        assert_eq!((rows[2].sigma, rows[2].theta), (None, None));
+        let s = Summary::of(&rows);
+        // Means (d_k + 20) / 2: their spread is half the draws'.
+        assert_eq!(s.theta_mean_sigma, Some(population_std(&d) / 2.0));
+        assert_eq!(s.wells[0].sigma, Some(population_std(&d)));
+        let plain = Summary::of(&[row("a", 13.0, None)].map(|mut r| {
+            r.sigma = None;
+            r
+        }));
+        assert_eq!(plain.theta_mean_sigma, None);
+    }
+
+    /// Neighbours in the ranking closer than twice the larger σ are not distinguishable.
+    #[test]
+    fn close_neighbours_in_the_ranking_are_marked() {
+        let model = |name: &str, theta: f64, spread: f64| {
+            let d: Draws = core::array::from_fn(|k| theta + if k % 2 == 0 { spread } else { -spread });
+            ModelReport::from_parts(name, None, None, 0, alloc::vec![row("t", theta, Some(&d))])
+        };
+        // σ of θ_mean is the spread: 1.0, 0.1, 0.1.
+        let r = Report::new("test", alloc::vec![model("a", 50.0, 1.0), model("b", 48.5, 0.1), model("c", 40.0, 0.1)]);
+        let marks: Vec<_> = r.ranking.iter().map(|x| (x.model.as_str(), x.distinguishable_from_next)).collect();
+        assert_eq!(marks, [("a", Some(false)), ("b", Some(true)), ("c", None)]);
+        let plain = Report::new("test", alloc::vec![ModelReport::from_parts("p", None, None, 0, alloc::vec![])]);
+        assert_eq!(plain.ranking[0].distinguishable_from_next, None);
     }
 }

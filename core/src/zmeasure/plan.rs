@@ -46,6 +46,8 @@ pub struct ReadPlan {
     /// The reads, ascending and disjoint.
     pub ranges: Vec<ByteRange>,
     dense: bool,
+    /// Every value, not a sample (§7's `exact` mode; the plan is dense).
+    exact: bool,
 }
 
 /// A dense plan holds its whole tensor, so only tensors of at most this many blocks per
@@ -55,6 +57,22 @@ pub struct ReadPlan {
 /// far more than the copy itself. It also bounds a dense buffer: 200 000 blocks of at most
 /// 210 bytes (Q6_K) is 42 MB, whatever the file claims.
 const DENSE_MAX_BLOCKS_PER_SAMPLE: u64 = 2;
+
+/// The reads of a whole `ty` tensor of `n_elements` elements: whole blocks per read, at
+/// least one, at most `max_len` bytes unless a block is longer.
+fn dense_ranges(ty: GgmlType, n_elements: u64, max_len: u64) -> Vec<ByteRange> {
+    let (bs, ts) = (ty.block_size() as u64, ty.type_size() as u64);
+    let bytes = (n_elements / bs).saturating_mul(ts);
+    let step = (max_len / ts).max(1) * ts;
+    // A step beyond usize (a 32-bit target, max_len near u64::MAX) is one range.
+    (0..bytes)
+        .step_by(usize::try_from(step).unwrap_or(usize::MAX))
+        .map(|offset| {
+            let len = step.min(bytes - offset);
+            ByteRange { offset, len, first_block: (offset / ts) as usize, n_blocks: (len / ts) as usize }
+        })
+        .collect()
+}
 
 impl ReadPlan {
     /// The plan for tensor `name` of type `ty` with `n_elements` elements. Needed blocks
@@ -75,16 +93,7 @@ impl ReadPlan {
         let spacing = bytes / n_blocks.min(SAMPLE_SIZE as u64).max(1);
         let few_blocks = n_blocks <= DENSE_MAX_BLOCKS_PER_SAMPLE * SAMPLE_SIZE as u64;
         if n_elements <= SAMPLE_SIZE as u64 || (few_blocks && spacing <= max_gap) {
-            // Whole blocks per read, at least one.
-            let step = (max_len / ts).max(1) * ts;
-            // A step beyond usize (a 32-bit target, max_len near u64::MAX) is one range.
-            let ranges = (0..bytes)
-                .step_by(usize::try_from(step).unwrap_or(usize::MAX))
-                .map(|offset| {
-                    let len = step.min(bytes - offset);
-                    ByteRange { offset, len, first_block: (offset / ts) as usize, n_blocks: (len / ts) as usize }
-                })
-                .collect();
+            let ranges = dense_ranges(ty, n_elements, max_len);
             return Ok(ReadPlan {
                 ty,
                 name: name.into(),
@@ -93,6 +102,7 @@ impl ReadPlan {
                 remap: Vec::new(),
                 ranges,
                 dense: true,
+                exact: false,
             });
         }
         let (blocks, remap) = SamplePlan::new(name, n_elements).compact(bs);
@@ -109,7 +119,22 @@ impl ReadPlan {
             }
             ranges.push(ByteRange { offset: start, len: ts, first_block: i, n_blocks: 1 });
         }
-        Ok(ReadPlan { ty, name: name.into(), n_elements, blocks, remap, ranges, dense: false })
+        Ok(ReadPlan { ty, name: name.into(), n_elements, blocks, remap, ranges, dense: false, exact: false })
+    }
+
+    /// The plan that reads all of a `ty` tensor of `n_elements` elements, in reads of at
+    /// most `max_len` bytes (whole blocks, at least one), and whose [`ReadPlan::values`]
+    /// are every value (§7's `exact` mode). Its buffer is the whole tensor.
+    ///
+    /// # Errors
+    /// [`Error::NotDequantizable`] for a type without a reference dequantizer.
+    pub fn exact(ty: GgmlType, n_elements: u64, max_len: u64) -> Result<ReadPlan> {
+        if !ty.can_dequantize() {
+            return Err(Error::NotDequantizable { ty: ty.name() });
+        }
+        let ranges = dense_ranges(ty, n_elements, max_len);
+        let (blocks, remap) = (Vec::new(), Vec::new());
+        Ok(ReadPlan { ty, name: String::new(), n_elements, blocks, remap, ranges, dense: true, exact: true })
     }
 
     /// Whether the plan reads the whole tensor (see [`ReadPlan`]).
@@ -194,6 +219,10 @@ impl ReadPlan {
     /// # Errors
     /// [`Error::SizeMismatch`] if `buf` is not the buffer's size.
     pub fn values(&self, buf: &[u8]) -> Result<Vec<f32>> {
+        if self.exact {
+            ElementReader::new(self.ty, buf, self.n_elements)?;
+            return crate::quant::dequantize(self.ty, buf);
+        }
         if self.dense {
             return sample_values(&self.name, self.ty, self.n_elements, buf);
         }
@@ -302,6 +331,20 @@ mod tests {
         assert!(loose.ranges.len() < tight.ranges.len() / 10);
         assert!(loose.bytes_to_read() > tight.bytes_to_read());
         assert_eq!(tight.bytes_to_read(), tight.blocks.len() as u64 * ty.type_size() as u64);
+    }
+
+    #[test]
+    fn an_exact_plan_reads_every_value() {
+        let (ty, n) = (GgmlType::Q4_1, 32 * 40_000);
+        let data = tensor(ty, n);
+        let plan = ReadPlan::exact(ty, n, 1 << 16).unwrap();
+        assert!(plan.is_dense());
+        assert_eq!(plan.bytes_to_read(), data.len() as u64);
+        assert_eq!(plan.buffer_len(), data.len());
+        let m = measure_values(plan.values(&read_all(&plan, &data)).unwrap());
+        assert_eq!(m, crate::zmeasure::measure_tensor_exact(ty, n, &data).unwrap());
+        assert_eq!(m.sampled, n);
+        assert!(ReadPlan::exact(GgmlType::Q8_K, 256, 1).is_err());
     }
 
     #[test]

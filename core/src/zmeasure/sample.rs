@@ -7,6 +7,15 @@ use alloc::vec::Vec;
 /// Values taken from a tensor with more elements than this.
 pub const SAMPLE_SIZE: usize = 100_000;
 
+/// Alternate draws per sampled tensor for its uncertainty σ_θ (§7).
+pub const DRAWS: usize = 8;
+
+/// The name that seeds alternate draw `k` (1..=[`DRAWS`]) of a tensor called `name` (§7):
+/// `NAME@k`, k in decimal. Measuring the tensor under this name gives that draw's θ.
+pub fn draw_name(name: &str, k: usize) -> alloc::string::String {
+    alloc::format!("{name}@{k}")
+}
+
 /// FNV-1a, 64 bits.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -133,6 +142,21 @@ mod tests {
         fn high_word_of_a_small_factor_is_the_u128_product_s(a in any::<u64>(), b in any::<u32>()) {
             prop_assert_eq!(mul_hi_small(a, u64::from(b)), mul_hi(a, u64::from(b)));
         }
+    }
+
+    #[test]
+    fn alternate_draws_are_seeded_by_name_at_k() {
+        assert_eq!(draw_name("blk.0.ffn_up.weight", 1), "blk.0.ffn_up.weight@1");
+        assert_eq!(draw_name("t", 8), "t@8");
+        // The seed is FNV-1a of the whole string: "t@1" and "t" draw different indices.
+        assert_eq!(fnv1a64(b"t@1"), fnv1a64(draw_name("t", 1).as_bytes()));
+        assert_ne!(sample_indices("t@1", 1 << 20, 16), sample_indices("t", 1 << 20, 16));
+        // Values from tests/oracle/zref.py's fnv1a64 and sample_indices.
+        assert_eq!(fnv1a64(draw_name("a", 1).as_bytes()), 0xe6ac_6819_04df_b72f);
+        assert_eq!(
+            sample_indices(&draw_name("blk.0.ffn_up.weight", 3), 884_736, 4),
+            [789_775, 802_837, 547_476, 96_709]
+        );
     }
 
     #[test]

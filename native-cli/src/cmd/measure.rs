@@ -9,7 +9,7 @@ use indicatif::ProgressBar;
 use organ_core::anatomy::Group;
 use organ_core::gguf::display::printable;
 use organ_core::report::{human_count, ModelReport, Report, TensorReport};
-use organ_core::zmeasure::{measure_tensor, Measurement};
+use organ_core::zmeasure::{measure_tensor_in, Draws, Measurement, Mode};
 use rayon::prelude::*;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -35,18 +35,23 @@ pub struct Options {
     pub ranking_csv: Option<PathBuf>,
     /// Replace report files that exist (never an input).
     pub force: bool,
+    /// Plain θ, θ with σ_θ (`--sigma`), or θ over every value (`--exact`).
+    pub mode: Mode,
 }
+
+/// One tensor's measurement and, with `--sigma`, its alternate draws.
+type Measured = (Measurement, Option<Draws>);
 
 /// Measures a model, or takes its report from the cache when an identical model was
 /// measured before.
 fn measure_cached(path: &Path, opts: &Options, progress: &ProgressBar) -> Result<(ModelReport, bool)> {
-    let Some(cache) = &opts.cache else { return Ok((measure_model(path, opts.stream, progress)?, false)) };
-    let key = CacheKey::of(path)?;
+    let Some(cache) = &opts.cache else { return Ok((measure_model(path, opts.stream, opts.mode, progress)?, false)) };
+    let key = CacheKey::of(path, opts.mode)?;
     if let Some(mut r) = key.lookup::<ModelReport>(cache) {
         r.model = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
         return Ok((r, true));
     }
-    let r = measure_model(path, opts.stream, progress)?;
+    let r = measure_model(path, opts.stream, opts.mode, progress)?;
     key.store(cache, &r)?;
     Ok((r, false))
 }
@@ -60,8 +65,8 @@ pub static BYTES_READ: AtomicU64 = AtomicU64::new(0);
 
 /// Measures one model (a GGUF, a split GGUF, or an organ directory); the progress bar
 /// advances per tensor. With `stream` (or for models over 2 GiB) only the sampled blocks
-/// are read.
-pub fn measure_model(path: &Path, stream: bool, progress: &ProgressBar) -> Result<ModelReport> {
+/// are read. `mode` says how ([`Mode`]).
+pub fn measure_model(path: &Path, stream: bool, mode: Mode, progress: &ProgressBar) -> Result<ModelReport> {
     let model = Model::open(path)?;
     let mut files: Vec<&crate::model_file::ModelFile> = model.tensors.iter().map(|t| &*t.in_file).collect();
     files.dedup_by_key(|f| f.path.clone());
@@ -75,15 +80,16 @@ pub fn measure_model(path: &Path, stream: bool, progress: &ProgressBar) -> Resul
     }
     progress.inc_length(model.tensors.len() as u64);
     let tick = || crate::progress::tensor_done(progress);
-    let measured: Vec<Option<Measurement>> = if stream {
-        stream::measure(&model, path, &tick)?
+    let measured: Vec<Option<Measured>> = if stream {
+        stream::measure(&model, path, mode, &tick)?
     } else {
-        let measured: Vec<Result<Option<Measurement>>> = model
+        let measured: Vec<Result<Option<Measured>>> = model
             .tensors
             .par_iter()
             .map(|t| {
-                let m =
-                    t.ty.can_dequantize().then(|| measure_tensor(&t.name, t.ty, t.n_elements, t.bytes())).transpose();
+                let m = (t.ty.can_dequantize())
+                    .then(|| measure_tensor_in(mode, &t.name, t.ty, t.n_elements, t.bytes()))
+                    .transpose();
                 let m =
                     m.map_err(|e| anyhow::Error::new(e).context(format!("{}: tensor {:?}", path.display(), t.name)))?;
                 tick();
@@ -92,7 +98,16 @@ pub fn measure_model(path: &Path, stream: bool, progress: &ProgressBar) -> Resul
             .collect();
         measured.into_iter().collect::<Result<_>>()?
     };
-    let rows = model.tensors.iter().zip(&measured).map(|(t, m)| TensorReport::new(t, m.as_ref())).collect();
+    let rows = (model.tensors.iter().zip(&measured))
+        .map(|(t, m)| {
+            let row = TensorReport::new(t, m.as_ref().map(|(m, _)| m));
+            if mode == Mode::Sampled {
+                row
+            } else {
+                row.with_draws(m.as_ref().and_then(|(_, d)| d.as_ref()))
+            }
+        })
+        .collect();
     Ok(ModelReport::new(&model.label, &model, file_bytes, rows))
 }
 
@@ -114,7 +129,8 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
     if cached > 0 {
         crate::progress::note(format!("{cached} of {} models taken from the cache", paths.len()));
     }
-    let report = Report::new(organ_core::zmeasure::GENERATOR, models);
+    let mut report = Report::new(organ_core::zmeasure::GENERATOR, models);
+    report.measure = opts.mode.label().to_owned();
 
     if let Some(p) = &opts.json {
         write_json(p, opts.force, &report)?;
@@ -131,9 +147,15 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
     print_report(&report, opts, out)
 }
 
+/// Whether the report carries σ_θ (`--sigma`, `--exact`): then its lists show it.
+fn has_sigma(report: &Report) -> bool {
+    report.models.iter().any(|m| m.summary.theta_mean_sigma.is_some())
+}
+
 fn write_csv(report: &Report, w: &mut dyn Write) -> Result<()> {
     let mut c = csv::Writer::from_writer(w);
-    c.write_record([
+    let sigma = has_sigma(report);
+    let mut head = vec![
         "model",
         "tensor",
         "group",
@@ -148,14 +170,18 @@ fn write_csv(report: &Report, w: &mut dyn Write) -> Result<()> {
         "cv",
         "sampled",
         "dropped",
-    ])?;
+    ];
+    if sigma {
+        head.push("sigma");
+    }
+    c.write_record(&head)?;
     let num = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:?}"));
     for m in &report.models {
         for t in &m.tensors {
             let organ = t
                 .organ
                 .map(|o| serde_json::to_value(o).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default());
-            c.write_record([
+            let mut row = vec![
                 m.model.clone(),
                 t.name.clone(),
                 t.group.name().to_owned(),
@@ -170,7 +196,11 @@ fn write_csv(report: &Report, w: &mut dyn Write) -> Result<()> {
                 num(t.cv),
                 t.sampled.to_string(),
                 t.dropped.to_string(),
-            ])?;
+            ];
+            if sigma {
+                row.push(num(t.sigma));
+            }
+            c.write_record(&row)?;
         }
     }
     c.flush()?;
@@ -183,6 +213,10 @@ fn write_ranking_csv(report: &Report, w: &mut dyn Write) -> Result<()> {
     let mut head: Vec<String> =
         ["rank", "model", "parameters", "theta_mean", "theta_weighted", "signal", "tensors"].map(String::from).to_vec();
     head.extend(Group::ALL.iter().map(|g| format!("theta_{}", g.name())));
+    let sigma = has_sigma(report);
+    if sigma {
+        head.extend(["theta_mean_sigma", "distinguishable_from_next"].map(String::from));
+    }
     c.write_record(&head)?;
     for r in &report.ranking {
         let m = report.models.iter().find(|m| m.model == r.model).context("ranked model missing")?;
@@ -200,6 +234,10 @@ fn write_ranking_csv(report: &Report, w: &mut dyn Write) -> Result<()> {
                 m.summary.groups.iter().find(|x| x.group == g).map_or_else(String::new, |x| format!("{:?}", x.mean)),
             );
         }
+        if sigma {
+            row.push(r.theta_mean_sigma.map_or_else(String::new, |s| format!("{s:?}")));
+            row.push(r.distinguishable_from_next.map_or_else(String::new, |d| d.to_string()));
+        }
         c.write_record(&row)?;
     }
     c.flush()?;
@@ -210,7 +248,16 @@ fn opt(v: Option<f64>, width: usize, prec: usize) -> String {
     v.map_or_else(|| format!("{:>width$}", "-"), |v| format!("{v:>width$.prec$}"))
 }
 
+/// ` ± σ°` after a θ, when the report carries σ; nothing otherwise.
+fn pm(sigma: Option<f64>, width: usize) -> String {
+    sigma.map_or_else(String::new, |s| format!(" ±{s:>width$.4}°"))
+}
+
 fn print_report(report: &Report, opts: &Options, out: &mut dyn Write) -> Result<()> {
+    let sigma = has_sigma(report);
+    if report.measure != organ_core::zmeasure::MEASURE {
+        writeln!(out, "measure: {} (θ over every value, no sampling)\n", report.measure)?;
+    }
     for m in &report.models {
         let s = &m.summary;
         let types: Vec<String> = m.types.iter().map(|(t, n)| format!("{t}×{n}")).collect();
@@ -225,25 +272,33 @@ fn print_report(report: &Report, opts: &Options, out: &mut dyn Write) -> Result<
         )?;
         writeln!(
             out,
-            "  θ_mean {:.4}°  θ_weighted {:.4}°  signal {:.4}  (measured {}, degenerate {}, not measurable {})",
-            s.theta_mean, s.theta_weighted, s.signal, s.measured, s.degenerate, s.not_measurable
+            "  θ_mean {:.4}°{}  θ_weighted {:.4}°  signal {:.4}  (measured {}, degenerate {}, not measurable {})",
+            s.theta_mean,
+            s.theta_mean_sigma.map_or_else(String::new, |x| format!(" ± {x:.4}°")),
+            s.theta_weighted,
+            s.signal,
+            s.measured,
+            s.degenerate,
+            s.not_measurable
         )?;
         if !opts.summary_only {
-            writeln!(
-                out,
-                "\n  {:<40} {:<9} {:>5} {:<7} {:>9} {:>8} {:>10} {:>9}",
-                "tensor", "group", "layer", "type", "θ°", "H", "K", "C"
-            )?;
+            write!(out, "\n  {:<40} {:<9} {:>5} {:<7} {:>9}", "tensor", "group", "layer", "type", "θ°")?;
+            if sigma {
+                write!(out, " {:>8}", "σ°")?;
+            }
+            writeln!(out, " {:>8} {:>10} {:>9}", "H", "K", "C")?;
             for t in &m.tensors {
                 let layer = t.layer.map_or_else(|| "-".into(), |l| l.to_string());
+                let sigma_col = if sigma { format!(" {}", opt(t.sigma, 8, 4)) } else { String::new() };
                 writeln!(
                     out,
-                    "  {:<40} {:<9} {:>5} {:<7} {} {} {} {}",
+                    "  {:<40} {:<9} {:>5} {:<7} {}{} {} {} {}",
                     printable(&t.name),
                     t.group.name(),
                     layer,
                     t.ty,
                     opt(t.theta, 9, 4),
+                    sigma_col,
                     opt(t.entropy, 8, 4),
                     opt(t.kurtosis, 10, 3),
                     opt(t.cv, 9, 3)
@@ -256,7 +311,15 @@ fn print_report(report: &Report, opts: &Options, out: &mut dyn Write) -> Result<
         }
         writeln!(out, "\n  wells (lowest θ):")?;
         for (i, w) in s.wells.iter().take(opts.wells).enumerate() {
-            writeln!(out, "  {:>3}. {:<40} {:<9} {:>9.4}°", i + 1, printable(&w.name), w.group.name(), w.theta)?;
+            writeln!(
+                out,
+                "  {:>3}. {:<40} {:<9} {:>9.4}°{}",
+                i + 1,
+                printable(&w.name),
+                w.group.name(),
+                w.theta,
+                pm(w.sigma, 7)
+            )?;
         }
         writeln!(out)?;
     }
@@ -284,22 +347,31 @@ fn print_report(report: &Report, opts: &Options, out: &mut dyn Write) -> Result<
         }
         writeln!(out)?;
         writeln!(out, "ranking ({} models, by θ_mean):", report.models.len())?;
-        writeln!(
-            out,
-            "  {:>4}  {:<44} {:>9} {:>9} {:>9} {:>8}",
-            "rank", "model", "params", "θ_mean°", "signal", "tensors"
-        )?;
+        write!(out, "  {:>4}  {:<44} {:>9} {:>9}", "rank", "model", "params", "θ_mean°")?;
+        if sigma {
+            write!(out, " {:>9}", "σ°")?;
+        }
+        writeln!(out, " {:>9} {:>8}", "signal", "tensors")?;
         for r in &report.ranking {
-            writeln!(
+            write!(
                 out,
-                "  {:>4}  {:<44} {:>9} {:>9.4} {:>9.4} {:>8}",
+                "  {:>4}  {:<44} {:>9} {:>9.4}",
                 r.rank,
                 printable(&r.model),
                 human_count(r.parameters),
-                r.theta_mean,
-                r.signal,
-                r.tensors
+                r.theta_mean
             )?;
+            if sigma {
+                write!(out, " {}", opt(r.theta_mean_sigma, 9, 4))?;
+            }
+            write!(out, " {:>9.4} {:>8}", r.signal, r.tensors)?;
+            if r.distinguishable_from_next == Some(false) {
+                write!(out, "  ≈ next (within 2σ)")?;
+            }
+            writeln!(out)?;
+        }
+        if report.ranking.iter().any(|r| r.distinguishable_from_next == Some(false)) {
+            writeln!(out, "  ≈: θ_mean within twice the larger σ of the next model's: not distinguishable")?;
         }
     }
     Ok(())

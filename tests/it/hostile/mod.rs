@@ -46,7 +46,9 @@ fn hostile_inputs() {
     let d = scratch("hostile");
     let mut cases = gguf_cases(&d);
     cases.extend(dir_cases(&d));
-    let commands = ["inspect", "measure", "diff", "dissect", "assemble"];
+    // measure-sigma and measure-exact: `measure --sigma` / `--exact` (§7), which read what
+    // measure reads, nine times or whole.
+    let commands = ["inspect", "measure", "measure-sigma", "measure-exact", "diff", "dissect", "assemble"];
     let (mut panics, mut hangs, mut peak, mut failures) = (0, 0, 0u64, Vec::new());
     let mut heaviest = Vec::new();
     for case in &cases {
@@ -58,8 +60,17 @@ fn hostile_inputs() {
             let input = case.path.as_os_str();
             let args: Vec<&std::ffi::OsStr> = match cmd {
                 "inspect" => vec!["inspect".as_ref(), "--json".as_ref(), input],
-                "measure" => {
-                    vec!["measure".as_ref(), "--no-cache".as_ref(), input, "--json".as_ref(), json.as_os_str()]
+                "measure" | "measure-sigma" | "measure-exact" => {
+                    let mut a: Vec<&std::ffi::OsStr> =
+                        vec!["measure".as_ref(), "--no-cache".as_ref(), input, "--json".as_ref(), json.as_os_str()];
+                    a.extend(cmd.strip_prefix("measure-").map(|m| -> &std::ffi::OsStr {
+                        if m == "sigma" {
+                            "--sigma".as_ref()
+                        } else {
+                            "--exact".as_ref()
+                        }
+                    }));
+                    a
                 }
                 // The input against itself: both sides hostile.
                 "diff" => vec!["diff".as_ref(), input, input, "--json".as_ref(), json.as_os_str()],
@@ -80,7 +91,8 @@ fn hostile_inputs() {
             }
             // diff reads what measure reads (and compares bytes): it accepts what measure
             // accepts, and its errors exit 2 (1 means "changed").
-            let ok = case.ok_for.contains(&cmd) || (cmd == "diff" && case.ok_for.contains(&"measure"));
+            let like_measure = cmd == "diff" || cmd.starts_with("measure-");
+            let ok = case.ok_for.contains(&cmd) || (like_measure && case.ok_for.contains(&"measure"));
             let error_status = if cmd == "diff" { 2 } else { 1 };
             match o.code {
                 Some(0) if ok => {}

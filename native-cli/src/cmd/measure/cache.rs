@@ -9,6 +9,7 @@
 
 use crate::atomic::write_file;
 use anyhow::{Context, Result};
+use organ_core::zmeasure::Mode;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -25,12 +26,22 @@ pub struct Definition {
     pub measure: String,
     /// [`REPORT_SCHEMA`].
     pub report_schema: u32,
+    /// The mode, besides plain sampling (`"sigma"`, `"exact"`): a report with σ_θ, or with
+    /// θ over every value, is another report. Absent for plain sampling, so the keys of
+    /// entries made before modes existed stay what they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
 }
 
 impl Definition {
-    /// The definition `organ measure` reports under.
-    pub fn current() -> Definition {
-        Definition { measure: organ_core::zmeasure::MEASURE.to_owned(), report_schema: REPORT_SCHEMA }
+    /// The definition `organ measure` reports under in `mode`.
+    pub fn current(mode: Mode) -> Definition {
+        let name = match mode {
+            Mode::Sampled => None,
+            Mode::Sigma => Some("sigma"),
+            Mode::Exact => Some("exact"),
+        };
+        Definition { measure: mode.label().to_owned(), report_schema: REPORT_SCHEMA, mode: name.map(str::to_owned) }
     }
 }
 
@@ -51,10 +62,10 @@ struct Entry<T> {
 }
 
 impl CacheKey {
-    /// The key of the model at `path` under the current definition.
-    pub fn of(path: &Path) -> Result<CacheKey> {
+    /// The key of the model at `path` under the current definition in `mode`.
+    pub fn of(path: &Path, mode: Mode) -> Result<CacheKey> {
         let fp = crate::digest::fingerprint_files(&crate::digest::identity_files(path), false)?;
-        Ok(CacheKey { model_blake3: fp.blake3, definition: Definition::current() })
+        Ok(CacheKey { model_blake3: fp.blake3, definition: Definition::current(mode) })
     }
 
     /// The entry's file in `cache`: `<measure>-<model BLAKE3>-<definition digest>.json`.
@@ -88,7 +99,33 @@ mod tests {
     use super::*;
 
     fn key(measure: &str, report_schema: u32) -> CacheKey {
-        CacheKey { model_blake3: "ab".repeat(32), definition: Definition { measure: measure.into(), report_schema } }
+        let definition = Definition { measure: measure.into(), report_schema, mode: None };
+        CacheKey { model_blake3: "ab".repeat(32), definition }
+    }
+
+    fn key_in(mode: Mode) -> CacheKey {
+        CacheKey { model_blake3: "ab".repeat(32), definition: Definition::current(mode) }
+    }
+
+    /// Plain, σ and exact reports of one model are three entries; the plain key is the one
+    /// made before modes existed.
+    #[test]
+    fn modes_are_kept_apart() {
+        let cache = std::env::temp_dir().join(format!("organ-cache-mode-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&cache);
+        let modes = [Mode::Sampled, Mode::Sigma, Mode::Exact];
+        assert_eq!(key_in(Mode::Sampled), key("z1", REPORT_SCHEMA));
+        assert_eq!(
+            serde_json::to_string(&Definition::current(Mode::Sampled)).unwrap(),
+            format!(r#"{{"measure":"z1","report_schema":{REPORT_SCHEMA}}}"#)
+        );
+        for (i, m) in modes.iter().enumerate() {
+            key_in(*m).store(&cache, &i).unwrap();
+        }
+        for (i, m) in modes.iter().enumerate() {
+            assert_eq!(key_in(*m).lookup::<usize>(&cache), Some(i), "{m:?}");
+        }
+        let _ = std::fs::remove_dir_all(&cache);
     }
 
     /// A report made under another measure or report schema is not returned, even when

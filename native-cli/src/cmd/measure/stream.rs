@@ -5,12 +5,17 @@
 //! joins the ranges of neighbouring tensors into one read (the browser batches its `Blob`
 //! reads with the same code). One thread reads the batches in file order and hands each
 //! tensor, once all its ranges are in, to the threads that measure it.
+//!
+//! With `--sigma` each tensor is read once per draw (§7): draw k is a job of its own, with
+//! the plan of the sample seeded by `NAME@k`, so a draw holds no more memory than a plain
+//! measure does, and the nine jobs of a tensor are measured in parallel. With `--exact` a
+//! job's plan is the whole tensor, and fewer jobs are in flight.
 
-use super::BYTES_READ;
+use super::{Measured, BYTES_READ};
 use crate::model::Model;
 use anyhow::{Context, Result};
 use organ_core::zmeasure::batch::{Batch, Batcher};
-use organ_core::zmeasure::{measure_values, Measurement, ReadPlan};
+use organ_core::zmeasure::{draw_name, measure_values, Draws, Measurement, Mode, ReadPlan, DRAWS};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::path::Path;
@@ -28,32 +33,90 @@ const MAX_READ: u64 = 1 << 20;
 /// value (1.6 MB), so they are made as the reads reach them, not all first.
 const PLANS_AHEAD: usize = 16;
 
-/// A tensor whose ranges are all read: its index, plan and filled buffer.
+/// A job whose ranges are all read: its index, plan and filled buffer.
 type Filled = (usize, ReadPlan, Vec<u8>);
 
-/// Measures every tensor of `model` by positioned reads; `tick` is called once per tensor
-/// (measured or not measurable). The result is in tensor order, `None` where the type
-/// cannot be measured.
-pub(super) fn measure(model: &Model, path: &Path, tick: &(dyn Fn() + Sync)) -> Result<Vec<Option<Measurement>>> {
-    let named = |i: usize| format!("{}: tensor {:?}", path.display(), model.tensors[i].name);
+/// One read-and-measure: tensor `tensor`'s sample seeded by its name (`draw` 0) or by
+/// `NAME@draw` (§7), or, in `--exact`, all of its values.
+#[derive(Clone, Copy)]
+struct Job {
+    tensor: usize,
+    draw: usize,
+}
+
+/// Measures every tensor of `model` by positioned reads in `mode`; `tick` is called once
+/// per tensor (measured or not measurable). The result is in tensor order, `None` where
+/// the type cannot be measured.
+pub(super) fn measure(
+    model: &Model,
+    path: &Path,
+    mode: Mode,
+    tick: &(dyn Fn() + Sync),
+) -> Result<Vec<Option<Measured>>> {
     // File order, measurable tensors only.
     let mut order: Vec<usize> = (0..model.tensors.len()).filter(|&i| model.tensors[i].ty.can_dequantize()).collect();
     order.sort_by_key(|&i| (model.tensors[i].file, file_key(model, i), model.tensors[i].offset));
     (0..model.tensors.len() - order.len()).for_each(|_| tick());
+    // Only sampled tensors have alternate draws.
+    let sampled = |i: usize| model.tensors[i].n_elements > organ_core::zmeasure::SAMPLE_SIZE as u64;
+    let draws = |i: usize| if mode == Mode::Sigma && sampled(i) { DRAWS } else { 0 };
+    let jobs: Vec<Job> = order.iter().flat_map(|&i| (0..=draws(i)).map(move |draw| Job { tensor: i, draw })).collect();
+    let named = |j: usize| format!("{}: tensor {:?}", path.display(), model.tensors[jobs[j].tensor].name);
+    // A job's tensor is done when all its draws are: counted down here.
+    let left: Vec<std::sync::atomic::AtomicUsize> =
+        (0..model.tensors.len()).map(|i| std::sync::atomic::AtomicUsize::new(draws(i) + 1)).collect();
+    let job_done = |j: usize| {
+        if left[jobs[j].tensor].fetch_sub(1, Ordering::Relaxed) == 1 {
+            tick();
+        }
+    };
+    let mut found: Vec<Option<Measurement>> = vec![None; jobs.len()];
+    run_jobs(model, &jobs, mode, &named, &job_done, &mut found)?;
+    let mut measured: Vec<Option<Measured>> = vec![None; model.tensors.len()];
+    let mut j = 0;
+    while j < jobs.len() {
+        let i = jobs[j].tensor;
+        let n = draws(i) + 1;
+        let m = found[j].context("a tensor read but not measured")?;
+        let d = if n > 1 {
+            let mut d: Draws = [0.0; DRAWS];
+            for (k, x) in d.iter_mut().enumerate() {
+                *x = found[j + 1 + k].context("a draw read but not measured")?.theta;
+            }
+            Some(d)
+        } else {
+            None
+        };
+        measured[i] = Some((m, d));
+        j += n;
+    }
+    Ok(measured)
+}
+
+/// Reads and measures every job of `jobs` (in file order) into `found`.
+fn run_jobs(
+    model: &Model,
+    jobs: &[Job],
+    mode: Mode,
+    named: &(dyn Fn(usize) -> String + Sync),
+    job_done: &(dyn Fn(usize) + Sync),
+    found: &mut [Option<Measurement>],
+) -> Result<()> {
     // Tensors read wait here; a full channel holds the reader back, which bounds the
     // buffers held at once. They are measured on threads of their own, not the rayon pool:
     // the reader makes its plans on the pool, and pool threads waiting on this channel
     // would leave none to make them.
     let threads = rayon::current_num_threads().max(1);
-    let (tx, rx) = sync_channel::<Result<Filled>>(2 * threads);
+    // A whole tensor per job in --exact: one waits in the channel, not two per thread.
+    let waiting = if mode == Mode::Exact { 1 } else { 2 * threads };
+    let (tx, rx) = sync_channel::<Result<Filled>>(waiting);
     let rx = Mutex::new(rx);
     let stop = AtomicBool::new(false);
-    let mut measured = vec![None; model.tensors.len()];
     std::thread::scope(|s| {
-        let (order, named, stop, rx) = (&order, &named, &stop, &rx);
+        let (stop, rx) = (&stop, &rx);
         // The reader owns the sender: when it is done, the workers' loops end.
         s.spawn(move || {
-            if let Err(e) = read_all(model, order, &tx, stop, named) {
+            if let Err(e) = read_all(model, jobs, mode, &tx, stop, named) {
                 let _ = tx.send(Err(e));
             }
         });
@@ -71,7 +134,7 @@ pub(super) fn measure(model: &Model, path: &Path, tick: &(dyn Fn() + Sync)) -> R
                         });
                         match r {
                             Ok(m) => {
-                                tick();
+                                job_done(m.0);
                                 out.push(m);
                             }
                             Err(e) => {
@@ -86,13 +149,12 @@ pub(super) fn measure(model: &Model, path: &Path, tick: &(dyn Fn() + Sync)) -> R
             .collect();
         for w in workers {
             let done = w.join().map_err(|_| anyhow::anyhow!("a measuring thread panicked"))??;
-            for (i, m) in done {
-                measured[i] = Some(m);
+            for (j, m) in done {
+                found[j] = Some(m);
             }
         }
         Ok::<_, anyhow::Error>(())
-    })?;
-    Ok(measured)
+    })
 }
 
 /// Which file tensor `i`'s bytes are in, as the batcher numbers files: the open file itself
@@ -102,15 +164,16 @@ fn file_key(model: &Model, i: usize) -> usize {
     std::sync::Arc::as_ptr(&model.tensors[i].in_file) as usize
 }
 
-/// Tensors whose reads are under way: plan, buffer, ranges still to land.
+/// Jobs whose reads are under way: plan, buffer, ranges still to land.
 type Open = HashMap<usize, (ReadPlan, Vec<u8>, usize)>;
 
-/// Plans the tensors of `order` a few at a time, joins their ranges into batches, reads
-/// each batch, and sends every tensor whose ranges are all in. Returns early (`Ok`) when
-/// a worker met an error (`stop`).
+/// Plans the jobs a few at a time, joins their ranges into batches, reads each batch, and
+/// sends every job whose ranges are all in. Returns early (`Ok`) when a worker met an
+/// error (`stop`).
 fn read_all(
     model: &Model,
-    order: &[usize],
+    jobs: &[Job],
+    mode: Mode,
     tx: &SyncSender<Result<Filled>>,
     stop: &AtomicBool,
     named: &(dyn Fn(usize) -> String + Sync),
@@ -119,20 +182,28 @@ fn read_all(
     let mut open = Open::new();
     let mut bytes = Vec::new();
     let mut batches = Vec::new();
-    for chunk in order.chunks(PLANS_AHEAD) {
+    // A plan's buffer is allocated as it is made: in --exact, that is a whole tensor.
+    let ahead = if mode == Mode::Exact { 1 } else { PLANS_AHEAD };
+    let index: Vec<usize> = (0..jobs.len()).collect();
+    for chunk in index.chunks(ahead) {
         if stop.load(Ordering::Relaxed) {
             return Ok(());
         }
         let plans = (chunk.par_iter())
-            .map(|&i| {
-                let t = &model.tensors[i];
-                ReadPlan::new(&t.name, t.ty, t.n_elements, 0, MAX_READ)
-                    .map_err(|e| anyhow::Error::new(e).context(named(i)))
+            .map(|&j| {
+                let Job { tensor, draw } = jobs[j];
+                let t = &model.tensors[tensor];
+                let plan = match (mode, draw) {
+                    (Mode::Exact, _) => ReadPlan::exact(t.ty, t.n_elements, MAX_READ),
+                    (_, 0) => ReadPlan::new(&t.name, t.ty, t.n_elements, 0, MAX_READ),
+                    (_, k) => ReadPlan::new(&draw_name(&t.name, k), t.ty, t.n_elements, 0, MAX_READ),
+                };
+                plan.map_err(|e| anyhow::Error::new(e).context(named(j)))
             })
             .collect::<Result<Vec<_>>>()?;
         for (&i, plan) in chunk.iter().zip(plans) {
-            let t = &model.tensors[i];
-            batcher.push_plan(i, &plan, file_key(model, i), t.offset, &mut batches);
+            let t = &model.tensors[jobs[i].tensor];
+            batcher.push_plan(i, &plan, file_key(model, jobs[i].tensor), t.offset, &mut batches);
             let buf = plan.buffer();
             let left = plan.ranges.len();
             if left == 0 {
@@ -144,22 +215,23 @@ fn read_all(
             }
             open.insert(i, (plan, buf, left));
             for b in batches.drain(..) {
-                if !read_batch(model, &b, &mut bytes, &mut open, tx, named)? {
+                if !read_batch(model, jobs, &b, &mut bytes, &mut open, tx, named)? {
                     return Ok(());
                 }
             }
         }
     }
     if let Some(b) = batcher.finish() {
-        read_batch(model, &b, &mut bytes, &mut open, tx, named)?;
+        read_batch(model, jobs, &b, &mut bytes, &mut open, tx, named)?;
     }
     Ok(())
 }
 
-/// Reads one batch into the buffers of the tensors it serves and sends those now
-/// complete. `false` when the measuring side stopped listening.
+/// Reads one batch into the buffers of the jobs it serves and sends those now complete.
+/// `false` when the measuring side stopped listening.
 fn read_batch(
     model: &Model,
+    jobs: &[Job],
     b: &Batch,
     bytes: &mut Vec<u8>,
     open: &mut Open,
@@ -169,7 +241,7 @@ fn read_batch(
     let first = b.parts.first().context("a read that serves no tensor")?.tensor;
     let len = usize::try_from(b.len()).context("a read larger than memory")?;
     bytes.resize(len, 0);
-    model.tensors[first].in_file.read_exact_at(bytes, b.start).with_context(|| named(first))?;
+    model.tensors[jobs[first].tensor].in_file.read_exact_at(bytes, b.start).with_context(|| named(first))?;
     BYTES_READ.fetch_add(b.len(), Ordering::Relaxed);
     for p in &b.parts {
         let (plan, buf, left) = open.get_mut(&p.tensor).context("a read for a tensor not planned")?;

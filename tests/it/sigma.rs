@@ -1,0 +1,210 @@
+//! θ with its error bar (§7 of docs/z-measure.md): `organ measure --sigma` against
+//! `zref.py --sigma`, `organ measure --exact` against `zref.py --exact`, on SmolLM2; the
+//! report's new fields, the ranking's marks and the cache's modes.
+
+use crate::common::*;
+use serde_json::Value;
+
+/// `organ measure MODEL ARGS --json OUT`, parsed, and the text it printed.
+#[track_caller]
+fn measure(model: &std::path::Path, args: &[&str], name: &str) -> (Value, String) {
+    let json = tmp(name);
+    let mut c = organ();
+    c.arg("measure").arg(model).args(args).arg("--json").arg(&json).arg("--force");
+    let text = String::from_utf8(ok(c).stdout).unwrap();
+    (serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap(), text)
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn sigma_matches_zref_to_1e_6_degrees() {
+    let Some(model) = need::smollm2_and_oracle() else { return };
+    let want = oracle_json(
+        &repo().join("tests/oracle/zref.py"),
+        &[model.as_os_str(), "--sigma".as_ref(), "--json".as_ref()],
+        "zref-sigma.json",
+    );
+    let (got, text) = measure(&model, &["--no-cache", "--sigma"], "sigma.json");
+    assert_eq!(got["measure"], "z1", "θ itself is unchanged");
+    let tensors = got["models"][0]["tensors"].as_array().unwrap();
+    let refs = want["tensors"].as_array().unwrap();
+    assert_eq!(tensors.len(), SMOLLM2_TENSORS);
+    assert_eq!(refs.len(), SMOLLM2_TENSORS);
+    let mut sampled = 0;
+    for (g, w) in tensors.iter().zip(refs) {
+        assert_eq!(g["name"], w["name"]);
+        let name = w["name"].as_str().unwrap();
+        assert!((f(&g["theta"]) - f(&w["theta"])).abs() <= 1e-6, "{name}: θ {} vs {}", g["theta"], w["theta"]);
+        assert!((f(&g["sigma"]) - f(&w["sigma"])).abs() <= 1e-6, "{name}: σ {} vs {}", g["sigma"], w["sigma"]);
+        match w["draws"].as_array() {
+            None => {
+                assert_eq!(f(&g["sigma"]), 0.0, "{name}: not sampled");
+                assert!(g.get("draws").is_none(), "{name}");
+            }
+            Some(wd) => {
+                sampled += 1;
+                let gd = g["draws"].as_array().unwrap();
+                assert_eq!(gd.len(), 8, "{name}");
+                for (k, (a, b)) in gd.iter().zip(wd).enumerate() {
+                    assert!((f(a) - f(b)).abs() <= 1e-6, "{name}: draw {} θ {a} vs {b}", k + 1);
+                }
+            }
+        }
+    }
+    assert!(sampled > 200, "most of SmolLM2's tensors are sampled: {sampled}");
+    let summary = &got["models"][0]["summary"];
+    let (gs, ws) = (f(&summary["theta_mean_sigma"]), f(&want["summary"]["theta_mean_sigma"]));
+    assert!((gs - ws).abs() <= 1e-6, "σ of θ_mean {gs} vs zref {ws}");
+    assert!(gs > 0.0);
+    // Wells and the text table show σ beside θ.
+    assert!(summary["wells"].as_array().unwrap().iter().all(|w| w["sigma"].is_number()));
+    assert!(text.contains(&format!("± {gs:.4}°")), "{text}");
+    assert!(text.lines().any(|l| l.contains("θ°") && l.contains("σ°")), "{text}");
+    // The report follows the documented schema.
+    let mut v = std::process::Command::new(oracle_python());
+    v.arg("-c")
+        .arg("import json,sys,jsonschema; jsonschema.Draft202012Validator(json.load(open(sys.argv[1]))).validate(json.load(open(sys.argv[2]))); print('valid')")
+        .arg(repo().join("docs/report.schema.json"))
+        .arg(tmp("sigma.json"));
+    assert_eq!(String::from_utf8(ok(v).stdout).unwrap().trim(), "valid");
+}
+
+/// The streaming path reads each draw by its own plan: the same report as the memory map.
+#[test]
+fn sigma_streamed_gives_the_same_report_as_the_memory_map() {
+    let Some(model) = need::smollm2() else { return };
+    let (mapped, _) = measure(&model, &["--no-cache", "--sigma", "--summary-only"], "sigma-mapped.json");
+    let (streamed, _) =
+        measure(&model, &["--no-cache", "--sigma", "--stream", "--summary-only"], "sigma-streamed.json");
+    assert!(mapped["models"][0]["summary"]["theta_mean_sigma"].is_number());
+    assert_eq!(mapped["models"][0], streamed["models"][0]);
+}
+
+#[test]
+fn exact_matches_zref_to_1e_6_degrees() {
+    let Some(model) = need::smollm2_and_oracle() else { return };
+    let want = oracle_json(
+        &repo().join("tests/oracle/zref.py"),
+        &[model.as_os_str(), "--exact".as_ref(), "--json".as_ref()],
+        "zref-exact.json",
+    );
+    for (args, name) in [
+        (&["--no-cache", "--exact"][..], "exact.json"),
+        (&["--no-cache", "--exact", "--stream"], "exact-streamed.json"),
+    ] {
+        let (got, text) = measure(&model, args, name);
+        assert_eq!(got["measure"], "z1-exact", "{args:?}");
+        assert!(text.contains("z1-exact"), "{text}");
+        let tensors = got["models"][0]["tensors"].as_array().unwrap();
+        let refs = want["tensors"].as_array().unwrap();
+        assert_eq!(tensors.len(), SMOLLM2_TENSORS);
+        for (g, w) in tensors.iter().zip(refs) {
+            assert_eq!(g["name"], w["name"]);
+            let name = w["name"].as_str().unwrap();
+            assert!(
+                (f(&g["theta"]) - f(&w["theta"])).abs() <= 1e-6,
+                "{name} {args:?}: θ {} vs {}",
+                g["theta"],
+                w["theta"]
+            );
+            assert_eq!(f(&g["sigma"]), 0.0, "{name}");
+            assert_eq!(g["sampled"], g["n_elements"], "{name}: every value");
+        }
+        let summary = &got["models"][0]["summary"];
+        assert!((f(&summary["theta_mean"]) - f(&want["summary"]["theta_mean"])).abs() <= 1e-6);
+        assert_eq!(f(&summary["theta_mean_sigma"]), 0.0);
+    }
+}
+
+/// A plain run's report has none of the new fields, and its CSV no σ column.
+#[test]
+fn plain_reports_have_no_sigma_fields() {
+    let Some(model) = need::smollm2() else { return };
+    let (plain, text) = measure(&model, &["--no-cache", "--summary-only"], "plain.json");
+    let s = plain.to_string();
+    for k in ["\"sigma\"", "\"draws\"", "theta_mean_sigma", "distinguishable_from_next"] {
+        assert!(!s.contains(k), "{k} in a plain report");
+    }
+    assert!(!text.contains('±'), "{text}");
+    assert_eq!(plain["measure"], "z1");
+    let csv = |args: &[&str], name: &str| {
+        let p = tmp(name);
+        let mut c = organ();
+        c.arg("measure").arg(&model).args(args).arg("--summary-only").arg("--csv").arg(&p).arg("--force");
+        ok(c);
+        std::fs::read_to_string(p).unwrap()
+    };
+    assert!(csv(&["--no-cache"], "plain.csv").lines().next().unwrap().ends_with(",sampled,dropped"));
+    let with = csv(&["--no-cache", "--sigma"], "sigma.csv");
+    assert!(with.lines().next().unwrap().ends_with(",sampled,dropped,sigma"));
+    assert_eq!(with.lines().count(), 1 + SMOLLM2_TENSORS);
+}
+
+/// Two runs of one model have equal θ_mean: not distinguishable, in the JSON and the text.
+#[test]
+fn the_ranking_marks_models_within_two_sigma() {
+    let Some(model) = need::smollm2() else { return };
+    let copy = tmp("copy.gguf");
+    std::fs::copy(&model, &copy).unwrap();
+    let json = tmp("ranking.json");
+    let mut c = organ();
+    c.arg("measure").arg(&model).arg(&copy).args(["--no-cache", "--sigma", "--summary-only", "--force", "--json"]);
+    c.arg(&json);
+    let text = String::from_utf8(ok(c).stdout).unwrap();
+    let got: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let ranking = got["ranking"].as_array().unwrap();
+    assert_eq!(ranking[0]["distinguishable_from_next"], false);
+    assert!(ranking[1].get("distinguishable_from_next").is_none(), "the last row has no next");
+    assert!(f(&ranking[0]["theta_mean_sigma"]) > 0.0);
+    assert!(text.contains("≈ next"), "{text}");
+}
+
+/// A plain, a σ and an exact report of one model are three cache entries, each returned
+/// only to its own mode.
+#[test]
+fn the_cache_keeps_modes_apart() {
+    let Some(model) = need::smollm2() else { return };
+    let cache = tmp("cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    let run = |mode: &[&str], name: &str| {
+        let json = tmp(name);
+        let mut c = organ();
+        c.arg("measure").arg(&model).args(mode).args(["--summary-only", "--force", "--cache"]).arg(&cache);
+        c.arg("--json").arg(&json);
+        let o = ok(c);
+        let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        (v, String::from_utf8(o.stderr).unwrap().contains("taken from the cache"))
+    };
+    let check = |(v, _): &(Value, bool), mode: &str| {
+        let s = &v["models"][0]["summary"];
+        match mode {
+            "plain" => assert!(s.get("theta_mean_sigma").is_none() && v["measure"] == "z1"),
+            "sigma" => assert!(f(&s["theta_mean_sigma"]) > 0.0 && v["measure"] == "z1"),
+            _ => assert!(f(&s["theta_mean_sigma"]) == 0.0 && v["measure"] == "z1-exact"),
+        }
+    };
+    let modes: [(&[&str], &str); 3] = [(&[], "plain"), (&["--sigma"], "sigma"), (&["--exact"], "exact")];
+    for (args, mode) in modes {
+        let first = run(args, &format!("{mode}-1.json"));
+        assert!(!first.1, "{mode}: the first run of a mode measures");
+        check(&first, mode);
+    }
+    assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 3, "one entry per mode");
+    for (args, mode) in modes {
+        let again = run(args, &format!("{mode}-2.json"));
+        assert!(again.1, "{mode}: the second run comes from the cache");
+        check(&again, mode);
+    }
+}
+
+#[test]
+fn sigma_and_exact_do_not_go_together() {
+    let mut c = organ();
+    c.args(["measure", "x.gguf", "--sigma", "--exact"]);
+    let o = c.output().unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be used with"));
+}

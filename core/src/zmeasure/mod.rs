@@ -386,21 +386,28 @@ pub fn measure_tensor_in(
     }
 }
 
+/// Random bytes for a test tensor of `n` elements of `ty` (xorshift from `seed`), with
+/// every other byte's top bits cleared so that f16 scales stay finite.
+#[cfg(test)]
+pub(crate) fn random_tensor(ty: GgmlType, n: u64, seed: u64) -> Vec<u8> {
+    let len = n / ty.block_size() as u64 * ty.type_size() as u64;
+    let mut x = seed;
+    (0..len)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x as u8) & if i % 2 == 1 { 0x3f } else { 0xff }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod sigma_tests {
     use super::*;
 
     fn tensor(ty: GgmlType, n: u64) -> Vec<u8> {
-        let len = n / ty.block_size() as u64 * ty.type_size() as u64;
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        (0..len)
-            .map(|i| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x as u8) & if i % 2 == 1 { 0x3f } else { 0xff }
-            })
-            .collect()
+        random_tensor(ty, n, 0x2545_F491_4F6C_DD1D)
     }
 
     #[test]
@@ -491,17 +498,7 @@ mod compact_tests {
     fn whole_tensor_and_single_elements_sample_alike() {
         for &ty in GgmlType::ALL.iter().filter(|t| t.can_dequantize()) {
             let n = 256 * 800;
-            let len = n / ty.block_size() as u64 * ty.type_size() as u64;
-            let mut x = 0x2545_F491_4F6C_DD1Du64;
-            // Random bytes, with every other byte's top bits cleared so f16 scales stay finite.
-            let data: Vec<u8> = (0..len)
-                .map(|i| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    (x as u8) & if i % 2 == 1 { 0x3f } else { 0xff }
-                })
-                .collect();
+            let data = random_tensor(ty, n, 0x2545_F491_4F6C_DD1D);
             let whole = sample_values_by("blk.1.ffn_gate.weight", ty, n, &data, true).unwrap();
             let single = sample_values_by("blk.1.ffn_gate.weight", ty, n, &data, false).unwrap();
             assert_eq!(whole.len(), SAMPLE_SIZE, "{ty:?}");

@@ -237,17 +237,7 @@ mod tests {
     use crate::zmeasure::{measure_tensor, measure_values};
 
     fn tensor(ty: GgmlType, n: u64) -> Vec<u8> {
-        let len = n / ty.block_size() as u64 * ty.type_size() as u64;
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        (0..len)
-            .map(|i| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                // Keep f16 scales finite: clear the exponent's top bit in every other byte.
-                (x as u8) & if i % 2 == 1 { 0x3f } else { 0xff }
-            })
-            .collect()
+        crate::zmeasure::random_tensor(ty, n, 0x9E37_79B9_7F4A_7C15)
     }
 
     fn read_all(plan: &ReadPlan, data: &[u8]) -> Vec<u8> {

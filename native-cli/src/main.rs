@@ -27,6 +27,12 @@ struct Cli {
     /// a progress bar) or jsonl (one JSON object per line, for programs; see README).
     #[arg(long, global = true, value_enum, value_name = "FORMAT", default_value = "human")]
     progress: progress::Format,
+    /// Flush every output to disk before renaming it into place (as `rsync --fsync`).
+    /// Without it only outputs that replace an existing file (--force) are flushed, and
+    /// new ones are written as cp writes them.
+    #[arg(long, global = true, env = "ORGAN_FSYNC", action = clap::ArgAction::SetTrue,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    fsync: bool,
 }
 
 /// Which tensors an operation touches; every criterion given must hold.
@@ -303,6 +309,7 @@ fn run(cli: Cli) -> Result<Exit> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     organ_cli::organ_dir::set_verify(!cli.no_verify);
+    organ_cli::atomic::set_fsync(cli.fsync);
     match cli.command {
         Command::Inspect { model, json } => cmd::inspect::run(&model, json, &mut out)?,
         Command::Measure {

@@ -31,6 +31,10 @@ pub struct Settings {
 /// The default context: llama-perplexity's own.
 pub const DEFAULT_CTX: u32 = 512;
 
+/// The contexts organ asks llama-perplexity for.
+pub const MIN_CTX: u32 = 8;
+pub const MAX_CTX: u32 = 1 << 17;
+
 /// One figure and its uncertainty (one standard error, as llama.cpp computes it).
 pub type Estimate = output::Estimate;
 
@@ -80,6 +84,11 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
         check_gguf(b)?;
         same_vocabulary(b, model)?;
     }
+    // llama.cpp opens what organ names; organ names what it opened itself (under `organ
+    // serve`: inside the root), and the text as a private copy.
+    let dir = scratch_dir(scratch)?;
+    let text = copy_text(&s.text, &dir.path)?;
+    let (model_file, base_file) = (opened(model)?, base.map(opened).transpose()?);
     let command = |m: &Path| {
         let mut c = Command::new(&tool);
         c.arg("-m").arg(m).arg("-c").arg(s.ctx.to_string()).arg("-b").arg(s.ctx.to_string());
@@ -103,21 +112,20 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
         kl_divergence: None,
         llama_perplexity: label(&tool),
     };
-    let Some(base) = base else {
-        let mut c = command(model);
-        c.arg("-f").arg(&s.text);
+    let (Some(base), Some(base_file)) = (base, base_file) else {
+        let mut c = command(&model_file);
+        c.arg("-f").arg(&text);
         let p = llama_cpp::run(c)?;
         let r = output::perplexity(&p.stdout, &p.stderr).with_context(|| format!("{}", model.display()))?;
         (e.chunks, e.perplexity) = (r.chunks, r.ppl);
         return Ok(e);
     };
-    let dir = scratch_dir(scratch)?;
     let logits = dir.path.join("base-logits.kld");
-    let mut c = command(base);
-    c.arg("-f").arg(&s.text).arg("--kl-divergence-base").arg(&logits);
+    let mut c = command(&base_file);
+    c.arg("-f").arg(&text).arg("--kl-divergence-base").arg(&logits);
     let p = llama_cpp::run(c)?;
     let b = output::perplexity(&p.stdout, &p.stderr).with_context(|| format!("{} (the base)", base.display()))?;
-    let mut c = command(model);
+    let mut c = command(&model_file);
     c.arg("--kl-divergence-base").arg(&logits).arg("--kl-divergence");
     let p = llama_cpp::run(c)?;
     let k = output::kl_divergence(&p.stdout, &p.stderr).with_context(|| format!("{}", model.display()))?;
@@ -151,8 +159,8 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
 /// # Errors
 /// A context under 8, a text or model that is not a file, an organ directory.
 pub fn check_inputs(model: &Path, s: &Settings) -> Result<()> {
-    if s.ctx < 8 {
-        bail!("--ctx {}: llama-perplexity needs a context of at least 8 tokens", s.ctx);
+    if !(MIN_CTX..=MAX_CTX).contains(&s.ctx) {
+        bail!("--ctx {}: give {MIN_CTX} to {MAX_CTX} tokens", s.ctx);
     }
     check_file(&s.text, "--text")?;
     check_gguf(model)
@@ -166,6 +174,31 @@ fn scratch_dir(near: Option<&Path>) -> Result<crate::atomic::Temp> {
     // is ever renamed to `organ-eval-logits`.
     let dest = dir.join("organ-eval-logits");
     crate::atomic::Temp::dir(&dest, false)
+}
+
+/// The most text organ hands llama-perplexity (wikitext-2's test set is 1.3 MB).
+pub const MAX_TEXT_BYTES: u64 = 256 << 20;
+
+/// Copies the text (opened as any input: a regular file, under `organ serve` inside the
+/// root) into `dir`, for llama.cpp to read.
+fn copy_text(text: &Path, dir: &Path) -> Result<PathBuf> {
+    let f = crate::input::open(text).context("--text")?;
+    let n = f.metadata().with_context(|| format!("{}: cannot stat", text.display()))?.len();
+    if n > MAX_TEXT_BYTES {
+        bail!("{}: {n} bytes, more than the {MAX_TEXT_BYTES} organ evaluates", text.display());
+    }
+    let copy = dir.join("text.txt");
+    let mut out = std::fs::File::create_new(&copy).with_context(|| format!("{}: cannot create", copy.display()))?;
+    std::io::copy(&mut std::io::Read::take(f, MAX_TEXT_BYTES), &mut out)
+        .with_context(|| format!("{}: cannot copy to {}", text.display(), copy.display()))?;
+    Ok(copy)
+}
+
+/// The real path of the model file organ opened (a regular file; under `organ serve`,
+/// inside the root), which llama.cpp then opens. A split model keeps its shard names.
+fn opened(model: &Path) -> Result<PathBuf> {
+    let f = crate::input::open(model)?;
+    crate::input::opened_path(&f).with_context(|| format!("{}: cannot tell where it lies", model.display()))
 }
 
 fn check_file(p: &Path, what: &str) -> Result<()> {

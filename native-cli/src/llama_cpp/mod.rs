@@ -6,6 +6,7 @@ pub mod output;
 
 use anyhow::{bail, Context, Result};
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -82,6 +83,19 @@ pub fn run(mut c: Command) -> Result<Printed> {
     catch_interrupts();
     let name = c.get_program().to_string_lossy().into_owned();
     c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // Killed with organ, whatever kills organ (a job cancelled under `organ serve`).
+    let parent = rustix::process::getpid();
+    // SAFETY: between fork and exec this runs only two raw system calls (prctl, getppid)
+    // through rustix, which allocate nothing and take no lock (as serve/child.rs does).
+    unsafe {
+        c.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+            if rustix::process::getppid() != Some(parent) {
+                return Err(std::io::Error::from_raw_os_error(3)); // ESRCH: organ is gone
+            }
+            Ok(())
+        });
+    }
     let mut child = c.spawn().with_context(|| format!("{name}: cannot start"))?;
     let read = |s: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {

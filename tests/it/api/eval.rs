@@ -1,7 +1,8 @@
 //! eval jobs on SmolLM2 and tests/data/perplexity.txt copied into the root: the job's
 //! report is `organ eval --json`'s figures, llama.cpp comes from the server's environment
 //! (ORGAN_LLAMA_CPP), the text is a path under the root as models are, and a server
-//! without llama.cpp fails the job with the sentence saying how to get it.
+//! without llama.cpp fails the job with the sentence saying how to get it (on a tiny
+//! model: that test needs no download).
 
 use super::server::*;
 use crate::common::{llama_tool, need, ok, organ, repo};
@@ -66,8 +67,8 @@ fn an_eval_job_gives_organ_evals_figures() {
 
 #[test]
 fn an_eval_job_without_llama_cpp_fails_saying_how_to_get_it() {
-    let Some(_) = need::smollm2() else { return };
-    let root = make_root("api-eval-no-llama");
+    // llama.cpp is looked for first: the tiny model (no download) is enough.
+    let root = make_tiny_root("api-eval-no-llama");
     std::fs::copy(repo().join("tests/data/perplexity.txt"), root.join("text.txt")).unwrap();
     std::fs::create_dir_all(root.join("empty")).unwrap();
     let s = start_with_llama(&root, &root.join("empty"));

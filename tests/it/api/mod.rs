@@ -9,3 +9,4 @@ mod jobs;
 mod limits;
 mod security;
 mod server;
+mod sigma;

@@ -282,3 +282,22 @@ fn a_fleet_ranking_marks_neighbours_by_twice_the_larger_sigma() {
         assert_eq!(line.contains("≈ next"), r["distinguishable_from_next"] == false, "{line}");
     }
 }
+
+/// `organ diff` says in one line that Compare v1 reads both models at the same positions,
+/// which cancels most of the sampling noise in dθ: in its text and on its static page.
+#[test]
+fn diff_reports_say_the_same_positions_cancel_the_noise() {
+    let Some(model) = need::smollm2() else { return };
+    let html = tmp("same-positions.html");
+    let mut c = organ();
+    c.arg("diff").arg(&model).arg(&model).arg("--html").arg(&html).arg("--force");
+    let text = String::from_utf8(ok(c).stdout).unwrap();
+    let line = organ_core::report::SAME_POSITIONS;
+    assert!(line.contains("same sampled positions") && line.contains("dθ"), "{line}");
+    assert_eq!(text.lines().filter(|l| *l == line).count(), 1, "{text}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains(&format!("<div class=\"mute\" id=\"same-positions\">{line}</div>")),
+        "the static page says it too"
+    );
+}

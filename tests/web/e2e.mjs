@@ -362,6 +362,8 @@ try {
     check(sameBg.size === 1 && changedBg.size >= 1 && ![...changedBg].some((c) => sameBg.has(c)),
       `${tag}: the 1 − cos heatmap shows ${heat.filter((h) => h[0]).length} all-identical cells in their own colour and ` +
       `${heat.filter((h) => !h[0]).length} changed cells in ${changedBg.size} colours of the log scale`);
+    const note = await page.textContent('#same-positions');
+    check(/same sampled positions/.test(note) && /dθ/.test(note), `${tag}: the compare view says the shared positions cancel dθ's noise: "${note}"`);
     const dots = await page.$$eval('#scatter svg circle', (c) => c.length);
     const withTheta = cliR.pairs.filter((p) => p.theta_a !== null && p.theta_b !== null).length;
     check(dots === withTheta, `${tag}: the θ(A)/θ(B) scatter has a point per measured pair (${dots} of ${withTheta})`);

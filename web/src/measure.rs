@@ -175,7 +175,7 @@ struct Scheduler<'m> {
 }
 
 impl<'m> Scheduler<'m> {
-    fn new(model: &'m Model, jobs: &'m [Job], threads: usize, t0: f64, on_progress: &'m dyn Fn(Progress)) -> Self {
+    fn new(model: &'m Model, jobs: &'m [Job], window: usize, t0: f64, on_progress: &'m dyn Fn(Progress)) -> Self {
         // Tensors that are not measurable have no job, and count as one step each.
         let n = jobs.len() + model.tensors.iter().filter(|t| !t.ty.can_dequantize()).count();
         Self {
@@ -187,7 +187,7 @@ impl<'m> Scheduler<'m> {
             full: Vec::new(),
             open: VecDeque::new(),
             computing: Computing::new(),
-            window: 2 * threads.max(1),
+            window,
             buffers: Buffers::default(),
             staging: Vec::new(),
             measured: vec![None; jobs.len()],
@@ -352,7 +352,10 @@ pub async fn measure(
         pool::spawn(move || job.plan(mode, &name, ty, count, MAX_GAP, MAX_READ))
     };
     let mut plans: VecDeque<_> = (0..jobs.len().min(PLANS_AHEAD)).map(plan).collect();
-    let mut s = Scheduler::new(model, &jobs, threads, t0, on_progress);
+    // In exact mode a job holds its whole tensor (and its values, twice): about one per
+    // thread, as `organ measure --exact` does, rather than two.
+    let window = if mode == Mode::Exact { threads.max(1) } else { 2 * threads.max(1) };
+    let mut s = Scheduler::new(model, &jobs, window, t0, on_progress);
     (0..n - order.len()).for_each(|_| s.skip());
     for j in 0..jobs.len() {
         if cancelled() {

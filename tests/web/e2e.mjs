@@ -7,7 +7,9 @@
 // files); the exported JSON and static HTML carry the same θ, and the HTML opens offline;
 // a previously exported JSON opens again; with σ (§7) every tensor's σ_θ and θ and the
 // σ of θ_mean equal `organ measure --sigma --json`'s exactly, on the page, in the exported
-// JSON and on the static page, and exact mode's θ equal `--exact`'s; sorting and filtering the tensor table move its
+// JSON and on the static page, the heatmap's σ cells are the spread of the cell means
+// over the CLI's draws and its θ view marks those above the threshold, and exact mode's θ
+// equal `--exact`'s; sorting and filtering the tensor table move its
 // rows rather than rebuild them; a non-GGUF file gets a plain error; without
 // COOP/COEP the app falls back to one thread and says so (and compares the first pair
 // on it too); a > 4 GiB file is measured.

@@ -14,6 +14,12 @@ use std::sync::Arc;
 #[serde(deny_unknown_fields)]
 pub(super) struct MeasureReq {
     paths: Vec<String>,
+    /// σ_θ beside θ and σ of θ_mean (§7), as `organ measure --sigma`.
+    #[serde(default)]
+    sigma: bool,
+    /// θ over every value, no sampling (§7), as `organ measure --exact`.
+    #[serde(default)]
+    exact: bool,
 }
 
 #[derive(Deserialize)]
@@ -162,6 +168,9 @@ pub(super) async fn measure(
     if r.paths.is_empty() || r.paths.len() > 1000 {
         return Err(bad("paths: give 1 to 1000 model paths"));
     }
+    if r.sigma && r.exact {
+        return Err(bad("sigma and exact: give one of them (exact θ has no sampling, so no σ)"));
+    }
     let paths = r.paths.iter().map(|p| s.path(p)).collect::<ApiResult<Vec<_>>>()?;
     start_job(
         &s,
@@ -171,6 +180,12 @@ pub(super) async fn measure(
             a.extend(paths.iter().map(os));
             a.extend([os("--summary-only"), os("--no-cache"), os("--json"), os(dir.join("report.json"))]);
             a.extend([os("--csv"), os(dir.join("report.csv")), os("--html"), os(dir.join("report.html"))]);
+            if r.sigma {
+                a.push(os("--sigma"));
+            }
+            if r.exact {
+                a.push(os("--exact"));
+            }
             a
         },
         vec!["report.json".into(), "report.csv".into(), "report.html".into()],

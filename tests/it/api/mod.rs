@@ -10,3 +10,4 @@ mod jobs;
 mod limits;
 mod security;
 mod server;
+mod sigma;

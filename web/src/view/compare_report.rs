@@ -69,6 +69,7 @@ pub fn CompareView(data: Arc<CompareData>) -> impl IntoView {
                 </div>
             </div>
             {run.map(|t| view! { <p class="mute" id="run">{t}</p> })}
+            <p class="mute" id="same-positions">{organ_core::report::SAME_POSITIONS}</p>
             <table class="sides"><thead><tr><th></th><th>"file"</th><th>"architecture"</th><th>"name"</th><th>"parameters"</th><th>"size"</th><th>"tensors"</th></tr></thead>
                 <tbody>{side_row("A · base", &r.a)}{side_row("B · other", &r.b)}</tbody></table>
             <div class="cards counts">

@@ -34,6 +34,9 @@ const STREAM_ABOVE_BYTES: u64 = 2 << 30;
 /// the scan and the hash, large enough that the per-chunk work is nothing.
 const CHUNK: usize = 1 << 20;
 
+/// One tensor's scan (or why it could not be read) and digest.
+type Scanned = (std::result::Result<TensorScan, String>, Option<[u8; 32]>);
+
 /// Checks the model at `path` and returns the report (nothing written).
 pub fn check_path(path: &Path, stream: bool) -> Result<CheckReport> {
     let model = Model::open(path)?;
@@ -47,7 +50,7 @@ pub fn check_path(path: &Path, stream: bool) -> Result<CheckReport> {
     }
     let progress = crate::progress::tensor_bar();
     progress.inc_length(model.tensors.len() as u64);
-    let scanned: Vec<(std::result::Result<TensorScan, String>, Option<[u8; 32]>)> = model
+    let scanned: Vec<Scanned> = model
         .tensors
         .par_iter()
         .map_init(Vec::new, |buf, t| {

@@ -100,7 +100,9 @@ impl<T: Borrow<TensorEntry>> Ctx<'_, T> {
         let seen = self.dim(t, d);
         match (given, seen) {
             (Some(g), Some(s)) if g != s => {
-                let msg = format!("says {g}, but {t} has {s} {what} (dimension {d}); the tensors agree on {s}");
+                let msg = format!(
+                    "says {g}, but {t} has {s} {what} (dimension {d}); the other shapes were checked against {s}"
+                );
                 let key = self.key(k);
                 self.out.push(Finding::new(Severity::Error, Kind::Metadata, &key, msg));
                 Some(s)

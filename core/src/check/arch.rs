@@ -420,13 +420,14 @@ fn compare<T: Borrow<TensorEntry>>(c: &mut Ctx<'_, T>, specs: &[Spec]) {
         }
     }
     let known: BTreeSet<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-    let trunk = c.uint("block_count").unwrap_or(0).saturating_sub(c.uint("nextn_predict_layers").unwrap_or(0));
+    // Next-token-prediction layers (past the trunk) are not listed here: their tensors
+    // are not reported as unknown. (Read quietly: the keys' types were reported before.)
+    let quiet = |k: &str| c.model.get(&c.key(k)).and_then(OwnedValue::as_u64);
+    let nextn = quiet("nextn_predict_layers").filter(|&n| n > 0);
+    let trunk = nextn.map(|n| quiet("block_count").unwrap_or(0).saturating_sub(n));
     for t in c.model.tensors.iter().map(Borrow::borrow) {
         let layer: Option<u64> = t.name.strip_prefix("blk.").and_then(|r| r.split('.').next()?.parse().ok());
-        // Next-token-prediction layers (past the trunk) are not listed here.
-        if known.contains(t.name.as_str())
-            || layer.is_some_and(|l| l >= trunk && trunk > 0 && c.uint("nextn_predict_layers").is_some())
-        {
+        if known.contains(t.name.as_str()) || layer.zip(trunk).is_some_and(|(l, trunk)| l >= trunk) {
             continue;
         }
         let msg = format!("not a tensor llama.cpp's {arch} loader creates (it refuses files with extra tensors)");

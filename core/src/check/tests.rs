@@ -161,3 +161,53 @@ fn duplicates_name_the_first() {
     );
     assert!(f[0].message.contains("blk.0.ffn_up.weight"));
 }
+
+/// All findings of `m` as (kind, severity, subject).
+fn all(m: &Model) -> Vec<(Kind, Severity, String)> {
+    model_findings(m).0.into_iter().map(|f| (f.kind, f.severity, f.subject)).collect()
+}
+
+#[test]
+fn chat_template_expert_and_split_metadata() {
+    let mut m = llama(8);
+    m.kvs.retain(|(k, _)| k != "tokenizer.chat_template");
+    assert_eq!(all(&m), vec![(Kind::ChatTemplate, Severity::Info, "tokenizer.chat_template".into())]);
+    m.kvs.push(("tokenizer.chat_template".into(), OwnedValue::string("{{ bos_token }}{{ messages }}")));
+    m.kvs.push(("tokenizer.chat_templates".into(), OwnedValue::strings(&[String::from("tool_use")]).unwrap()));
+    assert_eq!(
+        all(&m),
+        vec![
+            (Kind::ChatTemplate, Severity::Warning, "tokenizer.chat_template".into()),
+            (Kind::ChatTemplate, Severity::Warning, "tokenizer.chat_templates".into()),
+        ]
+    );
+    let mut m = llama(8);
+    m.kvs.push(kv("llama.expert_used_count", 2));
+    assert_eq!(all(&m), vec![(Kind::Experts, Severity::Error, "llama.expert_used_count".into())]);
+    let mut m = llama(8);
+    m.kvs.push(("split.count".into(), OwnedValue::Scalar(MetaValue::U16(3))));
+    m.kvs.push(("split.no".into(), OwnedValue::Scalar(MetaValue::U16(1))));
+    assert_eq!(all(&m), vec![(Kind::Split, Severity::Error, "split.count".into())]);
+    let mut m = llama(8);
+    m.kvs.push(kv("tokenizer.ggml.eos_token_id", 10));
+    assert_eq!(all(&m), vec![(Kind::Tokenizer, Severity::Warning, "tokenizer.ggml.eos_token_id".into())]);
+}
+
+#[test]
+fn unknown_architectures_and_extra_tensors() {
+    let mut m = llama(8);
+    m.kvs[0].1 = OwnedValue::string("mamba");
+    let (f, known) = model_findings(&m);
+    assert!(!known);
+    assert_eq!(f.iter().map(|f| (f.kind, f.severity)).collect::<Vec<_>>(), vec![(Kind::Architecture, Severity::Info)]);
+    let mut m = llama(8);
+    m.tensors.push(entry("blk.0.mystery.weight", &[8]));
+    m.tensors.retain(|t| !t.name.starts_with("blk.1."));
+    assert_eq!(
+        all(&m),
+        vec![
+            (Kind::Metadata, Severity::Error, "llama.block_count".into()),
+            (Kind::UnknownTensor, Severity::Warning, "blk.0.mystery.weight".into()),
+        ]
+    );
+}

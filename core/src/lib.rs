@@ -16,6 +16,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod anatomy;
+pub mod check;
 pub mod compare;
 pub mod error;
 pub mod ggml_type;

@@ -185,6 +185,33 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Check a model's health without running it (Check k1): non-finite values and block
+    /// scales, zero, constant and duplicated tensors (a full scan), shapes and required
+    /// tensors against the architecture (llama, qwen2, gemma3, deepseek2), tokenizer,
+    /// chat-template, expert and split metadata. Exits 1 when any finding is an error.
+    Check {
+        /// A GGUF, a split GGUF (any shard) or an organ directory.
+        model: PathBuf,
+        /// Also write the report as JSON (schema: docs/report.schema.json, "check": "k1").
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// Worker threads (default: one per core).
+        #[arg(long, short = 'j')]
+        threads: Option<usize>,
+        /// Read by positioned reads only, never mapping tensor data (automatic for models
+        /// over 2 GiB): memory stays bounded whatever the size.
+        #[arg(long)]
+        stream: bool,
+        /// Print bytes read and peak memory to stderr when done.
+        #[arg(long)]
+        stats: bool,
+        /// Exit 0 even when a finding is an error (the report still says so).
+        #[arg(long)]
+        exit_zero: bool,
+        /// Replace outputs that already exist (never an input of the run).
+        #[arg(long)]
+        force: bool,
+    },
     /// Split a GGUF into an organ directory: one .bin per tensor under skeleton/, organs/,
     /// embed/, norm/, adapters/, other/, plus manifest.json (all metadata, order, BLAKE3s).
     Dissect {
@@ -366,7 +393,7 @@ enum Command {
 enum Exit {
     /// Status 0.
     Done,
-    /// `diff --fail-on-change` found a change: status 1.
+    /// `diff --fail-on-change` found a change, or `check` an error finding: status 1.
     Changed,
 }
 
@@ -449,6 +476,21 @@ fn run(cli: Cli) -> Result<Exit> {
                 });
             }
             if fail_on_change && changed {
+                out.flush()?;
+                return Ok(Exit::Changed);
+            }
+        }
+        Command::Check { model, json, threads, stream, stats, exit_zero, force } => {
+            guard(std::slice::from_ref(&model), json.as_deref(), force)?;
+            if let Some(n) = threads {
+                rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build_global()?;
+            }
+            let broken = cmd::check::run(&cmd::check::Options { model, json, stream, force }, &mut out)?;
+            if stats {
+                let read = cmd::check::BYTES_READ.load(std::sync::atomic::Ordering::Relaxed);
+                progress::emit(&progress::Event::Stats { tensor_bytes_read: read, peak_rss_kib: peak_rss_kib() });
+            }
+            if broken && !exit_zero {
                 out.flush()?;
                 return Ok(Exit::Changed);
             }
@@ -623,7 +665,8 @@ fn main() {
     let cli = Cli::parse();
     progress::set_format(cli.progress);
     // `diff` exits 1 for "changed" (with --fail-on-change), so its errors take 2, as diff(1)'s do.
-    let error_status = if matches!(cli.command, Command::Diff { .. }) { 2 } else { 1 };
+    // So do `check`'s, which exits 1 for "broken".
+    let error_status = if matches!(cli.command, Command::Diff { .. } | Command::Check { .. }) { 2 } else { 1 };
     match run(cli) {
         Ok(Exit::Done) => {}
         Ok(Exit::Changed) => std::process::exit(1),

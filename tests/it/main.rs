@@ -8,6 +8,7 @@
 mod common;
 
 mod api;
+mod check;
 mod cli_errors;
 mod diff;
 mod digests;

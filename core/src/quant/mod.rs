@@ -25,10 +25,12 @@ mod legacy;
 mod low_bit;
 mod plain;
 pub mod quantize;
+mod scales;
 pub(crate) mod table;
 mod ternary;
 
 pub use element::ElementReader;
+pub use scales::scale_fields;
 
 use crate::error::{Error, Result};
 use crate::ggml_type::GgmlType;

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 pub mod assemble;
+pub mod check;
 pub mod diff;
 pub mod dissect;
 pub mod eval;

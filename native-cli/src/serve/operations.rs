@@ -1,4 +1,4 @@
-//! The operations (measure, diff, dissect, assemble, graft, purify, eval): each request checked
+//! The operations (measure, diff, check, dissect, assemble, graft, purify, eval): each request checked
 //! and turned into the argv of an `organ` child, started as a job.
 
 use super::jobs::{start_job, JobStatus};
@@ -40,6 +40,13 @@ pub(super) struct DiffReq {
 /// The most `top` a diff request may ask for: far more than a person reads, few enough
 /// that the text report stays small.
 const MAX_TOP: u64 = 10_000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CheckReq {
+    /// The model.
+    path: String,
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -220,6 +227,25 @@ pub(super) async fn diff(
         vec!["diff.json".into(), "diff.csv".into(), "diff.txt".into()],
         Some("diff.json"),
         Some("diff.txt"),
+    )
+}
+
+/// `organ check MODEL` (Check k1): the job's result is the report, the same JSON as
+/// `organ check --json`; outputs check.json and the text report check.txt. A model with
+/// error findings is a done job whose report says so (`--exit-zero`), not a failed one.
+pub(super) async fn check(
+    State(s): State<Arc<AppState>>,
+    body: Result<Json<CheckReq>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    let Json(r) = body?;
+    let model = s.path(&r.path)?;
+    start_job(
+        &s,
+        "check",
+        |dir| vec![os("check"), os(&model), os("--exit-zero"), os("--json"), os(dir.join("check.json"))],
+        vec!["check.json".into(), "check.txt".into()],
+        Some("check.json"),
+        Some("check.txt"),
     )
 }
 

@@ -67,6 +67,7 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         .route("/inspect", get(inspect::inspect))
         .route("/measure", post(operations::measure))
         .route("/diff", post(operations::diff))
+        .route("/check", post(operations::check))
         .route("/dissect", post(operations::dissect))
         .route("/assemble", post(operations::assemble))
         .route("/graft", post(operations::graft))

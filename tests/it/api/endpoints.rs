@@ -22,6 +22,7 @@ fn every_endpoint_on_smollm2() {
         "/api/inspect",
         "/api/measure",
         "/api/diff",
+        "/api/check",
         "/api/dissect",
         "/api/assemble",
         "/api/graft",

@@ -1,8 +1,9 @@
 //! `organ serve`, started for real on a loopback port: every endpoint on SmolLM2, measure
-//! equal to `organ measure --json`, diff equal to `organ diff --json`, hostile requests answered 4xx with the server still up,
+//! equal to `organ measure --json`, diff equal to `organ diff --json`, check equal to `organ check --json`, hostile requests answered 4xx with the server still up,
 //! 200 concurrent inspects with 4 concurrent measure jobs, and cancellation without
 //! partial output.
 
+mod check;
 mod diff;
 mod endpoints;
 mod eval;

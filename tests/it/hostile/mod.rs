@@ -48,7 +48,9 @@ fn hostile_inputs() {
     cases.extend(dir_cases(&d));
     // measure-sigma and measure-exact: `measure --sigma` / `--exact` (§7), which read what
     // measure reads, nine times or whole.
-    let commands = ["inspect", "measure", "measure-sigma", "measure-exact", "diff", "dissect", "assemble"];
+    // check: reads every byte measure reads, and more; a verdict (0, or 1 for an error
+    // finding) or a refusal (2).
+    let commands = ["inspect", "measure", "measure-sigma", "measure-exact", "diff", "check", "dissect", "assemble"];
     let (mut panics, mut hangs, mut peak, mut failures) = (0, 0, 0u64, Vec::new());
     let mut heaviest = Vec::new();
     for case in &cases {
@@ -74,6 +76,7 @@ fn hostile_inputs() {
                 }
                 // The input against itself: both sides hostile.
                 "diff" => vec!["diff".as_ref(), input, input, "--json".as_ref(), json.as_os_str()],
+                "check" => vec!["check".as_ref(), input, "--json".as_ref(), json.as_os_str()],
                 _ => vec![cmd.as_ref(), input, "--out".as_ref(), out.as_os_str()],
             };
             let o = run(&args, &d.join("out").join(format!("{}-{cmd}.stderr", case.name)));
@@ -93,9 +96,15 @@ fn hostile_inputs() {
             // accepts, and its errors exit 2 (1 means "changed").
             let like_measure = cmd == "diff" || cmd.starts_with("measure-");
             let ok = case.ok_for.contains(&cmd) || (like_measure && case.ok_for.contains(&"measure"));
-            let error_status = if cmd == "diff" { 2 } else { 1 };
+            let error_status = if matches!(cmd, "diff" | "check") { 2 } else { 1 };
             match o.code {
                 Some(0) if ok => {}
+                // check's verdicts on what it could read: healthy (0) or broken (1), with its report.
+                Some(0 | 1) if cmd == "check" => {
+                    if !json.exists() {
+                        fail("check gave a verdict without its report".into());
+                    }
+                }
                 Some(c) if c == error_status => {
                     let first = o.stderr.lines().next().unwrap_or("");
                     if !first.starts_with("organ: error: ") {

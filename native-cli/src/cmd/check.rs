@@ -1,0 +1,192 @@
+//! `organ check MODEL`: Check k1, a data-free health check of a GGUF, a split GGUF or an
+//! organ directory. The logic is the core's ([`organ_core::check`]); this file reads every
+//! tensor's bytes once, in parallel over tensors, a chunk at a time, through the core's
+//! scanner; tensors that may be copies of each other (same type, shape and ends) are then
+//! hashed whole with BLAKE3, and the core compares the digests.
+//! Bytes come through the memory maps, or by positioned reads into one buffer per thread
+//! (`--stream`, automatic over 2 GiB), so memory stays bounded whatever the size.
+
+use crate::atomic::write_json;
+use crate::model::{Model, Tensor};
+use anyhow::Result;
+use organ_core::check::{check_model, CheckReport, Scanner, Severity, TensorScan};
+use organ_core::gguf::display::printable;
+use organ_core::report::human_count;
+use organ_core::zmeasure::GENERATOR;
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub struct Options {
+    pub model: PathBuf,
+    pub json: Option<PathBuf>,
+    /// Positioned reads only, never mapping tensor data.
+    pub stream: bool,
+    pub force: bool,
+}
+
+/// Bytes read by positioned reads, for `--stats`.
+pub static BYTES_READ: AtomicU64 = AtomicU64::new(0);
+
+/// Models larger than this are read by positioned reads (as `measure` and `diff` do).
+const STREAM_ABOVE_BYTES: u64 = 2 << 30;
+/// The chunk each tensor is scanned and hashed in: small enough to stay in cache between
+/// the scan and the hash, large enough that the per-chunk work is nothing.
+const CHUNK: usize = 1 << 20;
+
+/// One tensor's scan (or why it could not be read) and the digest of its ends.
+type Scanned = (std::result::Result<TensorScan, String>, Option<[u8; 32]>);
+
+/// Checks the model at `path` and returns the report (nothing written).
+pub fn check_path(path: &Path, stream: bool) -> Result<CheckReport> {
+    let model = Model::open(path)?;
+    let mut files: Vec<&crate::model_file::ModelFile> = model.tensors.iter().map(|t| &*t.in_file).collect();
+    files.dedup_by_key(|f| f.path.clone());
+    let stream = stream || files.iter().map(|f| f.bytes.len() as u64).sum::<u64>() > STREAM_ABOVE_BYTES;
+    if stream {
+        for f in files.iter().filter_map(|f| f.file()) {
+            let _ = rustix::fs::fadvise(f, 0, None, rustix::fs::Advice::Sequential);
+        }
+    }
+    let progress = crate::progress::tensor_bar();
+    progress.inc_length(model.tensors.len() as u64);
+    let scanned: Vec<Scanned> = model
+        .tensors
+        .par_iter()
+        .map_init(Vec::new, |buf, t| {
+            let r = scan(t, stream, buf).map_err(|e| format!("{e:#}"));
+            crate::progress::tensor_done(&progress);
+            match r {
+                Ok((s, d)) => (Ok(s), Some(d)),
+                Err(e) => (Err(e), None),
+            }
+        })
+        .collect();
+    progress.finish_and_clear();
+    let (scans, heads): (Vec<_>, Vec<_>) = scanned.into_iter().unzip();
+    let digests = full_digests(&model, &heads, stream)?;
+    Ok(check_model(GENERATOR, &model.label, &model.model, scans, &digests))
+}
+
+/// The BLAKE3 of every tensor that may be byte-identical to another: one whose type,
+/// shape and ends ([`HEAD`] bytes at each, hashed during the scan) it shares. Two
+/// identical tensors always share those, so the duplicates found are exact; a tensor
+/// that shares them with no other cannot be a copy and is not hashed whole (`None`),
+/// which spares hashing most of a model's bytes.
+fn full_digests(model: &Model, heads: &[Option<[u8; 32]>], stream: bool) -> Result<Vec<Option<[u8; 32]>>> {
+    let mut groups: HashMap<(&str, &[u64], [u8; 32]), usize> = HashMap::new();
+    for (t, h) in model.tensors.iter().zip(heads) {
+        if let Some(h) = h {
+            *groups.entry((t.ty.name(), t.dims.as_slice(), *h)).or_default() += 1;
+        }
+    }
+    model
+        .tensors
+        .par_iter()
+        .zip(heads)
+        .map_init(Vec::new, |buf, (t, h)| {
+            let Some(h) = h else { return Ok(None) };
+            if groups.get(&(t.ty.name(), t.dims.as_slice(), *h)).copied().unwrap_or(0) < 2 {
+                return Ok(None);
+            }
+            let mut hasher = blake3::Hasher::new();
+            let chunk = Scanner::chunk_len(t.ty, CHUNK);
+            for_chunks(t, stream, 0, t.n_bytes, chunk, buf, |c| {
+                hasher.update(c);
+                Ok(())
+            })?;
+            Ok(Some(*hasher.finalize().as_bytes()))
+        })
+        .collect()
+}
+
+/// Bytes hashed at each end of a tensor during its scan, to find the tensors that may be
+/// copies of each other.
+const HEAD: u64 = 64 << 10;
+
+/// One tensor's scan, and the BLAKE3 of its size and its first and last [`HEAD`] bytes.
+fn scan(t: &Tensor, stream: bool, buf: &mut Vec<u8>) -> Result<(TensorScan, [u8; 32])> {
+    let mut s = Scanner::new(t.ty, t.n_bytes);
+    let chunk = Scanner::chunk_len(t.ty, CHUNK);
+    for_chunks(t, stream, 0, t.n_bytes, chunk, buf, |c| Ok(s.update(c)?))?;
+    let mut h = blake3::Hasher::new();
+    h.update(&t.n_bytes.to_le_bytes());
+    let head = HEAD.min(t.n_bytes);
+    for (from, to) in [(0, head), (t.n_bytes - head, t.n_bytes)] {
+        for_chunks(t, stream, from, to, CHUNK, buf, |c| {
+            h.update(c);
+            Ok(())
+        })?;
+    }
+    Ok((s.finish()?, *h.finalize().as_bytes()))
+}
+
+/// Calls `f` on bytes `from..to` of tensor `t`'s data in order, `chunk` bytes at a time:
+/// slices of the map, or positioned reads into `buf` when streaming.
+fn for_chunks(
+    t: &Tensor,
+    stream: bool,
+    from: u64,
+    to: u64,
+    chunk: usize,
+    buf: &mut Vec<u8>,
+    mut f: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<()> {
+    if stream && t.owned.is_none() {
+        buf.resize(chunk, 0);
+        let mut at = from;
+        while at < to {
+            let n = (to - at).min(chunk as u64) as usize;
+            t.in_file.read_exact_at(&mut buf[..n], t.offset + at)?;
+            BYTES_READ.fetch_add(n as u64, Ordering::Relaxed);
+            f(&buf[..n])?;
+            at += n as u64;
+        }
+        return Ok(());
+    }
+    // Offsets inside the tensor, which the model's opening checked against the file.
+    let bytes = t.bytes().get(from as usize..to as usize).unwrap_or_default();
+    bytes.chunks(chunk).try_for_each(f)
+}
+
+/// Runs the check, prints the report and writes the JSON; returns whether any finding is
+/// an error.
+pub fn run(opts: &Options, out: &mut dyn Write) -> Result<bool> {
+    let report = check_path(&opts.model, opts.stream)?;
+    print_report(&report, out)?;
+    if let Some(p) = &opts.json {
+        write_json(p, opts.force, &report)?;
+    }
+    Ok(report.has_errors())
+}
+
+fn print_report(r: &CheckReport, out: &mut dyn Write) -> Result<()> {
+    writeln!(
+        out,
+        "{}  {}  {} tensors  {} bytes scanned",
+        printable(&r.model),
+        printable(r.architecture.as_deref().unwrap_or("?")),
+        r.tensors,
+        human_count(r.bytes_scanned)
+    )?;
+    if !r.findings.is_empty() {
+        writeln!(out)?;
+    }
+    for f in &r.findings {
+        let sev = match f.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        };
+        let kind = serde_json::to_value(f.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        let subject = if f.subject.is_empty() { String::new() } else { format!("{}: ", printable(&f.subject)) };
+        writeln!(out, "  {sev:<7} {kind:<16} {subject}{}", printable(&f.message))?;
+    }
+    let c = &r.counts;
+    let verdict = if c.error > 0 { "BROKEN" } else { "ok" };
+    let shapes = if r.shapes_checked { "shapes checked" } else { "shapes not checked" };
+    writeln!(out, "\n{verdict}: {} errors, {} warnings, {} notes ({shapes})", c.error, c.warning, c.info)?;
+    Ok(())
+}

@@ -4,29 +4,13 @@
 //! directory and its split, graft and purify outputs against their inputs, renamed and
 //! reshaped tensors, and bad inputs.
 
+use crate::build::*;
 use crate::common::*;
-use organ_core::gguf::writer::{plan, TensorSpec};
 use organ_core::gguf::MetaValue;
-use organ_core::quant::quantize::quantize;
 use organ_core::{GgmlType, Gguf};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-
-/// SmolLM2 requantized to Q8_0 by llama.cpp (`llama-quantize --allow-requantize`), made
-/// once per test process: the oracle, streaming and graft tests share it.
-fn smollm2_q8_0(model: &Path) -> PathBuf {
-    static Q8_0: OnceLock<PathBuf> = OnceLock::new();
-    Q8_0.get_or_init(|| {
-        let out = tmp("smollm2-q8_0.gguf");
-        let mut q = llama_tool("llama-quantize");
-        q.arg("--allow-requantize").arg(model).arg(&out).arg("Q8_0");
-        ok(q);
-        out
-    })
-    .clone()
-}
 
 /// What one `organ diff` run gave.
 struct Diff {
@@ -198,60 +182,6 @@ fn stats(stderr: &str) -> (u64, u64) {
 }
 
 // --- Test-built models -----------------------------------------------------------------
-
-/// A tensor of a test-built model: its values, written as `ty` (F32 as is, other types
-/// through organ's quantizer).
-struct T {
-    name: String,
-    dims: Vec<u64>,
-    ty: GgmlType,
-    values: Vec<f32>,
-}
-
-fn t(name: &str, dims: &[u64], ty: GgmlType, values: Vec<f32>) -> T {
-    assert_eq!(values.len() as u64, dims.iter().product::<u64>(), "{name}");
-    T { name: name.to_owned(), dims: dims.to_vec(), ty, values }
-}
-
-/// `n` reproducible values in [-1, 1) from `seed` (xorshift64*).
-fn noise(seed: u64, n: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            let r = s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40;
-            r as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
-}
-
-/// Writes a GGUF of `general.architecture` = `arch` holding `tensors`, with organ's writer.
-fn write_model(name: &str, arch: &str, tensors: &[T]) -> PathBuf {
-    let kvs = [("general.architecture", MetaValue::Str(arch.as_bytes()))];
-    let specs: Vec<TensorSpec> =
-        tensors.iter().map(|t| TensorSpec { name: &t.name, dims: &t.dims, ty: t.ty }).collect();
-    let layout = plan(3, &kvs, &specs).unwrap();
-    let mut f = layout.header.clone();
-    f.resize(layout.file_len as usize, 0);
-    for (t, &(offset, len)) in tensors.iter().zip(&layout.tensors) {
-        let bytes = match t.ty {
-            GgmlType::F32 => t.values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            ty => {
-                let mut out = Vec::new();
-                quantize(ty, &t.values, &mut out).unwrap();
-                out
-            }
-        };
-        assert_eq!(bytes.len() as u64, len, "{}", t.name);
-        let at = layout.header.len() + offset as usize;
-        f[at..at + bytes.len()].copy_from_slice(&bytes);
-    }
-    let p = tmp(name);
-    std::fs::write(&p, f).unwrap();
-    p
-}
 
 /// A small dense model: five tensors of several types, one of them all zeros.
 fn small_model() -> Vec<T> {

@@ -5,12 +5,14 @@
 //! llama.cpp) starts with a [`common::need`] guard: without it, the test prints one
 //! `skipped:` line and passes, or fails under `CI=true`. See docs/testing.md.
 
+mod build;
 mod common;
 
 mod api;
 mod cli_errors;
 mod diff;
 mod digests;
+mod experts;
 mod fleet;
 mod harden;
 mod hostile;

@@ -10,11 +10,15 @@
 //! the plan of the sample seeded by `NAME@k`, so a draw holds no more memory than a plain
 //! measure does, and the nine jobs of a tensor are measured in parallel. With `--exact` a
 //! job's plan is the whole tensor, and fewer jobs are in flight.
+//!
+//! With `--experts` each expert of an expert tensor is read and measured as a tensor of its
+//! own (`NAME#e`, §6): jobs of their own, with plans from [`experts::expert_plan`].
 
 use super::{Measured, BYTES_READ};
 use crate::model::Model;
 use anyhow::{Context, Result};
 use organ_core::zmeasure::batch::{Batch, Batcher};
+use organ_core::zmeasure::experts::{self, ExpertLayout};
 use organ_core::zmeasure::{draw_name, measure_values, Draws, Measurement, Mode, ReadPlan, DRAWS};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -36,23 +40,36 @@ const PLANS_AHEAD: usize = 16;
 /// A job whose ranges are all read: its index, plan and filled buffer.
 type Filled = (usize, ReadPlan, Vec<u8>);
 
+/// Needed blocks of one expert share a read across gaps this long: an expert's 100 000
+/// samples fall in a third of its blocks (a 64-expert Q4_K tensor of 4096 × 14336 per
+/// expert), so without it each expert is tens of thousands of reads of a block or two.
+const EXPERT_GAP: u64 = 4096;
+
 /// One read-and-measure: tensor `tensor`'s sample seeded by its name (`draw` 0) or by
-/// `NAME@draw` (§7), or, in `--exact`, all of its values.
+/// `NAME@draw` (§7), or, in `--exact`, all of its values; or the same of its expert
+/// `expert` (`NAME#e`, §6).
 #[derive(Clone, Copy)]
 struct Job {
     tensor: usize,
     draw: usize,
+    expert: Option<u64>,
 }
 
-/// Measures every tensor of `model` by positioned reads in `mode`; `tick` is called once
-/// per tensor (measured or not measurable). The result is in tensor order, `None` where
-/// the type cannot be measured.
+/// What [`measure`] found: per tensor, its measurement and, for expert tensors measured
+/// per expert, each expert's.
+pub(super) type Found = (Vec<Option<Measured>>, Vec<Option<Vec<Measured>>>);
+
+/// Measures every tensor of `model` by positioned reads in `mode`, and each expert of the
+/// expert tensors `layouts` names (`None`: measured whole only); `tick` is called once per
+/// tensor (measured or not measurable). The result is in tensor order, `None` where the
+/// type cannot be measured.
 pub(super) fn measure(
     model: &Model,
     path: &Path,
     mode: Mode,
+    layouts: &[Option<ExpertLayout>],
     tick: &(dyn Fn() + Sync),
-) -> Result<Vec<Option<Measured>>> {
+) -> Result<Found> {
     // File order, measurable tensors only.
     let mut order: Vec<usize> = (0..model.tensors.len()).filter(|&i| model.tensors[i].ty.can_dequantize()).collect();
     order.sort_by_key(|&i| (model.tensors[i].file, file_key(model, i), model.tensors[i].offset));
@@ -60,23 +77,51 @@ pub(super) fn measure(
     // Only sampled tensors have alternate draws.
     let sampled = |i: usize| model.tensors[i].n_elements > organ_core::zmeasure::SAMPLE_SIZE as u64;
     let draws = |i: usize| if mode == Mode::Sigma && sampled(i) { DRAWS } else { 0 };
-    let jobs: Vec<Job> = order.iter().flat_map(|&i| (0..=draws(i)).map(move |draw| Job { tensor: i, draw })).collect();
-    let named = |j: usize| format!("{}: tensor {:?}", path.display(), model.tensors[jobs[j].tensor].name);
-    // A job's tensor is done when all its draws are: counted down here.
+    let layout = |i: usize| layouts.get(i).copied().flatten();
+    let expert_draws = |l: &ExpertLayout| {
+        if mode == Mode::Sigma && l.elements > organ_core::zmeasure::SAMPLE_SIZE as u64 {
+            DRAWS
+        } else {
+            0
+        }
+    };
+    let mut jobs: Vec<Job> = Vec::new();
+    for &i in &order {
+        jobs.extend((0..=draws(i)).map(|draw| Job { tensor: i, draw, expert: None }));
+        if let Some(l) = layout(i) {
+            for e in 0..l.count {
+                jobs.extend((0..=expert_draws(&l)).map(|draw| Job { tensor: i, draw, expert: Some(e) }));
+            }
+        }
+    }
+    let jobs = jobs;
+    let named = |j: usize| {
+        let (t, e) = (&model.tensors[jobs[j].tensor].name, jobs[j].expert);
+        let expert = e.map_or_else(String::new, |e| format!(" expert {e}"));
+        format!("{}: tensor {t:?}{expert}", path.display())
+    };
+    // A job's tensor is done when all its jobs are: counted down here.
+    let mut per_tensor = vec![0usize; model.tensors.len()];
+    jobs.iter().for_each(|j| per_tensor[j.tensor] += 1);
     let left: Vec<std::sync::atomic::AtomicUsize> =
-        (0..model.tensors.len()).map(|i| std::sync::atomic::AtomicUsize::new(draws(i) + 1)).collect();
+        per_tensor.iter().map(|&n| std::sync::atomic::AtomicUsize::new(n)).collect();
     let job_done = |j: usize| {
         if left[jobs[j].tensor].fetch_sub(1, Ordering::Relaxed) == 1 {
             tick();
         }
     };
     let mut found: Vec<Option<Measurement>> = vec![None; jobs.len()];
-    run_jobs(model, &jobs, mode, &named, &job_done, &mut found)?;
+    run_jobs(model, &jobs, mode, layouts, &named, &job_done, &mut found)?;
     let mut measured: Vec<Option<Measured>> = vec![None; model.tensors.len()];
+    let mut per_expert: Vec<Option<Vec<Measured>>> = vec![None; model.tensors.len()];
+    // Each measurement's draws follow it in `jobs`.
     let mut j = 0;
     while j < jobs.len() {
-        let i = jobs[j].tensor;
-        let n = draws(i) + 1;
+        let Job { tensor: i, expert, .. } = jobs[j];
+        let n = match expert {
+            None => draws(i),
+            Some(_) => layout(i).map_or(0, |l| expert_draws(&l)),
+        } + 1;
         let m = found[j].context("a tensor read but not measured")?;
         let d = if n > 1 {
             let mut d: Draws = [0.0; DRAWS];
@@ -87,10 +132,13 @@ pub(super) fn measure(
         } else {
             None
         };
-        measured[i] = Some((m, d));
+        match expert {
+            None => measured[i] = Some((m, d)),
+            Some(_) => per_expert[i].get_or_insert_with(Vec::new).push((m, d)),
+        }
         j += n;
     }
-    Ok(measured)
+    Ok((measured, per_expert))
 }
 
 /// Reads and measures every job of `jobs` (in file order) into `found`.
@@ -98,6 +146,7 @@ fn run_jobs(
     model: &Model,
     jobs: &[Job],
     mode: Mode,
+    layouts: &[Option<ExpertLayout>],
     named: &(dyn Fn(usize) -> String + Sync),
     job_done: &(dyn Fn(usize) + Sync),
     found: &mut [Option<Measurement>],
@@ -116,7 +165,7 @@ fn run_jobs(
         let (stop, rx) = (&stop, &rx);
         // The reader owns the sender: when it is done, the workers' loops end.
         s.spawn(move || {
-            if let Err(e) = read_all(model, jobs, mode, &tx, stop, named) {
+            if let Err(e) = read_all(model, jobs, mode, layouts, &tx, stop, named) {
                 let _ = tx.send(Err(e));
             }
         });
@@ -174,6 +223,7 @@ fn read_all(
     model: &Model,
     jobs: &[Job],
     mode: Mode,
+    layouts: &[Option<ExpertLayout>],
     tx: &SyncSender<Result<Filled>>,
     stop: &AtomicBool,
     named: &(dyn Fn(usize) -> String + Sync),
@@ -191,19 +241,24 @@ fn read_all(
         }
         let plans = (chunk.par_iter())
             .map(|&j| {
-                let Job { tensor, draw } = jobs[j];
+                let Job { tensor, draw, expert } = jobs[j];
                 let t = &model.tensors[tensor];
-                let plan = match (mode, draw) {
-                    (Mode::Exact, _) => ReadPlan::exact(t.ty, t.n_elements, MAX_READ),
-                    (_, 0) => ReadPlan::new(&t.name, t.ty, t.n_elements, 0, MAX_READ),
-                    (_, k) => ReadPlan::new(&draw_name(&t.name, k), t.ty, t.n_elements, 0, MAX_READ),
+                let plan = match (mode, draw, expert.zip(layouts.get(tensor).copied().flatten())) {
+                    (_, _, Some((e, l))) => {
+                        experts::expert_plan(mode, &t.name, t.ty, &l, e, draw, EXPERT_GAP, MAX_READ)
+                    }
+                    (Mode::Exact, _, None) => ReadPlan::exact(t.ty, t.n_elements, MAX_READ).map(|p| (p, 0)),
+                    (_, 0, None) => ReadPlan::new(&t.name, t.ty, t.n_elements, 0, MAX_READ).map(|p| (p, 0)),
+                    (_, k, None) => {
+                        ReadPlan::new(&draw_name(&t.name, k), t.ty, t.n_elements, 0, MAX_READ).map(|p| (p, 0))
+                    }
                 };
                 plan.map_err(|e| anyhow::Error::new(e).context(named(j)))
             })
             .collect::<Result<Vec<_>>>()?;
-        for (&i, plan) in chunk.iter().zip(plans) {
+        for (&i, (plan, at)) in chunk.iter().zip(plans) {
             let t = &model.tensors[jobs[i].tensor];
-            batcher.push_plan(i, &plan, file_key(model, jobs[i].tensor), t.offset, &mut batches);
+            batcher.push_plan(i, &plan, file_key(model, jobs[i].tensor), t.offset + at, &mut batches);
             let buf = plan.buffer();
             let left = plan.ranges.len();
             if left == 0 {

@@ -286,6 +286,27 @@ fn expert_tensors_are_compared_per_expert_as_compare_ref_does() {
     let oracle = compare_ref(&a, &b, "moe-ref.json");
     assert_eq!(matches_oracle(&d.report, &oracle), 14);
     summary_follows_pairs(&d.report);
+    // Each expert's θ(A) and θ(B) are its per-expert θ (Z-measure §6), as zref.py gives it
+    // for each model.
+    for (side, model, key) in [("a", &a, "theta_a"), ("b", &b, "theta_b")] {
+        let z = oracle_json(
+            &repo().join("tests/oracle/zref.py"),
+            &[model.as_os_str(), "--json".as_ref()],
+            &format!("moe-zref-{side}.json"),
+        );
+        let mut n = 0;
+        for (p, w) in d.report["pairs"].as_array().unwrap().iter().zip(z["tensors"].as_array().unwrap()) {
+            assert_eq!(p["name"], w["name"]);
+            for (x, t) in
+                p["experts"].as_array().into_iter().flatten().zip(w["experts"].as_array().into_iter().flatten())
+            {
+                let (g, t) = (x[key].as_f64().unwrap(), t.as_f64().unwrap());
+                assert!((g - t).abs() <= 1e-6, "{} expert {}: {key} {g} vs zref {t}", p["name"], x["expert"]);
+                n += 1;
+            }
+        }
+        assert_eq!(n, 14, "{side}");
+    }
     for p in d.report["pairs"].as_array().unwrap() {
         let name = p["name"].as_str().unwrap();
         let Some(want) = identical.get(name) else {
@@ -334,7 +355,7 @@ fn expert_tensors_are_compared_per_expert_as_compare_ref_does() {
     let col = |row: &[&str], k: &str| row[head.iter().position(|h| *h == k).unwrap()].to_owned();
     for (row, (w, expert)) in rows.iter().zip(want) {
         assert_eq!(col(row, "expert"), expert.map_or_else(String::new, |e| e.to_string()), "{row:?}");
-        for k in ["identical", "cos", "rel_l2", "max_abs", "d_theta", "dropped"] {
+        for k in ["identical", "cos", "rel_l2", "max_abs", "d_theta", "theta_a", "theta_b", "dropped"] {
             let got = col(row, k);
             let ok = match &w[k] {
                 Value::Null => got.is_empty(),

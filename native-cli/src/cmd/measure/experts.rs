@@ -179,7 +179,7 @@ pub(super) fn print(m: &ModelReport, out: &mut dyn Write) -> Result<()> {
                     format!("{:>4}: {:>8.4}{sigma}{flag:<3}", x.expert, x.theta)
                 })
                 .collect();
-            writeln!(out, "   {}", cells.join(" "))?;
+            writeln!(out, "   {}", cells.join(" ").trim_end())?;
         }
     }
     for t in m.tensors.iter().filter(|t| matches!(t.organ, Some(OrganKind::Router | OrganKind::SharedExpert))) {

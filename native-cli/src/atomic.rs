@@ -14,6 +14,15 @@
 //! the run ([`crate::input::check_dest`]); the rename itself refuses to replace anything
 //! without `--force` (`RENAME_NOREPLACE`), and swaps atomically with it
 //! (`RENAME_EXCHANGE`), so a directory is replaced whole, too.
+//!
+//! Durability: an output that replaces an existing destination (`--force`) is flushed to
+//! disk (every file, then its directory) before the rename and the rename itself after,
+//! so a power cut can lose neither the old output nor leave the new one half-written
+//! under its name. A new name is renamed into place without that flush, as `cp`,
+//! `llama-quantize` and `gguf-split` write: a crash of organ still leaves no partial
+//! output, but a power cut soon after may leave the new output short, which every
+//! reader of organ's refuses (sizes are checked, organ files are digested).
+//! `--fsync` (or `ORGAN_FSYNC=1`) flushes every output ([`set_fsync`]).
 
 use crate::input;
 use anyhow::{bail, Context, Result};
@@ -22,6 +31,16 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether every output is flushed to disk before its rename (`--fsync`), not only those
+/// that replace something.
+static FSYNC: AtomicBool = AtomicBool::new(false);
+
+/// Flushes every output to disk before its rename (`--fsync`), or only replacing ones.
+pub fn set_fsync(on: bool) {
+    FSYNC.store(on, Ordering::Relaxed);
+}
 
 /// What marks a temp entry of organ's in its name.
 const MARK: &str = ".organ-tmp.";
@@ -61,6 +80,33 @@ fn split(dest: &Path) -> Result<(PathBuf, String)> {
     };
     let name = dest.file_name().with_context(|| format!("{}: not a path to a file or directory", dest.display()))?;
     Ok((dir, name.to_string_lossy().into_owned()))
+}
+
+/// Flushes `path` to disk: a file's data, or every file of a directory tree of ours (in
+/// parallel) and then each of its directories. Links are not followed.
+fn sync_tree(path: &Path) -> Result<()> {
+    use rayon::prelude::*;
+    let mut files = Vec::new();
+    let mut dirs = Vec::new();
+    let mut todo = vec![path.to_owned()];
+    while let Some(p) = todo.pop() {
+        let md = std::fs::symlink_metadata(&p).with_context(|| format!("{}: cannot flush", p.display()))?;
+        if md.is_dir() {
+            for e in std::fs::read_dir(&p).with_context(|| format!("{}: cannot flush", p.display()))? {
+                todo.push(e?.path());
+            }
+            dirs.push(p);
+        } else if md.is_file() {
+            files.push(p);
+        }
+    }
+    files.par_iter().try_for_each(|f| sync_path(f))?;
+    dirs.iter().rev().try_for_each(|d| sync_path(d))
+}
+
+/// `fsync` of one file or directory, opened read-only.
+fn sync_path(p: &Path) -> Result<()> {
+    File::open(p).and_then(|f| f.sync_all()).with_context(|| format!("{}: cannot flush to disk", p.display()))
 }
 
 /// Whether a temp entry's name says it was made by a process that has ended: its PID is
@@ -143,14 +189,30 @@ impl Temp {
 
     /// Renames the finished temp entry to the destination: only if nothing is there
     /// (without `force`), or swapped with what is there (with `force`), which is then
-    /// removed. The destination is checked once more against the run's inputs.
+    /// removed. The destination is checked once more against the run's inputs. When it
+    /// replaces something, or with `--fsync`, the entry is flushed to disk first and the
+    /// rename after (see the module's note on durability).
     ///
     /// # Errors
-    /// The destination appeared meanwhile (without `force`), became an input, or the
-    /// rename failed.
+    /// The destination appeared meanwhile (without `force`), became an input, a flush
+    /// failed, or the rename failed.
     pub fn commit(mut self) -> Result<()> {
         input::check_dest(&self.dest, self.force)?;
         let exists = std::fs::symlink_metadata(&self.dest).is_ok();
+        let durable = exists || FSYNC.load(Ordering::Relaxed);
+        if durable {
+            sync_tree(&self.path)?;
+        }
+        self.rename(exists)?;
+        if durable {
+            let (dir, _) = split(&self.dest)?;
+            sync_path(&dir)?;
+        }
+        Ok(())
+    }
+
+    /// The rename of [`Temp::commit`]: `exists` says whether the destination was there.
+    fn rename(&mut self, exists: bool) -> Result<()> {
         let flags = if exists { RenameFlags::EXCHANGE } else { RenameFlags::NOREPLACE };
         match renameat_with(CWD, &self.path, CWD, &self.dest, flags) {
             Ok(()) => {}
@@ -202,7 +264,6 @@ pub fn write_file(path: &Path, force: bool, fill: impl FnOnce(&mut dyn Write) ->
     fill(&mut w)?;
     let f =
         w.into_inner().map_err(|e| e.into_error()).with_context(|| format!("{}: write failed", tmp.path.display()))?;
-    f.sync_all().with_context(|| format!("{}: sync failed", tmp.path.display()))?;
     drop(f);
     tmp.commit()
 }

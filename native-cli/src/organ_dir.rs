@@ -29,6 +29,53 @@ pub fn set_verify(on: bool) {
 /// its data is used. Each organ file is mapped and closed, so no descriptor stays
 /// open per tensor.
 pub fn open(dir: &Path) -> Result<Model> {
+    let (model, digests) = open_unchecked(dir)?;
+    digests.check()?;
+    Ok(model)
+}
+
+/// The digests of an organ directory's files, not compared yet ([`open_unchecked`]).
+pub struct Digests {
+    dir: std::path::PathBuf,
+    tensors: Vec<ManifestTensor>,
+    files: Vec<Arc<ModelFile>>,
+}
+
+impl Digests {
+    /// Compares every organ file with the digest its manifest records (in parallel),
+    /// unless [`set_verify`] turned that off, which it warns of.
+    ///
+    /// # Errors
+    /// Names every organ file that differs.
+    pub fn check(&self) -> Result<()> {
+        if !VERIFY.load(Ordering::Relaxed) {
+            crate::progress::warn(format!("--no-verify: the organ files of {} are used unchecked", self.dir.display()));
+            return Ok(());
+        }
+        // parse() has checked there is one digest per entry.
+        let bad: Vec<String> = self
+            .tensors
+            .par_iter()
+            .zip(&self.files)
+            .filter(|(t, f)| !t.digest().is_some_and(|d| crate::digest::matches(&f.bytes, d)))
+            .map(|(t, _)| format!("{} ({})", t.file, t.name))
+            .collect();
+        if !bad.is_empty() {
+            bail!(
+                "{}: {} organ files differ from the digest their manifest records (--no-verify skips this check): {}",
+                self.dir.display(),
+                bad.len(),
+                bad.join(", ")
+            );
+        }
+        Ok(())
+    }
+}
+
+/// [`open`] without the digest comparison, which the caller must run ([`Digests::check`])
+/// before the model's data is used anywhere but in a temp output it drops on failure:
+/// `assemble` runs it while it copies.
+pub fn open_unchecked(dir: &Path) -> Result<(Model, Digests)> {
     crate::input::open_dir(dir)?;
     let mpath = dir.join("manifest.json");
     let mfile = ModelFile::open(&mpath).with_context(|| format!("{}: not an organ directory", dir.display()))?;
@@ -51,37 +98,24 @@ pub fn open(dir: &Path) -> Result<Model> {
         .par_iter()
         .zip(&entries.tensors)
         .map(|(t, e)| organ_file(&root, &mpath, t, e))
-        .collect::<Vec<Result<(Arc<ModelFile>, bool)>>>()
+        .collect::<Vec<Result<Arc<ModelFile>>>>()
         .into_iter()
         .collect::<Result<Vec<_>>>()?;
-    let bad: Vec<String> = files
-        .iter()
-        .zip(&m.tensors)
-        .filter(|((_, ok), _)| !ok)
-        .map(|(_, t)| format!("{} ({})", t.file, t.name))
-        .collect();
-    if !bad.is_empty() {
-        bail!(
-            "{}: {} organ files differ from the digest their manifest records (--no-verify skips this check): {}",
-            dir.display(),
-            bad.len(),
-            bad.join(", ")
-        );
-    }
-    if !VERIFY.load(Ordering::Relaxed) {
-        crate::progress::warn(format!("--no-verify: the organ files of {} are used unchecked", dir.display()));
-    }
     let core_model::Model { version, kvs, tensors } = entries;
-    let tensors =
-        tensors.into_iter().zip(files).map(|(entry, (file, _))| Tensor { entry, in_file: file, owned: None }).collect();
+    let tensors = tensors
+        .into_iter()
+        .zip(&files)
+        .map(|(entry, file)| Tensor { entry, in_file: file.clone(), owned: None })
+        .collect();
     let model = core_model::Model { version, kvs, tensors };
     let label = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
-    Ok(Model { label, path: dir.to_owned(), shards: Vec::new(), model })
+    let digests = Digests { dir: dir.to_owned(), tensors: m.tensors, files };
+    Ok((Model { label, path: dir.to_owned(), shards: Vec::new(), model }, digests))
 }
 
 /// Opens one organ file of a manifest: confined to the directory, its header equal to
-/// the manifest's entry, and (unless turned off) its digest compared: the `bool`.
-fn organ_file(root: &Path, mpath: &Path, t: &ManifestTensor, e: &TensorEntry) -> Result<(Arc<ModelFile>, bool)> {
+/// the manifest's entry (its digest is [`Digests::check`]'s).
+fn organ_file(root: &Path, mpath: &Path, t: &ManifestTensor, e: &TensorEntry) -> Result<Arc<ModelFile>> {
     let path =
         crate::source::confined(root, &t.file).with_context(|| format!("{}: tensor {:?}", mpath.display(), t.name))?;
     let file = Arc::new(ModelFile::open_mapped(&path)?);
@@ -110,7 +144,5 @@ fn organ_file(root: &Path, mpath: &Path, t: &ManifestTensor, e: &TensorEntry) ->
             e.offset
         );
     }
-    // The one place organ files are verified. parse() has checked there is one digest.
-    let ok = !VERIFY.load(Ordering::Relaxed) || t.digest().is_some_and(|d| crate::digest::matches(&file.bytes, d));
-    Ok((file, ok))
+    Ok(file)
 }

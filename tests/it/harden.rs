@@ -380,3 +380,62 @@ fn shards_of_different_split_sets_are_refused() {
     let e = refused(c);
     assert!(e.contains("s-00003-of-00004.gguf") && e.contains("another split set"), "{e}");
 }
+
+/// The `fsync` calls of `organ ARGS` (with `env`), counted by strace. Outside CI a missing
+/// strace skips (None); under CI it fails.
+fn fsyncs(args: &[&std::ffi::OsStr], env: &[(&str, &str)]) -> Option<usize> {
+    if Command::new("strace").arg("-V").output().is_err() {
+        let ci = std::env::var("CI").is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"));
+        assert!(!ci, "strace is needed to count organ's fsync calls");
+        println!("skipped: no strace (CI=true fails instead)");
+        return None;
+    }
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static RUN: AtomicU64 = AtomicU64::new(0);
+    let log = tmp(&format!("strace.{}", RUN.fetch_add(1, Ordering::Relaxed)));
+    let mut c = Command::new("strace");
+    c.args(["-f", "-qq", "-e", "trace=fsync", "-o"]).arg(&log).arg(env!("CARGO_BIN_EXE_organ")).args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    Some(std::fs::read_to_string(&log).unwrap().lines().filter(|l| l.contains("fsync(")).count())
+}
+
+/// New outputs are renamed into place unflushed, as cp writes (the dissect/assemble speed
+/// target); an output that replaces an existing one is flushed, file by file, before the
+/// rename, and so is every output with --fsync or ORGAN_FSYNC=1.
+#[test]
+fn outputs_are_flushed_when_they_replace_something_or_when_asked() {
+    let Some(model) = need::smollm2() else { return };
+    let (dir, gguf) = (tmp("flush.organs"), tmp("flush.gguf"));
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    let dissect = |extra: &[&std::ffi::OsStr], env: &[(&str, &str)]| {
+        let mut a = vec![os("dissect"), model.as_os_str(), os("--out"), dir.as_os_str()];
+        a.extend_from_slice(extra);
+        fsyncs(&a, env)
+    };
+    let Some(new) = dissect(&[], &[]) else { return };
+    assert_eq!(new, 0, "a new organ directory is not flushed");
+    let organ_files = manifest(&dir)["tensors"].as_array().unwrap().len();
+    let replaced = dissect(&[os("--force")], &[]).unwrap();
+    assert!(replaced > organ_files, "replacing: {replaced} fsyncs for {organ_files} organ files");
+    std::fs::remove_dir_all(&dir).unwrap();
+    let asked = dissect(&[os("--fsync")], &[]).unwrap();
+    assert!(asked > organ_files, "--fsync: {asked} fsyncs for {organ_files} organ files");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(dissect(&[], &[("ORGAN_FSYNC", "1")]).unwrap() > organ_files);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(dissect(&[], &[("ORGAN_FSYNC", "0")]).unwrap(), 0);
+
+    let assemble = |extra: &[&std::ffi::OsStr]| {
+        let mut a = vec![os("assemble"), dir.as_os_str(), os("--out"), gguf.as_os_str()];
+        a.extend_from_slice(extra);
+        fsyncs(&a, &[]).unwrap()
+    };
+    assert_eq!(assemble(&[]), 0, "a new GGUF is not flushed");
+    // The file, then its directory after the rename.
+    assert_eq!(assemble(&[os("--force")]), 2, "a replacing GGUF is flushed, and its directory");
+    assert_eq!(bytes(&gguf), bytes(&model));
+}

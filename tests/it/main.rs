@@ -12,6 +12,7 @@ mod api;
 mod cli_errors;
 mod diff;
 mod digests;
+mod eval;
 mod experts;
 mod fleet;
 mod harden;

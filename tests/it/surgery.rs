@@ -208,6 +208,14 @@ fn hostile_organ_directories_are_refused() {
         let o = organ().arg("assemble").arg(dir).arg("--out").arg(&out).output().unwrap();
         assert_eq!(o.status.code(), Some(1), "{}", dir.display());
         assert!(!out.exists());
+        // Nor its temp entry: assemble writes it while the digests are compared.
+        let temp = format!(".{}.organ-tmp.", out.file_name().unwrap().to_str().unwrap());
+        let left: Vec<_> = std::fs::read_dir(out.parent().unwrap())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&temp))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
         String::from_utf8(o.stderr).unwrap()
     };
     let edit = |dir: &Path, f: &dyn Fn(&mut Value)| {

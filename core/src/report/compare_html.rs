@@ -167,15 +167,7 @@ pub fn render_compare(r: &CompareReport) -> String {
     side_row(&mut out, "A (base)", &r.a);
     side_row(&mut out, "B (other)", &r.b);
     out.push_str("</tbody></table><h2>Counts</h2><div class=\"cards counts\">");
-    let c = &r.counts;
-    for (k, label, v) in [
-        ("comparable", "comparable", c.comparable),
-        ("identical", "identical", c.identical),
-        ("changed", "changed", c.changed),
-        ("only_in_a", "only in A", c.only_in_a),
-        ("only_in_b", "only in B", c.only_in_b),
-        ("shape_mismatch", "shape mismatch", c.shape_mismatch),
-    ] {
+    for (k, label, v) in r.counts.labelled() {
         let _ = write!(out, "<div class=\"card\" data-count=\"{k}\">{label}<b>{v}</b></div>");
     }
     out.push_str("</div>");

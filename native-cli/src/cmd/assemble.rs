@@ -1,28 +1,43 @@
-//! `organ assemble`: an organ directory back into one GGUF. Opening the directory checks
-//! every organ file against the digest its manifest recorded ([`crate::organ_dir::open`]).
+//! `organ assemble`: an organ directory back into one GGUF (or a split set). Every organ
+//! file is checked against the digest its manifest recorded
+//! ([`crate::organ_dir::Digests::check`]) while the output is written to its temp path;
+//! the output is renamed into place only if every file matched, and removed otherwise.
 
-use crate::write::write_gguf;
+use crate::write::{stage_gguf, stage_gguf_split};
 use anyhow::{Context, Result};
 use std::io::Write;
 use std::path::Path;
 
 pub fn run(dir: &Path, out: &Path, split_max: Option<u64>, force: bool, w: &mut dyn Write) -> Result<()> {
-    let m = crate::organ_dir::open(dir)?;
-    if let Some(max) = split_max {
-        let shards = crate::write::write_gguf_split(m.version, &m.kvs, &m.tensors, out, max, force)
-            .with_context(|| format!("assembling {}", dir.display()))?;
+    let (m, digests) = crate::organ_dir::open_unchecked(dir)?;
+    // The output's length, or 0 for a split set.
+    let write = || match split_max {
+        Some(max) => stage_gguf_split(m.version, &m.kvs, &m.tensors, out, max, force).map(|(t, p)| (t, p, 0)),
+        None => stage_gguf(m.version, &m.kvs, &m.tensors, out, force).map(|(t, len)| (vec![t], Vec::new(), len)),
+    };
+    let (checked, staged) = rayon::join(|| digests.check(), write);
+    checked?;
+    let (temps, paths, len) = staged.with_context(|| format!("assembling {}", dir.display()))?;
+    for t in temps {
+        t.commit()?;
+    }
+    if let Some(first) = paths.first() {
         writeln!(
             w,
             "assembled {} tensors from {} into {} shards: {}",
             m.tensors.len(),
             dir.display(),
-            shards.len(),
-            shards[0].display()
+            paths.len(),
+            first.display()
         )?;
-        return Ok(());
+    } else {
+        writeln!(
+            w,
+            "assembled {} tensors from {} into {} ({len} bytes)",
+            m.tensors.len(),
+            dir.display(),
+            out.display()
+        )?;
     }
-    let n = write_gguf(m.version, &m.kvs, &m.tensors, out, force)
-        .with_context(|| format!("assembling {}", dir.display()))?;
-    writeln!(w, "assembled {} tensors from {} into {} ({n} bytes)", m.tensors.len(), dir.display(), out.display())?;
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! The operations (measure, diff, dissect, assemble, graft, purify): each request checked
+//! The operations (measure, diff, dissect, assemble, graft, purify, eval): each request checked
 //! and turned into the argv of an `organ` child, started as a job.
 
 use super::jobs::{start_job, JobStatus};
@@ -112,6 +112,22 @@ pub(super) struct PurifyReq {
     only_if_improves: bool,
     #[serde(default)]
     split_max_size: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct EvalReq {
+    /// The model (a GGUF under the root).
+    path: String,
+    /// The text to score (a file under the root, as models are).
+    text: String,
+    /// The parent to compare with.
+    #[serde(default)]
+    base: Option<String>,
+    #[serde(default)]
+    ctx: Option<u32>,
+    #[serde(default)]
+    chunks: Option<u32>,
 }
 
 /// An output name for a job's directory: one plain file name.
@@ -294,5 +310,38 @@ pub(super) async fn purify(
         vec![out, "purify.json".into()],
         Some("purify.json"),
         None,
+    )
+}
+
+/// `organ eval MODEL --text TEXT [--base PARENT]` (docs/judge.md): llama.cpp's
+/// llama-perplexity, found in the server's environment (ORGAN_LLAMA_CPP, then PATH). The
+/// job's result is `organ eval --json`'s report; outputs eval.json and the text eval.txt.
+pub(super) async fn eval(
+    State(s): State<Arc<AppState>>,
+    body: Result<Json<EvalReq>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    use crate::cmd::eval::{MAX_CTX, MIN_CTX};
+    let Json(r) = body?;
+    let (model, text) = (s.path(&r.path)?, s.path(&r.text)?);
+    let base = r.base.as_deref().map(|b| s.path(b)).transpose()?;
+    if let Some(c) = r.ctx.filter(|c| !(MIN_CTX..=MAX_CTX).contains(c)) {
+        return Err(bad(format!("ctx {c}: give {MIN_CTX} to {MAX_CTX}")));
+    }
+    if r.chunks == Some(0) {
+        return Err(bad("chunks 0: give at least 1"));
+    }
+    start_job(
+        &s,
+        "eval",
+        |dir| {
+            let mut a = vec![os("eval"), os(&model), os("--text"), os(&text), os("--json"), os(dir.join("eval.json"))];
+            flag(&mut a, "--base", base.as_ref());
+            flag(&mut a, "--ctx", r.ctx.map(|c| c.to_string()));
+            flag(&mut a, "--chunks", r.chunks.map(|c| c.to_string()));
+            a
+        },
+        vec!["eval.json".into(), "eval.txt".into()],
+        Some("eval.json"),
+        Some("eval.txt"),
     )
 }

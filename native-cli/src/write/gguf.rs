@@ -26,7 +26,7 @@ pub fn write_gguf(
 
 /// Writes the GGUF into a temp path beside `dest` and returns it uncommitted, with the
 /// file's length: the caller commits it (or drops it, which removes it).
-pub(super) fn stage_gguf(
+pub fn stage_gguf(
     version: u32,
     kvs: &[(String, OwnedValue)],
     tensors: &[Tensor],
@@ -45,6 +45,6 @@ pub(super) fn stage_gguf(
         write_tensor_data(t, &mut f).with_context(|| format!("{}: copying tensor {:?}", tmp.path.display(), t.name))?;
         f.write_all(&zeros[..padding(n, layout.alignment) as usize])?;
     }
-    f.sync_all()?;
+    // Flushed by commit when it must be (crate::atomic's note on durability).
     Ok((tmp, layout.file_len))
 }

@@ -2,6 +2,7 @@
 //! argument that sets the shards' size.
 
 use super::gguf::stage_gguf;
+use crate::atomic::Temp;
 use crate::model::Tensor;
 use anyhow::{bail, Context, Result};
 use organ_core::gguf::split::SET_ID_KEY;
@@ -23,6 +24,23 @@ pub fn write_gguf_split(
     max_bytes: u64,
     force: bool,
 ) -> Result<Vec<PathBuf>> {
+    let (staged, paths) = stage_gguf_split(version, kvs, tensors, dest, max_bytes, force)?;
+    for t in staged {
+        t.commit()?;
+    }
+    Ok(paths)
+}
+
+/// [`write_gguf_split`]'s shards in their temp paths, uncommitted, with the paths they are
+/// for: the caller commits each (or drops them, which removes them).
+pub fn stage_gguf_split(
+    version: u32,
+    kvs: &[(String, OwnedValue)],
+    tensors: &[Tensor],
+    dest: &Path,
+    max_bytes: u64,
+    force: bool,
+) -> Result<(Vec<Temp>, Vec<PathBuf>)> {
     let mut groups: Vec<Vec<Tensor>> = vec![Vec::new()];
     let mut size = 0u64;
     for t in tensors {
@@ -61,10 +79,7 @@ pub fn write_gguf_split(
         shard_kvs.push((SET_ID_KEY.into(), OwnedValue::string(&set_id)));
         staged.push(stage_gguf(version, &shard_kvs, g, path, force)?.0);
     }
-    for t in staged {
-        t.commit()?;
-    }
-    Ok(paths)
+    Ok((staged, paths))
 }
 
 /// Parses a size like `500M`, `2G`, `1048576` (K, M, G, T are powers of 1024).

@@ -9,8 +9,8 @@ pub mod gguf_split;
 pub mod organ_dir;
 
 pub use copy::copy_range;
-pub use gguf::write_gguf;
-pub use gguf_split::{parse_size, write_gguf_split};
+pub use gguf::{stage_gguf, write_gguf};
+pub use gguf_split::{parse_size, stage_gguf_split, write_gguf_split};
 pub use organ_dir::{file_name, group_dir, write_dir};
 
 use crate::model::Model;

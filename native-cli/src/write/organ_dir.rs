@@ -131,7 +131,7 @@ pub fn write_dir(
     let mut f = BufWriter::new(create_new(&mpath)?);
     serde_json::to_writer_pretty(&mut f, &m)?;
     f.write_all(b"\n")?;
-    f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+    f.into_inner().map_err(|e| e.into_error())?;
     tmp.commit()
 }
 

@@ -5,6 +5,7 @@
 
 mod diff;
 mod endpoints;
+mod eval;
 mod jobs;
 mod limits;
 mod security;

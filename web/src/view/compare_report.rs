@@ -57,15 +57,7 @@ pub fn CompareView(data: Arc<CompareData>) -> impl IntoView {
         )
     });
     let (ms, bytes, n) = data.run.unwrap_or((0.0, 0, 0));
-    let c = r.counts.clone();
-    let counts = [
-        ("comparable", "comparable", c.comparable),
-        ("identical", "identical", c.identical),
-        ("changed", "changed", c.changed),
-        ("only_in_a", "only in A", c.only_in_a),
-        ("only_in_b", "only in B", c.only_in_b),
-        ("shape_mismatch", "shape mismatch", c.shape_mismatch),
-    ];
+    let counts = r.counts.labelled();
     let scatter = theta_scatter_svg(&r);
     view! {
         <section id="compare" data-done="1" data-elapsed-ms=ms.to_string() data-bytes-read=bytes.to_string() data-threads=n.to_string()>

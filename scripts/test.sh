@@ -61,6 +61,7 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
 fi
 step "bench: measure a 100 GiB sparse split model in < 256 MiB" bench/huge-sparse.sh 100
 step "bench: diff two 100 GiB sparse models in < 256 MiB" bench/diff-huge-sparse.sh 100
+step "bench: per-expert θ (--experts) of a 100 GiB sparse MoE in < 256 MiB" bench/experts-huge-sparse.sh 100
 step "bench: organ measure vs zref.py (figure only)" bench/measure-vs-zref.sh "" 3
 step "bench: organ diff within 2.5x of measure, >= 15x faster than compare_ref.py" bench/diff-vs-ref.sh "" 5 2
 step "bench: --sigma within 8x of measure, --exact >= 5x faster than zref --exact, --sigma --stream on 100 GiB in < 256 MiB" bench/sigma.sh "" 5 2 100

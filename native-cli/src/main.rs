@@ -142,6 +142,11 @@ enum Command {
         /// "z1-exact"). Memory grows with the largest tensor.
         #[arg(long)]
         exact: bool,
+        /// Also measure each expert of every expert tensor (`_exps`) as a tensor of its own
+        /// (Z-measure §6), flagging outliers and byte-identical experts. One sample per
+        /// expert: about E times the work of an expert tensor.
+        #[arg(long)]
+        experts: bool,
     },
     /// Compare two models tensor by tensor (Compare v1): which tensors changed, by how
     /// much (cos, rel_l2, max_abs, dθ), in which layers and groups.
@@ -420,6 +425,7 @@ fn run(cli: Cli) -> Result<Exit> {
             force,
             sigma,
             exact,
+            experts,
         } => {
             let reports = [&json, &csv, &html, &ranking_csv];
             guard(&models, reports.iter().filter_map(|p| p.as_deref()), force)?;
@@ -453,6 +459,7 @@ fn run(cli: Cli) -> Result<Exit> {
                     (_, true) => organ_core::zmeasure::Mode::Exact,
                     _ => organ_core::zmeasure::Mode::Sampled,
                 },
+                experts,
             };
             cmd::measure::run(&opts, &mut out)?;
             if stats {

@@ -4,29 +4,13 @@
 //! directory and its split, graft and purify outputs against their inputs, renamed and
 //! reshaped tensors, and bad inputs.
 
+use crate::build::*;
 use crate::common::*;
-use organ_core::gguf::writer::{plan, TensorSpec};
 use organ_core::gguf::MetaValue;
-use organ_core::quant::quantize::quantize;
 use organ_core::{GgmlType, Gguf};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-
-/// SmolLM2 requantized to Q8_0 by llama.cpp (`llama-quantize --allow-requantize`), made
-/// once per test process: the oracle, streaming and graft tests share it.
-fn smollm2_q8_0(model: &Path) -> PathBuf {
-    static Q8_0: OnceLock<PathBuf> = OnceLock::new();
-    Q8_0.get_or_init(|| {
-        let out = tmp("smollm2-q8_0.gguf");
-        let mut q = llama_tool("llama-quantize");
-        q.arg("--allow-requantize").arg(model).arg(&out).arg("Q8_0");
-        ok(q);
-        out
-    })
-    .clone()
-}
 
 /// What one `organ diff` run gave.
 struct Diff {
@@ -199,60 +183,6 @@ fn stats(stderr: &str) -> (u64, u64) {
 
 // --- Test-built models -----------------------------------------------------------------
 
-/// A tensor of a test-built model: its values, written as `ty` (F32 as is, other types
-/// through organ's quantizer).
-struct T {
-    name: String,
-    dims: Vec<u64>,
-    ty: GgmlType,
-    values: Vec<f32>,
-}
-
-fn t(name: &str, dims: &[u64], ty: GgmlType, values: Vec<f32>) -> T {
-    assert_eq!(values.len() as u64, dims.iter().product::<u64>(), "{name}");
-    T { name: name.to_owned(), dims: dims.to_vec(), ty, values }
-}
-
-/// `n` reproducible values in [-1, 1) from `seed` (xorshift64*).
-fn noise(seed: u64, n: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            let r = s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40;
-            r as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
-}
-
-/// Writes a GGUF of `general.architecture` = `arch` holding `tensors`, with organ's writer.
-fn write_model(name: &str, arch: &str, tensors: &[T]) -> PathBuf {
-    let kvs = [("general.architecture", MetaValue::Str(arch.as_bytes()))];
-    let specs: Vec<TensorSpec> =
-        tensors.iter().map(|t| TensorSpec { name: &t.name, dims: &t.dims, ty: t.ty }).collect();
-    let layout = plan(3, &kvs, &specs).unwrap();
-    let mut f = layout.header.clone();
-    f.resize(layout.file_len as usize, 0);
-    for (t, &(offset, len)) in tensors.iter().zip(&layout.tensors) {
-        let bytes = match t.ty {
-            GgmlType::F32 => t.values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            ty => {
-                let mut out = Vec::new();
-                quantize(ty, &t.values, &mut out).unwrap();
-                out
-            }
-        };
-        assert_eq!(bytes.len() as u64, len, "{}", t.name);
-        let at = layout.header.len() + offset as usize;
-        f[at..at + bytes.len()].copy_from_slice(&bytes);
-    }
-    let p = tmp(name);
-    std::fs::write(&p, f).unwrap();
-    p
-}
-
 /// A small dense model: five tensors of several types, one of them all zeros.
 fn small_model() -> Vec<T> {
     vec![
@@ -356,6 +286,27 @@ fn expert_tensors_are_compared_per_expert_as_compare_ref_does() {
     let oracle = compare_ref(&a, &b, "moe-ref.json");
     assert_eq!(matches_oracle(&d.report, &oracle), 14);
     summary_follows_pairs(&d.report);
+    // Each expert's θ(A) and θ(B) are its per-expert θ (Z-measure §6), as zref.py gives it
+    // for each model.
+    for (side, model, key) in [("a", &a, "theta_a"), ("b", &b, "theta_b")] {
+        let z = oracle_json(
+            &repo().join("tests/oracle/zref.py"),
+            &[model.as_os_str(), "--json".as_ref()],
+            &format!("moe-zref-{side}.json"),
+        );
+        let mut n = 0;
+        for (p, w) in d.report["pairs"].as_array().unwrap().iter().zip(z["tensors"].as_array().unwrap()) {
+            assert_eq!(p["name"], w["name"]);
+            for (x, t) in
+                p["experts"].as_array().into_iter().flatten().zip(w["experts"].as_array().into_iter().flatten())
+            {
+                let (g, t) = (x[key].as_f64().unwrap(), t.as_f64().unwrap());
+                assert!((g - t).abs() <= 1e-6, "{} expert {}: {key} {g} vs zref {t}", p["name"], x["expert"]);
+                n += 1;
+            }
+        }
+        assert_eq!(n, 14, "{side}");
+    }
     for p in d.report["pairs"].as_array().unwrap() {
         let name = p["name"].as_str().unwrap();
         let Some(want) = identical.get(name) else {
@@ -404,7 +355,7 @@ fn expert_tensors_are_compared_per_expert_as_compare_ref_does() {
     let col = |row: &[&str], k: &str| row[head.iter().position(|h| *h == k).unwrap()].to_owned();
     for (row, (w, expert)) in rows.iter().zip(want) {
         assert_eq!(col(row, "expert"), expert.map_or_else(String::new, |e| e.to_string()), "{row:?}");
-        for k in ["identical", "cos", "rel_l2", "max_abs", "d_theta", "dropped"] {
+        for k in ["identical", "cos", "rel_l2", "max_abs", "d_theta", "theta_a", "theta_b", "dropped"] {
             let got = col(row, k);
             let ok = match &w[k] {
                 Value::Null => got.is_empty(),

@@ -5,6 +5,7 @@
 //! llama.cpp) starts with a [`common::need`] guard: without it, the test prints one
 //! `skipped:` line and passes, or fails under `CI=true`. See docs/testing.md.
 
+mod build;
 mod common;
 
 mod api;
@@ -13,6 +14,7 @@ mod cli_errors;
 mod diff;
 mod digests;
 mod eval;
+mod experts;
 mod fleet;
 mod harden;
 mod hostile;

@@ -343,13 +343,15 @@ pub async fn measure(
     // 30 MB token embedding comes first in the file).
     let mut order: Vec<usize> = (0..n).filter(|&i| model.tensors[i].ty.can_dequantize()).collect();
     order.sort_by_key(|&i| model.tensors[i].n_bytes > MAX_READ);
-    let jobs = jobs::jobs(mode, order.iter().map(|&i| (i, model.tensors[i].n_elements)));
+    // Tensors measured whole (the browser has no per-expert view yet): every plan starts at
+    // its tensor's first byte.
+    let jobs = jobs::jobs(mode, order.iter().map(|&i| (i, model.tensors[i].n_elements, None)));
     // Plans (100k sample indices each, sorted) are worked out on the pool, a few ahead of
     // the reads.
     let plan = |j: usize| {
         let (job, t) = (jobs[j], &model.tensors[jobs[j].tensor]);
         let (name, ty, count) = (t.name.clone(), t.ty, t.n_elements);
-        pool::spawn(move || job.plan(mode, &name, ty, count, MAX_GAP, MAX_READ))
+        pool::spawn(move || job.plan(mode, &name, ty, count, None, MAX_GAP, MAX_GAP, MAX_READ).map(|(p, _)| p))
     };
     let mut plans: VecDeque<_> = (0..jobs.len().min(PLANS_AHEAD)).map(plan).collect();
     // In exact mode a job holds its whole tensor (and its values, twice): about one per
@@ -381,7 +383,7 @@ pub async fn measure(
             found.push(None);
         }
     }
-    let measured = jobs::gather(&jobs, &found, n).map_err(|e| format!("{}: {e}", model.label))?;
+    let (measured, _) = jobs::gather(&jobs, &found, n).map_err(|e| format!("{}: {e}", model.label))?;
     let rows = (model.tensors.iter().zip(&measured))
         .map(|(t, m)| {
             TensorReport::new(t, m.as_ref().map(|(m, _)| m)).in_mode(mode, m.as_ref().and_then(|(_, d)| d.as_ref()))

@@ -15,13 +15,16 @@ mod report;
 
 pub use report::most_changed;
 
+/// How expert tensors divide into experts: one definition for the measure (§6 of the
+/// Z-measure) and the comparison (§3).
+pub use crate::zmeasure::experts::{expert_name, ExpertLayout};
+
 pub use report::{CompareReport, Counts, ExpertPair, GroupDiff, PairReport, ShapeMismatch, Side, MOST_CHANGED};
 
 use crate::error::{Error, Result};
 use crate::model::{Model, TensorEntry};
 use crate::zmeasure::{measure_values, sample_values};
 use alloc::collections::BTreeMap;
-use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::borrow::Borrow;
@@ -154,58 +157,6 @@ fn sums(a: &[f32], b: &[f32]) -> Figures {
     let cos = (saa > 0.0 && sbb > 0.0).then(|| sab / libm::sqrt(saa * sbb));
     let rel_l2 = (saa > 0.0).then(|| libm::sqrt(sdd) / libm::sqrt(saa));
     Figures { cos, rel_l2, max_abs, theta_a: 0.0, theta_b: 0.0, sampled: a.len() as u64, dropped }
-}
-
-/// How an expert tensor divides into experts (§3; Z-measure v1 §6): `count` experts of
-/// `elements` elements and `bytes` bytes each, expert e at byte `e × bytes` of the data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExpertLayout {
-    /// E, the last dimension.
-    pub count: u64,
-    /// d0 · d1.
-    pub elements: u64,
-    /// Bytes per expert.
-    pub bytes: u64,
-}
-
-impl ExpertLayout {
-    /// The layout of `t`, when it is an expert tensor: its name contains `_exps` and it has
-    /// three dims. `None` otherwise.
-    ///
-    /// # Errors
-    /// [`Error::BadLayout`] when its rows are not whole quant blocks, its data is not
-    /// E equal slices (a file whose header says one thing and whose sizes another), or E
-    /// is over [`crate::limits::MAX_EXPERTS`].
-    pub fn of(t: &TensorEntry) -> Result<Option<ExpertLayout>> {
-        let [d0, d1, e] = t.dims[..] else { return Ok(None) };
-        if !t.name.contains("_exps") || e == 0 {
-            return Ok(None);
-        }
-        let bad = |reason: String| Err(Error::BadLayout { tensor: t.name.clone(), reason });
-        if e > crate::limits::MAX_EXPERTS {
-            return bad(format!("{e} experts, more than the limit {}", crate::limits::MAX_EXPERTS));
-        }
-        let bs = t.ty.block_size() as u64;
-        if bs == 0 || d0 % bs != 0 {
-            return bad(format!("expert rows of {d0} elements are not whole blocks of {bs}"));
-        }
-        let elements = d0.saturating_mul(d1);
-        let bytes = (elements / bs).saturating_mul(t.ty.type_size() as u64);
-        if bytes.checked_mul(e) != Some(t.n_bytes) {
-            return bad(format!("{} bytes are not {e} experts of {bytes} bytes", t.n_bytes));
-        }
-        Ok(Some(ExpertLayout { count: e, elements, bytes }))
-    }
-
-    /// Expert `e`'s byte range in the tensor's data.
-    pub fn range(&self, e: u64) -> core::ops::Range<u64> {
-        e * self.bytes..(e + 1) * self.bytes
-    }
-}
-
-/// The sampler name of expert `e` of tensor `name` (Z-measure v1 §6): `NAME#e`.
-pub fn expert_name(name: &str, e: u64) -> String {
-    format!("{name}#{e}")
 }
 
 #[cfg(test)]

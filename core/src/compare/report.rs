@@ -73,6 +73,12 @@ pub struct ExpertPair {
     pub max_abs: Option<f64>,
     /// θ(B) − θ(A) over the expert's slice.
     pub d_theta: Option<f64>,
+    /// θ(A) of the expert: its per-expert θ (Z-measure v1 §6, sampler name `NAME#e`).
+    #[serde(default)]
+    pub theta_a: Option<f64>,
+    /// θ(B) of the expert.
+    #[serde(default)]
+    pub theta_b: Option<f64>,
     /// Positions dropped as non-finite.
     pub dropped: u64,
 }
@@ -88,6 +94,8 @@ impl ExpertPair {
             rel_l2: figures.and_then(|f| f.rel_l2),
             max_abs: figures.map(|f| f.max_abs),
             d_theta: figures.map(Figures::d_theta),
+            theta_a: figures.map(|f| f.theta_a),
+            theta_b: figures.map(|f| f.theta_b),
             dropped: figures.map_or(0, |f| f.dropped),
         }
     }

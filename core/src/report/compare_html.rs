@@ -220,14 +220,14 @@ pub fn render_compare(r: &CompareReport) -> String {
     if !with_experts.is_empty() {
         out.push_str(
             "<h3>Experts</h3><div class=\"scroll\"><table class=\"sortable experts\"><thead><tr><th>tensor</th><th data-num>expert</th><th>bytes</th>\
-             <th data-num>cos</th><th data-num>rel_l2</th><th data-num>max_abs</th><th data-num>dθ</th></tr></thead><tbody>",
+             <th data-num>cos</th><th data-num>rel_l2</th><th data-num>max_abs</th><th data-num>dθ</th><th data-num>θ(A)</th><th data-num>θ(B)</th></tr></thead><tbody>",
         );
         for p in with_experts {
             for e in p.experts.iter().flatten() {
                 let _ = write!(
                     out,
                     "<tr><td>{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\" data-v=\"{}\">{}</td>\
-                     <td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\">{}</td></tr>",
+                     <td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
                     escape(&p.name),
                     e.expert,
                     if e.identical { "identical" } else { "changed" },
@@ -238,6 +238,8 @@ pub fn render_compare(r: &CompareReport) -> String {
                     exact(e.max_abs),
                     sci(e.max_abs),
                     opt(e.d_theta, 4),
+                    opt(e.theta_a, 4),
+                    opt(e.theta_b, 4),
                 );
             }
         }

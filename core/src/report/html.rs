@@ -161,6 +161,7 @@ fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
             sigma_heatmap(out, &h);
         }
     }
+    out.push_str(&super::expert_heatmap::html_section(m));
     let _ = write!(
         out,
         "<h3>Tensors</h3><input class=\"filter\" placeholder=\"filter by name, group, type…\" data-table=\"tensors-{idx}\">\

@@ -8,6 +8,7 @@
 
 mod compare_heatmap;
 mod compare_html;
+mod expert_heatmap;
 mod format;
 mod heatmap;
 mod histogram;
@@ -18,6 +19,7 @@ mod summary;
 
 pub use compare_heatmap::{CompareHeatmap, DiffCell, DIFF_FLOOR};
 pub use compare_html::{render_compare, SAME_POSITIONS};
+pub use expert_heatmap::ExpertHeatmap;
 pub use format::{diff_color, diff_position, human_bytes, human_count, sci, theta_color, IDENTICAL_COLOR};
 pub use heatmap::{sigma_color, Heatmap, NOISY_STYLE, SIGMA_MARK};
 pub use histogram::Histogram;

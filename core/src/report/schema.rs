@@ -65,6 +65,9 @@ pub struct TensorReport {
     /// θ of each alternate draw k = 1..8 (§7), for sampled tensors when σ was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draws: Option<Vec<f64>>,
+    /// Per-expert θ of an expert tensor (§6), when asked for (`--experts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experts: Option<Vec<crate::zmeasure::experts::ExpertTheta>>,
 }
 
 impl TensorReport {
@@ -105,6 +108,7 @@ impl TensorReport {
             dropped: m.map_or(0, |m| m.dropped),
             sigma: None,
             draws: None,
+            experts: None,
         }
     }
 

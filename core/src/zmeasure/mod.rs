@@ -6,6 +6,7 @@
 //! [`SamplePlan`] which blocks the sampler needs first.
 
 pub mod batch;
+pub mod experts;
 mod indicators;
 pub mod jobs;
 mod plan;

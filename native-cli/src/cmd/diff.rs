@@ -344,8 +344,8 @@ fn write_csv(r: &CompareReport, w: &mut dyn Write) -> Result<()> {
             row[10] = f(e.rel_l2);
             row[11] = f(e.max_abs);
             row[12] = f(e.d_theta);
-            row[13] = String::new();
-            row[14] = String::new();
+            row[13] = f(e.theta_a);
+            row[14] = f(e.theta_b);
             row[15] = String::new();
             row[16] = e.dropped.to_string();
             c.write_record(&row)?;

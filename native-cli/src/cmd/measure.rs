@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 
 mod cache;
+mod experts;
 mod stream;
 
 pub use cache::{CacheKey, Definition};
@@ -37,6 +38,8 @@ pub struct Options {
     pub force: bool,
     /// Plain θ, θ with σ_θ (`--sigma`), or θ over every value (`--exact`).
     pub mode: Mode,
+    /// Also each expert's θ (§6), outliers and duplicates (`--experts`).
+    pub experts: bool,
 }
 
 /// One tensor's measurement and, with `--sigma`, its alternate draws.
@@ -45,13 +48,14 @@ type Measured = (Measurement, Option<Draws>);
 /// Measures a model, or takes its report from the cache when an identical model was
 /// measured before.
 fn measure_cached(path: &Path, opts: &Options, progress: &ProgressBar) -> Result<(ModelReport, bool)> {
-    let Some(cache) = &opts.cache else { return Ok((measure_model(path, opts.stream, opts.mode, progress)?, false)) };
-    let key = CacheKey::of(path, opts.mode)?;
+    let measure = || measure_model(path, opts.stream, opts.mode, opts.experts, progress);
+    let Some(cache) = &opts.cache else { return Ok((measure()?, false)) };
+    let key = CacheKey::of(path, opts.mode, opts.experts)?;
     if let Some(mut r) = key.lookup::<ModelReport>(cache) {
         r.model = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
         return Ok((r, true));
     }
-    let r = measure_model(path, opts.stream, opts.mode, progress)?;
+    let r = measure()?;
     key.store(cache, &r)?;
     Ok((r, false))
 }
@@ -65,9 +69,17 @@ pub static BYTES_READ: AtomicU64 = AtomicU64::new(0);
 
 /// Measures one model (a GGUF, a split GGUF, or an organ directory); the progress bar
 /// advances per tensor. With `stream` (or for models over 2 GiB) only the sampled blocks
-/// are read. `mode` says how ([`Mode`]).
-pub fn measure_model(path: &Path, stream: bool, mode: Mode, progress: &ProgressBar) -> Result<ModelReport> {
+/// are read. `mode` says how ([`Mode`]); with `experts`, each expert of every expert
+/// tensor is measured too (§6).
+pub fn measure_model(
+    path: &Path,
+    stream: bool,
+    mode: Mode,
+    experts: bool,
+    progress: &ProgressBar,
+) -> Result<ModelReport> {
     let model = Model::open(path)?;
+    let layouts = if experts { experts::layouts(&model, path)? } else { vec![None; model.tensors.len()] };
     let mut files: Vec<&crate::model_file::ModelFile> = model.tensors.iter().map(|t| &*t.in_file).collect();
     files.dedup_by_key(|f| f.path.clone());
     let file_bytes: u64 = files.iter().map(|f| f.bytes.len() as u64).sum();
@@ -80,8 +92,8 @@ pub fn measure_model(path: &Path, stream: bool, mode: Mode, progress: &ProgressB
     }
     progress.inc_length(model.tensors.len() as u64);
     let tick = || crate::progress::tensor_done(progress);
-    let measured: Vec<Option<Measured>> = if stream {
-        stream::measure(&model, path, mode, &tick)?
+    let (measured, per_expert): (Vec<Option<Measured>>, _) = if stream {
+        stream::measure(&model, path, mode, &layouts, &tick)?
     } else {
         let measured: Vec<Result<Option<Measured>>> = model
             .tensors
@@ -96,11 +108,17 @@ pub fn measure_model(path: &Path, stream: bool, mode: Mode, progress: &ProgressB
                 Ok(m)
             })
             .collect();
-        measured.into_iter().collect::<Result<_>>()?
+        (measured.into_iter().collect::<Result<_>>()?, experts::measure_mapped(&model, path, mode, &layouts)?)
     };
-    let rows = (model.tensors.iter().zip(&measured))
-        .map(|(t, m)| {
-            TensorReport::new(t, m.as_ref().map(|(m, _)| m)).in_mode(mode, m.as_ref().and_then(|(_, d)| d.as_ref()))
+    let duplicates = experts::duplicates(&model, path, &layouts, stream)?;
+    let rows = (model.tensors.iter().zip(&measured).zip(per_expert.iter().zip(&duplicates)))
+        .map(|((t, m), (x, d))| {
+            let mut row = TensorReport::new(t, m.as_ref().map(|(m, _)| m))
+                .in_mode(mode, m.as_ref().and_then(|(_, d)| d.as_ref()));
+            if let (Some(x), Some(d)) = (x, d) {
+                row.experts = Some(experts::rows(mode, x, d));
+            }
+            row
         })
         .collect();
     Ok(ModelReport::new(&model.label, &model, file_bytes, rows))
@@ -169,6 +187,10 @@ fn write_csv(report: &Report, w: &mut dyn Write) -> Result<()> {
     if sigma {
         head.push("sigma");
     }
+    let with_experts = experts::any(&report.models);
+    if with_experts {
+        head.extend(experts::CSV_HEAD);
+    }
     c.write_record(&head)?;
     let num = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:?}"));
     for m in &report.models {
@@ -195,7 +217,13 @@ fn write_csv(report: &Report, w: &mut dyn Write) -> Result<()> {
             if sigma {
                 row.push(num(t.sigma));
             }
+            if with_experts {
+                row.extend(experts::CSV_HEAD.map(|_| String::new()));
+            }
             c.write_record(&row)?;
+            for r in experts::csv_rows(&m.model, t, sigma) {
+                c.write_record(&r)?;
+            }
         }
     }
     c.flush()?;
@@ -299,6 +327,7 @@ fn print_report(report: &Report, opts: &Options, out: &mut dyn Write) -> Result<
                     opt(t.cv, 9, 3)
                 )?;
             }
+            experts::print(m, out)?;
         }
         writeln!(out, "\n  {:<10} {:>6} {:>9} {:>9} {:>9}", "group", "count", "mean θ°", "min θ°", "max θ°")?;
         for g in &s.groups {

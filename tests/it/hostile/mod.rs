@@ -47,10 +47,21 @@ fn hostile_inputs() {
     let mut cases = gguf_cases(&d);
     cases.extend(dir_cases(&d));
     // measure-sigma and measure-exact: `measure --sigma` / `--exact` (§7), which read what
-    // measure reads, nine times or whole.
+    // measure reads, nine times or whole; measure-experts: `--experts` (§6), which also cuts
+    // expert tensors by their header and compares their experts' bytes.
     // check: reads every byte measure reads, and more; a verdict (0, or 1 for an error
     // finding) or a refusal (2).
-    let commands = ["inspect", "measure", "measure-sigma", "measure-exact", "diff", "check", "dissect", "assemble"];
+    let commands = [
+        "inspect",
+        "measure",
+        "measure-sigma",
+        "measure-exact",
+        "measure-experts",
+        "diff",
+        "check",
+        "dissect",
+        "assemble",
+    ];
     let (mut panics, mut hangs, mut peak, mut failures) = (0, 0, 0u64, Vec::new());
     let mut heaviest = Vec::new();
     for case in &cases {
@@ -62,14 +73,14 @@ fn hostile_inputs() {
             let input = case.path.as_os_str();
             let args: Vec<&std::ffi::OsStr> = match cmd {
                 "inspect" => vec!["inspect".as_ref(), "--json".as_ref(), input],
-                "measure" | "measure-sigma" | "measure-exact" => {
+                "measure" | "measure-sigma" | "measure-exact" | "measure-experts" => {
                     let mut a: Vec<&std::ffi::OsStr> =
                         vec!["measure".as_ref(), "--no-cache".as_ref(), input, "--json".as_ref(), json.as_os_str()];
                     a.extend(cmd.strip_prefix("measure-").map(|m| -> &std::ffi::OsStr {
-                        if m == "sigma" {
-                            "--sigma".as_ref()
-                        } else {
-                            "--exact".as_ref()
+                        match m {
+                            "sigma" => "--sigma".as_ref(),
+                            "experts" => "--experts".as_ref(),
+                            _ => "--exact".as_ref(),
                         }
                     }));
                     a

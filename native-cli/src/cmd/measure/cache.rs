@@ -31,6 +31,10 @@ pub struct Definition {
     /// entries made before modes existed stay what they were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// Per-expert θ (`--experts`, §6): a report with it is another report. Absent (false)
+    /// without, so earlier keys stay what they were.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub experts: bool,
 }
 
 impl Definition {
@@ -41,7 +45,12 @@ impl Definition {
             Mode::Sigma => Some("sigma"),
             Mode::Exact => Some("exact"),
         };
-        Definition { measure: mode.label().to_owned(), report_schema: REPORT_SCHEMA, mode: name.map(str::to_owned) }
+        Definition {
+            measure: mode.label().to_owned(),
+            report_schema: REPORT_SCHEMA,
+            mode: name.map(str::to_owned),
+            experts: false,
+        }
     }
 }
 
@@ -62,10 +71,11 @@ struct Entry<T> {
 }
 
 impl CacheKey {
-    /// The key of the model at `path` under the current definition in `mode`.
-    pub fn of(path: &Path, mode: Mode) -> Result<CacheKey> {
+    /// The key of the model at `path` under the current definition in `mode`, with
+    /// per-expert θ or without.
+    pub fn of(path: &Path, mode: Mode, experts: bool) -> Result<CacheKey> {
         let fp = crate::digest::fingerprint_files(&crate::digest::identity_files(path), false)?;
-        Ok(CacheKey { model_blake3: fp.blake3, definition: Definition::current(mode) })
+        Ok(CacheKey { model_blake3: fp.blake3, definition: Definition { experts, ..Definition::current(mode) } })
     }
 
     /// The entry's file in `cache`: `<measure>-<model BLAKE3>-<definition digest>.json`.
@@ -99,7 +109,7 @@ mod tests {
     use super::*;
 
     fn key(measure: &str, report_schema: u32) -> CacheKey {
-        let definition = Definition { measure: measure.into(), report_schema, mode: None };
+        let definition = Definition { measure: measure.into(), report_schema, mode: None, experts: false };
         CacheKey { model_blake3: "ab".repeat(32), definition }
     }
 
@@ -124,6 +134,15 @@ mod tests {
         }
         for (i, m) in modes.iter().enumerate() {
             assert_eq!(key_in(*m).lookup::<usize>(&cache), Some(i), "{m:?}");
+        }
+        // With per-expert θ, each mode is a fourth, fifth and sixth entry.
+        for (i, m) in modes.iter().enumerate() {
+            let mut k = key_in(*m);
+            k.definition.experts = true;
+            assert_eq!(k.lookup::<usize>(&cache), None, "{m:?} with experts");
+            k.store(&cache, &(i + 10)).unwrap();
+            assert_eq!(k.lookup::<usize>(&cache), Some(i + 10));
+            assert_eq!(key_in(*m).lookup::<usize>(&cache), Some(i), "{m:?} without experts");
         }
         let _ = std::fs::remove_dir_all(&cache);
     }

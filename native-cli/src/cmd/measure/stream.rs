@@ -10,12 +10,17 @@
 //! the plan of the sample seeded by `NAME@k`, so a draw holds no more memory than a plain
 //! measure does, and the nine jobs of a tensor are measured in parallel. With `--exact` a
 //! job's plan is the whole tensor, and fewer jobs are in flight.
+//!
+//! With `--experts` each expert of an expert tensor is read and measured as a tensor of its
+//! own (`NAME#e`, §6): jobs of their own ([`jobs::jobs`]), with plans that start at the
+//! expert's bytes.
 
 use super::{Measured, BYTES_READ};
 use crate::model::Model;
 use anyhow::{Context, Result};
 use organ_core::zmeasure::batch::{Batch, Batcher};
-use organ_core::zmeasure::jobs::{self, draws_of, Job};
+use organ_core::zmeasure::experts::ExpertLayout;
+use organ_core::zmeasure::jobs::{self, Gathered, Job};
 use organ_core::zmeasure::{measure_values, Measurement, Mode, ReadPlan};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -34,37 +39,55 @@ const MAX_READ: u64 = 1 << 20;
 /// value (1.6 MB), so they are made as the reads reach them, not all first.
 const PLANS_AHEAD: usize = 16;
 
+/// Needed blocks of one expert share a read across gaps this long: an expert's 100 000
+/// samples fall in a third of its blocks (a 64-expert Q4_K tensor of 4096 × 14336 per
+/// expert), so without it each expert is tens of thousands of reads of a block or two.
+const EXPERT_GAP: u64 = 4096;
+
 /// A job whose ranges are all read: its index, plan and filled buffer.
 type Filled = (usize, ReadPlan, Vec<u8>);
 
-/// Measures every tensor of `model` by positioned reads in `mode`; `tick` is called once
-/// per tensor (measured or not measurable). The result is in tensor order, `None` where
-/// the type cannot be measured.
+/// What [`measure`] found: per tensor, its measurement and, for expert tensors measured
+/// per expert, each expert's.
+pub(super) type Found = (Vec<Option<Measured>>, Vec<Option<Vec<Measured>>>);
+
+/// Measures every tensor of `model` by positioned reads in `mode`, and each expert of the
+/// expert tensors `layouts` names (`None`: measured whole only); `tick` is called once per
+/// tensor (measured or not measurable). The result is in tensor order, `None` where the
+/// type cannot be measured.
 pub(super) fn measure(
     model: &Model,
     path: &Path,
     mode: Mode,
+    layouts: &[Option<ExpertLayout>],
     tick: &(dyn Fn() + Sync),
-) -> Result<Vec<Option<Measured>>> {
+) -> Result<Found> {
     // File order, measurable tensors only.
     let mut order: Vec<usize> = (0..model.tensors.len()).filter(|&i| model.tensors[i].ty.can_dequantize()).collect();
     order.sort_by_key(|&i| (model.tensors[i].file, file_key(model, i), model.tensors[i].offset));
     (0..model.tensors.len() - order.len()).for_each(|_| tick());
-    // Only sampled tensors have alternate draws.
-    let draws = |i: usize| draws_of(mode, model.tensors[i].n_elements);
-    let jobs: Vec<Job> = jobs::jobs(mode, order.iter().map(|&i| (i, model.tensors[i].n_elements)));
-    let named = |j: usize| format!("{}: tensor {:?}", path.display(), model.tensors[jobs[j].tensor].name);
-    // A job's tensor is done when all its draws are: counted down here.
+    let layout = |i: usize| layouts.get(i).copied().flatten();
+    let jobs: Vec<Job> = jobs::jobs(mode, order.iter().map(|&i| (i, model.tensors[i].n_elements, layout(i))));
+    let named = |j: usize| {
+        let (t, e) = (&model.tensors[jobs[j].tensor].name, jobs[j].expert);
+        let expert = e.map_or_else(String::new, |e| format!(" expert {e}"));
+        format!("{}: tensor {t:?}{expert}", path.display())
+    };
+    // A job's tensor is done when all its jobs are: counted down here.
+    let mut per_tensor = vec![0usize; model.tensors.len()];
+    jobs.iter().for_each(|j| per_tensor[j.tensor] += 1);
     let left: Vec<std::sync::atomic::AtomicUsize> =
-        (0..model.tensors.len()).map(|i| std::sync::atomic::AtomicUsize::new(draws(i) + 1)).collect();
+        per_tensor.iter().map(|&n| std::sync::atomic::AtomicUsize::new(n)).collect();
     let job_done = |j: usize| {
         if left[jobs[j].tensor].fetch_sub(1, Ordering::Relaxed) == 1 {
             tick();
         }
     };
     let mut found: Vec<Option<Measurement>> = vec![None; jobs.len()];
-    run_jobs(model, &jobs, mode, &named, &job_done, &mut found)?;
-    jobs::gather(&jobs, &found, model.tensors.len()).with_context(|| format!("{}", path.display()))
+    run_jobs(model, &jobs, mode, layouts, &named, &job_done, &mut found)?;
+    let gathered: Gathered =
+        jobs::gather(&jobs, &found, model.tensors.len()).with_context(|| format!("{}", path.display()))?;
+    Ok(gathered)
 }
 
 /// Reads and measures every job of `jobs` (in file order) into `found`.
@@ -72,6 +95,7 @@ fn run_jobs(
     model: &Model,
     jobs: &[Job],
     mode: Mode,
+    layouts: &[Option<ExpertLayout>],
     named: &(dyn Fn(usize) -> String + Sync),
     job_done: &(dyn Fn(usize) + Sync),
     found: &mut [Option<Measurement>],
@@ -90,7 +114,7 @@ fn run_jobs(
         let (stop, rx) = (&stop, &rx);
         // The reader owns the sender: when it is done, the workers' loops end.
         s.spawn(move || {
-            if let Err(e) = read_all(model, jobs, mode, &tx, stop, named) {
+            if let Err(e) = read_all(model, jobs, mode, layouts, &tx, stop, named) {
                 let _ = tx.send(Err(e));
             }
         });
@@ -148,6 +172,7 @@ fn read_all(
     model: &Model,
     jobs: &[Job],
     mode: Mode,
+    layouts: &[Option<ExpertLayout>],
     tx: &SyncSender<Result<Filled>>,
     stop: &AtomicBool,
     named: &(dyn Fn(usize) -> String + Sync),
@@ -166,13 +191,14 @@ fn read_all(
         let plans = (chunk.par_iter())
             .map(|&j| {
                 let t = &model.tensors[jobs[j].tensor];
-                let plan = jobs[j].plan(mode, &t.name, t.ty, t.n_elements, MAX_GAP, MAX_READ);
+                let layout = layouts.get(jobs[j].tensor).and_then(Option::as_ref);
+                let plan = jobs[j].plan(mode, &t.name, t.ty, t.n_elements, layout, MAX_GAP, EXPERT_GAP, MAX_READ);
                 plan.map_err(|e| anyhow::Error::new(e).context(named(j)))
             })
             .collect::<Result<Vec<_>>>()?;
-        for (&i, plan) in chunk.iter().zip(plans) {
+        for (&i, (plan, at)) in chunk.iter().zip(plans) {
             let t = &model.tensors[jobs[i].tensor];
-            batcher.push_plan(i, &plan, file_key(model, jobs[i].tensor), t.offset, &mut batches);
+            batcher.push_plan(i, &plan, file_key(model, jobs[i].tensor), t.offset + at, &mut batches);
             let buf = plan.buffer();
             let left = plan.ranges.len();
             if left == 0 {

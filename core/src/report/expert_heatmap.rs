@@ -1,0 +1,206 @@
+//! The layer × expert θ heatmaps of a model's report (§6: "per model a layer × expert
+//! view"), one per FFN kind (gate, up, down), computed here so every face draws the same
+//! one; and their section of the static page, with the routers and shared experts listed
+//! as such.
+
+use super::html::escape;
+use super::{theta_color, ModelReport};
+use crate::anatomy::OrganKind;
+use crate::zmeasure::experts::ExpertTheta;
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::fmt::Write;
+use serde::Serialize;
+
+/// Per-expert θ of one FFN kind's expert tensors, by layer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExpertHeatmap {
+    /// The kind: the part of the name between `ffn_` and `_exps` (`gate`, `up`, `down`).
+    pub kind: String,
+    /// The layers with such a tensor, ascending.
+    pub layers: Vec<u32>,
+    /// The most experts of any of them (the columns).
+    pub experts: u64,
+    /// `cells[row * experts + e]`: expert e of that layer's tensor; `None` past its count.
+    pub cells: Vec<Option<ExpertTheta>>,
+    /// Lowest and highest θ (the colour scale's ends).
+    pub range: (f64, f64),
+}
+
+/// The FFN kind of an expert tensor's name: `blk.3.ffn_gate_exps.weight` → `gate`.
+fn kind_of(name: &str) -> String {
+    let after = name.find("ffn_").map_or(name, |i| &name[i + 4..]);
+    String::from(after.find("_exps").map_or("experts", |i| &after[..i]))
+}
+
+impl ExpertHeatmap {
+    /// One heatmap per FFN kind present, gate, up and down first.
+    pub fn of(m: &ModelReport) -> Vec<ExpertHeatmap> {
+        // (rank of the kind, kind) → (layer, experts) of each tensor of that kind.
+        type ByKind<'a> = BTreeMap<(u8, String), Vec<(u32, &'a [ExpertTheta])>>;
+        let mut by_kind = ByKind::new();
+        for t in &m.tensors {
+            let (Some(rows), Some(layer)) = (&t.experts, t.layer) else { continue };
+            let kind = kind_of(&t.name);
+            let rank = ["gate", "up", "down"].iter().position(|k| *k == kind).unwrap_or(3) as u8;
+            by_kind.entry((rank, kind)).or_default().push((layer, rows));
+        }
+        by_kind
+            .into_iter()
+            .map(|((_, kind), mut rows)| {
+                rows.sort_by_key(|r| r.0);
+                rows.dedup_by_key(|r| r.0);
+                let experts = rows.iter().map(|r| r.1.len() as u64).max().unwrap_or(0);
+                let mut cells = vec![None; rows.len() * experts as usize];
+                for (i, (_, r)) in rows.iter().enumerate() {
+                    for (e, x) in r.iter().enumerate() {
+                        cells[i * experts as usize + e] = Some(x.clone());
+                    }
+                }
+                let thetas = cells.iter().flatten().map(|c| c.theta);
+                let lo = thetas.clone().fold(f64::INFINITY, f64::min);
+                let hi = thetas.fold(f64::NEG_INFINITY, f64::max);
+                let range = if lo <= hi { (lo, hi) } else { (0.0, 90.0) };
+                ExpertHeatmap { kind, layers: rows.iter().map(|r| r.0).collect(), experts, cells, range }
+            })
+            .collect()
+    }
+
+    /// Expert `e` of row `row`.
+    pub fn cell(&self, row: usize, e: usize) -> Option<&ExpertTheta> {
+        self.cells.get(row * self.experts as usize + e)?.as_ref()
+    }
+}
+
+/// The static page's experts section for `m`: a heatmap per FFN kind (outliers outlined,
+/// duplicates marked `=k`), then the routers and shared experts. Empty when the report has
+/// no per-expert θ.
+pub fn html_section(m: &ModelReport) -> String {
+    let maps = ExpertHeatmap::of(m);
+    let mut out = String::new();
+    if maps.is_empty() {
+        return out;
+    }
+    out.push_str(
+        "<h3>θ per expert</h3><p class=\"mute\">One row per layer, one column per expert (§6 of the Z-measure: \
+         each expert measured as a tensor of its own). Outlined: an outlier (over 3 MAD from the tensor's median); \
+         =k: byte-identical to expert k.</p>",
+    );
+    for h in &maps {
+        let (lo, hi) = h.range;
+        let _ = write!(
+            out,
+            "<h4>{} experts</h4><p class=\"mute\">{lo:.2}° <span class=\"legend\" style=\"background:linear-gradient(90deg,{},{},{})\"></span> {hi:.2}°</p>\
+             <div class=\"scroll\"><table class=\"heat experts\" data-kind=\"{}\"><thead><tr><th>layer</th>",
+            escape(&h.kind),
+            theta_color(lo, lo, hi),
+            theta_color((lo + hi) / 2.0, lo, hi),
+            theta_color(hi, lo, hi),
+            escape(&h.kind),
+        );
+        for e in 0..h.experts {
+            let _ = write!(out, "<th>{e}</th>");
+        }
+        out.push_str("</tr></thead><tbody>");
+        for (r, l) in h.layers.iter().enumerate() {
+            let _ = write!(out, "<tr><td>{l}</td>");
+            for e in 0..h.experts as usize {
+                let Some(c) = h.cell(r, e) else {
+                    out.push_str("<td></td>");
+                    continue;
+                };
+                let sigma = c.sigma.map_or_else(String::new, |s| format!(" ± {s:.3}°"));
+                let dup = c.duplicate_of.map_or_else(String::new, |d| format!("={d}"));
+                let outline = if c.outlier { ";outline:2px solid #000;outline-offset:-2px" } else { "" };
+                let _ = write!(
+                    out,
+                    "<td style=\"background:{}{outline}\" title=\"layer {l} expert {e}: θ {:.3}°{sigma}{}{}\" data-v=\"{}\">{:.1}{dup}</td>",
+                    theta_color(c.theta, lo, hi),
+                    c.theta,
+                    if c.outlier { ", outlier" } else { "" },
+                    c.duplicate_of.map_or_else(String::new, |d| format!(", duplicate of expert {d}")),
+                    c.theta,
+                    c.theta,
+                );
+            }
+            out.push_str("</tr>");
+        }
+        out.push_str("</tbody></table></div>");
+    }
+    let others: Vec<_> =
+        m.tensors.iter().filter(|t| matches!(t.organ, Some(OrganKind::Router | OrganKind::SharedExpert))).collect();
+    if !others.is_empty() {
+        out.push_str("<h4>Routers and shared experts</h4><table class=\"routers\"><thead><tr><th>tensor</th><th>kind</th><th data-num>layer</th><th data-num>θ</th></tr></thead><tbody>");
+        for t in others {
+            let kind = if t.organ == Some(OrganKind::Router) { "router" } else { "shared expert" };
+            let sigma = t.sigma.map_or_else(String::new, |s| format!(" ± {s:.3}"));
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{kind}</td><td class=\"n\">{}</td><td class=\"n\">{}{sigma}</td></tr>",
+                escape(&t.name),
+                t.layer.map_or_else(String::new, |l| format!("{l}")),
+                t.theta.map_or_else(String::new, |x| format!("{x:.3}")),
+            );
+        }
+        out.push_str("</tbody></table>");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::TensorReport;
+    use crate::zmeasure::Measurement;
+    use crate::GgmlType;
+
+    fn row(name: &str, theta: f64, experts: Option<&[f64]>) -> TensorReport {
+        let m = Measurement {
+            theta,
+            entropy: Some(0.5),
+            kurtosis: Some(0.0),
+            cv: Some(0.1),
+            degenerate: false,
+            sampled: 10,
+            dropped: 0,
+        };
+        let mut t = TensorReport::from_parts(name, GgmlType::F32, &[4, 4, 2], 128, Some(&m));
+        t.experts = experts.map(|x| {
+            let ms: Vec<_> = x.iter().map(|&theta| (Measurement { theta, ..m }, None)).collect();
+            let dup: Vec<_> = (0..x.len() as u64).map(|e| (e > 0 && x[e as usize] == x[0]).then_some(0)).collect();
+            crate::zmeasure::experts::expert_rows(&ms, &dup, false)
+        });
+        t
+    }
+
+    #[test]
+    fn one_map_per_kind_rows_per_layer_and_routers_listed() {
+        let tensors = vec![
+            row("blk.1.ffn_up_exps.weight", 40.0, Some(&[41.0, 42.0, 43.0])),
+            row("blk.0.ffn_up_exps.weight", 40.0, Some(&[30.0, 30.0])),
+            row("blk.0.ffn_down_exps.weight", 40.0, Some(&[20.0, 21.0])),
+            row("blk.0.ffn_gate_exps.weight", 40.0, None),
+            row("blk.0.ffn_gate_inp.weight", 12.5, None),
+            row("blk.0.ffn_up_shexp.weight", 33.0, None),
+        ];
+        let m = ModelReport::from_parts("m", None, None, 0, tensors);
+        let maps = ExpertHeatmap::of(&m);
+        assert_eq!(maps.iter().map(|h| h.kind.as_str()).collect::<Vec<_>>(), ["up", "down"]);
+        let up = &maps[0];
+        assert_eq!((up.layers.clone(), up.experts), (vec![0, 1], 3));
+        assert_eq!(up.cell(0, 1).unwrap().duplicate_of, Some(0));
+        assert!(up.cell(0, 2).is_none());
+        assert_eq!(up.cell(1, 2).unwrap().theta, 43.0);
+        assert_eq!(up.range, (30.0, 43.0));
+        let html = html_section(&m);
+        assert!(html.contains("data-kind=\"up\"") && html.contains("30.0=0"), "{html}");
+        assert!(html.contains("blk.0.ffn_gate_inp.weight</td><td>router"), "{html}");
+        assert!(html.contains("blk.0.ffn_up_shexp.weight</td><td>shared expert"), "{html}");
+        assert_eq!(kind_of("blk.0.ffn_gate_up_exps.weight"), "gate_up");
+        let none = ModelReport::from_parts("m", None, None, 0, vec![row("blk.0.ffn_up.weight", 1.0, None)]);
+        assert!(html_section(&none).is_empty());
+    }
+}

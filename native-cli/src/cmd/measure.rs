@@ -46,6 +46,18 @@ type Measured = (Measurement, Option<Draws>);
 /// measured before.
 fn measure_cached(path: &Path, opts: &Options, progress: &ProgressBar) -> Result<(ModelReport, bool)> {
     let Some(cache) = &opts.cache else { return Ok((measure_model(path, opts.stream, opts.mode, progress)?, false)) };
+    if crate::remote::is_url(path) {
+        // Opened first: the key is what the server says the object is (docs/remote.md).
+        let model = Model::open_any(path)?;
+        let key = CacheKey::of_remote(&model, opts.mode)?;
+        if let Some(mut r) = key.lookup::<ModelReport>(cache) {
+            r.model = model.label.clone();
+            return Ok((r, true));
+        }
+        let r = measure_opened(&model, path, opts.stream, opts.mode, progress)?;
+        key.store(cache, &r)?;
+        return Ok((r, false));
+    }
     let key = CacheKey::of(path, opts.mode)?;
     if let Some(mut r) = key.lookup::<ModelReport>(cache) {
         r.model = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
@@ -66,12 +78,19 @@ pub static BYTES_READ: AtomicU64 = AtomicU64::new(0);
 /// Measures one model (a GGUF, a split GGUF, or an organ directory); the progress bar
 /// advances per tensor. With `stream` (or for models over 2 GiB) only the sampled blocks
 /// are read. `mode` says how ([`Mode`]).
+/// A model at an http(s) URL is always streamed, its sampled blocks read by range requests
+/// (docs/remote.md).
 pub fn measure_model(path: &Path, stream: bool, mode: Mode, progress: &ProgressBar) -> Result<ModelReport> {
-    let model = Model::open(path)?;
+    measure_opened(&Model::open_any(path)?, path, stream, mode, progress)
+}
+
+/// [`measure_model`] of a model already opened.
+fn measure_opened(model: &Model, path: &Path, stream: bool, mode: Mode, progress: &ProgressBar) -> Result<ModelReport> {
     let mut files: Vec<&crate::model_file::ModelFile> = model.tensors.iter().map(|t| &*t.in_file).collect();
     files.dedup_by_key(|f| f.path.clone());
-    let file_bytes: u64 = files.iter().map(|f| f.bytes.len() as u64).sum();
-    let stream = stream || file_bytes > STREAM_ABOVE_BYTES;
+    let file_bytes: u64 = files.iter().map(|f| f.file_len()).sum();
+    let remote = files.iter().any(|f| f.is_remote());
+    let stream = stream || remote || file_bytes > STREAM_ABOVE_BYTES;
     if stream {
         // Scattered small reads: readahead would pull in far more than the sampled blocks.
         for f in files.iter().filter_map(|f| f.file()) {
@@ -81,7 +100,8 @@ pub fn measure_model(path: &Path, stream: bool, mode: Mode, progress: &ProgressB
     progress.inc_length(model.tensors.len() as u64);
     let tick = || crate::progress::tensor_done(progress);
     let measured: Vec<Option<Measured>> = if stream {
-        stream::measure(&model, path, mode, &tick)?
+        let reads = if remote { stream::Reads::remote() } else { stream::Reads::LOCAL };
+        stream::measure(model, path, mode, reads, &tick)?
     } else {
         let measured: Vec<Result<Option<Measured>>> = model
             .tensors
@@ -108,7 +128,7 @@ pub fn measure_model(path: &Path, stream: bool, mode: Mode, progress: &ProgressB
             }
         })
         .collect();
-    Ok(ModelReport::new(&model.label, &model, file_bytes, rows))
+    Ok(ModelReport::new(&model.label, model, file_bytes, rows))
 }
 
 pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {

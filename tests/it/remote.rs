@@ -308,16 +308,50 @@ fn lying_answers_are_refused() {
     }
 }
 
+/// A server that fails one request in two, by turns a 503 with `Retry-After: 0` and a body
+/// cut off halfway: measure retries each, counts the retries, and gives the local report.
+#[test]
+fn failed_requests_are_retried_and_counted() {
+    let Some(model) = need::smollm2() else { return };
+    let name = model.file_name().unwrap().to_str().unwrap();
+    let port = serve(&model, Fault::Flaky);
+    let url = format!("http://127.0.0.1:{port}/{name}");
+    let (lj, rj) = (tmp("flaky-local.json"), tmp("flaky-remote.json"));
+    run(&["measure", s(&model), "--json", s(&lj)]);
+    let (_, err) = run(&["measure", &url, "--json", s(&rj), "--stats", "--remote-concurrency", "2"]);
+    assert!(std::fs::read(&lj).unwrap() == std::fs::read(&rj).unwrap(), "measure --json differs");
+    let (_, requests, retries) = remote_stats(&err);
+    // Requests 1, 3, 5 … fail; each is tried again, and the next succeeds.
+    assert_eq!(retries, requests / 2, "{err}");
+    assert!(err.contains("HTTP 503") && err.contains("retry 1 of 5"), "{err}");
+}
+
+/// What [`serve`]'s server does wrong.
+#[derive(Clone, Copy)]
+enum Fault {
+    /// Headers as [`liar`]'s function says.
+    Lie(fn(u64, u64, u64) -> (u64, u64, u64, u64)),
+    /// Request 1, 5, 9 … answered 503 with Retry-After: 0; request 3, 7, 11 … with half
+    /// its body, then the connection closed.
+    Flaky,
+}
+
 /// Serves `file` on a free port, answering each range request with the bytes of the
 /// range `lie(start, end, size)` names (start, end, total for Content-Range, and how many
 /// bytes Content-Length claims and the body carries). Runs until the test process ends.
 fn liar(file: &Path, lie: fn(u64, u64, u64) -> (u64, u64, u64, u64)) -> u16 {
+    serve(file, Fault::Lie(lie))
+}
+
+/// Serves `file` on a free port with `fault`, one connection at a time, until the test
+/// process ends.
+fn serve(file: &Path, fault: Fault) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let f = std::fs::File::open(file).unwrap();
     let size = f.metadata().unwrap().len();
     std::thread::spawn(move || {
-        for conn in listener.incoming() {
+        for (k, conn) in listener.incoming().enumerate() {
             let Ok(mut conn) = conn else { continue };
             let mut range = None;
             for line in BufReader::new(conn.try_clone().unwrap()).lines() {
@@ -331,6 +365,15 @@ fn liar(file: &Path, lie: fn(u64, u64, u64) -> (u64, u64, u64, u64)) -> u16 {
                 }
             }
             let Some((a, b)) = range else { continue };
+            let honest = |a: u64, b: u64, t: u64| (a, b, t, b - a + 1);
+            let (lie, cut) = match fault {
+                Fault::Lie(lie) => (lie, false),
+                Fault::Flaky if k % 4 == 1 => {
+                    let _ = conn.write_all(b"HTTP/1.1 503 Busy\r\nRetry-After: 0\r\nContent-Length: 0\r\n\r\n");
+                    continue;
+                }
+                Fault::Flaky => (honest as fn(u64, u64, u64) -> (u64, u64, u64, u64), k % 4 == 3),
+            };
             let (ca, cb, ct, len) = lie(a, b, size);
             let mut body = vec![0; len as usize];
             let _ = f.read_at(&mut body, ca);
@@ -338,7 +381,8 @@ fn liar(file: &Path, lie: fn(u64, u64, u64) -> (u64, u64, u64, u64)) -> u16 {
                 "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes {ca}-{cb}/{ct}\r\nContent-Length: {len}\r\n\
                  ETag: \"liar\"\r\nConnection: close\r\n\r\n"
             );
-            let _ = conn.write_all(head.as_bytes()).and_then(|()| conn.write_all(&body));
+            let sent = if cut { &body[..body.len() / 2] } else { &body[..] };
+            let _ = conn.write_all(head.as_bytes()).and_then(|()| conn.write_all(sent));
         }
     });
     port

@@ -162,6 +162,29 @@ fn a_model_at_a_url_reads_as_the_local_file() {
     // The header is read in growing ranges, at most twice; the sampled blocks once each.
     assert!(fetched <= size + (4 << 20), "{fetched} of {size}");
     eprintln!("remote measure of SmolLM2 ({size} bytes): {fetched} bytes fetched in {requests} requests");
+
+    // The cache knows the model by URL, ETag and size: measured again, only the header is
+    // read; once the file is touched (a new ETag), it is measured anew.
+    let cache = tmp("whole-cache");
+    let cached = |want_hit: bool| {
+        let (text, err) = run(&["measure", &url, "--cache", s(&cache), "--stats"]);
+        assert!(text == local_text, "measure --cache differs");
+        assert_eq!(err.contains("1 of 1 models taken from the cache"), want_hit, "{err}");
+        remote_stats(&err).1
+    };
+    cached(false);
+    assert!(cached(true) <= 3);
+    let link = srv.www().join(name);
+    let copy = srv.www().join("copy.gguf");
+    std::fs::copy(&model, &copy).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&copy)
+        .unwrap()
+        .set_modified(SystemTime::now() + Duration::from_secs(100))
+        .unwrap();
+    std::fs::rename(&copy, &link).unwrap();
+    cached(false);
 }
 
 /// A split SmolLM2 (llama-gguf-split) by the URL of its second shard: its siblings are

@@ -6,6 +6,8 @@ pub mod cmd;
 pub mod digest;
 pub mod discover;
 pub mod input;
+pub mod judge;
+pub mod llama_cpp;
 pub mod model;
 pub mod model_file;
 pub mod organ_dir;

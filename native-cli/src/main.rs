@@ -64,6 +64,34 @@ struct SelectArgs {
     names: Vec<String>,
 }
 
+/// `--judge`: after writing, evaluate the output against its parent with llama.cpp
+/// (docs/judge.md).
+#[derive(clap::Args)]
+struct JudgeArgs {
+    /// Evaluate the written model against its parent on this text (llama.cpp's
+    /// llama-perplexity: perplexity, KL divergence, same top token) and print a verdict.
+    #[arg(long, value_name = "TEXT")]
+    judge: Option<PathBuf>,
+    /// --judge's context, in tokens (the text needs two of them at least).
+    #[arg(long, value_name = "N", default_value_t = cmd::eval::DEFAULT_CTX, requires = "judge")]
+    judge_ctx: u32,
+    /// llama.cpp's bin directory, holding llama-perplexity (default: ORGAN_LLAMA_CPP, then PATH).
+    #[arg(long, value_name = "DIR", requires = "judge")]
+    llama_cpp: Option<PathBuf>,
+}
+
+impl JudgeArgs {
+    fn settings(&self) -> Option<cmd::eval::Settings> {
+        self.judge.as_ref().map(|text| cmd::eval::Settings {
+            text: text.clone(),
+            ctx: self.judge_ctx,
+            threads: None,
+            chunks: None,
+            llama_cpp: self.llama_cpp.clone(),
+        })
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Show a model's metadata and one row per tensor (name, anatomy group, layer, type, shape, offset, bytes).
@@ -233,6 +261,11 @@ enum Command {
         /// Replace outputs that already exist (never an input of the run).
         #[arg(long)]
         force: bool,
+        /// Also write the report (the tensors grafted, and --judge's verdict) as JSON.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        #[command(flatten)]
+        judge: JudgeArgs,
     },
     /// Denoise tensors (spectral FFT or fractal Haar, docs/purify.md), keeping each one's
     /// mean, std and type, and write the model with organ.purify.* metadata.
@@ -265,6 +298,38 @@ enum Command {
         /// With a .gguf --out: write a split model.
         #[arg(long, value_name = "SIZE")]
         split_max_size: Option<String>,
+        /// Replace outputs that already exist (never an input of the run).
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        judge: JudgeArgs,
+    },
+    /// Perplexity of a model on a text and, with --base, its KL divergence from the base
+    /// and top-token agreement, measured by llama.cpp's llama-perplexity (docs/judge.md).
+    Eval {
+        /// The GGUF model (a split model: its first shard).
+        model: PathBuf,
+        /// The text to score (plain UTF-8, at least two contexts of tokens).
+        #[arg(long, value_name = "FILE")]
+        text: PathBuf,
+        /// The model to compare with (its parent): same vocabulary, same context.
+        #[arg(long, value_name = "PARENT")]
+        base: Option<PathBuf>,
+        /// Tokens per context (llama-perplexity's -c; the second half of each is scored).
+        #[arg(long, value_name = "N", default_value_t = cmd::eval::DEFAULT_CTX)]
+        ctx: u32,
+        /// llama-perplexity's threads (default: its own).
+        #[arg(long, short = 'j', value_name = "N")]
+        threads: Option<u32>,
+        /// Score at most this many contexts (default: all the text holds).
+        #[arg(long, value_name = "N")]
+        chunks: Option<u32>,
+        /// Also write the figures as JSON.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// llama.cpp's bin directory, holding llama-perplexity (default: ORGAN_LLAMA_CPP, then PATH).
+        #[arg(long, value_name = "DIR")]
+        llama_cpp: Option<PathBuf>,
         /// Replace outputs that already exist (never an input of the run).
         #[arg(long)]
         force: bool,
@@ -435,6 +500,7 @@ fn run(cli: Cli) -> Result<Exit> {
             json,
             split_max_size,
             force,
+            judge,
         } => {
             use organ_core::surgery::purify::Method;
             let method = match method.as_str() {
@@ -470,8 +536,17 @@ fn run(cli: Cli) -> Result<Exit> {
                 split_max: split_max_size.as_deref().map(write::parse_size).transpose()?,
                 json: json.as_deref(),
                 force,
+                judge: judge.settings(),
             };
             cmd::purify::run(&o, &mut out)?;
+        }
+        Command::Eval { model, text, base, ctx, threads, chunks, json, llama_cpp, force } => {
+            let inputs: Vec<PathBuf> =
+                [Some(model.clone()), base.clone(), Some(text.clone())].into_iter().flatten().collect();
+            guard(&inputs, json.as_deref(), force)?;
+            let settings = cmd::eval::Settings { text, ctx, threads, chunks, llama_cpp };
+            let o = cmd::eval::Options { model: &model, base: base.as_deref(), settings, json: json.as_deref(), force };
+            cmd::eval::run(&o, &mut out)?;
         }
         Command::Serve {
             root,
@@ -507,8 +582,12 @@ fn run(cli: Cli) -> Result<Exit> {
                 max_connections,
             })?
         }
-        Command::Graft { donor, recipient, out: dest, select, dry_run, split_max_size, sha256, force } => {
-            guard(&[donor.clone(), recipient.clone()], dest.as_deref(), force)?;
+        Command::Graft { donor, recipient, out: dest, select, dry_run, split_max_size, sha256, force, json, judge } => {
+            guard(
+                &[donor.clone(), recipient.clone()],
+                [dest.as_deref(), json.as_deref()].into_iter().flatten(),
+                force,
+            )?;
             let selection = selection(&select)?;
             let o = cmd::graft::Options {
                 donor: &donor,
@@ -520,6 +599,8 @@ fn run(cli: Cli) -> Result<Exit> {
                 split_max: split_max_size.as_deref().map(write::parse_size).transpose()?,
                 sha256,
                 force,
+                judge: judge.settings(),
+                json: json.as_deref(),
             };
             cmd::graft::run(&o, &mut out)?;
         }

@@ -11,6 +11,7 @@ mod api;
 mod cli_errors;
 mod diff;
 mod digests;
+mod eval;
 mod fleet;
 mod harden;
 mod hostile;

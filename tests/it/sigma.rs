@@ -208,3 +208,96 @@ fn sigma_and_exact_do_not_go_together() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be used with"));
 }
+
+/// A llama GGUF at `path` with one 256 × 1024 F32 feed-forward tensor of pseudo-random
+/// values (sampled: N > 100 000, so it has draws), from the core's writer.
+fn write_noise_model(path: &std::path::Path) {
+    use organ_core::gguf::writer::{plan, TensorSpec};
+    use organ_core::gguf::MetaValue;
+    let dims = [256u64, 1024];
+    let kvs = [("general.architecture", MetaValue::Str(b"llama"))];
+    let spec = TensorSpec { name: "blk.0.ffn_up.weight", dims: &dims, ty: organ_core::GgmlType::F32 };
+    let layout = plan(3, &kvs, &[spec]).unwrap();
+    let mut bytes = layout.header.clone();
+    bytes.resize(usize::try_from(layout.file_len).unwrap(), 0);
+    let at = layout.header.len() + usize::try_from(layout.tensors[0].0).unwrap();
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for v in bytes[at..at + 4 * 256 * 1024].chunks_exact_mut(4) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.copy_from_slice(&((x >> 40) as f32 / (1u64 << 24) as f32 - 0.5).to_le_bytes());
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// A fleet directory with `--sigma`: SmolLM2 twice (equal θ_mean: not distinguishable) and
+/// a model of noise (far from them: distinguishable). Every neighbour's mark follows §7's
+/// rule, worked out here from the report's θ_mean and σ, and is the same in the JSON, the
+/// ranking CSV and the text.
+#[test]
+fn a_fleet_ranking_marks_neighbours_by_twice_the_larger_sigma() {
+    let Some(model) = need::smollm2() else { return };
+    let fleet = tmp("sigma-fleet");
+    let _ = std::fs::remove_dir_all(&fleet);
+    std::fs::create_dir_all(fleet.join("nested")).unwrap();
+    std::fs::copy(&model, fleet.join("a.gguf")).unwrap();
+    std::fs::copy(&model, fleet.join("nested/b.gguf")).unwrap();
+    write_noise_model(&fleet.join("noise.gguf"));
+    let csv = tmp("sigma-fleet-rank.csv");
+    let (got, text) = measure(
+        &fleet,
+        &["--no-cache", "--sigma", "--summary-only", "--ranking-csv", csv.to_str().unwrap()],
+        "sigma-fleet.json",
+    );
+    let ranking = got["ranking"].as_array().unwrap();
+    assert_eq!(ranking.len(), 3);
+    let mut want = Vec::new();
+    for (r, next) in ranking.iter().zip(&ranking[1..]) {
+        let sigma = f(&r["theta_mean_sigma"]).max(f(&next["theta_mean_sigma"]));
+        want.push((f(&r["theta_mean"]) - f(&next["theta_mean"])).abs() >= 2.0 * sigma);
+    }
+    let marks: Vec<bool> = ranking[..2].iter().map(|r| r["distinguishable_from_next"].as_bool().unwrap()).collect();
+    assert_eq!(marks, want, "{ranking:?}");
+    assert!(want.contains(&true) && want.contains(&false), "both kinds of neighbours: {want:?}");
+    assert!(ranking[2].get("distinguishable_from_next").is_none());
+    assert!(f(&ranking.iter().find(|r| r["model"] == "noise.gguf").unwrap()["theta_mean_sigma"]) > 0.0);
+
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no {name} in {head:?}"));
+    let (model_col, sigma_col, dist_col) = (col("model"), col("theta_mean_sigma"), col("distinguishable_from_next"));
+    for (line, r) in lines.zip(ranking) {
+        let cells: Vec<&str> = line.split(',').collect();
+        assert_eq!(cells[model_col], r["model"].as_str().unwrap());
+        assert_eq!(cells[sigma_col].parse::<f64>().unwrap(), f(&r["theta_mean_sigma"]));
+        let mark = r.get("distinguishable_from_next").map_or(String::new(), |d| d.to_string());
+        assert_eq!(cells[dist_col], mark, "{line}");
+    }
+
+    let rows: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("ranking (")).skip(2).take(3).collect();
+    for (line, r) in rows.iter().zip(ranking) {
+        assert!(line.contains(r["model"].as_str().unwrap()), "{line}");
+        assert_eq!(line.contains("≈ next"), r["distinguishable_from_next"] == false, "{line}");
+    }
+}
+
+/// `organ diff` says in one line that Compare v1 reads both models at the same positions,
+/// which cancels most of the sampling noise in dθ: in its text and on its static page.
+#[test]
+fn diff_reports_say_the_same_positions_cancel_the_noise() {
+    let Some(model) = need::smollm2() else { return };
+    let html = tmp("same-positions.html");
+    let mut c = organ();
+    c.arg("diff").arg(&model).arg(&model).arg("--html").arg(&html).arg("--force");
+    let text = String::from_utf8(ok(c).stdout).unwrap();
+    let line = organ_core::report::SAME_POSITIONS;
+    assert!(line.contains("same sampled positions") && line.contains("dθ"), "{line}");
+    assert_eq!(text.lines().filter(|l| *l == line).count(), 1, "{text}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains(&format!("<div class=\"mute\" id=\"same-positions\">{line}</div>")),
+        "the static page says it too"
+    );
+}

@@ -5,7 +5,11 @@
 // Checks: θ of every tensor equals `organ measure --json` to 1e-6°; the worker pool has
 // more than one thread; no request carries model bytes (nor goes anywhere but the app's own
 // files); the exported JSON and static HTML carry the same θ, and the HTML opens offline;
-// a previously exported JSON opens again; sorting and filtering the tensor table move its
+// a previously exported JSON opens again; with σ (§7) every tensor's σ_θ and θ and the
+// σ of θ_mean equal `organ measure --sigma --json`'s exactly, on the page, in the exported
+// JSON and on the static page, the heatmap's σ cells are the spread of the cell means
+// over the CLI's draws and its θ view marks those above the threshold, and exact mode's θ
+// equal `--exact`'s; sorting and filtering the tensor table move its
 // rows rather than rebuild them; a non-GGUF file gets a plain error; without
 // COOP/COEP the app falls back to one thread and says so (and compares the first pair
 // on it too); a > 4 GiB file is measured.
@@ -54,6 +58,46 @@ function compare(label, cli, got) {
   }
   check(missing === 0 && got.size === cli.size && worst <= 1e-6,
     `${label}: ${got.size} tensors (CLI ${cli.size}), largest |Δθ| ${worst.toExponential(2)}° (limit 1e-6°)`);
+}
+
+// `organ measure --json` with `flags` (--sigma, --exact): the whole report.
+function cliReport(file, flags, tag) {
+  const json = path.join(outDir, `cli-${tag}-${path.basename(file)}.json`);
+  execFileSync(organ, ['measure', file, '--summary-only', '--force', '--no-cache', ...flags, '--json', json], { stdio: ['ignore', 'ignore', 'inherit'] });
+  return JSON.parse(fs.readFileSync(json, 'utf8'));
+}
+
+// Each tensor's θ and σ_θ (as [θ, σ]) and the σ of θ_mean equal the CLI's bit for bit.
+function sameSigma(label, cli, got, meanSigma) {
+  const want = cli.models[0].tensors;
+  let differ = 0, missing = 0, withSigma = 0;
+  for (const t of want) {
+    const g = got.get(t.name);
+    if (!g) { missing++; continue; }
+    if (t.sigma !== undefined && t.sigma !== null) withSigma++;
+    if (g[0] !== t.theta || g[1] !== (t.sigma ?? null)) {
+      if (++differ <= 3) console.log(`  ${t.name}: CLI θ ${t.theta} σ ${t.sigma}, got θ ${g[0]} σ ${g[1]}`);
+    }
+  }
+  const wantMean = cli.models[0].summary.theta_mean_sigma;
+  check(missing === 0 && got.size === want.length && differ === 0 && withSigma > 0 && meanSigma === wantMean,
+    `${label}: ${got.size} tensors (CLI ${want.length}), ${withSigma} with σ_θ, ${differ} θ or σ_θ differ; ` +
+    `σ of θ_mean ${meanSigma} (CLI ${wantMean})`);
+}
+
+const num = (v) => (v === '' || v === undefined || v === null ? null : Number(v));
+async function domSigmas(p, sel) {
+  const rows = await p.$$eval(sel, (rs) => rs.map((r) => [r.dataset.name, r.dataset.theta, r.dataset.sigma]));
+  return new Map(rows.map(([n, t, s]) => [n, [num(t), num(s)]]));
+}
+
+async function measureMode(page, mode, file) {
+  await page.goto(`${origin}/`);
+  await page.waitForFunction(() => Number(document.querySelector('#threads')?.dataset.threads) > 0);
+  await page.selectOption('#measure-mode', mode);
+  const t0 = Date.now();
+  await measureIn(page, file);
+  return Date.now() - t0;
 }
 
 async function domThetas(page) {
@@ -214,6 +258,75 @@ try {
   const htmlPath = path.join(outDir, 'export.html');
   await dh.saveAs(htmlPath);
 
+  // 2a. σ and exact (§7), against organ measure --sigma and --exact.
+  {
+    const cliS = cliReport(model, ['--sigma'], 'sigma');
+    const ms = await measureMode(page, 'sigma', model);
+    const meanSigma = num(await page.getAttribute('#theta-mean-sigma', 'data-v'));
+    sameSigma(`σ in the page (${ms} ms) vs organ measure --sigma --json`, cliS, await domSigmas(page, '#tensors tbody tr'), meanSigma);
+    await page.screenshot({ path: path.join(outDir, 'report-sigma.png'), fullPage: true });
+    // The heatmap's σ view: each cell's σ is the spread over the 8 draws of its mean θ,
+    // worked out here from the CLI's draws; the θ view marks the cells above the threshold.
+    const cellDraws = new Map();
+    for (const t of cliS.models[0].tensors) {
+      if (t.layer === null || t.layer === undefined || t.theta === null) continue;
+      const key = `${t.layer}|${t.group}`;
+      if (!cellDraws.has(key)) cellDraws.set(key, []);
+      cellDraws.get(key).push(t.draws ?? Array(8).fill(t.theta));
+    }
+    const popStd = (x) => { const m = x.reduce((a, b) => a + b, 0) / x.length; return Math.sqrt(x.reduce((a, b) => a + (b - m) ** 2, 0) / x.length); };
+    const wantCell = new Map([...cellDraws].map(([k, ds]) => [k, popStd([...Array(8).keys()].map((d) => ds.reduce((a, x) => a + x[d], 0) / ds.length))]));
+    const heatCells = () => page.evaluate(() => {
+      const groups = [...document.querySelectorAll('#heatmap thead th')].slice(1).map((th) => th.textContent);
+      return [...document.querySelectorAll('#heatmap tbody tr')].flatMap((r) => [...r.cells].slice(1)
+        .map((td, i) => [`${r.cells[0].textContent}|${groups[i]}`, td.dataset.v, td.dataset.noisy !== undefined]))
+        .filter((c) => c[1] !== undefined);
+    });
+    await page.selectOption('#heatmap-view', 'sigma');
+    const sigmaCells = await heatCells();
+    const rel = ([k, v]) => Math.abs(Number(v) - wantCell.get(k)) / Math.max(wantCell.get(k), 1);
+    const worstCell = Math.max(...sigmaCells.map(rel));
+    for (const c of sigmaCells.filter((c) => !(rel(c) <= 1e-9)).slice(0, 3)) console.log(`  cell ${c[0]}: page ${c[1]}, from the CLI's draws ${wantCell.get(c[0])}`);
+    check(sigmaCells.length === wantCell.size && worstCell <= 1e-9,
+      `the heatmap's σ view: ${sigmaCells.length} cells (${wantCell.size} from the CLI's draws), largest difference ${worstCell.toExponential(2)} (limit 1e-9, relative above 1°)`);
+    await page.locator('#heatmap').screenshot({ path: path.join(outDir, 'heatmap-sigma.png') });
+    await page.selectOption('#heatmap-view', 'theta');
+    const marked = async (t) => {
+      await page.fill('#sigma-mark', String(t));
+      const cs = await heatCells();
+      return [cs.filter((c) => c[2]).length, [...wantCell.values()].filter((s) => s > t).length];
+    };
+    const [m1, m05] = [await marked(1), await marked(0.5)];
+    check(m1[0] === m1[1] && m05[0] === m05[1] && m05[0] >= m1[0] && m05[0] > 0,
+      `the θ heatmap marks the cells whose σ exceeds the threshold: ${m1[0]} above 1° (${m1[1]} expected), ${m05[0]} above 0.5° (${m05[1]})`);
+    await page.locator('#heatmap').screenshot({ path: path.join(outDir, 'heatmap-marked.png') });
+    await page.fill('#sigma-mark', '1');
+    const wells = await page.$$eval('#wells li', (ls) => ls.map((l) => l.textContent));
+    check(wells.length > 0 && wells.every((w) => w.includes('±')), `the wells show σ_θ beside θ ("${wells[0]}")`);
+    const [dsj] = await Promise.all([page.waitForEvent('download'), page.click('#export-json')]);
+    const sjson = path.join(outDir, 'export-sigma.json');
+    await dsj.saveAs(sjson);
+    const ex = JSON.parse(fs.readFileSync(sjson, 'utf8'));
+    const strip = (r) => JSON.stringify({ ...r, generator: '' });
+    check(strip(ex) === strip(cliS), `the exported σ JSON is organ measure --sigma --json's report field for field (draws included; generator "${ex.generator}")`);
+    const [dsh] = await Promise.all([page.waitForEvent('download'), page.click('#export-html')]);
+    const shtml = path.join(outDir, 'export-sigma.html');
+    await dsh.saveAs(shtml);
+    const st = await context.newPage();
+    await st.goto('file://' + path.resolve(shtml));
+    sameSigma('σ in the exported static page vs organ measure --sigma --json', cliS, await domSigmas(st, 'table.tensors tbody tr'),
+      num(await st.getAttribute('.theta-mean', 'data-sigma')));
+    await st.close();
+
+    const cliE = cliReport(model, ['--exact'], 'exact');
+    const msE = await measureMode(page, 'exact', model);
+    const label = await page.getAttribute('#report', 'data-measure');
+    const exact = await domSigmas(page, '#tensors tbody tr');
+    sameSigma(`exact mode in the page (${msE} ms, measure "${label}") vs organ measure --exact --json`, cliE, exact,
+      num(await page.getAttribute('#theta-mean-sigma', 'data-v')));
+    check(label === 'z1-exact' && label === cliE.measure, `exact mode is labelled "${label}" (CLI "${cliE.measure}")`);
+  }
+
   // 2b. Compare mode, pair by pair.
   for (const [k, [a, b]] of pairs.entries()) {
     const cliR = cliDiff(a, b);
@@ -251,6 +364,8 @@ try {
     check(sameBg.size === 1 && changedBg.size >= 1 && ![...changedBg].some((c) => sameBg.has(c)),
       `${tag}: the 1 − cos heatmap shows ${heat.filter((h) => h[0]).length} all-identical cells in their own colour and ` +
       `${heat.filter((h) => !h[0]).length} changed cells in ${changedBg.size} colours of the log scale`);
+    const note = await page.textContent('#same-positions');
+    check(/same sampled positions/.test(note) && /dθ/.test(note), `${tag}: the compare view says the shared positions cancel dθ's noise: "${note}"`);
     const dots = await page.$$eval('#scatter svg circle', (c) => c.length);
     const withTheta = cliR.pairs.filter((p) => p.theta_a !== null && p.theta_b !== null).length;
     check(dots === withTheta, `${tag}: the θ(A)/θ(B) scatter has a point per measured pair (${dots} of ${withTheta})`);

@@ -8,11 +8,12 @@ use crate::export::{self, Export};
 use crate::measure::{self, Progress};
 use crate::pool;
 use crate::source::{self, MetaRow};
-use crate::view::{CompareInputs, CompareView, DropZone, Header, ModeTabs, ReportView, StatusLine};
+use crate::view::{CompareInputs, CompareView, DropZone, Header, MeasureModePicker, ModeTabs, ReportView, StatusLine};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use organ_core::compare::CompareReport;
 use organ_core::report::Report;
+use organ_core::zmeasure;
 use std::sync::Arc;
 
 /// What the page is for: one model's θ, or two models compared.
@@ -82,6 +83,8 @@ pub struct Controller {
     /// Set by the user; the measurement stops at its next read.
     cancel: RwSignal<bool>,
     mode: RwSignal<Mode>,
+    /// How a model is measured: sampled θ, θ with σ, or exact θ (§7).
+    measure_mode: RwSignal<zmeasure::Mode>,
     /// The files chosen as A and as B (the browser's `File`s stay on this thread).
     chosen: RwSignal<[Option<Vec<web_sys::File>>; 2], LocalStorage>,
     /// Their names, for the drop zones.
@@ -98,6 +101,7 @@ impl Controller {
             data: RwSignal::new(None),
             cancel: RwSignal::new(false),
             mode: RwSignal::new(Mode::Measure),
+            measure_mode: RwSignal::new(zmeasure::Mode::Sampled),
             chosen: RwSignal::new_local([None, None]),
             chosen_names: RwSignal::new([String::new(), String::new()]),
         };
@@ -133,6 +137,18 @@ impl Controller {
     /// What the page is for.
     pub fn mode(&self) -> ReadSignal<Mode> {
         self.mode.read_only()
+    }
+
+    /// How a model is measured.
+    pub fn measure_mode(&self) -> ReadSignal<zmeasure::Mode> {
+        self.measure_mode.read_only()
+    }
+
+    /// Chooses how the next model is measured (not while one is).
+    pub fn set_measure_mode(&self, m: zmeasure::Mode) {
+        if !self.busy() {
+            self.measure_mode.set(m);
+        }
     }
 
     /// The names of the files chosen as A and B (empty: none yet).
@@ -260,7 +276,8 @@ impl Controller {
         let chosen = pool::now_ms();
         let model = source::open(files).await?;
         self.phase.set(Phase::Measuring(model.label.clone()));
-        let o = measure::measure(&model, &|| self.cancel.get_untracked(), &|p| self.progress.set(p)).await?;
+        let mode = self.measure_mode.get_untracked();
+        let o = measure::measure(&model, mode, &|| self.cancel.get_untracked(), &|p| self.progress.set(p)).await?;
         Ok(ViewData {
             report: o.report,
             histograms: o.histograms,
@@ -283,7 +300,10 @@ pub fn App() -> impl IntoView {
         <main>
             <ModeTabs mode on_mode=Callback::new(move |m| c.set_mode(m)) />
             {move || match mode.get() {
-                Mode::Measure => view! { <DropZone on_files=Callback::new(move |files| c.open(files)) /> }.into_any(),
+                Mode::Measure => view! {
+                    <MeasureModePicker mode=c.measure_mode() on_mode=Callback::new(move |m| c.set_measure_mode(m)) />
+                    <DropZone on_files=Callback::new(move |files| c.open(files)) />
+                }.into_any(),
                 Mode::Compare => view! {
                     <CompareInputs names=c.chosen_names() on_files=Callback::new(move |(role, files)| c.choose(role, files)) />
                 }.into_any(),

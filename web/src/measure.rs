@@ -2,6 +2,11 @@
 //! tensor's sample needs and its `Batcher` joins them into reads across tensors; the page
 //! reads them with `Blob.slice` while the worker pool decodes and measures tensors already
 //! read. The report is built by the same core functions as `organ measure`'s.
+//!
+//! With σ (§7) a sampled tensor is nine jobs, its sample and its 8 alternate draws, each
+//! read by the plan of its own seed, as `organ measure --sigma --stream` does; in exact
+//! mode a job's plan is the whole tensor. The core's `zmeasure::jobs` lists the jobs,
+//! plans them and puts their results back together, for both.
 
 use crate::pool;
 use crate::source::{read_buffer, Model};
@@ -9,7 +14,8 @@ use futures_util::future::{FutureExt, LocalBoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use organ_core::report::{Histogram, ModelReport, Report, TensorReport};
 use organ_core::zmeasure::batch::{Batch, Batcher};
-use organ_core::zmeasure::{measure_values_sorted, Measurement, ReadPlan, GENERATOR};
+use organ_core::zmeasure::jobs::{self, Job};
+use organ_core::zmeasure::{measure_values_sorted, Measurement, Mode, ReadPlan, GENERATOR};
 use std::collections::VecDeque;
 
 /// Needed blocks closer than this share one read, within a tensor and across tensors: a
@@ -24,6 +30,9 @@ pub(crate) const MAX_READ: u64 = 16 << 20;
 pub(crate) const FIRST_READ: u64 = 1 << 20;
 /// Histogram bins kept per tensor (the values themselves are not kept).
 pub const BINS: usize = 48;
+/// Jobs whose plans are worked out ahead of the reads: a sparse plan holds two indices per
+/// sampled value (1.6 MB), and with σ a model has nine times as many jobs.
+const PLANS_AHEAD: usize = 32;
 
 /// Progress, for the bar.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -52,7 +61,7 @@ pub struct Outcome {
     pub threads: usize,
 }
 
-/// A finished tensor: its index, its result, and its buffer, for the next tensor.
+/// A finished job: its index, its result, and its buffer, for the next job.
 type Done = (usize, Result<(Measurement, Option<Histogram>), String>, Vec<u8>);
 type Computing = FuturesUnordered<futures_channel::oneshot::Receiver<Done>>;
 
@@ -60,7 +69,7 @@ type Computing = FuturesUnordered<futures_channel::oneshot::Receiver<Done>>;
 /// did not read faster, and each read lands later.
 pub(crate) const MAX_READS_IN_FLIGHT: usize = 2;
 
-/// A tensor whose reads are under way.
+/// A job whose reads are under way (`i` indexes the jobs).
 struct Open {
     i: usize,
     plan: ReadPlan,
@@ -120,6 +129,14 @@ fn tensor_err(model: &Model, i: usize, e: impl core::fmt::Display) -> String {
     format!("{}: tensor {:?}: {e}", model.label, model.tensors[i].name)
 }
 
+/// A job's error, with the model, the tensor and the draw named.
+fn job_err(model: &Model, job: Job, e: impl core::fmt::Display) -> String {
+    match job.draw {
+        0 => tensor_err(model, job.tensor, e),
+        k => tensor_err(model, job.tensor, format!("draw {k}: {e}")),
+    }
+}
+
 /// The error when a worker drops its answer's channel before answering.
 pub(crate) fn worker_gone<E>(_: E) -> String {
     "a worker stopped before finishing".to_owned()
@@ -131,6 +148,8 @@ pub(crate) fn worker_gone<E>(_: E) -> String {
 /// tensors there at once. Tensors come in through [`Scheduler::add`], in read order.
 struct Scheduler<'m> {
     model: &'m Model,
+    /// What is read and measured: a tensor's sample, or one of its alternate draws.
+    jobs: &'m [Job],
     on_progress: &'m dyn Fn(Progress),
     /// Reads under way.
     reads: FuturesUnordered<LocalBoxFuture<'static, Result<(Batch, js_sys::ArrayBuffer), String>>>,
@@ -147,6 +166,7 @@ struct Scheduler<'m> {
     buffers: Buffers,
     /// Where a sparse plan's read is copied before its blocks go to the tensor's buffer.
     staging: Vec<u8>,
+    /// Per job.
     measured: Vec<Option<(Measurement, Option<Histogram>)>>,
     progress: Progress,
     t0: f64,
@@ -155,20 +175,22 @@ struct Scheduler<'m> {
 }
 
 impl<'m> Scheduler<'m> {
-    fn new(model: &'m Model, threads: usize, t0: f64, on_progress: &'m dyn Fn(Progress)) -> Self {
-        let n = model.tensors.len();
+    fn new(model: &'m Model, jobs: &'m [Job], window: usize, t0: f64, on_progress: &'m dyn Fn(Progress)) -> Self {
+        // Tensors that are not measurable have no job, and count as one step each.
+        let n = jobs.len() + model.tensors.iter().filter(|t| !t.ty.can_dequantize()).count();
         Self {
             model,
+            jobs,
             on_progress,
             reads: FuturesUnordered::new(),
             batcher: Batcher::new(MAX_GAP, FIRST_READ, MAX_READ),
             full: Vec::new(),
             open: VecDeque::new(),
             computing: Computing::new(),
-            window: 2 * threads.max(1),
+            window,
             buffers: Buffers::default(),
             staging: Vec::new(),
-            measured: vec![None; n],
+            measured: vec![None; jobs.len()],
             progress: Progress { total: n, ..Progress::default() },
             t0,
             shown: f64::NEG_INFINITY,
@@ -180,11 +202,11 @@ impl<'m> Scheduler<'m> {
         self.progress.done += 1;
     }
 
-    /// Schedules the reads of tensor `i`'s plan; then, while the pool holds more than
-    /// `window` tensors, waits for them to finish.
+    /// Schedules the reads of job `i`'s plan; then, while the pool holds more than
+    /// `window` jobs, waits for them to finish.
     async fn add(&mut self, i: usize, plan: ReadPlan) -> Result<(), String> {
         self.progress.bytes_total += plan.bytes_to_read();
-        let t = &self.model.tensors[i];
+        let t = &self.model.tensors[self.jobs[i].tensor];
         let mut full = core::mem::take(&mut self.full);
         self.batcher.push_plan(i, &plan, t.file, t.offset, &mut full);
         let len = plan.buffer_len();
@@ -235,7 +257,7 @@ impl<'m> Scheduler<'m> {
                     }
                     part.copy_to(&mut self.staging[..n]);
                     let filled = o.plan.fill(p.range, &self.staging[..n], &mut o.buf[..o.len]);
-                    filled.map_err(|e| tensor_err(self.model, o.i, e))?
+                    filled.map_err(|e| job_err(self.model, self.jobs[o.i], e))?
                 }
             }
             o.left -= 1;
@@ -255,10 +277,12 @@ impl<'m> Scheduler<'m> {
                 continue;
             }
             let Some(Open { i, plan, buf, len, .. }) = self.open.remove(k) else { break };
+            // The histogram is of the tensor's own sample (or of every value, when exact).
+            let histogram = self.jobs[i].draw == 0;
             self.computing.push(pool::spawn(move || {
                 let r = plan.values(&buf[..len]).map(|values| {
                     let (m, sorted) = measure_values_sorted(values);
-                    (m, Histogram::of_sorted(&sorted, BINS))
+                    (m, histogram.then(|| Histogram::of_sorted(&sorted, BINS)).flatten())
                 });
                 (i, r.map_err(|e| e.to_string()), buf)
             }));
@@ -271,7 +295,7 @@ impl<'m> Scheduler<'m> {
         let Some(d) = self.computing.next().await else { return Ok(false) };
         let (i, r, buf) = d.map_err(worker_gone)?;
         self.buffers.give(buf);
-        self.measured[i] = Some(r.map_err(|e| tensor_err(self.model, i, e))?);
+        self.measured[i] = Some(r.map_err(|e| job_err(self.model, self.jobs[i], e))?);
         self.tick();
         Ok(true)
     }
@@ -288,7 +312,7 @@ impl<'m> Scheduler<'m> {
     }
 
     /// Issues the last read, lands every read and waits for every tensor; shows the final
-    /// progress. Gives each tensor's result (`None` if not measurable) and the bytes read.
+    /// progress. Gives each job's result and the bytes read.
     async fn finish(mut self) -> Result<(Vec<Option<(Measurement, Option<Histogram>)>>, u64), String> {
         if let Some(last) = self.batcher.finish() {
             self.issue(last).await?;
@@ -302,10 +326,12 @@ impl<'m> Scheduler<'m> {
     }
 }
 
-/// Measures every tensor of `model`. `cancelled` stops it between reads; `on_progress` is
-/// called at most every [`PROGRESS_EVERY_MS`] as tensors finish, and once at the end.
+/// Measures every tensor of `model` in `mode` (θ; θ and σ_θ; or θ over every value).
+/// `cancelled` stops it between reads; `on_progress` is called at most every
+/// [`PROGRESS_EVERY_MS`] as jobs finish, and once at the end.
 pub async fn measure(
     model: &Model,
+    mode: Mode,
     cancelled: &dyn Fn() -> bool,
     on_progress: &dyn Fn(Progress),
 ) -> Result<Outcome, String> {
@@ -315,41 +341,55 @@ pub async fn measure(
     // File order, but tensors too large for one read go last: the pool then starts on the
     // small tensors at once, and measures them while the large ones are read (SmolLM2's
     // 30 MB token embedding comes first in the file).
-    let mut order: Vec<usize> = (0..n).collect();
+    let mut order: Vec<usize> = (0..n).filter(|&i| model.tensors[i].ty.can_dequantize()).collect();
     order.sort_by_key(|&i| model.tensors[i].n_bytes > MAX_READ);
-    // Plans (100k sample indices each, sorted) are worked out on the pool, ahead of the reads.
-    let mut plans: VecDeque<_> = order
-        .iter()
-        .map(|&i| {
-            let t = &model.tensors[i];
-            let (name, ty, count) = (t.name.clone(), t.ty, t.n_elements);
-            ty.can_dequantize().then(|| pool::spawn(move || ReadPlan::new(&name, ty, count, MAX_GAP, MAX_READ)))
-        })
-        .collect();
-    let mut s = Scheduler::new(model, threads, t0, on_progress);
-    for i in order {
+    let jobs = jobs::jobs(mode, order.iter().map(|&i| (i, model.tensors[i].n_elements)));
+    // Plans (100k sample indices each, sorted) are worked out on the pool, a few ahead of
+    // the reads.
+    let plan = |j: usize| {
+        let (job, t) = (jobs[j], &model.tensors[jobs[j].tensor]);
+        let (name, ty, count) = (t.name.clone(), t.ty, t.n_elements);
+        pool::spawn(move || job.plan(mode, &name, ty, count, MAX_GAP, MAX_READ))
+    };
+    let mut plans: VecDeque<_> = (0..jobs.len().min(PLANS_AHEAD)).map(plan).collect();
+    // In exact mode a job holds its whole tensor (and its values, twice): about one per
+    // thread, as `organ measure --exact` does, rather than two.
+    let window = if mode == Mode::Exact { threads.max(1) } else { 2 * threads.max(1) };
+    let mut s = Scheduler::new(model, &jobs, window, t0, on_progress);
+    (0..n - order.len()).for_each(|_| s.skip());
+    for j in 0..jobs.len() {
         if cancelled() {
             return Err("cancelled".into());
         }
-        let Some(rx) = plans.pop_front().flatten() else {
-            s.skip();
-            continue;
-        };
-        let plan = rx.await.map_err(worker_gone)?.map_err(|e| tensor_err(model, i, e))?;
-        s.add(i, plan).await?;
+        if j + PLANS_AHEAD < jobs.len() {
+            plans.push_back(plan(j + PLANS_AHEAD));
+        }
+        let rx = plans.pop_front().ok_or("a job without a plan")?;
+        let plan = rx.await.map_err(worker_gone)?.map_err(|e| job_err(model, jobs[j], e))?;
+        s.add(j, plan).await?;
     }
     let (measured, bytes_read) = s.finish().await?;
-    let mut rows = Vec::with_capacity(model.tensors.len());
-    let mut histograms = Vec::with_capacity(model.tensors.len());
-    for (t, m) in model.tensors.iter().zip(measured) {
-        let (m, h) = match m {
-            Some((m, h)) => (Some(m), h),
-            None => (None, None),
-        };
-        rows.push(TensorReport::new(t, m.as_ref()));
-        histograms.push(h);
+    let mut histograms = vec![None; n];
+    let mut found = Vec::with_capacity(jobs.len());
+    for (job, m) in jobs.iter().zip(measured) {
+        if let Some((m, h)) = m {
+            if h.is_some() {
+                histograms[job.tensor] = h;
+            }
+            found.push(Some(m));
+        } else {
+            found.push(None);
+        }
     }
+    let measured = jobs::gather(&jobs, &found, n).map_err(|e| format!("{}: {e}", model.label))?;
+    let rows = (model.tensors.iter().zip(&measured))
+        .map(|(t, m)| {
+            TensorReport::new(t, m.as_ref().map(|(m, _)| m)).in_mode(mode, m.as_ref().and_then(|(_, d)| d.as_ref()))
+        })
+        .collect();
     let m = ModelReport::new(&model.label, &model.model, model.file_bytes, rows);
     let generator = format!("{GENERATOR} (browser)");
-    Ok(Outcome { report: Report::new(&generator, vec![m]), histograms, bytes_read, threads })
+    let mut report = Report::new(&generator, vec![m]);
+    report.measure = mode.label().to_owned();
+    Ok(Outcome { report, histograms, bytes_read, threads })
 }

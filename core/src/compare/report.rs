@@ -188,6 +188,21 @@ pub struct Counts {
     pub shape_mismatch: u64,
 }
 
+impl Counts {
+    /// Each count with its JSON key and its label for people, in the report's order (the
+    /// cards of the static page and of the browser).
+    pub fn labelled(&self) -> [(&'static str, &'static str, u64); 6] {
+        [
+            ("comparable", "comparable", self.comparable),
+            ("identical", "identical", self.identical),
+            ("changed", "changed", self.changed),
+            ("only_in_a", "only in A", self.only_in_a),
+            ("only_in_b", "only in B", self.only_in_b),
+            ("shape_mismatch", "shape mismatch", self.shape_mismatch),
+        ]
+    }
+}
+
 /// One anatomy group's summary (§4; null values stay out of means and minimums).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GroupDiff {

@@ -17,6 +17,11 @@ use alloc::vec::Vec;
 use core::fmt::Write;
 
 /// More CSS than the θ page's.
+/// What every compare report says about sampling noise (Z-measure §7): both models are
+/// read at the same positions, so dθ is not as noisy as each θ.
+pub const SAME_POSITIONS: &str = "Compare v1 reads both models at the same sampled positions, which cancels most of \
+     the sampling noise in dθ (the σ_θ of a single θ overstates it).";
+
 const COMPARE_STYLE: &str = "
 .heat.diff td{width:70px}.same{background:#dfe3e8;color:#5b6673}.cols{display:flex;flex-wrap:wrap;gap:32px;align-items:flex-start}
 .scatterbox{width:380px}ul.warnings li{color:#8a4b00}td.yes{color:#5b6673}.sides td:first-child{font-weight:600}
@@ -158,24 +163,18 @@ pub fn render_compare(r: &CompareReport) -> String {
          <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\
          <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>{t}</title><style>{STYLE}{COMPARE_STYLE}</style></head><body>\
          <header><h1>{t}</h1><div class=\"mute\">Compare {} · {} · A is the base, B the other · cos, rel_l2 and max_abs over the \
-         Z-measure sample, dθ = θ(B) − θ(A) · a static page: it opens offline and fetches nothing</div></header><main class=\"compare\">",
+         Z-measure sample, dθ = θ(B) − θ(A) · a static page: it opens offline and fetches nothing</div>\
+         <div class=\"mute\" id=\"same-positions\">{}</div></header><main class=\"compare\">",
         escape(&r.compare),
         escape(&r.generator),
+        escape(SAME_POSITIONS),
         t = escape(&title),
     );
     out.push_str("<h2>Models</h2><table class=\"sides\"><thead><tr><th></th><th>file</th><th>architecture</th><th>name</th><th>parameters</th><th>size</th><th>tensors</th></tr></thead><tbody>");
     side_row(&mut out, "A (base)", &r.a);
     side_row(&mut out, "B (other)", &r.b);
     out.push_str("</tbody></table><h2>Counts</h2><div class=\"cards counts\">");
-    let c = &r.counts;
-    for (k, label, v) in [
-        ("comparable", "comparable", c.comparable),
-        ("identical", "identical", c.identical),
-        ("changed", "changed", c.changed),
-        ("only_in_a", "only in A", c.only_in_a),
-        ("only_in_b", "only in B", c.only_in_b),
-        ("shape_mismatch", "shape mismatch", c.shape_mismatch),
-    ] {
+    for (k, label, v) in r.counts.labelled() {
         let _ = write!(out, "<div class=\"card\" data-count=\"{k}\">{label}<b>{v}</b></div>");
     }
     out.push_str("</div>");

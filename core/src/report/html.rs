@@ -8,7 +8,8 @@
 //! carries its exact θ in `data-theta`.
 
 pub use super::compare_html::render_compare;
-use super::{human_bytes, human_count, theta_color, Heatmap, ModelReport, Report, Status};
+use super::{human_bytes, human_count, sigma_color, theta_color, Heatmap, ModelReport, Report, Status};
+use super::{NOISY_STYLE, SIGMA_MARK};
 use alloc::format;
 use alloc::string::String;
 use core::fmt::Write;
@@ -78,7 +79,7 @@ fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
         out,
         "<div class=\"cards\"><div class=\"card\">architecture<b>{}</b></div><div class=\"card\">name<b>{}</b></div>\
          <div class=\"card\">parameters<b>{}</b></div><div class=\"card\">file<b>{}</b></div>\
-         <div class=\"card\">tensors<b>{}</b></div><div class=\"card\">θ mean<b class=\"theta-mean\">{:.3}°{}</b></div>\
+         <div class=\"card\">tensors<b>{}</b></div><div class=\"card\">θ mean<b class=\"theta-mean\"{}>{:.3}°{}</b></div>\
          <div class=\"card\">θ weighted<b>{:.3}°</b></div><div class=\"card\">signal<b>{:.4}</b></div></div>\
          <p class=\"mute\">types: {types}; measured {}, degenerate {}, not measurable {}</p>",
         escape(m.architecture.as_deref().unwrap_or("?")),
@@ -86,6 +87,7 @@ fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
         human_count(m.parameters),
         human_bytes(m.file_bytes),
         s.tensors,
+        s.theta_mean_sigma.map_or_else(String::new, |x| format!(" data-sigma=\"{x}\"")),
         s.theta_mean,
         pm(s.theta_mean_sigma, 3),
         s.theta_weighted,
@@ -138,11 +140,15 @@ fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
             let _ = write!(out, "<tr><td>{l}</td>");
             for c in 0..h.groups.len() {
                 match h.cell(r, c) {
-                    Some((t, n)) => {
+                    Some((t, _)) => {
+                        let noisy = h.noisy(r, c, SIGMA_MARK);
                         let _ = write!(
                             out,
-                            "<td style=\"background:{}\" title=\"{n} tensors\" data-v=\"{t}\">{t:.1}</td>",
-                            theta_color(t, lo, hi)
+                            "<td style=\"background:{}{}\" title=\"{}\" data-v=\"{t}\"{}>{t:.1}</td>",
+                            theta_color(t, lo, hi),
+                            if noisy { format!(";{NOISY_STYLE}") } else { String::new() },
+                            escape(&h.title(r, c, SIGMA_MARK)),
+                            if noisy { " data-noisy" } else { "" }
                         );
                     }
                     None => out.push_str("<td></td>"),
@@ -151,6 +157,9 @@ fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
             out.push_str("</tr>");
         }
         out.push_str("</tbody></table>");
+        if h.has_sigma() {
+            sigma_heatmap(out, &h);
+        }
     }
     let _ = write!(
         out,
@@ -167,9 +176,10 @@ fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
             Status::NotMeasurable => "not measurable",
         };
         let theta_attr = t.theta.map_or_else(String::new, |x| format!("{x}"));
+        let sigma_attr = t.sigma.map_or_else(String::new, |x| format!(" data-sigma=\"{x}\""));
         let _ = write!(
             out,
-            "<tr data-name=\"{}\" data-theta=\"{theta_attr}\"><td>{}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td><td>{shape}</td>\
+            "<tr data-name=\"{}\" data-theta=\"{theta_attr}\"{sigma_attr}><td>{}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td><td>{shape}</td>\
              <td class=\"n\" data-v=\"{theta_attr}\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{status}</td></tr>",
             escape(&t.name),
             escape(&t.name),
@@ -183,6 +193,44 @@ fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
         );
     }
     out.push_str("</tbody></table></div></section>");
+}
+
+/// The σ of each heatmap cell's mean θ as a heatmap of its own (§7), after a line saying
+/// which θ cells are marked as within the noise.
+fn sigma_heatmap(out: &mut String, h: &Heatmap) {
+    let _ = write!(
+        out,
+        "<p class=\"mute\"><span style=\"display:inline-block;width:1.2em;{NOISY_STYLE}\">&nbsp;</span> {} cells whose \
+         mean θ has a σ above {SIGMA_MARK}°: their colour is within the sampling noise.</p>\
+         <h3>σ of θ by layer and group</h3><p class=\"mute\">0° <span class=\"legend\" style=\"background:linear-gradient(90deg,{},{})\">\
+         </span> {:.2}°</p><table class=\"heat sigma\"><thead><tr><th>layer</th>",
+        h.count_noisy(SIGMA_MARK),
+        sigma_color(0.0, h.sigma_max),
+        sigma_color(h.sigma_max, h.sigma_max),
+        h.sigma_max
+    );
+    for g in &h.groups {
+        let _ = write!(out, "<th>{}</th>", g.name());
+    }
+    out.push_str("</tr></thead><tbody>");
+    for (r, l) in h.layers.iter().enumerate() {
+        let _ = write!(out, "<tr><td>{l}</td>");
+        for c in 0..h.groups.len() {
+            match h.cell_sigma(r, c) {
+                Some(s) => {
+                    let _ = write!(
+                        out,
+                        "<td style=\"background:{}\" title=\"{}\" data-v=\"{s}\">{s:.2}</td>",
+                        sigma_color(s, h.sigma_max),
+                        escape(&h.title(r, c, SIGMA_MARK))
+                    );
+                }
+                None => out.push_str("<td></td>"),
+            }
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</tbody></table>");
 }
 
 /// The whole page for `report`.
@@ -314,5 +362,10 @@ mod tests {
         assert!(page.contains("41.250° ± 1.250</b>"));
         assert!(page.contains("41.250° ± 1.250</li>"));
         assert_eq!(page.matches("≈ next</span>").count(), 1);
+        // The heatmap: each model's two cells (σ 1.25 > SIGMA_MARK) marked, and the σ map.
+        assert_eq!(page.matches(" data-noisy>").count(), 4);
+        assert_eq!(page.matches("<table class=\"heat sigma\">").count(), 2);
+        assert_eq!(page.matches("data-v=\"1.25\">1.25</td>").count(), 4);
+        assert_eq!(page.matches(" data-sigma=\"1.25\"").count(), 6, "4 tensor rows and 2 θ mean cards");
     }
 }

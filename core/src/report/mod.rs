@@ -17,9 +17,9 @@ mod schema;
 mod summary;
 
 pub use compare_heatmap::{CompareHeatmap, DiffCell, DIFF_FLOOR};
-pub use compare_html::render_compare;
+pub use compare_html::{render_compare, SAME_POSITIONS};
 pub use format::{diff_color, diff_position, human_bytes, human_count, sci, theta_color, IDENTICAL_COLOR};
-pub use heatmap::Heatmap;
+pub use heatmap::{sigma_color, Heatmap, NOISY_STYLE, SIGMA_MARK};
 pub use histogram::Histogram;
 pub use scatter::theta_scatter_svg;
 pub use schema::{ModelReport, RankRow, Report, Status, TensorReport};

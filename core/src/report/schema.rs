@@ -5,7 +5,7 @@
 use super::Summary;
 use crate::anatomy::{classify, Group, OrganKind};
 use crate::model::{Model, TensorEntry};
-use crate::zmeasure::{population_std, Draws, Measurement, MEASURE};
+use crate::zmeasure::{population_std, Draws, Measurement, Mode, MEASURE};
 use alloc::borrow::ToOwned;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
@@ -117,6 +117,16 @@ impl TensorReport {
             self.draws = draws.map(|d| d.to_vec());
         }
         self
+    }
+
+    /// The row as measured in `mode`: with its uncertainty ([`TensorReport::with_draws`])
+    /// unless plainly sampled, where reports carry no σ.
+    pub fn in_mode(self, mode: Mode, draws: Option<&Draws>) -> TensorReport {
+        if mode == Mode::Sampled {
+            self
+        } else {
+            self.with_draws(draws)
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 
 pub mod batch;
 mod indicators;
+pub mod jobs;
 mod plan;
 mod radix;
 mod sample;

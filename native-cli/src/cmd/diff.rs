@@ -223,6 +223,7 @@ fn print_report(r: &CompareReport, top: usize, out: &mut dyn Write) -> Result<()
         "\ncomparable {}  identical {}  changed {}  only in A {}  only in B {}  shape mismatch {}",
         c.comparable, c.identical, c.changed, c.only_in_a, c.only_in_b, c.shape_mismatch
     )?;
+    writeln!(out, "{}", organ_core::report::SAME_POSITIONS)?;
     if !r.groups.is_empty() {
         writeln!(
             out,

@@ -23,9 +23,16 @@ pub struct Options<'a> {
     pub sha256: bool,
     /// Replace an output that exists (never an input).
     pub force: bool,
+    /// `--judge`: evaluate the output against the recipient (crate::judge).
+    pub judge: Option<crate::cmd::eval::Settings>,
+    /// Also write the report (the tensors grafted, and the verdict with --judge) as JSON.
+    pub json: Option<&'a Path>,
 }
 
 pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
+    if let (Some(s), Some(out), false) = (&o.judge, o.out, o.dry_run) {
+        crate::judge::check(o.recipient, out, o.split_max.is_some(), s)?;
+    }
     let recipient = Model::open(o.recipient)?;
     let donor = Model::open(o.donor)?;
     let p = match plan(&Side::of(&recipient), &Side::of(&donor), &o.selection) {
@@ -92,5 +99,24 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
 
     let result = recipient.derived(kvs, tensors);
     crate::write::write_model(&result, &recipient, out, o.split_max, o.force, w)?;
+    let verdict = match &o.judge {
+        Some(s) => {
+            let v = crate::judge::judge(out, o.recipient, s)?;
+            crate::judge::print(&v, w)?;
+            Some(v)
+        }
+        None => None,
+    };
+    if let Some(p) = o.json {
+        let doc = serde_json::json!({
+            "donor": donor.label,
+            "recipient": recipient.label,
+            "out": out.display().to_string(),
+            "selection": o.selection.describe(),
+            "tensors": names,
+            "judge": verdict,
+        });
+        crate::atomic::write_json(p, o.force, &doc)?;
+    }
     Ok(())
 }

@@ -120,12 +120,7 @@ fn measure_opened(model: &Model, path: &Path, stream: bool, mode: Mode, progress
     };
     let rows = (model.tensors.iter().zip(&measured))
         .map(|(t, m)| {
-            let row = TensorReport::new(t, m.as_ref().map(|(m, _)| m));
-            if mode == Mode::Sampled {
-                row
-            } else {
-                row.with_draws(m.as_ref().and_then(|(_, d)| d.as_ref()))
-            }
+            TensorReport::new(t, m.as_ref().map(|(m, _)| m)).in_mode(mode, m.as_ref().and_then(|(_, d)| d.as_ref()))
         })
         .collect();
     Ok(ModelReport::new(&model.label, model, file_bytes, rows))

@@ -2,6 +2,7 @@
 pub mod assemble;
 pub mod diff;
 pub mod dissect;
+pub mod eval;
 pub mod graft;
 pub mod inspect;
 pub mod measure;

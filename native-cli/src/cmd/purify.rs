@@ -28,6 +28,8 @@ pub struct Options<'a> {
     pub json: Option<&'a Path>,
     /// Replace outputs that exist (never an input).
     pub force: bool,
+    /// `--judge`: evaluate the output against the input (crate::judge).
+    pub judge: Option<crate::cmd::eval::Settings>,
 }
 
 /// What happened to one selected tensor.
@@ -91,6 +93,9 @@ fn purify_one(t: &Tensor, o: &Options<'_>) -> Result<(Row, Option<Tensor>)> {
 }
 
 pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
+    if let Some(s) = &o.judge {
+        crate::judge::check(o.model, o.out, o.split_max.is_some(), s)?;
+    }
     let model = Model::open(o.model)?;
     let selected: Vec<usize> =
         (0..model.tensors.len()).filter(|&i| o.selection.matches(&model.tensors[i].name)).collect();
@@ -158,11 +163,24 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     kvs.push(("organ.purify.as".into(), OwnedValue::string(o.as_type.map_or("source", |t| t.name()))));
     kvs.push(("organ.purify.tensors".into(), OwnedValue::strings(&touched)?));
     let out_model = model.derived(kvs, tensors);
+    writeln!(w, "{} of {} selected tensors purified", touched.len(), selected.len())?;
+    crate::write::write_model(&out_model, &model, o.out, o.split_max, o.force, w)?;
+    let verdict = match &o.judge {
+        Some(s) => {
+            let v = crate::judge::judge(o.out, o.model, s)?;
+            crate::judge::print(&v, w)?;
+            Some(v)
+        }
+        None => None,
+    };
     if let Some(p) = o.json {
         let rows: Vec<&Row> = results.iter().map(|(r, _)| r).collect();
-        let doc = serde_json::json!({ "method": method, "parameters": params, "model": model.label, "tensors": rows });
+        let mut doc =
+            serde_json::json!({ "method": method, "parameters": params, "model": model.label, "tensors": rows });
+        if let Some(v) = verdict {
+            doc["judge"] = serde_json::to_value(v)?;
+        }
         crate::atomic::write_file(p, o.force, |f| Ok(serde_json::to_writer_pretty(f, &doc)?))?;
     }
-    writeln!(w, "{} of {} selected tensors purified", touched.len(), selected.len())?;
-    crate::write::write_model(&out_model, &model, o.out, o.split_max, o.force, w)
+    Ok(())
 }

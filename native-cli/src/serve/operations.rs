@@ -1,4 +1,4 @@
-//! The operations (measure, diff, dissect, assemble, graft, purify): each request checked
+//! The operations (measure, diff, dissect, assemble, graft, purify, eval): each request checked
 //! and turned into the argv of an `organ` child, started as a job.
 
 use super::jobs::{start_job, JobStatus};
@@ -14,6 +14,12 @@ use std::sync::Arc;
 #[serde(deny_unknown_fields)]
 pub(super) struct MeasureReq {
     paths: Vec<String>,
+    /// σ_θ beside θ and σ of θ_mean (§7), as `organ measure --sigma`.
+    #[serde(default)]
+    sigma: bool,
+    /// θ over every value, no sampling (§7), as `organ measure --exact`.
+    #[serde(default)]
+    exact: bool,
 }
 
 #[derive(Deserialize)]
@@ -114,6 +120,22 @@ pub(super) struct PurifyReq {
     split_max_size: Option<String>,
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct EvalReq {
+    /// The model (a GGUF under the root).
+    path: String,
+    /// The text to score (a file under the root, as models are).
+    text: String,
+    /// The parent to compare with.
+    #[serde(default)]
+    base: Option<String>,
+    #[serde(default)]
+    ctx: Option<u32>,
+    #[serde(default)]
+    chunks: Option<u32>,
+}
+
 /// An output name for a job's directory: one plain file name.
 fn out_name(name: Option<&str>, default: &str) -> ApiResult<String> {
     let n = name.unwrap_or(default);
@@ -146,6 +168,9 @@ pub(super) async fn measure(
     if r.paths.is_empty() || r.paths.len() > 1000 {
         return Err(bad("paths: give 1 to 1000 model paths"));
     }
+    if r.sigma && r.exact {
+        return Err(bad("sigma and exact: give one of them (exact θ has no sampling, so no σ)"));
+    }
     let paths = r.paths.iter().map(|p| s.path(p)).collect::<ApiResult<Vec<_>>>()?;
     start_job(
         &s,
@@ -155,6 +180,12 @@ pub(super) async fn measure(
             a.extend(paths.iter().map(os));
             a.extend([os("--summary-only"), os("--no-cache"), os("--json"), os(dir.join("report.json"))]);
             a.extend([os("--csv"), os(dir.join("report.csv")), os("--html"), os(dir.join("report.html"))]);
+            if r.sigma {
+                a.push(os("--sigma"));
+            }
+            if r.exact {
+                a.push(os("--exact"));
+            }
             a
         },
         vec!["report.json".into(), "report.csv".into(), "report.html".into()],
@@ -294,5 +325,38 @@ pub(super) async fn purify(
         vec![out, "purify.json".into()],
         Some("purify.json"),
         None,
+    )
+}
+
+/// `organ eval MODEL --text TEXT [--base PARENT]` (docs/judge.md): llama.cpp's
+/// llama-perplexity, found in the server's environment (ORGAN_LLAMA_CPP, then PATH). The
+/// job's result is `organ eval --json`'s report; outputs eval.json and the text eval.txt.
+pub(super) async fn eval(
+    State(s): State<Arc<AppState>>,
+    body: Result<Json<EvalReq>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    use crate::cmd::eval::{MAX_CTX, MIN_CTX};
+    let Json(r) = body?;
+    let (model, text) = (s.path(&r.path)?, s.path(&r.text)?);
+    let base = r.base.as_deref().map(|b| s.path(b)).transpose()?;
+    if let Some(c) = r.ctx.filter(|c| !(MIN_CTX..=MAX_CTX).contains(c)) {
+        return Err(bad(format!("ctx {c}: give {MIN_CTX} to {MAX_CTX}")));
+    }
+    if r.chunks == Some(0) {
+        return Err(bad("chunks 0: give at least 1"));
+    }
+    start_job(
+        &s,
+        "eval",
+        |dir| {
+            let mut a = vec![os("eval"), os(&model), os("--text"), os(&text), os("--json"), os(dir.join("eval.json"))];
+            flag(&mut a, "--base", base.as_ref());
+            flag(&mut a, "--ctx", r.ctx.map(|c| c.to_string()));
+            flag(&mut a, "--chunks", r.chunks.map(|c| c.to_string()));
+            a
+        },
+        vec!["eval.json".into(), "eval.txt".into()],
+        Some("eval.json"),
+        Some("eval.txt"),
     )
 }

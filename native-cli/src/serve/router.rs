@@ -71,6 +71,7 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         .route("/assemble", post(operations::assemble))
         .route("/graft", post(operations::graft))
         .route("/purify", post(operations::purify))
+        .route("/eval", post(operations::eval))
         .route("/jobs/{id}", get(jobs::job_status))
         .route("/jobs/{id}", delete(jobs::job_cancel))
         .route("/jobs/{id}/events", get(jobs::job_events))

@@ -26,6 +26,7 @@ fn every_endpoint_on_smollm2() {
         "/api/assemble",
         "/api/graft",
         "/api/purify",
+        "/api/eval",
         "/api/jobs/{id}",
         "/api/jobs/{id}/events",
         "/api/results/{path}",

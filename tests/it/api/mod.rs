@@ -5,7 +5,9 @@
 
 mod diff;
 mod endpoints;
+mod eval;
 mod jobs;
 mod limits;
 mod security;
 mod server;
+mod sigma;

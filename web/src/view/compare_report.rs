@@ -57,15 +57,7 @@ pub fn CompareView(data: Arc<CompareData>) -> impl IntoView {
         )
     });
     let (ms, bytes, n) = data.run.unwrap_or((0.0, 0, 0));
-    let c = r.counts.clone();
-    let counts = [
-        ("comparable", "comparable", c.comparable),
-        ("identical", "identical", c.identical),
-        ("changed", "changed", c.changed),
-        ("only_in_a", "only in A", c.only_in_a),
-        ("only_in_b", "only in B", c.only_in_b),
-        ("shape_mismatch", "shape mismatch", c.shape_mismatch),
-    ];
+    let counts = r.counts.labelled();
     let scatter = theta_scatter_svg(&r);
     view! {
         <section id="compare" data-done="1" data-elapsed-ms=ms.to_string() data-bytes-read=bytes.to_string() data-threads=n.to_string()>
@@ -77,6 +69,7 @@ pub fn CompareView(data: Arc<CompareData>) -> impl IntoView {
                 </div>
             </div>
             {run.map(|t| view! { <p class="mute" id="run">{t}</p> })}
+            <p class="mute" id="same-positions">{organ_core::report::SAME_POSITIONS}</p>
             <table class="sides"><thead><tr><th></th><th>"file"</th><th>"architecture"</th><th>"name"</th><th>"parameters"</th><th>"size"</th><th>"tensors"</th></tr></thead>
                 <tbody>{side_row("A · base", &r.a)}{side_row("B · other", &r.b)}</tbody></table>
             <div class="cards counts">

@@ -39,8 +39,11 @@ pub fn ReportView(data: Arc<ViewData>) -> impl IntoView {
         )
     });
     let (ms, bytes, n) = data.run.unwrap_or((0.0, 0, 0));
+    let measure = data.report.measure.clone();
+    let exact = (measure != organ_core::zmeasure::MEASURE)
+        .then(|| format!("Measure {measure}: θ over every value, no sampling (not comparable with sampled θ)."));
     view! {
-        <section id="report" data-done="1" data-elapsed-ms=ms.to_string() data-bytes-read=bytes.to_string() data-threads=n.to_string()>
+        <section id="report" data-done="1" data-elapsed-ms=ms.to_string() data-bytes-read=bytes.to_string() data-threads=n.to_string() data-measure=measure>
             <div class="row">
                 <h2>{m.model.clone()}</h2>
                 <div class="actions">
@@ -49,6 +52,7 @@ pub fn ReportView(data: Arc<ViewData>) -> impl IntoView {
                 </div>
             </div>
             {run.map(|r| view! { <p class="mute" id="run">{r}</p> })}
+            {exact.map(|r| view! { <p class="mute" id="measure-exact">{r}</p> })}
             <SummaryCards m=m.clone() version=data.version />
             <QuantMix m=m.clone() />
             <MetadataTable rows=data.metadata.clone() />

@@ -22,6 +22,9 @@ pub fn SummaryCards(
             <div class="card">"tensors"<b>{s.tensors}</b></div>
             {version.map(|v| view! { <div class="card">"GGUF"<b>{format!("v{v}")}</b></div> })}
             <div class="card">"θ mean"<b id="theta-mean">{format!("{:.3}°", s.theta_mean)}</b></div>
+            {s.theta_mean_sigma.map(|x| view! {
+                <div class="card" title="σ of θ mean: its spread over 8 other samples (§7)">"σ of θ mean"<b id="theta-mean-sigma" data-v=x.to_string()>{format!("± {x:.3}°")}</b></div>
+            })}
             <div class="card">"θ weighted"<b>{format!("{:.3}°", s.theta_weighted)}</b></div>
             <div class="card">"signal"<b>{format!("{:.4}", s.signal)}</b></div>
         </div>

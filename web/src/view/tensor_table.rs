@@ -21,6 +21,7 @@ enum Col {
     Layer,
     Type,
     Theta,
+    Sigma,
     H,
     K,
     C,
@@ -36,6 +37,7 @@ fn cmp_rows(a: &TensorReport, b: &TensorReport, col: Col) -> Ordering {
         Col::Layer => a.layer.cmp(&b.layer),
         Col::Type => a.ty.cmp(&b.ty),
         Col::Theta => f(a.theta, b.theta),
+        Col::Sigma => f(a.sigma, b.sigma),
         Col::H => f(a.entropy, b.entropy),
         Col::K => f(a.kurtosis, b.kurtosis),
         Col::C => f(a.cv, b.cv),
@@ -93,6 +95,8 @@ pub fn TensorTable(
         .map(|g| g.name())
         .collect();
     let row_m = m.clone();
+    // σ_θ stands beside θ when the report has it (§7).
+    let sigma = m.tensors.iter().any(|t| t.sigma.is_some());
     view! {
         <h3>"Tensors"</h3>
         <div class="row filters">
@@ -108,10 +112,10 @@ pub fn TensorTable(
                 <table id="tensors" class="tensors">
                     <thead><tr>
                         {header("#", Col::Index)}{header("name", Col::Name)}{header("group", Col::Group)}{header("layer", Col::Layer)}
-                        {header("type", Col::Type)}{header("θ", Col::Theta)}{header("H", Col::H)}{header("K", Col::K)}{header("C", Col::C)}
+                        {header("type", Col::Type)}{header("θ", Col::Theta)}{sigma.then(|| header("σ", Col::Sigma))}{header("H", Col::H)}{header("K", Col::K)}{header("C", Col::C)}
                     </tr></thead>
                     <tbody>
-                        <For each=rows key=|i| *i children=move |i| tensor_row(i, &row_m.tensors[i], selected) />
+                        <For each=rows key=|i| *i children=move |i| tensor_row(i, &row_m.tensors[i], sigma, selected) />
                     </tbody>
                 </table>
             </div>
@@ -128,21 +132,24 @@ pub fn TensorTable(
     }
 }
 
-/// The row of tensor `i`, `t`; clicking it selects the tensor. Built once per tensor
-/// shown: a sort or filter moves it, only the selection restyles it.
-fn tensor_row(i: usize, t: &TensorReport, selected: RwSignal<Option<usize>>) -> impl IntoView {
+/// The row of tensor `i`, `t`, with its σ_θ column when `sigma`; clicking it selects the
+/// tensor. Built once per tensor shown: a sort or filter moves it, only the selection
+/// restyles it. Its `data-theta` and `data-sigma` carry the figures in full.
+fn tensor_row(i: usize, t: &TensorReport, sigma: bool, selected: RwSignal<Option<usize>>) -> impl IntoView {
     let fmt = |v: Option<f64>, d: usize| v.map_or_else(String::new, |x| format!("{x:.d$}"));
     let theta_attr = t.theta.map_or_else(String::new, |x| x.to_string());
+    let sigma_attr = t.sigma.map_or_else(String::new, |x| x.to_string());
     let status = match t.status {
         Status::Measured => "",
         Status::Degenerate => "degenerate",
         Status::NotMeasurable => "not measurable",
     };
     view! {
-        <tr data-name=t.name.clone() data-theta=theta_attr class:sel=move || selected.get() == Some(i) on:click=move |_| selected.set(Some(i))>
+        <tr data-name=t.name.clone() data-theta=theta_attr data-sigma=sigma_attr class:sel=move || selected.get() == Some(i) on:click=move |_| selected.set(Some(i))>
             <td class="n">{i}</td><td><code>{t.name.clone()}</code></td><td>{t.group.name()}</td>
             <td class="n">{t.layer.map(|l| l.to_string()).unwrap_or_default()}</td><td>{t.ty.clone()}</td>
             <td class="n" title=status>{if t.status == Status::NotMeasurable { "n/m".to_owned() } else { fmt(t.theta, 3) }}</td>
+            {sigma.then(|| view! { <td class="n">{fmt(t.sigma, 3)}</td> })}
             <td class="n">{fmt(t.entropy, 4)}</td><td class="n">{fmt(t.kurtosis, 3)}</td><td class="n">{fmt(t.cv, 4)}</td>
         </tr>
     }

@@ -15,7 +15,8 @@ use super::{Measured, BYTES_READ};
 use crate::model::Model;
 use anyhow::{Context, Result};
 use organ_core::zmeasure::batch::{Batch, Batcher};
-use organ_core::zmeasure::{draw_name, measure_values, Draws, Measurement, Mode, ReadPlan, DRAWS};
+use organ_core::zmeasure::jobs::{self, draws_of, Job};
+use organ_core::zmeasure::{measure_values, Measurement, Mode, ReadPlan};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::path::Path;
@@ -62,14 +63,6 @@ const PLANS_AHEAD: usize = 16;
 /// A job whose ranges are all read: its index, plan and filled buffer.
 type Filled = (usize, ReadPlan, Vec<u8>);
 
-/// One read-and-measure: tensor `tensor`'s sample seeded by its name (`draw` 0) or by
-/// `NAME@draw` (§7), or, in `--exact`, all of its values.
-#[derive(Clone, Copy)]
-struct Job {
-    tensor: usize,
-    draw: usize,
-}
-
 /// Measures every tensor of `model` by positioned reads in `mode`; `tick` is called once
 /// per tensor (measured or not measurable). The result is in tensor order, `None` where
 /// the type cannot be measured.
@@ -85,9 +78,8 @@ pub(super) fn measure(
     order.sort_by_key(|&i| (model.tensors[i].file, file_key(model, i), model.tensors[i].offset));
     (0..model.tensors.len() - order.len()).for_each(|_| tick());
     // Only sampled tensors have alternate draws.
-    let sampled = |i: usize| model.tensors[i].n_elements > organ_core::zmeasure::SAMPLE_SIZE as u64;
-    let draws = |i: usize| if mode == Mode::Sigma && sampled(i) { DRAWS } else { 0 };
-    let jobs: Vec<Job> = order.iter().flat_map(|&i| (0..=draws(i)).map(move |draw| Job { tensor: i, draw })).collect();
+    let draws = |i: usize| draws_of(mode, model.tensors[i].n_elements);
+    let jobs: Vec<Job> = jobs::jobs(mode, order.iter().map(|&i| (i, model.tensors[i].n_elements)));
     let named = |j: usize| format!("{}: tensor {:?}", path.display(), model.tensors[jobs[j].tensor].name);
     // A job's tensor is done when all its draws are: counted down here.
     let left: Vec<std::sync::atomic::AtomicUsize> =
@@ -99,25 +91,7 @@ pub(super) fn measure(
     };
     let mut found: Vec<Option<Measurement>> = vec![None; jobs.len()];
     run_jobs(model, &jobs, mode, reads, &named, &job_done, &mut found)?;
-    let mut measured: Vec<Option<Measured>> = vec![None; model.tensors.len()];
-    let mut j = 0;
-    while j < jobs.len() {
-        let i = jobs[j].tensor;
-        let n = draws(i) + 1;
-        let m = found[j].context("a tensor read but not measured")?;
-        let d = if n > 1 {
-            let mut d: Draws = [0.0; DRAWS];
-            for (k, x) in d.iter_mut().enumerate() {
-                *x = found[j + 1 + k].context("a draw read but not measured")?.theta;
-            }
-            Some(d)
-        } else {
-            None
-        };
-        measured[i] = Some((m, d));
-        j += n;
-    }
-    Ok(measured)
+    jobs::gather(&jobs, &found, model.tensors.len()).with_context(|| format!("{}", path.display()))
 }
 
 /// Reads and measures every job of `jobs` (in file order) into `found`.
@@ -220,13 +194,8 @@ fn read_all(
         }
         let plans = (chunk.par_iter())
             .map(|&j| {
-                let Job { tensor, draw } = jobs[j];
-                let t = &model.tensors[tensor];
-                let plan = match (mode, draw) {
-                    (Mode::Exact, _) => ReadPlan::exact(t.ty, t.n_elements, MAX_READ),
-                    (_, 0) => ReadPlan::new(&t.name, t.ty, t.n_elements, 0, MAX_READ),
-                    (_, k) => ReadPlan::new(&draw_name(&t.name, k), t.ty, t.n_elements, 0, MAX_READ),
-                };
+                let t = &model.tensors[jobs[j].tensor];
+                let plan = jobs[j].plan(mode, &t.name, t.ty, t.n_elements, MAX_GAP, MAX_READ);
                 plan.map_err(|e| anyhow::Error::new(e).context(named(j)))
             })
             .collect::<Result<Vec<_>>>()?;

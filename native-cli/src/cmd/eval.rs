@@ -1,0 +1,294 @@
+//! `organ eval`: a model's perplexity on a text and, against a base, its KL divergence and
+//! top-token agreement, measured by llama.cpp's `llama-perplexity` (docs/judge.md).
+//!
+//! With a base, llama-perplexity runs twice with the same context: the base with
+//! `--kl-divergence-base FILE` (which scores it and saves its log-probabilities), then the
+//! model with `--kl-divergence-base FILE --kl-divergence`. The logits file (tens of MB
+//! per thousand tokens) lives in a temp directory removed on every way out.
+
+use crate::llama_cpp::{self, output};
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What to evaluate, and how.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The text scored (UTF-8, at least two contexts of tokens).
+    pub text: PathBuf,
+    /// Tokens per context (llama-perplexity's `-c`; also its batch, so one sequence at a time).
+    pub ctx: u32,
+    /// llama-perplexity's `-t` (default: its own).
+    pub threads: Option<u32>,
+    /// Score at most this many chunks (default: all the text holds).
+    pub chunks: Option<u32>,
+    /// llama.cpp's bin directory (default: ORGAN_LLAMA_CPP, then PATH).
+    pub llama_cpp: Option<PathBuf>,
+}
+
+/// The default context: llama-perplexity's own.
+pub const DEFAULT_CTX: u32 = 512;
+
+/// The contexts organ asks llama-perplexity for.
+pub const MIN_CTX: u32 = 8;
+pub const MAX_CTX: u32 = 1 << 17;
+
+/// One figure and its uncertainty (one standard error, as llama.cpp computes it).
+pub type Estimate = output::Estimate;
+
+/// KL divergence of the model's next-token distribution from the base's, per scored token.
+#[derive(Clone, Debug, Serialize)]
+pub struct Divergence {
+    /// In nats: mean (with its error), median, 99th percentile, maximum.
+    pub mean: Estimate,
+    pub median: f64,
+    pub p99: f64,
+    pub max: f64,
+    /// Fraction of scored tokens where both models' most likely token is the same.
+    pub same_top: Estimate,
+    /// ln(PPL(model) / PPL(base)) over the same tokens.
+    pub ln_ppl_ratio: Estimate,
+}
+
+/// What `organ eval` measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct Evaluation {
+    pub model: String,
+    pub base: Option<String>,
+    pub text: String,
+    pub ctx: u32,
+    /// Chunks of `ctx` tokens scored (the second half of each chunk is scored).
+    pub chunks: u32,
+    /// The model's perplexity on the text.
+    pub perplexity: Estimate,
+    /// The base's (with a base).
+    pub base_perplexity: Option<Estimate>,
+    /// With a base.
+    pub kl_divergence: Option<Divergence>,
+    /// The llama-perplexity that measured it.
+    pub llama_perplexity: String,
+}
+
+/// Evaluates `model` (against `base`, when given). Temp files go in a directory under
+/// `scratch` (the output's directory) or the system's temp directory, removed on return.
+///
+/// # Errors
+/// llama-perplexity is missing or fails, the text is too short, a block of its output is
+/// missing, or the vocabularies differ.
+pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option<&Path>) -> Result<Evaluation> {
+    let tool = llama_cpp::find("llama-perplexity", s.llama_cpp.as_deref())?;
+    check_inputs(model, s)?;
+    if let Some(b) = base {
+        check_gguf(b)?;
+        same_vocabulary(b, model)?;
+    }
+    // llama.cpp opens what organ names; organ names what it opened itself (under `organ
+    // serve`: inside the root), and the text as a private copy.
+    let dir = scratch_dir(scratch)?;
+    let text = copy_text(&s.text, &dir.path)?;
+    let (model_file, base_file) = (opened(model)?, base.map(opened).transpose()?);
+    let command = |m: &Path| {
+        let mut c = Command::new(&tool);
+        c.arg("-m").arg(m).arg("-c").arg(s.ctx.to_string()).arg("-b").arg(s.ctx.to_string());
+        if let Some(t) = s.threads {
+            c.arg("-t").arg(t.max(1).to_string());
+        }
+        if let Some(n) = s.chunks {
+            c.arg("--chunks").arg(n.max(1).to_string());
+        }
+        c
+    };
+    let label = |p: &Path| p.display().to_string();
+    let mut e = Evaluation {
+        model: label(model),
+        base: base.map(label),
+        text: label(&s.text),
+        ctx: s.ctx,
+        chunks: 0,
+        perplexity: Estimate { value: f64::NAN, error: f64::NAN },
+        base_perplexity: None,
+        kl_divergence: None,
+        llama_perplexity: label(&tool),
+    };
+    let (Some(base), Some(base_file)) = (base, base_file) else {
+        let mut c = command(&model_file);
+        c.arg("-f").arg(&text);
+        let p = llama_cpp::run(c)?;
+        let r = output::perplexity(&p.stdout, &p.stderr).with_context(|| format!("{}", model.display()))?;
+        (e.chunks, e.perplexity) = (r.chunks, r.ppl);
+        return Ok(e);
+    };
+    let logits = dir.path.join("base-logits.kld");
+    let mut c = command(&base_file);
+    c.arg("-f").arg(&text).arg("--kl-divergence-base").arg(&logits);
+    let p = llama_cpp::run(c)?;
+    let b = output::perplexity(&p.stdout, &p.stderr).with_context(|| format!("{} (the base)", base.display()))?;
+    let mut c = command(&model_file);
+    c.arg("--kl-divergence-base").arg(&logits).arg("--kl-divergence");
+    let p = llama_cpp::run(c)?;
+    let k = output::kl_divergence(&p.stdout, &p.stderr).with_context(|| format!("{}", model.display()))?;
+    if (k.chunks, k.ctx) != (b.chunks, b.ctx) {
+        bail!(
+            "{}: scored {} chunks of {} tokens, the base {} of {}: not the same tokens",
+            model.display(),
+            k.chunks,
+            k.ctx,
+            b.chunks,
+            b.ctx
+        );
+    }
+    drop(dir);
+    e.chunks = k.chunks;
+    e.perplexity = k.ppl;
+    e.base_perplexity = Some(b.ppl);
+    e.kl_divergence = Some(Divergence {
+        mean: k.kld_mean,
+        median: k.kld_median,
+        p99: k.kld_p99,
+        max: k.kld_max,
+        same_top: k.same_top,
+        ln_ppl_ratio: k.ln_ppl_ratio,
+    });
+    Ok(e)
+}
+
+/// Checks the settings, the text, and that `model` is a GGUF file.
+///
+/// # Errors
+/// A context under 8, a text or model that is not a file, an organ directory.
+pub fn check_inputs(model: &Path, s: &Settings) -> Result<()> {
+    if !(MIN_CTX..=MAX_CTX).contains(&s.ctx) {
+        bail!("--ctx {}: give {MIN_CTX} to {MAX_CTX} tokens", s.ctx);
+    }
+    check_file(&s.text, "--text")?;
+    check_gguf(model)
+}
+
+/// A private temp directory in `near` (else the system's temp directory), removed on drop;
+/// if organ is killed outright, the next organ run that writes there removes it.
+fn scratch_dir(near: Option<&Path>) -> Result<crate::atomic::Temp> {
+    let dir = near.map_or_else(std::env::temp_dir, Path::to_owned);
+    // Temp::dir names the directory `.organ-eval-logits.organ-tmp.PID.START.RANDOM`; nothing
+    // is ever renamed to `organ-eval-logits`.
+    let dest = dir.join("organ-eval-logits");
+    crate::atomic::Temp::dir(&dest, false)
+}
+
+/// The most text organ hands llama-perplexity (wikitext-2's test set is 1.3 MB).
+pub const MAX_TEXT_BYTES: u64 = 256 << 20;
+
+/// Copies the text (opened as any input: a regular file, under `organ serve` inside the
+/// root) into `dir`, for llama.cpp to read.
+fn copy_text(text: &Path, dir: &Path) -> Result<PathBuf> {
+    let f = crate::input::open(text).context("--text")?;
+    let n = f.metadata().with_context(|| format!("{}: cannot stat", text.display()))?.len();
+    if n > MAX_TEXT_BYTES {
+        bail!("{}: {n} bytes, more than the {MAX_TEXT_BYTES} organ evaluates", text.display());
+    }
+    let copy = dir.join("text.txt");
+    let mut out = std::fs::File::create_new(&copy).with_context(|| format!("{}: cannot create", copy.display()))?;
+    std::io::copy(&mut std::io::Read::take(f, MAX_TEXT_BYTES), &mut out)
+        .with_context(|| format!("{}: cannot copy to {}", text.display(), copy.display()))?;
+    Ok(copy)
+}
+
+/// The real path of the model file organ opened (a regular file; under `organ serve`,
+/// inside the root), which llama.cpp then opens. A split model keeps its shard names.
+fn opened(model: &Path) -> Result<PathBuf> {
+    let f = crate::input::open(model)?;
+    crate::input::opened_path(&f).with_context(|| format!("{}: cannot tell where it lies", model.display()))
+}
+
+fn check_file(p: &Path, what: &str) -> Result<()> {
+    let md = std::fs::metadata(p).with_context(|| format!("{}: cannot read ({what})", p.display()))?;
+    if !md.is_file() {
+        bail!("{}: not a file ({what})", p.display());
+    }
+    Ok(())
+}
+
+/// llama.cpp reads GGUF files (a split model through its first shard), not organ directories.
+fn check_gguf(p: &Path) -> Result<()> {
+    if p.is_dir() {
+        bail!(
+            "{}: an organ directory; llama.cpp reads GGUF files: `organ assemble {} --out MODEL.gguf` first",
+            p.display(),
+            p.display()
+        );
+    }
+    check_file(p, "a GGUF model")
+}
+
+/// The vocabulary size a GGUF declares: its tokenizer's token count.
+fn vocabulary(p: &Path) -> Result<u64> {
+    let m = crate::model::Model::open(p)?;
+    match m.get("tokenizer.ggml.tokens") {
+        Some(organ_core::model::OwnedValue::Array { len, .. }) => Ok(*len),
+        _ => bail!("{}: has no tokenizer.ggml.tokens: llama.cpp cannot tokenize the text with it", p.display()),
+    }
+}
+
+/// Refuses, before any run, a base whose vocabulary differs from the model's.
+fn same_vocabulary(base: &Path, model: &Path) -> Result<()> {
+    let (b, m) = (vocabulary(base)?, vocabulary(model)?);
+    if b != m {
+        bail!(
+            "{} has {b} tokens, {} has {m}: KL divergence compares the same tokens' probabilities, so the \
+             base must have the model's vocabulary",
+            base.display(),
+            model.display()
+        );
+    }
+    Ok(())
+}
+
+/// Prints an evaluation.
+pub fn print(e: &Evaluation, w: &mut dyn Write) -> Result<()> {
+    writeln!(w, "eval {} on {} ({} chunks of {} tokens)", e.model, e.text, e.chunks, e.ctx)?;
+    writeln!(w, "  perplexity        {:>10.4} ± {:.4}", e.perplexity.value, e.perplexity.error)?;
+    if let (Some(base), Some(bp)) = (&e.base, &e.base_perplexity) {
+        writeln!(w, "  base perplexity   {:>10.4} ± {:.4}  ({base})", bp.value, bp.error)?;
+    }
+    if let Some(k) = &e.kl_divergence {
+        writeln!(
+            w,
+            "  KL divergence     mean {:.6} ± {:.6}, median {:.6}, 99% {:.6}, max {:.6} (nats)",
+            k.mean.value, k.mean.error, k.median, k.p99, k.max
+        )?;
+        writeln!(w, "  same top token    {:>9.3}% ± {:.3}%", 100.0 * k.same_top.value, 100.0 * k.same_top.error)?;
+        writeln!(w, "  ln(PPL/PPL base)  {:>10.6} ± {:.6}", k.ln_ppl_ratio.value, k.ln_ppl_ratio.error)?;
+    }
+    Ok(())
+}
+
+/// `organ eval`'s options.
+pub struct Options<'a> {
+    pub model: &'a Path,
+    pub base: Option<&'a Path>,
+    pub settings: Settings,
+    pub json: Option<&'a Path>,
+    pub force: bool,
+}
+
+/// `organ eval`: evaluates, prints, and writes the JSON report.
+pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
+    let scratch = o.json.and_then(Path::parent).filter(|p| !p.as_os_str().is_empty());
+    let e = evaluate(o.model, o.base, &o.settings, scratch)?;
+    print(&e, w)?;
+    // Against a base, the judge's rule (crate::judge) grades the model.
+    let verdict = crate::judge::grade(&e);
+    if let Some((g, reason, _)) = &verdict {
+        writeln!(w, "verdict: {} ({reason})", g.name())?;
+    }
+    if let Some(p) = o.json {
+        let mut doc = serde_json::to_value(&e)?;
+        doc["eval"] = "e1".into();
+        if let Some((g, reason, ratio)) = verdict {
+            doc["verdict"] = serde_json::json!({ "verdict": g, "reason": reason, "ppl_ratio": ratio });
+        }
+        crate::atomic::write_json(p, o.force, &doc)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,132 @@
+//! llama.cpp's tools, found and run: where `llama-perplexity` is (`--llama-cpp DIR`, then
+//! `ORGAN_LLAMA_CPP`, then `PATH`), and a run of it that reads both output streams, stops
+//! on Ctrl-C, and hands its text to [`output`] (the only parser of llama.cpp's text).
+
+pub mod output;
+
+use anyhow::{bail, Context, Result};
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// The environment variable that names llama.cpp's bin directory.
+pub const ENV: &str = "ORGAN_LLAMA_CPP";
+
+/// The most of each output stream kept (llama-perplexity prints a few kB; a tool that
+/// prints without end is not allowed to fill memory).
+const MAX_OUTPUT: u64 = 16 << 20;
+
+/// `tool` in `dir` (or `dir/bin`), else in `ORGAN_LLAMA_CPP` (or its `bin`), else on `PATH`.
+///
+/// # Errors
+/// Not found: one sentence saying where organ looked and how to get it.
+pub fn find(tool: &str, dir: Option<&Path>) -> Result<PathBuf> {
+    let in_dir = |d: &Path| [d.join(tool), d.join("bin").join(tool)].into_iter().find(|p| is_executable(p));
+    if let Some(d) = dir {
+        return in_dir(d)
+            .with_context(|| format!("{tool} is not in {} (--llama-cpp): {}", d.display(), how_to_get(tool)));
+    }
+    if let Some(d) = std::env::var_os(ENV).filter(|d| !d.is_empty()) {
+        let d = PathBuf::from(d);
+        return in_dir(&d).with_context(|| format!("{tool} is not in {} ({ENV}): {}", d.display(), how_to_get(tool)));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(tool))
+        .find(|p| is_executable(p))
+        .with_context(|| format!("{tool} was not found (no --llama-cpp, no {ENV}, not on PATH): {}", how_to_get(tool)))
+}
+
+fn how_to_get(tool: &str) -> String {
+    format!(
+        "build llama.cpp's tools with scripts/build-llama.sh (it prints the directory of {tool}) \
+         and pass that directory with --llama-cpp or {ENV}"
+    )
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Set by SIGINT or SIGTERM while a tool runs.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Installs (once) the handlers that turn SIGINT and SIGTERM into [`INTERRUPTED`], so that
+/// a run stops its tool and its caller removes its temp files on the way out.
+fn catch_interrupts() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for sig in [rustix::process::Signal::INT, rustix::process::Signal::TERM] {
+            // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+            let _ =
+                unsafe { signal_hook_registry::register(sig.as_raw(), || INTERRUPTED.store(true, Ordering::SeqCst)) };
+        }
+    });
+}
+
+/// What a tool printed.
+pub struct Printed {
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `c` to its end with both streams read; stops it (and fails) on Ctrl-C.
+///
+/// # Errors
+/// It cannot start, was interrupted, or ended by a signal or with a non-zero status (the
+/// error then quotes the end of its stderr).
+pub fn run(mut c: Command) -> Result<Printed> {
+    catch_interrupts();
+    let name = c.get_program().to_string_lossy().into_owned();
+    c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // Killed with organ, whatever kills organ (a job cancelled under `organ serve`).
+    let parent = rustix::process::getpid();
+    // SAFETY: between fork and exec this runs only two raw system calls (prctl, getppid)
+    // through rustix, which allocate nothing and take no lock (as serve/child.rs does).
+    unsafe {
+        c.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+            if rustix::process::getppid() != Some(parent) {
+                return Err(std::io::Error::from_raw_os_error(3)); // ESRCH: organ is gone
+            }
+            Ok(())
+        });
+    }
+    let mut child = c.spawn().with_context(|| format!("{name}: cannot start"))?;
+    let read = |s: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(s) = s {
+                let _ = s.take(MAX_OUTPUT).read_to_end(&mut buf);
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = read(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let err = read(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let status = loop {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("interrupted: {name} stopped");
+        }
+        if let Some(s) = child.try_wait().with_context(|| format!("{name}: cannot wait for it"))? {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        bail!("interrupted: {name} stopped");
+    }
+    if !status.success() {
+        let tail: Vec<&str> = stderr.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect();
+        bail!("{name} failed ({status}):\n{}", tail.join("\n"));
+    }
+    Ok(Printed { stdout, stderr })
+}

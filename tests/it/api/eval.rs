@@ -1,0 +1,81 @@
+//! eval jobs on SmolLM2 and tests/data/perplexity.txt copied into the root: the job's
+//! report is `organ eval --json`'s figures, llama.cpp comes from the server's environment
+//! (ORGAN_LLAMA_CPP), the text is a path under the root as models are, and a server
+//! without llama.cpp fails the job with the sentence saying how to get it (on a tiny
+//! model: that test needs no download).
+
+use super::server::*;
+use crate::common::{llama_tool, need, ok, organ, repo};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::Stdio;
+
+/// [`start`], with ORGAN_LLAMA_CPP set to `llama` in the server's environment.
+fn start_with_llama(root: &Path, llama: &Path) -> Server {
+    let mut c = organ();
+    c.arg("serve").arg("--root").arg(root).arg("--addr").arg("127.0.0.1:0").arg("--web").arg(root.join("no-web"));
+    c.env("ORGAN_LLAMA_CPP", llama).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    let mut child = c.spawn().expect("spawn organ serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()).expect(&line).to_owned();
+    Server { child, base: format!("http://{addr}"), root: root.canonicalize().unwrap() }
+}
+
+fn llama_bin() -> std::path::PathBuf {
+    Path::new(llama_tool("llama-perplexity").get_program()).parent().unwrap().to_owned()
+}
+
+fn output<'a>(end: &'a Value, file: &str) -> &'a str {
+    let outs = end["outputs"].as_array().unwrap();
+    outs.iter().filter_map(Value::as_str).find(|o| o.ends_with(&format!("/{file}"))).unwrap()
+}
+
+#[test]
+fn an_eval_job_gives_organ_evals_figures() {
+    let Some(_) = need::smollm2_and_llama() else { return };
+    let root = make_root("api-eval");
+    std::fs::copy(repo().join("tests/data/perplexity.txt"), root.join("text.txt")).unwrap();
+    let s = start_with_llama(&root, &llama_bin());
+    let body = json!({ "path": "smol.gguf", "base": "smol.gguf", "text": "text.txt", "ctx": 128, "chunks": 2 });
+    let end = run_job(&s, "/api/eval", body);
+    assert_eq!(end["kind"], "eval");
+    let r = &end["result"];
+    assert_eq!((r["ctx"].as_u64(), r["chunks"].as_u64()), (Some(128), Some(2)), "{r}");
+    assert!(r["kl_divergence"]["mean"]["value"].as_f64().unwrap().abs() <= 1e-4, "{r}");
+    assert_eq!(r["verdict"]["verdict"], "close");
+    let text = String::from_utf8(download(&s, output(&end, "eval.txt"))).unwrap();
+    assert!(text.contains("verdict: close"), "{text}");
+    // The same figures as the CLI's, run by hand with the same arguments.
+    let json = crate::common::tmp("cli-eval.json");
+    let _ = std::fs::remove_file(&json);
+    let mut c = organ();
+    c.arg("eval").arg(root.join("smol.gguf")).arg("--base").arg(root.join("smol.gguf"));
+    c.arg("--text").arg(root.join("text.txt")).args(["--ctx", "128", "--chunks", "2", "--json"]).arg(&json);
+    c.env("ORGAN_LLAMA_CPP", llama_bin());
+    ok(c);
+    let cli: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(r["perplexity"], cli["perplexity"]);
+    assert_eq!(r["kl_divergence"], cli["kl_divergence"]);
+    // A text outside the root is refused as a model would be; a bad context before any job.
+    let (st, v) = post(&s, "/api/eval", &json!({ "path": "smol.gguf", "text": "escape/passwd" }));
+    assert_eq!(st, 404, "{v}");
+    let (st, v) = post(&s, "/api/eval", &json!({ "path": "smol.gguf", "text": "text.txt", "ctx": 4 }));
+    assert_eq!(st, 400, "{v}");
+}
+
+#[test]
+fn an_eval_job_without_llama_cpp_fails_saying_how_to_get_it() {
+    // llama.cpp is looked for first: the tiny model (no download) is enough.
+    let root = make_tiny_root("api-eval-no-llama");
+    std::fs::copy(repo().join("tests/data/perplexity.txt"), root.join("text.txt")).unwrap();
+    std::fs::create_dir_all(root.join("empty")).unwrap();
+    let s = start_with_llama(&root, &root.join("empty"));
+    let (st, job) = post(&s, "/api/eval", &json!({ "path": "smol.gguf", "text": "text.txt" }));
+    assert_eq!(st, 202, "{job}");
+    let end = follow(&s, job["id"].as_str().unwrap());
+    assert_eq!(end["state"], "failed", "{end}");
+    let msg = end["error"]["message"].as_str().unwrap_or_default().to_owned() + &end["error"].to_string();
+    assert!(msg.contains("scripts/build-llama.sh"), "{end}");
+}

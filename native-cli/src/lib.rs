@@ -12,6 +12,7 @@ pub mod model;
 pub mod model_file;
 pub mod organ_dir;
 pub mod progress;
+pub mod remote;
 pub mod serve;
 pub mod source;
 pub mod write;

@@ -33,6 +33,21 @@ struct Cli {
     #[arg(long, global = true, env = "ORGAN_FSYNC", action = clap::ArgAction::SetTrue,
           value_parser = clap::builder::BoolishValueParser::new())]
     fsync: bool,
+    /// Remote models (http(s) URLs): sampled blocks closer than this many bytes share one
+    /// range request [default: 262144] (docs/remote.md).
+    #[arg(long, global = true, value_name = "BYTES", env = "ORGAN_REMOTE_GAP")]
+    remote_gap: Option<u64>,
+    /// Remote models: range requests in flight at once [default: 8].
+    #[arg(long, global = true, value_name = "N")]
+    remote_concurrency: Option<usize>,
+    /// Remote models: retries of one request (429, 5xx, a reset, a timeout, a short body)
+    /// before failing [default: 5].
+    #[arg(long, global = true, value_name = "N")]
+    remote_retries: Option<u32>,
+    /// Remote models: a server that ignores Range is read whole up to this many bytes,
+    /// refused above [default: 268435456].
+    #[arg(long, global = true, value_name = "BYTES")]
+    remote_max_whole: Option<u64>,
 }
 
 /// Which tensors an operation touches; every criterion given must hold.
@@ -407,6 +422,13 @@ fn run(cli: Cli) -> Result<Exit> {
     let mut out = std::io::BufWriter::new(stdout.lock());
     organ_cli::organ_dir::set_verify(!cli.no_verify);
     organ_cli::atomic::set_fsync(cli.fsync);
+    let d = organ_cli::remote::Config::default();
+    organ_cli::remote::configure(organ_cli::remote::Config {
+        gap: cli.remote_gap.unwrap_or(d.gap),
+        concurrency: cli.remote_concurrency.unwrap_or(d.concurrency).max(1),
+        retries: cli.remote_retries.unwrap_or(d.retries),
+        max_whole: cli.remote_max_whole.unwrap_or(d.max_whole),
+    });
     match cli.command {
         Command::Inspect { model, json } => cmd::inspect::run(&model, json, &mut out)?,
         Command::Measure {
@@ -465,6 +487,10 @@ fn run(cli: Cli) -> Result<Exit> {
             if stats {
                 let read = cmd::measure::BYTES_READ.load(std::sync::atomic::Ordering::Relaxed);
                 progress::emit(&progress::Event::Stats { tensor_bytes_read: read, peak_rss_kib: peak_rss_kib() });
+                let (bytes_fetched, requests, retries) = organ_cli::remote::stats();
+                if requests > 0 {
+                    progress::emit(&progress::Event::RemoteStats { bytes_fetched, requests, retries });
+                }
             }
         }
         Command::Diff { a, b, json, csv, html, top, only_changed, fail_on_change, threads, stream, stats, force } => {

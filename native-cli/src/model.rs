@@ -76,8 +76,28 @@ impl Model {
     }
 
     /// Opens a GGUF file, a split GGUF (any of its `-0000i-of-0000n.gguf` shards), or an
-    /// organ directory (one with a manifest.json).
+    /// organ directory (one with a manifest.json). URLs are refused: their tensors' bytes
+    /// are not in memory, and only the commands that read by positioned reads take them
+    /// ([`Self::open_any`]).
     pub fn open(path: &Path) -> Result<Model> {
+        if crate::remote::is_url(path) {
+            crate::remote::parse(path)?;
+            bail!("{}: only inspect and measure read remote models so far", path.display());
+        }
+        Self::open_any(path)
+    }
+
+    /// [`Self::open`], and GGUFs and split GGUFs at http(s) URLs (shards found by name),
+    /// whose tensor data must be read by [`ModelFile::read_exact_at`], never
+    /// [`Tensor::bytes`].
+    pub fn open_any(path: &Path) -> Result<Model> {
+        if crate::remote::is_url(path) {
+            crate::remote::parse(path)?;
+            return match crate::remote::split_urls(path) {
+                Some(shards) => Self::from_files(path, &shards, shards.clone()),
+                None => Self::from_files(path, &[path.to_owned()], Vec::new()),
+            };
+        }
         if path.is_dir() {
             crate::organ_dir::open(path)
         } else if let Some(shards) = crate::source::split_shards(path) {
@@ -90,8 +110,9 @@ impl Model {
     /// The model of `paths` (one GGUF, or every shard of a split model, in order), joined
     /// and checked by the core ([`model::Model::join`]).
     fn from_files(path: &Path, paths: &[PathBuf], shards: Vec<PathBuf>) -> Result<Model> {
-        let files: Vec<Arc<ModelFile>> =
-            paths.iter().map(|p| ModelFile::open(p).map(Arc::new)).collect::<Result<_>>()?;
+        let files: Vec<Arc<ModelFile>> = (paths.iter())
+            .map(|p| if crate::remote::is_url(p) { ModelFile::open_url(p) } else { ModelFile::open(p) }.map(Arc::new))
+            .collect::<Result<_>>()?;
         let parts = files.iter().enumerate().map(|(i, f)| Ok(model::Model::from_gguf(&f.parse()?, i)));
         let joined = match model::Model::join(parts.collect::<Result<_>>()?) {
             Ok(m) => m,

@@ -1,7 +1,8 @@
 //! [`ModelFile`]: one opened file of a model (GGUF, shard, organ file, manifest), where its
 //! bytes live: a read-only memory map (plain read as the fallback) and positioned reads,
 //! with errors that name the file. Files are opened through [`crate::input::open`]:
-//! regular files only, each recorded as an input.
+//! regular files only, each recorded as an input. A file at an http(s) URL holds its
+//! header only, and reads the rest by range requests ([`crate::remote`]).
 
 use anyhow::{Context, Result};
 use memmap2::Mmap;
@@ -41,7 +42,18 @@ pub struct ModelFile {
     file: Option<File>,
     /// Device and inode, to know the file again when it is reopened.
     id: (u64, u64),
+    /// For a file at a URL: the object, where `bytes` holds its header only (none when
+    /// the server sent the whole body, which `bytes` then holds).
+    remote: Option<crate::remote::Remote>,
+    /// For a file at a URL: what pinned it, and its size (its identity).
+    pin: Option<(crate::remote::Pin, u64)>,
 }
+
+/// The first range asked of a remote file; the header's read grows from it geometrically
+/// to what the core's parser says it needs.
+const FIRST_READ: u64 = 1 << 20;
+/// A header larger than this is refused (a 1T-parameter model's is a few tens of MB).
+const MAX_HEADER: u64 = 1 << 30;
 
 impl ModelFile {
     /// Opens `path` read-only. Nothing is read yet: pages come in as they are touched.
@@ -62,7 +74,82 @@ impl ModelFile {
                 Bytes::Owned(v)
             }
         };
-        Ok(ModelFile { path: path.to_owned(), bytes, file: Some(file), id })
+        Ok(ModelFile { path: path.to_owned(), bytes, file: Some(file), id, remote: None, pin: None })
+    }
+
+    /// Opens the GGUF at an http(s) URL: its header is read in growing ranges, parsed by
+    /// the core as the browser does ([`Gguf::parse`] says how many bytes it still needs),
+    /// and kept; tensor data is read later by [`Self::read_exact_at`].
+    ///
+    /// # Errors
+    /// The URL cannot be read, or the header is not a valid GGUF or is too large.
+    pub fn open_url(url: &Path) -> Result<ModelFile> {
+        use crate::remote::{Opened, Remote};
+        if std::env::var_os(crate::input::CONFINE_ENV).is_some() {
+            // Under `organ serve`, inputs are files under its root; a URL would have the
+            // server fetch what a request names.
+            anyhow::bail!("{}: organ serve reads no remote models (yet)", url.display());
+        }
+        let (remote, prefix) = match Remote::open(url, FIRST_READ)? {
+            Opened::Whole(body, pin) => {
+                let len = body.len() as u64;
+                let bytes = Bytes::Owned(body);
+                return Ok(ModelFile {
+                    path: url.to_owned(),
+                    bytes,
+                    file: None,
+                    id: (0, 0),
+                    remote: None,
+                    pin: Some((pin, len)),
+                });
+            }
+            Opened::Ranged(r, prefix) => (r, prefix),
+        };
+        let mut prefix = prefix;
+        loop {
+            let needed = match Gguf::parse(&prefix, remote.size) {
+                Ok(_) => break,
+                Err(e) => match e.needed_len() {
+                    Some(n) if n <= remote.size && n <= MAX_HEADER => n,
+                    Some(n) if n <= remote.size => {
+                        anyhow::bail!(
+                            "{}: the header needs {n} bytes, more than the {MAX_HEADER} organ reads",
+                            remote.url
+                        )
+                    }
+                    _ => return Err(anyhow::Error::new(e).context(format!("{}: not a valid GGUF", remote.url))),
+                },
+            };
+            let have = prefix.len();
+            let want = needed.max(have as u64 * 2).min(remote.size).min(MAX_HEADER);
+            prefix.resize(want as usize, 0);
+            remote.read_exact_at(&mut prefix[have..], have as u64)?;
+        }
+        let pin = Some((remote.pin.clone(), remote.size));
+        Ok(ModelFile {
+            path: url.to_owned(),
+            bytes: Bytes::Owned(prefix),
+            file: None,
+            id: (0, 0),
+            remote: Some(remote),
+            pin,
+        })
+    }
+
+    /// The file's length: the object's size for a remote file, whose `bytes` hold only its
+    /// header.
+    pub fn file_len(&self) -> u64 {
+        self.remote.as_ref().map_or(self.bytes.len() as u64, |r| r.size)
+    }
+
+    /// Whether tensor data is read by range requests (`bytes` holds the header only).
+    pub fn is_remote(&self) -> bool {
+        self.remote.is_some()
+    }
+
+    /// A file read from a URL: its URL, validator and size ([`crate::remote::identity`]).
+    pub fn remote_identity(&self) -> Option<(String, &crate::remote::Pin, u64)> {
+        self.pin.as_ref().map(|(p, n)| (self.path.display().to_string(), p, *n))
     }
 
     /// Opens and maps `path`, then closes it: the map stays, the descriptor goes.
@@ -97,6 +184,9 @@ impl ModelFile {
     /// # Errors
     /// The range is not in the file, or the read fails.
     pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        if let Some(r) = &self.remote {
+            return r.read_exact_at(buf, offset);
+        }
         if let Some(file) = &self.file {
             use std::os::unix::fs::FileExt;
             return file
@@ -118,12 +208,14 @@ impl ModelFile {
 
     /// Parses the header.
     pub fn parse(&self) -> Result<Gguf<'_>> {
-        Gguf::parse(&self.bytes, self.bytes.len() as u64)
-            .with_context(|| format!("{}: not a valid GGUF", self.path.display()))
+        Gguf::parse(&self.bytes, self.file_len()).with_context(|| format!("{}: not a valid GGUF", self.path.display()))
     }
 
     /// The file name, for reports.
     pub fn file_name(&self) -> String {
+        if self.pin.is_some() {
+            return crate::remote::file_name(&self.path.to_string_lossy());
+        }
         self.path.file_name().map_or_else(|| self.path.display().to_string(), |n| n.to_string_lossy().into_owned())
     }
 }

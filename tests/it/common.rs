@@ -105,11 +105,17 @@ pub mod need {
         check(&[Prereq::Model, Prereq::Oracle, Prereq::Llama]).then(super::smollm2_path)
     }
 
+    /// Debian's nginx (installed once by scripts/setup-nginx.sh), if it is or can be there.
+    pub fn nginx() -> Option<PathBuf> {
+        check(&[Prereq::Nginx]).then(|| super::nginx_path().clone()).flatten()
+    }
+
     #[derive(Clone, Copy)]
     enum Prereq {
         Model,
         Oracle,
         Llama,
+        Nginx,
     }
 
     impl Prereq {
@@ -118,6 +124,9 @@ pub mod need {
                 Prereq::Model => ("the model", vec![super::smollm2_path()]),
                 Prereq::Oracle => ("the gguf-py oracle", vec![super::oracle_path()]),
                 Prereq::Llama => ("llama.cpp", super::LLAMA_TOOLS.iter().map(|t| super::llama_dir().join(t)).collect()),
+                Prereq::Nginx => {
+                    return super::nginx_path().is_none().then(|| "nginx (scripts/setup-nginx.sh failed)".into())
+                }
             };
             let p = paths.into_iter().find(|p| !p.exists())?;
             Some(format!("{what} ({})", p.display()))
@@ -146,6 +155,17 @@ pub mod need {
     fn in_ci() -> bool {
         std::env::var("CI").is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"))
     }
+}
+
+/// nginx's path from scripts/setup-nginx.sh (which installs it once), asked once.
+fn nginx_path() -> &'static Option<PathBuf> {
+    static PATH: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let out =
+            Command::new(repo().join("scripts/setup-nginx.sh")).stderr(std::process::Stdio::null()).output().ok()?;
+        let p = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+        (out.status.success() && p.exists()).then_some(p)
+    })
 }
 
 pub fn organ() -> Command {

@@ -21,6 +21,7 @@ mod hostile;
 mod llama;
 mod purify;
 mod quant_q2_0;
+mod remote;
 mod sigma;
 mod smollm2;
 mod split;

@@ -12,10 +12,11 @@ use std::io::Write;
 use std::path::Path;
 
 pub fn run(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<()> {
-    if crate::source::split_shards(path).is_some() {
+    let remote = crate::remote::is_url(path);
+    if remote && crate::remote::split_urls(path).is_some() || !remote && crate::source::split_shards(path).is_some() {
         return run_split(path, as_json, out);
     }
-    let model = ModelFile::open(path)?;
+    let model = if remote { ModelFile::open_url(path)? } else { ModelFile::open(path)? };
     let g = model.parse()?;
     if as_json {
         let file = model.file_name();
@@ -223,7 +224,7 @@ fn print_text(file: &str, g: &Gguf<'_>, out: &mut dyn Write) -> Result<()> {
 /// A split model as one: every shard's header line, the merged metadata (first shard's,
 /// less `split.*`), and every tensor with the shard that holds it.
 fn run_split(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<()> {
-    let m = crate::model::Model::open(path)?;
+    let m = crate::model::Model::open_any(path)?;
     let shard_of = |t: &crate::model::Tensor| t.file + 1;
     let mut metadata = Vec::new();
     for (k, v) in &m.kvs {

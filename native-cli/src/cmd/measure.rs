@@ -48,14 +48,27 @@ type Measured = (Measurement, Option<Draws>);
 /// Measures a model, or takes its report from the cache when an identical model was
 /// measured before.
 fn measure_cached(path: &Path, opts: &Options, progress: &ProgressBar) -> Result<(ModelReport, bool)> {
-    let measure = || measure_model(path, opts.stream, opts.mode, opts.experts, progress);
-    let Some(cache) = &opts.cache else { return Ok((measure()?, false)) };
+    let Some(cache) = &opts.cache else {
+        return Ok((measure_model(path, opts.stream, opts.mode, opts.experts, progress)?, false));
+    };
+    if crate::remote::is_url(path) {
+        // Opened first: the key is what the server says the object is (docs/remote.md).
+        let model = Model::open_any(path)?;
+        let key = CacheKey::of_remote(&model, opts.mode, opts.experts)?;
+        if let Some(mut r) = key.lookup::<ModelReport>(cache) {
+            r.model = model.label.clone();
+            return Ok((r, true));
+        }
+        let r = measure_opened(&model, path, opts.stream, opts.mode, opts.experts, progress)?;
+        key.store(cache, &r)?;
+        return Ok((r, false));
+    }
     let key = CacheKey::of(path, opts.mode, opts.experts)?;
     if let Some(mut r) = key.lookup::<ModelReport>(cache) {
         r.model = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
         return Ok((r, true));
     }
-    let r = measure()?;
+    let r = measure_model(path, opts.stream, opts.mode, opts.experts, progress)?;
     key.store(cache, &r)?;
     Ok((r, false))
 }
@@ -70,7 +83,8 @@ pub static BYTES_READ: AtomicU64 = AtomicU64::new(0);
 /// Measures one model (a GGUF, a split GGUF, or an organ directory); the progress bar
 /// advances per tensor. With `stream` (or for models over 2 GiB) only the sampled blocks
 /// are read. `mode` says how ([`Mode`]); with `experts`, each expert of every expert
-/// tensor is measured too (§6).
+/// tensor is measured too (§6). A model at an http(s) URL is always streamed, its sampled
+/// blocks read by range requests (docs/remote.md).
 pub fn measure_model(
     path: &Path,
     stream: bool,
@@ -78,12 +92,24 @@ pub fn measure_model(
     experts: bool,
     progress: &ProgressBar,
 ) -> Result<ModelReport> {
-    let model = Model::open(path)?;
-    let layouts = if experts { experts::layouts(&model, path)? } else { vec![None; model.tensors.len()] };
+    measure_opened(&Model::open_any(path)?, path, stream, mode, experts, progress)
+}
+
+/// [`measure_model`] of a model already opened.
+fn measure_opened(
+    model: &Model,
+    path: &Path,
+    stream: bool,
+    mode: Mode,
+    experts: bool,
+    progress: &ProgressBar,
+) -> Result<ModelReport> {
+    let layouts = if experts { experts::layouts(model, path)? } else { vec![None; model.tensors.len()] };
     let mut files: Vec<&crate::model_file::ModelFile> = model.tensors.iter().map(|t| &*t.in_file).collect();
     files.dedup_by_key(|f| f.path.clone());
-    let file_bytes: u64 = files.iter().map(|f| f.bytes.len() as u64).sum();
-    let stream = stream || file_bytes > STREAM_ABOVE_BYTES;
+    let file_bytes: u64 = files.iter().map(|f| f.file_len()).sum();
+    let remote = files.iter().any(|f| f.is_remote());
+    let stream = stream || remote || file_bytes > STREAM_ABOVE_BYTES;
     if stream {
         // Scattered small reads: readahead would pull in far more than the sampled blocks.
         for f in files.iter().filter_map(|f| f.file()) {
@@ -93,7 +119,8 @@ pub fn measure_model(
     progress.inc_length(model.tensors.len() as u64);
     let tick = || crate::progress::tensor_done(progress);
     let (measured, per_expert): (Vec<Option<Measured>>, _) = if stream {
-        stream::measure(&model, path, mode, &layouts, &tick)?
+        let reads = if remote { stream::Reads::remote() } else { stream::Reads::LOCAL };
+        stream::measure(model, path, mode, &layouts, reads, &tick)?
     } else {
         let measured: Vec<Result<Option<Measured>>> = model
             .tensors
@@ -108,9 +135,9 @@ pub fn measure_model(
                 Ok(m)
             })
             .collect();
-        (measured.into_iter().collect::<Result<_>>()?, experts::measure_mapped(&model, path, mode, &layouts)?)
+        (measured.into_iter().collect::<Result<_>>()?, experts::measure_mapped(model, path, mode, &layouts)?)
     };
-    let duplicates = experts::duplicates(&model, path, &layouts, stream)?;
+    let duplicates = experts::duplicates(model, path, &layouts, stream)?;
     let rows = (model.tensors.iter().zip(&measured).zip(per_expert.iter().zip(&duplicates)))
         .map(|((t, m), (x, d))| {
             let mut row = TensorReport::new(t, m.as_ref().map(|(m, _)| m))
@@ -121,7 +148,7 @@ pub fn measure_model(
             row
         })
         .collect();
-    Ok(ModelReport::new(&model.label, &model, file_bytes, rows))
+    Ok(ModelReport::new(&model.label, model, file_bytes, rows))
 }
 
 pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {

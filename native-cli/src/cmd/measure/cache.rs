@@ -78,6 +78,20 @@ impl CacheKey {
         Ok(CacheKey { model_blake3: fp.blake3, definition: Definition { experts, ..Definition::current(mode) } })
     }
 
+    /// The key of a model read from URLs ([`crate::remote::identity`]: URL, ETag or
+    /// Last-Modified, and size of each file; never a hash of bytes organ did not read).
+    /// It stands in `model_blake3`, hashed with another prefix, so it cannot meet a local
+    /// model's key.
+    pub fn of_remote(model: &crate::model::Model, mode: Mode, experts: bool) -> Result<CacheKey> {
+        let mut files: Vec<&crate::model_file::ModelFile> = model.tensors.iter().map(|t| &*t.in_file).collect();
+        files.dedup_by_key(|f| f.path.clone());
+        let ids = (files.iter())
+            .map(|f| f.remote_identity().with_context(|| format!("{}: not a remote file", f.path.display())))
+            .collect::<Result<Vec<_>>>()?;
+        let definition = Definition { experts, ..Definition::current(mode) };
+        Ok(CacheKey { model_blake3: crate::remote::identity(&ids), definition })
+    }
+
     /// The entry's file in `cache`: `<measure>-<model BLAKE3>-<definition digest>.json`.
     pub fn entry(&self, cache: &Path) -> Result<PathBuf> {
         let definition = serde_json::to_vec(&self.definition)?;

@@ -35,6 +35,32 @@ use std::sync::Mutex;
 const MAX_GAP: u64 = 0;
 /// The longest single read.
 const MAX_READ: u64 = 1 << 20;
+/// The longest single request to a remote model. Several are in flight at once, and every
+/// tensor whose ranges they cover holds its plan (1.6 MB) until they land, so this times
+/// `--remote-concurrency` bounds memory: SmolLM2 over loopback peaked at 276 MB with 4 MiB
+/// requests, 127 MB with 1 MiB ones (95 requests, 1 s), 77 MB one request at a time.
+const MAX_REMOTE_READ: u64 = 1 << 20;
+
+/// How the reads are made: how far apart ranges may lie and still share one, the longest,
+/// and how many are made at once.
+#[derive(Clone, Copy)]
+pub(super) struct Reads {
+    gap: u64,
+    max_read: u64,
+    at_once: usize,
+}
+
+impl Reads {
+    /// Positioned reads of local files, one at a time.
+    pub(super) const LOCAL: Reads = Reads { gap: MAX_GAP, max_read: MAX_READ, at_once: 1 };
+
+    /// Range requests ([`crate::remote::config`]): a request costs a round trip, so ranges
+    /// are joined across gaps and several are in flight.
+    pub(super) fn remote() -> Reads {
+        let c = crate::remote::config();
+        Reads { gap: c.gap, max_read: MAX_REMOTE_READ, at_once: c.concurrency.max(1) }
+    }
+}
 /// Tensors whose plans are made at once, in parallel: a plan holds two indices per sampled
 /// value (1.6 MB), so they are made as the reads reach them, not all first.
 const PLANS_AHEAD: usize = 16;
@@ -43,6 +69,14 @@ const PLANS_AHEAD: usize = 16;
 /// samples fall in a third of its blocks (a 64-expert Q4_K tensor of 4096 × 14336 per
 /// expert), so without it each expert is tens of thousands of reads of a block or two.
 const EXPERT_GAP: u64 = 4096;
+
+/// How the jobs are planned and read: the mode, the expert layouts per tensor, the reads.
+#[derive(Clone, Copy)]
+struct How<'a> {
+    mode: Mode,
+    layouts: &'a [Option<ExpertLayout>],
+    reads: Reads,
+}
 
 /// A job whose ranges are all read: its index, plan and filled buffer.
 type Filled = (usize, ReadPlan, Vec<u8>);
@@ -60,6 +94,7 @@ pub(super) fn measure(
     path: &Path,
     mode: Mode,
     layouts: &[Option<ExpertLayout>],
+    reads: Reads,
     tick: &(dyn Fn() + Sync),
 ) -> Result<Found> {
     // File order, measurable tensors only.
@@ -84,7 +119,7 @@ pub(super) fn measure(
         }
     };
     let mut found: Vec<Option<Measurement>> = vec![None; jobs.len()];
-    run_jobs(model, &jobs, mode, layouts, &named, &job_done, &mut found)?;
+    run_jobs(model, &jobs, How { mode, layouts, reads }, &named, &job_done, &mut found)?;
     let gathered: Gathered =
         jobs::gather(&jobs, &found, model.tensors.len()).with_context(|| format!("{}", path.display()))?;
     Ok(gathered)
@@ -94,12 +129,12 @@ pub(super) fn measure(
 fn run_jobs(
     model: &Model,
     jobs: &[Job],
-    mode: Mode,
-    layouts: &[Option<ExpertLayout>],
+    how: How<'_>,
     named: &(dyn Fn(usize) -> String + Sync),
     job_done: &(dyn Fn(usize) + Sync),
     found: &mut [Option<Measurement>],
 ) -> Result<()> {
+    let mode = how.mode;
     // Tensors read wait here; a full channel holds the reader back, which bounds the
     // buffers held at once. They are measured on threads of their own, not the rayon pool:
     // the reader makes its plans on the pool, and pool threads waiting on this channel
@@ -114,7 +149,7 @@ fn run_jobs(
         let (stop, rx) = (&stop, &rx);
         // The reader owns the sender: when it is done, the workers' loops end.
         s.spawn(move || {
-            if let Err(e) = read_all(model, jobs, mode, layouts, &tx, stop, named) {
+            if let Err(e) = read_all(model, jobs, how, &tx, stop, named) {
                 let _ = tx.send(Err(e));
             }
         });
@@ -171,15 +206,15 @@ type Open = HashMap<usize, (ReadPlan, Vec<u8>, usize)>;
 fn read_all(
     model: &Model,
     jobs: &[Job],
-    mode: Mode,
-    layouts: &[Option<ExpertLayout>],
+    how: How<'_>,
     tx: &SyncSender<Result<Filled>>,
     stop: &AtomicBool,
     named: &(dyn Fn(usize) -> String + Sync),
 ) -> Result<()> {
-    let mut batcher = Batcher::new(MAX_GAP, MAX_READ, MAX_READ);
+    let How { mode, layouts, reads } = how;
+    let mut batcher = Batcher::new(reads.gap, MAX_READ, reads.max_read);
     let mut open = Open::new();
-    let mut bytes = Vec::new();
+    let mut bufs = Vec::new();
     let mut batches = Vec::new();
     // A plan's buffer is allocated as it is made: in --exact, that is a whole tensor.
     let ahead = if mode == Mode::Exact { 1 } else { PLANS_AHEAD };
@@ -209,35 +244,83 @@ fn read_all(
                 continue;
             }
             open.insert(i, (plan, buf, left));
-            for b in batches.drain(..) {
-                if !read_batch(model, jobs, &b, &mut bytes, &mut open, tx, named)? {
-                    return Ok(());
-                }
+            if batches.len() >= reads.at_once
+                && !read_batches(model, jobs, reads.at_once, &mut batches, &mut bufs, &mut open, tx, named)?
+            {
+                return Ok(());
             }
         }
     }
-    if let Some(b) = batcher.finish() {
-        read_batch(model, jobs, &b, &mut bytes, &mut open, tx, named)?;
-    }
+    batches.extend(batcher.finish());
+    read_batches(model, jobs, reads.at_once, &mut batches, &mut bufs, &mut open, tx, named)?;
     Ok(())
 }
 
-/// Reads one batch into the buffers of the jobs it serves and sends those now complete.
-/// `false` when the measuring side stopped listening.
-fn read_batch(
+/// Reads `batches`, `at_once` at a time (each on a thread of its own when more than one,
+/// into buffers of `bufs` kept from one call to the next), and hands their bytes on in
+/// order; `batches` is left empty. `false` when the measuring side stopped listening.
+#[allow(clippy::too_many_arguments)]
+fn read_batches(
     model: &Model,
     jobs: &[Job],
-    b: &Batch,
-    bytes: &mut Vec<u8>,
+    at_once: usize,
+    batches: &mut Vec<Batch>,
+    bufs: &mut Vec<Vec<u8>>,
     open: &mut Open,
     tx: &SyncSender<Result<Filled>>,
     named: &(dyn Fn(usize) -> String + Sync),
 ) -> Result<bool> {
+    let at_once = at_once.max(1);
+    bufs.resize_with(at_once, Vec::new);
+    for group in batches.chunks(at_once) {
+        // Sized here, on this thread: the reading threads only fill them.
+        for (b, buf) in group.iter().zip(bufs.iter_mut()) {
+            buf.resize(usize::try_from(b.len()).context("a read larger than memory")?, 0);
+        }
+        let read: Vec<Result<()>> = if let ([b], [buf, ..]) = (group, bufs.as_mut_slice()) {
+            vec![fetch_batch(model, jobs, b, buf, named)]
+        } else {
+            std::thread::scope(|s| {
+                let reads: Vec<_> = (group.iter().zip(bufs.iter_mut()))
+                    .map(|(b, buf)| s.spawn(move || fetch_batch(model, jobs, b, buf, named)))
+                    .collect();
+                reads.into_iter().map(|h| h.join().map_err(|_| anyhow::anyhow!("a reading thread panicked"))?).collect()
+            })
+        };
+        for ((b, got), buf) in group.iter().zip(read).zip(bufs.iter()) {
+            got?;
+            if !read_batch(b, &buf[..], open, tx, named)? {
+                return Ok(false);
+            }
+        }
+    }
+    batches.clear();
+    Ok(true)
+}
+
+/// Reads one batch's bytes into `bytes` (its length).
+fn fetch_batch(
+    model: &Model,
+    jobs: &[Job],
+    b: &Batch,
+    bytes: &mut [u8],
+    named: &(dyn Fn(usize) -> String + Sync),
+) -> Result<()> {
     let first = b.parts.first().context("a read that serves no tensor")?.tensor;
-    let len = usize::try_from(b.len()).context("a read larger than memory")?;
-    bytes.resize(len, 0);
     model.tensors[jobs[first].tensor].in_file.read_exact_at(bytes, b.start).with_context(|| named(first))?;
     BYTES_READ.fetch_add(b.len(), Ordering::Relaxed);
+    Ok(())
+}
+
+/// Copies one batch's bytes into the buffers of the jobs it serves and sends those now
+/// complete. `false` when the measuring side stopped listening.
+fn read_batch(
+    b: &Batch,
+    bytes: &[u8],
+    open: &mut Open,
+    tx: &SyncSender<Result<Filled>>,
+    named: &(dyn Fn(usize) -> String + Sync),
+) -> Result<bool> {
     for p in &b.parts {
         let (plan, buf, left) = open.get_mut(&p.tensor).context("a read for a tensor not planned")?;
         plan.fill(p.range, &bytes[b.span(p)], buf).map_err(|e| anyhow::Error::new(e).context(named(p.tensor)))?;

@@ -1,0 +1,301 @@
+//! One range request, its answer checked against the question, with bounded retries.
+//!
+//! Every number in an answer is untrusted: the status, Content-Range, Content-Length and
+//! the body's real length are each compared with what was asked before a byte is used;
+//! nothing is allocated by a length the server gave except a whole body below
+//! [`Config::max_whole`].
+
+use super::{Config, Opened, Remote, BYTES_FETCHED, REQUESTS, RETRIES};
+use anyhow::{anyhow, Result};
+use std::fmt;
+use std::io::Read;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// What pins an object for a run: its ETag and Last-Modified as the first answer gave
+/// them. A strong ETag goes back as If-Match; otherwise Last-Modified goes back as
+/// If-Unmodified-Since. Every answer must carry the same values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pin {
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+}
+
+impl fmt::Display for Pin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.etag, &self.last_modified) {
+            (Some(e), _) => write!(f, "ETag {e}"),
+            (None, Some(d)) => write!(f, "Last-Modified {d}"),
+            (None, None) => write!(f, "no validator"),
+        }
+    }
+}
+
+impl Pin {
+    fn of(r: &ureq::Response) -> Result<Pin, Fail> {
+        let pin = Pin {
+            etag: r.header("etag").map(str::to_owned),
+            last_modified: r.header("last-modified").map(str::to_owned),
+        };
+        if pin.etag.is_none() && pin.last_modified.is_none() {
+            return Err(fatal(
+                "the server gives neither ETag nor Last-Modified, so organ could not tell if the file \
+                 changed while it reads it"
+                    .into(),
+            ));
+        }
+        Ok(pin)
+    }
+
+    fn strong_etag(&self) -> Option<&str> {
+        self.etag.as_deref().filter(|e| !e.starts_with("W/"))
+    }
+}
+
+/// How a request failed: worth another try (after the server's Retry-After, if it gave
+/// one), or not.
+enum Fail {
+    Retry(anyhow::Error, Option<Duration>),
+    Fatal(anyhow::Error),
+}
+
+fn fatal(msg: String) -> Fail {
+    Fail::Fatal(anyhow!(msg))
+}
+
+/// The client: connections kept and reused, redirects followed, timeouts set.
+pub(super) fn agent() -> ureq::Agent {
+    ureq::AgentBuilder::new()
+        .timeout_connect(Duration::from_secs(10))
+        .timeout_read(Duration::from_secs(30))
+        .redirects(10)
+        .user_agent(concat!("organ/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+/// The longest wait between two tries, whatever Retry-After says.
+const MAX_WAIT: Duration = Duration::from_secs(10);
+
+/// Runs `f` until it succeeds, fails for good, or has been retried `cfg.retries` times,
+/// waiting 0.2 s, 0.4 s, 0.8 s … (or the server's Retry-After) in between.
+fn with_retries<T>(cfg: &Config, mut f: impl FnMut() -> Result<T, Fail>) -> Result<T> {
+    let mut tries = 0u32;
+    loop {
+        REQUESTS.fetch_add(1, Ordering::Relaxed);
+        match f() {
+            Ok(v) => return Ok(v),
+            Err(Fail::Fatal(e)) => return Err(e),
+            Err(Fail::Retry(e, after)) if tries < cfg.retries => {
+                tries += 1;
+                RETRIES.fetch_add(1, Ordering::Relaxed);
+                crate::progress::warn(format!("{e:#}; retry {tries} of {}", cfg.retries));
+                let backoff = Duration::from_millis(100 << tries.min(7));
+                std::thread::sleep(after.unwrap_or(backoff).min(MAX_WAIT));
+            }
+            Err(Fail::Retry(e, _)) => return Err(e.context(format!("gave up after {} retries", cfg.retries))),
+        }
+    }
+}
+
+/// Sends `GET` for bytes `[start, end)`, with the pin's precondition when there is one.
+fn send(agent: &ureq::Agent, url: &str, start: u64, end: u64, pin: Option<&Pin>) -> Result<ureq::Response, Fail> {
+    let mut req = agent.get(url).set("Range", &format!("bytes={start}-{}", end - 1)).set("Accept-Encoding", "identity");
+    if let Some(p) = pin {
+        if let Some(e) = p.strong_etag() {
+            req = req.set("If-Match", e);
+        } else if let Some(d) = &p.last_modified {
+            req = req.set("If-Unmodified-Since", d);
+        }
+    }
+    match req.call() {
+        Ok(r) => Ok(r),
+        Err(ureq::Error::Status(code, r)) => Err(status_fail(code, &r)),
+        Err(ureq::Error::Transport(t)) => match t.kind() {
+            ureq::ErrorKind::Io | ureq::ErrorKind::ConnectionFailed => Err(Fail::Retry(anyhow!("{t}"), None)),
+            _ => Err(Fail::Fatal(anyhow!("{t}"))),
+        },
+    }
+}
+
+fn status_fail(code: u16, r: &ureq::Response) -> Fail {
+    let text = r.status_text();
+    match code {
+        412 => fatal(format!(
+            "HTTP 412 {text}: the file changed on the server since organ first read it (replaced mid-read)"
+        )),
+        429 | 500 | 502 | 503 | 504 => {
+            let after = r.header("retry-after").and_then(|s| s.trim().parse::<u64>().ok()).map(Duration::from_secs);
+            Fail::Retry(anyhow!("HTTP {code} {text}"), after)
+        }
+        _ => fatal(format!("HTTP {code} {text}")),
+    }
+}
+
+/// `bytes A-B/TOTAL` as `(A, B + 1, TOTAL)`, each checked (A ≤ B < TOTAL).
+fn content_range(r: &ureq::Response) -> Result<(u64, u64, u64), Fail> {
+    let raw = r.header("content-range").ok_or_else(|| fatal("a partial answer without Content-Range".into()))?;
+    let bad = || fatal(format!("a malformed Content-Range {raw:?}"));
+    let rest = raw.trim().strip_prefix("bytes ").ok_or_else(bad)?;
+    let (range, total) = rest.split_once('/').ok_or_else(bad)?;
+    let (a, b) = range.split_once('-').ok_or_else(bad)?;
+    let num = |s: &str| s.parse::<u64>().map_err(|_| bad());
+    let (a, b, total) = (num(a)?, num(b)?, num(total)?);
+    if a > b || b >= total {
+        return Err(bad());
+    }
+    Ok((a, b + 1, total))
+}
+
+/// Reads exactly `buf.len()` bytes of `r`'s body, and checks that no more follow; a body
+/// cut short is worth a retry.
+fn read_body(r: ureq::Response, buf: &mut [u8]) -> Result<(), Fail> {
+    if let Some(len) = r.header("content-length") {
+        if len.trim().parse::<u64>().ok() != Some(buf.len() as u64) {
+            return Err(fatal(format!("Content-Length {len}, expected {}", buf.len())));
+        }
+    }
+    let mut body = r.into_reader();
+    let mut got = 0;
+    while got < buf.len() {
+        match body.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                got += n;
+                BYTES_FETCHED.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(Fail::Retry(anyhow!("the body broke off after {got} of {} bytes: {e}", buf.len()), None))
+            }
+        }
+    }
+    if got < buf.len() {
+        return Err(Fail::Retry(anyhow!("a short body: {got} of {} bytes", buf.len()), None));
+    }
+    let mut more = [0u8; 1];
+    match body.read(&mut more) {
+        Ok(0) | Err(_) => Ok(()),
+        Ok(_) => Err(fatal(format!("a body longer than the {} bytes asked", buf.len()))),
+    }
+}
+
+/// What the first request found: the body (the first bytes, or the whole object when the
+/// server ignored Range), the pin, the object's size.
+pub(super) struct First {
+    ranged: bool,
+    body: Vec<u8>,
+    pin: Pin,
+    size: u64,
+}
+
+impl First {
+    pub(super) fn into_opened(self, agent: ureq::Agent, url: String) -> Opened {
+        if self.ranged {
+            Opened::Ranged(Remote { url, size: self.size, pin: self.pin, agent }, self.body)
+        } else {
+            Opened::Whole(self.body, self.pin)
+        }
+    }
+}
+
+/// Asks for bytes `[0, want)`: a server that honours Range answers with them (fewer when
+/// the object is smaller); one that ignores it sends the whole body, kept when it is no
+/// larger than `cfg.max_whole`.
+pub(super) fn first(agent: &ureq::Agent, url: &str, want: u64, cfg: &Config) -> Result<First> {
+    with_retries(cfg, || {
+        let r = send(agent, url, 0, want, None)?;
+        let pin = Pin::of(&r)?;
+        match r.status() {
+            206 => {
+                let (a, b, total) = content_range(&r)?;
+                if a != 0 || b != want.min(total) {
+                    return Err(fatal(format!(
+                        "asked for bytes 0-{}, the server sent {a}-{} of {total}",
+                        want - 1,
+                        b - 1
+                    )));
+                }
+                let mut body = vec![0; b as usize];
+                read_body(r, &mut body)?;
+                Ok(First { ranged: true, body, pin, size: total })
+            }
+            200 => {
+                let len = r.header("content-length").and_then(|l| l.trim().parse::<u64>().ok());
+                let Some(len) = len.filter(|&l| l <= cfg.max_whole) else {
+                    let size = len.map_or_else(|| "a body of unknown length".into(), |l| format!("all {l} bytes"));
+                    return Err(fatal(format!(
+                        "the server ignores Range requests (it answered 200 with {size}); organ reads a whole \
+                         body only up to {} bytes (--remote-max-whole): download the file, or serve it from a \
+                         server that honours Range",
+                        cfg.max_whole
+                    )));
+                };
+                let mut body = vec![0; len as usize];
+                read_body(r, &mut body)?;
+                Ok(First { ranged: false, body, pin, size: len })
+            }
+            s => Err(fatal(format!("HTTP {s} {} to a range request", r.status_text()))),
+        }
+    })
+}
+
+/// Reads bytes `[offset, offset + buf.len())` of an object of `size` bytes pinned by `pin`.
+pub(super) fn range(
+    agent: &ureq::Agent,
+    url: &str,
+    offset: u64,
+    buf: &mut [u8],
+    size: u64,
+    pin: &Pin,
+    cfg: &Config,
+) -> Result<()> {
+    let end = offset + buf.len() as u64;
+    with_retries(cfg, || {
+        let r = send(agent, url, offset, end, Some(pin))?;
+        if r.status() != 206 {
+            return Err(fatal(format!(
+                "HTTP {} {} to a range request (the server no longer honours Range)",
+                r.status(),
+                r.status_text()
+            )));
+        }
+        let now = Pin {
+            etag: r.header("etag").map(str::to_owned),
+            last_modified: r.header("last-modified").map(str::to_owned),
+        };
+        let changed = |a: &Option<String>, b: &Option<String>| a.is_some() && b.is_some() && a != b;
+        if changed(&pin.etag, &now.etag) || changed(&pin.last_modified, &now.last_modified) {
+            return Err(fatal(format!("the file changed on the server mid-read: {pin} at first, {now} now")));
+        }
+        let (a, b, total) = content_range(&r)?;
+        if (a, b, total) != (offset, end, size) {
+            return Err(fatal(format!("the server sent bytes {a}-{} of {total}", b - 1)));
+        }
+        read_body(r, buf)
+    })
+    .map_err(|e| e.context(format!("{url}: bytes {offset}-{} of {size}", end - 1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(status: u16, headers: &[(&str, &str)]) -> ureq::Response {
+        let mut raw = format!("HTTP/1.1 {status} X\r\n");
+        for (k, v) in headers {
+            raw.push_str(&format!("{k}: {v}\r\n"));
+        }
+        raw.push_str("\r\n");
+        raw.parse().unwrap()
+    }
+
+    #[test]
+    fn content_ranges_are_checked() {
+        let cr = |v: &str| content_range(&answer(206, &[("Content-Range", v)])).ok();
+        assert_eq!(cr("bytes 0-9/100"), Some((0, 10, 100)));
+        for bad in ["bytes 9-0/100", "bytes 0-100/100", "bytes 0-9/*", "bytes -1-9/100", "items 0-9/100", "bytes 0-9"] {
+            assert_eq!(cr(bad), None, "{bad}");
+        }
+        assert!(content_range(&answer(206, &[])).is_err());
+    }
+}

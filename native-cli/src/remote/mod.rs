@@ -1,0 +1,211 @@
+//! Models read over HTTP(S) by range requests (`organ inspect URL`, `organ measure URL`):
+//! one more place bytes come from. The header is read in growing ranges and parsed by the
+//! core, as the browser does; `measure` then reads only the sampled blocks, planned by the
+//! core's `ReadPlan` and joined by its `Batcher` across gaps of up to `--remote-gap`
+//! bytes, a few requests at a time (`--remote-concurrency`). docs/remote.md says it all.
+//!
+//! Every answer is checked against the question: the status, Content-Range (start, end and
+//! total), the body's length, and the validator the object was pinned by on the first
+//! answer (its ETag, sent back as If-Match, or else its Last-Modified, sent back as
+//! If-Unmodified-Since). An object replaced mid-read is an error, never a wrong θ.
+//!
+//! The client is ureq (blocking, small, rustls): object_store refuses a 200 answer to a
+//! range request, which organ must handle with its own fallback, and it would bring an
+//! async runtime into the measuring path for nothing.
+
+mod fetch;
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+pub use fetch::Pin;
+
+/// How remote models are read (`--remote-gap`, `--remote-concurrency`, `--remote-retries`).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Sampled blocks this close (bytes) share one request: a request costs a round trip,
+    /// a gap's bytes cost only bandwidth.
+    pub gap: u64,
+    /// Requests in flight at once.
+    pub concurrency: usize,
+    /// Retries of one request (429, 5xx, a reset, a timeout, a short body) before failing.
+    pub retries: u32,
+    /// A server that ignores Range is read whole up to this size, refused above it.
+    pub max_whole: u64,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config { gap: 256 << 10, concurrency: 8, retries: 5, max_whole: 256 << 20 }
+    }
+}
+
+static CONFIG: OnceLock<Config> = OnceLock::new();
+
+/// Sets how remote models are read, once, before any is opened.
+pub fn configure(c: Config) {
+    let _ = CONFIG.set(c);
+}
+
+/// How remote models are read.
+pub fn config() -> &'static Config {
+    CONFIG.get_or_init(Config::default)
+}
+
+/// Bytes received in bodies, requests sent and retries made, for `--stats`.
+pub static BYTES_FETCHED: AtomicU64 = AtomicU64::new(0);
+pub static REQUESTS: AtomicU64 = AtomicU64::new(0);
+pub static RETRIES: AtomicU64 = AtomicU64::new(0);
+
+/// `(bytes fetched, requests, retries)` so far.
+pub fn stats() -> (u64, u64, u64) {
+    let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    (l(&BYTES_FETCHED), l(&REQUESTS), l(&RETRIES))
+}
+
+/// Whether `path` is written as a URL (`SCHEME://…`), of a scheme organ reads or not.
+pub fn is_url(path: &Path) -> bool {
+    path.to_str().is_some_and(|s| s.split_once("://").is_some_and(|(scheme, _)| scheme_like(scheme)))
+}
+
+fn scheme_like(s: &str) -> bool {
+    s.len() >= 2 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+}
+
+/// Parses `path` as an http(s) URL.
+///
+/// # Errors
+/// It is not a URL, or of another scheme.
+pub fn parse(path: &Path) -> Result<url::Url> {
+    let s = path.to_str().with_context(|| format!("{}: not a URL", path.display()))?;
+    let u = url::Url::parse(s).map_err(|e| anyhow::anyhow!("{s}: not a valid URL ({e})"))?;
+    match u.scheme() {
+        "http" | "https" if u.host().is_some() => Ok(u),
+        "http" | "https" => bail!("{s}: a URL without a host"),
+        other => bail!("{s}: organ reads http:// and https:// URLs, not {other}://"),
+    }
+}
+
+/// If `path` is the URL of a llama.cpp split shard (`…/NAME-00002-of-00005.gguf`, query
+/// kept), the URLs of all its shards in order: siblings by name, as local shards are found.
+pub fn split_urls(path: &Path) -> Option<Vec<PathBuf>> {
+    let u = parse(path).ok()?;
+    let last = u.path_segments()?.next_back()?.to_owned();
+    let shards = crate::source::split_shards(Path::new(&last))?;
+    let urls = shards.iter().map(|s| {
+        let mut v = u.clone();
+        if let Ok(mut seg) = v.path_segments_mut() {
+            seg.pop().push(&s.to_string_lossy());
+        }
+        PathBuf::from(v.as_str())
+    });
+    Some(urls.collect())
+}
+
+/// An object on an HTTP server, pinned by its first answer: read by ranges.
+pub struct Remote {
+    /// The URL as given (redirects are followed per request).
+    pub url: String,
+    /// The object's size, from the first answer's Content-Range.
+    pub size: u64,
+    /// What every later answer must still match.
+    pub pin: Pin,
+    agent: ureq::Agent,
+}
+
+/// What the first request found.
+pub enum Opened {
+    /// A server that honours Range: the object pinned, and its first bytes.
+    Ranged(Remote, Vec<u8>),
+    /// A server that sent the whole body (it ignored Range), small enough to keep: the
+    /// body, and the pin it came with (for the model's identity).
+    Whole(Vec<u8>, Pin),
+}
+
+impl Remote {
+    /// Asks for the first `first` bytes of `url` and pins the object.
+    ///
+    /// # Errors
+    /// The request fails (after retries), the server's answer is not what was asked, or
+    /// it gives no validator to pin the object by.
+    pub fn open(url: &Path, first: u64) -> Result<Opened> {
+        let u = parse(url)?;
+        let agent = fetch::agent();
+        fetch::first(&agent, u.as_str(), first, config())
+            .map(|o| o.into_opened(agent, u.as_str().to_owned()))
+            .with_context(|| format!("{u}: cannot read"))
+    }
+
+    /// Reads `buf.len()` bytes at `offset`, checked against the pin.
+    ///
+    /// # Errors
+    /// Past the end, the object changed, or the server's answer is wrong.
+    pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        let end = offset.checked_add(buf.len() as u64).filter(|&e| e <= self.size);
+        if end.is_none() {
+            bail!("{}: {} bytes at offset {offset} lie past its end ({} bytes)", self.url, buf.len(), self.size);
+        }
+        if buf.is_empty() {
+            return Ok(());
+        }
+        fetch::range(&self.agent, &self.url, offset, buf, self.size, &self.pin, config())
+    }
+
+    /// The file name the URL ends with (query left out), as reports name models.
+    pub fn file_name(&self) -> String {
+        file_name(&self.url)
+    }
+}
+
+/// The last path segment of `url`, percent-decoded where that gives UTF-8.
+pub fn file_name(url: &str) -> String {
+    let seg = url::Url::parse(url).ok().and_then(|u| u.path_segments()?.next_back().map(str::to_owned));
+    let seg = seg.filter(|s| !s.is_empty()).unwrap_or_else(|| url.to_owned());
+    url::form_urlencoded::parse(format!("x={}", seg.replace('+', "%2B")).as_bytes())
+        .next()
+        .map_or(seg.clone(), |(_, v)| v.into_owned())
+}
+
+/// A remote model's identity for the measure cache: the URL, the validator and the size of
+/// every file, hashed. An entity tag names a representation of one resource only (RFC
+/// 9110, 8.8.3), so the URL is part of it; nothing of the content goes in (organ did not
+/// read it all).
+pub fn identity(files: &[(String, &Pin, u64)]) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(b"organ remote identity v1\0");
+    for (url, pin, size) in files {
+        for part in [url.as_str(), &pin.to_string(), &size.to_string()] {
+            h.update(&(part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
+        }
+    }
+    h.finalize().to_hex().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_urls_keep_the_query() {
+        let u = Path::new("https://h.example/m/x-00002-of-00003.gguf?sig=a%2Fb");
+        let got = split_urls(u).unwrap();
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0], Path::new("https://h.example/m/x-00001-of-00003.gguf?sig=a%2Fb"));
+        assert_eq!(got[2], Path::new("https://h.example/m/x-00003-of-00003.gguf?sig=a%2Fb"));
+        assert!(split_urls(Path::new("https://h.example/m/x.gguf")).is_none());
+    }
+
+    #[test]
+    fn urls_and_schemes() {
+        assert!(is_url(Path::new("http://a/b.gguf")));
+        assert!(is_url(Path::new("ftp://a/b.gguf")));
+        assert!(!is_url(Path::new("models/b.gguf")));
+        assert!(!is_url(Path::new("./x://y")));
+        assert!(parse(Path::new("ftp://a/b.gguf")).unwrap_err().to_string().contains("not ftp://"));
+        assert!(parse(Path::new("http://")).is_err());
+        assert_eq!(file_name("http://a/m/x%20y.gguf?q=1"), "x y.gguf");
+    }
+}

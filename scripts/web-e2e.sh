@@ -6,7 +6,9 @@
 # feed-forward tensors in layers 5-20, written as a split model of two shards
 # (llama-quantize, then organ graft: different types, many identical tensors, B a split
 # set), and two small synthetic files with every other case (tests/web/make-pair.py).
-# Both are built once and kept in the output directory.
+# Both are built once and kept in the output directory. Check mode runs on SmolLM2 and on
+# broken copies of a small llama (tests/oracle/make-family-models.py, with the oracle venv):
+# a NaN block scale, a copied layer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -33,7 +35,14 @@ if [ -z "${ORGAN_WEB_BENCH:-}" ]; then
     rm -f "$out/smollm2-q8_0.gguf"
   fi
   [ -f "$out/pair-b.gguf" ] || python3 tests/web/make-pair.py "$out/pair-a.gguf" "$out/pair-b.gguf"
+  families="$out/families"
+  if [ ! -f "$families/families.json" ]; then
+    rm -rf "$families.partial"
+    "$(scripts/setup-oracle.sh)" tests/oracle/make-family-models.py "$model" "$families.partial" >/dev/null
+    mv "$families.partial" "$families"
+  fi
   shards=$(ls "$chimera"/chimera-*-of-*.gguf | paste -sd, -)
-  extra=("$big" --pair "$model" "$shards" --pair "$out/pair-a.gguf" "$out/pair-b.gguf")
+  extra=("$big" --pair "$model" "$shards" --pair "$out/pair-a.gguf" "$out/pair-b.gguf"
+    --check "$model" --check "$families/llama-nan-q4_1.gguf" --check "$families/llama-dup-layer.gguf")
 fi
 ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e.mjs dist "$model" "$organ" "$out" "${extra[@]}"

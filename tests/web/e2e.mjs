@@ -1,6 +1,6 @@
 // End-to-end test of the browser app in real headless Chromium (Debian's), driven by
 // playwright-core. Usage (scripts/web-e2e.sh sets it up):
-//   node tests/web/e2e.mjs DIST MODEL ORGAN_BIN OUT_DIR [BIG_MODEL] [--pair A B]...
+//   node tests/web/e2e.mjs DIST MODEL ORGAN_BIN OUT_DIR [BIG_MODEL] [--pair A B]... [--check M]...
 // (A or B may be the shards of a split model, comma-separated.)
 // Checks: θ of every tensor equals `organ measure --json` to 1e-6°; the worker pool has
 // more than one thread; no request carries model bytes (nor goes anywhere but the app's own
@@ -18,8 +18,11 @@
 // writes (but the generator); for the first pair the heatmap tells identical cells
 // apart, the scatter has a point per pair, "changed only" and sorting by cos work, the
 // static HTML (offline) carries the same figures, and both exports open again.
+// Check mode, per --check M: the exported JSON is `organ check M --json`'s report field for
+// field (findings and every tensor's scan; but the generator), and the page lists the
+// same findings and counts.
 // Screenshots go to OUT_DIR. With ORGAN_WEB_BENCH=N it only times N runs and prints JSON.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { serve } from './serve.mjs';
@@ -28,8 +31,10 @@ import { launch } from './chromium.mjs';
 const [dist, model, organ, outDir] = process.argv.slice(2, 6);
 let bigModel;
 const pairs = [];
+const checks = [];
 for (let i = 6; i < process.argv.length; i++) {
-  if (process.argv[i] === '--pair') {
+  if (process.argv[i] === '--check') checks.push(process.argv[++i]);
+  else if (process.argv[i] === '--pair') {
     pairs.push([process.argv[i + 1].split(','), process.argv[i + 2].split(',')]);
     i += 2;
   } else bigModel = process.argv[i];
@@ -168,6 +173,25 @@ async function compareIn(page, a, b, timeout = 300_000, base = '/') {
   await page.setInputFiles('#file-a', a);
   await page.setInputFiles('#file-b', b);
   await page.waitForSelector('#compare[data-done], #error', { timeout });
+  const err = await page.$('#error');
+  if (err) throw new Error(`the app reported an error: ${await err.textContent()}`);
+}
+
+// `organ check M --json`'s report (it exits 1 when it finds an error).
+function cliCheck(file) {
+  const json = path.join(outDir, `cli-check-${path.basename(file)}.json`);
+  fs.rmSync(json, { force: true });
+  const r = spawnSync(organ, ['check', file, '--json', json], { stdio: ['ignore', 'ignore', 'inherit'] });
+  if (r.status !== 0 && r.status !== 1) throw new Error(`organ check ${file} exited with ${r.status}`);
+  return JSON.parse(fs.readFileSync(json, 'utf8'));
+}
+
+async function checkIn(page, file, timeout = 300_000) {
+  await page.goto(`${origin}/`);
+  await page.waitForFunction(() => Number(document.querySelector('#threads')?.dataset.threads) > 0, null, { timeout: 60_000 });
+  await page.click('#mode-check');
+  await page.setInputFiles('#file-input', file);
+  await page.waitForSelector('#check[data-done], #error', { timeout });
   const err = await page.$('#error');
   if (err) throw new Error(`the app reported an error: ${await err.textContent()}`);
 }
@@ -403,8 +427,36 @@ try {
     }
   }
 
+  // 2c. Check mode, file by file.
+  for (const [k, file] of checks.entries()) {
+    const cliC = cliCheck(file);
+    const t0 = Date.now();
+    await checkIn(page, file);
+    const ms = Date.now() - t0;
+    const tc = Number(await page.getAttribute('#check', 'data-threads'));
+    const shown = await page.$$eval('#findings tbody tr', (rs) => rs.map((r) => [r.dataset.severity, r.dataset.kind, r.dataset.subject]));
+    const want = cliC.findings.map((f) => [f.severity, f.kind, f.subject]);
+    const counts = await domCounts(page);
+    const c = cliC.counts;
+    check(JSON.stringify(shown) === JSON.stringify(want) && counts.error === c.error && counts.warning === c.warning && counts.info === c.info,
+      `check ${path.basename(file)} (${tc} threads, ${ms} ms): the page lists ${shown.length} findings (CLI ${want.length}: ` +
+      `${want.map((f) => `${f[0]} ${f[1]} ${f[2]}`).join('; ') || 'none'}), counts ${counts.error}/${counts.warning}/${counts.info} (CLI ${c.error}/${c.warning}/${c.info})`);
+    await page.screenshot({ path: path.join(outDir, `check-${k}.png`), fullPage: true });
+    const [dc] = await Promise.all([page.waitForEvent('download'), page.click('#export-check-json')]);
+    const cjson = path.join(outDir, `check-${k}.organ-check.json`);
+    await dc.saveAs(cjson);
+    const got = JSON.parse(fs.readFileSync(cjson, 'utf8'));
+    const strip = (r) => JSON.stringify({ ...r, generator: '' });
+    if (strip(got) !== strip(cliC)) {
+      for (const key of Object.keys(cliC)) if (JSON.stringify(cliC[key]) !== JSON.stringify(got[key])) console.log(`  "${key}" differs`);
+    }
+    check(strip(got) === strip(cliC),
+      `check ${path.basename(file)}: the exported JSON is organ check --json's report field for field (${got.findings.length} findings, ` +
+      `${got.scans.length} tensor scans, ${got.bytes_scanned} bytes scanned; generator "${got.generator}")`);
+  }
+
   // 3. Privacy: every request went to the app's own files; none had a body or named a model.
-  const modelNames = [model, ...pairs.flat(2)].map((f) => path.basename(f));
+  const modelNames = [model, ...pairs.flat(2), ...checks].map((f) => path.basename(f));
   // (file:// loads are the exported static pages this test opens itself, from OUT_DIR.)
   const ownExport = (u) => u.startsWith('file://') && decodeURIComponent(new URL(u).pathname).startsWith(path.resolve(outDir) + '/');
   const foreign = requests.filter((r) => !(r.url.startsWith(origin + '/') || r.url.startsWith('blob:') || r.url.startsWith('data:') || ownExport(r.url)));

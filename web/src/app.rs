@@ -3,12 +3,15 @@
 //! cancel), in [`Controller`]; [`App`] lays the views of `view/` out over it. Every number
 //! comes from organ-core.
 
+use crate::check;
 use crate::compare;
 use crate::export::{self, Export};
 use crate::measure::{self, Progress};
 use crate::pool;
 use crate::source::{self, MetaRow};
-use crate::view::{CompareInputs, CompareView, DropZone, Header, MeasureModePicker, ModeTabs, ReportView, StatusLine};
+use crate::view::{
+    CheckView, CompareInputs, CompareView, DropZone, Header, MeasureModePicker, ModeTabs, ReportView, StatusLine,
+};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use organ_core::compare::CompareReport;
@@ -21,6 +24,8 @@ use std::sync::Arc;
 pub enum Mode {
     Measure,
     Compare,
+    /// One model's health (`organ check`).
+    Check,
 }
 
 /// Which model of a comparison: A, the base, or B, the other.
@@ -42,6 +47,13 @@ pub struct CompareData {
 pub enum Shown {
     Measure(Arc<ViewData>),
     Compare(Arc<CompareData>),
+    Check(Arc<CheckData>),
+}
+
+/// A check report made in this tab, and its run: (ms, bytes read, threads).
+pub struct CheckData {
+    pub report: organ_core::check::CheckReport,
+    pub run: (f64, u64, usize),
 }
 
 /// What the app is doing.
@@ -54,6 +66,8 @@ pub enum Phase {
     Measuring(String),
     /// Comparing the two named models.
     Comparing(String),
+    /// Checking the named model.
+    Checking(String),
     Done,
     Cancelled,
     Error(String),
@@ -164,7 +178,10 @@ impl Controller {
     }
 
     fn busy(&self) -> bool {
-        matches!(self.phase.get_untracked(), Phase::Reading(_) | Phase::Measuring(_) | Phase::Comparing(_))
+        matches!(
+            self.phase.get_untracked(),
+            Phase::Reading(_) | Phase::Measuring(_) | Phase::Comparing(_) | Phase::Checking(_)
+        )
     }
 
     /// Takes the files chosen as A or B (a model, or all the shards of a split one), and
@@ -269,6 +286,22 @@ impl Controller {
         Ok(CompareData { report: o.report, run: Some((pool::now_ms() - chosen, o.bytes_read, o.threads)) })
     }
 
+    /// Checks a model (one file, or every shard of a split one) in this tab.
+    pub fn check(self, files: Vec<web_sys::File>) {
+        if files.is_empty() || self.busy() {
+            return;
+        }
+        let files: Vec<gloo_file::File> = files.into_iter().map(gloo_file::File::from).collect();
+        self.run_job(files[0].name(), move |c| async move {
+            let chosen = pool::now_ms();
+            let model = source::open(files).await?;
+            c.phase.set(Phase::Checking(model.label.clone()));
+            let o = check::check(&model, &|| c.cancel.get_untracked(), &|p| c.progress.set(p)).await?;
+            let run = (pool::now_ms() - chosen, o.bytes_read, o.threads);
+            Ok(Shown::Check(Arc::new(CheckData { report: o.report, run })))
+        });
+    }
+
     /// Measures a model in this tab.
     async fn measure(self, files: Vec<gloo_file::File>) -> Result<ViewData, String> {
         // The run is timed from here, the file chosen, as `organ measure` is timed from
@@ -304,6 +337,10 @@ pub fn App() -> impl IntoView {
                     <MeasureModePicker mode=c.measure_mode() on_mode=Callback::new(move |m| c.set_measure_mode(m)) />
                     <DropZone on_files=Callback::new(move |files| c.open(files)) />
                 }.into_any(),
+                Mode::Check => view! {
+                    <DropZone on_files=Callback::new(move |files| c.check(files))
+                        hint="All the shards of a split model together. Every byte is read: non-finite values or scales, zero, constant and copied tensors, and the metadata llama.cpp needs." />
+                }.into_any(),
                 Mode::Compare => view! {
                     <CompareInputs names=c.chosen_names() on_files=Callback::new(move |(role, files)| c.choose(role, files)) />
                 }.into_any(),
@@ -314,6 +351,7 @@ pub fn App() -> impl IntoView {
             {move || data.get().and_then(|d| match (mode.get(), d) {
                 (Mode::Measure, Shown::Measure(d)) => Some(view! { <ReportView data=d /> }.into_any()),
                 (Mode::Compare, Shown::Compare(d)) => Some(view! { <CompareView data=d /> }.into_any()),
+                (Mode::Check, Shown::Check(d)) => Some(view! { <CheckView data=d /> }.into_any()),
                 _ => None,
             })}
         </main>

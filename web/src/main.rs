@@ -4,6 +4,7 @@
 //! the CLI; nothing is uploaded.
 
 mod app;
+mod check;
 mod compare;
 mod export;
 mod measure;

@@ -5,7 +5,8 @@
 //! - per tensor, a full scan of its bytes ([`Scanner`], fed in chunks of whole blocks so
 //!   memory stays bounded, callable per tensor so callers parallelise): non-finite values
 //!   or block scales, all-zero, constant; and a digest of its bytes that the front end
-//!   computes (BLAKE3 in the CLI), compared here to find byte-identical tensors;
+//!   computes by the rule of [`digest`] (which tensors, BLAKE3), compared here to find
+//!   byte-identical tensors;
 //! - over the model, its metadata and shapes against what llama.cpp's loader expects for
 //!   the architecture (llama, qwen2, gemma3, deepseek2: `arch.rs`), tokenizer and chat
 //!   template metadata, expert and split counts (`meta.rs`).
@@ -14,6 +15,7 @@
 //! and info, each naming the tensor or metadata key and what was expected.
 
 mod arch;
+pub mod digest;
 mod meta;
 mod scan;
 

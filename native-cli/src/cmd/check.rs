@@ -1,20 +1,19 @@
 //! `organ check MODEL`: Check k1, a data-free health check of a GGUF, a split GGUF or an
 //! organ directory. The logic is the core's ([`organ_core::check`]); this file reads every
 //! tensor's bytes once, in parallel over tensors, a chunk at a time, through the core's
-//! scanner; tensors that may be copies of each other (same type, shape and ends) are then
-//! hashed whole with BLAKE3, and the core compares the digests.
+//! scanner; tensors that may be copies of each other (same type, shape and ends, by the
+//! core's rule in `check::digest`) are then hashed whole, and the core compares the digests.
 //! Bytes come through the memory maps, or by positioned reads into one buffer per thread
 //! (`--stream`, automatic over 2 GiB), so memory stays bounded whatever the size.
 
 use crate::atomic::write_json;
 use crate::model::{Model, Tensor};
 use anyhow::Result;
-use organ_core::check::{check_model, CheckReport, Scanner, Severity, TensorScan};
+use organ_core::check::{check_model, digest, CheckReport, Scanner, Severity, TensorScan};
 use organ_core::gguf::display::printable;
 use organ_core::report::human_count;
 use organ_core::zmeasure::GENERATOR;
 use rayon::prelude::*;
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -70,57 +69,42 @@ pub fn check_path(path: &Path, stream: bool) -> Result<CheckReport> {
     Ok(check_model(GENERATOR, &model.label, &model.model, scans, &digests))
 }
 
-/// The BLAKE3 of every tensor that may be byte-identical to another: one whose type,
-/// shape and ends ([`HEAD`] bytes at each, hashed during the scan) it shares. Two
-/// identical tensors always share those, so the duplicates found are exact; a tensor
-/// that shares them with no other cannot be a copy and is not hashed whole (`None`),
-/// which spares hashing most of a model's bytes.
-fn full_digests(model: &Model, heads: &[Option<[u8; 32]>], stream: bool) -> Result<Vec<Option<[u8; 32]>>> {
-    let mut groups: HashMap<(&str, &[u64], [u8; 32]), usize> = HashMap::new();
-    for (t, h) in model.tensors.iter().zip(heads) {
-        if let Some(h) = h {
-            *groups.entry((t.ty.name(), t.dims.as_slice(), *h)).or_default() += 1;
-        }
-    }
+/// The BLAKE3 of every tensor the core's rule says may be byte-identical to another
+/// ([`digest::hash_whole`]: it shares its type, shape and ends with one); `None` for the
+/// others, which spares hashing most of a model's bytes.
+fn full_digests(model: &Model, ends: &[Option<[u8; 32]>], stream: bool) -> Result<Vec<Option<[u8; 32]>>> {
+    let whole = digest::hash_whole(&model.tensors, ends);
     model
         .tensors
         .par_iter()
-        .zip(heads)
-        .map_init(Vec::new, |buf, (t, h)| {
-            let Some(h) = h else { return Ok(None) };
-            if groups.get(&(t.ty.name(), t.dims.as_slice(), *h)).copied().unwrap_or(0) < 2 {
+        .zip(whole)
+        .map_init(Vec::new, |buf, (t, whole)| {
+            if !whole {
                 return Ok(None);
             }
-            let mut hasher = blake3::Hasher::new();
+            let mut hasher = digest::Hasher::new();
             let chunk = Scanner::chunk_len(t.ty, CHUNK);
             for_chunks(t, stream, 0, t.n_bytes, chunk, buf, |c| {
                 hasher.update(c);
                 Ok(())
             })?;
-            Ok(Some(*hasher.finalize().as_bytes()))
+            Ok(Some(hasher.finish()))
         })
         .collect()
 }
 
-/// Bytes hashed at each end of a tensor during its scan, to find the tensors that may be
-/// copies of each other.
-const HEAD: u64 = 64 << 10;
-
-/// One tensor's scan, and the BLAKE3 of its size and its first and last [`HEAD`] bytes.
+/// One tensor's scan, and the digest of its size and ends ([`digest::Ends`]).
 fn scan(t: &Tensor, stream: bool, buf: &mut Vec<u8>) -> Result<(TensorScan, [u8; 32])> {
     let mut s = Scanner::new(t.ty, t.n_bytes);
+    let mut ends = digest::Ends::new(t.n_bytes);
     let chunk = Scanner::chunk_len(t.ty, CHUNK);
-    for_chunks(t, stream, 0, t.n_bytes, chunk, buf, |c| Ok(s.update(c)?))?;
-    let mut h = blake3::Hasher::new();
-    h.update(&t.n_bytes.to_le_bytes());
-    let head = HEAD.min(t.n_bytes);
-    for (from, to) in [(0, head), (t.n_bytes - head, t.n_bytes)] {
-        for_chunks(t, stream, from, to, CHUNK, buf, |c| {
-            h.update(c);
-            Ok(())
-        })?;
-    }
-    Ok((s.finish()?, *h.finalize().as_bytes()))
+    let mut at = 0;
+    for_chunks(t, stream, 0, t.n_bytes, chunk, buf, |c| {
+        ends.feed(at, c);
+        at += c.len() as u64;
+        Ok(s.update(c)?)
+    })?;
+    Ok((s.finish()?, ends.digest()))
 }
 
 /// Calls `f` on bytes `from..to` of tensor `t`'s data in order, `chunk` bytes at a time:

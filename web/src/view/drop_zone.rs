@@ -52,7 +52,7 @@ pub fn DropZone(
     }
 }
 
-/// The two modes of the page, as tabs.
+/// The modes of the page, as tabs.
 #[component]
 pub fn ModeTabs(mode: ReadSignal<Mode>, on_mode: Callback<Mode>) -> impl IntoView {
     let tab = move |m: Mode, id: &'static str, label: &'static str| {
@@ -65,6 +65,7 @@ pub fn ModeTabs(mode: ReadSignal<Mode>, on_mode: Callback<Mode>) -> impl IntoVie
         <nav class="tabs">
             {tab(Mode::Measure, "mode-measure", "Measure one model")}
             {tab(Mode::Compare, "mode-compare", "Compare two models")}
+            {tab(Mode::Check, "mode-check", "Check one model")}
         </nav>
     }
 }

@@ -2,6 +2,7 @@
 //! (`app.rs`) holds and call back into it; none keeps state beyond its own widgets (the
 //! tensor and pair tables' sort and filter, the selected row).
 
+mod check;
 mod compare_report;
 mod diff_heatmap;
 mod drop_zone;
@@ -19,6 +20,7 @@ mod summary;
 mod tensor_table;
 mod wells;
 
+pub use check::CheckView;
 pub use compare_report::CompareView;
 pub use drop_zone::{CompareInputs, DropZone, ModeTabs};
 pub use header::Header;

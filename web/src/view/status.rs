@@ -19,6 +19,7 @@ pub fn StatusLine(
             view! { <p id="status" class="status">"Reading the header of " {name} "…"</p> }.into_any()
         }
         Phase::Measuring(name) => view! { <ProgressBar name progress on_cancel /> }.into_any(),
+        Phase::Checking(name) => view! { <ProgressBar name progress on_cancel verb="Checking" /> }.into_any(),
         Phase::Comparing(name) => {
             view! { <ProgressBar name progress on_cancel verb="Comparing" unit="pairs" /> }.into_any()
         }

@@ -1,0 +1,200 @@
+//! Checking a model in the browser (Check k1, as `organ check`): every tensor's bytes are
+//! read in chunks of whole blocks (`Blob.slice`) and fed, on the worker pool, to the
+//! core's scanner and to the core's gatherer of the tensor's ends; the tensors the core's
+//! rule (`check::digest`) says may be copies are then read again and hashed whole; the
+//! report is the core's `check_model`, as the CLI's. Several tensors are under way at
+//! once, each with one chunk in memory, so memory stays bounded whatever the model's size.
+
+use crate::measure::{worker_gone, Progress, PROGRESS_EVERY_MS};
+use crate::pool;
+use crate::source::{read_buffer, Model};
+use futures_util::future::{FutureExt, LocalBoxFuture};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use organ_core::check::{check_model, digest, CheckReport, Scanner, TensorScan};
+use organ_core::zmeasure::GENERATOR;
+use std::cell::Cell;
+
+/// The longest read: a browser read costs about 1 ms of CPU besides its bytes (see
+/// `measure::MAX_READ`), and each tensor under way holds one.
+const CHUNK: usize = 8 << 20;
+/// Tensors under way at most, whatever the threads.
+const MAX_WINDOW: usize = 8;
+
+/// A finished check: the report, bytes read, threads.
+pub struct Outcome {
+    pub report: CheckReport,
+    pub bytes_read: u64,
+    pub threads: usize,
+}
+
+/// One tensor's scan (or why it could not be read) and the digest of its ends.
+type Scanned = (Result<TensorScan, String>, Option<[u8; 32]>);
+
+/// Reads tensor `i`'s bytes in order, a chunk of whole blocks at a time, and calls `f` on
+/// the pool with `state`, each chunk and its offset in the tensor; gives `state` back.
+async fn pass<S: Send + 'static>(
+    model: &Model,
+    i: usize,
+    mut state: S,
+    f: fn(&mut S, u64, &[u8]) -> Result<(), String>,
+    read: &Cell<u64>,
+) -> Result<S, String> {
+    let t = &model.tensors[i];
+    let file =
+        model.files.get(t.file).ok_or_else(|| format!("{}: tensor {:?}: no file {}", model.label, t.name, t.file))?;
+    let chunk = Scanner::chunk_len(t.ty, CHUNK) as u64;
+    let mut at = 0;
+    while at < t.n_bytes {
+        let n = (t.n_bytes - at).min(chunk);
+        let start = t.offset.checked_add(at).filter(|s| s.checked_add(n).is_some_and(|e| e <= file.size()));
+        let start =
+            start.ok_or_else(|| format!("{}: tensor {:?} runs past the end of the file", file.name(), t.name))?;
+        let buf = read_buffer(file, start, start + n).await?;
+        let bytes = js_sys::Uint8Array::new(&buf).to_vec();
+        read.set(read.get() + n);
+        let (s, r) = pool::spawn(move || {
+            let r = f(&mut state, at, &bytes);
+            (state, r)
+        })
+        .await
+        .map_err(worker_gone)?;
+        state = s;
+        r?;
+        at += n;
+    }
+    Ok(state)
+}
+
+/// Tensor `i`'s scan and the digest of its ends, as the CLI's `scan`.
+async fn scan(model: &Model, i: usize, read: &Cell<u64>) -> Scanned {
+    let t = &model.tensors[i];
+    let state = (Scanner::new(t.ty, t.n_bytes), digest::Ends::new(t.n_bytes));
+    let fed = pass(
+        model,
+        i,
+        state,
+        |(s, e), at, c| {
+            e.feed(at, c);
+            s.update(c).map_err(|e| e.to_string())
+        },
+        read,
+    );
+    match fed.await {
+        Ok((s, e)) => match s.finish() {
+            Ok(s) => (Ok(s), Some(e.digest())),
+            Err(x) => (Err(x.to_string()), None),
+        },
+        Err(x) => (Err(x), None),
+    }
+}
+
+/// Tensor `i`'s digest, its bytes hashed whole.
+async fn hash(model: &Model, i: usize, read: &Cell<u64>) -> Result<[u8; 32], String> {
+    let h = pass(
+        model,
+        i,
+        digest::Hasher::new(),
+        |h, _, c| {
+            h.update(c);
+            Ok(())
+        },
+        read,
+    );
+    Ok(h.await?.finish())
+}
+
+/// Runs `job` on each of `items` with at most `window` under way, calling `done` with each
+/// result as it comes; stops between jobs when `cancelled`.
+async fn each<'a, T>(
+    items: &[usize],
+    window: usize,
+    cancelled: &dyn Fn() -> bool,
+    job: impl Fn(usize) -> LocalBoxFuture<'a, T>,
+    mut done: impl FnMut(usize, T),
+) -> Result<(), String> {
+    let mut under_way = FuturesUnordered::new();
+    for &i in items {
+        if cancelled() {
+            return Err("cancelled".into());
+        }
+        while under_way.len() >= window {
+            if let Some((k, r)) = under_way.next().await {
+                done(k, r);
+            }
+        }
+        under_way.push(job(i).map(move |r| (i, r)));
+    }
+    while let Some((k, r)) = under_way.next().await {
+        done(k, r);
+    }
+    Ok(())
+}
+
+/// Checks every tensor of `model`. `cancelled` stops it between tensors; `on_progress` is
+/// called at most every [`PROGRESS_EVERY_MS`] as tensors finish, and once at the end.
+pub async fn check(
+    model: &Model,
+    cancelled: &dyn Fn() -> bool,
+    on_progress: &dyn Fn(Progress),
+) -> Result<Outcome, String> {
+    let t0 = pool::now_ms();
+    let threads = pool::start().await?;
+    let window = (2 * threads).clamp(2, MAX_WINDOW);
+    let n = model.tensors.len();
+    let read = Cell::new(0u64);
+    let bytes_total = model.tensors.iter().map(|t| t.n_bytes).sum();
+    let mut progress = Progress { total: n, bytes_total, ..Progress::default() };
+    let mut shown = f64::NEG_INFINITY;
+    let mut tick = |progress: &mut Progress, read: u64| {
+        progress.done += 1;
+        progress.bytes_read = read;
+        let now = pool::now_ms();
+        progress.elapsed_ms = now - t0;
+        if now - shown >= PROGRESS_EVERY_MS {
+            shown = now;
+            on_progress(*progress);
+        }
+    };
+    let all: Vec<usize> = (0..n).collect();
+    let mut scanned: Vec<Scanned> = vec![(Err("not read".into()), None); n];
+    each(
+        &all,
+        window,
+        cancelled,
+        |i| scan(model, i, &read).boxed_local(),
+        |i, r| {
+            scanned[i] = r;
+            tick(&mut progress, read.get());
+        },
+    )
+    .await?;
+    let (scans, ends): (Vec<_>, Vec<_>) = scanned.into_iter().unzip();
+    let whole: Vec<usize> = (digest::hash_whole(&model.tensors, &ends).into_iter().enumerate())
+        .filter_map(|(i, w)| w.then_some(i))
+        .collect();
+    progress.total += whole.len();
+    progress.bytes_total += whole.iter().map(|&i| model.tensors[i].n_bytes).sum::<u64>();
+    let mut digests: Vec<Option<[u8; 32]>> = vec![None; n];
+    let mut failed = None;
+    each(
+        &whole,
+        window,
+        cancelled,
+        |i| hash(model, i, &read).boxed_local(),
+        |i, r| {
+            match r {
+                Ok(d) => digests[i] = Some(d),
+                Err(e) => failed = failed.take().or(Some(e)),
+            }
+            tick(&mut progress, read.get());
+        },
+    )
+    .await?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    progress.bytes_read = read.get();
+    on_progress(progress);
+    let report = check_model(&format!("{GENERATOR} (browser)"), &model.label, &model.model, scans, &digests);
+    Ok(Outcome { report, bytes_read: read.get(), threads })
+}

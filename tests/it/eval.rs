@@ -3,11 +3,11 @@
 //! model against itself, the Q8_0 requant against the Q4_1, the errors, and graft's and
 //! purify's verdicts. Contexts of 128 tokens keep each run to seconds.
 
+use crate::build::smollm2_q8_0;
 use crate::common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 const CTX: &str = "128";
 
@@ -60,19 +60,6 @@ fn no_temp_left(dir: &Path) {
         .filter(|n| n.contains(".organ-tmp."))
         .collect();
     assert!(left.is_empty(), "temp entries left: {left:?}");
-}
-
-/// SmolLM2 requantized to Q8_0 by llama.cpp, as tests/it/diff.rs makes it.
-fn smollm2_q8_0(model: &Path) -> PathBuf {
-    static Q8_0: OnceLock<PathBuf> = OnceLock::new();
-    Q8_0.get_or_init(|| {
-        let out = tmp("smollm2-q8_0.gguf");
-        let mut q = llama_tool("llama-quantize");
-        q.arg("--allow-requantize").arg(model).arg(&out).arg("Q8_0");
-        ok(q);
-        out
-    })
-    .clone()
 }
 
 fn f(v: &Value) -> f64 {

@@ -66,6 +66,94 @@ fn smollm2_ids_equal_llama_tokenize_on_every_prompt() {
     println!("tokenizer: {} prompts, {total} tokens, equal to llama-tokenize's", files.len());
 }
 
+/// Seeded pseudo-random text drawn from the cases the pre-tokenizer tells apart (letters
+/// of several scripts, digits, spaces and other whitespace, apostrophes, punctuation,
+/// marks, emoji, special-token texts), plus the repo's perplexity text: equal ids again.
+#[test]
+fn smollm2_ids_equal_llama_tokenize_on_mixed_text() {
+    let Some(model) = need::smollm2_and_llama() else { return };
+    let tok = Tokenizer::from_model(&read_model(&model)).unwrap();
+    let pool = [
+        "a",
+        "Z",
+        "é",
+        "ß",
+        "日",
+        "本",
+        "한",
+        "я",
+        "λ",
+        "0",
+        "7",
+        "٣",
+        "½",
+        "²",
+        " ",
+        "  ",
+        "\t",
+        "\n",
+        "\r\n",
+        "\u{a0}",
+        "\u{2028}",
+        "\u{3000}",
+        "'",
+        "'s",
+        "'LL",
+        "'re",
+        "!",
+        "?!",
+        ".",
+        ",",
+        "-",
+        "_",
+        "(",
+        "}",
+        "$",
+        "\u{301}",
+        "😀",
+        "👍🏽",
+        "\u{200d}",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<|endoftext|>",
+        "<|im_",
+        "word",
+        " the",
+        "12345",
+    ];
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut text = String::new();
+    for _ in 0..4000 {
+        text.push_str(pool[(next() % pool.len() as u64) as usize]);
+    }
+    let work = tmp("mixed");
+    std::fs::create_dir_all(&work).unwrap();
+    let story = std::fs::read_to_string(repo().join("tests/data/perplexity.txt")).unwrap();
+    for (name, body) in [("mixed.txt", text), ("perplexity.txt", story)] {
+        let text = format!("{}{body}", tok.bos_text().unwrap());
+        let input = work.join(name);
+        std::fs::write(&input, &text).unwrap();
+        let want = llama_ids(&model, &input);
+        let got = tok.encode(&text).unwrap();
+        if got != want {
+            let at = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
+            let lo = at.saturating_sub(3);
+            panic!(
+                "{name}: first difference at token {at}: organ {:?}, llama-tokenize {:?}",
+                &got[lo..(at + 3).min(got.len())],
+                &want[lo..(at + 3).min(want.len())]
+            );
+        }
+        println!("tokenizer: {name}: {} tokens, equal to llama-tokenize's", got.len());
+    }
+}
+
 #[test]
 fn smollm2_vocabulary_is_read_whole() {
     let Some(model) = need::smollm2() else { return };

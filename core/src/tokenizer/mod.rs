@@ -8,12 +8,12 @@
 //! `mellum2`: digits split one by one, then GPT-2's regex) and GPT-2's own (`gpt-2`,
 //! `phi-2`, `mpt`, `olmo`, `jais`, `trillion`, `granite-docling`). Any other tokenizer
 //! model or pre-tokenizer is refused by name. Unicode classes (letter, number, whitespace)
-//! come from llama.cpp's own table ([`unicode_table`], generated), so the two agree on
+//! come from llama.cpp's own table (`unicode_table.rs`, generated), so the two agree on
 //! every code point.
 //!
 //! The steps follow llama.cpp's `llama_vocab::impl::tokenize`: special tokens are cut out
 //! of the text first (longest text first), each remaining fragment is split into words
-//! ([`pretok`]), each word's bytes mapped to GPT-2's byte alphabet and merged ([`bpe`]).
+//! (`pretok.rs`), each word's bytes mapped to GPT-2's byte alphabet and merged (`bpe.rs`).
 
 mod bpe;
 mod pretok;
@@ -110,7 +110,7 @@ impl Tokenizer {
     /// (no BOS, no EOS), as `llama-tokenize --no-bos` (its default parses special tokens).
     ///
     /// # Errors
-    /// Only for a vocabulary that lacks a byte's token (see [`bpe`]): the piece is named.
+    /// Only for a vocabulary that lacks a byte's token (see `bpe.rs`): the piece is named.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         let mut out = Vec::new();
         for frag in self.partition(text) {

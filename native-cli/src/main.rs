@@ -106,7 +106,7 @@ enum Command {
     Measure {
         /// GGUF files, split shards (the whole split is measured), organ directories, or
         /// directories of models (fleets); with several models, a ranking follows.
-        #[arg(required = true)]
+        #[arg(required_unless_present = "fleet")]
         models: Vec<PathBuf>,
         /// Also write the full report as JSON (schema: docs/report.schema.json).
         #[arg(long, value_name = "FILE")]
@@ -162,6 +162,30 @@ enum Command {
         /// expert: about E times the work of an expert tensor.
         #[arg(long)]
         experts: bool,
+        /// Measure a fleet in shards (docs/fleet.md): every model below DIR, or those LIST
+        /// names (a path or URL a line), sorted by name, model j going to shard j mod N.
+        /// This process measures its shard's models into --results; `organ report merge`
+        /// ranks them.
+        #[arg(long, value_name = "LIST|DIR", requires = "results",
+              conflicts_with_all = ["models", "json", "csv", "html", "ranking_csv", "cache"])]
+        fleet: Option<PathBuf>,
+        /// With --fleet: this process's shard, I/N (I from 0). Also from JOB_COMPLETION_INDEX
+        /// with --shards N (a Kubernetes Indexed Job), or SLURM_ARRAY_TASK_ID −
+        /// SLURM_ARRAY_TASK_MIN of SLURM_ARRAY_TASK_COUNT (a Slurm array); all given must agree.
+        #[arg(long, value_name = "I/N", requires = "fleet")]
+        shard: Option<String>,
+        /// With --fleet: how many shards, this one's index coming from the environment.
+        #[arg(long, value_name = "N", requires = "fleet")]
+        shards: Option<u64>,
+        /// With --fleet: the directory that receives one report per model, named by the
+        /// model's identity and the measure's definition; a run skips what is there.
+        #[arg(long, value_name = "DIR", requires = "fleet")]
+        results: Option<PathBuf>,
+    },
+    /// Reports of fleets measured in shards (docs/fleet.md).
+    Report {
+        #[command(subcommand)]
+        what: ReportCommand,
     },
     /// Compare two models tensor by tensor (Compare v1): which tensors changed, by how
     /// much (cos, rel_l2, max_abs, dθ), in which layers and groups.
@@ -409,6 +433,37 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum ReportCommand {
+    /// The fleet's tables and ranking from the reports `organ measure --fleet … --results
+    /// RESULTS` wrote: what `organ measure DIR` prints and writes for the same models.
+    Merge {
+        /// The results directory of the fleet's shards.
+        results: PathBuf,
+        /// Also write the full report as JSON (schema: docs/report.schema.json).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// Also write one CSV row per tensor.
+        #[arg(long, value_name = "FILE")]
+        csv: Option<PathBuf>,
+        /// Also write the report as one self-contained static HTML page.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
+        /// Also write the ranking with per-group mean θ as CSV.
+        #[arg(long, value_name = "FILE")]
+        ranking_csv: Option<PathBuf>,
+        /// Print only the summaries, groups and wells, not the per-tensor tables.
+        #[arg(long)]
+        summary_only: bool,
+        /// How many lowest-θ tensors ("wells") to print.
+        #[arg(long, default_value_t = 10)]
+        wells: usize,
+        /// Replace outputs that already exist.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
 /// How a command that did not fail ends.
 enum Exit {
     /// Status 0.
@@ -448,6 +503,10 @@ fn run(cli: Cli) -> Result<Exit> {
             sigma,
             exact,
             experts,
+            fleet: fleet_list,
+            shard,
+            shards,
+            results,
         } => {
             let reports = [&json, &csv, &html, &ranking_csv];
             guard(&models, reports.iter().filter_map(|p| p.as_deref()), force)?;
@@ -483,7 +542,14 @@ fn run(cli: Cli) -> Result<Exit> {
                 },
                 experts,
             };
-            cmd::measure::run(&opts, &mut out)?;
+            match (fleet_list, results) {
+                (Some(fleet), Some(results)) => {
+                    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+                    let shard = cmd::measure::shard::Shard::resolve(shard.as_deref(), shards, &env)?;
+                    cmd::measure::fleet::run(&opts, &fleet, shard, &results, &mut out)?;
+                }
+                _ => cmd::measure::run(&opts, &mut out)?,
+            }
             if stats {
                 let read = cmd::measure::BYTES_READ.load(std::sync::atomic::Ordering::Relaxed);
                 progress::emit(&progress::Event::Stats { tensor_bytes_read: read, peak_rss_kib: peak_rss_kib() });
@@ -492,6 +558,26 @@ fn run(cli: Cli) -> Result<Exit> {
                     progress::emit(&progress::Event::RemoteStats { bytes_fetched, requests, retries });
                 }
             }
+        }
+        Command::Report {
+            what: ReportCommand::Merge { results, json, csv, html, ranking_csv, summary_only, wells, force },
+        } => {
+            guard(&[], [&json, &csv, &html, &ranking_csv].into_iter().filter_map(|p| p.as_deref()), force)?;
+            let opts = cmd::measure::Options {
+                models: Vec::new(),
+                json,
+                csv,
+                html,
+                summary_only,
+                wells,
+                stream: false,
+                cache: None,
+                ranking_csv,
+                force,
+                mode: organ_core::zmeasure::Mode::Sampled,
+                experts: false,
+            };
+            cmd::measure::fleet::merge(&results, &opts, &mut out)?;
         }
         Command::Diff { a, b, json, csv, html, top, only_changed, fail_on_change, threads, stream, stats, force } => {
             guard(&[a.clone(), b.clone()], [&json, &csv, &html].into_iter().filter_map(|p| p.as_deref()), force)?;

@@ -16,6 +16,7 @@ mod digests;
 mod eval;
 mod experts;
 mod fleet;
+mod fleet_shards;
 mod harden;
 mod hostile;
 mod llama;

@@ -17,6 +17,9 @@ use std::sync::atomic::AtomicU64;
 
 mod cache;
 mod experts;
+pub mod fleet;
+mod results;
+pub mod shard;
 mod stream;
 
 pub use cache::{CacheKey, Definition};
@@ -45,30 +48,54 @@ pub struct Options {
 /// One tensor's measurement and, with `--sigma`, its alternate draws.
 type Measured = (Measurement, Option<Draws>);
 
+/// The name reports give the model at `path`: its file name (a split model's first
+/// shard's), or the file name its URL ends with. A cached report is relabelled with it, so
+/// that a model is named the same whether measured or taken from a cache or a fleet's
+/// results.
+pub fn label_of(path: &Path) -> String {
+    if crate::remote::is_url(path) {
+        let first = crate::remote::split_urls(path).and_then(|s| s.into_iter().next()).unwrap_or_else(|| path.into());
+        return crate::remote::file_name(&first.to_string_lossy());
+    }
+    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+/// The key of the model at `path` under `opts`' definition, and the model when it had to
+/// be opened to find it (a model at a URL: the key is what the server says the object is,
+/// docs/remote.md); a local model's key is the BLAKE3 of its bytes.
+fn identify(path: &Path, opts: &Options) -> Result<(CacheKey, Option<Model>)> {
+    if crate::remote::is_url(path) {
+        let model = Model::open_any(path)?;
+        return Ok((CacheKey::of_remote(&model, opts.mode, opts.experts)?, Some(model)));
+    }
+    Ok((CacheKey::of(path, opts.mode, opts.experts)?, None))
+}
+
+/// Measures the model at `path` (`opened` when [`identify`] opened it) under `opts`.
+fn measure_identified(
+    path: &Path,
+    opened: Option<&Model>,
+    opts: &Options,
+    progress: &ProgressBar,
+) -> Result<ModelReport> {
+    match opened {
+        Some(model) => measure_opened(model, path, opts.stream, opts.mode, opts.experts, progress),
+        None => measure_model(path, opts.stream, opts.mode, opts.experts, progress),
+    }
+}
+
 /// Measures a model, or takes its report from the cache when an identical model was
 /// measured before.
 fn measure_cached(path: &Path, opts: &Options, progress: &ProgressBar) -> Result<(ModelReport, bool)> {
     let Some(cache) = &opts.cache else {
         return Ok((measure_model(path, opts.stream, opts.mode, opts.experts, progress)?, false));
     };
-    if crate::remote::is_url(path) {
-        // Opened first: the key is what the server says the object is (docs/remote.md).
-        let model = Model::open_any(path)?;
-        let key = CacheKey::of_remote(&model, opts.mode, opts.experts)?;
-        if let Some(mut r) = key.lookup::<ModelReport>(cache) {
-            r.model = model.label.clone();
-            return Ok((r, true));
-        }
-        let r = measure_opened(&model, path, opts.stream, opts.mode, opts.experts, progress)?;
-        key.store(cache, &r)?;
-        return Ok((r, false));
-    }
-    let key = CacheKey::of(path, opts.mode, opts.experts)?;
+    let (key, opened) = identify(path, opts)?;
     if let Some(mut r) = key.lookup::<ModelReport>(cache) {
-        r.model = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        r.model = label_of(path);
         return Ok((r, true));
     }
-    let r = measure_model(path, opts.stream, opts.mode, opts.experts, progress)?;
+    let r = measure_identified(path, opened.as_ref(), opts, progress)?;
     key.store(cache, &r)?;
     Ok((r, false))
 }
@@ -171,20 +198,26 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
     }
     let mut report = Report::new(organ_core::zmeasure::GENERATOR, models);
     report.measure = opts.mode.label().to_owned();
+    present(&report, opts, out)
+}
 
+/// Writes `report`'s files (`--json`, `--csv`, `--html`, `--ranking-csv`) and prints it:
+/// what `organ measure` does with its models' reports, and `organ report merge` with a
+/// fleet's.
+pub fn present(report: &Report, opts: &Options, out: &mut dyn Write) -> Result<()> {
     if let Some(p) = &opts.json {
-        write_json(p, opts.force, &report)?;
+        write_json(p, opts.force, report)?;
     }
     if let Some(p) = &opts.csv {
-        write_file(p, opts.force, |w| write_csv(&report, w))?;
+        write_file(p, opts.force, |w| write_csv(report, w))?;
     }
     if let Some(p) = &opts.html {
-        write_text(p, opts.force, &organ_core::report::html::render(&report))?;
+        write_text(p, opts.force, &organ_core::report::html::render(report))?;
     }
     if let Some(p) = &opts.ranking_csv {
-        write_file(p, opts.force, |w| write_ranking_csv(&report, w))?;
+        write_file(p, opts.force, |w| write_ranking_csv(report, w))?;
     }
-    print_report(&report, opts, out)
+    print_report(report, opts, out)
 }
 
 /// Whether the report carries σ_θ (`--sigma`, `--exact`): then its lists show it.

@@ -92,13 +92,19 @@ impl CacheKey {
         Ok(CacheKey { model_blake3: crate::remote::identity(&ids), definition })
     }
 
-    /// The entry's file in `cache`: `<measure>-<model BLAKE3>-<definition digest>.json`.
+    /// The entry's file in `cache`: [`CacheKey::file_name`].
     pub fn entry(&self, cache: &Path) -> Result<PathBuf> {
+        Ok(cache.join(self.file_name()?))
+    }
+
+    /// The name of this key's entry: `<measure>-<model BLAKE3>-<definition digest>.json`
+    /// (also the name of a fleet's result, `--results`).
+    pub fn file_name(&self) -> Result<String> {
         let definition = serde_json::to_vec(&self.definition)?;
         let d = crate::digest::blake3_hex(&definition);
         // The measure's name is only for people listing the cache; it is checked like the rest.
         let measure: String = self.definition.measure.chars().filter(|c| c.is_ascii_alphanumeric()).take(16).collect();
-        Ok(cache.join(format!("{measure}-{}-{}.json", self.model_blake3, &d[..16])))
+        Ok(format!("{measure}-{}-{}.json", self.model_blake3, &d[..16]))
     }
 
     /// The report cached under this key, if there is one (an unreadable entry, or one of

@@ -1,0 +1,256 @@
+//! Where a sharded fleet's results are kept (`organ measure --fleet … --results DIR`), and
+//! what they are: one file per model, named by its [`CacheKey`] (the model's identity and
+//! the measure's definition); one index per shard, saying which result is whose; and the
+//! fleet's own file, the models and the definition every worker must agree on.
+//!
+//! Everything goes through [`Store`]: a directory today ([`DirStore`], atomic renames);
+//! an object store (`s3://…`) is one more implementation of its three methods, whose
+//! single-request PUT is all-or-nothing as the rename is.
+
+use super::{CacheKey, Definition};
+use crate::atomic::write_file;
+use anyhow::{bail, Context, Result};
+use organ_core::report::ModelReport;
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// The largest result file read, in bytes: a report of a million tensors stays below it.
+pub const MAX_RESULT_BYTES: u64 = 1 << 30;
+
+/// The version of the files below; a file of another version is refused by name.
+pub const FORMAT: u32 = 1;
+
+/// The fleet's own file in the results.
+pub const FLEET_FILE: &str = "fleet.json";
+
+/// A shard's index: `shard-I-of-N.json`.
+pub fn shard_file(shard: u64, shards: u64) -> String {
+    format!("shard-{shard}-of-{shards}.json")
+}
+
+/// Somewhere results are kept, by name.
+pub trait Store {
+    /// Where `name` is, for messages (`DIR/NAME`; `s3://BUCKET/PREFIX/NAME`).
+    fn locate(&self, name: &str) -> String;
+    /// The bytes stored under `name`, `None` when there are none.
+    ///
+    /// # Errors
+    /// The store cannot be read, or the bytes exceed [`MAX_RESULT_BYTES`].
+    fn get(&self, name: &str) -> Result<Option<Vec<u8>>>;
+    /// Stores `bytes` under `name`, all or nothing: a reader sees none, the old or the new
+    /// bytes whole. Existing bytes are replaced only with `replace`; without it, `false`
+    /// says they were there and are kept.
+    ///
+    /// # Errors
+    /// The store cannot be written.
+    fn put(&self, name: &str, bytes: &[u8], replace: bool) -> Result<bool>;
+}
+
+/// Results in a local (or shared: NFS, a Kubernetes volume) directory.
+pub struct DirStore {
+    dir: PathBuf,
+}
+
+impl DirStore {
+    /// The store in `dir`, created if need be.
+    ///
+    /// # Errors
+    /// `dir` cannot be created.
+    pub fn create(dir: &Path) -> Result<DirStore> {
+        std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create the results", dir.display()))?;
+        Ok(DirStore { dir: dir.to_owned() })
+    }
+
+    /// The store in `dir`, which must exist.
+    ///
+    /// # Errors
+    /// `dir` is not a directory.
+    pub fn open(dir: &Path) -> Result<DirStore> {
+        if !dir.is_dir() {
+            bail!("{}: no such results directory", dir.display());
+        }
+        Ok(DirStore { dir: dir.to_owned() })
+    }
+
+    fn path(&self, name: &str) -> Result<PathBuf> {
+        // Names are organ's own; a name with a separator would leave the directory.
+        if name.is_empty() || name.starts_with('.') || name.contains(['/', '\0']) {
+            bail!("{}: {name:?} is not a result's name", self.dir.display());
+        }
+        Ok(self.dir.join(name))
+    }
+}
+
+impl Store for DirStore {
+    fn locate(&self, name: &str) -> String {
+        self.dir.join(name).display().to_string()
+    }
+
+    fn get(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        let p = self.path(name)?;
+        let f = match std::fs::File::open(&p) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("{}: cannot open", p.display())),
+        };
+        let mut bytes = Vec::new();
+        f.take(MAX_RESULT_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("{}: cannot read", p.display()))?;
+        if bytes.len() as u64 > MAX_RESULT_BYTES {
+            bail!("{}: larger than {MAX_RESULT_BYTES} bytes: not a result of organ's", p.display());
+        }
+        Ok(Some(bytes))
+    }
+
+    fn put(&self, name: &str, bytes: &[u8], replace: bool) -> Result<bool> {
+        let p = self.path(name)?;
+        if !replace && std::fs::symlink_metadata(&p).is_ok() {
+            return Ok(false);
+        }
+        write_file(&p, replace, |w| Ok(w.write_all(bytes)?))?;
+        Ok(true)
+    }
+}
+
+/// The fleet's file: what every worker measures, and how, so that workers started with
+/// another list, shard count or definition are refused rather than mixed in.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct FleetFile {
+    pub organ_fleet: u32,
+    pub definition: Definition,
+    pub shards: u64,
+    /// Every model, sorted: model j is shard j mod `shards`'s.
+    pub models: Vec<String>,
+}
+
+/// A shard's index, written when the shard is done: which result holds each of its
+/// models' reports (models with the same bytes share one).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct ShardIndex {
+    pub organ_fleet: u32,
+    pub shard: u64,
+    pub shards: u64,
+    pub results: Vec<Indexed>,
+}
+
+/// One model of a shard and its result's name.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Indexed {
+    pub model: String,
+    pub result: String,
+}
+
+/// A model's result: its report, and the key it was stored under (checked on reading).
+#[derive(Serialize, Deserialize)]
+struct ResultFile {
+    organ_fleet: u32,
+    definition: Definition,
+    model_blake3: String,
+    report: ModelReport,
+}
+
+/// Parses `bytes` from `name` of `store` as JSON of `T`, of [`FORMAT`].
+pub fn parse<T: serde::de::DeserializeOwned>(store: &dyn Store, name: &str, bytes: &[u8]) -> Result<T> {
+    #[derive(Deserialize)]
+    struct Version {
+        organ_fleet: Option<u32>,
+    }
+    let at = store.locate(name);
+    let v: Version = serde_json::from_slice(bytes).with_context(|| format!("{at}: not a fleet file of organ's"))?;
+    match v.organ_fleet {
+        Some(FORMAT) => serde_json::from_slice(bytes).with_context(|| format!("{at}: not a fleet file of organ's")),
+        Some(n) => bail!("{at}: a fleet file of format {n}; this organ reads format {FORMAT}"),
+        None => bail!("{at}: not a fleet file of organ's (no organ_fleet version)"),
+    }
+}
+
+/// The report stored under `key`, if it is there whole and is this key's: a file that
+/// does not parse, or holds another model or definition, is none (it is measured again).
+pub fn lookup(store: &dyn Store, key: &CacheKey) -> Result<Option<ModelReport>> {
+    let name = key.file_name()?;
+    let Some(bytes) = store.get(&name)? else { return Ok(None) };
+    match read_result(store, &name, &bytes, &key.definition) {
+        Ok(r) => Ok(Some(r)),
+        Err(e) => {
+            crate::progress::warn(format!("{e:#}; measured again"));
+            Ok(None)
+        }
+    }
+}
+
+/// Keeps `report` under `key` (replacing what is there: a result is only written after
+/// [`lookup`] found none that is whole).
+pub fn store(store: &dyn Store, key: &CacheKey, report: &ModelReport) -> Result<String> {
+    let name = key.file_name()?;
+    let f = ResultFile {
+        organ_fleet: FORMAT,
+        definition: key.definition.clone(),
+        model_blake3: key.model_blake3.clone(),
+        report: report.clone(),
+    };
+    store.put(&name, &serde_json::to_vec(&f)?, true)?;
+    Ok(name)
+}
+
+/// The report in the result `name` (its `bytes`), which must be of `definition` and stored
+/// under its own key's name.
+pub fn read_result(store: &dyn Store, name: &str, bytes: &[u8], definition: &Definition) -> Result<ModelReport> {
+    let at = store.locate(name);
+    let f: ResultFile = parse(store, name, bytes)?;
+    if &f.definition != definition {
+        bail!(
+            "{at}: measured under {}, the fleet under {}",
+            serde_json::to_string(&f.definition)?,
+            serde_json::to_string(definition)?
+        );
+    }
+    let key = CacheKey { model_blake3: f.model_blake3, definition: f.definition };
+    if key.file_name()? != name {
+        bail!("{at}: holds the result named {}, not its own", key.file_name()?);
+    }
+    Ok(f.report)
+}
+
+/// Writes `fleet` as the results' fleet file, or checks that the one there is the same.
+///
+/// # Errors
+/// The results hold another fleet (other models, shard count or definition).
+pub fn claim(store: &dyn Store, fleet: &FleetFile) -> Result<()> {
+    let bytes = serde_json::to_vec_pretty(fleet)?;
+    // Workers start together: one writes, the others find its file (or race to the same bytes).
+    let wrote = store.put(FLEET_FILE, &bytes, false).or_else(|e| {
+        if store.get(FLEET_FILE)?.is_some() {
+            Ok(false)
+        } else {
+            Err(e)
+        }
+    })?;
+    if wrote {
+        return Ok(());
+    }
+    let there = store.get(FLEET_FILE)?.with_context(|| format!("{}: vanished", store.locate(FLEET_FILE)))?;
+    let there: FleetFile = parse(store, FLEET_FILE, &there)?;
+    let at = store.locate(FLEET_FILE);
+    if there.definition != fleet.definition {
+        bail!(
+            "{at}: this fleet is measured under {}, not {}: use another --results",
+            serde_json::to_string(&there.definition)?,
+            serde_json::to_string(&fleet.definition)?
+        );
+    }
+    if there.shards != fleet.shards {
+        bail!("{at}: this fleet is split in {} shards, not {}: use another --results", there.shards, fleet.shards);
+    }
+    if there.models != fleet.models {
+        let first = (there.models.iter().zip(&fleet.models).find(|(a, b)| a != b))
+            .map_or_else(String::new, |(a, b)| format!("; first difference: {a} there, {b} here"));
+        bail!(
+            "{at}: this fleet has {} models, this run lists {}{first}: another fleet (use another --results)",
+            there.models.len(),
+            fleet.models.len()
+        );
+    }
+    Ok(())
+}

@@ -54,6 +54,9 @@ pub struct Model {
     /// For split models, every shard in order (empty otherwise).
     pub shards: Vec<PathBuf>,
     pub model: model::Model<Tensor>,
+    /// For a model fetched from URLs ([`Model::open_fetched`]), its files in order: their
+    /// bytes are its identity (empty otherwise: its files are found again by path).
+    pub fetched: Vec<Arc<ModelFile>>,
 }
 
 impl Deref for Model {
@@ -72,19 +75,40 @@ impl Model {
             path: self.path.clone(),
             shards: Vec::new(),
             model: model::Model { version: self.version, kvs, tensors },
+            fetched: Vec::new(),
         }
     }
 
     /// Opens a GGUF file, a split GGUF (any of its `-0000i-of-0000n.gguf` shards), or an
     /// organ directory (one with a manifest.json). URLs are refused: their tensors' bytes
-    /// are not in memory, and only the commands that read by positioned reads take them
-    /// ([`Self::open_any`]).
+    /// are not in memory; [`Self::open_any`] reads them by positioned reads,
+    /// [`Self::open_fetched`] fetches them whole.
     pub fn open(path: &Path) -> Result<Model> {
         if crate::remote::is_url(path) {
             crate::remote::parse(path)?;
-            bail!("{}: only inspect and measure read remote models so far", path.display());
+            bail!(
+                "{}: only inspect, measure, diff, dissect and graft's donor read remote models so far",
+                path.display()
+            );
         }
         Self::open_any(path)
+    }
+
+    /// [`Self::open`], and GGUFs and split GGUFs at http(s) URLs fetched whole, each file
+    /// into a temporary file ([`ModelFile::fetch_url`]): for the commands that need every
+    /// tensor byte (diff, dissect, graft's donor).
+    pub fn open_fetched(path: &Path) -> Result<Model> {
+        if !crate::remote::is_url(path) {
+            return Self::open(path);
+        }
+        crate::remote::parse(path)?;
+        let shards = crate::remote::split_urls(path);
+        let paths = shards.clone().unwrap_or_else(|| vec![path.to_owned()]);
+        let files: Vec<Arc<ModelFile>> =
+            paths.iter().map(|p| ModelFile::fetch_url(p).map(Arc::new)).collect::<Result<_>>()?;
+        let mut m = Self::from_opened(path, &paths, files.clone(), shards.unwrap_or_default())?;
+        m.fetched = files;
+        Ok(m)
     }
 
     /// [`Self::open`], and GGUFs and split GGUFs at http(s) URLs (shards found by name),
@@ -113,6 +137,11 @@ impl Model {
         let files: Vec<Arc<ModelFile>> = (paths.iter())
             .map(|p| if crate::remote::is_url(p) { ModelFile::open_url(p) } else { ModelFile::open(p) }.map(Arc::new))
             .collect::<Result<_>>()?;
+        Self::from_opened(path, paths, files, shards)
+    }
+
+    /// The model of the opened `files` (of `paths`), joined and checked by the core.
+    fn from_opened(path: &Path, paths: &[PathBuf], files: Vec<Arc<ModelFile>>, shards: Vec<PathBuf>) -> Result<Model> {
         let parts = files.iter().enumerate().map(|(i, f)| Ok(model::Model::from_gguf(&f.parse()?, i)));
         let joined = match model::Model::join(parts.collect::<Result<_>>()?) {
             Ok(m) => m,
@@ -131,6 +160,6 @@ impl Model {
             })
             .collect::<Result<_>>()?;
         let model = model::Model { version, kvs, tensors };
-        Ok(Model { label, path: path.to_owned(), shards, model })
+        Ok(Model { label, path: path.to_owned(), shards, model, fetched: Vec::new() })
     }
 }

@@ -62,7 +62,7 @@ cat "$MODEL" > /dev/null
 results=$(
   run "local, mapped" "$MODEL"
   run "local, --stream" --stream "$MODEL"
-  run "http, gap 256 KiB, 8 at once" "$url"
+  run "http, many ranges a request, 8 at once" "$url"
   run "http, no multipart (max_ranges 1)" "http://127.0.0.1:$port/one/$(basename "$MODEL")"
   RUNS=1 run "http, gap 0, 8 at once (1 run)" --remote-gap 0 "$url"
 )

@@ -55,7 +55,7 @@ pub fn fingerprint_files(files: &[PathBuf], sha256: bool) -> Result<Fingerprint>
     Ok(fingerprint_maps(&maps.iter().collect::<Vec<_>>(), sha256))
 }
 
-/// The fingerprint of files already opened, read one after the other.
+/// The fingerprint of the opened files `maps`' bytes, one after the other.
 fn fingerprint_maps(maps: &[&ModelFile], sha256: bool) -> Fingerprint {
     let blake = || {
         let mut h = blake3::Hasher::new();
@@ -78,10 +78,10 @@ fn fingerprint_maps(maps: &[&ModelFile], sha256: bool) -> Fingerprint {
 }
 
 /// The fingerprint of an opened model's bytes ([`identity_files`] of its path): from the
-/// maps it was opened with when it has them (no second map of the same bytes), else from
-/// its files opened again.
+/// maps it was opened with when they hold every byte (a local file, or a URL fetched
+/// whole: no second map of the same bytes), else from its files opened again.
 pub fn fingerprint(m: &Model, sha256: bool) -> Result<Fingerprint> {
-    if !m.files.is_empty() && m.files.iter().all(|f| !f.is_remote() && f.remote_identity().is_none()) {
+    if !m.files.is_empty() && m.files.iter().all(|f| !f.is_remote()) {
         return Ok(fingerprint_maps(&m.files.iter().map(|f| &**f).collect::<Vec<_>>(), sha256));
     }
     let files = if m.shards.is_empty() { identity_files(&m.path) } else { m.shards.clone() };

@@ -19,6 +19,9 @@ use std::sync::{LazyLock, Mutex};
 /// The environment variable `organ serve` sets for its children: the root every input
 /// must lie under.
 pub const CONFINE_ENV: &str = "ORGAN_CONFINE";
+/// Set with [`CONFINE_ENV`] by `organ serve --allow-remote`: models may be read from
+/// http(s) URLs all the same.
+pub const ALLOW_REMOTE_ENV: &str = "ORGAN_ALLOW_REMOTE";
 
 /// Every input this process has opened or been named: device and inode, and where it
 /// was found (its real path).

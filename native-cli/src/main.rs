@@ -418,6 +418,10 @@ enum Command {
         /// Connections served at once; more wait to be accepted.
         #[arg(long, default_value_t = 512)]
         max_connections: usize,
+        /// Model arguments may also be http(s) URLs, which the server then fetches (off by
+        /// default: anyone who may call the API could have it fetch any URL; docs/api.md).
+        #[arg(long)]
+        allow_remote: bool,
         // Timeouts, in milliseconds (hidden: for tests and unusual setups).
         #[arg(long, hide = true, env = "ORGAN_SERVE_INSPECT_TIMEOUT_MS", default_value_t = 60_000)]
         inspect_timeout_ms: u64,
@@ -555,7 +559,8 @@ fn run(cli: Cli) -> Result<Exit> {
                 progress::emit(&progress::Event::Stats { tensor_bytes_read: read, peak_rss_kib: peak_rss_kib() });
                 let (bytes_fetched, requests, retries) = organ_cli::remote::stats();
                 if requests > 0 {
-                    progress::emit(&progress::Event::RemoteStats { bytes_fetched, requests, retries });
+                    let framing = organ_cli::remote::FRAMING.load(std::sync::atomic::Ordering::Relaxed);
+                    progress::emit(&progress::Event::RemoteStats { bytes_fetched, requests, retries, framing });
                 }
             }
         }
@@ -692,6 +697,7 @@ fn run(cli: Cli) -> Result<Exit> {
             max_body,
             allow_hosts,
             max_connections,
+            allow_remote,
             inspect_timeout_ms,
             inspect_max_bytes,
             header_timeout_ms,
@@ -715,6 +721,7 @@ fn run(cli: Cli) -> Result<Exit> {
                 body_timeout: ms(body_timeout_ms.max(1)),
                 idle_timeout: ms(idle_timeout_ms.max(1)),
                 max_connections,
+                allow_remote,
             })?
         }
         Command::Graft { donor, recipient, out: dest, select, dry_run, split_max_size, sha256, force, json, judge } => {

@@ -81,14 +81,32 @@ impl Model {
 
     /// Opens a GGUF file, a split GGUF (any of its `-0000i-of-0000n.gguf` shards), or an
     /// organ directory (one with a manifest.json). URLs are refused: their tensors' bytes
-    /// are not in memory, and only the commands that read by positioned reads take them
-    /// ([`Self::open_any`]).
+    /// are not in memory; [`Self::open_any`] reads them by positioned reads,
+    /// [`Self::open_fetched`] fetches them whole.
     pub fn open(path: &Path) -> Result<Model> {
         if crate::remote::is_url(path) {
             crate::remote::parse(path)?;
-            bail!("{}: only inspect and measure read remote models so far", path.display());
+            bail!(
+                "{}: only inspect, measure, diff, dissect and graft's donor read remote models so far",
+                path.display()
+            );
         }
         Self::open_any(path)
+    }
+
+    /// [`Self::open`], and GGUFs and split GGUFs at http(s) URLs fetched whole, each file
+    /// into a temporary file ([`ModelFile::fetch_url`]): for the commands that need every
+    /// tensor byte (diff, dissect, graft's donor).
+    pub fn open_fetched(path: &Path) -> Result<Model> {
+        if !crate::remote::is_url(path) {
+            return Self::open(path);
+        }
+        crate::remote::parse(path)?;
+        let shards = crate::remote::split_urls(path);
+        let paths = shards.clone().unwrap_or_else(|| vec![path.to_owned()]);
+        let files: Vec<Arc<ModelFile>> =
+            paths.iter().map(|p| ModelFile::fetch_url(p).map(Arc::new)).collect::<Result<_>>()?;
+        Self::from_opened(path, &paths, files, shards.unwrap_or_default())
     }
 
     /// [`Self::open`], and GGUFs and split GGUFs at http(s) URLs (shards found by name),
@@ -117,6 +135,11 @@ impl Model {
         let files: Vec<Arc<ModelFile>> = (paths.iter())
             .map(|p| if crate::remote::is_url(p) { ModelFile::open_url(p) } else { ModelFile::open(p) }.map(Arc::new))
             .collect::<Result<_>>()?;
+        Self::from_opened(path, paths, files, shards)
+    }
+
+    /// The model of the opened `files` (of `paths`), joined and checked by the core.
+    fn from_opened(path: &Path, paths: &[PathBuf], files: Vec<Arc<ModelFile>>, shards: Vec<PathBuf>) -> Result<Model> {
         let parts = files.iter().enumerate().map(|(i, f)| Ok(model::Model::from_gguf(&f.parse()?, i)));
         let joined = match model::Model::join(parts.collect::<Result<_>>()?) {
             Ok(m) => m,

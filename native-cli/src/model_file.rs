@@ -52,6 +52,8 @@ pub struct ModelFile {
 /// The first range asked of a remote file; the header's read grows from it geometrically
 /// to what the core's parser says it needs.
 const FIRST_READ: u64 = 1 << 20;
+/// The chunk a remote file is fetched whole in ([`ModelFile::fetch_url`]).
+const FETCH_CHUNK: usize = 8 << 20;
 /// A header larger than this is refused (a 1T-parameter model's is a few tens of MB).
 const MAX_HEADER: u64 = 1 << 30;
 
@@ -85,10 +87,12 @@ impl ModelFile {
     /// The URL cannot be read, or the header is not a valid GGUF or is too large.
     pub fn open_url(url: &Path) -> Result<ModelFile> {
         use crate::remote::{Opened, Remote};
-        if std::env::var_os(crate::input::CONFINE_ENV).is_some() {
+        if std::env::var_os(crate::input::CONFINE_ENV).is_some()
+            && std::env::var_os(crate::input::ALLOW_REMOTE_ENV).is_none()
+        {
             // Under `organ serve`, inputs are files under its root; a URL would have the
-            // server fetch what a request names.
-            anyhow::bail!("{}: organ serve reads no remote models (yet)", url.display());
+            // server fetch what a request names, unless it was started to.
+            anyhow::bail!("{}: this organ serve reads no remote models (--allow-remote)", url.display());
         }
         let (remote, prefix) = match Remote::open(url, FIRST_READ)? {
             Opened::Whole(body, pin) => {
@@ -134,6 +138,51 @@ impl ModelFile {
             remote: Some(remote),
             pin,
         })
+    }
+
+    /// Opens the GGUF at an http(s) URL as [`Self::open_url`] does, then fetches the rest
+    /// of it, by the same pinned range reads, into an unlinked temporary file under
+    /// `$TMPDIR` and maps it: for the commands that need every tensor byte (diff, dissect,
+    /// graft's donor). Memory holds one chunk at a time; the disk, the file.
+    ///
+    /// # Errors
+    /// As [`Self::open_url`]; the temporary file cannot be made or written.
+    pub fn fetch_url(url: &Path) -> Result<ModelFile> {
+        let m = Self::open_url(url)?;
+        let Some(remote) = &m.remote else { return Ok(m) };
+        let dir = std::env::temp_dir();
+        let fd = rustix::fs::open(
+            &dir,
+            rustix::fs::OFlags::TMPFILE | rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+        )
+        .with_context(|| {
+            format!("{}: cannot make a temporary file under {} to fetch it into", remote.url, dir.display())
+        })?;
+        let file = File::from(fd);
+        let size = remote.size;
+        let mut buf = vec![0u8; FETCH_CHUNK.min(usize::try_from(size).unwrap_or(FETCH_CHUNK))];
+        let mut at = 0u64;
+        while at < size {
+            let n = (size - at).min(buf.len() as u64) as usize;
+            remote.read_exact_at(&mut buf[..n], at)?;
+            std::os::unix::fs::FileExt::write_all_at(&file, &buf[..n], at)
+                .with_context(|| format!("{}: cannot write its bytes under {}", remote.url, dir.display()))?;
+            at += n as u64;
+        }
+        let md = file.metadata().with_context(|| format!("{}: cannot stat its temporary file", remote.url))?;
+        // SAFETY: as in `open`; the file is unlinked and this process's own.
+        let bytes = match unsafe { Mmap::map(&file) } {
+            Ok(map) => Bytes::Map(map),
+            Err(_) => {
+                let mut v = Vec::new();
+                std::io::Read::read_to_end(&mut &file, &mut v)
+                    .with_context(|| format!("{}: cannot read its temporary file", remote.url))?;
+                Bytes::Owned(v)
+            }
+        };
+        let id = (md.dev(), md.ino());
+        Ok(ModelFile { path: m.path.clone(), bytes, file: Some(file), id, remote: None, pin: m.pin.clone() })
     }
 
     /// The file's length: the object's size for a remote file, whose `bytes` hold only its
@@ -199,6 +248,18 @@ impl ModelFile {
             )?;
         buf.copy_from_slice(src);
         Ok(())
+    }
+
+    /// Reads each `(offset, buffer)` of `parts` (ascending, disjoint): for a remote file,
+    /// many ranges a request where the server allows it; else one read each.
+    ///
+    /// # Errors
+    /// As [`Self::read_exact_at`].
+    pub fn read_ranges(&self, parts: &mut [(u64, &mut [u8])]) -> Result<()> {
+        if let Some(r) = &self.remote {
+            return r.read_ranges(parts);
+        }
+        parts.iter_mut().try_for_each(|(offset, buf)| self.read_exact_at(buf, *offset))
     }
 
     /// The open file, where it is held (for read-ahead advice).

@@ -75,8 +75,8 @@ pub enum Event {
     /// bytes read by positioned reads (0 when the models were mapped), and peak memory.
     DiffStats { bytes_compared: u64, bytes_read: u64, peak_rss_kib: u64 },
     /// `measure --stats` of a remote model: bytes received in answers, requests sent and
-    /// retries made (docs/remote.md).
-    RemoteStats { bytes_fetched: u64, requests: u64, retries: u64 },
+    /// retries made, and of the bytes those of multipart framing (docs/remote.md).
+    RemoteStats { bytes_fetched: u64, requests: u64, retries: u64, framing: u64 },
     /// Why the command failed; the last line it writes.
     Error(ErrorEvent),
 }
@@ -170,9 +170,9 @@ pub fn emit(ev: &Event) {
             Event::DiffStats { bytes_compared, bytes_read, peak_rss_kib } => format!(
                 "stats: bytes compared {bytes_compared}, bytes read by positioned reads {bytes_read}, peak RSS {peak_rss_kib} KiB"
             ),
-            Event::RemoteStats { bytes_fetched, requests, retries } => {
-                format!("stats: remote bytes fetched {bytes_fetched}, requests {requests}, retries {retries}")
-            }
+            Event::RemoteStats { bytes_fetched, requests, retries, framing } => format!(
+                "stats: remote bytes fetched {bytes_fetched}, requests {requests}, retries {retries}, of the bytes multipart framing {framing}"
+            ),
             Event::Error(e) => format!("organ: error: {}", e.message),
         },
     };

@@ -23,6 +23,8 @@ mod llama;
 mod purify;
 mod quant_q2_0;
 mod remote;
+mod remote_multi;
+mod remote_urls;
 mod sigma;
 mod smollm2;
 mod split;

@@ -85,6 +85,13 @@ impl Batcher {
         Batcher { max_gap, max_read: max_read.max(limit), limit, pending: None }
     }
 
+    /// Sets the gap across which the next ranges join the read before them: a caller may
+    /// choose it per tensor (the CLI does for range requests, from the tensor's sampling
+    /// density: docs/remote.md).
+    pub fn set_max_gap(&mut self, max_gap: u64) {
+        self.max_gap = max_gap;
+    }
+
     /// Adds range `range` of `tensor`, `[start, end)` of file `file`; returns the batch
     /// this completes, if the range could not join it.
     pub fn push(&mut self, tensor: usize, range: usize, file: usize, start: u64, end: u64) -> Option<Batch> {

@@ -50,8 +50,8 @@ const MAX_READ: u64 = 1 << 20;
 
 /// Compares A and B and returns the report (no output written).
 pub fn compare_models(a_path: &Path, b_path: &Path, stream: bool) -> Result<CompareReport> {
-    let a = Model::open(a_path)?;
-    let b = Model::open(b_path)?;
+    let a = Model::open_fetched(a_path)?;
+    let b = Model::open_fetched(b_path)?;
     let (a_bytes, b_bytes) = (file_bytes(&a), file_bytes(&b));
     let stream = stream || a_bytes.max(b_bytes) > STREAM_ABOVE_BYTES;
     if stream {

@@ -26,7 +26,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     if model.is_dir() {
         bail!("{}: already an organ directory (assemble it to get a GGUF)", model.display());
     }
-    let m = Model::open(model)?;
+    let m = Model::open_fetched(model)?;
     // The source's identity: the BLAKE3 of its bytes (of every shard's, in order, for a
     // split model), and its sha256 only when asked for. It is computed while the organ
     // files are written.

@@ -34,7 +34,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         crate::judge::check(o.recipient, out, o.split_max.is_some(), s)?;
     }
     let recipient = Model::open(o.recipient)?;
-    let donor = Model::open(o.donor)?;
+    let donor = Model::open_fetched(o.donor)?;
     let p = match plan(&Side::of(&recipient), &Side::of(&donor), &o.selection) {
         Ok(p) => p,
         Err(bad) => {

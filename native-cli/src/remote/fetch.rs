@@ -9,6 +9,7 @@ use super::{Config, Opened, Remote, BYTES_FETCHED, REQUESTS, RETRIES};
 use anyhow::{anyhow, Result};
 use std::fmt;
 use std::io::Read;
+use std::sync::atomic::AtomicU8;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -54,12 +55,12 @@ impl Pin {
 
 /// How a request failed: worth another try (after the server's Retry-After, if it gave
 /// one), or not.
-enum Fail {
+pub(super) enum Fail {
     Retry(anyhow::Error, Option<Duration>),
     Fatal(anyhow::Error),
 }
 
-fn fatal(msg: String) -> Fail {
+pub(super) fn fatal(msg: String) -> Fail {
     Fail::Fatal(anyhow!(msg))
 }
 
@@ -78,7 +79,7 @@ const MAX_WAIT: Duration = Duration::from_secs(10);
 
 /// Runs `f` until it succeeds, fails for good, or has been retried `cfg.retries` times,
 /// waiting 0.2 s, 0.4 s, 0.8 s … (or the server's Retry-After) in between.
-fn with_retries<T>(cfg: &Config, mut f: impl FnMut() -> Result<T, Fail>) -> Result<T> {
+pub(super) fn with_retries<T>(cfg: &Config, mut f: impl FnMut() -> Result<T, Fail>) -> Result<T> {
     let mut tries = 0u32;
     loop {
         REQUESTS.fetch_add(1, Ordering::Relaxed);
@@ -99,7 +100,12 @@ fn with_retries<T>(cfg: &Config, mut f: impl FnMut() -> Result<T, Fail>) -> Resu
 
 /// Sends `GET` for bytes `[start, end)`, with the pin's precondition when there is one.
 fn send(agent: &ureq::Agent, url: &str, start: u64, end: u64, pin: Option<&Pin>) -> Result<ureq::Response, Fail> {
-    let mut req = agent.get(url).set("Range", &format!("bytes={start}-{}", end - 1)).set("Accept-Encoding", "identity");
+    call(request(agent, url, &format!("bytes={start}-{}", end - 1), pin))
+}
+
+/// `GET url` with `Range: SPEC`, and the pin's precondition when there is one.
+pub(super) fn request(agent: &ureq::Agent, url: &str, spec: &str, pin: Option<&Pin>) -> ureq::Request {
+    let mut req = agent.get(url).set("Range", spec).set("Accept-Encoding", "identity");
     if let Some(p) = pin {
         if let Some(e) = p.strong_etag() {
             req = req.set("If-Match", e);
@@ -107,7 +113,18 @@ fn send(agent: &ureq::Agent, url: &str, start: u64, end: u64, pin: Option<&Pin>)
             req = req.set("If-Unmodified-Since", d);
         }
     }
-    match req.call() {
+    req
+}
+
+/// Sends `req`: an error status is a [`Fail`] (worth a retry or not), as is a broken
+/// connection.
+pub(super) fn call(req: ureq::Request) -> Result<ureq::Response, Fail> {
+    answer(req.call())
+}
+
+/// What [`call`] makes of a request's outcome.
+pub(super) fn answer(res: Result<ureq::Response, ureq::Error>) -> Result<ureq::Response, Fail> {
+    match res {
         Ok(r) => Ok(r),
         Err(ureq::Error::Status(code, r)) => Err(status_fail(code, &r)),
         Err(ureq::Error::Transport(t)) => match t.kind() {
@@ -131,9 +148,26 @@ fn status_fail(code: u16, r: &ureq::Response) -> Fail {
     }
 }
 
+/// Refuses an answer whose ETag or Last-Modified differs from the pin's (a server that
+/// ignored the precondition).
+pub(super) fn check_pin(pin: &Pin, r: &ureq::Response) -> Result<(), Fail> {
+    let now =
+        Pin { etag: r.header("etag").map(str::to_owned), last_modified: r.header("last-modified").map(str::to_owned) };
+    let changed = |a: &Option<String>, b: &Option<String>| a.is_some() && b.is_some() && a != b;
+    if changed(&pin.etag, &now.etag) || changed(&pin.last_modified, &now.last_modified) {
+        return Err(fatal(format!("the file changed on the server mid-read: {pin} at first, {now} now")));
+    }
+    Ok(())
+}
+
 /// `bytes A-B/TOTAL` as `(A, B + 1, TOTAL)`, each checked (A ≤ B < TOTAL).
-fn content_range(r: &ureq::Response) -> Result<(u64, u64, u64), Fail> {
+pub(super) fn content_range(r: &ureq::Response) -> Result<(u64, u64, u64), Fail> {
     let raw = r.header("content-range").ok_or_else(|| fatal("a partial answer without Content-Range".into()))?;
+    parse_content_range(raw)
+}
+
+/// [`content_range`] of the header's value `raw`.
+pub(super) fn parse_content_range(raw: &str) -> Result<(u64, u64, u64), Fail> {
     let bad = || fatal(format!("a malformed Content-Range {raw:?}"));
     let rest = raw.trim().strip_prefix("bytes ").ok_or_else(bad)?;
     let (range, total) = rest.split_once('/').ok_or_else(bad)?;
@@ -191,7 +225,7 @@ pub(super) struct First {
 impl First {
     pub(super) fn into_opened(self, agent: ureq::Agent, url: String) -> Opened {
         if self.ranged {
-            Opened::Ranged(Remote { url, size: self.size, pin: self.pin, agent }, self.body)
+            Opened::Ranged(Remote { url, size: self.size, pin: self.pin, agent, multi: AtomicU8::new(0) }, self.body)
         } else {
             Opened::Whole(self.body, self.pin)
         }
@@ -259,14 +293,7 @@ pub(super) fn range(
                 r.status_text()
             )));
         }
-        let now = Pin {
-            etag: r.header("etag").map(str::to_owned),
-            last_modified: r.header("last-modified").map(str::to_owned),
-        };
-        let changed = |a: &Option<String>, b: &Option<String>| a.is_some() && b.is_some() && a != b;
-        if changed(&pin.etag, &now.etag) || changed(&pin.last_modified, &now.last_modified) {
-            return Err(fatal(format!("the file changed on the server mid-read: {pin} at first, {now} now")));
-        }
+        check_pin(pin, &r)?;
         let (a, b, total) = content_range(&r)?;
         if (a, b, total) != (offset, end, size) {
             return Err(fatal(format!("the server sent bytes {a}-{} of {total}", b - 1)));

@@ -14,10 +14,11 @@
 //! async runtime into the measuring path for nothing.
 
 mod fetch;
+mod multi;
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 pub use fetch::Pin;
@@ -58,6 +59,8 @@ pub fn config() -> &'static Config {
 pub static BYTES_FETCHED: AtomicU64 = AtomicU64::new(0);
 pub static REQUESTS: AtomicU64 = AtomicU64::new(0);
 pub static RETRIES: AtomicU64 = AtomicU64::new(0);
+/// Of [`BYTES_FETCHED`], the bytes of multipart framing (boundaries, part headers).
+pub static FRAMING: AtomicU64 = AtomicU64::new(0);
 
 /// `(bytes fetched, requests, retries)` so far.
 pub fn stats() -> (u64, u64, u64) {
@@ -113,6 +116,8 @@ pub struct Remote {
     /// What every later answer must still match.
     pub pin: Pin,
     agent: ureq::Agent,
+    /// Whether the server answers a request for many ranges with them ([`multi`]).
+    multi: AtomicU8,
 }
 
 /// What the first request found.
@@ -151,6 +156,15 @@ impl Remote {
             return Ok(());
         }
         fetch::range(&self.agent, &self.url, offset, buf, self.size, &self.pin, config())
+    }
+
+    /// Reads each `(offset, buffer)` of `parts` (ascending, disjoint), many ranges a
+    /// request where the server allows it ([`multi`]).
+    ///
+    /// # Errors
+    /// As [`Self::read_exact_at`]; a multipart answer that is not what was asked.
+    pub fn read_ranges(&self, parts: &mut [(u64, &mut [u8])]) -> Result<()> {
+        multi::read_ranges(self, parts, config())
     }
 
     /// The file name the URL ends with (query left out), as reports name models.

@@ -22,8 +22,12 @@ pub(super) fn child_command<A: AsRef<OsStr>>(
         .args(["--progress", "jsonl"])
         .env(crate::input::CONFINE_ENV, &s.root)
         .env_remove("ORGAN_CACHE")
+        .env_remove(crate::input::ALLOW_REMOTE_ENV)
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
+    if s.allow_remote {
+        cmd.env(crate::input::ALLOW_REMOTE_ENV, "1");
+    }
     let parent = rustix::process::getpid();
     // SAFETY: between fork and exec this runs only two raw system calls (prctl, getppid)
     // through rustix, which allocate nothing and take no lock. The death signal follows the

@@ -22,7 +22,7 @@ pub(super) async fn inspect(
     q: Result<Query<PathQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
     let Query(q) = q.map_err(|e| bad(format!("query: {}", e.body_text())))?;
-    let path = s.path(&q.path)?;
+    let path = s.model(&q.path)?;
     let rel = q.path;
     let limit = s.inspect_timeout;
     let deadline = tokio::time::Instant::now() + limit;

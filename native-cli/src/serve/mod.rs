@@ -82,6 +82,9 @@ pub struct Options {
     pub idle_timeout: Duration,
     /// Connections served at once; more wait to be accepted.
     pub max_connections: usize,
+    /// Model arguments may be http(s) URLs, fetched by the server (`--allow-remote`; off by
+    /// default: a shared API must not fetch whatever a request names).
+    pub allow_remote: bool,
 }
 
 impl Default for Options {
@@ -100,6 +103,7 @@ impl Default for Options {
             body_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(300),
             max_connections: 512,
+            allow_remote: false,
         }
     }
 }
@@ -125,6 +129,8 @@ struct AppState {
     walks: Arc<Semaphore>,
     inspect_timeout: Duration,
     inspect_max_bytes: u64,
+    /// [`Options::allow_remote`].
+    allow_remote: bool,
 }
 
 /// An error answer: a status and a plain sentence, as JSON `{"error": …}`.
@@ -165,6 +171,22 @@ impl AppState {
             return Err(bad(format!("path {rel:?}: not a regular file or directory")));
         }
         Ok(real)
+    }
+
+    /// A request's model argument: a path under the root ([`Self::path`]), or an http(s)
+    /// URL when the server was started with `--allow-remote` (docs/remote.md).
+    fn model(&self, rel: &str) -> ApiResult<PathBuf> {
+        let p = std::path::Path::new(rel);
+        if !crate::remote::is_url(p) {
+            return self.path(rel);
+        }
+        if !self.allow_remote {
+            return Err(bad(format!(
+                "path {rel:?}: a URL, and this server reads no remote models (start it with --allow-remote)"
+            )));
+        }
+        crate::remote::parse(p).map_err(|e| bad(format!("{e:#}")))?;
+        Ok(p.to_owned())
     }
 
     /// A message with the server's root directory written as ROOT (clients name paths

@@ -178,7 +178,7 @@ pub(super) async fn measure(
     if r.sigma && r.exact {
         return Err(bad("sigma and exact: give one of them (exact θ has no sampling, so no σ)"));
     }
-    let paths = r.paths.iter().map(|p| s.path(p)).collect::<ApiResult<Vec<_>>>()?;
+    let paths = r.paths.iter().map(|p| s.model(p)).collect::<ApiResult<Vec<_>>>()?;
     start_job(
         &s,
         "measure",
@@ -208,7 +208,7 @@ pub(super) async fn diff(
     body: Result<Json<DiffReq>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<JobStatus>)> {
     let Json(r) = body?;
-    let (base, other) = (s.path(&r.a)?, s.path(&r.b)?);
+    let (base, other) = (s.model(&r.a)?, s.model(&r.b)?);
     if let Some(t) = r.top.filter(|&t| t > MAX_TOP) {
         return Err(bad(format!("top {t}: give 0 to {MAX_TOP}")));
     }
@@ -254,7 +254,7 @@ pub(super) async fn dissect(
     body: Result<Json<DissectReq>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<JobStatus>)> {
     let Json(r) = body?;
-    let model = s.path(&r.path)?;
+    let model = s.model(&r.path)?;
     start_job(
         &s,
         "dissect",
@@ -298,7 +298,7 @@ pub(super) async fn graft(
     body: Result<Json<GraftReq>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<JobStatus>)> {
     let Json(r) = body?;
-    let (donor, recipient) = (s.path(&r.donor)?, s.path(&r.recipient)?);
+    let (donor, recipient) = (s.model(&r.donor)?, s.path(&r.recipient)?);
     let out = out_name(r.out.as_deref(), "graft.gguf")?;
     let o2 = out.clone();
     start_job(

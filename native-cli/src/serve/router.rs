@@ -61,6 +61,7 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         walks: Arc::new(Semaphore::new(1)),
         inspect_timeout: opts.inspect_timeout,
         inspect_max_bytes: opts.inspect_max_bytes,
+        allow_remote: opts.allow_remote,
     });
     let api = Router::new()
         .route("/models", get(files::models))

@@ -9,6 +9,7 @@ mod endpoints;
 mod eval;
 mod jobs;
 mod limits;
+mod remote;
 mod security;
 mod server;
 mod sigma;

@@ -41,24 +41,61 @@ const MAX_READ: u64 = 1 << 20;
 /// requests, 127 MB with 1 MiB ones (95 requests, 1 s), 77 MB one request at a time.
 const MAX_REMOTE_READ: u64 = 1 << 20;
 
-/// How the reads are made: how far apart ranges may lie and still share one, the longest,
-/// and how many are made at once.
+/// Ranges one range request asks for at most (`Range: bytes=a-b,c-d,…`; the remote
+/// reader keeps the header under its budget, splitting further if need be).
+const REMOTE_RANGES: usize = 256;
+/// What one more range costs in a multipart answer: its part's boundary and headers
+/// (nginx's are 90 to 130 bytes), and its bit of the request's Range header. Sampled
+/// blocks of a sparse tensor closer than this share a range.
+const PART_COST: u64 = 128;
+
+/// How the reads are made: how far apart ranges may lie and still share one (per tensor,
+/// from its sampling density, when `per_tensor`), the longest read, how many ranges one
+/// read may ask for, and how many reads are made at once.
 #[derive(Clone, Copy)]
 pub(super) struct Reads {
     gap: u64,
+    per_tensor: bool,
     max_read: u64,
+    ranges: usize,
     at_once: usize,
 }
 
 impl Reads {
     /// Positioned reads of local files, one at a time.
-    pub(super) const LOCAL: Reads = Reads { gap: MAX_GAP, max_read: MAX_READ, at_once: 1 };
+    pub(super) const LOCAL: Reads =
+        Reads { gap: MAX_GAP, per_tensor: false, max_read: MAX_READ, ranges: 1, at_once: 1 };
 
-    /// Range requests ([`crate::remote::config`]): a request costs a round trip, so ranges
-    /// are joined across gaps and several are in flight.
+    /// Range requests ([`crate::remote::config`]): a request costs a round trip, so it
+    /// asks for many ranges, ranges are joined across gaps, and several are in flight.
     pub(super) fn remote() -> Reads {
         let c = crate::remote::config();
-        Reads { gap: c.gap, max_read: MAX_REMOTE_READ, at_once: c.concurrency.max(1) }
+        Reads {
+            gap: c.gap,
+            per_tensor: true,
+            max_read: MAX_REMOTE_READ,
+            ranges: REMOTE_RANGES,
+            at_once: c.concurrency.max(1),
+        }
+    }
+
+    /// The gap for a tensor whose plan is `plan`. A dense tensor (its sampled blocks, with
+    /// a part's framing each, at least half the bytes they lie in) is read in long ranges
+    /// across gaps of up to `--remote-gap`; a sparse one (a large tensor's blocks lie KiBs
+    /// apart) block by block, many blocks a request, joined only across gaps smaller than
+    /// a part's framing: else `--remote-gap` would join them all into the whole tensor.
+    fn gap_for(&self, plan: &ReadPlan) -> u64 {
+        let (Some(first), Some(last)) = (plan.ranges.first(), plan.ranges.last()) else { return self.gap };
+        if !self.per_tensor {
+            return self.gap;
+        }
+        let extent = (last.offset + last.len).saturating_sub(first.offset);
+        let needed = plan.bytes_to_read().saturating_add(plan.ranges.len() as u64 * PART_COST);
+        if extent <= needed.saturating_mul(2) {
+            self.gap
+        } else {
+            self.gap.min(PART_COST)
+        }
     }
 }
 /// Tensors whose plans are made at once, in parallel: a plan holds two indices per sampled
@@ -216,6 +253,8 @@ fn read_all(
     let mut open = Open::new();
     let mut bufs = Vec::new();
     let mut batches = Vec::new();
+    // Bytes of the batches waiting.
+    let mut pending = 0u64;
     // A plan's buffer is allocated as it is made: in --exact, that is a whole tensor.
     let ahead = if mode == Mode::Exact { 1 } else { PLANS_AHEAD };
     let index: Vec<usize> = (0..jobs.len()).collect();
@@ -233,6 +272,8 @@ fn read_all(
             .collect::<Result<Vec<_>>>()?;
         for (&i, (plan, at)) in chunk.iter().zip(plans) {
             let t = &model.tensors[jobs[i].tensor];
+            batcher.set_max_gap(reads.gap_for(&plan));
+            let before = batches.len();
             batcher.push_plan(i, &plan, file_key(model, jobs[i].tensor), t.offset + at, &mut batches);
             let buf = plan.buffer();
             let left = plan.ranges.len();
@@ -243,54 +284,82 @@ fn read_all(
                 }
                 continue;
             }
+            pending += batches[before..].iter().map(Batch::len).sum::<u64>();
             open.insert(i, (plan, buf, left));
-            if batches.len() >= reads.at_once
-                && !read_batches(model, jobs, reads.at_once, &mut batches, &mut bufs, &mut open, tx, named)?
-            {
-                return Ok(());
+            let full = reads.at_once.saturating_mul(reads.ranges);
+            if batches.len() >= full || pending >= reads.max_read.saturating_mul(reads.at_once as u64) {
+                if !read_batches(model, jobs, reads, &mut batches, &mut bufs, &mut open, tx, named)? {
+                    return Ok(());
+                }
+                pending = 0;
             }
         }
     }
     batches.extend(batcher.finish());
-    read_batches(model, jobs, reads.at_once, &mut batches, &mut bufs, &mut open, tx, named)?;
+    read_batches(model, jobs, reads, &mut batches, &mut bufs, &mut open, tx, named)?;
     Ok(())
 }
 
-/// Reads `batches`, `at_once` at a time (each on a thread of its own when more than one,
-/// into buffers of `bufs` kept from one call to the next), and hands their bytes on in
-/// order; `batches` is left empty. `false` when the measuring side stopped listening.
+/// Reads `batches`: runs of neighbouring batches of one file (ascending, at most
+/// `reads.ranges` of them and `reads.max_read` bytes) are one read each, `reads.at_once`
+/// reads at a time (each on a thread of its own when more than one, into buffers of `bufs`
+/// kept from one call to the next); their bytes are handed on in order, and `batches` is
+/// left empty. `false` when the measuring side stopped listening.
 #[allow(clippy::too_many_arguments)]
 fn read_batches(
     model: &Model,
     jobs: &[Job],
-    at_once: usize,
+    reads: Reads,
     batches: &mut Vec<Batch>,
     bufs: &mut Vec<Vec<u8>>,
     open: &mut Open,
     tx: &SyncSender<Result<Filled>>,
     named: &(dyn Fn(usize) -> String + Sync),
 ) -> Result<bool> {
-    let at_once = at_once.max(1);
-    bufs.resize_with(at_once, Vec::new);
-    for group in batches.chunks(at_once) {
-        // Sized here, on this thread: the reading threads only fill them.
-        for (b, buf) in group.iter().zip(bufs.iter_mut()) {
-            buf.resize(usize::try_from(b.len()).context("a read larger than memory")?, 0);
+    let at_once = reads.at_once.max(1);
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut i = 0;
+    while i < batches.len() {
+        let (mut j, mut bytes) = (i + 1, batches[i].len());
+        while j < batches.len()
+            && j - i < reads.ranges
+            && batches[j].file == batches[i].file
+            && batches[j].start >= batches[j - 1].end
+            && bytes + batches[j].len() <= reads.max_read
+        {
+            bytes += batches[j].len();
+            j += 1;
         }
-        let read: Vec<Result<()>> = if let ([b], [buf, ..]) = (group, bufs.as_mut_slice()) {
-            vec![fetch_batch(model, jobs, b, buf, named)]
+        runs.push(i..j);
+        i = j;
+    }
+    bufs.resize_with(at_once, Vec::new);
+    for group in runs.chunks(at_once) {
+        // Sized here, on this thread: the reading threads only fill them.
+        for (run, buf) in group.iter().zip(bufs.iter_mut()) {
+            let n: u64 = batches[run.clone()].iter().map(Batch::len).sum();
+            buf.resize(usize::try_from(n).context("a read larger than memory")?, 0);
+        }
+        let read: Vec<Result<()>> = if let ([run], [buf, ..]) = (group, bufs.as_mut_slice()) {
+            vec![fetch_run(model, jobs, &batches[run.clone()], buf, named)]
         } else {
+            let batches = &batches[..];
             std::thread::scope(|s| {
                 let reads: Vec<_> = (group.iter().zip(bufs.iter_mut()))
-                    .map(|(b, buf)| s.spawn(move || fetch_batch(model, jobs, b, buf, named)))
+                    .map(|(run, buf)| s.spawn(move || fetch_run(model, jobs, &batches[run.clone()], buf, named)))
                     .collect();
                 reads.into_iter().map(|h| h.join().map_err(|_| anyhow::anyhow!("a reading thread panicked"))?).collect()
             })
         };
-        for ((b, got), buf) in group.iter().zip(read).zip(bufs.iter()) {
+        for ((run, got), buf) in group.iter().zip(read).zip(bufs.iter()) {
             got?;
-            if !read_batch(b, &buf[..], open, tx, named)? {
-                return Ok(false);
+            let mut at = 0;
+            for b in &batches[run.clone()] {
+                let n = b.len() as usize;
+                if !read_batch(b, &buf[at..at + n], open, tx, named)? {
+                    return Ok(false);
+                }
+                at += n;
             }
         }
     }
@@ -298,17 +367,25 @@ fn read_batches(
     Ok(true)
 }
 
-/// Reads one batch's bytes into `bytes` (its length).
-fn fetch_batch(
+/// Reads the bytes of a run of batches of one file (ascending) into `bytes`, one after
+/// another: one read ([`crate::model_file::ModelFile::read_ranges`]).
+fn fetch_run(
     model: &Model,
     jobs: &[Job],
-    b: &Batch,
+    run: &[Batch],
     bytes: &mut [u8],
     named: &(dyn Fn(usize) -> String + Sync),
 ) -> Result<()> {
-    let first = b.parts.first().context("a read that serves no tensor")?.tensor;
-    model.tensors[jobs[first].tensor].in_file.read_exact_at(bytes, b.start).with_context(|| named(first))?;
-    BYTES_READ.fetch_add(b.len(), Ordering::Relaxed);
+    let first = run.first().and_then(|b| b.parts.first()).context("a read that serves no tensor")?.tensor;
+    let mut parts: Vec<(u64, &mut [u8])> = Vec::with_capacity(run.len());
+    let mut rest = bytes;
+    for b in run {
+        let (head, tail) = rest.split_at_mut(b.len() as usize);
+        parts.push((b.start, head));
+        rest = tail;
+    }
+    model.tensors[jobs[first].tensor].in_file.read_ranges(&mut parts).with_context(|| named(first))?;
+    BYTES_READ.fetch_add(run.iter().map(Batch::len).sum(), Ordering::Relaxed);
     Ok(())
 }
 

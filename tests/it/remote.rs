@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 /// nginx as the test runs it: in the foreground, one process, its config, logs and files
 /// in a directory of its own, on a free loopback port. Killed when dropped.
-struct Nginx {
+pub(crate) struct Nginx {
     child: Child,
     port: u16,
     dir: PathBuf,
@@ -22,9 +22,11 @@ struct Nginx {
 
 impl Nginx {
     /// Serves `DIR/www`; under `/norange/`, Range is ignored (`max_ranges 0`: 200 and the
-    /// whole body). The access log has each request's status and body bytes.
+    /// whole body); under `/cdn/`, a request with an Authorization header is refused (403),
+    /// as by a CDN that must never see the Hub's token (tests/it/hub.rs). The access log
+    /// has each request's status and body bytes.
     #[track_caller]
-    fn start(nginx: &Path, name: &str) -> Nginx {
+    pub(crate) fn start(nginx: &Path, name: &str) -> Nginx {
         let dir = tmp(name);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("www/norange")).unwrap();
@@ -51,6 +53,7 @@ http {{
     listen 127.0.0.1:{port};
     root {d}/www;
     location /norange/ {{ max_ranges 0; }}
+    location /cdn/ {{ if ($http_authorization) {{ return 403; }} }}
   }}
 }}
 "#
@@ -79,16 +82,16 @@ http {{
         n
     }
 
-    fn www(&self) -> PathBuf {
+    pub(crate) fn www(&self) -> PathBuf {
         self.dir.join("www")
     }
 
-    fn url(&self, rel: &str) -> String {
+    pub(crate) fn url(&self, rel: &str) -> String {
         format!("http://127.0.0.1:{}/{rel}", self.port)
     }
 
     /// Every request served so far: its status and body bytes, as nginx logged them.
-    fn log(&self) -> Vec<(u16, u64)> {
+    pub(crate) fn log(&self) -> Vec<(u16, u64)> {
         let log = std::fs::read_to_string(self.dir.join("access.log")).unwrap_or_default();
         log.lines()
             .map(|l| {

@@ -191,7 +191,7 @@ pub(super) struct First {
 impl First {
     pub(super) fn into_opened(self, agent: ureq::Agent, url: String) -> Opened {
         if self.ranged {
-            Opened::Ranged(Remote { url, size: self.size, pin: self.pin, agent }, self.body)
+            Opened::Ranged(Remote::new(url, self.size, self.pin, agent), self.body)
         } else {
             Opened::Whole(self.body, self.pin)
         }

@@ -4,7 +4,7 @@
 
 use crate::common::*;
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -84,6 +84,46 @@ impl Moto {
         c
     }
 
+    /// A proxy of the test's own in front of this server, on a free loopback port: request
+    /// 1, 4, 7 … is answered 503 with `Retry-After: 0` (counted in the returned counter),
+    /// every other is passed to moto with `Connection: close` and its answer passed back.
+    /// Runs until the test process ends.
+    fn flaky(&self) -> (u16, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (moto, refused) = (self.port, Arc::new(AtomicUsize::new(0)));
+        let count = refused.clone();
+        std::thread::spawn(move || {
+            for (k, conn) in listener.incoming().enumerate() {
+                let Ok(mut conn) = conn else { continue };
+                let count = count.clone();
+                std::thread::spawn(move || {
+                    let mut head = String::new();
+                    for line in BufReader::new(conn.try_clone().unwrap()).lines().map_while(Result::ok) {
+                        if line.is_empty() {
+                            break;
+                        }
+                        if !line.to_ascii_lowercase().starts_with("connection:") {
+                            head.push_str(&line);
+                            head.push_str("\r\n");
+                        }
+                    }
+                    if k % 3 == 1 {
+                        count.fetch_add(1, Ordering::Relaxed);
+                        let busy =
+                            "HTTP/1.1 503 Busy\r\nRetry-After: 0\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+                        let _ = conn.write_all(busy.as_bytes());
+                        return;
+                    }
+                    let Ok(mut up) = TcpStream::connect(("127.0.0.1", moto)) else { return };
+                    let _ = up.write_all(format!("{head}Connection: close\r\n\r\n").as_bytes());
+                    let _ = std::io::copy(&mut up, &mut conn);
+                });
+            }
+        });
+        (port, refused)
+    }
+
     /// `organ ARGS`, which must succeed: stdout and stderr.
     #[track_caller]
     fn run(&self, args: &[&str]) -> (Vec<u8>, String) {
@@ -116,7 +156,7 @@ fn remote_stats(stderr: &str) -> (u64, u64, u64) {
 /// SmolLM2 and a split SmolLM2 (llama-gguf-split) in a bucket of moto's S3 server:
 /// `inspect` and `measure` of their `s3://` URLs give the local files' output byte for
 /// byte (a split's `inspect --json` but for `shards`, URLs where the local one has paths);
-/// `--stats` counts what moto served.
+/// `--stats` counts what moto served, and the retries of 503s a proxy injects.
 #[test]
 fn a_model_in_s3_reads_as_the_local_file() {
     let Some(model) = need::smollm2_and_llama() else { return };
@@ -168,12 +208,20 @@ fn a_model_in_s3_reads_as_the_local_file() {
     assert_eq!(local, remote);
     let want: Vec<String> = (1..=n).map(|i| format!("s3://models/split/{}", shard(i))).collect();
     assert_eq!(rs, serde_json::json!(want));
+    // Measured through a proxy that answers every third request 503: each is retried and
+    // counted, and the report is the local split's.
     let (lj, rj) = (tmp("s3-split-local.json"), tmp("s3-split-remote.json"));
     moto.run(&["measure", s(&dir.join(shard(2))), "--json", s(&lj)]);
-    let (_, err) = moto.run(&["measure", &url, "--json", s(&rj), "--stats"]);
+    let (proxy, refused) = moto.flaky();
+    let mut c = moto.organ();
+    c.env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{proxy}"));
+    c.args(["measure", &url, "--json", s(&rj), "--stats"]);
+    let err = String::from_utf8(ok(c).stderr).unwrap();
     assert!(std::fs::read(&lj).unwrap() == std::fs::read(&rj).unwrap(), "split measure --json differs");
-    let (fetched, requests, _) = remote_stats(&err);
-    eprintln!("s3 measure of a {n}-shard SmolLM2: {fetched} bytes fetched in {requests} requests");
+    let (fetched, requests, retries) = remote_stats(&err);
+    assert!(retries > 0 && retries as usize == refused.load(Ordering::Relaxed), "{err}");
+    assert!(err.contains("503") && err.contains("retry 1 of 5"), "{err}");
+    eprintln!("s3 measure of a {n}-shard SmolLM2: {fetched} bytes fetched in {requests} requests, {retries} retries");
 }
 
 /// The object replaced in the bucket while measure reads it one small range at a time: a

@@ -279,7 +279,7 @@ pub fn resolve(u: &HfUrl, endpoint: &str) -> Result<Resolved> {
 /// or its size is not the one the Hub gave.
 pub fn open(given: &str, first: u64) -> Result<Opened> {
     let u = parse(given)?;
-    let endpoint = endpoint()?;
+    let endpoint = endpoint().with_context(|| format!("{given}: cannot resolve"))?;
     let r = resolve(&u, &endpoint).with_context(|| format!("{given}: cannot resolve"))?;
     let agent = agent(&endpoint, 10);
     let opened = fetch::first(&agent, &r.location, first, config())

@@ -45,8 +45,10 @@ pub struct ModelFile {
     /// For a file at a URL: the object, where `bytes` holds its header only (none when
     /// the server sent the whole body, which `bytes` then holds).
     remote: Option<crate::remote::Remote>,
-    /// For a file at a URL: what pinned it, and its size (its identity).
+    /// For a file at a URL: what names it and pinned it, and its size (its identity:
+    /// [`crate::remote::Remote::identity`]).
     pin: Option<(crate::remote::Pin, u64)>,
+    ident: Option<String>,
 }
 
 /// The first range asked of a remote file; the header's read grows from it geometrically
@@ -76,7 +78,7 @@ impl ModelFile {
                 Bytes::Owned(v)
             }
         };
-        Ok(ModelFile { path: path.to_owned(), bytes, file: Some(file), id, remote: None, pin: None })
+        Ok(ModelFile { path: path.to_owned(), bytes, file: Some(file), id, remote: None, pin: None, ident: None })
     }
 
     /// Opens the GGUF at an http(s) URL: its header is read in growing ranges, parsed by
@@ -105,6 +107,7 @@ impl ModelFile {
                     id: (0, 0),
                     remote: None,
                     pin: Some((pin, len)),
+                    ident: None,
                 });
             }
             Opened::Ranged(r, prefix) => (r, prefix),
@@ -129,7 +132,8 @@ impl ModelFile {
             prefix.resize(want as usize, 0);
             remote.read_exact_at(&mut prefix[have..], have as u64)?;
         }
-        let pin = Some((remote.pin.clone(), remote.size));
+        let (ident, pin) = remote.identity();
+        let pin = Some((pin, remote.size));
         Ok(ModelFile {
             path: url.to_owned(),
             bytes: Bytes::Owned(prefix),
@@ -137,6 +141,7 @@ impl ModelFile {
             id: (0, 0),
             remote: Some(remote),
             pin,
+            ident,
         })
     }
 
@@ -182,7 +187,15 @@ impl ModelFile {
             }
         };
         let id = (md.dev(), md.ino());
-        Ok(ModelFile { path: m.path.clone(), bytes, file: Some(file), id, remote: None, pin: m.pin.clone() })
+        Ok(ModelFile {
+            path: m.path.clone(),
+            bytes,
+            file: Some(file),
+            id,
+            remote: None,
+            pin: m.pin.clone(),
+            ident: m.ident.clone(),
+        })
     }
 
     /// The file's length: the object's size for a remote file, whose `bytes` hold only its
@@ -198,7 +211,8 @@ impl ModelFile {
 
     /// A file read from a URL: its URL, validator and size ([`crate::remote::identity`]).
     pub fn remote_identity(&self) -> Option<(String, &crate::remote::Pin, u64)> {
-        self.pin.as_ref().map(|(p, n)| (self.path.display().to_string(), p, *n))
+        let url = self.ident.clone().unwrap_or_else(|| self.path.display().to_string());
+        self.pin.as_ref().map(|(p, n)| (url, p, *n))
     }
 
     /// Opens and maps `path`, then closes it: the map stays, the descriptor goes.

@@ -111,12 +111,19 @@ pub mod need {
         check(&[Prereq::Nginx]).then(|| super::nginx_path().clone()).flatten()
     }
 
+    /// The python of moto's venv (made once by scripts/setup-moto.sh), if it is or can be
+    /// there: it runs moto's S3 server and has boto3.
+    pub fn moto() -> Option<PathBuf> {
+        check(&[Prereq::Moto]).then(|| super::moto_python().clone()).flatten()
+    }
+
     #[derive(Clone, Copy)]
     enum Prereq {
         Model,
         Oracle,
         Llama,
         Nginx,
+        Moto,
     }
 
     impl Prereq {
@@ -127,6 +134,9 @@ pub mod need {
                 Prereq::Llama => ("llama.cpp", super::LLAMA_TOOLS.iter().map(|t| super::llama_dir().join(t)).collect()),
                 Prereq::Nginx => {
                     return super::nginx_path().is_none().then(|| "nginx (scripts/setup-nginx.sh failed)".into())
+                }
+                Prereq::Moto => {
+                    return super::moto_python().is_none().then(|| "moto (scripts/setup-moto.sh failed)".into())
                 }
             };
             let p = paths.into_iter().find(|p| !p.exists())?;
@@ -164,6 +174,17 @@ fn nginx_path() -> &'static Option<PathBuf> {
     PATH.get_or_init(|| {
         let out =
             Command::new(repo().join("scripts/setup-nginx.sh")).stderr(std::process::Stdio::null()).output().ok()?;
+        let p = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+        (out.status.success() && p.exists()).then_some(p)
+    })
+}
+
+/// The python of moto's venv from scripts/setup-moto.sh (which makes it once), asked once.
+fn moto_python() -> &'static Option<PathBuf> {
+    static PATH: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let out =
+            Command::new(repo().join("scripts/setup-moto.sh")).stderr(std::process::Stdio::null()).output().ok()?;
         let p = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
         (out.status.success() && p.exists()).then_some(p)
     })

@@ -23,8 +23,9 @@ pub(crate) struct Nginx {
 impl Nginx {
     /// Serves `DIR/www`; under `/norange/`, Range is ignored (`max_ranges 0`: 200 and the
     /// whole body); under `/one/`, a request for many ranges is (`max_ranges 1`); under
-    /// `/forbidden/`, every request gets 403. The access log has each request's status and
-    /// body bytes.
+    /// `/forbidden/`, every request gets 403; under `/cdn/`, a request with an
+    /// Authorization header is refused (403), as by a CDN that must never see the Hub's
+    /// token (tests/it/hub.rs). The access log has each request's status and body bytes.
     #[track_caller]
     pub(crate) fn start(nginx: &Path, name: &str) -> Nginx {
         let dir = tmp(name);
@@ -56,6 +57,7 @@ http {{
     location /norange/ {{ max_ranges 0; }}
     location /one/ {{ max_ranges 1; }}
     location /forbidden/ {{ return 403; }}
+    location /cdn/ {{ if ($http_authorization) {{ return 403; }} }}
   }}
 }}
 "#

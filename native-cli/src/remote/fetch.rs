@@ -9,7 +9,6 @@ use super::{Config, Opened, Remote, BYTES_FETCHED, REQUESTS, RETRIES};
 use anyhow::{anyhow, Result};
 use std::fmt;
 use std::io::Read;
-use std::sync::atomic::AtomicU8;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -225,7 +224,7 @@ pub(super) struct First {
 impl First {
     pub(super) fn into_opened(self, agent: ureq::Agent, url: String) -> Opened {
         if self.ranged {
-            Opened::Ranged(Remote { url, size: self.size, pin: self.pin, agent, multi: AtomicU8::new(0) }, self.body)
+            Opened::Ranged(Remote::new(url, self.size, self.pin, agent), self.body)
         } else {
             Opened::Whole(self.body, self.pin)
         }

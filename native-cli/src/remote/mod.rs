@@ -12,9 +12,15 @@
 //! The client is ureq (blocking, small, rustls): object_store refuses a 200 answer to a
 //! range request, which organ must handle with its own fallback, and it would bring an
 //! async runtime into the measuring path for nothing.
+//!
+//! `hf://` URLs ([`hub`]) are resolved by the Hub to an https URL, then read as any other;
+//! `s3://`, `gs://` and `az://` URLs ([`store`]) are read through object_store, behind the
+//! same [`Remote`], pinned and checked the same way.
 
 mod fetch;
+pub mod hub;
 mod multi;
+pub mod store;
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -68,6 +74,12 @@ pub fn stats() -> (u64, u64, u64) {
     (l(&BYTES_FETCHED), l(&REQUESTS), l(&RETRIES))
 }
 
+/// The scheme of a URL organ reads through a store or the Hub, if `s` is one.
+fn special(s: &str) -> Option<&str> {
+    let (scheme, _) = s.split_once("://")?;
+    (scheme == "hf" || store::is_store_scheme(scheme)).then_some(scheme)
+}
+
 /// Whether `path` is written as a URL (`SCHEME://…`), of a scheme organ reads or not.
 pub fn is_url(path: &Path) -> bool {
     path.to_str().is_some_and(|s| s.split_once("://").is_some_and(|(scheme, _)| scheme_like(scheme)))
@@ -77,23 +89,29 @@ fn scheme_like(s: &str) -> bool {
     s.len() >= 2 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
 }
 
-/// Parses `path` as an http(s) URL.
+/// Parses `path` as a URL organ reads: http(s), `hf://` ([`hub::parse`]), or an object
+/// store's ([`store::check`]).
 ///
 /// # Errors
-/// It is not a URL, or of another scheme.
+/// It is not a URL, or of another scheme, or not a valid one of its scheme.
 pub fn parse(path: &Path) -> Result<url::Url> {
     let s = path.to_str().with_context(|| format!("{}: not a URL", path.display()))?;
     let u = url::Url::parse(s).map_err(|e| anyhow::anyhow!("{s}: not a valid URL ({e})"))?;
     match u.scheme() {
         "http" | "https" if u.host().is_some() => Ok(u),
         "http" | "https" => bail!("{s}: a URL without a host"),
-        other => bail!("{s}: organ reads http:// and https:// URLs, not {other}://"),
+        "hf" => hub::parse(s).map(|_| u),
+        other if store::is_store_scheme(other) => store::check(s, &u).map(|()| u),
+        other => bail!("{s}: organ reads http://, https://, hf://, s3://, gs:// and az:// URLs, not {other}://"),
     }
 }
 
 /// If `path` is the URL of a llama.cpp split shard (`…/NAME-00002-of-00005.gguf`, query
 /// kept), the URLs of all its shards in order: siblings by name, as local shards are found.
 pub fn split_urls(path: &Path) -> Option<Vec<PathBuf>> {
+    if path.to_str().is_some_and(|s| s.starts_with("hf://")) {
+        return Some(hub::split_urls(path.to_str()?)?.into_iter().map(PathBuf::from).collect());
+    }
     let u = parse(path).ok()?;
     let last = u.path_segments()?.next_back()?.to_owned();
     let shards = crate::source::split_shards(Path::new(&last))?;
@@ -109,15 +127,30 @@ pub fn split_urls(path: &Path) -> Option<Vec<PathBuf>> {
 
 /// An object on an HTTP server, pinned by its first answer: read by ranges.
 pub struct Remote {
-    /// The URL as given (redirects are followed per request).
+    /// The URL read (redirects are followed per request): as given, or where the Hub said
+    /// an `hf://` file is.
     pub url: String,
     /// The object's size, from the first answer's Content-Range.
     pub size: u64,
     /// What every later answer must still match.
     pub pin: Pin,
-    agent: ureq::Agent,
+    /// How its bytes are asked for.
+    via: Via,
+    /// The URL as given, when not [`Self::url`]: errors name both.
+    name: String,
+    /// What names the object in its identity, when not its URL and pin: an `hf://` file's
+    /// URL at its commit and the Hub's ETag; a store object's URL and version.
+    ident: Option<(String, Pin)>,
     /// Whether the server answers a request for many ranges with them ([`multi`]).
     multi: AtomicU8,
+}
+
+/// How a remote's bytes are asked for.
+enum Via {
+    /// Range requests of organ's own (src/remote/fetch.rs).
+    Http(ureq::Agent),
+    /// object_store (src/remote/store.rs).
+    Store(store::Object),
 }
 
 /// What the first request found.
@@ -130,6 +163,11 @@ pub enum Opened {
 }
 
 impl Remote {
+    /// An object read by organ's own range requests.
+    pub(super) fn new(url: String, size: u64, pin: Pin, agent: ureq::Agent) -> Remote {
+        Remote { name: url.clone(), url, size, pin, via: Via::Http(agent), ident: None, multi: AtomicU8::new(0) }
+    }
+
     /// Asks for the first `first` bytes of `url` and pins the object.
     ///
     /// # Errors
@@ -137,6 +175,12 @@ impl Remote {
     /// it gives no validator to pin the object by.
     pub fn open(url: &Path, first: u64) -> Result<Opened> {
         let u = parse(url)?;
+        let given = url.to_str().unwrap_or_default();
+        match special(given) {
+            Some("hf") => return hub::open(given, first),
+            Some(_) => return store::open(given, first),
+            None => {}
+        }
         let agent = fetch::agent();
         fetch::first(&agent, u.as_str(), first, config())
             .map(|o| o.into_opened(agent, u.as_str().to_owned()))
@@ -155,7 +199,24 @@ impl Remote {
         if buf.is_empty() {
             return Ok(());
         }
-        fetch::range(&self.agent, &self.url, offset, buf, self.size, &self.pin, config())
+        let read = match &self.via {
+            Via::Http(agent) => fetch::range(agent, &self.url, offset, buf, self.size, &self.pin, config()),
+            Via::Store(o) => o.range(&self.url, offset, buf, self.size, &self.pin),
+        };
+        if self.name == self.url {
+            return read;
+        }
+        read.with_context(|| self.name.clone())
+    }
+
+    /// What names the object in its identity ([`identity`]) when not the URL as given, and
+    /// the validator that goes with it: for an `hf://` file its URL at the commit and the
+    /// Hub's ETag, for a store object its URL and version; else none, and its pin.
+    pub fn identity(&self) -> (Option<String>, Pin) {
+        match &self.ident {
+            Some((name, pin)) => (Some(name.clone()), pin.clone()),
+            None => (None, self.pin.clone()),
+        }
     }
 
     /// Reads each `(offset, buffer)` of `parts` (ascending, disjoint), many ranges a
@@ -164,7 +225,45 @@ impl Remote {
     /// # Errors
     /// As [`Self::read_exact_at`]; a multipart answer that is not what was asked.
     pub fn read_ranges(&self, parts: &mut [(u64, &mut [u8])]) -> Result<()> {
-        multi::read_ranges(self, parts, config())
+        match &self.via {
+            Via::Http(agent) => multi::read_ranges(self, agent, parts, config()),
+            // A store serves one range a request: ranges within the gap share one.
+            Via::Store(_) => self.read_ranges_joined(parts),
+        }
+    }
+
+    /// Reads `parts` (ascending, disjoint) by single ranges, each covering the parts whose
+    /// gaps are at most `--remote-gap`, up to 1 MiB a read.
+    fn read_ranges_joined(&self, parts: &mut [(u64, &mut [u8])]) -> Result<()> {
+        let gap = config().gap;
+        let mut i = 0;
+        while i < parts.len() {
+            let start = parts[i].0;
+            let mut end = start.saturating_add(parts[i].1.len() as u64);
+            let mut j = i + 1;
+            while j < parts.len() {
+                let (o, b) = (parts[j].0, parts[j].1.len() as u64);
+                let next = o.saturating_add(b);
+                if o < end || o - end > gap || next - start > 1 << 20 {
+                    break;
+                }
+                end = next;
+                j += 1;
+            }
+            if j == i + 1 {
+                self.read_exact_at(parts[i].1, start)?;
+            } else {
+                let len = usize::try_from(end - start).context("a read too large")?;
+                let mut buf = vec![0u8; len];
+                self.read_exact_at(&mut buf, start)?;
+                for (o, b) in parts[i..j].iter_mut() {
+                    let at = (*o - start) as usize;
+                    b.copy_from_slice(&buf[at..at + b.len()]);
+                }
+            }
+            i = j;
+        }
+        Ok(())
     }
 
     /// The file name the URL ends with (query left out), as reports name models.
@@ -175,6 +274,9 @@ impl Remote {
 
 /// The last path segment of `url`, percent-decoded where that gives UTF-8.
 pub fn file_name(url: &str) -> String {
+    if let Ok(u) = hub::parse(url) {
+        return u.file_name().to_owned();
+    }
     let seg = url::Url::parse(url).ok().and_then(|u| u.path_segments()?.next_back().map(str::to_owned));
     let seg = seg.filter(|s| !s.is_empty()).unwrap_or_else(|| url.to_owned());
     url::form_urlencoded::parse(format!("x={}", seg.replace('+', "%2B")).as_bytes())

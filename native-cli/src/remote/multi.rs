@@ -61,7 +61,7 @@ enum Answer {
 
 /// Reads each `(offset, buffer)` of `parts` (ascending, disjoint, inside the object) from
 /// `r`, as many ranges a request as the header budget takes.
-pub(super) fn read_ranges(r: &Remote, parts: &mut [(u64, &mut [u8])], cfg: &Config) -> Result<()> {
+pub(super) fn read_ranges(r: &Remote, agent: &ureq::Agent, parts: &mut [(u64, &mut [u8])], cfg: &Config) -> Result<()> {
     let mut spans: Vec<Span> = Vec::new();
     for (i, (o, b)) in parts.iter().enumerate() {
         let end = o.checked_add(b.len() as u64).filter(|&e| e <= r.size);
@@ -85,7 +85,7 @@ pub(super) fn read_ranges(r: &Remote, parts: &mut [(u64, &mut [u8])], cfg: &Conf
             len += 1 + spans[j].spec().len();
             j += 1;
         }
-        one(r, &spans[i..j], parts, cfg)?;
+        one(r, agent, &spans[i..j], parts, cfg)?;
         i = j;
     }
     Ok(())
@@ -93,9 +93,9 @@ pub(super) fn read_ranges(r: &Remote, parts: &mut [(u64, &mut [u8])], cfg: &Conf
 
 /// Reads `spans` in one request for them all when the server may serve it in parts, else
 /// in single ranges.
-fn one(r: &Remote, spans: &[Span], parts: &mut [(u64, &mut [u8])], cfg: &Config) -> Result<()> {
+fn one(r: &Remote, agent: &ureq::Agent, spans: &[Span], parts: &mut [(u64, &mut [u8])], cfg: &Config) -> Result<()> {
     if spans.len() > 1 && r.multi.load(Ordering::Relaxed) != NO {
-        match multi(r, spans, parts, cfg)? {
+        match multi(r, agent, spans, parts, cfg)? {
             Answer::Multipart => {
                 r.multi.store(YES, Ordering::Relaxed);
                 return Ok(());
@@ -113,7 +113,7 @@ fn one(r: &Remote, spans: &[Span], parts: &mut [(u64, &mut [u8])], cfg: &Config)
         while j < spans.len() && spans[j].start - spans[j - 1].end <= cfg.gap {
             j += 1;
         }
-        covering(r, &spans[i..j], parts, cfg)?;
+        covering(r, agent, &spans[i..j], parts, cfg)?;
         i = j;
     }
     Ok(())
@@ -125,11 +125,17 @@ fn held(spans: &[Span]) -> Range<usize> {
 }
 
 /// Reads `spans` by one range from the first's start to the last's end.
-fn covering(r: &Remote, spans: &[Span], parts: &mut [(u64, &mut [u8])], cfg: &Config) -> Result<()> {
+fn covering(
+    r: &Remote,
+    agent: &ureq::Agent,
+    spans: &[Span],
+    parts: &mut [(u64, &mut [u8])],
+    cfg: &Config,
+) -> Result<()> {
     let (start, end) = (spans[0].start, spans[spans.len() - 1].end);
     let held = held(spans);
     with_retries(cfg, || {
-        let resp = answer(request(&r.agent, &r.url, &format!("bytes={start}-{}", end - 1), Some(&r.pin)).call())?;
+        let resp = answer(request(agent, &r.url, &format!("bytes={start}-{}", end - 1), Some(&r.pin)).call())?;
         if resp.status() != 206 {
             return Err(fatal(format!(
                 "HTTP {} {} to a range request (the server no longer honours Range)",
@@ -152,13 +158,19 @@ fn covering(r: &Remote, spans: &[Span], parts: &mut [(u64, &mut [u8])], cfg: &Co
 
 /// Asks for every span of `spans` in one request, and reads the answer if it is one organ
 /// can use.
-fn multi(r: &Remote, spans: &[Span], parts: &mut [(u64, &mut [u8])], cfg: &Config) -> Result<Answer> {
+fn multi(
+    r: &Remote,
+    agent: &ureq::Agent,
+    spans: &[Span],
+    parts: &mut [(u64, &mut [u8])],
+    cfg: &Config,
+) -> Result<Answer> {
     let specs: Vec<String> = spans.iter().map(Span::spec).collect();
     let spec = format!("bytes={}", specs.join(","));
     let (first, last) = (spans[0].start, spans[spans.len() - 1].end);
     let held = held(spans);
     with_retries(cfg, || {
-        let resp = match request(&r.agent, &r.url, &spec, Some(&r.pin)).call() {
+        let resp = match request(agent, &r.url, &spec, Some(&r.pin)).call() {
             Err(ureq::Error::Status(400 | 413 | 416 | 431, _)) => return Ok(Answer::Refused),
             other => answer(other)?,
         };

@@ -6,6 +6,7 @@
 mod app;
 mod check;
 mod compare;
+mod experts;
 mod export;
 mod measure;
 mod pool;

@@ -6,6 +6,7 @@ mod check;
 mod compare_report;
 mod diff_heatmap;
 mod drop_zone;
+mod experts;
 mod groups;
 mod header;
 mod heatmap;

@@ -10,7 +10,9 @@
 // locations, one sending CORS headers and one not: the URL with CORS gives the local θ
 // (as `organ measure --json` on the local file, exactly) and reads only ranges; the URL
 // without gets the sentence that says the host does not allow reading from this page and
-// what to do; a URL that is not a GGUF and one that is not there get plain errors naming it.
+// what to do; a file changed on the host after its header was read (a new ETag) is an
+// error, not a θ; a URL that is not a GGUF and one that is not there get plain errors
+// naming it. The MoE at the URL with CORS gives the CLI's per-expert θ too.
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -88,6 +90,86 @@ async function exportJson(page, name) {
   return JSON.parse(fs.readFileSync(file, 'utf8'));
 }
 
+async function measureUrl(page, url) {
+  await page.goto(`${origin}/`);
+  await waitThreads(page);
+  await page.fill('#url', url);
+  await page.click('#url-open');
+  await page.waitForSelector('#report[data-done], #error', { timeout: 300_000 });
+  const err = await page.$('#error');
+  if (err) throw new Error(`the app reported an error: ${await err.textContent()}`);
+}
+
+async function urlError(page, url) {
+  await page.goto(`${origin}/`);
+  await waitThreads(page);
+  await page.fill('#url', url);
+  await page.click('#url-open');
+  await page.waitForSelector('#report[data-done], #error', { timeout: 60_000 });
+  return (await page.textContent('#error')) ?? '(no error shown)';
+}
+
+// Debian's nginx on a free loopback port, in the foreground with a config of its own, serving
+// `files` (name → path to link, or null for a small text file) under /cors/ with CORS headers
+// and under /plain/ without. `log()`: each request's status and method.
+async function startNginx(files) {
+  const port = await new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
+  });
+  const d = path.resolve(outDir, 'nginx');
+  fs.rmSync(d, { recursive: true, force: true });
+  fs.mkdirSync(path.join(d, 'www'), { recursive: true });
+  fs.mkdirSync(path.join(d, 'tmp'));
+  for (const [name, file] of Object.entries(files)) {
+    if (file) fs.symlinkSync(path.resolve(file), path.join(d, 'www', name));
+    else fs.writeFileSync(path.join(d, 'www', name), 'this is not a model, just text\n'.repeat(10));
+  }
+  const cors = ['add_header Access-Control-Allow-Origin "*" always;',
+    'add_header Access-Control-Expose-Headers "Content-Range, ETag, Content-Length" always;',
+    'add_header Access-Control-Allow-Headers "Range" always;',
+    'add_header Access-Control-Allow-Methods "GET, HEAD, OPTIONS" always;',
+    'if ($request_method = OPTIONS) { return 204; }'].join(' ');
+  const temps = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((t) => `${t}_temp_path ${d}/tmp;`).join(' ');
+  fs.writeFileSync(path.join(d, 'nginx.conf'), `daemon off; master_process off; worker_processes 1;
+pid ${d}/nginx.pid; error_log ${d}/error.log;
+events { worker_connections 64; }
+http {
+  log_format organ '$status $request_method';
+  access_log ${d}/access.log organ;
+  ${temps}
+  default_type application/octet-stream;
+  server {
+    listen 127.0.0.1:${port};
+    location /cors/ { alias ${d}/www/; ${cors} }
+    location /plain/ { alias ${d}/www/; }
+  }
+}
+`);
+  const child = spawn(nginxBin, ['-p', d, '-c', path.join(d, 'nginx.conf'), '-e', path.join(d, 'error.log')], { stdio: 'ignore' });
+  for (let i = 0; ; i++) {
+    const up = await new Promise((resolve) => {
+      const c = net.connect(port, '127.0.0.1', () => { c.end(); resolve(true); }).on('error', () => resolve(false));
+    });
+    if (up) break;
+    if (child.exitCode !== null || i > 400) throw new Error(`nginx did not start: ${fs.readFileSync(path.join(d, 'error.log'), 'utf8')}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const logFile = path.join(d, 'access.log');
+  let seen = 0;
+  return {
+    url: (rel) => `http://127.0.0.1:${port}/${rel}`,
+    kill: () => child.kill(),
+    dir: d,
+    // The requests since the last call (`peek`: without moving past them).
+    log: (peek = false) => {
+      const lines = fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8').trim().split('\n').filter(Boolean) : [];
+      const out = lines.slice(seen).map((l) => { const [status, method] = l.split(' '); return { status: Number(status), method }; });
+      if (!peek) seen = lines.length;
+      return out;
+    },
+  };
+}
+
 const server = await serve(path.resolve(dist));
 const origin = `http://127.0.0.1:${server.address().port}`;
 const context = await launch({ acceptDownloads: true, viewport: { width: 1400, height: 1000 } });
@@ -141,6 +223,57 @@ try {
     check(strip(exS) === strip(cliS), 'σ mode: the exported JSON is organ measure --experts --sigma --json\'s report field for field');
   }
 
+  // 2. Models at URLs: nginx serves the same files with CORS headers (/cors/) and without (/plain/).
+  {
+    nginx = await startNginx({ 'model.gguf': model, 'moe.gguf': moe, 'not-a-model.gguf': null });
+    const local = cliReport(model, [], 'url-local');
+    const want = new Map(local.models[0].tensors.map((t) => [t.name, t.theta]));
+    const t0 = Date.now();
+    await measureUrl(page, nginx.url('cors/model.gguf'));
+    const got = await page.$$eval('#tensors tbody tr', (rs) => rs.map((r) => [r.dataset.name, r.dataset.theta === '' ? null : Number(r.dataset.theta)]));
+    const differ = got.filter(([n, t]) => want.get(n) !== t).length;
+    const read = Number(await page.getAttribute('#report', 'data-bytes-read'));
+    const log = nginx.log();
+    check(got.length === want.size && differ === 0,
+      `a URL served with CORS (${Date.now() - t0} ms, ${log.length} requests, ${read} of ${fs.statSync(model).size} bytes read): ` +
+      `${got.length} tensors (CLI on the local file ${want.size}), ${differ} θ differ from organ measure --json's`);
+    const gets = log.filter((r) => r.method !== 'OPTIONS');
+    check(gets.length > 1 && gets.every((r) => r.status === 206 && r.method === 'GET'),
+      `every request was a range request answered 206 (${gets.filter((r) => r.status !== 206).length} other answers, ` +
+      `${log.length - gets.length} CORS preflights)`);
+    await page.screenshot({ path: path.join(outDir, 'url.png') });
+
+    await measureUrl(page, nginx.url('cors/moe.gguf'));
+    sameExperts('the MoE at a URL with CORS: experts vs organ measure --experts --json on the local file',
+      cliExperts(cliReport(moe, ['--experts'], 'experts')), await pageExperts(page, '#experts td[data-expert]'));
+
+    const plain = nginx.url('plain/model.gguf');
+    const msg = await urlError(page, plain);
+    check(msg.startsWith(plain) && /does not allow reading/.test(msg) && /Download the file and drop it here/.test(msg) &&
+      /Access-Control-Allow-Origin/.test(msg), `a URL without CORS gets the sentence: "${msg}"`);
+    await page.screenshot({ path: path.join(outDir, 'url-no-cors.png') });
+    // The file changed on the host (nginx's ETag is its mtime and size) after the page read
+    // its header: an error, not a θ of two files.
+    const swap = path.join(nginx.dir, 'www', 'swap.gguf');
+    fs.copyFileSync(model, swap);
+    nginx.log();
+    await page.goto(`${origin}/`);
+    await waitThreads(page);
+    await page.fill('#url', nginx.url('cors/swap.gguf'));
+    await page.click('#url-open');
+    for (let i = 0; i < 2000 && nginx.log(true).length === 0; i++) await new Promise((r) => setTimeout(r, 2));
+    const later = new Date(Date.now() + 60_000);
+    fs.utimesSync(swap, later, later);
+    await page.waitForSelector('#report[data-done], #error', { timeout: 300_000 });
+    const mSwap = (await page.textContent('#error')) ?? '(no error shown)';
+    check(/cors\/swap\.gguf: the file changed while it was read/.test(mSwap), `a file changed on the host mid-read: "${mSwap}"`);
+    const missing = nginx.url('cors/missing.gguf');
+    const m404 = await urlError(page, missing);
+    check(m404.startsWith(missing) && /HTTP 404/.test(m404), `a URL that is not there: "${m404}"`);
+    const junk = nginx.url('cors/not-a-model.gguf');
+    const mJunk = await urlError(page, junk);
+    check(mJunk.startsWith(junk) && /not a GGUF/.test(mJunk), `a URL that is not a GGUF: "${mJunk}"`);
+  }
 } catch (e) {
   check(false, `the run stopped: ${e.stack || e}`);
   await page.screenshot({ path: path.join(outDir, 'failure-experts-url.png'), fullPage: true }).catch(() => {});

@@ -11,6 +11,7 @@ mod export;
 mod measure;
 mod pool;
 mod source;
+mod url_source;
 mod view;
 
 fn main() {

@@ -11,7 +11,7 @@
 
 use crate::experts;
 use crate::pool;
-use crate::source::{read_buffer, Model};
+use crate::source::{read_buffer, Model, Src};
 use futures_util::future::{FutureExt, LocalBoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use organ_core::report::{Histogram, ModelReport, Report, TensorReport};
@@ -83,7 +83,7 @@ struct Open {
 }
 
 /// Reads a batch's bytes.
-pub(crate) async fn read_batch(file: gloo_file::File, batch: Batch) -> Result<(Batch, js_sys::ArrayBuffer), String> {
+pub(crate) async fn read_batch(file: Src, batch: Batch) -> Result<(Batch, js_sys::ArrayBuffer), String> {
     read_buffer(&file, batch.start, batch.end).await.map(|b| (batch, b))
 }
 

@@ -19,6 +19,7 @@ mod report;
 mod status;
 mod summary;
 mod tensor_table;
+mod url_field;
 mod wells;
 
 pub use check::CheckView;
@@ -28,3 +29,4 @@ pub use header::Header;
 pub use measure_mode::MeasureModePicker;
 pub use report::ReportView;
 pub use status::StatusLine;
+pub use url_field::UrlField;

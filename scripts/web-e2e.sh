@@ -56,7 +56,9 @@ fi
 if [ -z "${ORGAN_WEB_BENCH:-}" ]; then
   moe="$out/browser-moe.gguf"
   [ -f "$moe" ] || { python3 tests/web/make-moe.py "$moe.partial" && mv "$moe.partial" "$moe"; }
+  # A split model at a URL: the chimera's shards, when built above (or by an earlier run).
+  split=$(ls "$out"/smollm2-chimera/chimera-*-of-*.gguf 2>/dev/null | paste -sd, - || true)
   ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e-experts-url.mjs dist "$organ" "$out" "$moe" "$model" \
-    "$(scripts/setup-nginx.sh)" || status=$?
+    "$(scripts/setup-nginx.sh)" $split || status=$?
 fi
 exit "$status"

@@ -1,6 +1,6 @@
 // End-to-end test of the browser app's per-expert θ (issue 18) and models at URLs (issue 19)
 // in headless Chromium, as tests/web/e2e.mjs drives it. Usage (scripts/web-e2e.sh sets it up):
-//   node tests/web/e2e-experts-url.mjs DIST ORGAN_BIN OUT_DIR MOE MODEL NGINX_BIN
+//   node tests/web/e2e-experts-url.mjs DIST ORGAN_BIN OUT_DIR MOE MODEL NGINX_BIN [SHARD,SHARD...]
 // Experts, on the test MoE (tests/web/make-moe.py): with no option chosen, every expert's θ,
 // degenerate, outlier and duplicate_of on the page's layer × expert heatmaps equal
 // `organ measure --experts --json`'s exactly, and the routers and shared experts are listed
@@ -12,7 +12,8 @@
 // without gets the sentence that says the host does not allow reading from this page and
 // what to do; a file changed on the host after its header was read (a new ETag) is an
 // error, not a θ; a URL that is not a GGUF and one that is not there get plain errors
-// naming it. The MoE at the URL with CORS gives the CLI's per-expert θ too.
+// naming it. The MoE at the URL with CORS gives the CLI's per-expert θ too, and a split
+// model by the URL of its last shard (siblings by name) the θ of the local shards.
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -20,7 +21,8 @@ import path from 'node:path';
 import { serve } from './serve.mjs';
 import { launch } from './chromium.mjs';
 
-const [dist, organ, outDir, moe, model, nginxBin] = process.argv.slice(2, 8);
+const [dist, organ, outDir, moe, model, nginxBin, split] = process.argv.slice(2, 9);
+const shards = split ? split.split(',') : [];
 fs.mkdirSync(outDir, { recursive: true });
 let failures = 0, passes = 0;
 function check(ok, what) {
@@ -225,7 +227,9 @@ try {
 
   // 2. Models at URLs: nginx serves the same files with CORS headers (/cors/) and without (/plain/).
   {
-    nginx = await startNginx({ 'model.gguf': model, 'moe.gguf': moe, 'not-a-model.gguf': null });
+    const served = { 'model.gguf': model, 'moe.gguf': moe, 'not-a-model.gguf': null };
+    for (const f of shards) served[path.basename(f)] = f;
+    nginx = await startNginx(served);
     const local = cliReport(model, [], 'url-local');
     const want = new Map(local.models[0].tensors.map((t) => [t.name, t.theta]));
     const t0 = Date.now();
@@ -247,6 +251,18 @@ try {
     sameExperts('the MoE at a URL with CORS: experts vs organ measure --experts --json on the local file',
       cliExperts(cliReport(moe, ['--experts'], 'experts')), await pageExperts(page, '#experts td[data-expert]'));
 
+    if (shards.length > 1) {
+      const cliSplit = cliReport(shards[0], [], 'url-split');
+      const wantSplit = new Map(cliSplit.models[0].tensors.map((t) => [t.name, t.theta]));
+      const last = nginx.url(`cors/${path.basename(shards[shards.length - 1])}`);
+      nginx.log();
+      await measureUrl(page, last);
+      const gotSplit = await page.$$eval('#tensors tbody tr', (rs) => rs.map((r) => [r.dataset.name, r.dataset.theta === '' ? null : Number(r.dataset.theta)]));
+      const differSplit = gotSplit.filter(([n, t]) => wantSplit.get(n) !== t).length;
+      check(gotSplit.length === wantSplit.size && differSplit === 0,
+        `a split model by the URL of its last shard (${shards.length} shards, ${nginx.log().length} requests): ${gotSplit.length} tensors ` +
+        `(CLI on the local shards ${wantSplit.size}), ${differSplit} θ differ`);
+    }
     const plain = nginx.url('plain/model.gguf');
     const msg = await urlError(page, plain);
     check(msg.startsWith(plain) && /does not allow reading/.test(msg) && /Download the file and drop it here/.test(msg) &&

@@ -159,12 +159,25 @@ pub async fn open(mut files: Vec<gloo_file::File>) -> Result<Model, String> {
     joined(files, parts)
 }
 
-/// Opens a model at a URL (one GGUF file), its header read by range requests.
+/// Opens a model at a URL, its headers read by range requests: one GGUF, or, for the URL
+/// of a llama.cpp shard (`…/NAME-00002-of-00005.gguf`), every shard, its siblings by name
+/// (the core's `shard_names`, the query kept).
 pub async fn open_url(url: &str) -> Result<Model, String> {
-    let (file, first) = UrlFile::open(url, FIRST_READ).await?;
-    let src = Src::Url(Rc::new(file));
-    let part = read_header(&src, 0, first).await?;
-    joined(vec![src], vec![part])
+    let url = url.trim();
+    let (path, query) = url.split_at(url.find(['?', '#']).unwrap_or(url.len()));
+    let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+    let urls = match organ_core::gguf::split::shard_names(name) {
+        Some(names) => names.iter().map(|n| format!("{dir}/{n}{query}")).collect(),
+        None => vec![url.to_owned()],
+    };
+    let (mut files, mut parts) = (Vec::with_capacity(urls.len()), Vec::with_capacity(urls.len()));
+    for (i, u) in urls.iter().enumerate() {
+        let (file, first) = UrlFile::open(u, FIRST_READ).await?;
+        let src = Src::Url(Rc::new(file));
+        parts.push(read_header(&src, i, first).await?);
+        files.push(src);
+    }
+    joined(files, parts)
 }
 
 /// The model of `files`, each one's header parsed into `parts`.

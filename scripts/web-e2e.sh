@@ -9,6 +9,9 @@
 # Both are built once and kept in the output directory. Check mode runs on SmolLM2 and on
 # broken copies of a small llama (tests/oracle/make-family-models.py, with the oracle venv):
 # a NaN block scale, a copied layer.
+# Then tests/web/e2e-experts-url.mjs: per-expert θ on a small MoE (tests/web/make-moe.py)
+# and models at URLs, served by Debian's nginx (scripts/setup-nginx.sh) with and without
+# CORS headers. ORGAN_WEB_E2E=experts-url runs only that part (and builds nothing else).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -20,7 +23,8 @@ out="${CARGO_TARGET_DIR:-target}/web-e2e"
 mkdir -p "$out"
 organ="${CARGO_TARGET_DIR:-target}/release/organ"
 extra=()
-if [ -z "${ORGAN_WEB_BENCH:-}" ]; then
+only="${ORGAN_WEB_E2E:-}"
+if [ -z "${ORGAN_WEB_BENCH:-}" ] && [ -z "$only" ]; then
   big="$out/big-sparse.gguf"
   [ -f "$big" ] || python3 tests/web/make-big.py "$big" >/dev/null
   chimera="$out/smollm2-chimera"
@@ -45,4 +49,16 @@ if [ -z "${ORGAN_WEB_BENCH:-}" ]; then
   extra=("$big" --pair "$model" "$shards" --pair "$out/pair-a.gguf" "$out/pair-b.gguf"
     --check "$model" --check "$families/llama-nan-q4_1.gguf" --check "$families/llama-dup-layer.gguf")
 fi
-ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e.mjs dist "$model" "$organ" "$out" "${extra[@]}"
+status=0
+if [ -z "$only" ]; then
+  ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e.mjs dist "$model" "$organ" "$out" "${extra[@]}" || status=$?
+fi
+if [ -z "${ORGAN_WEB_BENCH:-}" ]; then
+  moe="$out/browser-moe.gguf"
+  [ -f "$moe" ] || { python3 tests/web/make-moe.py "$moe.partial" && mv "$moe.partial" "$moe"; }
+  # A split model at a URL: the chimera's shards, when built above (or by an earlier run).
+  split=$(ls "$out"/smollm2-chimera/chimera-*-of-*.gguf 2>/dev/null | paste -sd, - || true)
+  ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e-experts-url.mjs dist "$organ" "$out" "$moe" "$model" \
+    "$(scripts/setup-nginx.sh)" $split || status=$?
+fi
+exit "$status"

@@ -7,22 +7,14 @@ use std::path::{Component, Path, PathBuf};
 /// If `path` is named like a llama.cpp split shard (`NAME-00002-of-00005.gguf`), the
 /// paths of all its shards, in order.
 pub fn split_shards(path: &Path) -> Option<Vec<PathBuf>> {
-    let name = path.file_name()?.to_str()?;
-    let stem = name.strip_suffix(".gguf")?;
-    let (rest, count) = stem.rsplit_once("-of-")?;
-    let (prefix, no) = rest.rsplit_once('-')?;
-    let ok = |s: &str| s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit());
-    if !ok(count) || !ok(no) {
-        return None;
-    }
-    let n: usize = count.parse().ok().filter(|&n| n >= 1)?;
+    let names = organ_core::gguf::split::shard_names(path.file_name()?.to_str()?)?;
     let dir = path.parent().unwrap_or(Path::new(""));
-    Some((1..=n).map(|i| dir.join(split_name(prefix, i, n))).collect())
+    Some(names.iter().map(|n| dir.join(n)).collect())
 }
 
-/// llama.cpp's shard name: `PREFIX-00001-of-00003.gguf`.
+/// llama.cpp's shard name: `PREFIX-00001-of-00003.gguf` (the core's, as the browser's).
 pub fn split_name(prefix: &str, i: usize, n: usize) -> String {
-    format!("{prefix}-{i:05}-of-{n:05}.gguf")
+    organ_core::gguf::split::shard_name(prefix, i, n)
 }
 
 /// `rel` under `root`, refusing absolute paths, `..`, and symlinks that lead outside.

@@ -11,6 +11,7 @@ use crate::pool;
 use crate::source::{self, MetaRow};
 use crate::view::{
     CheckView, CompareInputs, CompareView, DropZone, Header, MeasureModePicker, ModeTabs, ReportView, StatusLine,
+    UrlField,
 };
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -302,12 +303,31 @@ impl Controller {
         });
     }
 
+    /// Measures the model at a URL (read by range requests) in this tab. Ignored while a
+    /// file is being read.
+    pub fn open_url(self, url: String) {
+        let url = url.trim().to_owned();
+        if url.is_empty() || self.busy() {
+            return;
+        }
+        self.run_job(url.clone(), move |c| async move {
+            let chosen = pool::now_ms();
+            let model = source::open_url(&url).await?;
+            c.measure_model(model, chosen).await.map(|v| Shown::Measure(Arc::new(v)))
+        });
+    }
+
     /// Measures a model in this tab.
     async fn measure(self, files: Vec<gloo_file::File>) -> Result<ViewData, String> {
         // The run is timed from here, the file chosen, as `organ measure` is timed from
         // its start: reading and parsing the header count.
         let chosen = pool::now_ms();
         let model = source::open(files).await?;
+        self.measure_model(model, chosen).await
+    }
+
+    /// Measures a model opened at `chosen` (ms).
+    async fn measure_model(self, model: source::Model, chosen: f64) -> Result<ViewData, String> {
         self.phase.set(Phase::Measuring(model.label.clone()));
         let mode = self.measure_mode.get_untracked();
         let o = measure::measure(&model, mode, &|| self.cancel.get_untracked(), &|p| self.progress.set(p)).await?;
@@ -336,6 +356,7 @@ pub fn App() -> impl IntoView {
                 Mode::Measure => view! {
                     <MeasureModePicker mode=c.measure_mode() on_mode=Callback::new(move |m| c.set_measure_mode(m)) />
                     <DropZone on_files=Callback::new(move |files| c.open(files)) />
+                    <UrlField on_url=Callback::new(move |url| c.open_url(url)) />
                 }.into_any(),
                 Mode::Check => view! {
                     <DropZone on_files=Callback::new(move |files| c.check(files))

@@ -6,10 +6,12 @@
 mod app;
 mod check;
 mod compare;
+mod experts;
 mod export;
 mod measure;
 mod pool;
 mod source;
+mod url_source;
 mod view;
 
 fn main() {

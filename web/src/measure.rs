@@ -6,10 +6,12 @@
 //! With σ (§7) a sampled tensor is nine jobs, its sample and its 8 alternate draws, each
 //! read by the plan of its own seed, as `organ measure --sigma --stream` does; in exact
 //! mode a job's plan is the whole tensor. The core's `zmeasure::jobs` lists the jobs,
-//! plans them and puts their results back together, for both.
+//! plans them and puts their results back together, for both. Each expert of an expert
+//! tensor (§6) is measured too, by jobs of its own (`crate::experts`).
 
+use crate::experts;
 use crate::pool;
-use crate::source::{read_buffer, Model};
+use crate::source::{read_buffer, Model, Src};
 use futures_util::future::{FutureExt, LocalBoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use organ_core::report::{Histogram, ModelReport, Report, TensorReport};
@@ -81,7 +83,7 @@ struct Open {
 }
 
 /// Reads a batch's bytes.
-pub(crate) async fn read_batch(file: gloo_file::File, batch: Batch) -> Result<(Batch, js_sys::ArrayBuffer), String> {
+pub(crate) async fn read_batch(file: Src, batch: Batch) -> Result<(Batch, js_sys::ArrayBuffer), String> {
     read_buffer(&file, batch.start, batch.end).await.map(|b| (batch, b))
 }
 
@@ -131,9 +133,10 @@ fn tensor_err(model: &Model, i: usize, e: impl core::fmt::Display) -> String {
 
 /// A job's error, with the model, the tensor and the draw named.
 fn job_err(model: &Model, job: Job, e: impl core::fmt::Display) -> String {
+    let expert = job.expert.map_or_else(String::new, |x| format!("expert {x}: "));
     match job.draw {
-        0 => tensor_err(model, job.tensor, e),
-        k => tensor_err(model, job.tensor, format!("draw {k}: {e}")),
+        0 => tensor_err(model, job.tensor, format!("{expert}{e}")),
+        k => tensor_err(model, job.tensor, format!("{expert}draw {k}: {e}")),
     }
 }
 
@@ -204,11 +207,12 @@ impl<'m> Scheduler<'m> {
 
     /// Schedules the reads of job `i`'s plan; then, while the pool holds more than
     /// `window` jobs, waits for them to finish.
-    async fn add(&mut self, i: usize, plan: ReadPlan) -> Result<(), String> {
+    /// `at` is where the plan's offsets start in the tensor's data (an expert's bytes).
+    async fn add(&mut self, i: usize, plan: ReadPlan, at: u64) -> Result<(), String> {
         self.progress.bytes_total += plan.bytes_to_read();
         let t = &self.model.tensors[self.jobs[i].tensor];
         let mut full = core::mem::take(&mut self.full);
-        self.batcher.push_plan(i, &plan, t.file, t.offset, &mut full);
+        self.batcher.push_plan(i, &plan, t.file, t.offset + at, &mut full);
         let len = plan.buffer_len();
         let buf = self.buffers.take(len);
         self.open.push_back(Open { i, buf, len, left: plan.ranges.len(), plan });
@@ -278,7 +282,7 @@ impl<'m> Scheduler<'m> {
             }
             let Some(Open { i, plan, buf, len, .. }) = self.open.remove(k) else { break };
             // The histogram is of the tensor's own sample (or of every value, when exact).
-            let histogram = self.jobs[i].draw == 0;
+            let histogram = self.jobs[i].draw == 0 && self.jobs[i].expert.is_none();
             self.computing.push(pool::spawn(move || {
                 let r = plan.values(&buf[..len]).map(|values| {
                     let (m, sorted) = measure_values_sorted(values);
@@ -343,15 +347,15 @@ pub async fn measure(
     // 30 MB token embedding comes first in the file).
     let mut order: Vec<usize> = (0..n).filter(|&i| model.tensors[i].ty.can_dequantize()).collect();
     order.sort_by_key(|&i| model.tensors[i].n_bytes > MAX_READ);
-    // Tensors measured whole (the browser has no per-expert view yet): every plan starts at
-    // its tensor's first byte.
-    let jobs = jobs::jobs(mode, order.iter().map(|&i| (i, model.tensors[i].n_elements, None)));
+    // Each tensor's jobs, then each of its experts' when it is an expert tensor.
+    let layouts = experts::layouts(model)?;
+    let jobs = jobs::jobs(mode, order.iter().map(|&i| (i, model.tensors[i].n_elements, layouts[i])));
     // Plans (100k sample indices each, sorted) are worked out on the pool, a few ahead of
     // the reads.
     let plan = |j: usize| {
-        let (job, t) = (jobs[j], &model.tensors[jobs[j].tensor]);
+        let (job, t, layout) = (jobs[j], &model.tensors[jobs[j].tensor], layouts[jobs[j].tensor]);
         let (name, ty, count) = (t.name.clone(), t.ty, t.n_elements);
-        pool::spawn(move || job.plan(mode, &name, ty, count, None, MAX_GAP, MAX_GAP, MAX_READ).map(|(p, _)| p))
+        pool::spawn(move || job.plan(mode, &name, ty, count, layout.as_ref(), MAX_GAP, MAX_GAP, MAX_READ))
     };
     let mut plans: VecDeque<_> = (0..jobs.len().min(PLANS_AHEAD)).map(plan).collect();
     // In exact mode a job holds its whole tensor (and its values, twice): about one per
@@ -367,8 +371,8 @@ pub async fn measure(
             plans.push_back(plan(j + PLANS_AHEAD));
         }
         let rx = plans.pop_front().ok_or("a job without a plan")?;
-        let plan = rx.await.map_err(worker_gone)?.map_err(|e| job_err(model, jobs[j], e))?;
-        s.add(j, plan).await?;
+        let (plan, at) = rx.await.map_err(worker_gone)?.map_err(|e| job_err(model, jobs[j], e))?;
+        s.add(j, plan, at).await?;
     }
     let (measured, bytes_read) = s.finish().await?;
     let mut histograms = vec![None; n];
@@ -383,10 +387,14 @@ pub async fn measure(
             found.push(None);
         }
     }
-    let (measured, _) = jobs::gather(&jobs, &found, n).map_err(|e| format!("{}: {e}", model.label))?;
-    let rows = (model.tensors.iter().zip(&measured))
-        .map(|(t, m)| {
-            TensorReport::new(t, m.as_ref().map(|(m, _)| m)).in_mode(mode, m.as_ref().and_then(|(_, d)| d.as_ref()))
+    let (measured, per_expert) = jobs::gather(&jobs, &found, n).map_err(|e| format!("{}: {e}", model.label))?;
+    let mut expert_rows = experts::rows(model, mode, &layouts, &per_expert, cancelled).await?;
+    let rows = (model.tensors.iter().zip(&measured).zip(expert_rows.iter_mut()))
+        .map(|((t, m), x)| {
+            let mut row = TensorReport::new(t, m.as_ref().map(|(m, _)| m))
+                .in_mode(mode, m.as_ref().and_then(|(_, d)| d.as_ref()));
+            row.experts = x.take();
+            row
         })
         .collect();
     let m = ModelReport::new(&model.label, &model.model, model.file_bytes, rows);

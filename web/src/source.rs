@@ -1,14 +1,49 @@
 //! Models as the browser reads them: `File`s from the File API, read in byte ranges
-//! (`Blob.slice`), never whole. The header is parsed incrementally by the core's
-//! `Gguf::parse`, which says how many more bytes it needs; the model is the core's
-//! (`organ_core::model`), joined from the shards there. Only where the bytes are (the
-//! `File`s) is the browser's own.
+//! (`Blob.slice`), never whole; or a file at a URL, read by range requests
+//! (`crate::url_source`). The header is parsed incrementally by the core's `Gguf::parse`,
+//! which says how many more bytes it needs; the model is the core's (`organ_core::model`),
+//! joined from the shards there. Only where the bytes are ([`Src`]) is the browser's own.
 
+use crate::url_source::UrlFile;
 use organ_core::gguf::display::preview;
 use organ_core::gguf::MetaValue;
 use organ_core::model;
 use organ_core::Gguf;
 use std::ops::Deref;
+use std::rc::Rc;
+
+/// Where a model file's bytes are: a file chosen or dropped, or a file at a URL.
+#[derive(Clone)]
+pub enum Src {
+    File(gloo_file::File),
+    Url(Rc<UrlFile>),
+}
+
+impl Src {
+    /// The file's name (a URL's last path segment).
+    pub fn name(&self) -> String {
+        match self {
+            Src::File(f) => f.name(),
+            Src::Url(u) => u.name.clone(),
+        }
+    }
+
+    /// How errors name it: the file's name, or the URL.
+    pub fn what(&self) -> String {
+        match self {
+            Src::File(f) => f.name(),
+            Src::Url(u) => u.url.clone(),
+        }
+    }
+
+    /// Its size in bytes.
+    pub fn size(&self) -> u64 {
+        match self {
+            Src::File(f) => f.size(),
+            Src::Url(u) => u.size,
+        }
+    }
+}
 
 /// The first read of a header; it grows to what the parser asks for.
 const FIRST_READ: u64 = 1 << 20;
@@ -28,7 +63,7 @@ pub struct MetaRow {
 pub struct Model {
     /// The (first shard's) file name, as reports name models.
     pub label: String,
-    pub files: Vec<gloo_file::File>,
+    pub files: Vec<Src>,
     pub file_bytes: u64,
     /// The metadata as the model panel shows it.
     pub metadata: Vec<MetaRow>,
@@ -42,9 +77,14 @@ impl Deref for Model {
     }
 }
 
-/// Reads `[start, end)` of a file into a JS ArrayBuffer (`Blob.arrayBuffer()`), which the
-/// caller copies straight to where the bytes belong in wasm memory.
-pub async fn read_buffer(file: &gloo_file::File, start: u64, end: u64) -> Result<js_sys::ArrayBuffer, String> {
+/// Reads `[start, end)` of a file into a JS ArrayBuffer (`Blob.arrayBuffer()`, or a range
+/// request's body), which the caller copies straight to where the bytes belong in wasm
+/// memory.
+pub async fn read_buffer(src: &Src, start: u64, end: u64) -> Result<js_sys::ArrayBuffer, String> {
+    let file = match src {
+        Src::File(f) => f,
+        Src::Url(u) => return u.read(start, end).await,
+    };
     let blob = file.slice(start, end);
     let raw: &web_sys::Blob = blob.as_ref();
     let buf = wasm_bindgen_futures::JsFuture::from(raw.array_buffer())
@@ -58,15 +98,18 @@ pub async fn read_buffer(file: &gloo_file::File, start: u64, end: u64) -> Result
 }
 
 /// Reads `[start, end)` of a file.
-pub async fn read_range(file: &gloo_file::File, start: u64, end: u64) -> Result<Vec<u8>, String> {
+pub async fn read_range(file: &Src, start: u64, end: u64) -> Result<Vec<u8>, String> {
     let buf = read_buffer(file, start, end).await?;
     Ok(js_sys::Uint8Array::new(&buf).to_vec())
 }
 
-/// One file's model, from its header read in growing pieces.
-async fn read_header(file: &gloo_file::File, index: usize) -> Result<model::Model, String> {
+/// One file's model, from its header read in growing pieces (`prefix`: bytes from its
+/// start already read).
+async fn read_header(file: &Src, index: usize, mut prefix: Vec<u8>) -> Result<model::Model, String> {
     let len = file.size();
-    let mut prefix = read_range(file, 0, len.min(FIRST_READ)).await?;
+    if prefix.is_empty() {
+        prefix = read_range(file, 0, len.min(FIRST_READ)).await?;
+    }
     loop {
         match Gguf::parse(&prefix, len) {
             Ok(g) => return Ok(model::Model::from_gguf(&g, index)),
@@ -80,10 +123,10 @@ async fn read_header(file: &gloo_file::File, index: usize) -> Result<model::Mode
                 Some(needed) => {
                     return Err(format!(
                         "{}: the header needs {needed} bytes, more than the {MAX_HEADER} organ reads",
-                        file.name()
+                        file.what()
                     ))
                 }
-                None => return Err(format!("{}: {e}", file.name())),
+                None => return Err(format!("{}: {e}", file.what())),
             },
         }
     }
@@ -108,12 +151,39 @@ fn meta_row(key: &str, v: &model::OwnedValue) -> MetaRow {
 /// Opens the files dropped together: one GGUF, or every shard of one split model.
 pub async fn open(mut files: Vec<gloo_file::File>) -> Result<Model, String> {
     files.sort_by_key(|f| f.name());
+    let files: Vec<Src> = files.into_iter().map(Src::File).collect();
     let mut parts = Vec::with_capacity(files.len());
     for (i, f) in files.iter().enumerate() {
-        parts.push(read_header(f, i).await?);
+        parts.push(read_header(f, i, Vec::new()).await?);
     }
+    joined(files, parts)
+}
+
+/// Opens a model at a URL, its headers read by range requests: one GGUF, or, for the URL
+/// of a llama.cpp shard (`…/NAME-00002-of-00005.gguf`), every shard, its siblings by name
+/// (the core's `shard_names`, the query kept).
+pub async fn open_url(url: &str) -> Result<Model, String> {
+    let url = url.trim();
+    let (path, query) = url.split_at(url.find(['?', '#']).unwrap_or(url.len()));
+    let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+    let urls = match organ_core::gguf::split::shard_names(name) {
+        Some(names) => names.iter().map(|n| format!("{dir}/{n}{query}")).collect(),
+        None => vec![url.to_owned()],
+    };
+    let (mut files, mut parts) = (Vec::with_capacity(urls.len()), Vec::with_capacity(urls.len()));
+    for (i, u) in urls.iter().enumerate() {
+        let (file, first) = UrlFile::open(u, FIRST_READ).await?;
+        let src = Src::Url(Rc::new(file));
+        parts.push(read_header(&src, i, first).await?);
+        files.push(src);
+    }
+    joined(files, parts)
+}
+
+/// The model of `files`, each one's header parsed into `parts`.
+fn joined(files: Vec<Src>, parts: Vec<model::Model>) -> Result<Model, String> {
     let model = model::Model::join(parts).map_err(|e| {
-        let file = files.get(e.file).map_or_else(String::new, |f| f.name());
+        let file = files.get(e.file).map_or_else(String::new, Src::what);
         format!("{file}: {}", e.reason)
     })?;
     let file_bytes = files.iter().map(|f| f.size()).sum();

@@ -122,10 +122,42 @@ pub fn check_shards(files: &[Shard<'_>]) -> Result<(), SplitError> {
     Ok(())
 }
 
+/// llama.cpp's shard name: `PREFIX-00001-of-00003.gguf` (`i` from 1).
+pub fn shard_name(prefix: &str, i: usize, n: usize) -> String {
+    format!("{prefix}-{i:05}-of-{n:05}.gguf")
+}
+
+/// If `name` (a file name, no directory) is a llama.cpp shard's (`NAME-00002-of-00005.gguf`,
+/// five digits each, count ≥ 1), the names of all its shards in order: how a shard's
+/// siblings are found, on disk or at a URL.
+pub fn shard_names(name: &str) -> Option<Vec<String>> {
+    let stem = name.strip_suffix(".gguf")?;
+    let (rest, count) = stem.rsplit_once("-of-")?;
+    let (prefix, no) = rest.rsplit_once('-')?;
+    let ok = |s: &str| s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit());
+    if !ok(count) || !ok(no) {
+        return None;
+    }
+    let n: usize = count.parse().ok().filter(|&n| n >= 1)?;
+    Some((1..=n).map(|i| shard_name(prefix, i, n)).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use alloc::vec;
+
+    #[test]
+    fn shard_names_are_llama_cpps() {
+        assert_eq!(
+            shard_names("m-00002-of-00003.gguf").unwrap(),
+            ["m-00001-of-00003.gguf", "m-00002-of-00003.gguf", "m-00003-of-00003.gguf"]
+        );
+        assert_eq!(shard_names("a-b-00001-of-00001.gguf").unwrap(), ["a-b-00001-of-00001.gguf"]);
+        for not in ["m.gguf", "m-0002-of-00003.gguf", "m-00002-of-00003.bin", "m-00002-of-00000.gguf", "-of-.gguf"] {
+            assert_eq!(shard_names(not), None, "{not}");
+        }
+    }
 
     fn shard(no: u64, count: u64, total: u64, tensors: &[&'static str]) -> Shard<'static> {
         Shard {

@@ -20,6 +20,9 @@ pub(super) struct MeasureReq {
     /// θ over every value, no sampling (§7), as `organ measure --exact`.
     #[serde(default)]
     exact: bool,
+    /// Also each expert's θ (§6), outliers and duplicates, as `organ measure --experts`.
+    #[serde(default)]
+    experts: bool,
 }
 
 #[derive(Deserialize)]
@@ -192,6 +195,9 @@ pub(super) async fn measure(
             }
             if r.exact {
                 a.push(os("--exact"));
+            }
+            if r.experts {
+                a.push(os("--experts"));
             }
             a
         },

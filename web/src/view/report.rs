@@ -1,6 +1,8 @@
 //! The report of one model: its title and exports, then the summary, the metadata, the
-//! groups and wells beside the heatmap, and the tensor table.
+//! groups and wells beside the heatmap, θ per expert (for a mixture of experts), and the
+//! tensor table.
 
+use super::experts::ExpertsView;
 use super::groups::GroupTable;
 use super::heatmap::HeatmapView;
 use super::metadata::MetadataTable;
@@ -63,6 +65,7 @@ pub fn ReportView(data: Arc<ViewData>) -> impl IntoView {
                 </div>
                 <HeatmapView m=m.clone() />
             </div>
+            <ExpertsView m=m.clone() />
             <TensorTable m=m.clone() histograms=Arc::new(data.histograms.clone()) />
         </section>
     }

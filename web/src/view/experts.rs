@@ -1,0 +1,119 @@
+//! θ per expert (§6): a layer × expert heatmap per FFN kind (gate, up, down), the core's
+//! `ExpertHeatmap` as the static page draws it, outliers outlined and duplicates marked
+//! `=k`; then the routers and shared experts, named as such. Nothing for a model without
+//! per-expert θ. Each cell's `data-*` attributes carry its figures in full.
+
+use leptos::prelude::*;
+use organ_core::anatomy::OrganKind;
+use organ_core::report::{theta_color, ExpertHeatmap, ModelReport};
+use std::sync::Arc;
+
+/// A number's attribute value: every digit (the shortest form that reads back the same).
+fn full(x: Option<f64>) -> String {
+    x.map_or_else(String::new, |v| v.to_string())
+}
+
+/// One FFN kind's heatmap: a row per layer, a column per expert.
+fn heatmap(m: &ModelReport, h: &ExpertHeatmap) -> impl IntoView {
+    let (lo, hi) = h.range;
+    let legend = format!(
+        "background:linear-gradient(90deg,{},{},{})",
+        theta_color(lo, lo, hi),
+        theta_color((lo + hi) / 2.0, lo, hi),
+        theta_color(hi, lo, hi)
+    );
+    let kind = h.kind.clone();
+    // Each row's tensor, by layer, for the cells' names.
+    let tensor = |layer: u32| {
+        let suffix = format!("ffn_{kind}_exps");
+        (m.tensors.iter())
+            .find(|t| t.layer == Some(layer) && t.experts.is_some() && t.name.contains(&suffix))
+            .map_or_else(String::new, |t| t.name.clone())
+    };
+    let rows = (h.layers.iter().enumerate())
+        .map(|(r, &l)| {
+            let name = tensor(l);
+            let cells = (0..h.experts as usize)
+                .map(|e| match h.cell(r, e) {
+                    None => view! { <td></td> }.into_any(),
+                    Some(c) => {
+                        let outline = if c.outlier { ";outline:2px solid #000;outline-offset:-2px" } else { "" };
+                        let style = format!("background:{}{outline}", theta_color(c.theta, lo, hi));
+                        let sigma = c.sigma.map_or_else(String::new, |s| format!(" ± {s:.3}°"));
+                        let dup = c.duplicate_of.map_or_else(String::new, |d| format!("={d}"));
+                        let title = format!(
+                            "layer {l} expert {e}: θ {:.3}°{sigma}{}{}",
+                            c.theta,
+                            if c.outlier { ", outlier" } else { "" },
+                            c.duplicate_of.map_or_else(String::new, |d| format!(", duplicate of expert {d}"))
+                        );
+                        view! {
+                            <td style=style title=title data-name=name.clone() data-expert=e.to_string()
+                                data-theta=full(Some(c.theta)) data-sigma=full(c.sigma)
+                                data-degenerate=c.degenerate.to_string() data-outlier=c.outlier.to_string()
+                                data-duplicate-of=c.duplicate_of.map_or_else(String::new, |d| d.to_string())>
+                                {format!("{:.1}{dup}", c.theta)}
+                            </td>
+                        }
+                        .into_any()
+                    }
+                })
+                .collect_view();
+            view! { <tr><td>{l}</td>{cells}</tr> }
+        })
+        .collect_view();
+    view! {
+        <h4>{format!("{} experts", h.kind)}</h4>
+        <p class="mute">{format!("{lo:.2}° ")}<span class="legend" style=legend></span>{format!(" {hi:.2}°")}</p>
+        <div class="scroll">
+            <table class="heat experts" data-kind=h.kind.clone()>
+                <thead><tr><th>"layer"</th>{(0..h.experts).map(|e| view! { <th>{e}</th> }).collect_view()}</tr></thead>
+                <tbody>{rows}</tbody>
+            </table>
+        </div>
+    }
+}
+
+/// The experts section of a model's report.
+#[component]
+pub fn ExpertsView(m: Arc<ModelReport>) -> impl IntoView {
+    let maps = ExpertHeatmap::of(&m);
+    if maps.is_empty() {
+        return ().into_any();
+    }
+    let others: Vec<_> = (m.tensors.iter())
+        .filter(|t| matches!(t.organ, Some(OrganKind::Router | OrganKind::SharedExpert)))
+        .map(|t| {
+            let kind = if t.organ == Some(OrganKind::Router) { "router" } else { "shared expert" };
+            let sigma = t.sigma.map_or_else(String::new, |s| format!(" ± {s:.3}"));
+            let theta = t.theta.map_or_else(String::new, |x| format!("{x:.3}"));
+            view! {
+                <tr data-name=t.name.clone() data-kind=kind data-theta=full(t.theta)>
+                    <td>{t.name.clone()}</td><td>{kind}</td>
+                    <td class="n">{t.layer.map_or_else(String::new, |l| l.to_string())}</td>
+                    <td class="n">{format!("{theta}{sigma}")}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let n: usize = maps.iter().map(|h| h.cells.iter().flatten().count()).sum();
+    let outliers: usize = maps.iter().map(|h| h.cells.iter().flatten().filter(|c| c.outlier).count()).sum();
+    let dups: usize = maps.iter().map(|h| h.cells.iter().flatten().filter(|c| c.duplicate_of.is_some()).count()).sum();
+    view! {
+        <section id="experts" class="card">
+            <h3>"θ per expert"</h3>
+            <p class="mute">{format!(
+                "{n} experts, each measured as a tensor of its own (§6 of the Z-measure): one row per layer, one column \
+                 per expert. Outlined: an outlier (over 3 MAD from its tensor's median), {outliers} of them; =k: \
+                 byte-identical to expert k, {dups} of them."
+            )}</p>
+            {maps.iter().map(|h| heatmap(&m, h)).collect_view()}
+            <h4>"Routers and shared experts"</h4>
+            <table id="routers" class="routers">
+                <thead><tr><th>"tensor"</th><th>"kind"</th><th data-num>"layer"</th><th data-num>"θ"</th></tr></thead>
+                <tbody>{others}</tbody>
+            </table>
+        </section>
+    }
+    .into_any()
+}

@@ -7,6 +7,7 @@ mod check;
 mod diff;
 mod endpoints;
 mod eval;
+mod experts;
 mod jobs;
 mod limits;
 mod security;

@@ -171,7 +171,11 @@ fn refused(op: &Op, label: &str, bad: &[Mismatch]) -> anyhow::Error {
         Op::Prune { keep, .. } => format!("prune to experts {keep}"),
     };
     let lines: Vec<String> = bad.iter().map(|m| format!("  {}: {}", m.tensor, m.reason)).collect();
-    anyhow::anyhow!("{what} of {label} refused, nothing written ({} problems):\n{}", bad.len(), lines.join("\n"))
+    let n = match bad.len() {
+        1 => "1 problem".to_owned(),
+        n => format!("{n} problems"),
+    };
+    anyhow::anyhow!("{what} of {label} refused, nothing written ({n}):\n{}", lines.join("\n"))
 }
 
 fn print_plan(plan: &ExpertsPlan, source: &Model, w: &mut dyn Write) -> Result<()> {

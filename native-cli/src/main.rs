@@ -323,6 +323,11 @@ enum Command {
         #[command(flatten)]
         judge: JudgeArgs,
     },
+    /// Experts as organs: extract one as a dense model, or prune an MoE to some of them.
+    Experts {
+        #[command(subcommand)]
+        op: cmd::experts::Op,
+    },
     /// Denoise tensors (spectral FFT or fractal Haar, docs/purify.md), keeping each one's
     /// mean, std and type, and write the model with organ.purify.* metadata.
     Purify {
@@ -746,6 +751,7 @@ fn run(cli: Cli) -> Result<Exit> {
             };
             cmd::graft::run(&o, &mut out)?;
         }
+        Command::Experts { op } => cmd::experts::run(&op, &mut out)?,
     }
     out.flush()?;
     Ok(Exit::Done)

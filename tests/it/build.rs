@@ -60,10 +60,14 @@ pub fn noise(seed: u64, n: usize) -> Vec<f32> {
 
 /// Writes a GGUF of `general.architecture` = `arch` holding `tensors`, with organ's writer.
 pub fn write_model(name: &str, arch: &str, tensors: &[T]) -> PathBuf {
-    let kvs = [("general.architecture", MetaValue::Str(arch.as_bytes()))];
+    write_model_kvs(name, &[("general.architecture", MetaValue::Str(arch.as_bytes()))], tensors)
+}
+
+/// Writes a GGUF with metadata `kvs` (in order) holding `tensors`, with organ's writer.
+pub fn write_model_kvs(name: &str, kvs: &[(&str, MetaValue<'_>)], tensors: &[T]) -> PathBuf {
     let specs: Vec<TensorSpec> =
         tensors.iter().map(|t| TensorSpec { name: &t.name, dims: &t.dims, ty: t.ty }).collect();
-    let layout = plan(3, &kvs, &specs).unwrap();
+    let layout = plan(3, kvs, &specs).unwrap();
     let mut f = layout.header.clone();
     f.resize(layout.file_len as usize, 0);
     for (t, &(offset, len)) in tensors.iter().zip(&layout.tensors) {

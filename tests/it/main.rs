@@ -15,6 +15,7 @@ mod diff;
 mod digests;
 mod eval;
 mod experts;
+mod experts_surgery;
 mod fleet;
 mod fleet_shards;
 mod harden;

@@ -1,7 +1,8 @@
 //! Surgery on GGUF models, as pure functions: the organ `.bin` format, selections of
 //! tensors by layer, anatomy group and name, and graft planning with the checks that
-//! refuse what llama.cpp would not load. The CLI does the I/O.
+//! refuse what llama.cpp would not load, expert extraction and pruning. The CLI does the I/O.
 
+pub mod experts;
 pub mod graft;
 pub mod organ_bin;
 pub mod purify;

@@ -4,6 +4,7 @@ pub mod check;
 pub mod diff;
 pub mod dissect;
 pub mod eval;
+pub mod experts;
 pub mod graft;
 pub mod inspect;
 pub mod measure;

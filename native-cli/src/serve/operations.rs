@@ -1,4 +1,5 @@
-//! The operations (measure, diff, check, dissect, assemble, graft, purify, eval): each request checked
+//! The operations (measure, diff, check, dissect, assemble, graft, purify, eval, experts-extract,
+//! experts-prune): each request checked
 //! and turned into the argv of an `organ` child, started as a job.
 
 use super::jobs::{start_job, JobStatus};
@@ -390,5 +391,80 @@ pub(super) async fn eval(
         vec!["eval.json".into(), "eval.txt".into()],
         Some("eval.json"),
         Some("eval.txt"),
+    )
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ExpertsExtractReq {
+    /// The MoE (llama layout).
+    path: String,
+    /// Which expert, from 0.
+    expert: u64,
+    #[serde(default)]
+    out: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ExpertsPruneReq {
+    /// The MoE.
+    path: String,
+    /// The experts to keep, as `--keep` takes them: `0,2,5`, `0-3,6`.
+    keep: String,
+    #[serde(default)]
+    experts_used: Option<u64>,
+    #[serde(default)]
+    out: Option<String>,
+}
+
+/// `organ experts extract PATH --expert E` (docs/experts.md): outputs the model and
+/// experts.json, the job's result.
+pub(super) async fn experts_extract(
+    State(s): State<Arc<AppState>>,
+    body: Result<Json<ExpertsExtractReq>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    let Json(r) = body?;
+    let model = s.path(&r.path)?;
+    let out = out_name(r.out.as_deref(), "expert.gguf")?;
+    let o2 = out.clone();
+    start_job(
+        &s,
+        "experts-extract",
+        move |dir| {
+            let e = r.expert.to_string();
+            let mut a = vec![os("experts"), os("extract"), os(&model), os("--expert"), os(e)];
+            a.extend([os("--out"), os(dir.join(&o2)), os("--json"), os(dir.join("experts.json"))]);
+            a
+        },
+        vec![out, "experts.json".into()],
+        Some("experts.json"),
+        None,
+    )
+}
+
+/// `organ experts prune PATH --keep LIST [--experts-used K]` (docs/experts.md): outputs
+/// the model and experts.json, the job's result.
+pub(super) async fn experts_prune(
+    State(s): State<Arc<AppState>>,
+    body: Result<Json<ExpertsPruneReq>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    let Json(r) = body?;
+    let model = s.path(&r.path)?;
+    organ_core::surgery::experts::parse_keep(&r.keep).map_err(bad)?;
+    let out = out_name(r.out.as_deref(), "pruned.gguf")?;
+    let o2 = out.clone();
+    start_job(
+        &s,
+        "experts-prune",
+        move |dir| {
+            let mut a = vec![os("experts"), os("prune"), os(&model), os("--keep"), os(&r.keep)];
+            flag(&mut a, "--experts-used", r.experts_used.map(|k| k.to_string()));
+            a.extend([os("--out"), os(dir.join(&o2)), os("--json"), os(dir.join("experts.json"))]);
+            a
+        },
+        vec![out, "experts.json".into()],
+        Some("experts.json"),
+        None,
     )
 }

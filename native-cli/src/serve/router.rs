@@ -74,6 +74,8 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         .route("/graft", post(operations::graft))
         .route("/purify", post(operations::purify))
         .route("/eval", post(operations::eval))
+        .route("/experts-extract", post(operations::experts_extract))
+        .route("/experts-prune", post(operations::experts_prune))
         .route("/jobs/{id}", get(jobs::job_status))
         .route("/jobs/{id}", delete(jobs::job_cancel))
         .route("/jobs/{id}/events", get(jobs::job_events))

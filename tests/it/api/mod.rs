@@ -8,6 +8,7 @@ mod diff;
 mod endpoints;
 mod eval;
 mod experts;
+mod experts_surgery;
 mod jobs;
 mod limits;
 mod remote;

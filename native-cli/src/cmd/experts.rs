@@ -1,0 +1,243 @@
+//! `organ experts extract` and `organ experts prune`: the core plans
+//! ([`organ_core::surgery::experts`]) which byte ranges of the source's tensors make each
+//! output tensor; this copies them, in the kernel where it can, into one GGUF written
+//! atomically. Nothing is requantized.
+
+use crate::model::Model;
+use anyhow::{bail, Context, Result};
+use organ_core::gguf::writer::{padding, plan as lay_out, TensorSpec};
+use organ_core::gguf::MetaValue;
+use organ_core::surgery::experts::{self, ExpertsPlan, Provenance};
+use organ_core::surgery::graft::Mismatch;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Flags both operations take.
+#[derive(clap::Args)]
+pub struct Common {
+    /// The mixture of experts: a GGUF, a split GGUF or an organ directory.
+    pub model: PathBuf,
+    /// The result: one GGUF file (must not exist). Not needed with --dry-run.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print the plan and check it; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Replace outputs that already exist (never an input of the run).
+    #[arg(long)]
+    pub force: bool,
+    /// Also write the report (the tensors sliced and dropped, --judge's verdict) as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Evaluate the written model against the source on this text with llama.cpp's
+    /// llama-perplexity (perplexity, KL divergence, same top token) and print a verdict
+    /// (docs/judge.md).
+    #[arg(long, value_name = "TEXT")]
+    pub judge: Option<PathBuf>,
+    /// --judge's context, in tokens.
+    #[arg(long, value_name = "N", default_value_t = crate::cmd::eval::DEFAULT_CTX, requires = "judge")]
+    pub judge_ctx: u32,
+    /// llama.cpp's bin directory, holding llama-perplexity (default: ORGAN_LLAMA_CPP, then PATH).
+    #[arg(long, value_name = "DIR", requires = "judge")]
+    pub llama_cpp: Option<PathBuf>,
+}
+
+/// `organ experts …`.
+#[derive(clap::Subcommand)]
+pub enum Op {
+    /// Write expert E of a llama-layout (Mixtral) MoE as a dense llama model: per layer,
+    /// ffn_{gate,up,down}.weight is slice E of ffn_{gate,up,down}_exps.weight, raw blocks;
+    /// routers and expert keys are dropped (docs/experts.md).
+    Extract {
+        #[command(flatten)]
+        common: Common,
+        /// Which expert, from 0.
+        #[arg(long)]
+        expert: u64,
+    },
+    /// Keep some experts of an MoE (llama, deepseek2, qwen2moe… layouts): every per-expert
+    /// tensor (expert weights and biases, router rows, exp_probs_b) is cut along the expert
+    /// axis, raw blocks, and the expert counts updated (docs/experts.md).
+    Prune {
+        #[command(flatten)]
+        common: Common,
+        /// The experts to keep: numbers and ranges, e.g. 0,2,5 or 0-3,6 (kept in their order).
+        #[arg(long, value_name = "LIST")]
+        keep: String,
+        /// Experts each token uses in the result [default: the model's, capped at the
+        /// number kept].
+        #[arg(long, value_name = "K")]
+        experts_used: Option<u64>,
+    },
+}
+
+impl Op {
+    fn common(&self) -> &Common {
+        match self {
+            Op::Extract { common, .. } | Op::Prune { common, .. } => common,
+        }
+    }
+}
+
+/// Runs `op`, writing what it did to `w`.
+pub fn run(op: &Op, w: &mut dyn Write) -> Result<()> {
+    let c = op.common();
+    guard(c)?;
+    let judge = c.judge.as_ref().map(|text| crate::cmd::eval::Settings {
+        text: text.clone(),
+        ctx: c.judge_ctx,
+        threads: None,
+        chunks: None,
+        llama_cpp: c.llama_cpp.clone(),
+    });
+    let out = match (&c.out, c.dry_run) {
+        (Some(out), false) => {
+            if !out.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) {
+                bail!("--out {}: organ experts writes one GGUF file: give a name ending in .gguf", out.display());
+            }
+            if let Some(s) = &judge {
+                crate::judge::check(&c.model, out, false, s)?;
+            }
+            Some(out.as_path())
+        }
+        (None, false) => bail!("--out is required unless --dry-run"),
+        (_, true) => None,
+    };
+    let source = Model::open(&c.model)?;
+    // Provenance records the source's identity; a dry run writes nothing, so needs none.
+    let blake3 = match out {
+        Some(_) => crate::digest::fingerprint(&source, false)?.blake3,
+        None => String::new(),
+    };
+    let p = Provenance { source: &source.label, blake3: &blake3 };
+    let planned = match op {
+        Op::Extract { expert, .. } => experts::extract(&source.model, *expert, &p),
+        Op::Prune { keep, experts_used, .. } => {
+            let keep = experts::parse_keep(keep).map_err(anyhow::Error::msg)?;
+            experts::prune(&source.model, &keep, *experts_used, &p)
+        }
+    };
+    let plan = planned.map_err(|bad| refused(op, &source.label, &bad))?;
+    print_plan(&plan, &source, w)?;
+    let Some(out) = out else {
+        writeln!(w, "dry run: nothing written")?;
+        return Ok(());
+    };
+    let n = write(&plan, &source, out, c.force)?;
+    writeln!(w, "wrote {} ({n} bytes)", out.display())?;
+    let verdict = match &judge {
+        Some(s) => {
+            let v = crate::judge::judge(out, &c.model, s)?;
+            crate::judge::print(&v, w)?;
+            Some(v)
+        }
+        None => None,
+    };
+    if let Some(j) = &c.json {
+        let doc = serde_json::json!({
+            "op": plan.op,
+            "source": source.label,
+            "source_blake3": blake3,
+            "out": out.display().to_string(),
+            "architecture": plan.architecture,
+            "expert_count": plan.expert_count,
+            "kept": plan.kept,
+            "sliced": plan.sliced,
+            "dropped": plan.dropped,
+            "judge": verdict,
+        });
+        crate::atomic::write_json(j, c.force, &doc)?;
+    }
+    Ok(())
+}
+
+/// Before any work: records the input (every shard of a split model) and checks that no
+/// output would replace one, or replace anything without --force.
+fn guard(c: &Common) -> Result<()> {
+    crate::input::declare(&c.model);
+    for shard in crate::source::split_shards(&c.model).unwrap_or_default() {
+        crate::input::declare(&shard);
+    }
+    for o in [c.out.as_deref(), c.json.as_deref()].into_iter().flatten() {
+        crate::input::check_dest(o, c.force)?;
+    }
+    Ok(())
+}
+
+/// The error listing every problem the core found.
+fn refused(op: &Op, label: &str, bad: &[Mismatch]) -> anyhow::Error {
+    let what = match op {
+        Op::Extract { expert, .. } => format!("extract of expert {expert}"),
+        Op::Prune { keep, .. } => format!("prune to experts {keep}"),
+    };
+    let lines: Vec<String> = bad.iter().map(|m| format!("  {}: {}", m.tensor, m.reason)).collect();
+    let n = match bad.len() {
+        1 => "1 problem".to_owned(),
+        n => format!("{n} problems"),
+    };
+    anyhow::anyhow!("{what} of {label} refused, nothing written ({n}):\n{}", lines.join("\n"))
+}
+
+fn print_plan(plan: &ExpertsPlan, source: &Model, w: &mut dyn Write) -> Result<()> {
+    let kept: Vec<String> = plan.kept.iter().map(|e| e.to_string()).collect();
+    writeln!(
+        w,
+        "{} from {} ({}, {} experts): expert{} {}; {} tensors sliced, {} dropped",
+        plan.op,
+        source.label,
+        plan.architecture,
+        plan.expert_count,
+        if kept.len() == 1 { "" } else { "s" },
+        kept.join(","),
+        plan.sliced.len(),
+        plan.dropped.len()
+    )?;
+    for t in plan
+        .tensors
+        .iter()
+        .filter(|t| t.pieces.len() != 1 || t.pieces[0].len != source.tensors[t.pieces[0].tensor].n_bytes)
+    {
+        writeln!(
+            w,
+            "  {:<40} {:>7} {:<22} {:>12} bytes",
+            organ_core::gguf::display::printable(&t.name),
+            t.ty.name(),
+            format!("{:?}", t.dims),
+            t.n_bytes()
+        )?;
+    }
+    Ok(())
+}
+
+/// Writes the planned GGUF to `dest` through a temp file: the header, then each tensor's
+/// pieces copied from the source's files, padded to the alignment. Returns its length.
+fn write(plan: &ExpertsPlan, source: &Model, dest: &Path, force: bool) -> Result<u64> {
+    let views =
+        plan.kvs.iter().map(|(k, v)| Ok((k.as_str(), v.view()?))).collect::<Result<Vec<(&str, MetaValue<'_>)>>>()?;
+    let specs: Vec<TensorSpec<'_>> =
+        plan.tensors.iter().map(|t| TensorSpec { name: &t.name, dims: &t.dims, ty: t.ty }).collect();
+    let layout = lay_out(source.version, &views, &specs)
+        .with_context(|| format!("{}: cannot lay out the GGUF", dest.display()))?;
+    let (tmp, mut f) = crate::atomic::Temp::file(dest, force)?;
+    f.write_all(&layout.header)?;
+    let zeros = vec![0u8; layout.alignment as usize];
+    for (t, &(_, n)) in plan.tensors.iter().zip(&layout.tensors) {
+        for p in &t.pieces {
+            let src = source.tensors.get(p.tensor).context("a piece of no tensor")?;
+            let in_src = p.start.checked_add(p.len).is_some_and(|end| end <= src.n_bytes);
+            if !in_src {
+                bail!("{}: bytes {}+{} are outside tensor {:?}", source.label, p.start, p.len, src.name);
+            }
+            match &src.owned {
+                Some(b) => f.write_all(&b[p.start as usize..(p.start + p.len) as usize])?,
+                None => src
+                    .in_file
+                    .with_file(|file| crate::write::copy_range(file, src.offset + p.start, p.len, &mut f))
+                    .with_context(|| format!("{}: copying tensor {:?}", tmp.path.display(), t.name))?,
+            }
+        }
+        f.write_all(&zeros[..padding(n, layout.alignment) as usize])?;
+    }
+    tmp.commit()?;
+    Ok(layout.file_len)
+}

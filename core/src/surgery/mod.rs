@@ -3,6 +3,7 @@
 //! refuse what llama.cpp would not load. The CLI does the I/O.
 
 pub mod graft;
+pub mod moe;
 pub mod organ_bin;
 pub mod purify;
 pub mod select;

@@ -7,4 +7,5 @@ pub mod eval;
 pub mod graft;
 pub mod inspect;
 pub mod measure;
+pub mod moe;
 pub mod purify;

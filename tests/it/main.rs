@@ -19,6 +19,7 @@ mod fleet;
 mod harden;
 mod hostile;
 mod llama;
+mod moe;
 mod purify;
 mod quant_q2_0;
 mod remote;

@@ -71,6 +71,7 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         .route("/dissect", post(operations::dissect))
         .route("/assemble", post(operations::assemble))
         .route("/graft", post(operations::graft))
+        .route("/moe", post(operations::moe))
         .route("/purify", post(operations::purify))
         .route("/eval", post(operations::eval))
         .route("/jobs/{id}", get(jobs::job_status))

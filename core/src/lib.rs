@@ -27,6 +27,7 @@ pub mod quant;
 mod reader;
 pub mod report;
 pub mod surgery;
+pub mod tokenizer;
 pub mod zmeasure;
 
 pub use error::{Error, Result};

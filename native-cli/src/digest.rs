@@ -52,9 +52,14 @@ pub fn identity_files(path: &Path) -> Vec<PathBuf> {
 /// too, computed alongside.
 pub fn fingerprint_files(files: &[PathBuf], sha256: bool) -> Result<Fingerprint> {
     let maps = files.iter().map(|f| ModelFile::open(f)).collect::<Result<Vec<_>>>()?;
+    Ok(fingerprint_maps(&maps.iter().collect::<Vec<_>>(), sha256))
+}
+
+/// The fingerprint of files already opened, read one after the other.
+fn fingerprint_maps(maps: &[&ModelFile], sha256: bool) -> Fingerprint {
     let blake = || {
         let mut h = blake3::Hasher::new();
-        for m in &maps {
+        for m in maps {
             h.update(&m.bytes);
         }
         h.finalize().to_hex().to_string()
@@ -62,18 +67,23 @@ pub fn fingerprint_files(files: &[PathBuf], sha256: bool) -> Result<Fingerprint>
     let sha = || {
         sha256.then(|| {
             let mut h = Sha256::new();
-            for m in &maps {
+            for m in maps {
                 h.update(&m.bytes[..]);
             }
             hex(&h.finalize())
         })
     };
     let (blake3, sha256) = rayon::join(blake, sha);
-    Ok(Fingerprint { blake3, sha256, bytes: maps.iter().map(|m| m.bytes.len() as u64).sum() })
+    Fingerprint { blake3, sha256, bytes: maps.iter().map(|m| m.bytes.len() as u64).sum() }
 }
 
-/// The fingerprint of an opened model's bytes ([`identity_files`] of its path).
+/// The fingerprint of an opened model's bytes ([`identity_files`] of its path): from the
+/// maps it was opened with when it has them (no second map of the same bytes), else from
+/// its files opened again.
 pub fn fingerprint(m: &Model, sha256: bool) -> Result<Fingerprint> {
+    if !m.files.is_empty() && m.files.iter().all(|f| !f.is_remote() && f.remote_identity().is_none()) {
+        return Ok(fingerprint_maps(&m.files.iter().map(|f| &**f).collect::<Vec<_>>(), sha256));
+    }
     let files = if m.shards.is_empty() { identity_files(&m.path) } else { m.shards.clone() };
     fingerprint_files(&files, sha256)
 }

@@ -53,6 +53,9 @@ pub struct Model {
     pub path: PathBuf,
     /// For split models, every shard in order (empty otherwise).
     pub shards: Vec<PathBuf>,
+    /// The files it was read from, in order (a GGUF's one, or every shard; empty for an
+    /// organ directory and a derived model): a fingerprint hashes their maps.
+    pub files: Vec<Arc<ModelFile>>,
     pub model: model::Model<Tensor>,
 }
 
@@ -71,6 +74,7 @@ impl Model {
             label: self.label.clone(),
             path: self.path.clone(),
             shards: Vec::new(),
+            files: Vec::new(),
             model: model::Model { version: self.version, kvs, tensors },
         }
     }
@@ -131,6 +135,6 @@ impl Model {
             })
             .collect::<Result<_>>()?;
         let model = model::Model { version, kvs, tensors };
-        Ok(Model { label, path: path.to_owned(), shards, model })
+        Ok(Model { label, path: path.to_owned(), shards, files, model })
     }
 }

@@ -110,7 +110,7 @@ pub fn open_unchecked(dir: &Path) -> Result<(Model, Digests)> {
     let model = core_model::Model { version, kvs, tensors };
     let label = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
     let digests = Digests { dir: dir.to_owned(), tensors: m.tensors, files };
-    Ok((Model { label, path: dir.to_owned(), shards: Vec::new(), model }, digests))
+    Ok((Model { label, path: dir.to_owned(), shards: Vec::new(), files: Vec::new(), model }, digests))
 }
 
 /// Opens one organ file of a manifest: confined to the directory, its header equal to

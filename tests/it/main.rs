@@ -27,3 +27,4 @@ mod sigma;
 mod smollm2;
 mod split;
 mod surgery;
+mod tokenizer;

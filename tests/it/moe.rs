@@ -1,8 +1,9 @@
 //! `organ moe` (docs/moe.md), judged by llama.cpp: four copies of SmolLM2 with the uniform
 //! router behave as SmolLM2 (perplexity, greedy tokens) and measure as duplicates; SmolLM2
 //! Q4_1 with its Q8_0 requant (`--type` where the types differ) under each router loads
-//! and generates, the agreeing donor's bytes stacked as they are; bad input is refused
-//! with every problem named and nothing written.
+//! and generates, the agreeing donor's bytes stacked as they are, the embed router equal to
+//! NumPy's cheap_embed on llama-tokenize's ids; bad input is refused with every problem
+//! named and nothing written.
 
 use crate::build::*;
 use crate::common::*;
@@ -67,9 +68,46 @@ fn four_copies_with_the_uniform_router_behave_as_smollm2() {
     }
 }
 
+/// `llama-tokenize`'s ids (no BOS added, specials parsed) for each non-empty line of
+/// `text` prefixed with SmolLM2's BOS text, concatenated: the embed router's tokens.
+fn llama_prompt_ids(model: &Path, text: &str, name: &str) -> Vec<u64> {
+    let mut ids = Vec::new();
+    for (i, line) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
+        let file = tmp(&format!("{name}-{i}.txt"));
+        std::fs::write(&file, format!("<|im_start|>{line}")).unwrap();
+        let mut c = llama_tool("llama-tokenize");
+        c.arg("-m").arg(model).args(["--ids", "--no-escape", "--no-bos", "--log-disable", "-f"]).arg(&file);
+        let out = String::from_utf8(ok(c).stdout).unwrap();
+        let list = out.lines().rev().find(|l| l.starts_with('[')).unwrap_or_else(|| panic!("no ids in {out:?}"));
+        let inner = list.trim().trim_start_matches('[').trim_end_matches(']');
+        ids.extend(inner.split(',').filter(|s| !s.trim().is_empty()).map(|s| s.trim().parse::<u64>().unwrap()));
+    }
+    ids
+}
+
+/// mergekit's cheap_embed rows by gguf-py and NumPy: per expert, the token-embedding rows
+/// of its positive ids summed, minus its negative ids', over the L2 norm floored at 1e-8.
+fn numpy_cheap_embed(model: &Path, ids: &Value) -> Vec<Vec<f64>> {
+    let mut c = Command::new(oracle_python());
+    c.arg("-c").arg(
+        "import json,sys,numpy as np\n\
+         from gguf import GGUFReader\n\
+         from gguf.quants import dequantize\n\
+         t=[t for t in GGUFReader(sys.argv[1]).tensors if t.name=='token_embd.weight'][0]\n\
+         E=dequantize(t.data,t.tensor_type).astype(np.float64)\n\
+         out=[]\n\
+         for pos,neg in json.loads(sys.argv[2]):\n\
+         \x20   v=E[pos].sum(0)-(E[neg].sum(0) if neg else 0)\n\
+         \x20   out.append((v/max(np.linalg.norm(v),1e-8)).tolist())\n\
+         print(json.dumps(out))",
+    );
+    c.arg(model).arg(ids.to_string());
+    serde_json::from_slice(&ok(c).stdout).unwrap()
+}
+
 #[test]
 fn q4_1_and_its_q8_0_requant_under_each_router_load_and_generate() {
-    let Some(model) = need::smollm2_and_llama() else { return };
+    let Some(model) = need::smollm2_oracle_and_llama() else { return };
     let q8 = smollm2_q8_0(&model);
     let out = tmp("moe-mixed.gguf");
     // Without --type: every FFN tensor named, nothing written.
@@ -78,11 +116,30 @@ fn q4_1_and_its_q8_0_requant_under_each_router_load_and_generate() {
     assert!(err.contains("(90 problems)"), "{err}");
     assert!(err.contains("blk.29.ffn_down.weight: types differ (expert 0 Q4_1, expert 1 Q8_0); give --type"), "{err}");
     assert!(!out.exists());
+    // The embed router's prompts: one file per expert, and negative ones.
+    let texts = [
+        "The heart pumps blood through the body.\nArteries carry it away from the heart.",
+        "def double(x):\n\n    return x * 2  # <|im_end|> parsed as a special token",
+        "Stock markets fell sharply today.",
+        "Roses are red, violets are blue.",
+    ];
+    let files: Vec<PathBuf> = (0..4)
+        .map(|i| {
+            let f = tmp(&format!("moe-prompts-{i}.txt"));
+            std::fs::write(&f, texts[i]).unwrap();
+            f
+        })
+        .collect();
+    let embed_args = ["--prompts", files[0].to_str().unwrap(), files[1].to_str().unwrap()];
+    let negative_args = ["--negative-prompts", files[2].to_str().unwrap(), files[3].to_str().unwrap()];
     let (p41, p80) = (perplexity(&model), perplexity(&q8));
     let q8_bytes = std::fs::read(&q8).unwrap();
-    for router in ["uniform", "random"] {
+    for router in ["uniform", "random", "embed"] {
         let json = tmp(&format!("moe-mixed-{router}.json"));
         let mut c = moe(&model, &[&model, &q8], &out, &["--type", "q8_0", "--router", router, "--seed", "7"]);
+        if router == "embed" {
+            c.args(embed_args).args(negative_args);
+        }
         c.arg("--json").arg(&json);
         ok(c);
         let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
@@ -104,7 +161,25 @@ fn q4_1_and_its_q8_0_requant_under_each_router_load_and_generate() {
         let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / v.len() as f64;
         match router {
             "uniform" => assert!(v.iter().all(|x| *x == 0.0)),
-            _ => assert!(mean.abs() < 0.1 && (var - 1.0).abs() < 0.15, "standard normal? mean {mean}, var {var}"),
+            "random" => {
+                assert!(mean.abs() < 0.1 && (var - 1.0).abs() < 0.15, "standard normal? mean {mean}, var {var}")
+            }
+            _ => {
+                // cheap_embed: the same rows in every layer, equal to NumPy's on llama-tokenize's ids.
+                assert_eq!(tensor_bytes(&file, "blk.0.ffn_gate_inp.weight").1, router_bytes);
+                let ids: Vec<Vec<u64>> = texts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| llama_prompt_ids(&model, t, &format!("moe-ids-{i}")))
+                    .collect();
+                let want = numpy_cheap_embed(&model, &serde_json::json!([[ids[0], ids[2]], [ids[1], ids[3]]]));
+                for (e, row) in want.iter().enumerate() {
+                    for (d, w) in row.iter().enumerate() {
+                        let got = v[e * 576 + d];
+                        assert!((got - w).abs() <= 1e-6, "expert {e} value {d}: organ {got}, NumPy {w}");
+                    }
+                }
+            }
         }
     }
 }
@@ -146,5 +221,12 @@ fn bad_input_is_refused_with_every_problem_and_nothing_written() {
     assert!(err.contains("expert 0 (moe-as-input.gguf) is a mixture of experts"), "{err}");
     let err = fails(moe(&model, &[&model], &out, &["--router", "mystery"]));
     assert!(err.contains("--router \"mystery\": use uniform, random or embed"), "{err}");
+    let prompts = tmp("moe-bad-prompts.txt");
+    std::fs::write(&prompts, "one prompt").unwrap();
+    let p = prompts.to_str().unwrap();
+    let err = fails(moe(&model, &[&model, &model], &out, &["--router", "embed", "--prompts", p]));
+    assert!(err.contains("--router embed needs one --prompts file per expert: 1 given for 2 experts"), "{err}");
+    let err = fails(moe(&model, &[&model], &out, &["--experts-used", "1", "--prompts", p]));
+    assert!(err.contains("--prompts and --negative-prompts are for --router embed"), "{err}");
     assert!(!out.exists(), "a refused moe wrote {}", out.display());
 }

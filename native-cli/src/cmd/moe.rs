@@ -51,9 +51,53 @@ fn identities(models: &[&Model]) -> Result<Vec<String>> {
     Ok(keys.iter().map(|k| digests[&first[k]].clone()).collect())
 }
 
+/// The largest prompt file read.
+const MAX_PROMPT_FILE: u64 = 16 << 20;
+
+fn read_prompts(path: &Path) -> Result<String> {
+    let f = crate::input::open(path)?;
+    let len = f.metadata().with_context(|| format!("{}: cannot stat", path.display()))?.len();
+    if len > MAX_PROMPT_FILE {
+        bail!("{}: {len} bytes of prompts, more than the {MAX_PROMPT_FILE} organ reads", path.display());
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::Read::take(f, MAX_PROMPT_FILE), &mut text)
+        .with_context(|| format!("{}: not UTF-8 text", path.display()))?;
+    Ok(text)
+}
+
+/// The embed router (mergekit's cheap_embed, [`moe::cheap_embed`]): one prompt file per
+/// expert, tokenized by the base's own tokenizer, over the base's token embeddings.
+fn embed_router(base: &Model, prompts: &[PathBuf], negative: &[PathBuf], n: usize) -> Result<Router> {
+    if prompts.len() != n {
+        bail!("--router embed needs one --prompts file per expert: {} given for {n} experts", prompts.len());
+    }
+    if !negative.is_empty() && negative.len() != n {
+        bail!("--negative-prompts: one file per expert, or none: {} given for {n} experts", negative.len());
+    }
+    let tok = organ_core::tokenizer::Tokenizer::from_model(&base.model)
+        .with_context(|| format!("{}: the embed router needs the model's tokenizer", base.label))?;
+    let mut experts = Vec::with_capacity(n);
+    for (e, p) in prompts.iter().enumerate() {
+        let neg = negative.get(e).map(|p| read_prompts(p)).transpose()?;
+        let pr = moe::Prompts::tokenize(&tok, &read_prompts(p)?, neg.as_deref())
+            .with_context(|| format!("{}: tokenizing expert {e}'s prompts", p.display()))?;
+        experts.push(pr);
+    }
+    let embd = (base.tensors.iter())
+        .find(|t| t.name == "token_embd.weight")
+        .with_context(|| format!("{}: no token_embd.weight", base.label))?;
+    let rows = moe::cheap_embed(embd.ty, embd.bytes(), &embd.dims, &experts)
+        .with_context(|| format!("{}: the embed router", base.label))?;
+    Ok(Router::Embed { rows })
+}
+
 pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     if let Some(s) = &o.judge {
         crate::judge::check(o.base, o.out, false, s)?;
+    }
+    if o.router != RouterMode::Embed && !(o.prompts.is_empty() && o.negative_prompts.is_empty()) {
+        bail!("--prompts and --negative-prompts are for --router embed (the router is {})", o.router.name());
     }
     let base = Model::open(o.base)?;
     let donors = o.experts.iter().map(|p| Model::open(p)).collect::<Result<Vec<_>>>()?;
@@ -75,7 +119,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let router = match o.router {
         RouterMode::Uniform => Router::Uniform,
         RouterMode::Random => Router::Random { seed: o.seed },
-        RouterMode::Embed => bail!("--router embed: not available yet"),
+        RouterMode::Embed => embed_router(&base, o.prompts, o.negative_prompts, donors.len())?,
     };
     writeln!(
         w,

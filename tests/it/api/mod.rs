@@ -9,6 +9,7 @@ mod endpoints;
 mod eval;
 mod jobs;
 mod limits;
+mod moe;
 mod security;
 mod server;
 mod sigma;

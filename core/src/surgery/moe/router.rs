@@ -5,6 +5,7 @@
 use super::MoePlan;
 use crate::error::{Error, Result};
 use crate::ggml_type::GgmlType;
+use crate::tokenizer::Tokenizer;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec;
@@ -91,6 +92,27 @@ pub struct Prompts {
     pub positive: Vec<u32>,
     /// Every token of the negative prompts, in order.
     pub negative: Vec<u32>,
+}
+
+impl Prompts {
+    /// One expert's prompts from its prompt files' texts (one prompt a line; empty lines
+    /// skipped), each prefixed with the BOS token's text (none if the model names none) and
+    /// tokenized by the model's own tokenizer with no special tokens added, as mergekit's
+    /// `tokenize_prompts` does.
+    ///
+    /// # Errors
+    /// The tokenizer's (a piece it cannot encode).
+    pub fn tokenize(tok: &Tokenizer, positive: &str, negative: Option<&str>) -> Result<Prompts> {
+        let ids = |text: &str| -> Result<Vec<u32>> {
+            let bos = tok.bos_text().unwrap_or("");
+            let mut out = Vec::new();
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                out.extend(tok.encode(&format!("{bos}{line}"))?);
+            }
+            Ok(out)
+        };
+        Ok(Prompts { positive: ids(positive)?, negative: negative.map(ids).transpose()?.unwrap_or_default() })
+    }
 }
 
 /// mergekit-moe's `cheap_embed` rows: per expert, the sum of the token-embedding rows of

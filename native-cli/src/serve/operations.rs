@@ -1,4 +1,4 @@
-//! The operations (measure, diff, check, dissect, assemble, graft, purify, eval): each request checked
+//! The operations (measure, diff, check, dissect, assemble, graft, moe, purify, eval): each request checked
 //! and turned into the argv of an `organ` child, started as a job.
 
 use super::jobs::{start_job, JobStatus};

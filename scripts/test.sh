@@ -66,6 +66,7 @@ step "bench: organ measure vs zref.py (figure only)" bench/measure-vs-zref.sh ""
 step "bench: organ diff within 2.5x of measure, >= 15x faster than compare_ref.py" bench/diff-vs-ref.sh "" 5 2
 step "bench: --sigma within 8x of measure, --exact >= 5x faster than zref --exact, --sigma --stream on 100 GiB in < 256 MiB" bench/sigma.sh "" 5 2 100
 step "bench: dissect/assemble vs cp (figure only)" bench/dissect-vs-cp.sh "" 3
+step "bench: organ moe of 4 SmolLM2 donors >= 0.5x cp of the output size" bench/moe-vs-cp.sh "" 5
 step "bench: measure of SmolLM2 over HTTP (nginx, loopback) vs local (figure only)" bench/remote.sh 3
 step "bench: purify throughput (figure only)" bench/purify.sh "" 1
 step "bench: organ check >= 0.5x cat on a 1.1 GB dense model" bench/check-vs-cat.sh 1100 5

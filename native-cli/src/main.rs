@@ -328,6 +328,46 @@ enum Command {
         #[command(subcommand)]
         op: cmd::experts::Op,
     },
+    /// Build a mixture of experts (llama's Mixtral layout) from a dense llama base and
+    /// dense donors of its shapes, one expert each (docs/moe.md).
+    Moe {
+        /// The model whose attention, embeddings and norms the MoE keeps.
+        #[arg(long)]
+        base: PathBuf,
+        /// A donor whose FFN becomes an expert (repeat, in expert order).
+        #[arg(long = "expert", value_name = "MODEL", required = true)]
+        experts: Vec<PathBuf>,
+        /// Experts used per token (llama.expert_used_count).
+        #[arg(long, default_value_t = 2)]
+        experts_used: u64,
+        /// How the routers are made: uniform (all zero), random (seeded normal) or embed
+        /// (mergekit's cheap_embed from --prompts).
+        #[arg(long, default_value = "uniform")]
+        router: String,
+        /// With --router embed: one prompt file per expert, in expert order (one prompt a line).
+        #[arg(long, num_args = 1.., value_name = "FILE")]
+        prompts: Vec<PathBuf>,
+        /// With --router embed: one negative prompt file per expert.
+        #[arg(long, num_args = 1.., value_name = "FILE")]
+        negative_prompts: Vec<PathBuf>,
+        /// The random router's seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Requantize to this type where the donors' types for a tensor disagree.
+        #[arg(long = "type", value_name = "TYPE")]
+        ty: Option<String>,
+        /// The GGUF file to create.
+        #[arg(long)]
+        out: PathBuf,
+        /// Replace outputs that already exist (never an input of the run).
+        #[arg(long)]
+        force: bool,
+        /// Also write the report (experts, router, requantized tensors, --judge's verdict) as JSON.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        #[command(flatten)]
+        judge: JudgeArgs,
+    },
     /// Denoise tensors (spectral FFT or fractal Haar, docs/purify.md), keeping each one's
     /// mean, std and type, and write the model with organ.purify.* metadata.
     Purify {
@@ -752,6 +792,47 @@ fn run(cli: Cli) -> Result<Exit> {
             cmd::graft::run(&o, &mut out)?;
         }
         Command::Experts { op } => cmd::experts::run(&op, &mut out)?,
+        Command::Moe {
+            base,
+            experts,
+            experts_used,
+            router,
+            prompts,
+            negative_prompts,
+            seed,
+            ty,
+            out: dest,
+            force,
+            json,
+            judge,
+        } => {
+            let mut inputs = vec![base.clone()];
+            inputs.extend(experts.iter().chain(&prompts).chain(&negative_prompts).cloned());
+            guard(&inputs, [Some(dest.as_path()), json.as_deref()].into_iter().flatten(), force)?;
+            let router = organ_core::surgery::moe::RouterMode::parse(&router)
+                .ok_or_else(|| anyhow::anyhow!("--router {router:?}: use uniform, random or embed"))?;
+            let ty = match ty.as_deref() {
+                None => None,
+                Some(t) => Some(
+                    organ_core::GgmlType::from_name(t).ok_or_else(|| anyhow::anyhow!("--type {t:?}: no such type"))?,
+                ),
+            };
+            let o = cmd::moe::Options {
+                base: &base,
+                experts: &experts,
+                experts_used,
+                router,
+                prompts: &prompts,
+                negative_prompts: &negative_prompts,
+                seed,
+                ty,
+                out: &dest,
+                force,
+                judge: judge.settings(),
+                json: json.as_deref(),
+            };
+            cmd::moe::run(&o, &mut out)?;
+        }
     }
     out.flush()?;
     Ok(Exit::Done)

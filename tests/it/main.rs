@@ -22,6 +22,7 @@ mod harden;
 mod hostile;
 mod hub;
 mod llama;
+mod moe;
 mod purify;
 mod quant_q2_0;
 mod remote;

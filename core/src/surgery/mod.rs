@@ -4,6 +4,7 @@
 
 pub mod experts;
 pub mod graft;
+pub mod moe;
 pub mod organ_bin;
 pub mod purify;
 pub mod select;

@@ -8,4 +8,5 @@ pub mod experts;
 pub mod graft;
 pub mod inspect;
 pub mod measure;
+pub mod moe;
 pub mod purify;

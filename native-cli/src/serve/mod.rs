@@ -3,7 +3,7 @@
 //! - Paths in requests are relative to `--root` and confined to it (no `..`, no absolute
 //!   paths, no symlink leading out; "missing" and "leads outside" get the same answer).
 //! - Quick reads (health, models, inspect) answer at once. Long operations (measure,
-//!   diff, dissect, assemble, graft, purify) are jobs: each runs `organ` itself as a child
+//!   diff, dissect, assemble, graft, moe, purify) are jobs: each runs `organ` itself as a child
 //!   process (argv, never a shell) under a semaphore of `--jobs` permits, writing into
 //!   `ROOT/results/JOB/` through the CLI's atomic writers. Cancelling kills the child and
 //!   removes the job's directory, so nothing partial remains.

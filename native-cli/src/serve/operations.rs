@@ -1,5 +1,5 @@
-//! The operations (measure, diff, check, dissect, assemble, graft, purify, eval, experts-extract,
-//! experts-prune): each request checked
+//! The operations (measure, diff, check, dissect, assemble, graft, moe, purify, eval,
+//! experts-extract, experts-prune): each request checked
 //! and turned into the argv of an `organ` child, started as a job.
 
 use super::jobs::{start_job, JobStatus};
@@ -108,6 +108,29 @@ pub(super) struct GraftReq {
     dry_run: bool,
     #[serde(default)]
     split_max_size: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct MoeReq {
+    /// The dense llama base (a GGUF under the root).
+    base: String,
+    /// The donors, one expert each, in order.
+    experts: Vec<String>,
+    #[serde(default)]
+    experts_used: Option<u64>,
+    #[serde(default)]
+    router: Option<String>,
+    #[serde(default)]
+    prompts: Vec<String>,
+    #[serde(default)]
+    negative_prompts: Vec<String>,
+    #[serde(default)]
+    seed: Option<u64>,
+    #[serde(default, rename = "type")]
+    ty: Option<String>,
+    #[serde(default)]
+    out: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -324,6 +347,54 @@ pub(super) async fn graft(
         },
         vec![out],
         None,
+        None,
+    )
+}
+
+/// `organ moe --base B --expert D… --out OUT --json moe.json` (docs/moe.md).
+pub(super) async fn moe(
+    State(s): State<Arc<AppState>>,
+    body: Result<Json<MoeReq>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    let Json(r) = body?;
+    let max = organ_core::surgery::moe::MAX_EXPERTS;
+    if r.experts.is_empty() || r.experts.len() > max {
+        return Err(bad(format!("{} experts: give 1 to {max}", r.experts.len())));
+    }
+    if r.prompts.len() > max || r.negative_prompts.len() > max {
+        return Err(bad(format!("more prompt files than the {max} experts possible")));
+    }
+    if let Some(m) = r.router.as_deref().filter(|m| organ_core::surgery::moe::RouterMode::parse(m).is_none()) {
+        return Err(bad(format!("router {m:?}: use uniform, random or embed")));
+    }
+    let base = s.path(&r.base)?;
+    let paths = |v: &[String]| v.iter().map(|p| s.path(p)).collect::<ApiResult<Vec<_>>>();
+    let (experts, prompts, negative) = (paths(&r.experts)?, paths(&r.prompts)?, paths(&r.negative_prompts)?);
+    let out = out_name(r.out.as_deref(), "moe.gguf")?;
+    let o2 = out.clone();
+    start_job(
+        &s,
+        "moe",
+        move |dir| {
+            let mut a = vec![os("moe"), os("--base"), os(&base)];
+            for e in &experts {
+                a.extend([os("--expert"), os(e)]);
+            }
+            for p in &prompts {
+                a.extend([os("--prompts"), os(p)]);
+            }
+            for p in &negative {
+                a.extend([os("--negative-prompts"), os(p)]);
+            }
+            flag(&mut a, "--experts-used", r.experts_used.map(|k| k.to_string()));
+            flag(&mut a, "--router", r.router.as_ref());
+            flag(&mut a, "--seed", r.seed.map(|k| k.to_string()));
+            flag(&mut a, "--type", r.ty.as_ref());
+            a.extend([os("--out"), os(dir.join(&o2)), os("--json"), os(dir.join("moe.json"))]);
+            a
+        },
+        vec![out, "moe.json".into()],
+        Some("moe.json"),
         None,
     )
 }

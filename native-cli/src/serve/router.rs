@@ -72,6 +72,7 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         .route("/dissect", post(operations::dissect))
         .route("/assemble", post(operations::assemble))
         .route("/graft", post(operations::graft))
+        .route("/moe", post(operations::moe))
         .route("/purify", post(operations::purify))
         .route("/eval", post(operations::eval))
         .route("/experts-extract", post(operations::experts_extract))

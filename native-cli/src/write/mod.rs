@@ -7,6 +7,7 @@ pub mod copy;
 pub mod gguf;
 pub mod gguf_split;
 pub mod organ_dir;
+pub mod pieces;
 
 pub use copy::copy_range;
 pub use gguf::{stage_gguf, write_gguf};

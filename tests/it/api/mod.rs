@@ -11,6 +11,7 @@ mod experts;
 mod experts_surgery;
 mod jobs;
 mod limits;
+mod moe;
 mod remote;
 mod security;
 mod server;

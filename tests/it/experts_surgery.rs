@@ -55,53 +55,23 @@ fn meta(path: &Path, key: &str) -> Option<String> {
     })
 }
 
-/// The test MoE (made once per test process): SmolLM2 Q4_1 with, in every layer, three
-/// Q4_1 experts stacked as raw blocks, the FFNs of three donors: SmolLM2 and SmolLM2
-/// requantized through Q8_0 and through Q5_0 back to Q4_1 ([`requant`]); a seeded F32
-/// router. The donors, by expert.
+/// The test MoE (made once per test process) by `organ moe`: SmolLM2 Q4_1's skeleton with,
+/// in every layer, three Q4_1 experts stacked as raw blocks (no requantization: the
+/// donors' types agree), the FFNs of SmolLM2 and of SmolLM2 requantized through Q8_0 and
+/// through Q5_0 back to Q4_1 ([`requant`]); seeded random routers. The donors, by expert.
 fn smollm2_mixtral(model: &Path) -> (PathBuf, Vec<PathBuf>) {
     static MOE: OnceLock<(PathBuf, Vec<PathBuf>)> = OnceLock::new();
     MOE.get_or_init(|| {
         let donors = vec![model.to_owned(), requant(model, "Q8_0"), requant(model, "Q5_0")];
-        let base = std::fs::read(model).unwrap();
-        let g = Gguf::parse(&base, base.len() as u64).unwrap();
-        // Only the donors' FFN tensors are kept in memory.
-        let files: Vec<_> = (donors.iter())
-            .map(|d| tensors(d).into_iter().filter(|t| t.0.contains(".ffn_")).collect::<Vec<_>>())
-            .collect();
-        let ffn = |d: usize, l: u32, kind: &str| {
-            let name = format!("blk.{l}.ffn_{kind}.weight");
-            files[d].iter().find(|t| t.0 == name).unwrap_or_else(|| panic!("{name}")).clone()
-        };
-        let mut out = Vec::new();
-        for t in &g.tensors {
-            let name = t.name;
-            let Some(l) = organ_core::anatomy::layer_of(name) else {
-                out.push(raw(name, t.shape(), t.ty, t.data(&base).unwrap().to_vec()));
-                continue;
-            };
-            let Some(kind) = KINDS.iter().find(|k| name == format!("blk.{l}.ffn_{k}.weight")) else {
-                out.push(raw(name, t.shape(), t.ty, t.data(&base).unwrap().to_vec()));
-                continue;
-            };
-            if *kind == "gate" {
-                let n_embd = t.shape()[0];
-                let router = noise(500 + u64::from(l), (n_embd * 3) as usize).iter().map(|v| v * 0.1).collect();
-                out.push(crate::build::t(&format!("blk.{l}.ffn_gate_inp.weight"), &[n_embd, 3], GgmlType::F32, router));
-            }
-            let experts: Vec<_> = (0..donors.len()).map(|d| ffn(d, l, kind)).collect();
-            for x in &experts {
-                assert_eq!((&x.1[..], x.2), (t.shape(), t.ty), "{name}: donors must agree for raw stacking");
-            }
-            let mut dims = t.shape().to_vec();
-            dims.push(3);
-            let bytes = experts.iter().flat_map(|x| x.3.iter().copied()).collect();
-            out.push(raw(&format!("blk.{l}.ffn_{kind}_exps.weight"), &dims, t.ty, bytes));
+        let out = tmp("smollm2-mixtral.gguf");
+        let mut c = organ();
+        c.arg("moe").arg("--base").arg(model);
+        for d in &donors {
+            c.arg("--expert").arg(d);
         }
-        let mut kvs: Vec<(&str, MetaValue)> = g.kvs.iter().map(|kv| (kv.key, kv.value)).collect();
-        kvs.push(("llama.expert_count", MetaValue::U32(3)));
-        kvs.push(("llama.expert_used_count", MetaValue::U32(2)));
-        (write_model_kvs("smollm2-mixtral.gguf", &kvs, &out), donors)
+        c.args(["--router", "random", "--seed", "5", "--force", "--out"]).arg(&out);
+        ok(c);
+        (out, donors)
     })
     .clone()
 }

@@ -361,8 +361,9 @@ fn lying_answers_are_refused() {
     }
 }
 
-/// A server that fails one request in two, by turns a 503 with `Retry-After: 0` and a body
-/// cut off halfway: measure retries each, counts the retries, and gives the local report.
+/// A server that fails more than one request in two: 503s with `Retry-After: 0`, bodies cut
+/// off halfway, and connections reset: measure retries each, counts every retry, and gives
+/// the local report.
 #[test]
 fn failed_requests_are_retried_and_counted() {
     let Some(model) = need::smollm2() else { return };
@@ -374,8 +375,10 @@ fn failed_requests_are_retried_and_counted() {
     let (_, err) = run(&["measure", &url, "--json", s(&rj), "--stats", "--remote-concurrency", "2"]);
     assert!(std::fs::read(&lj).unwrap() == std::fs::read(&rj).unwrap(), "measure --json differs");
     let (_, requests, retries) = remote_stats(&err);
-    // Requests 1, 3, 5 … fail; each is tried again, and the next succeeds.
-    assert_eq!(retries, requests / 2, "{err}");
+    // Every request the server failed was tried again, and only those.
+    let failed = FLAKY_FAILED.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(failed > requests / 2, "{failed} of {requests} failed");
+    assert_eq!(retries, failed, "{err}");
     assert!(err.contains("HTTP 503") && err.contains("retry 1 of 5"), "{err}");
 }
 
@@ -386,7 +389,8 @@ pub(crate) enum Fault {
     /// that refuses them).
     Lie(fn(u64, u64, u64) -> (u64, u64, u64, u64)),
     /// Request 1, 5, 9 … answered 503 with Retry-After: 0; request 3, 7, 11 … with half
-    /// its body, then the connection closed. Many ranges get an honest multipart answer.
+    /// its body, then the connection closed; request 6, 38, 70 … reset (closed unread).
+    /// Many ranges get an honest multipart answer. [`FLAKY_FAILED`] counts the failures.
     Flaky,
     /// Single ranges right; many ranges answered as [`crate::remote_multi::Multi`] says.
     Multi(crate::remote_multi::Multi),
@@ -399,6 +403,9 @@ fn liar(file: &Path, lie: fn(u64, u64, u64) -> (u64, u64, u64, u64)) -> u16 {
     serve(file, Fault::Lie(lie))
 }
 
+/// How many requests a [`Fault::Flaky`] server has failed.
+static FLAKY_FAILED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Serves `file` on a free port with `fault`, one connection at a time, until the test
 /// process ends.
 pub(crate) fn serve(file: &Path, fault: Fault) -> u16 {
@@ -409,6 +416,12 @@ pub(crate) fn serve(file: &Path, fault: Fault) -> u16 {
     std::thread::spawn(move || {
         for (k, conn) in listener.incoming().enumerate() {
             let Ok(mut conn) = conn else { continue };
+            if matches!(fault, Fault::Flaky) && k % 32 == 6 {
+                // Closed with the request unread: the kernel resets the connection.
+                std::thread::sleep(Duration::from_millis(20));
+                FLAKY_FAILED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                continue;
+            }
             let mut ranges = Vec::new();
             for line in BufReader::new(conn.try_clone().unwrap()).lines() {
                 let Ok(line) = line else { break };
@@ -431,10 +444,15 @@ pub(crate) fn serve(file: &Path, fault: Fault) -> u16 {
                 }
                 Fault::Lie(lie) => (lie, false),
                 Fault::Flaky if k % 4 == 1 => {
+                    FLAKY_FAILED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let _ = conn.write_all(b"HTTP/1.1 503 Busy\r\nRetry-After: 0\r\nContent-Length: 0\r\n\r\n");
                     continue;
                 }
-                Fault::Flaky => (honest as fn(u64, u64, u64) -> (u64, u64, u64, u64), k % 4 == 3),
+                Fault::Flaky if k % 4 == 3 => {
+                    FLAKY_FAILED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    (honest as fn(u64, u64, u64) -> (u64, u64, u64, u64), true)
+                }
+                Fault::Flaky => (honest as fn(u64, u64, u64) -> (u64, u64, u64, u64), false),
                 Fault::Multi(_) => (honest as fn(u64, u64, u64) -> (u64, u64, u64, u64), false),
             };
             let answer = if ranges.len() > 1 {

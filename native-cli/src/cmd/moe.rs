@@ -51,6 +51,25 @@ fn identities(models: &[&Model]) -> Result<Vec<String>> {
     Ok(keys.iter().map(|k| digests[&first[k]].clone()).collect())
 }
 
+/// The provenance of an MoE of `donors` on `base`, with the inputs' BLAKE3 `ids` (the
+/// base's first).
+fn provenance<'a>(
+    base: &'a str,
+    donors: &[Model],
+    ids: &'a [String],
+    router: RouterMode,
+    seed: Option<u64>,
+    ty: Option<organ_core::GgmlType>,
+) -> Provenance<'a> {
+    Provenance {
+        base: (base, &ids[0]),
+        experts: donors.iter().zip(&ids[1..]).map(|(d, id)| (d.label.clone(), id.clone())).collect(),
+        router,
+        seed,
+        ty,
+    }
+}
+
 /// The largest prompt file read.
 const MAX_PROMPT_FILE: u64 = 16 << 20;
 
@@ -140,16 +159,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
 
     let mut all: Vec<&Model> = vec![&base];
     all.extend(donors.iter());
-    let ids = identities(&all)?;
-    let prov = Provenance {
-        base: (&base.label, &ids[0]),
-        experts: donors.iter().zip(&ids[1..]).map(|(d, id)| (d.label.clone(), id.clone())).collect(),
-        router: o.router,
-        seed: (o.router == RouterMode::Random).then_some(o.seed),
-        ty: o.ty,
-    };
-    let kvs = moe::metadata(&base.kvs, &p, &prov)?;
-
+    let seed = (o.router == RouterMode::Random).then_some(o.seed);
     let mut tensors = Vec::with_capacity(p.tensors.len());
     for t in &p.tensors {
         let pieces = match &t.source {
@@ -172,7 +182,25 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         };
         tensors.push(pieces::Planned { name: t.name.clone(), dims: t.dims.clone(), ty: t.ty, pieces });
     }
-    let (tmp, len) = pieces::stage(base.version, &kvs, &tensors, o.out, o.force)?;
+    // The inputs' BLAKE3 go into the header, which is written first: the file is written
+    // with a placeholder of the same length while they are computed, then the header is
+    // written again with them (a digest's hex is always 64 characters).
+    let placeholder = vec!["0".repeat(64); all.len()];
+    let (ids, staged) = rayon::join(
+        || identities(&all),
+        || {
+            pieces::stage(
+                base.version,
+                &moe::metadata(&base.kvs, &p, &provenance(&base.label, &donors, &placeholder, o.router, seed, o.ty))?,
+                &tensors,
+                o.out,
+                o.force,
+            )
+        },
+    );
+    let (ids, (tmp, len)) = (ids?, staged?);
+    let kvs = moe::metadata(&base.kvs, &p, &provenance(&base.label, &donors, &ids, o.router, seed, o.ty))?;
+    pieces::rewrite_header(&tmp, base.version, &kvs, &tensors, len)?;
     tmp.commit()?;
     writeln!(w, "wrote {} ({len} bytes)", o.out.display())?;
 
@@ -190,7 +218,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
             "experts": donors.iter().map(|d| d.label.clone()).collect::<Vec<_>>(),
             "experts_used": p.n_used,
             "router": o.router.name(),
-            "seed": prov.seed,
+            "seed": seed,
             "type": o.ty.map(|t| t.name()),
             "requantized": requantized,
             "out": o.out.display().to_string(),

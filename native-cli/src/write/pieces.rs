@@ -93,6 +93,32 @@ pub fn stage(
     Ok((tmp, layout.file_len))
 }
 
+/// Writes the header of `kvs` and `tensors` again over a file [`stage`] wrote, whose
+/// metadata differed only in values of the same encoded length (`len`, the file's length,
+/// must come out the same).
+pub fn rewrite_header(
+    tmp: &Temp,
+    version: u32,
+    kvs: &[(String, OwnedValue)],
+    tensors: &[Planned],
+    len: u64,
+) -> Result<()> {
+    let views = kvs.iter().map(|(k, v)| Ok((k.as_str(), v.view()?))).collect::<Result<Vec<(&str, MetaValue<'_>)>>>()?;
+    let specs: Vec<TensorSpec<'_>> =
+        tensors.iter().map(|t| TensorSpec { name: &t.name, dims: &t.dims, ty: t.ty }).collect();
+    let layout =
+        plan(version, &views, &specs).with_context(|| format!("{}: cannot lay out the GGUF", tmp.path.display()))?;
+    if layout.file_len != len {
+        bail!("{}: the header changed length ({} bytes, then {})", tmp.path.display(), len, layout.file_len);
+    }
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&tmp.path)
+        .with_context(|| format!("{}: cannot open to write its header", tmp.path.display()))?;
+    std::os::unix::fs::FileExt::write_all_at(&f, &layout.header, 0)
+        .with_context(|| format!("{}: cannot write its header", tmp.path.display()))
+}
+
 fn write_piece(p: &Piece, dst: &mut File) -> Result<()> {
     match p {
         Piece::Range { file, offset, len } => file.with_file(|src| copy_range(src, *offset, *len, dst)),

@@ -302,18 +302,22 @@ pub(super) fn range(
     .map_err(|e| e.context(format!("{url}: bytes {offset}-{} of {size}", end - 1)))
 }
 
+/// A response with `status` and `headers` and no body, for unit tests of what organ makes
+/// of a server's answers.
+#[cfg(test)]
+pub(super) fn test_answer(status: u16, headers: &[(&str, &str)]) -> ureq::Response {
+    let mut raw = format!("HTTP/1.1 {status} X\r\n");
+    for (k, v) in headers {
+        raw.push_str(&format!("{k}: {v}\r\n"));
+    }
+    raw.push_str("\r\n");
+    raw.parse().unwrap()
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_answer as answer;
     use super::*;
-
-    fn answer(status: u16, headers: &[(&str, &str)]) -> ureq::Response {
-        let mut raw = format!("HTTP/1.1 {status} X\r\n");
-        for (k, v) in headers {
-            raw.push_str(&format!("{k}: {v}\r\n"));
-        }
-        raw.push_str("\r\n");
-        raw.parse().unwrap()
-    }
 
     #[test]
     fn content_ranges_are_checked() {

@@ -317,6 +317,7 @@ pub fn split_urls(given: &str) -> Option<Vec<String>> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fetch::test_answer as answer;
     use super::*;
 
     fn hf(owner: &str, repo: &str, path: &str, revision: &str) -> HfUrl {
@@ -382,15 +383,6 @@ mod tests {
             ]
         );
         assert!(split_urls("hf://o/r/m.gguf").is_none());
-    }
-
-    fn answer(status: u16, headers: &[(&str, &str)]) -> ureq::Response {
-        let mut raw = format!("HTTP/1.1 {status} X\r\n");
-        for (k, v) in headers {
-            raw.push_str(&format!("{k}: {v}\r\n"));
-        }
-        raw.push_str("\r\n");
-        raw.parse().unwrap()
     }
 
     #[test]

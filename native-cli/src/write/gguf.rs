@@ -24,6 +24,18 @@ pub fn write_gguf(
     Ok(len)
 }
 
+/// The layout of the GGUF of `kvs` and `specs`, to be written at `dest` (named by errors).
+pub(super) fn lay_out<'a>(
+    version: u32,
+    kvs: &[(String, OwnedValue)],
+    specs: impl Iterator<Item = TensorSpec<'a>>,
+    dest: &Path,
+) -> Result<organ_core::gguf::writer::Layout> {
+    let views = kvs.iter().map(|(k, v)| Ok((k.as_str(), v.view()?))).collect::<Result<Vec<(&str, MetaValue<'_>)>>>()?;
+    let specs: Vec<TensorSpec<'_>> = specs.collect();
+    plan(version, &views, &specs).with_context(|| format!("{}: cannot lay out the GGUF", dest.display()))
+}
+
 /// Writes the GGUF into a temp path beside `dest` and returns it uncommitted, with the
 /// file's length: the caller commits it (or drops it, which removes it).
 pub fn stage_gguf(
@@ -33,11 +45,8 @@ pub fn stage_gguf(
     dest: &Path,
     force: bool,
 ) -> Result<(Temp, u64)> {
-    let views = kvs.iter().map(|(k, v)| Ok((k.as_str(), v.view()?))).collect::<Result<Vec<(&str, MetaValue<'_>)>>>()?;
-    let specs: Vec<TensorSpec<'_>> =
-        tensors.iter().map(|t| TensorSpec { name: &t.name, dims: &t.dims, ty: t.ty }).collect();
-    let layout =
-        plan(version, &views, &specs).with_context(|| format!("{}: cannot lay out the GGUF", dest.display()))?;
+    let specs = tensors.iter().map(|t| TensorSpec { name: &t.name, dims: &t.dims, ty: t.ty });
+    let layout = lay_out(version, kvs, specs, dest)?;
     let (tmp, mut f) = Temp::file(dest, force)?;
     f.write_all(&layout.header)?;
     let zeros = vec![0u8; layout.alignment as usize];

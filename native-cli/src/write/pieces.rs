@@ -4,11 +4,11 @@
 //! this way, with no per-value work where nothing is requantized.
 
 use super::copy::copy_range;
+use super::gguf::lay_out;
 use crate::atomic::Temp;
 use crate::model_file::ModelFile;
 use anyhow::{bail, Context, Result};
-use organ_core::gguf::writer::{padding, plan, TensorSpec};
-use organ_core::gguf::MetaValue;
+use organ_core::gguf::writer::{padding, TensorSpec};
 use organ_core::model::OwnedValue;
 use organ_core::GgmlType;
 use std::fs::File;
@@ -61,6 +61,11 @@ pub struct Planned {
     pub pieces: Vec<Piece>,
 }
 
+/// What the header says of each of `tensors`.
+fn specs(tensors: &[Planned]) -> impl Iterator<Item = TensorSpec<'_>> {
+    tensors.iter().map(|t| TensorSpec { name: &t.name, dims: &t.dims, ty: t.ty })
+}
+
 /// Writes the GGUF of `kvs` and `tensors` into a temp path beside `dest` and returns it
 /// uncommitted, with the file's length.
 pub fn stage(
@@ -70,11 +75,7 @@ pub fn stage(
     dest: &Path,
     force: bool,
 ) -> Result<(Temp, u64)> {
-    let views = kvs.iter().map(|(k, v)| Ok((k.as_str(), v.view()?))).collect::<Result<Vec<(&str, MetaValue<'_>)>>>()?;
-    let specs: Vec<TensorSpec<'_>> =
-        tensors.iter().map(|t| TensorSpec { name: &t.name, dims: &t.dims, ty: t.ty }).collect();
-    let layout =
-        plan(version, &views, &specs).with_context(|| format!("{}: cannot lay out the GGUF", dest.display()))?;
+    let layout = lay_out(version, kvs, specs(tensors), dest)?;
     for (t, &(_, n)) in tensors.iter().zip(&layout.tensors) {
         let sum = t.pieces.iter().try_fold(0u64, |a, p| Ok::<_, anyhow::Error>(a.saturating_add(p.out_len()?)))?;
         if sum != n {
@@ -103,11 +104,7 @@ pub fn rewrite_header(
     tensors: &[Planned],
     len: u64,
 ) -> Result<()> {
-    let views = kvs.iter().map(|(k, v)| Ok((k.as_str(), v.view()?))).collect::<Result<Vec<(&str, MetaValue<'_>)>>>()?;
-    let specs: Vec<TensorSpec<'_>> =
-        tensors.iter().map(|t| TensorSpec { name: &t.name, dims: &t.dims, ty: t.ty }).collect();
-    let layout =
-        plan(version, &views, &specs).with_context(|| format!("{}: cannot lay out the GGUF", tmp.path.display()))?;
+    let layout = lay_out(version, kvs, specs(tensors), &tmp.path)?;
     if layout.file_len != len {
         bail!("{}: the header changed length ({} bytes, then {})", tmp.path.display(), len, layout.file_len);
     }

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 #[test]
 fn expert_jobs_write_what_the_cli_writes() {
-    let root = make_tiny_root("api-experts");
+    let root = make_tiny_root("api-experts-surgery");
     let kvs = [
         ("general.architecture", MetaValue::Str(b"llama")),
         ("llama.expert_count", MetaValue::U32(4)),

@@ -212,7 +212,8 @@ enum Command {
         #[arg(long)]
         only_changed: bool,
         /// Exit with status 1 when anything differs: a comparable pair not byte-identical,
-        /// a name in one model only, or a shape mismatch (errors exit with 2).
+        /// a name in one model only, or a shape mismatch. Errors then exit with 2, as
+        /// diff(1)'s do (without this flag, with 1, as every command's do).
         #[arg(long)]
         fail_on_change: bool,
         /// Worker threads (default: one per core).
@@ -877,9 +878,12 @@ fn peak_rss_kib() -> u64 {
 fn main() {
     let cli = Cli::parse();
     progress::set_format(cli.progress);
-    // `diff` exits 1 for "changed" (with --fail-on-change), so its errors take 2, as diff(1)'s do.
-    // So do `check`'s, which exits 1 for "broken".
-    let error_status = if matches!(cli.command, Command::Diff { .. } | Command::Check { .. }) { 2 } else { 1 };
+    // `diff --fail-on-change` exits 1 for "changed", so its errors take 2, as diff(1)'s do;
+    // so do `check`'s, which exits 1 for "broken". Every other error exits 1.
+    let error_status = match cli.command {
+        Command::Diff { fail_on_change: true, .. } | Command::Check { .. } => 2,
+        _ => 1,
+    };
     match run(cli) {
         Ok(Exit::Done) => {}
         Ok(Exit::Changed) => std::process::exit(1),

@@ -569,7 +569,7 @@ fn status_and_stderr(args: &[&std::ffi::OsStr]) -> (i32, String) {
 }
 
 #[test]
-fn a_bad_side_gets_the_error_measure_gives_and_status_2() {
+fn a_bad_side_gets_the_error_measure_gives_and_status_1_or_2_with_fail_on_change() {
     let good = write_model("good.gguf", "llama", &small_model());
     let bytes = std::fs::read(&good).unwrap();
     let write = |name: &str, b: &[u8]| {
@@ -593,6 +593,9 @@ fn a_bad_side_gets_the_error_measure_gives_and_status_2() {
                 status_and_stderr(&["diff".as_ref(), a.as_os_str(), b.as_os_str(), "--fail-on-change".as_ref()]);
             assert_eq!(code, 2, "{file}: an error, not a change: {e}");
             assert_eq!(e, measure, "{file}: diff's error is measure's");
+            // Without --fail-on-change, 1 means nothing else: an error exits 1, as measure's.
+            let (code, e) = status_and_stderr(&["diff".as_ref(), a.as_os_str(), b.as_os_str()]);
+            assert_eq!((code, e.as_str()), (1, measure.as_str()), "{file}");
         }
     }
 }

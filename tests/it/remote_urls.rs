@@ -45,8 +45,8 @@ fn diff_dissect_and_graft_read_urls_as_the_local_file() {
 }
 
 /// Unknown scheme, unreachable host, 404, 403, a malformed URL, a file that is not a GGUF:
-/// for each command that takes URLs, a clear error naming the URL, nothing written. (diff
-/// exits 2 on an error, as diff(1) does; the others 1.)
+/// for each command that takes URLs, a clear error naming the URL, exit 1, nothing written.
+/// (`diff --fail-on-change`, whose 1 means "changed", exits 2 on an error, as diff(1) does.)
 #[test]
 fn bad_urls_are_refused_by_every_command_that_takes_urls() {
     let Some(model) = need::smollm2() else { return };
@@ -67,9 +67,10 @@ fn bad_urls_are_refused_by_every_command_that_takes_urls() {
     for (url, says) in &cases {
         let u = url.as_str();
         let o = s(&out);
-        let commands: [(&[&str], i32); 5] = [
-            (&["diff", u, m, "--json", o], 2),
-            (&["diff", m, u, "--json", o], 2),
+        let commands: [(&[&str], i32); 6] = [
+            (&["diff", u, m, "--json", o], 1),
+            (&["diff", m, u, "--json", o], 1),
+            (&["diff", m, u, "--json", o, "--fail-on-change"], 2),
             (&["dissect", u, "--out", o], 1),
             (&["graft", "--layers", "5", "--donor", u, "--recipient", m, "--out", o], 1),
             (&["inspect", u], 1),

@@ -64,34 +64,6 @@ struct SelectArgs {
     names: Vec<String>,
 }
 
-/// `--judge`: after writing, evaluate the output against its parent with llama.cpp
-/// (docs/judge.md).
-#[derive(clap::Args)]
-struct JudgeArgs {
-    /// Evaluate the written model against its parent on this text (llama.cpp's
-    /// llama-perplexity: perplexity, KL divergence, same top token) and print a verdict.
-    #[arg(long, value_name = "TEXT")]
-    judge: Option<PathBuf>,
-    /// --judge's context, in tokens (the text needs two of them at least).
-    #[arg(long, value_name = "N", default_value_t = cmd::eval::DEFAULT_CTX, requires = "judge")]
-    judge_ctx: u32,
-    /// llama.cpp's bin directory, holding llama-perplexity (default: ORGAN_LLAMA_CPP, then PATH).
-    #[arg(long, value_name = "DIR", requires = "judge")]
-    llama_cpp: Option<PathBuf>,
-}
-
-impl JudgeArgs {
-    fn settings(&self) -> Option<cmd::eval::Settings> {
-        self.judge.as_ref().map(|text| cmd::eval::Settings {
-            text: text.clone(),
-            ctx: self.judge_ctx,
-            threads: None,
-            chunks: None,
-            llama_cpp: self.llama_cpp.clone(),
-        })
-    }
-}
-
 #[derive(Subcommand)]
 enum Command {
     /// Show a model's metadata and one row per tensor (name, anatomy group, layer, type, shape, offset, bytes).
@@ -322,7 +294,7 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
         #[command(flatten)]
-        judge: JudgeArgs,
+        judge: cmd::eval::JudgeArgs,
     },
     /// Experts as organs: extract one as a dense model, or prune an MoE to some of them.
     Experts {
@@ -367,7 +339,7 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
         #[command(flatten)]
-        judge: JudgeArgs,
+        judge: cmd::eval::JudgeArgs,
     },
     /// Denoise tensors (spectral FFT or fractal Haar, docs/purify.md), keeping each one's
     /// mean, std and type, and write the model with organ.purify.* metadata.
@@ -404,7 +376,7 @@ enum Command {
         #[arg(long)]
         force: bool,
         #[command(flatten)]
-        judge: JudgeArgs,
+        judge: cmd::eval::JudgeArgs,
     },
     /// Perplexity of a model on a text and, with --base, its KL divergence from the base
     /// and top-token agreement, measured by llama.cpp's llama-perplexity (docs/judge.md).

@@ -31,6 +31,35 @@ pub struct Settings {
 /// The default context: llama-perplexity's own.
 pub const DEFAULT_CTX: u32 = 512;
 
+/// `--judge`: after writing, evaluate the output against its parent with llama.cpp
+/// (docs/judge.md). Every command that writes a model flattens these flags.
+#[derive(clap::Args, Debug, Clone)]
+pub struct JudgeArgs {
+    /// Evaluate the written model against its parent on this text (llama.cpp's
+    /// llama-perplexity: perplexity, KL divergence, same top token) and print a verdict.
+    #[arg(long, value_name = "TEXT")]
+    pub judge: Option<PathBuf>,
+    /// --judge's context, in tokens (the text needs two of them at least).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_CTX, requires = "judge")]
+    pub judge_ctx: u32,
+    /// llama.cpp's bin directory, holding llama-perplexity (default: ORGAN_LLAMA_CPP, then PATH).
+    #[arg(long, value_name = "DIR", requires = "judge")]
+    pub llama_cpp: Option<PathBuf>,
+}
+
+impl JudgeArgs {
+    /// The evaluation asked for, if any.
+    pub fn settings(&self) -> Option<Settings> {
+        self.judge.as_ref().map(|text| Settings {
+            text: text.clone(),
+            ctx: self.judge_ctx,
+            threads: None,
+            chunks: None,
+            llama_cpp: self.llama_cpp.clone(),
+        })
+    }
+}
+
 /// The contexts organ asks llama-perplexity for.
 pub const MIN_CTX: u32 = 8;
 pub const MAX_CTX: u32 = 1 << 17;

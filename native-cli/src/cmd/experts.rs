@@ -29,17 +29,8 @@ pub struct Common {
     /// Also write the report (the tensors sliced and dropped, --judge's verdict) as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Evaluate the written model against the source on this text with llama.cpp's
-    /// llama-perplexity (perplexity, KL divergence, same top token) and print a verdict
-    /// (docs/judge.md).
-    #[arg(long, value_name = "TEXT")]
-    pub judge: Option<PathBuf>,
-    /// --judge's context, in tokens.
-    #[arg(long, value_name = "N", default_value_t = crate::cmd::eval::DEFAULT_CTX, requires = "judge")]
-    pub judge_ctx: u32,
-    /// llama.cpp's bin directory, holding llama-perplexity (default: ORGAN_LLAMA_CPP, then PATH).
-    #[arg(long, value_name = "DIR", requires = "judge")]
-    pub llama_cpp: Option<PathBuf>,
+    #[command(flatten)]
+    pub judge: crate::cmd::eval::JudgeArgs,
 }
 
 /// `organ experts …`.
@@ -83,13 +74,7 @@ impl Op {
 pub fn run(op: &Op, w: &mut dyn Write) -> Result<()> {
     let c = op.common();
     guard(c)?;
-    let judge = c.judge.as_ref().map(|text| crate::cmd::eval::Settings {
-        text: text.clone(),
-        ctx: c.judge_ctx,
-        threads: None,
-        chunks: None,
-        llama_cpp: c.llama_cpp.clone(),
-    });
+    let judge = c.judge.settings();
     let out = match (&c.out, c.dry_run) {
         (Some(out), false) => {
             if !out.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) {

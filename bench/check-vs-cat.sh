@@ -8,11 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE_MB="${1:-1100}"
 RUNS="${2:-5}"
-cargo build --release -q -p organ-cli
-ORGAN="$(realpath "${CARGO_TARGET_DIR:-target}")/release/organ"
+source scripts/lib.sh
+bench_setup bench
 PY="$(scripts/setup-oracle.sh)"
-work=$(mktemp -d "${TMPDIR:-/tmp}/organ-bench.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+work=$WORK
 MODEL="$work/dense.gguf"
 "$PY" bench/make-dense-model.py "$MODEL" "$SIZE_MB" > /dev/null
 cat "$MODEL" > /dev/null

@@ -7,9 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GB="${1:-100}"
-cargo build --release -q -p organ-cli
-dir=$(mktemp -d "${TMPDIR:-/tmp}/organ-diff-sparse.XXXXXX")
-trap 'rm -rf "$dir"' EXIT
+source scripts/lib.sh
+bench_setup diff-sparse
+dir=$WORK
 # The first shard of each (the whole list is read: `| head -n1` could close the pipe
 # before the writer is done, a BrokenPipeError under pipefail).
 a=$(python3 bench/make-sparse-model.py "$dir/s1" "$GB" 4 --seed 1)

@@ -11,11 +11,10 @@ RUNS="${2:-5}"
 REF_RUNS="${3:-2}"
 PY="$(scripts/setup-oracle.sh)"
 LLAMA="$(scripts/build-llama.sh)"
-cargo build --release -q -p organ-cli
-ORGAN="${CARGO_TARGET_DIR:-target}/release/organ"
+source scripts/lib.sh
+bench_setup diff-bench
 REF=tests/oracle/compare_ref.py
-dir=$(mktemp -d "${TMPDIR:-/tmp}/organ-diff-bench.XXXXXX")
-trap 'rm -rf "$dir"' EXIT
+dir=$WORK
 "$LLAMA/llama-quantize" --allow-requantize "$MODEL" "$dir/q8_0.gguf" Q8_0 >/dev/null 2>&1
 # Page cache warm for all three: one untimed run each first.
 "$ORGAN" diff "$MODEL" "$dir/q8_0.gguf" >/dev/null

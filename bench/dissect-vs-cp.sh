@@ -6,10 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL="${1:-$(scripts/fetch-model.sh)}"
 RUNS="${2:-5}"
-cargo build --release -q -p organ-cli
-ORGAN="$(realpath "${CARGO_TARGET_DIR:-target}")/release/organ"
-work=$(mktemp -d "${TMPDIR:-/tmp}/organ-bench.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+source scripts/lib.sh
+bench_setup bench
+work=$WORK
 cat "$MODEL" > /dev/null
 "$ORGAN" dissect "$MODEL" --out "$work/warm.organs" > /dev/null
 # Each run writes to a new name, and all outputs are removed at the end of the series:

@@ -12,9 +12,9 @@ cd "$(dirname "$0")/.."
 GB="${1:-100}"
 shift || true
 FLAGS=("$@")
-cargo build --release -q -p organ-cli
-dir=$(mktemp -d "${TMPDIR:-/tmp}/organ-experts-sparse.XXXXXX")
-trap 'rm -rf "$dir"' EXIT
+source scripts/lib.sh
+bench_setup experts-sparse
+dir=$WORK
 paths=$(python3 bench/make-sparse-model.py "$dir/moe" "$GB" 4 --seed 1)
 first=${paths%%$'\n'*}
 size=$(du -cb --apparent-size "$dir"/*.gguf | tail -n1 | cut -f1)

@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 MODEL="${1:-$(scripts/fetch-model.sh)}"
 RUNS="${2:-5}"
 PY="$(scripts/setup-oracle.sh)"
-cargo build --release -q -p organ-cli
-ORGAN="${CARGO_TARGET_DIR:-target}/release/organ"
+source scripts/lib.sh
+bench_organ
 ZREF=tests/oracle/zref.py
 # Best of RUNS for each (page cache warm for both: one untimed run each first).
 "$ORGAN" measure "$MODEL" --summary-only >/dev/null

@@ -5,10 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL="${1:-$(scripts/fetch-model.sh)}"
 RUNS="${2:-3}"
-cargo build --release -q -p organ-cli
-ORGAN="${CARGO_TARGET_DIR:-target}/release/organ"
-work=$(mktemp -d "${TMPDIR:-/tmp}/organ-purify.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+source scripts/lib.sh
+bench_setup purify
+work=$WORK
 bytes=$("$ORGAN" inspect "$MODEL" --json | python3 -c "import json,sys; d=json.load(sys.stdin); print(sum(t['bytes'] for t in d['tensors'] if t['group']=='organ'))")
 for method in fractal spectral; do
   best=""

@@ -14,8 +14,8 @@ RUNS="${1:-3}"
 GB="${2:-0}"
 MODEL="$(scripts/fetch-model.sh)"
 NGINX="$(scripts/setup-nginx.sh)"
-cargo build --release -q -p organ-cli
-ORGAN="$(realpath "${CARGO_TARGET_DIR:-target}")/release/organ"
+source scripts/lib.sh
+bench_organ
 work=$(mktemp -d "${TMPDIR:-/tmp}/organ-remote.XXXXXX")
 pid=""
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"' EXIT

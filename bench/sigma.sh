@@ -15,8 +15,8 @@ RUNS="${2:-5}"
 ZREF_RUNS="${3:-2}"
 HUGE_GB="${4:-100}"
 PY="$(scripts/setup-oracle.sh)"
-cargo build --release -q -p organ-cli
-ORGAN="${CARGO_TARGET_DIR:-target}/release/organ"
+source scripts/lib.sh
+bench_organ
 ZREF=tests/oracle/zref.py
 # Page cache warm for every command: one untimed run first.
 "$ORGAN" measure "$MODEL" --no-cache --summary-only >/dev/null

@@ -45,3 +45,18 @@ keep_or_check() {
     cp "$2" "$3"
   fi
 }
+
+# bench_organ: builds the release organ and sets ORGAN, its absolute path.
+bench_organ() {
+  cargo build --release -q -p organ-cli
+  ORGAN="$(realpath "${CARGO_TARGET_DIR:-target}")/release/organ"
+}
+
+# bench_setup NAME: most benches' start. bench_organ, and WORK: a new temp directory named
+# after NAME, removed when the script exits.
+bench_setup() {
+  bench_organ
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/organ-$1.XXXXXX")
+  # shellcheck disable=SC2064 # WORK is expanded now, on purpose
+  trap "rm -rf '$WORK'" EXIT
+}

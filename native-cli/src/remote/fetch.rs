@@ -76,6 +76,23 @@ pub(super) fn agent() -> ureq::Agent {
 /// The longest wait between two tries, whatever Retry-After says.
 const MAX_WAIT: Duration = Duration::from_secs(10);
 
+/// Whether an answer with HTTP status `code` is worth another try: too many requests, or
+/// a failure of the server's that may pass.
+pub(super) fn retryable(code: u16) -> bool {
+    matches!(code, 429 | 500 | 502 | 503 | 504)
+}
+
+/// A Retry-After value given in seconds (a date is not taken).
+pub(super) fn retry_after(v: &str) -> Option<Duration> {
+    v.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// The wait before retry `tries` (from 1): the server's Retry-After, or else 0.2 s, 0.4 s,
+/// 0.8 s …; at most [`MAX_WAIT`]. HTTP(S) URLs and stores wait alike.
+pub(super) fn backoff(tries: u32, after: Option<Duration>) -> Duration {
+    after.unwrap_or(Duration::from_millis(100 << tries.min(7))).min(MAX_WAIT)
+}
+
 /// Runs `f` until it succeeds, fails for good, or has been retried `cfg.retries` times,
 /// waiting 0.2 s, 0.4 s, 0.8 s … (or the server's Retry-After) in between.
 pub(super) fn with_retries<T>(cfg: &Config, mut f: impl FnMut() -> Result<T, Fail>) -> Result<T> {
@@ -89,8 +106,7 @@ pub(super) fn with_retries<T>(cfg: &Config, mut f: impl FnMut() -> Result<T, Fai
                 tries += 1;
                 RETRIES.fetch_add(1, Ordering::Relaxed);
                 crate::progress::warn(format!("{e:#}; retry {tries} of {}", cfg.retries));
-                let backoff = Duration::from_millis(100 << tries.min(7));
-                std::thread::sleep(after.unwrap_or(backoff).min(MAX_WAIT));
+                std::thread::sleep(backoff(tries, after));
             }
             Err(Fail::Retry(e, _)) => return Err(e.context(format!("gave up after {} retries", cfg.retries))),
         }
@@ -139,9 +155,8 @@ fn status_fail(code: u16, r: &ureq::Response) -> Fail {
         412 => fatal(format!(
             "HTTP 412 {text}: the file changed on the server since organ first read it (replaced mid-read)"
         )),
-        429 | 500 | 502 | 503 | 504 => {
-            let after = r.header("retry-after").and_then(|s| s.trim().parse::<u64>().ok()).map(Duration::from_secs);
-            Fail::Retry(anyhow!("HTTP {code} {text}"), after)
+        _ if retryable(code) => {
+            Fail::Retry(anyhow!("HTTP {code} {text}"), r.header("retry-after").and_then(retry_after))
         }
         _ => fatal(format!("HTTP {code} {text}")),
     }

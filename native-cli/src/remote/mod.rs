@@ -220,55 +220,45 @@ impl Remote {
     }
 
     /// Reads each `(offset, buffer)` of `parts` (ascending, disjoint), many ranges a
-    /// request where the server allows it ([`multi`]).
+    /// request where the server allows it, else ranges within `--remote-gap` of each other
+    /// joined ([`multi`], for HTTP servers and stores alike).
     ///
     /// # Errors
     /// As [`Self::read_exact_at`]; a multipart answer that is not what was asked.
     pub fn read_ranges(&self, parts: &mut [(u64, &mut [u8])]) -> Result<()> {
         match &self.via {
             Via::Http(agent) => multi::read_ranges(self, agent, parts, config()),
-            // A store serves one range a request: ranges within the gap share one.
-            Via::Store(_) => self.read_ranges_joined(parts),
+            Via::Store(o) => multi::read_ranges(self, o, parts, config()),
         }
-    }
-
-    /// Reads `parts` (ascending, disjoint) by single ranges, each covering the parts whose
-    /// gaps are at most `--remote-gap`, up to 1 MiB a read.
-    fn read_ranges_joined(&self, parts: &mut [(u64, &mut [u8])]) -> Result<()> {
-        let gap = config().gap;
-        let mut i = 0;
-        while i < parts.len() {
-            let start = parts[i].0;
-            let mut end = start.saturating_add(parts[i].1.len() as u64);
-            let mut j = i + 1;
-            while j < parts.len() {
-                let (o, b) = (parts[j].0, parts[j].1.len() as u64);
-                let next = o.saturating_add(b);
-                if o < end || o - end > gap || next - start > 1 << 20 {
-                    break;
-                }
-                end = next;
-                j += 1;
-            }
-            if j == i + 1 {
-                self.read_exact_at(parts[i].1, start)?;
-            } else {
-                let len = usize::try_from(end - start).context("a read too large")?;
-                let mut buf = vec![0u8; len];
-                self.read_exact_at(&mut buf, start)?;
-                for (o, b) in parts[i..j].iter_mut() {
-                    let at = (*o - start) as usize;
-                    b.copy_from_slice(&buf[at..at + b.len()]);
-                }
-            }
-            i = j;
-        }
-        Ok(())
     }
 
     /// The file name the URL ends with (query left out), as reports name models.
     pub fn file_name(&self) -> String {
         file_name(&self.url)
+    }
+}
+
+/// A store serves one range a request ([`store::Object::range`]); a range covering more
+/// than one part is read into a buffer of its own, so it is at most 1 MiB.
+impl multi::Transport for store::Object {
+    fn covering(&self, r: &Remote, start: u64, end: u64, parts: &mut [(u64, &mut [u8])], _: &Config) -> Result<()> {
+        if let [(o, b)] = parts {
+            if *o == start && b.len() as u64 == end - start {
+                return self.range(&r.url, start, b, r.size, &r.pin);
+            }
+        }
+        let len = usize::try_from(end - start).context("a read too large")?;
+        let mut buf = vec![0u8; len];
+        self.range(&r.url, start, &mut buf, r.size, &r.pin)?;
+        for (o, b) in parts.iter_mut() {
+            let at = (*o - start) as usize;
+            b.copy_from_slice(&buf[at..at + b.len()]);
+        }
+        Ok(())
+    }
+
+    fn max_covering(&self) -> u64 {
+        1 << 20
     }
 }
 
@@ -303,6 +293,77 @@ pub fn identity(files: &[(String, &Pin, u64)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::RefCell;
+
+    /// An object in memory, read one range a request as a store reads: the ranges asked.
+    struct Mem {
+        bytes: Vec<u8>,
+        longest: u64,
+        reads: RefCell<Vec<(u64, u64)>>,
+    }
+
+    impl multi::Transport for Mem {
+        fn covering(&self, _: &Remote, start: u64, end: u64, parts: &mut [(u64, &mut [u8])], _: &Config) -> Result<()> {
+            self.reads.borrow_mut().push((start, end));
+            for (o, b) in parts.iter_mut() {
+                assert!(start <= *o && *o + b.len() as u64 <= end, "a part outside its range");
+                b.copy_from_slice(&self.bytes[*o as usize..][..b.len()]);
+            }
+            Ok(())
+        }
+
+        fn max_covering(&self) -> u64 {
+            self.longest
+        }
+    }
+
+    /// One range a request: every part gets its bytes; each range starts and ends at a
+    /// part's bounds, is no longer than the transport's longest (unless one span of
+    /// touching parts is), and is apart from the next by more than the gap (or joining
+    /// them would pass the longest).
+    #[test]
+    fn ranges_within_the_gap_share_a_read() {
+        let bytes: Vec<u8> = (0..1u32 << 14).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8).collect();
+        let mut seed = 0x9e37_79b9_u64;
+        let mut next = |n: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let mut layout = Vec::new();
+        let mut at = 0;
+        while at + 1200 < bytes.len() as u64 {
+            at += [0, 0, next(8), next(100), next(1000)][next(5) as usize];
+            let len = if next(20) == 0 { 0 } else { 1 + next(200) };
+            layout.push((at, len as usize));
+            at += len;
+        }
+        let pin = Pin { etag: Some("\"e\"".into()), last_modified: None };
+        let r = Remote::new("http://h.example/m.gguf".into(), bytes.len() as u64, pin, fetch::agent());
+        for (gap, longest) in [(0, u64::MAX), (16, 256), (100, 1000), (1000, 4096), (u64::MAX, u64::MAX)] {
+            let mem = Mem { bytes: bytes.clone(), longest, reads: RefCell::new(Vec::new()) };
+            let cfg = Config { gap, ..Config::default() };
+            let mut bufs: Vec<Vec<u8>> = layout.iter().map(|&(_, n)| vec![0; n]).collect();
+            let mut parts: Vec<(u64, &mut [u8])> =
+                layout.iter().zip(bufs.iter_mut()).map(|(&(o, _), b)| (o, b.as_mut_slice())).collect();
+            multi::read_ranges(&r, &mem, &mut parts, &cfg).unwrap();
+            for (&(o, n), b) in layout.iter().zip(&bufs) {
+                assert_eq!(b[..], bytes[o as usize..][..n], "the part at {o}");
+            }
+            let reads = mem.reads.into_inner();
+            let bounds = |x: u64| layout.iter().any(|&(o, n)| n > 0 && (o == x || o + n as u64 == x));
+            for &(a, b) in &reads {
+                assert!(bounds(a) && bounds(b), "a range {a}-{b} not at parts' bounds");
+                let inside: u64 = layout.iter().filter(|&&(o, _)| a <= o && o < b).map(|&(_, n)| n as u64).sum();
+                let one_span = inside == b - a;
+                assert!(b - a <= longest || one_span, "a range {a}-{b} longer than {longest}");
+            }
+            for w in reads.windows(2) {
+                let ((a, b), (c, d)) = (w[0], w[1]);
+                assert!(c >= b && (c - b > gap || d - a > longest), "ranges {a}-{b} and {c}-{d} with gap {gap}");
+            }
+            assert!(reads.len() > 1 || gap == u64::MAX, "{gap}: {reads:?}");
+        }
+    }
 
     #[test]
     fn split_urls_keep_the_query() {

@@ -14,6 +14,10 @@
 //! in parts, and this and every later request asks for single ranges, each covering the
 //! asked ranges that lie within `--remote-gap` of each other: organ's reads without
 //! multipart.
+//!
+//! The loop and its gap policy are the same for every way an object's bytes are asked
+//! for ([`Transport`]): an HTTP server may be asked for many ranges a request; an object
+//! store (src/remote/store.rs) serves one range a request, and gets only the single ranges.
 
 use super::fetch::{answer, check_pin, content_range, fatal, parse_content_range, request, with_retries, Fail};
 use super::{Config, Remote, BYTES_FETCHED, FRAMING};
@@ -37,7 +41,7 @@ const YES: u8 = 1;
 const NO: u8 = 2;
 
 /// Touching parts asked as one range: `[start, end)`, and which parts (indices) it holds.
-struct Span {
+pub(super) struct Span {
     start: u64,
     end: u64,
     parts: Range<usize>,
@@ -50,7 +54,7 @@ impl Span {
 }
 
 /// What the server made of a request for many ranges.
-enum Answer {
+pub(super) enum Answer {
     /// `multipart/byteranges`, every range asked: read.
     Multipart,
     /// One range covering them all: read.
@@ -59,9 +63,52 @@ enum Answer {
     Refused,
 }
 
+/// How the bytes of one pinned object are asked for: what [`read_ranges`] needs of a
+/// transport. Each read is checked against the pin and retried by the transport.
+pub(super) trait Transport {
+    /// How long the `Range` value of a request for many ranges may be; `None` for a
+    /// transport that asks for one range a request.
+    fn budget(&self) -> Option<usize> {
+        None
+    }
+
+    /// Asks for every span of `spans` (two or more) in one request, their bytes into
+    /// `parts`; called only when [`Self::budget`] is some.
+    fn many(&self, r: &Remote, spans: &[Span], parts: &mut [(u64, &mut [u8])], cfg: &Config) -> Result<Answer> {
+        let _ = (r, spans, parts, cfg);
+        Ok(Answer::Refused)
+    }
+
+    /// Reads bytes `[start, end)` of the object in one range: each of `parts` (ascending,
+    /// inside) into its buffer, the bytes between dropped.
+    fn covering(&self, r: &Remote, start: u64, end: u64, parts: &mut [(u64, &mut [u8])], cfg: &Config) -> Result<()>;
+
+    /// The longest single range, from the first byte asked to the last: a transport that
+    /// buffers the bytes between bounds it.
+    fn max_covering(&self) -> u64 {
+        u64::MAX
+    }
+}
+
+/// organ's own range requests: many ranges a request, up to the header budget, until the
+/// server is seen not to serve them.
+impl Transport for ureq::Agent {
+    fn budget(&self) -> Option<usize> {
+        Some(HEADER_BUDGET)
+    }
+
+    fn many(&self, r: &Remote, spans: &[Span], parts: &mut [(u64, &mut [u8])], cfg: &Config) -> Result<Answer> {
+        multi(r, self, spans, parts, cfg)
+    }
+
+    fn covering(&self, r: &Remote, start: u64, end: u64, parts: &mut [(u64, &mut [u8])], cfg: &Config) -> Result<()> {
+        covering(r, self, start, end, parts, cfg)
+    }
+}
+
 /// Reads each `(offset, buffer)` of `parts` (ascending, disjoint, inside the object) from
-/// `r`, as many ranges a request as the header budget takes.
-pub(super) fn read_ranges(r: &Remote, agent: &ureq::Agent, parts: &mut [(u64, &mut [u8])], cfg: &Config) -> Result<()> {
+/// `r` through `t`, as many ranges a request as its header budget takes.
+pub(super) fn read_ranges(r: &Remote, t: &impl Transport, parts: &mut [(u64, &mut [u8])], cfg: &Config) -> Result<()> {
     let mut spans: Vec<Span> = Vec::new();
     for (i, (o, b)) in parts.iter().enumerate() {
         let end = o.checked_add(b.len() as u64).filter(|&e| e <= r.size);
@@ -77,25 +124,29 @@ pub(super) fn read_ranges(r: &Remote, agent: &ureq::Agent, parts: &mut [(u64, &m
             _ => spans.push(Span { start: *o, end, parts: i..i + 1 }),
         }
     }
+    let Some(budget) = t.budget() else {
+        return one(r, t, &spans, parts, cfg);
+    };
     let mut i = 0;
     while i < spans.len() {
         let mut len = "bytes=".len() + spans[i].spec().len();
         let mut j = i + 1;
-        while j < spans.len() && len + 1 + spans[j].spec().len() <= HEADER_BUDGET {
+        while j < spans.len() && len + 1 + spans[j].spec().len() <= budget {
             len += 1 + spans[j].spec().len();
             j += 1;
         }
-        one(r, agent, &spans[i..j], parts, cfg)?;
+        one(r, t, &spans[i..j], parts, cfg)?;
         i = j;
     }
     Ok(())
 }
 
 /// Reads `spans` in one request for them all when the server may serve it in parts, else
-/// in single ranges.
-fn one(r: &Remote, agent: &ureq::Agent, spans: &[Span], parts: &mut [(u64, &mut [u8])], cfg: &Config) -> Result<()> {
-    if spans.len() > 1 && r.multi.load(Ordering::Relaxed) != NO {
-        match multi(r, agent, spans, parts, cfg)? {
+/// in single ranges, each covering the spans within `--remote-gap` of each other (and at
+/// most the transport's longest range).
+fn one(r: &Remote, t: &impl Transport, spans: &[Span], parts: &mut [(u64, &mut [u8])], cfg: &Config) -> Result<()> {
+    if spans.len() > 1 && t.budget().is_some() && r.multi.load(Ordering::Relaxed) != NO {
+        match t.many(r, spans, parts, cfg)? {
             Answer::Multipart => {
                 r.multi.store(YES, Ordering::Relaxed);
                 return Ok(());
@@ -107,13 +158,18 @@ fn one(r: &Remote, agent: &ureq::Agent, spans: &[Span], parts: &mut [(u64, &mut 
             Answer::Refused => r.multi.store(NO, Ordering::Relaxed),
         }
     }
+    let longest = t.max_covering();
     let mut i = 0;
     while i < spans.len() {
         let mut j = i + 1;
-        while j < spans.len() && spans[j].start - spans[j - 1].end <= cfg.gap {
+        while j < spans.len()
+            && spans[j].start - spans[j - 1].end <= cfg.gap
+            && spans[j].end - spans[i].start <= longest
+        {
             j += 1;
         }
-        covering(r, agent, &spans[i..j], parts, cfg)?;
+        let (start, end) = (spans[i].start, spans[j - 1].end);
+        t.covering(r, start, end, &mut parts[held(&spans[i..j])], cfg)?;
         i = j;
     }
     Ok(())
@@ -124,16 +180,15 @@ fn held(spans: &[Span]) -> Range<usize> {
     spans.first().map_or(0, |s| s.parts.start)..spans.last().map_or(0, |s| s.parts.end)
 }
 
-/// Reads `spans` by one range from the first's start to the last's end.
+/// Reads bytes `[start, end)` by one range, each of `parts` (inside) into its buffer.
 fn covering(
     r: &Remote,
     agent: &ureq::Agent,
-    spans: &[Span],
+    start: u64,
+    end: u64,
     parts: &mut [(u64, &mut [u8])],
     cfg: &Config,
 ) -> Result<()> {
-    let (start, end) = (spans[0].start, spans[spans.len() - 1].end);
-    let held = held(spans);
     with_retries(cfg, || {
         let resp = answer(request(agent, &r.url, &format!("bytes={start}-{}", end - 1), Some(&r.pin)).call())?;
         if resp.status() != 206 {
@@ -150,7 +205,7 @@ fn covering(
         }
         length_is(&resp, end - start)?;
         let mut body = resp.into_reader();
-        fill(&mut body, start, end, &mut parts[held.clone()])?;
+        fill(&mut body, start, end, parts)?;
         end_of_body(&mut body, end - start)
     })
     .map_err(|e| e.context(format!("{}: bytes {start}-{} of {}", r.url, end - 1, r.size)))

@@ -25,7 +25,6 @@ use object_store::path::Path as Key;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreScheme, RetryConfig};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 /// The schemes object_store reads, by the store they name.
 pub fn is_store_scheme(scheme: &str) -> bool {
@@ -161,7 +160,7 @@ fn with_retries(mut f: impl FnMut() -> Result<(), Fail>) -> Result<()> {
                 tries += 1;
                 RETRIES.fetch_add(1, Ordering::Relaxed);
                 crate::progress::warn(format!("{e:#}; retry {tries} of {retries}"));
-                std::thread::sleep(Duration::from_millis(100 << tries.min(7)));
+                std::thread::sleep(super::fetch::backoff(tries, None));
             }
             Err(Fail::Retry(e)) => return Err(e.context(format!("gave up after {retries} retries"))),
         }
@@ -272,9 +271,10 @@ impl HttpService for Counted {
             *again.headers_mut() = parts.headers.clone();
             REQUESTS.fetch_add(1, Ordering::Relaxed);
             let (why, after) = match self.0.execute(again).await {
-                Ok(r) if matches!(r.status().as_u16(), 429 | 500 | 502 | 503 | 504) && tries < retries => {
-                    let after = r.headers().get("retry-after").and_then(|v| v.to_str().ok()?.trim().parse().ok());
-                    (format!("HTTP {}", r.status()), after.map(Duration::from_secs))
+                Ok(r) if super::fetch::retryable(r.status().as_u16()) && tries < retries => {
+                    let after =
+                        r.headers().get("retry-after").and_then(|v| super::fetch::retry_after(v.to_str().ok()?));
+                    (format!("HTTP {}", r.status()), after)
                 }
                 Err(e)
                     if tries < retries
@@ -293,8 +293,7 @@ impl HttpService for Counted {
             tries += 1;
             RETRIES.fetch_add(1, Ordering::Relaxed);
             crate::progress::warn(format!("{} {}: {why}; retry {tries} of {retries}", parts.method, parts.uri));
-            let backoff = Duration::from_millis(100 << tries.min(7));
-            tokio::time::sleep(after.unwrap_or(backoff).min(Duration::from_secs(10))).await;
+            tokio::time::sleep(super::fetch::backoff(tries, after)).await;
         }
     }
 }

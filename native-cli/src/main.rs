@@ -149,9 +149,10 @@ enum Command {
         /// With --fleet: how many shards, this one's index coming from the environment.
         #[arg(long, value_name = "N", requires = "fleet")]
         shards: Option<u64>,
-        /// With --fleet: the directory that receives one report per model, named by the
-        /// model's identity and the measure's definition; a run skips what is there.
-        #[arg(long, value_name = "DIR", requires = "fleet")]
+        /// With --fleet: the directory, or object-store prefix (s3://BUCKET/PREFIX, gs://,
+        /// az://), that receives one report per model, named by the model's identity and
+        /// the measure's definition; a run skips what is there.
+        #[arg(long, value_name = "DIR|URL", requires = "fleet")]
         results: Option<PathBuf>,
     },
     /// Reports of fleets measured in shards (docs/fleet.md).
@@ -460,7 +461,7 @@ enum ReportCommand {
     /// The fleet's tables and ranking from the reports `organ measure --fleet … --results
     /// RESULTS` wrote: what `organ measure DIR` prints and writes for the same models.
     Merge {
-        /// The results directory of the fleet's shards.
+        /// The results of the fleet's shards: a directory or s3://BUCKET/PREFIX (gs://, az://).
         results: PathBuf,
         /// Also write the full report as JSON (schema: docs/report.schema.json).
         #[arg(long, value_name = "FILE")]

@@ -21,7 +21,7 @@ const SHARD_VARS: [&str; 5] = [
 
 /// `organ measure --fleet FLEET --results RESULTS ARGS…` with `vars` set (and no other
 /// shard variable).
-fn worker(fleet: &Path, results: &Path, args: &[&str], vars: &[(&str, &str)]) -> Command {
+pub fn worker(fleet: &Path, results: &Path, args: &[&str], vars: &[(&str, &str)]) -> Command {
     let mut c = organ();
     for v in SHARD_VARS {
         c.env_remove(v);
@@ -32,7 +32,7 @@ fn worker(fleet: &Path, results: &Path, args: &[&str], vars: &[(&str, &str)]) ->
 }
 
 /// The models `worker`'s output lists as its shard's, in order.
-fn listed(stdout: &[u8]) -> Vec<String> {
+pub fn listed(stdout: &[u8]) -> Vec<String> {
     let text = String::from_utf8_lossy(stdout);
     text.lines().filter(|l| l.starts_with("  ")).map(|l| l.rsplit("°  ").next().unwrap().to_owned()).collect()
 }
@@ -58,9 +58,10 @@ fn small(name: &str, seed: u64) -> PathBuf {
 }
 
 /// Seven models, sorted by name so that shard 0/3 gets a.gguf, d-organs and g-copy.gguf:
-/// SmolLM2 first and a byte-identical copy of it last (one result serves both).
-fn fleet(model: &Path) -> PathBuf {
-    let dir = tmp("shards-fleet");
+/// SmolLM2 first and a byte-identical copy of it last (one result serves both). Its files
+/// are named from `tag`, one per test.
+pub fn fleet(model: &Path, tag: &str) -> PathBuf {
+    let dir = tmp(&format!("{tag}-fleet"));
     let _ = std::fs::remove_dir_all(&dir);
     link_or_copy(model, &dir.join("a.gguf"));
     link_or_copy(&smollm2_q8_0(model), &dir.join("b-q8_0.gguf"));
@@ -68,10 +69,10 @@ fn fleet(model: &Path) -> PathBuf {
     std::fs::create_dir_all(dir.join("c-split")).unwrap();
     split.args(["--split", "--split-max-size", "40M"]).arg(model).arg(dir.join("c-split/s"));
     ok(split);
-    let organs = dissect(&small("shards-organ.gguf", 10), "shards-organs", &[]);
+    let organs = dissect(&small(&format!("{tag}-organ.gguf"), 10), &format!("{tag}-organs"), &[]);
     std::fs::rename(&organs, dir.join("d-organs")).unwrap();
-    std::fs::rename(small("shards-e.gguf", 20), dir.join("e-small.gguf")).unwrap();
-    std::fs::rename(small("shards-f.gguf", 30), dir.join("f-small.gguf")).unwrap();
+    std::fs::rename(small(&format!("{tag}-e.gguf"), 20), dir.join("e-small.gguf")).unwrap();
+    std::fs::rename(small(&format!("{tag}-f.gguf"), 30), dir.join("f-small.gguf")).unwrap();
     std::fs::copy(model, dir.join("g-copy.gguf")).unwrap();
     dir
 }
@@ -79,7 +80,7 @@ fn fleet(model: &Path) -> PathBuf {
 #[test]
 fn three_workers_one_killed_merge_to_the_one_machine_tables() {
     let Some(model) = need::smollm2_and_llama() else { return };
-    let fleet = fleet(&model);
+    let fleet = fleet(&model, "shards");
     let results = tmp("shards-results");
     let _ = std::fs::remove_dir_all(&results);
 
@@ -121,19 +122,10 @@ fn three_workers_one_killed_merge_to_the_one_machine_tables() {
     assert_eq!(dead_temps.count(), 0, "the killed worker's temp entries are swept");
 
     // The merge is what one machine prints and writes for the same directory.
-    let (merged_csv, merged_json) = (tmp("shards-merged.csv"), tmp("shards-merged.json"));
     let mut m = organ();
-    m.args(["report", "merge"]).arg(&results).arg("--ranking-csv").arg(&merged_csv).arg("--json").arg(&merged_json);
-    let merged = ok(m);
-    let (one_csv, one_json) = (tmp("shards-one.csv"), tmp("shards-one.json"));
-    let mut one = organ();
-    one.arg("measure").arg(&fleet).arg("--no-cache").arg("--ranking-csv").arg(&one_csv).arg("--json").arg(&one_json);
-    let one = ok(one);
-    let csv = std::fs::read(&merged_csv).unwrap();
-    assert_eq!(csv, std::fs::read(&one_csv).unwrap(), "--ranking-csv differs");
-    assert_eq!(String::from_utf8_lossy(&csv).lines().count(), 8, "a header and seven models");
-    assert!(std::fs::read(&merged_json).unwrap() == std::fs::read(&one_json).unwrap(), "--json differs");
-    assert_eq!(String::from_utf8(merged.stdout).unwrap(), String::from_utf8(one.stdout).unwrap());
+    m.args(["report", "merge"]).arg(&results);
+    let csv = merges_as_one_machine(m, &fleet, "shards");
+    let merged_csv = tmp("shards-merged.csv");
 
     // Kubernetes' and Slurm's variables choose the same shards (all in the results now).
     let by_flag: Vec<Vec<String>> =
@@ -191,6 +183,26 @@ fn three_workers_one_killed_merge_to_the_one_machine_tables() {
     m.args(["report", "merge", "--force"]).arg(&results).arg("--ranking-csv").arg(&merged_csv);
     ok(m);
     assert_eq!(std::fs::read(&merged_csv).unwrap(), csv);
+}
+
+/// Runs `merge` (`organ report merge RESULTS`) with `--ranking-csv` and `--json`, and
+/// `organ measure FLEET --no-cache` with the same: the files are byte-identical, and so is
+/// the text printed. Files named from `tag`. The ranking CSV.
+#[track_caller]
+pub fn merges_as_one_machine(mut merge: std::process::Command, fleet: &Path, tag: &str) -> Vec<u8> {
+    let (merged_csv, merged_json) = (tmp(&format!("{tag}-merged.csv")), tmp(&format!("{tag}-merged.json")));
+    merge.arg("--ranking-csv").arg(&merged_csv).arg("--json").arg(&merged_json);
+    let merged = ok(merge);
+    let (one_csv, one_json) = (tmp(&format!("{tag}-one.csv")), tmp(&format!("{tag}-one.json")));
+    let mut one = organ();
+    one.arg("measure").arg(fleet).arg("--no-cache").arg("--ranking-csv").arg(&one_csv).arg("--json").arg(&one_json);
+    let one = ok(one);
+    let csv = std::fs::read(&merged_csv).unwrap();
+    assert_eq!(csv, std::fs::read(&one_csv).unwrap(), "--ranking-csv differs");
+    assert_eq!(String::from_utf8_lossy(&csv).lines().count(), 8, "a header and seven models");
+    assert!(std::fs::read(&merged_json).unwrap() == std::fs::read(&one_json).unwrap(), "--json differs");
+    assert_eq!(String::from_utf8(merged.stdout).unwrap(), String::from_utf8(one.stdout).unwrap());
+    csv
 }
 
 /// The name of one model's result in `results`.

@@ -297,3 +297,93 @@ impl HttpService for Counted {
         }
     }
 }
+
+/// A prefix in a store under which organ keeps small files by name: a fleet's results
+/// (`--results s3://BUCKET/PREFIX`, docs/fleet.md). Reads and writes go through the same
+/// client, runtime, retries and counts as the models' reads.
+pub struct Prefix {
+    /// The URL as given, without a trailing `/`: messages name `URL/NAME`.
+    url: String,
+    store: Arc<dyn ObjectStore>,
+    prefix: Key,
+}
+
+impl Prefix {
+    /// The prefix `s` names (a bucket's root when it has no path), credentials and
+    /// endpoint from the environment. Nothing is asked of the store yet.
+    ///
+    /// # Errors
+    /// `s` is not a store URL (s3://, gs://, az://) with a bucket.
+    pub fn open(s: &str) -> Result<Prefix> {
+        let u = url::Url::parse(s).map_err(|e| anyhow!("{s}: not a valid URL ({e})"))?;
+        if !is_store_scheme(u.scheme()) {
+            bail!("{s}: results go to a directory or an object store (s3://, gs://, az://), not {}://", u.scheme());
+        }
+        if u.host_str().is_none_or(str::is_empty) {
+            bail!("{s}: not a valid store URL: write s3://BUCKET/PREFIX (gs://, az:// alike)");
+        }
+        let (store, prefix) = build(s, &u).with_context(|| format!("{s}: cannot open the store"))?;
+        Ok(Prefix { url: s.trim_end_matches('/').to_owned(), store, prefix })
+    }
+
+    /// `URL/NAME`, for messages.
+    pub fn locate(&self, name: &str) -> String {
+        format!("{}/{name}", self.url)
+    }
+
+    /// The bytes of the object `name` (one path segment), `None` when there is none. Its
+    /// size is checked against `max` from the answer's headers, before its body is read.
+    ///
+    /// # Errors
+    /// The store fails (after retries) or refuses, the bucket does not exist, or the
+    /// object is larger than `max`.
+    pub fn get(&self, name: &str, max: u64) -> Result<Option<Vec<u8>>> {
+        let key = self.prefix.clone().join(name);
+        let rt = runtime()?;
+        let mut found = None;
+        with_retries(|| {
+            rt.block_on(async {
+                let r = match self.store.get_opts(&key, GetOptions::default()).await {
+                    // A missing bucket is an error; a missing object is an answer.
+                    Err(e @ object_store::Error::NotFound { .. }) if !e.to_string().contains("NoSuchBucket") => {
+                        found = None;
+                        return Ok(());
+                    }
+                    r => r.map_err(fatal)?,
+                };
+                let size = r.meta.size;
+                let len = usize::try_from(size).ok().filter(|_| size <= max).ok_or_else(|| {
+                    Fail::Fatal(anyhow!("an object of {size} bytes, over {max}: not a result of organ's"))
+                })?;
+                let mut bytes = vec![0; len];
+                read_body(r, &mut bytes).await?;
+                found = Some(bytes);
+                Ok(())
+            })
+        })
+        .with_context(|| format!("{}: cannot read", self.locate(name)))?;
+        Ok(found)
+    }
+
+    /// Stores `bytes` as the object `name` in one PUT, which the store applies whole or
+    /// not at all. Without `replace` it is a conditional create (S3 `If-None-Match: *`,
+    /// GCS generation 0, Azure `If-None-Match: *`): an object already there is kept, and
+    /// `false` says so.
+    ///
+    /// # Errors
+    /// The store fails (after retries) or refuses.
+    pub fn put(&self, name: &str, bytes: &[u8], replace: bool) -> Result<bool> {
+        let key = self.prefix.clone().join(name);
+        let mode = if replace { object_store::PutMode::Overwrite } else { object_store::PutMode::Create };
+        let payload = object_store::PutPayload::from(bytes.to_vec());
+        let put = runtime()?.block_on(self.store.put_opts(&key, payload, mode.into()));
+        match put {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) if !replace => Ok(false),
+            Err(e) => {
+                let (Fail::Fatal(e) | Fail::Retry(e)) = fatal(e);
+                Err(e.context(format!("{}: cannot write", self.locate(name))))
+            }
+        }
+    }
+}

@@ -1,10 +1,10 @@
-//! A fleet measured in shards (`organ measure --fleet LIST|DIR --shard I/N --results DIR`)
+//! A fleet measured in shards (`organ measure --fleet LIST|DIR --shard I/N --results R`)
 //! and merged (`organ report merge RESULTS`): each process measures its share of the
 //! models and keeps one report per model in the results ([`super::results`]); the merge
 //! ranks them with the code `organ measure DIR` runs ([`Report::new`], [`super::present`]),
 //! so both give the same tables byte for byte. docs/fleet.md.
 
-use super::results::{self, DirStore, FleetFile, Indexed, ShardIndex, Store, FLEET_FILE, FORMAT};
+use super::results::{self, FleetFile, Indexed, ShardIndex, Store, FLEET_FILE, FORMAT};
 use super::shard::{Shard, MAX_SHARDS};
 use super::{identify, label_of, measure_identified, Definition, Options};
 use anyhow::{bail, Context, Result};
@@ -104,11 +104,12 @@ pub fn members(fleet: &Path) -> Result<Vec<Member>> {
     Ok(found)
 }
 
-/// Measures `shard`'s models of `fleet` under `opts` into the results in `results`,
-/// skipping those already there; then writes the shard's index. Prints one line per model.
+/// Measures `shard`'s models of `fleet` under `opts` into the results `results` names (a
+/// directory, made if need be, or a store URL's prefix), skipping those already there;
+/// then writes the shard's index. Prints one line per model.
 pub fn run(opts: &Options, fleet: &Path, shard: Shard, results: &Path, out: &mut dyn Write) -> Result<()> {
-    let store = DirStore::create(results)?;
-    measure_shard(opts, fleet, shard, &store, out)
+    let store = results::open(results, true)?;
+    measure_shard(opts, fleet, shard, store.as_ref(), out)
 }
 
 /// [`run`] into any [`Store`].
@@ -162,8 +163,8 @@ pub fn measure_shard(opts: &Options, fleet: &Path, shard: Shard, store: &dyn Sto
 /// The results are not a fleet's, a shard has not finished, a result is missing, of
 /// another format or definition, or not whole.
 pub fn merge(results: &Path, opts: &Options, out: &mut dyn Write) -> Result<()> {
-    let store = DirStore::open(results)?;
-    let report = merged(&store)?;
+    let store = results::open(results, false)?;
+    let report = merged(store.as_ref())?;
     super::present(&report, opts, out)
 }
 

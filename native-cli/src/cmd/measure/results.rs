@@ -3,12 +3,13 @@
 //! the measure's definition); one index per shard, saying which result is whose; and the
 //! fleet's own file, the models and the definition every worker must agree on.
 //!
-//! Everything goes through [`Store`]: a directory today ([`DirStore`], atomic renames);
-//! an object store (`s3://…`) is one more implementation of its three methods, whose
-//! single-request PUT is all-or-nothing as the rename is.
+//! Everything goes through [`Store`]: a directory ([`DirStore`], atomic renames), or a
+//! prefix in an object store (`s3://BUCKET/PREFIX`, gs://, az://: [`Prefix`], whose
+//! single-request PUT is all-or-nothing as the rename is). [`open`] picks one.
 
 use super::{CacheKey, Definition};
 use crate::atomic::write_file;
+use crate::remote::store::Prefix;
 use anyhow::{bail, Context, Result};
 use organ_core::report::ModelReport;
 use serde::{Deserialize, Serialize};
@@ -74,12 +75,31 @@ impl DirStore {
     }
 
     fn path(&self, name: &str) -> Result<PathBuf> {
-        // Names are organ's own; a name with a separator would leave the directory.
-        if name.is_empty() || name.starts_with('.') || name.contains(['/', '\0']) {
-            bail!("{}: {name:?} is not a result's name", self.dir.display());
-        }
+        check_name(&self.dir.display().to_string(), name)?;
         Ok(self.dir.join(name))
     }
+}
+
+/// Refuses a name that is not one of organ's (`at` is the store, for the message): one
+/// with a separator would leave the directory or the prefix, a dot file is a temp entry.
+fn check_name(at: &str, name: &str) -> Result<()> {
+    if name.is_empty() || name.starts_with('.') || name.contains(['/', '\\', '\0']) {
+        bail!("{at}: {name:?} is not a result's name");
+    }
+    Ok(())
+}
+
+/// The results `--results` (or `report merge`'s argument) names: a store URL's prefix,
+/// or a directory (made if `create`, else it must exist).
+///
+/// # Errors
+/// A URL not of a store, or a directory that cannot be made or is not there.
+pub fn open(results: &Path, create: bool) -> Result<Box<dyn Store>> {
+    if crate::remote::is_url(results) {
+        let url = results.to_str().context("a URL that is not UTF-8")?;
+        return Ok(Box::new(Prefix::open(url)?));
+    }
+    Ok(Box::new(if create { DirStore::create(results)? } else { DirStore::open(results)? }))
 }
 
 impl Store for DirStore {
@@ -111,6 +131,29 @@ impl Store for DirStore {
         }
         write_file(&p, replace, |w| Ok(w.write_all(bytes)?))?;
         Ok(true)
+    }
+}
+
+/// Results under a prefix of an object store. A result is one object written by one PUT;
+/// `put` without `replace` is a conditional create, so a worker never overwrites
+/// another's `fleet.json`. A store that ignores the condition (some S3-compatible servers
+/// do) overwrites instead, which is harmless for results (named by their key, the same
+/// key gives the same bytes); for `fleet.json` only two workers of different fleets
+/// starting at the same moment could clash, and every worker after them is checked
+/// against the file there by [`claim`].
+impl Store for Prefix {
+    fn locate(&self, name: &str) -> String {
+        Prefix::locate(self, name)
+    }
+
+    fn get(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        check_name(&Prefix::locate(self, ""), name)?;
+        Prefix::get(self, name, MAX_RESULT_BYTES)
+    }
+
+    fn put(&self, name: &str, bytes: &[u8], replace: bool) -> Result<bool> {
+        check_name(&Prefix::locate(self, ""), name)?;
+        Prefix::put(self, name, bytes, replace)
     }
 }
 

@@ -60,3 +60,38 @@ bench_setup() {
   # shellcheck disable=SC2064 # WORK is expanded now, on purpose
   trap "rm -rf '$WORK'" EXIT
 }
+
+# The cache the installers fill (docs/testing.md).
+organ_cache() { echo "${ORGAN_CACHE:-$HOME/.cache/organ}"; }
+
+# cached_install DIR CHECK INSTALL: a pinned tool kept in DIR (its version in the name),
+# installed by `INSTALL DIR` unless `CHECK DIR` passes already. DIR starts empty; a failed
+# install removes it, so a half-made DIR is never taken for a good one. What the install
+# prints goes to stderr (the setup scripts print only a path on stdout).
+cached_install() {
+  local dir=$1 check=$2 install=$3
+  "$check" "$dir" 2>/dev/null && return 0
+  rm -rf "$dir" && mkdir -p "$dir"
+  if ! "$install" "$dir" >&2; then
+    rm -rf "$dir"
+    return 1
+  fi
+  "$check" "$dir"
+}
+
+# pip_venv DIR SPEC...: a Python venv in DIR with SPECs installed.
+pip_venv() {
+  local dir=$1; shift
+  python3 -m venv "$dir" && "$dir/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
+}
+
+# npm_dir DIR PKG@VERSION...: the packages in DIR/node_modules, at exactly those versions.
+npm_dir() {
+  local dir=$1; shift
+  (cd "$dir" && echo '{"private":true}' >package.json && npm install --silent --no-audit --no-fund --save-exact "$@")
+}
+
+# npm_has DIR PKG VERSION: DIR/node_modules holds PKG at VERSION.
+npm_has() {
+  [ "$(node -p "require('$1/node_modules/$2/package.json').version" 2>/dev/null)" = "$3" ]
+}

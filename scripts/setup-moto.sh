@@ -4,14 +4,12 @@
 # moto) uploads the test's files to it. The tests run the server themselves, on loopback.
 # Prints the venv's python path on stdout.
 set -euo pipefail
-CACHE="${ORGAN_CACHE:-$HOME/.cache/organ}"
+source "$(dirname "$0")/lib.sh"
 VERSION=5.2.5
-VENV="$CACHE/venv-moto-$VERSION"
-PY="$VENV/bin/python"
-if [ -x "$PY" ] && "$PY" -c "import moto.server, boto3, importlib.metadata as m; assert m.version('moto') == '$VERSION'" 2>/dev/null; then
-  echo "$PY"; exit 0
-fi
-rm -rf "$VENV"
-python3 -m venv "$VENV" >&2
-"$PY" -m pip install --quiet --disable-pip-version-check "moto[server]==$VERSION" >&2
-echo "$PY"
+VENV="$(organ_cache)/venv-moto-$VERSION"
+has_moto() {
+  "$1/bin/python" -c "import moto.server, boto3, importlib.metadata as m; assert m.version('moto') == '$VERSION'"
+}
+make_venv() { pip_venv "$1" "moto[server]==$VERSION"; }
+cached_install "$VENV" has_moto make_venv
+echo "$VENV/bin/python"

@@ -117,6 +117,12 @@ pub mod need {
         check(&[Prereq::Moto]).then(|| super::moto_python().clone()).flatten()
     }
 
+    /// The directory of Azurite and the Azure SDK for JS (installed once by
+    /// scripts/setup-azurite.sh), if it is or can be there: its `node_modules` has both.
+    pub fn azurite() -> Option<PathBuf> {
+        check(&[Prereq::Azurite]).then(|| super::azurite_dir().clone()).flatten()
+    }
+
     #[derive(Clone, Copy)]
     enum Prereq {
         Model,
@@ -124,6 +130,7 @@ pub mod need {
         Llama,
         Nginx,
         Moto,
+        Azurite,
     }
 
     impl Prereq {
@@ -137,6 +144,9 @@ pub mod need {
                 }
                 Prereq::Moto => {
                     return super::moto_python().is_none().then(|| "moto (scripts/setup-moto.sh failed)".into())
+                }
+                Prereq::Azurite => {
+                    return super::azurite_dir().is_none().then(|| "Azurite (scripts/setup-azurite.sh failed)".into())
                 }
             };
             let p = paths.into_iter().find(|p| !p.exists())?;
@@ -185,6 +195,17 @@ fn moto_python() -> &'static Option<PathBuf> {
     PATH.get_or_init(|| {
         let out =
             Command::new(repo().join("scripts/setup-moto.sh")).stderr(std::process::Stdio::null()).output().ok()?;
+        let p = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+        (out.status.success() && p.exists()).then_some(p)
+    })
+}
+
+/// Azurite's directory from scripts/setup-azurite.sh (which installs it once), asked once.
+fn azurite_dir() -> &'static Option<PathBuf> {
+    static PATH: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let out =
+            Command::new(repo().join("scripts/setup-azurite.sh")).stderr(std::process::Stdio::null()).output().ok()?;
         let p = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
         (out.status.success() && p.exists()).then_some(p)
     })

@@ -8,6 +8,7 @@
 use crate::common::*;
 use crate::fleet_shards::{fleet, listed, merges_as_one_machine, worker};
 use crate::moto::Moto;
+use crate::store::Server;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;

@@ -9,6 +9,7 @@ mod build;
 mod common;
 
 mod api;
+mod azure;
 mod check;
 mod cli_errors;
 mod diff;

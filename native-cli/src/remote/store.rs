@@ -115,13 +115,15 @@ fn fatal(e: object_store::Error) -> Fail {
     })
 }
 
-/// `e` in words, an XML error body the store sent cut to its `<Code>` and `<Message>`.
+/// `e` in words, an XML error body the store sent cut to its `<Code>` and `<Message>`'s
+/// first line.
 fn brief(e: &object_store::Error) -> String {
     let text = e.to_string();
     let Some(at) = text.find("<?xml") else { return text };
     let tag = |t: &str| {
         let from = text.find(&format!("<{t}>"))? + t.len() + 2;
-        Some(text[from..].split('<').next()?.to_owned())
+        // Azure's Message goes on with RequestId and Time lines: its first line says it.
+        Some(text[from..].split('<').next()?.lines().next()?.to_owned())
     };
     let said: Vec<String> = ["Code", "Message"].into_iter().filter_map(tag).collect();
     format!("{}{}", &text[..at], said.join(": "))

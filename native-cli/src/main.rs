@@ -64,6 +64,30 @@ struct SelectArgs {
     names: Vec<String>,
 }
 
+/// What `measure` and `report merge` write besides the text on stdout, and how much of it.
+#[derive(clap::Args)]
+struct ReportOutputs {
+    /// Also write the full report as JSON (schema: docs/report.schema.json).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Also write one CSV row per tensor.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// Also write the report as one self-contained static HTML page (the browser app's
+    /// export): opens offline, fetches nothing, embeds the JSON.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Also write the ranking with per-group mean θ as CSV.
+    #[arg(long, value_name = "FILE")]
+    ranking_csv: Option<PathBuf>,
+    /// Print only the summaries, groups and wells, not the per-tensor tables.
+    #[arg(long)]
+    summary_only: bool,
+    /// How many lowest-θ tensors ("wells") to print.
+    #[arg(long, default_value_t = 10)]
+    wells: usize,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Show a model's metadata and one row per tensor (name, anatomy group, layer, type, shape, offset, bytes).
@@ -80,22 +104,8 @@ enum Command {
         /// directories of models (fleets); with several models, a ranking follows.
         #[arg(required_unless_present = "fleet")]
         models: Vec<PathBuf>,
-        /// Also write the full report as JSON (schema: docs/report.schema.json).
-        #[arg(long, value_name = "FILE")]
-        json: Option<PathBuf>,
-        /// Also write one CSV row per tensor.
-        #[arg(long, value_name = "FILE")]
-        csv: Option<PathBuf>,
-        /// Also write the report as one self-contained static HTML page (the browser app's
-        /// export): opens offline, fetches nothing, embeds the JSON.
-        #[arg(long, value_name = "FILE")]
-        html: Option<PathBuf>,
-        /// Print only the summary, groups and wells, not the per-tensor table.
-        #[arg(long)]
-        summary_only: bool,
-        /// How many lowest-θ tensors ("wells") to print.
-        #[arg(long, default_value_t = 10)]
-        wells: usize,
+        #[command(flatten)]
+        report: ReportOutputs,
         /// Worker threads (default: one per core).
         #[arg(long, short = 'j')]
         threads: Option<usize>,
@@ -115,9 +125,6 @@ enum Command {
         /// Never read or write the report cache.
         #[arg(long, conflicts_with = "cache")]
         no_cache: bool,
-        /// Also write the ranking with per-group mean θ as CSV.
-        #[arg(long, value_name = "FILE")]
-        ranking_csv: Option<PathBuf>,
         /// Replace outputs that already exist (never an input of the run).
         #[arg(long)]
         force: bool,
@@ -463,24 +470,8 @@ enum ReportCommand {
     Merge {
         /// The results of the fleet's shards: a directory or s3://BUCKET/PREFIX (gs://, az://).
         results: PathBuf,
-        /// Also write the full report as JSON (schema: docs/report.schema.json).
-        #[arg(long, value_name = "FILE")]
-        json: Option<PathBuf>,
-        /// Also write one CSV row per tensor.
-        #[arg(long, value_name = "FILE")]
-        csv: Option<PathBuf>,
-        /// Also write the report as one self-contained static HTML page.
-        #[arg(long, value_name = "FILE")]
-        html: Option<PathBuf>,
-        /// Also write the ranking with per-group mean θ as CSV.
-        #[arg(long, value_name = "FILE")]
-        ranking_csv: Option<PathBuf>,
-        /// Print only the summaries, groups and wells, not the per-tensor tables.
-        #[arg(long)]
-        summary_only: bool,
-        /// How many lowest-θ tensors ("wells") to print.
-        #[arg(long, default_value_t = 10)]
-        wells: usize,
+        #[command(flatten)]
+        report: ReportOutputs,
         /// Replace outputs that already exist.
         #[arg(long)]
         force: bool,
@@ -511,17 +502,12 @@ fn run(cli: Cli) -> Result<Exit> {
         Command::Inspect { model, json } => cmd::inspect::run(&model, json, &mut out)?,
         Command::Measure {
             models,
-            json,
-            csv,
-            html,
-            summary_only,
-            wells,
+            report: ReportOutputs { json, csv, html, ranking_csv, summary_only, wells },
             threads,
             stream,
             stats,
             cache,
             no_cache,
-            ranking_csv,
             force,
             sigma,
             exact,
@@ -584,7 +570,12 @@ fn run(cli: Cli) -> Result<Exit> {
             }
         }
         Command::Report {
-            what: ReportCommand::Merge { results, json, csv, html, ranking_csv, summary_only, wells, force },
+            what:
+                ReportCommand::Merge {
+                    results,
+                    report: ReportOutputs { json, csv, html, ranking_csv, summary_only, wells },
+                    force,
+                },
         } => {
             guard(&[], [&json, &csv, &html, &ranking_csv].into_iter().filter_map(|p| p.as_deref()), force)?;
             let opts = cmd::measure::Options {

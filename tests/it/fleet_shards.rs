@@ -8,7 +8,7 @@ use crate::common::*;
 use organ_core::GgmlType;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 /// The variables that choose a shard: cleared, so the runner's own never leak in.
 const SHARD_VARS: [&str; 5] = [
@@ -89,20 +89,7 @@ fn three_workers_one_killed_merge_to_the_one_machine_tables() {
         let mut c = worker(&fleet, &results, &["--shard", &format!("{i}/3")], &[]);
         c.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap()
     };
-    let (w1, w2) = (spawn(1), spawn(2));
-    let mut w0 = spawn(0);
-    let mut lines = BufReader::new(w0.stdout.take().unwrap()).lines();
-    let head = lines.next().unwrap().unwrap();
-    assert_eq!(head, "shard 0/3: 3 of 7 models");
-    let first = lines.next().unwrap().unwrap();
-    assert!(first.starts_with("  measured") && first.ends_with("a.gguf"), "{first}");
-    w0.kill().unwrap(); // SIGKILL, in the middle of its second or third model
-    assert!(!w0.wait().unwrap().success());
-    for w in [w1, w2] {
-        let out = w.wait_with_output().unwrap();
-        assert!(out.status.success());
-        assert_eq!(listed(&out.stdout).len(), 2, "{}", String::from_utf8_lossy(&out.stdout));
-    }
+    three_workers_one_killed(spawn);
     assert!(!results.join("shard-0-of-3.json").exists(), "worker 0 was killed before it finished");
 
     // Until shard 0 is done, merge names what is missing.
@@ -210,4 +197,24 @@ fn one_result(results: &Path) -> String {
     let index: serde_json::Value =
         serde_json::from_slice(&std::fs::read(results.join("shard-1-of-3.json")).unwrap()).unwrap();
     index["results"][0]["result"].as_str().unwrap().to_owned()
+}
+
+/// Starts workers 1, 2 and 0 of a 7-model fleet in 3 shards by `spawn(i)` (stdout piped),
+/// kills worker 0 with SIGKILL once it has measured its first model (a.gguf), and waits for
+/// 1 and 2, which must finish their two models each.
+#[track_caller]
+pub fn three_workers_one_killed(spawn: impl Fn(usize) -> Child) {
+    let (w1, w2) = (spawn(1), spawn(2));
+    let mut w0 = spawn(0);
+    let mut lines = BufReader::new(w0.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "shard 0/3: 3 of 7 models");
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.starts_with("  measured") && first.ends_with("a.gguf"), "{first}");
+    w0.kill().unwrap(); // SIGKILL, in the middle of its second or third model
+    assert!(!w0.wait().unwrap().success());
+    for w in [w1, w2] {
+        let out = w.wait_with_output().unwrap();
+        assert!(out.status.success());
+        assert_eq!(listed(&out.stdout).len(), 2, "{}", String::from_utf8_lossy(&out.stdout));
+    }
 }

@@ -6,10 +6,9 @@
 //! the bucket is named by its URL.
 
 use crate::common::*;
-use crate::fleet_shards::{fleet, listed, merges_as_one_machine, worker};
+use crate::fleet_shards::{fleet, listed, merges_as_one_machine, three_workers_one_killed, worker};
 use crate::moto::Moto;
 use crate::store::Server;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;
 
@@ -37,20 +36,9 @@ fn three_workers_into_s3_one_killed_merge_to_the_one_machine_tables() {
 
     // Workers 1 and 2 run to the end while worker 0 is killed after its first model. All
     // three start together: one creates fleet.json, the others find it.
-    let spawn = |i: usize| worker(&["--shard", &format!("{i}/3")]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn();
-    let (w1, w2) = (spawn(1).unwrap(), spawn(2).unwrap());
-    let mut w0 = spawn(0).unwrap();
-    let mut lines = BufReader::new(w0.stdout.take().unwrap()).lines();
-    assert_eq!(lines.next().unwrap().unwrap(), "shard 0/3: 3 of 7 models");
-    let first = lines.next().unwrap().unwrap();
-    assert!(first.starts_with("  measured") && first.ends_with("a.gguf"), "{first}");
-    w0.kill().unwrap(); // SIGKILL, in the middle of its second or third model
-    assert!(!w0.wait().unwrap().success());
-    for w in [w1, w2] {
-        let out = w.wait_with_output().unwrap();
-        assert!(out.status.success());
-        assert_eq!(listed(&out.stdout).len(), 2, "{}", String::from_utf8_lossy(&out.stdout));
-    }
+    three_workers_one_killed(|i| {
+        worker(&["--shard", &format!("{i}/3")]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap()
+    });
 
     // Until shard 0 is done, merge names what is missing, by URL.
     let merge = || {

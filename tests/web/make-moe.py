@@ -6,47 +6,9 @@ tensors of 8 Q8_0 experts, a down expert tensor (Q8_0; in layer 0 four F16 exper
 (ffn_up_shexp). Some experts are byte copies of others (duplicate_of) and one per tensor
 is drawn from another distribution (an outlier). Deterministic.
 Usage: make-moe.py OUT.gguf"""
-import random, struct, sys
+import random, sys
 
-ALIGN = 32
-F32, F16, Q8_0 = 0, 1, 8
-
-def s(x):
-    b = x.encode()
-    return struct.pack("<Q", len(b)) + b
-
-def f32(v):
-    return struct.pack(f"<{len(v)}f", *v)
-
-def f16(v):
-    return struct.pack(f"<{len(v)}e", *v)
-
-def q8_0(v):
-    out = []
-    for i in range(0, len(v), 32):
-        blk = v[i:i + 32]
-        d = max(abs(x) for x in blk) / 127 or 1.0
-        d = struct.unpack("<e", struct.pack("<e", d))[0]
-        out.append(struct.pack("<e", d) + struct.pack("<32b", *[max(-127, min(127, round(x / d))) for x in blk]))
-    return b"".join(out)
-
-def write(path, tensors):
-    kv = s("general.architecture") + struct.pack("<I", 8) + s("llama")
-    kv += s("general.name") + struct.pack("<I", 8) + s("browser test MoE")
-    kv += s("llama.expert_count") + struct.pack("<II", 4, 8)
-    kv += s("llama.expert_used_count") + struct.pack("<II", 4, 2)
-    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), 4) + kv
-    off, infos, datas = 0, b"", []
-    for name, ty, dims, data in tensors:
-        infos += s(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
-        infos += struct.pack("<IQ", ty, off)
-        pad = (-len(data)) % ALIGN
-        datas.append(data + b"\0" * pad)
-        off += len(data) + pad
-    head += infos
-    head += b"\0" * ((-len(head)) % ALIGN)
-    with open(path, "wb") as f:
-        f.write(head + b"".join(datas))
+from tinygguf import F16, F32, Q8_0, f16, f32, q8_0, u32_kv, write
 
 rng = random.Random(18)
 def expert(n, k):
@@ -75,4 +37,4 @@ for l in range(3):
     else:
         tensors.append((f"blk.{l}.ffn_down_exps.weight", Q8_0, [32, 64, 8], experts(32 * 64, 8, q8_0, {})))
     tensors.append((f"blk.{l}.ffn_up_shexp.weight", Q8_0, [64, 32], q8_0([rng.gauss(0, 0.02) for _ in range(64 * 32)])))
-write(sys.argv[1], tensors)
+write(sys.argv[1], tensors, "browser test MoE", [u32_kv("llama.expert_count", 8), u32_kv("llama.expert_used_count", 2)])

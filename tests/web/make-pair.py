@@ -6,45 +6,9 @@ dequantizer (compared on its bytes only), and expert tensors (name with _exps, 3
 whose experts are partly identical, one of them sampled (over 100 000 elements per
 expert, so by the sampler name NAME#e). Deterministic.
 Usage: make-pair.py A.gguf B.gguf"""
-import random, struct, sys
+import random, sys
 
-ALIGN = 32
-F32, F16, Q8_0, Q8_K = 0, 1, 8, 15
-
-def s(x):
-    b = x.encode()
-    return struct.pack("<Q", len(b)) + b
-
-def f32(v):
-    return struct.pack(f"<{len(v)}f", *v)
-
-def f16(v):
-    return struct.pack(f"<{len(v)}e", *v)
-
-def q8_0(v):
-    out = b""
-    for i in range(0, len(v), 32):
-        blk = v[i:i + 32]
-        d = max(abs(x) for x in blk) / 127 or 1.0
-        d = struct.unpack("<e", struct.pack("<e", d))[0]
-        out += struct.pack("<e", d) + struct.pack("<32b", *[max(-127, min(127, round(x / d))) for x in blk])
-    return out
-
-def write(path, tensors):
-    kv = s("general.architecture") + struct.pack("<I", 8) + s("llama")
-    kv += s("general.name") + struct.pack("<I", 8) + s("compare pair " + path.rsplit("/", 1)[-1])
-    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), 2) + kv
-    off, infos, datas = 0, b"", []
-    for name, ty, dims, data in tensors:
-        infos += s(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
-        infos += struct.pack("<IQ", ty, off)
-        pad = (-len(data)) % ALIGN
-        datas.append(data + b"\0" * pad)
-        off += len(data) + pad
-    head += infos
-    head += b"\0" * ((-len(head)) % ALIGN)
-    with open(path, "wb") as f:
-        f.write(head + b"".join(datas))
+from tinygguf import F16, F32, Q8_0, Q8_K, f16, f32, q8_0, write
 
 rng = random.Random(16)
 g = lambda n, sd=0.02: [rng.gauss(0, sd) for _ in range(n)]
@@ -87,5 +51,5 @@ b = [
     ("blk.1.ffn_down_exps.weight", F16, [256, 512, 2], b"".join(f16(e) for e in big_b)),
     ("only_in_b.weight", F32, [8], f32(g(8))),
 ]
-write(sys.argv[1], a)
-write(sys.argv[2], b)
+write(sys.argv[1], a, "compare pair " + sys.argv[1].rsplit("/", 1)[-1])
+write(sys.argv[2], b, "compare pair " + sys.argv[2].rsplit("/", 1)[-1])

@@ -55,8 +55,8 @@ fn tensors(mut b: Vec<u8>, n: usize) -> Vec<u8> {
     b
 }
 
-/// The first probe: a 22 MB model of `n` tiny tensors.
-fn many_tensors(path: &Path, n: usize) {
+/// The first probe: a 22 MB model of `n` tiny tensors (250 k), slow to measure.
+pub(super) fn many_tensors(path: &Path, n: usize) {
     std::fs::write(path, tensors(header(n as u64, 0), n)).unwrap();
 }
 

@@ -111,7 +111,5 @@ fn a_job_past_the_time_limit_is_stopped_with_its_processes() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(children(s.child.id()), Vec::<u32>::new(), "the job's process was killed");
-    // The next job runs as usual.
-    let end = run_job(&s, "/api/measure", json!({ "paths": ["smol.gguf"] }));
-    assert_eq!(end["state"], "done");
+    assert_eq!(get(&s, "/api/health").0, 200);
 }

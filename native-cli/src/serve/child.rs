@@ -56,7 +56,7 @@ pub(super) fn limit_file_size(cmd: &mut tokio::process::Command, bytes: u64) {
     // rustix, which allocates nothing and takes no lock.
     unsafe {
         cmd.pre_exec(move || {
-            rustix::process::setrlimit(rustix::process::Resource::Fsize, limit.clone())?;
+            rustix::process::setrlimit(rustix::process::Resource::Fsize, limit)?;
             Ok(())
         });
     }

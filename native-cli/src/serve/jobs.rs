@@ -169,8 +169,9 @@ impl Run {
             return;
         };
         job.status.send_modify(|st| st.state = JobState::Running);
-        // The wall-clock limit counts from here: waiting in the queue is not running.
-        let deadline = s.job_timeout.map(|t| tokio::time::Instant::now() + t);
+        // The wall-clock limit counts from here: waiting in the queue is not running. A
+        // limit too far off to add to the clock is none.
+        let deadline = s.job_timeout.and_then(|t| tokio::time::Instant::now().checked_add(t));
         let mut cmd = child_command(&s, &argv);
         cmd.stderr(std::process::Stdio::piped());
         // A new file in the job's own directory (create_new: never one put there).

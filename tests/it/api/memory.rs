@@ -103,8 +103,16 @@ fn finished_jobs_and_large_inspects_give_their_memory_back() {
     many_tokens(&root.join("vocab.gguf"), 5_200_000);
     let s = start(&root, &["--jobs", "1"]);
     let pid = s.child.id();
-    // Idle: after one request of each kind, so that thread pools and buffers exist.
-    assert_eq!(get(&s, "/api/inspect?path=smol.gguf").0, 200);
+    // Idle: after requests of each kind, 8 at once, so that the runtime's threads and the
+    // allocator's per-thread heaps exist (mimalloc keeps some 10-20 MiB of those).
+    let base = s.base.clone();
+    let warm: Vec<_> = (0..8)
+        .map(|_| {
+            let base = base.clone();
+            std::thread::spawn(move || bytes(&base, "/api/inspect?path=smol.gguf").0)
+        })
+        .collect();
+    assert!(warm.into_iter().all(|h| h.join().unwrap() == 200));
     let warm = run_job(&s, "/api/measure", json!({ "paths": ["smol.gguf"] }));
     assert_eq!(delete(&s, warm["id"].as_str().unwrap()).0, 200);
     std::thread::sleep(Duration::from_millis(500));
@@ -124,7 +132,6 @@ fn finished_jobs_and_large_inspects_give_their_memory_back() {
         eprintln!("after measure job {}: RSS {:.1} MiB", i + 1, mib(rss(pid).0));
         ids.push(id);
     }
-    let base = s.base.clone();
     let inspects: Vec<_> = (0..8)
         .map(|_| {
             let base = base.clone();

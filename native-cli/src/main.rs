@@ -448,6 +448,17 @@ enum Command {
         /// default: anyone who may call the API could have it fetch any URL; docs/api.md).
         #[arg(long)]
         allow_remote: bool,
+        /// The longest a job may run, in seconds (its wait in the queue not counted); past
+        /// it the job's processes are killed and it fails saying so. 0: no limit.
+        #[arg(long, value_name = "SECS", default_value_t = 48 * 3600)]
+        job_timeout: u64,
+        /// How long a finished job's entry and results are kept, in seconds (DELETE
+        /// /api/jobs/ID removes them sooner).
+        #[arg(long, value_name = "SECS", default_value_t = 24 * 3600, value_parser = clap::value_parser!(u64).range(1..))]
+        job_retention: u64,
+        /// The most finished jobs kept; beyond, the oldest are removed, results and all.
+        #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+        max_finished_jobs: u64,
         // Timeouts, in milliseconds (hidden: for tests and unusual setups).
         #[arg(long, hide = true, env = "ORGAN_SERVE_INSPECT_TIMEOUT_MS", default_value_t = 60_000)]
         inspect_timeout_ms: u64,
@@ -708,6 +719,9 @@ fn run(cli: Cli) -> Result<Exit> {
             allow_hosts,
             max_connections,
             allow_remote,
+            job_timeout,
+            job_retention,
+            max_finished_jobs,
             inspect_timeout_ms,
             inspect_max_bytes,
             header_timeout_ms,
@@ -732,6 +746,9 @@ fn run(cli: Cli) -> Result<Exit> {
                 idle_timeout: ms(idle_timeout_ms.max(1)),
                 max_connections,
                 allow_remote,
+                job_timeout: (job_timeout > 0).then(|| std::time::Duration::from_secs(job_timeout)),
+                job_retention: std::time::Duration::from_secs(job_retention),
+                max_finished_jobs: usize::try_from(max_finished_jobs).unwrap_or(usize::MAX),
             })?
         }
         Command::Graft { donor, recipient, out: dest, select, dry_run, split_max_size, sha256, force, json, judge } => {

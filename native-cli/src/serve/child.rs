@@ -1,6 +1,7 @@
 //! A child `organ` process: how it is started (confined to the root, killed with the
-//! server, reporting in `--progress jsonl` events), and what it says on stderr, read in
-//! bounded lines and taken as typed events (crate::progress).
+//! server, in a process group of its own, reporting in `--progress jsonl` events), how it
+//! is stopped (the whole group: llama-perplexity under `organ eval` too), and what it says
+//! on stderr, read in bounded lines and taken as typed events (crate::progress).
 
 use super::AppState;
 use crate::progress::Event;
@@ -12,7 +13,8 @@ const MAX_LINE: usize = 64 << 10;
 
 /// `organ ARGS --progress jsonl` as a child for a request: argv (never a shell), confined
 /// to the root (crate::input), its stdin closed, killed when dropped and when the server
-/// dies. The flag comes after ARGS, so the subcommand stays the first argument.
+/// dies, leading a new process group (so [`kill_group`] reaches what it starts). The flag
+/// comes after ARGS, so the subcommand stays the first argument.
 pub(super) fn child_command<A: AsRef<OsStr>>(
     s: &AppState,
     args: impl IntoIterator<Item = A>,
@@ -24,6 +26,7 @@ pub(super) fn child_command<A: AsRef<OsStr>>(
         .env_remove("ORGAN_CACHE")
         .env_remove(crate::input::ALLOW_REMOTE_ENV)
         .stdin(std::process::Stdio::null())
+        .process_group(0)
         .kill_on_drop(true);
     if s.allow_remote {
         cmd.env(crate::input::ALLOW_REMOTE_ENV, "1");
@@ -43,6 +46,30 @@ pub(super) fn child_command<A: AsRef<OsStr>>(
         });
     }
     cmd
+}
+
+/// Caps the size of any file the child writes (RLIMIT_FSIZE): a write past `bytes` stops
+/// it (SIGXFSZ). For a child whose only output is a file the server reads afterwards.
+pub(super) fn limit_file_size(cmd: &mut tokio::process::Command, bytes: u64) {
+    let limit = rustix::process::Rlimit { current: Some(bytes), maximum: Some(bytes) };
+    // SAFETY: between fork and exec this runs one raw system call (setrlimit) through
+    // rustix, which allocates nothing and takes no lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::process::setrlimit(rustix::process::Resource::Fsize, limit)?;
+            Ok(())
+        });
+    }
+}
+
+/// Kills a child's process group (the child leads it: [`child_command`]) and waits for the
+/// child.
+pub(super) async fn kill_group(child: &mut tokio::process::Child) {
+    let pid = child.id().and_then(|p| i32::try_from(p).ok()).and_then(rustix::process::Pid::from_raw);
+    if let Some(pid) = pid {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+    let _ = child.kill().await;
 }
 
 /// A child's stderr, line by line, each cut at [`MAX_LINE`] bytes: a child writing without

@@ -1,11 +1,16 @@
-//! `GET /api/inspect`: `organ inspect --json` run as a child, bounded in time and size.
+//! `GET /api/inspect`: `organ inspect --json` run as a child, bounded in time and size, its
+//! JSON written to an unnamed file under ROOT/results and streamed from there: the server
+//! holds none of it (a vocabulary of millions of tokens is tens of MB per inspect).
 
-use super::{bad, child, internal, ApiError, ApiResult, AppState};
+use super::{bad, child, internal, ApiError, ApiResult, AppState, RESULTS};
+use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use serde::Deserialize;
 use std::ffi::OsStr;
+use std::io::{Seek, SeekFrom};
 use std::sync::Arc;
 use tokio::io::AsyncReadExt;
 
@@ -17,6 +22,9 @@ pub(super) struct PathQuery {
 /// `organ inspect --json PATH`, run as a child: at most MAX_INSPECTS at once, and killed
 /// after the inspect timeout (waiting for a turn counts), so a file that blocks its reader
 /// (a FIFO, a hung mount) costs one child for a while, never a server thread for ever.
+/// The child writes its JSON into an unnamed file (at most the cap: past it the kernel
+/// stops the child, RLIMIT_FSIZE); the answer streams that file, and the turn is held
+/// until it has been sent, so at most MAX_INSPECTS such files exist at once.
 pub(super) async fn inspect(
     State(s): State<Arc<AppState>>,
     q: Result<Query<PathQuery>, axum::extract::rejection::QueryRejection>,
@@ -26,45 +34,60 @@ pub(super) async fn inspect(
     let rel = q.path;
     let limit = s.inspect_timeout;
     let deadline = tokio::time::Instant::now() + limit;
-    let _turn = tokio::time::timeout_at(deadline, s.inspects.acquire()).await.map_err(|_| {
-        ApiError(StatusCode::SERVICE_UNAVAILABLE, format!("{rel}: too many inspects waiting; try again later"))
-    })?;
-    let mut cmd = child::child_command(&s, [OsStr::new("inspect"), OsStr::new("--json"), path.as_os_str()]);
-    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| internal(format!("cannot start organ: {e}")))?;
-    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        return Err(internal("organ inspect: no output pipes"));
-    };
+    let turn = tokio::time::timeout_at(deadline, s.inspects.clone().acquire_owned())
+        .await
+        .map_err(|_| {
+            ApiError(StatusCode::SERVICE_UNAVAILABLE, format!("{rel}: too many inspects waiting; try again later"))
+        })?
+        .map_err(internal)?;
+    let results = s.root.join(RESULTS);
+    let out = tokio::task::spawn_blocking(move || tempfile::tempfile_in(results))
+        .await
+        .map_err(internal)?
+        .map_err(|e| internal(format!("{RESULTS}/: cannot make a file for the answer: {}", e.kind())))?;
+    let stdout = out.try_clone().map_err(|e| internal(format!("inspect: {e}")))?;
     let max = s.inspect_max_bytes;
-    let run = async {
-        let (mut out, mut err) = (Vec::new(), Vec::new());
-        let (mut stdout, mut stderr) = (stdout.take(max.saturating_add(1)), stderr.take(1 << 16));
-        let read_out = async {
-            let r = stdout.read_to_end(&mut out).await;
-            // Over the cap, the child would block on its next write: stop it now.
-            if out.len() as u64 > max {
-                let _ = child.start_kill();
-            }
-            r
-        };
-        let (o, _) = tokio::join!(read_out, stderr.read_to_end(&mut err));
-        let st = child.wait().await;
-        (o.and(st), out, err)
+    let mut cmd = child::child_command(&s, [OsStr::new("inspect"), OsStr::new("--json"), path.as_os_str()]);
+    cmd.stdout(stdout).stderr(std::process::Stdio::piped());
+    child::limit_file_size(&mut cmd, max.saturating_add(1));
+    let mut child = cmd.spawn().map_err(|e| internal(format!("cannot start organ: {e}")))?;
+    let Some(stderr) = child.stderr.take() else {
+        return Err(internal("organ inspect: no error pipe"));
     };
-    let (status, out, err) = match tokio::time::timeout_at(deadline, run).await {
+    let run = async {
+        let mut err = Vec::new();
+        let r = stderr.take(1 << 16).read_to_end(&mut err).await;
+        let st = child.wait().await;
+        (r.and(st), err)
+    };
+    let (status, err) = match tokio::time::timeout_at(deadline, run).await {
         Ok(r) => r,
         Err(_) => {
-            let _ = child.kill().await;
+            child::kill_group(&mut child).await;
             let msg = format!("{rel}: inspect took longer than {limit:?} and was stopped");
             return Err(ApiError(StatusCode::GATEWAY_TIMEOUT, msg));
         }
     };
-    if out.len() as u64 > max {
+    let len = out.metadata().map_err(|e| internal(format!("inspect: {e}")))?.len();
+    if len > max {
         let msg = format!("{rel}: its inspect JSON is over {max} bytes, more than this server returns; run organ inspect --json on the machine itself");
         return Err(ApiError(StatusCode::UNPROCESSABLE_ENTITY, msg));
     }
     match status {
-        Ok(st) if st.success() => Ok(([(header::CONTENT_TYPE, "application/json")], out).into_response()),
+        Ok(st) if st.success() => {
+            let mut out = out;
+            out.seek(SeekFrom::Start(0)).map_err(|e| internal(format!("inspect: {e}")))?;
+            let file = tokio::fs::File::from_std(out).take(len);
+            let body = tokio_util::io::ReaderStream::with_capacity(file, 64 << 10).map(move |chunk| {
+                let _turn = &turn;
+                chunk
+            });
+            Ok((
+                [(header::CONTENT_TYPE, "application/json".to_owned()), (header::CONTENT_LENGTH, len.to_string())],
+                Body::from_stream(body),
+            )
+                .into_response())
+        }
         Ok(_) => {
             let mut said = child::Said::default();
             for line in err.split(|&b| b == b'\n') {

@@ -1,50 +1,80 @@
-//! Jobs: the table of them, each one's run (a child `organ` under a permit, its events
-//! followed, its outputs kept or removed), and the endpoints that show and cancel them.
+//! Jobs: the table of them, and each one's run (a child `organ` under a permit, its events
+//! followed, its time limited, its outputs kept or removed). What a job holds in memory is
+//! small (ids, state, progress, output names, an error sentence): its report stays in its
+//! file, and [`super::results`] streams it from there.
 
-use super::child::{child_command, Lines, Said};
+use super::child::{child_command, kill_group, Lines, Said};
 use super::{internal, ApiResult, AppState, RESULTS};
-use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
-use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::IntoResponse;
 use axum::Json;
-use serde_json::value::RawValue;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-#[derive(Clone, Debug, serde::Serialize, PartialEq)]
+#[derive(Clone, Copy, Debug, serde::Serialize, PartialEq)]
 #[serde(rename_all = "snake_case")]
-enum JobState {
+pub(super) enum JobState {
     Queued,
     Running,
     Done,
     Failed,
     Cancelled,
+    /// Only in the answer to `DELETE` of a finished job: its entry and results are gone.
+    Deleted,
+}
+
+impl JobState {
+    pub(super) fn finished(self) -> bool {
+        !matches!(self, JobState::Queued | JobState::Running)
+    }
 }
 
 #[derive(Clone, Debug, serde::Serialize)]
 pub(super) struct JobStatus {
-    id: String,
+    pub(super) id: String,
     kind: &'static str,
-    state: JobState,
+    pub(super) state: JobState,
     /// Units done and total (tensors, for measure; comparable pairs, for diff), when the
     /// operation reports them.
     progress: Option<(u64, u64)>,
     /// The operation's output files, relative to the root (download: /api/results/…).
-    outputs: Vec<String>,
-    /// measure: the report (`organ measure --json`'s); diff: the compare report (`organ
-    /// diff --json`'s); purify: its per-tensor report. Held as the file's text, checked to
-    /// be JSON and compacted ([`compact`]): the client gets the CLI's bytes but for the
-    /// whitespace between tokens (keys in its order, numbers as it wrote them), and a
-    /// report costs its size, not a tree's.
-    result: Option<Box<RawValue>>,
+    pub(super) outputs: Vec<String>,
     error: Option<String>,
+    /// The report that is the job's result (measure's, diff's, purify's…), once the job is
+    /// done and the file was read through as JSON: never held here, sent from the file
+    /// ([`super::results`]).
+    #[serde(skip)]
+    pub(super) result: Option<ResultFile>,
+    /// When the job reached its final state (the retention counts from there).
+    #[serde(skip)]
+    pub(super) ended: Option<Instant>,
+}
+
+/// A job's report on disk: its path and the length it had when the job ended (a file of
+/// another length is not sent).
+#[derive(Clone, Debug)]
+pub(super) struct ResultFile {
+    pub(super) path: PathBuf,
+    pub(super) len: u64,
 }
 
 pub(super) struct Job {
-    status: watch::Sender<JobStatus>,
-    cancel: tokio::sync::Notify,
+    pub(super) status: watch::Sender<JobStatus>,
+    pub(super) cancel: tokio::sync::Notify,
+    /// ROOT/results/JOB, which this job created and is the only one to remove.
+    pub(super) dir: PathBuf,
+}
+
+impl Job {
+    /// Ends the job in `state`, stamping the time (for the retention).
+    fn end(&self, state: JobState, f: impl FnOnce(&mut JobStatus)) {
+        self.status.send_modify(|st| {
+            st.state = state;
+            st.ended = Some(Instant::now());
+            f(st);
+        });
+    }
 }
 
 /// 128 random bits from the kernel, in hex: a job id nobody can guess, and no restart
@@ -57,8 +87,8 @@ fn random_id() -> std::io::Result<String> {
 }
 
 /// Starts a job running `organ ARGS`; `outputs` are its output paths relative to the job
-/// directory; `report` names a JSON file whose content becomes the job's result; `stdout`
-/// names the file the child's standard output goes to (else it is thrown away).
+/// directory; `report` names a JSON file that is the job's result; `stdout` names the file
+/// the child's standard output goes to (else it is thrown away).
 pub(super) fn start_job(
     s: &Arc<AppState>,
     kind: &'static str,
@@ -67,6 +97,7 @@ pub(super) fn start_job(
     report: Option<&str>,
     stdout: Option<&str>,
 ) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    super::retention::keep_sweeping(s);
     let id = format!("job-{}", random_id().map_err(|e| internal(format!("cannot draw a job id: {e}")))?);
     let dir = s.root.join(RESULTS).join(&id);
     // New, or an error: a job never writes into (or later removes) a directory it did not
@@ -79,11 +110,12 @@ pub(super) fn start_job(
         state: JobState::Queued,
         progress: None,
         outputs: Vec::new(),
-        result: None,
         error: None,
+        result: None,
+        ended: None,
     };
     let (tx, _) = watch::channel(status.clone());
-    let job = Arc::new(Job { status: tx, cancel: tokio::sync::Notify::new() });
+    let job = Arc::new(Job { status: tx, cancel: tokio::sync::Notify::new(), dir: dir.clone() });
     let table = s.jobs.lock().map_err(|_| internal("job table poisoned"));
     match table {
         Ok(mut t) => t.insert(id.clone(), job.clone()),
@@ -92,25 +124,55 @@ pub(super) fn start_job(
             return Err(e);
         }
     };
-    let s2 = s.clone();
-    let report = report.map(|r| dir.join(r));
-    let stdout = stdout.map(|o| dir.join(o));
+    let run = Run {
+        s: s.clone(),
+        job,
+        argv,
+        outputs,
+        report: report.map(|r| dir.join(r)),
+        stdout: stdout.map(|o| dir.join(o)),
+    };
     tokio::spawn(async move {
+        let s = run.s.clone();
+        run.run().await;
+        // A job that ended may put the table over its count of finished jobs.
+        let _ = tokio::task::spawn_blocking(move || super::retention::sweep(&s)).await;
+    });
+    Ok((StatusCode::ACCEPTED, Json(status)))
+}
+
+/// What one job's task needs.
+struct Run {
+    s: Arc<AppState>,
+    job: Arc<Job>,
+    argv: Vec<std::ffi::OsString>,
+    outputs: Vec<String>,
+    report: Option<PathBuf>,
+    stdout: Option<PathBuf>,
+}
+
+impl Run {
+    async fn run(self) {
+        let Run { s, job, argv, outputs, report, stdout } = self;
+        let dir = &job.dir;
         let cancelled = async {
             job.cancel.notified().await;
         };
         tokio::pin!(cancelled);
         let permit = tokio::select! {
-            p = s2.permits.acquire() => p.ok(),
+            p = s.permits.acquire() => p.ok(),
             () = &mut cancelled => None,
         };
         let Some(_permit) = permit else {
-            let _ = std::fs::remove_dir_all(&dir);
-            job.status.send_modify(|st| st.state = JobState::Cancelled);
+            let _ = std::fs::remove_dir_all(dir);
+            job.end(JobState::Cancelled, |_| {});
             return;
         };
         job.status.send_modify(|st| st.state = JobState::Running);
-        let mut cmd = child_command(&s2, &argv);
+        // The wall-clock limit counts from here: waiting in the queue is not running. A
+        // limit too far off to add to the clock is none.
+        let deadline = s.job_timeout.and_then(|t| tokio::time::Instant::now().checked_add(t));
+        let mut cmd = child_command(&s, &argv);
         cmd.stderr(std::process::Stdio::piped());
         // A new file in the job's own directory (create_new: never one put there).
         let out = match &stdout {
@@ -121,11 +183,8 @@ pub(super) fn start_job(
         let mut child = match spawned {
             Ok(c) => c,
             Err(e) => {
-                let _ = std::fs::remove_dir_all(&dir);
-                job.status.send_modify(|st| {
-                    st.state = JobState::Failed;
-                    st.error = Some(format!("cannot start organ: {e}"));
-                });
+                let _ = std::fs::remove_dir_all(dir);
+                job.end(JobState::Failed, |st| st.error = Some(format!("cannot start organ: {e}")));
                 return;
             }
         };
@@ -146,9 +205,16 @@ pub(super) fn start_job(
                 }
                 st = child.wait() => break st.ok(),
                 () = &mut cancelled => {
-                    let _ = child.kill().await;
-                    let _ = std::fs::remove_dir_all(&dir);
-                    job.status.send_modify(|st| { st.state = JobState::Cancelled; st.outputs.clear(); });
+                    kill_group(&mut child).await;
+                    let _ = std::fs::remove_dir_all(dir);
+                    job.end(JobState::Cancelled, |st| st.outputs.clear());
+                    return;
+                }
+                () = until(deadline) => {
+                    kill_group(&mut child).await;
+                    let _ = std::fs::remove_dir_all(dir);
+                    let limit = s.job_timeout.unwrap_or_default();
+                    job.end(JobState::Failed, |st| st.error = Some(over_time(limit)));
                     return;
                 }
             }
@@ -161,126 +227,47 @@ pub(super) fn start_job(
         }
         if exit.is_some_and(|e| e.success()) {
             let result = match report {
-                Some(p) => {
-                    let cap = s2.inspect_max_bytes;
-                    tokio::task::spawn_blocking(move || load_report(&p, cap)).await.ok().flatten()
-                }
+                Some(p) => tokio::task::spawn_blocking(move || check_report(p)).await.ok().flatten(),
                 None => None,
             };
-            let rel = |o: &String| format!("{RESULTS}/{id}/{o}", id = job.status.borrow().id);
-            let outs: Vec<String> = outputs.iter().filter(|o| dir.join(o).exists()).map(rel).collect();
-            job.status.send_modify(|st| {
-                st.state = JobState::Done;
+            let id = job.status.borrow().id.clone();
+            let outs: Vec<String> =
+                outputs.iter().filter(|o| dir.join(o).exists()).map(|o| format!("{RESULTS}/{id}/{o}")).collect();
+            job.end(JobState::Done, |st| {
                 st.outputs = outs;
                 st.result = result;
             });
         } else {
-            let _ = std::fs::remove_dir_all(&dir);
-            let msg = said.error().map(|m| s2.hide_root(&m)).unwrap_or_else(|| "organ failed".into());
-            job.status.send_modify(|st| {
-                st.state = JobState::Failed;
-                st.error = Some(msg);
-            });
-        }
-    });
-    Ok((StatusCode::ACCEPTED, Json(status)))
-}
-
-/// A job's report file as its result: checked to be JSON, compacted. The report stays a
-/// download either way; it is held in the job's state (and sent with every status) only up
-/// to `cap` bytes (inspect's cap).
-fn load_report(path: &Path, cap: u64) -> Option<Box<RawValue>> {
-    let bytes = std::fs::metadata(path).ok().filter(|m| m.len() <= cap).and_then(|_| std::fs::read(path).ok())?;
-    let raw = serde_json::from_slice::<Box<RawValue>>(&bytes).ok()?;
-    drop(bytes);
-    RawValue::from_string(compact(raw.get())).ok()
-}
-
-/// Valid JSON without the whitespace between its tokens (which, in valid JSON, never
-/// separates two values that would then run together). A status goes out as one SSE
-/// `data:` line only when it holds no newline.
-fn compact(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
-    let (mut in_string, mut escaped) = (false, false);
-    for c in json.chars() {
-        if in_string {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-        } else if !matches!(c, ' ' | '\n' | '\r' | '\t') {
-            in_string = c == '"';
-            out.push(c);
+            let _ = std::fs::remove_dir_all(dir);
+            let msg = said.error().map(|m| s.hide_root(&m)).unwrap_or_else(|| "organ failed".into());
+            job.end(JobState::Failed, |st| st.error = Some(msg));
         }
     }
-    out
 }
 
-pub(super) async fn job_status(
-    State(s): State<Arc<AppState>>,
-    UrlPath(id): UrlPath<String>,
-) -> ApiResult<Json<JobStatus>> {
-    let job = s.job(&id)?;
-    let st = job.status.borrow().clone();
-    Ok(Json(st))
-}
-
-pub(super) async fn job_cancel(
-    State(s): State<Arc<AppState>>,
-    UrlPath(id): UrlPath<String>,
-) -> ApiResult<Json<JobStatus>> {
-    let job = s.job(&id)?;
-    let state = job.status.borrow().state.clone();
-    if matches!(state, JobState::Queued | JobState::Running) {
-        job.cancel.notify_one();
-        // Wait (briefly) for the job to acknowledge, so the answer shows the final state.
-        let mut rx = job.status.subscribe();
-        let _ = tokio::time::timeout(
-            std::time::Duration::from_secs(10),
-            rx.wait_for(|st| !matches!(st.state, JobState::Queued | JobState::Running)),
-        )
-        .await;
+/// Sleeps until `deadline`, or for ever without one.
+async fn until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
     }
-    let st = job.status.borrow().clone();
-    Ok(Json(st))
 }
 
-/// Server-Sent Events: the job's status each time it changes, until it ends.
-pub(super) async fn job_events(
-    State(s): State<Arc<AppState>>,
-    UrlPath(id): UrlPath<String>,
-) -> ApiResult<impl IntoResponse> {
-    let rx = s.job(&id)?.status.subscribe();
-    let stream = futures_util::stream::unfold((rx, false), |(mut rx, done)| async move {
-        if done {
-            return None;
-        }
-        let st = rx.borrow_and_update().clone();
-        let end = !matches!(st.state, JobState::Queued | JobState::Running);
-        if !end && rx.changed().await.is_err() {
-            return None;
-        }
-        let ev = Event::default().event("status").json_data(&st).unwrap_or_default();
-        Some((Ok::<_, std::convert::Infallible>(ev), (rx, end)))
-    });
-    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+/// The error of a job stopped by the server's wall-clock limit.
+fn over_time(limit: Duration) -> String {
+    format!(
+        "the job ran longer than this server's limit of {} s per job (organ serve --job-timeout) and was stopped",
+        limit.as_secs()
+    )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::compact;
-
-    #[test]
-    fn compact_drops_whitespace_between_tokens_only() {
-        let pretty = "{\n  \"a b\": [1, 2.5e-3, null],\n\t\"q\\\" \\\\\": \" x\\n \",\r\n  \"o\": { }\n}\n";
-        let c = compact(pretty);
-        assert_eq!(c, r#"{"a b":[1,2.5e-3,null],"q\" \\":" x\n ","o":{}}"#);
-        let (x, y): (serde_json::Value, serde_json::Value) =
-            (serde_json::from_str(pretty).unwrap(), serde_json::from_str(&c).unwrap());
-        assert_eq!(x, y);
-    }
+/// A job's report file as its result: a regular file that reads through as one JSON value
+/// (parsed as a stream, nothing kept), and its length.
+fn check_report(path: PathBuf) -> Option<ResultFile> {
+    use std::io::Read;
+    let file = std::fs::File::open(&path).ok()?;
+    let meta = file.metadata().ok().filter(std::fs::Metadata::is_file)?;
+    let reader = std::io::BufReader::with_capacity(64 << 10, file.take(meta.len()));
+    serde_json::from_reader::<_, serde::de::IgnoredAny>(reader).ok()?;
+    Some(ResultFile { path, len: meta.len() })
 }

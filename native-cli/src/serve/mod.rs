@@ -31,8 +31,9 @@
 //! ([`app`]); [`accept`] the connection loop and its timeouts; [`auth`] the Host, Origin and
 //! token checks; [`files`] paths under the root, the model listing and downloads;
 //! [`inspect`] inspect as a child; [`operations`] requests turned into `organ` argv;
-//! [`jobs`] the job table and its endpoints; [`child`] a child `organ` process and its
-//! event stream.
+//! [`jobs`] the job table and each job's run; [`results`] a job's status and report sent
+//! (streamed from disk); [`retention`] finished jobs deleted and expired; [`child`] a child
+//! `organ` process and its event stream.
 
 mod accept;
 mod auth;
@@ -41,6 +42,8 @@ mod files;
 mod inspect;
 mod jobs;
 mod operations;
+mod results;
+mod retention;
 mod router;
 
 pub use router::app;
@@ -85,6 +88,13 @@ pub struct Options {
     /// Model arguments may be http(s) URLs, fetched by the server (`--allow-remote`; off by
     /// default: a shared API must not fetch whatever a request names).
     pub allow_remote: bool,
+    /// The longest a job may run (its wait in the queue not counted); past it its process
+    /// group is killed and the job fails saying so. None: no limit.
+    pub job_timeout: Option<Duration>,
+    /// How long a finished job (its entry and its results) is kept.
+    pub job_retention: Duration,
+    /// The most finished jobs kept; beyond, the oldest go first.
+    pub max_finished_jobs: usize,
 }
 
 impl Default for Options {
@@ -104,6 +114,9 @@ impl Default for Options {
             idle_timeout: Duration::from_secs(300),
             max_connections: 512,
             allow_remote: false,
+            job_timeout: Some(Duration::from_secs(48 * 3600)),
+            job_retention: Duration::from_secs(24 * 3600),
+            max_finished_jobs: 1000,
         }
     }
 }
@@ -123,7 +136,7 @@ struct AppState {
     jobs: Mutex<HashMap<String, Arc<jobs::Job>>>,
     /// Lowercased host names and addresses a request may name (see `auth::guard`).
     hosts: Vec<String>,
-    inspects: Semaphore,
+    inspects: Arc<Semaphore>,
     /// The model listing's one turn (held by the walk itself, so a hung walk blocks the
     /// next ones, which time out, rather than pinning a thread each).
     walks: Arc<Semaphore>,
@@ -131,6 +144,12 @@ struct AppState {
     inspect_max_bytes: u64,
     /// [`Options::allow_remote`].
     allow_remote: bool,
+    /// [`Options::job_timeout`], [`Options::job_retention`], [`Options::max_finished_jobs`].
+    job_timeout: Option<Duration>,
+    job_retention: Duration,
+    max_finished_jobs: usize,
+    /// The periodic sweep of finished jobs has been started (retention::keep_sweeping).
+    sweeping: std::sync::atomic::AtomicBool,
 }
 
 /// An error answer: a status and a plain sentence, as JSON `{"error": …}`.

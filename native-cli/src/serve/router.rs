@@ -1,11 +1,11 @@
 //! The routes, and the shared state behind them: [`app`] builds both from [`Options`].
 
-use super::{auth, files, inspect, jobs, operations, web_dir, AppState, Options, MAX_INSPECTS, RESULTS};
+use super::{auth, files, inspect, operations, results, retention, web_dir, AppState, Options, MAX_INSPECTS, RESULTS};
 use anyhow::{bail, Context};
 use axum::extract::DefaultBodyLimit;
 use axum::http::header;
 use axum::middleware;
-use axum::routing::{delete, get, post};
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -57,11 +57,15 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         permits: Semaphore::new(opts.jobs.max(1)),
         jobs: Mutex::new(HashMap::new()),
         hosts,
-        inspects: Semaphore::new(MAX_INSPECTS),
+        inspects: Arc::new(Semaphore::new(MAX_INSPECTS)),
         walks: Arc::new(Semaphore::new(1)),
         inspect_timeout: opts.inspect_timeout,
         inspect_max_bytes: opts.inspect_max_bytes,
         allow_remote: opts.allow_remote,
+        job_timeout: opts.job_timeout.filter(|t| !t.is_zero()),
+        job_retention: opts.job_retention,
+        max_finished_jobs: opts.max_finished_jobs.max(1),
+        sweeping: Default::default(),
     });
     let api = Router::new()
         .route("/models", get(files::models))
@@ -77,9 +81,9 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         .route("/eval", post(operations::eval))
         .route("/experts-extract", post(operations::experts_extract))
         .route("/experts-prune", post(operations::experts_prune))
-        .route("/jobs/{id}", get(jobs::job_status))
-        .route("/jobs/{id}", delete(jobs::job_cancel))
-        .route("/jobs/{id}/events", get(jobs::job_events))
+        .route("/jobs/{id}", get(results::job_status).delete(retention::job_delete))
+        .route("/jobs/{id}/result", get(results::job_result))
+        .route("/jobs/{id}/events", get(results::job_events))
         .route("/results/{*path}", get(files::download))
         .layer(middleware::from_fn_with_state(state.clone(), auth::auth));
     let mut app = Router::new()

@@ -41,6 +41,10 @@ fn a_cancelled_job_leaves_no_partial_output() {
         assert!(!s.root.join("results").join(j).exists(), "{j}: its directory, temp files and all, is gone");
     }
     assert_eq!(get(&s, &format!("/api/jobs/{id}")).1["state"], "cancelled");
+    // A second DELETE removes the cancelled job's entry.
+    let (st, d) = call(agent().delete(&format!("{}/api/jobs/{id}", s.base)), None);
+    assert_eq!((st, d["state"].as_str()), (200, Some("deleted")), "{d}");
+    assert_eq!(get(&s, &format!("/api/jobs/{id}")).0, 404);
     assert_eq!(get(&s, "/api/health").0, 200);
 }
 

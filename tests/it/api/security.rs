@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
     let root = make_tiny_root("api-hostile");
     assert!(std::process::Command::new("mkfifo").arg(root.join("fifo.gguf")).status().unwrap().success());
-    let s = start(&root, &["--max-body", "4096"]);
+    super::memory::many_tensors(&root.join("many.gguf"), 250_000);
+    let s = start(&root, &["--max-body", "4096", "--job-timeout", "2"]);
+    let probes = jobs_probes(&s);
     let long = format!("/api/inspect?path={}", "a".repeat(5000));
     let big = format!("{{\"paths\": [\"{}\"]}}", "a".repeat(10_000));
     let json = [("Content-Type", "application/json")];
@@ -75,6 +77,16 @@ fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
         ("POST", "/api/purify", &json, br#"{"path": "smol.gguf", "method": "magic"}"#, 400, "fractal or spectral"),
         ("POST", "/api/assemble", &json, br#"{"path": "smol.gguf", "out": "../../x.gguf"}"#, 400, "plain file name"),
         ("DELETE", "/api/models", &[], b"", 405, ""),
+        // Item 8: a finished job deleted, entry and results; a failed job has no report.
+        ("GET", "/api/jobs/job-999/result", &[], b"", 404, "no job"),
+        ("GET", &probes.deleted_status, &[], b"", 404, "no job"),
+        ("GET", &probes.deleted_result, &[], b"", 404, "no job"),
+        ("GET", &probes.deleted_events, &[], b"", 404, "no job"),
+        ("DELETE", &probes.deleted_status, &[], b"", 404, "no job"),
+        ("GET", &probes.deleted_download, &[], b"", 404, "no such result"),
+        ("GET", &probes.failed_result, &[], b"", 404, "no report"),
+        // Item 2, for jobs: one made to run long was stopped at the server's time limit.
+        ("GET", &probes.timed_out_result, &[], b"", 404, "no report"),
     ];
     let mut refused = 0;
     for (method, path, headers, body, want, needle) in &cases {
@@ -119,6 +131,41 @@ fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("requires --token"));
+}
+
+/// The paths item 8's and the job time limit's hostile requests aim at: a finished job,
+/// deleted; a failed one; one stopped by the server's 2 s `--job-timeout` (checked here).
+struct JobProbes {
+    deleted_status: String,
+    deleted_result: String,
+    deleted_events: String,
+    deleted_download: String,
+    failed_result: String,
+    timed_out_result: String,
+}
+
+fn jobs_probes(s: &Server) -> JobProbes {
+    let end = run_job(s, "/api/measure", json!({ "paths": ["smol.gguf"] }));
+    let gone = end["id"].as_str().unwrap().to_owned();
+    let (st, v) = call(agent().delete(&format!("{}/api/jobs/{gone}", s.base)), None);
+    assert_eq!((st, v["state"].as_str()), (200, Some("deleted")), "{v}");
+    let (_, failed) = post(s, "/api/dissect", &json!({ "path": "corrupt.gguf" }));
+    let failed = failed["id"].as_str().unwrap().to_owned();
+    assert_eq!(follow(s, &failed)["state"], "failed");
+    // A measure of 250 k tensors takes over ten seconds; the limit is 2 s.
+    let (st, slow) = post(s, "/api/measure", &json!({ "paths": ["many.gguf"] }));
+    assert_eq!(st, 202, "{slow}");
+    let slow = slow["id"].as_str().unwrap().to_owned();
+    let end = follow(s, &slow);
+    assert!(end["error"].as_str().is_some_and(|e| e.contains("limit of 2 s")), "{end}");
+    JobProbes {
+        deleted_status: format!("/api/jobs/{gone}"),
+        deleted_result: format!("/api/jobs/{gone}/result"),
+        deleted_events: format!("/api/jobs/{gone}/events"),
+        deleted_download: format!("/api/results/{gone}/report.json"),
+        failed_result: format!("/api/jobs/{failed}/result"),
+        timed_out_result: format!("/api/jobs/{slow}/result"),
+    }
 }
 
 /// Issue 3: the server checked the path when the request came; the child opened it when

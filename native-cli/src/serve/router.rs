@@ -62,6 +62,7 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         inspect_timeout: opts.inspect_timeout,
         inspect_max_bytes: opts.inspect_max_bytes,
         allow_remote: opts.allow_remote,
+        remote: opts.remote.clone(),
     });
     let api = Router::new()
         .route("/models", get(files::models))

@@ -13,6 +13,7 @@ mod jobs;
 mod limits;
 mod moe;
 mod remote;
+mod remote_policy;
 mod security;
 mod server;
 mod sigma;

@@ -51,7 +51,7 @@ pub(crate) fn trickle() -> u16 {
                 let n = 1u64 << 20;
                 let answer = format!(
                     "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes {a}-{}/{}\r\nContent-Length: {n}\r\n\
-                     ETag: \"trickle\"\r\n\r\nG",
+                     ETag: \"trickle\"\r\nLast-Modified: Wed, 25 Nov 2026 00:00:00 GMT\r\n\r\nG",
                     a + n - 1,
                     a + n
                 );
@@ -203,6 +203,24 @@ fn a_trickling_server_fails_within_the_speed_time() {
     assert!(took < Duration::from_secs(15), "took {took:?}: {err}");
     assert!(err.contains(&url) && err.contains("stalled") && err.contains("bytes/s"), "{err}");
     assert!(err.contains("--remote-speed-limit"), "the sentence names the flags: {err}");
+
+    // The same through object_store: an S3 endpoint that trickles.
+    let port = trickle();
+    let mut c = organ();
+    c.args(["inspect", "s3://bucket/m.gguf", "--remote-speed-time", "3"]);
+    c.env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}")).env("AWS_ALLOW_HTTP", "true");
+    c.env("AWS_SKIP_SIGNATURE", "true").env("AWS_REGION", "us-east-1");
+    let t0 = Instant::now();
+    let mut child = c.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    while child.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(40) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(15), "took {:?}: {err}", t0.elapsed());
+    assert!(err.contains("s3://bucket/m.gguf") && err.contains("stalled"), "{err}");
 }
 
 /// Item 4: `diff URL` fetches the model whole; a server claiming 8 GiB had it download

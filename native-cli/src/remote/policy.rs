@@ -128,10 +128,8 @@ impl Policy {
         }
         // Port 0 on either side: any port (an entry for the whole address; a name a store's
         // client resolves before it says the port).
-        let named = |a: &SocketAddr| {
-            a.ip().to_canonical() == ip && [0, addr.port()].contains(&a.port())
-                || a.ip().to_canonical() == ip && addr.port() == 0
-        };
+        let port = |a: &SocketAddr| a.port() == 0 || addr.port() == 0 || a.port() == addr.port();
+        let named = |a: &SocketAddr| a.ip().to_canonical() == ip && port(a);
         if self.allow_to.iter().any(named) {
             return true;
         }

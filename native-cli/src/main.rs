@@ -45,9 +45,18 @@ struct Cli {
     #[arg(long, global = true, value_name = "N")]
     remote_retries: Option<u32>,
     /// Remote models: a server that ignores Range is read whole up to this many bytes,
-    /// refused above [default: 268435456].
+    /// refused above; a model fetched whole to disk (diff, dissect, graft's donor) too
+    /// [default: 268435456].
     #[arg(long, global = true, value_name = "BYTES")]
     remote_max_whole: Option<u64>,
+    /// Remote models: a transfer slower than this many bytes/s for --remote-speed-time
+    /// seconds fails, as curl's --speed-limit [default: 1024].
+    #[arg(long, global = true, value_name = "BYTES")]
+    remote_speed_limit: Option<u64>,
+    /// Remote models: how long a transfer may stay below --remote-speed-limit (and a read
+    /// wait for a byte) before it fails [default: 30].
+    #[arg(long, global = true, value_name = "SECS")]
+    remote_speed_time: Option<u64>,
 }
 
 /// Which tensors an operation touches; every criterion given must hold.
@@ -444,8 +453,8 @@ enum Command {
         /// Connections served at once; more wait to be accepted.
         #[arg(long, default_value_t = 512)]
         max_connections: usize,
-        /// Model arguments may also be http(s) URLs, which the server then fetches (off by
-        /// default: anyone who may call the API could have it fetch any URL; docs/api.md).
+        /// Model arguments may also be URLs, which the server then fetches (off by default:
+        /// anyone who may call the API could have it fetch any URL; docs/api.md).
         #[arg(long)]
         allow_remote: bool,
         /// The longest a job may run, in seconds (its wait in the queue not counted); past
@@ -459,6 +468,18 @@ enum Command {
         /// The most finished jobs kept; beyond, the oldest are removed, results and all.
         #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
         max_finished_jobs: u64,
+        /// With --allow-remote: the URL schemes a request may name (of https, http, hf, s3,
+        /// gs, az). Stores and hf:// use only the ORGAN_API_* credentials (docs/api.md).
+        #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "https,http")]
+        allow_remote_schemes: Vec<String>,
+        /// With --allow-remote: also read from loopback, private, link-local and this
+        /// machine's own addresses (refused by default; metadata services always are).
+        #[arg(long)]
+        allow_remote_private: bool,
+        /// With --allow-remote: read from this one address although it is private, e.g. an
+        /// internal mirror (ADDR:PORT; port 0 for any; repeatable).
+        #[arg(long, value_name = "ADDR:PORT")]
+        allow_remote_to: Vec<std::net::SocketAddr>,
         // Timeouts, in milliseconds (hidden: for tests and unusual setups).
         #[arg(long, hide = true, env = "ORGAN_SERVE_INSPECT_TIMEOUT_MS", default_value_t = 60_000)]
         inspect_timeout_ms: u64,
@@ -489,6 +510,20 @@ enum ReportCommand {
     },
 }
 
+/// The serve flags' remote policy: schemes checked against those organ reads.
+fn remote_policy(
+    schemes: Vec<String>,
+    private: bool,
+    allow_to: Vec<std::net::SocketAddr>,
+) -> Result<organ_cli::remote::policy::Policy> {
+    let schemes: Vec<String> =
+        schemes.iter().map(|s| s.trim().to_ascii_lowercase()).filter(|s| !s.is_empty()).collect();
+    if let Some(bad) = schemes.iter().find(|s| !["https", "http", "hf", "s3", "gs", "az"].contains(&s.as_str())) {
+        anyhow::bail!("--allow-remote-schemes: {bad} is not one of https, http, hf, s3, gs, az");
+    }
+    Ok(organ_cli::remote::policy::Policy { schemes, private, allow_to })
+}
+
 /// How a command that did not fail ends.
 enum Exit {
     /// Status 0.
@@ -508,6 +543,10 @@ fn run(cli: Cli) -> Result<Exit> {
         concurrency: cli.remote_concurrency.unwrap_or(d.concurrency).max(1),
         retries: cli.remote_retries.unwrap_or(d.retries),
         max_whole: cli.remote_max_whole.unwrap_or(d.max_whole),
+        speed: organ_cli::remote::pace::Speed {
+            limit: cli.remote_speed_limit.unwrap_or(d.speed.limit),
+            time: cli.remote_speed_time.map_or(d.speed.time, |t| std::time::Duration::from_secs(t.max(1))),
+        },
     });
     match cli.command {
         Command::Inspect { model, json } => cmd::inspect::run(&model, json, &mut out)?,
@@ -722,6 +761,9 @@ fn run(cli: Cli) -> Result<Exit> {
             job_timeout,
             job_retention,
             max_finished_jobs,
+            allow_remote_schemes,
+            allow_remote_private,
+            allow_remote_to,
             inspect_timeout_ms,
             inspect_max_bytes,
             header_timeout_ms,
@@ -749,6 +791,7 @@ fn run(cli: Cli) -> Result<Exit> {
                 job_timeout: (job_timeout > 0).then(|| std::time::Duration::from_secs(job_timeout)),
                 job_retention: std::time::Duration::from_secs(job_retention),
                 max_finished_jobs: usize::try_from(max_finished_jobs).unwrap_or(usize::MAX),
+                remote: remote_policy(allow_remote_schemes, allow_remote_private, allow_remote_to)?,
             })?
         }
         Command::Graft { donor, recipient, out: dest, select, dry_run, split_max_size, sha256, force, json, judge } => {

@@ -59,6 +59,32 @@ const FETCH_CHUNK: usize = 8 << 20;
 /// A header larger than this is refused (a 1T-parameter model's is a few tens of MB).
 const MAX_HEADER: u64 = 1 << 30;
 
+/// Checks, before the first byte of a whole download is written, that the `size` bytes the
+/// server declared are no more than `--remote-max-whole` and fit in the free space of the
+/// file system of `file` (under `dir`). The download then stops at `size`: every range
+/// read is checked against it.
+///
+/// # Errors
+/// Over the cap, or more than the free space.
+fn room_for(file: &File, size: u64, url: &str, dir: &Path) -> Result<()> {
+    let max = crate::remote::config().max_whole;
+    if size > max {
+        anyhow::bail!(
+            "{url}: {size} bytes, more than the {max} organ fetches whole (--remote-max-whole): nothing was \
+             downloaded"
+        );
+    }
+    let fs = rustix::fs::fstatvfs(file).with_context(|| format!("{}: cannot tell its free space", dir.display()))?;
+    let free = fs.f_bavail.saturating_mul(fs.f_frsize);
+    if size > free {
+        anyhow::bail!(
+            "{url}: {size} bytes, more than the {free} bytes free under {} (TMPDIR): nothing was downloaded",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
 impl ModelFile {
     /// Opens `path` read-only. Nothing is read yet: pages come in as they are touched.
     pub fn open(path: &Path) -> Result<ModelFile> {
@@ -166,6 +192,7 @@ impl ModelFile {
         })?;
         let file = File::from(fd);
         let size = remote.size;
+        room_for(&file, size, &remote.url, &dir)?;
         let mut buf = vec![0u8; FETCH_CHUNK.min(usize::try_from(size).unwrap_or(FETCH_CHUNK))];
         let mut at = 0u64;
         while at < size {

@@ -176,6 +176,8 @@ pub fn emit(ev: &Event) {
             Event::Error(e) => format!("organ: error: {}", e.message),
         },
     };
+    // A URL's credentials (`http://user:password@…`) are never repeated.
+    let line = crate::remote::policy::redact(&line);
     let mut err = std::io::stderr().lock();
     let _ = err.write_all(format!("{line}\n").as_bytes());
 }

@@ -29,6 +29,7 @@ mod moto;
 mod purify;
 mod quant_q2_0;
 mod remote;
+mod remote_limits;
 mod remote_multi;
 mod remote_urls;
 mod sigma;

@@ -5,7 +5,8 @@
 //! nothing is allocated by a length the server gave except a whole body below
 //! [`Config::max_whole`].
 
-use super::{Config, Opened, Remote, BYTES_FETCHED, REQUESTS, RETRIES};
+use super::pace::{Pace, Paced};
+use super::{policy, Config, Opened, Remote, BYTES_FETCHED, REQUESTS, RETRIES};
 use anyhow::{anyhow, Result};
 use std::fmt;
 use std::io::Read;
@@ -63,14 +64,38 @@ pub(super) fn fatal(msg: String) -> Fail {
     Fail::Fatal(anyhow!(msg))
 }
 
-/// The client: connections kept and reused, redirects followed, timeouts set.
+/// The client: connections kept and reused, redirects followed, timeouts set (a read that
+/// waits `--remote-speed-time` for a byte is a stall). Under `organ serve`, every address
+/// connected to, a redirect's included, is checked by the server's policy first
+/// ([`policy::Guard`]).
 pub(super) fn agent() -> ureq::Agent {
-    ureq::AgentBuilder::new()
+    builder().redirects(10).build()
+}
+
+/// [`agent`]'s settings but redirects, for the clients that differ only in those (the Hub's).
+pub(super) fn builder() -> ureq::AgentBuilder {
+    let b = ureq::AgentBuilder::new()
         .timeout_connect(Duration::from_secs(10))
-        .timeout_read(Duration::from_secs(30))
-        .redirects(10)
-        .user_agent(concat!("organ/", env!("CARGO_PKG_VERSION")))
-        .build()
+        .timeout_read(Pace::read_timeout(super::config().speed))
+        .user_agent(concat!("organ/", env!("CARGO_PKG_VERSION")));
+    match policy::active() {
+        Some(p) => b.resolver(policy::Guard(p)),
+        None => b,
+    }
+}
+
+/// The body of `r`, read through a [`Pace`] of `cfg`'s speed: a stalled body fails.
+pub(super) fn paced(r: ureq::Response, cfg: &Config) -> Paced<Box<dyn Read + Send + Sync + 'static>> {
+    Paced::new(r.into_reader(), Pace::new(cfg.speed))
+}
+
+/// What a failed body read is: a stall is final (as curl's `--speed-time`), anything else
+/// worth another try.
+pub(super) fn broke(e: &std::io::Error, what: String) -> Fail {
+    match super::pace::stalled(e) {
+        Some(s) => Fail::Fatal(anyhow!("{s}")),
+        None => Fail::Retry(anyhow!("{what}: {e}"), None),
+    }
 }
 
 /// The longest wait between two tries, whatever Retry-After says.
@@ -142,6 +167,10 @@ pub(super) fn answer(res: Result<ureq::Response, ureq::Error>) -> Result<ureq::R
     match res {
         Ok(r) => Ok(r),
         Err(ureq::Error::Status(code, r)) => Err(status_fail(code, &r)),
+        // Under `organ serve`: one sentence for a refused address, a closed port, a host
+        // that is not there and one that speaks no HTTP, and no retry that would time them
+        // apart.
+        Err(ureq::Error::Transport(_)) if policy::active().is_some() => Err(fatal(policy::UNREACHABLE.into())),
         Err(ureq::Error::Transport(t)) => match t.kind() {
             ureq::ErrorKind::Io | ureq::ErrorKind::ConnectionFailed => Err(Fail::Retry(anyhow!("{t}"), None)),
             _ => Err(Fail::Fatal(anyhow!("{t}"))),
@@ -195,14 +224,14 @@ pub(super) fn parse_content_range(raw: &str) -> Result<(u64, u64, u64), Fail> {
 }
 
 /// Reads exactly `buf.len()` bytes of `r`'s body, and checks that no more follow; a body
-/// cut short is worth a retry.
-fn read_body(r: ureq::Response, buf: &mut [u8]) -> Result<(), Fail> {
+/// cut short is worth a retry, a stalled one fails.
+fn read_body(r: ureq::Response, buf: &mut [u8], cfg: &Config) -> Result<(), Fail> {
     if let Some(len) = r.header("content-length") {
         if len.trim().parse::<u64>().ok() != Some(buf.len() as u64) {
             return Err(fatal(format!("Content-Length {len}, expected {}", buf.len())));
         }
     }
-    let mut body = r.into_reader();
+    let mut body = paced(r, cfg);
     let mut got = 0;
     while got < buf.len() {
         match body.read(&mut buf[got..]) {
@@ -212,9 +241,7 @@ fn read_body(r: ureq::Response, buf: &mut [u8]) -> Result<(), Fail> {
                 BYTES_FETCHED.fetch_add(n as u64, Ordering::Relaxed);
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                return Err(Fail::Retry(anyhow!("the body broke off after {got} of {} bytes: {e}", buf.len()), None))
-            }
+            Err(e) => return Err(broke(&e, format!("the body broke off after {got} of {} bytes", buf.len()))),
         }
     }
     if got < buf.len() {
@@ -264,7 +291,7 @@ pub(super) fn first(agent: &ureq::Agent, url: &str, want: u64, cfg: &Config) -> 
                     )));
                 }
                 let mut body = vec![0; b as usize];
-                read_body(r, &mut body)?;
+                read_body(r, &mut body, cfg)?;
                 Ok(First { ranged: true, body, pin, size: total })
             }
             200 => {
@@ -279,7 +306,7 @@ pub(super) fn first(agent: &ureq::Agent, url: &str, want: u64, cfg: &Config) -> 
                     )));
                 };
                 let mut body = vec![0; len as usize];
-                read_body(r, &mut body)?;
+                read_body(r, &mut body, cfg)?;
                 Ok(First { ranged: false, body, pin, size: len })
             }
             s => Err(fatal(format!("HTTP {s} {} to a range request", r.status_text()))),
@@ -312,7 +339,7 @@ pub(super) fn range(
         if (a, b, total) != (offset, end, size) {
             return Err(fatal(format!("the server sent bytes {a}-{} of {total}", b - 1)));
         }
-        read_body(r, buf)
+        read_body(r, buf, cfg)
     })
     .map_err(|e| e.context(format!("{url}: bytes {offset}-{} of {size}", end - 1)))
 }

@@ -116,7 +116,7 @@ const QUOTE_PATH: &AsciiSet = &percent_encoding::CONTROLS.add(b'%').add(b'@').ad
 /// # Errors
 /// `HF_ENDPOINT` is not an http(s) URL.
 pub fn endpoint() -> Result<String> {
-    let e = std::env::var("HF_ENDPOINT").ok().filter(|e| !e.trim().is_empty());
+    let e = super::policy::var("HF_ENDPOINT").filter(|e| !e.trim().is_empty());
     let e = e.as_deref().unwrap_or(DEFAULT_ENDPOINT).trim().trim_end_matches('/').to_owned();
     match url::Url::parse(&e) {
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(e),
@@ -124,9 +124,9 @@ pub fn endpoint() -> Result<String> {
     }
 }
 
-/// `HF_TOKEN`, when set and not empty.
+/// `HF_TOKEN` (under `organ serve`, `ORGAN_API_HF_TOKEN`), when set and not empty.
 fn token() -> Option<String> {
-    std::env::var("HF_TOKEN").ok().map(|t| t.trim().to_owned()).filter(|t| !t.is_empty())
+    super::policy::var("HF_TOKEN").map(|t| t.trim().to_owned()).filter(|t| !t.is_empty())
 }
 
 /// The same scheme, host and port.
@@ -153,12 +153,7 @@ impl ureq::Middleware for Bearer {
 /// A client like the plain URLs' ([`fetch::agent`]), redirects followed or not, that sends
 /// the token to the Hub's origin only.
 fn agent(endpoint: &str, redirects: u32) -> ureq::Agent {
-    let b = ureq::AgentBuilder::new()
-        .timeout_connect(Duration::from_secs(10))
-        .timeout_read(Duration::from_secs(30))
-        .redirects(redirects)
-        .redirect_auth_headers(ureq::RedirectAuthHeaders::Never)
-        .user_agent(concat!("organ/", env!("CARGO_PKG_VERSION")));
+    let b = fetch::builder().redirects(redirects).redirect_auth_headers(ureq::RedirectAuthHeaders::Never);
     match token() {
         Some(t) => b.middleware(Bearer { origin: endpoint.to_owned(), header: format!("Bearer {t}") }).build(),
         None => b.build(),
@@ -255,6 +250,9 @@ pub fn resolve(u: &HfUrl, endpoint: &str) -> Result<Resolved> {
                 (anyhow!("{url}: HTTP {code} {}", r.status_text()), after.map(Duration::from_secs))
             }
             Err(ureq::Error::Status(code, r)) => return Err(refusal(&url, code, &r)),
+            Err(ureq::Error::Transport(_)) if super::policy::active().is_some() => {
+                bail!("{url}: {}", super::policy::UNREACHABLE)
+            }
             Err(ureq::Error::Transport(t)) => match t.kind() {
                 ureq::ErrorKind::Io | ureq::ErrorKind::ConnectionFailed => (anyhow!("{url}: {t}"), None),
                 _ => bail!("{url}: {t}"),

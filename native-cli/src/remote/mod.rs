@@ -20,7 +20,10 @@
 mod fetch;
 pub mod hub;
 mod multi;
+pub mod pace;
+pub mod policy;
 pub mod store;
+mod store_api;
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -29,7 +32,8 @@ use std::sync::OnceLock;
 
 pub use fetch::Pin;
 
-/// How remote models are read (`--remote-gap`, `--remote-concurrency`, `--remote-retries`).
+/// How remote models are read (`--remote-gap`, `--remote-concurrency`, `--remote-retries`,
+/// `--remote-max-whole`, `--remote-speed-limit`, `--remote-speed-time`).
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Sampled blocks this close (bytes) share one request: a request costs a round trip,
@@ -39,13 +43,16 @@ pub struct Config {
     pub concurrency: usize,
     /// Retries of one request (429, 5xx, a reset, a timeout, a short body) before failing.
     pub retries: u32,
-    /// A server that ignores Range is read whole up to this size, refused above it.
+    /// A server that ignores Range is read whole up to this size, refused above it; a model
+    /// fetched whole to disk (diff, dissect, graft's donor) likewise.
     pub max_whole: u64,
+    /// The least throughput of a transfer, and how long it may fall below it.
+    pub speed: pace::Speed,
 }
 
 impl Default for Config {
     fn default() -> Config {
-        Config { gap: 256 << 10, concurrency: 8, retries: 5, max_whole: 256 << 20 }
+        Config { gap: 256 << 10, concurrency: 8, retries: 5, max_whole: 256 << 20, speed: pace::Speed::default() }
     }
 }
 
@@ -97,6 +104,9 @@ fn scheme_like(s: &str) -> bool {
 pub fn parse(path: &Path) -> Result<url::Url> {
     let s = path.to_str().with_context(|| format!("{}: not a URL", path.display()))?;
     let u = url::Url::parse(s).map_err(|e| anyhow::anyhow!("{s}: not a valid URL ({e})"))?;
+    if let Some(p) = policy::active() {
+        p.check_url(&u).map_err(|e| anyhow::anyhow!("{}: {e}", policy::redact(s)))?;
+    }
     match u.scheme() {
         "http" | "https" if u.host().is_some() => Ok(u),
         "http" | "https" => bail!("{s}: a URL without a host"),

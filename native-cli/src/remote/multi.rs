@@ -19,7 +19,9 @@
 //! for ([`Transport`]): an HTTP server may be asked for many ranges a request; an object
 //! store (src/remote/store.rs) serves one range a request, and gets only the single ranges.
 
-use super::fetch::{answer, check_pin, content_range, fatal, parse_content_range, request, with_retries, Fail};
+use super::fetch::{
+    answer, broke, check_pin, content_range, fatal, paced, parse_content_range, request, with_retries, Fail,
+};
 use super::{Config, Remote, BYTES_FETCHED, FRAMING};
 use anyhow::{anyhow, bail, Result};
 use std::io::{BufRead, BufReader, Read};
@@ -204,7 +206,7 @@ fn covering(
             return Err(fatal(format!("the server sent bytes {a}-{} of {total}", b - 1)));
         }
         length_is(&resp, end - start)?;
-        let mut body = resp.into_reader();
+        let mut body = paced(resp, cfg);
         fill(&mut body, start, end, parts)?;
         end_of_body(&mut body, end - start)
     })
@@ -248,14 +250,14 @@ fn multi(
                 )));
             }
             length_is(&resp, b - a)?;
-            let mut body = resp.into_reader();
+            let mut body = paced(resp, cfg);
             fill(&mut body, a, b, &mut parts[held.clone()])?;
             end_of_body(&mut body, b - a)?;
             return Ok(Answer::Covering);
         }
         let boundary = boundary(&ct)
             .ok_or_else(|| fatal(format!("a multipart answer without a valid boundary (Content-Type {ct:?})")))?;
-        let mut body = BufReader::with_capacity(64 << 10, resp.into_reader());
+        let mut body = BufReader::with_capacity(64 << 10, paced(resp, cfg));
         parts_of(&mut body, &boundary, spans, parts, r.size)?;
         Ok(Answer::Multipart)
     })
@@ -360,7 +362,7 @@ fn line(body: &mut impl BufRead) -> Result<Vec<u8>, Fail> {
     let mut v = Vec::new();
     let n = (body.by_ref().take(MAX_LINE))
         .read_until(b'\n', &mut v)
-        .map_err(|e| Fail::Retry(anyhow!("the multipart answer broke off: {e}"), None))?;
+        .map_err(|e| broke(&e, "the multipart answer broke off".into()))?;
     BYTES_FETCHED.fetch_add(n as u64, Ordering::Relaxed);
     FRAMING.fetch_add(n as u64, Ordering::Relaxed);
     if v.last() != Some(&b'\n') {
@@ -423,7 +425,7 @@ fn read_full(body: &mut impl Read, buf: &mut [u8]) -> Result<(), Fail> {
                 BYTES_FETCHED.fetch_add(n as u64, Ordering::Relaxed);
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Fail::Retry(anyhow!("the body broke off: {e}"), None)),
+            Err(e) => return Err(broke(&e, "the body broke off".into())),
         }
     }
     Ok(())

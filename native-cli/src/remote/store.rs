@@ -14,6 +14,7 @@
 //! here. The object is pinned by the first answer's ETag (`If-Match` on every later read)
 //! and, in a versioned bucket, its version: a replaced object is an error.
 
+use super::pace::Pace;
 use super::{config, Opened, Pin, Remote, Via, BYTES_FETCHED, REQUESTS, RETRIES};
 use anyhow::{anyhow, bail, Context, Result};
 use futures_util::StreamExt;
@@ -60,30 +61,32 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime> {
     rt.as_ref().map_err(|e| anyhow!("cannot start the object-store runtime: {e}"))
 }
 
-/// The store `u` names, its credentials and endpoint from the environment, with organ's
+/// The store `u` names, its credentials and endpoint from the environment (under `organ
+/// serve`, only what the operator gave API jobs: [`super::store_api`]), with organ's
 /// retries in place of object_store's.
 fn build(s: &str, u: &url::Url) -> Result<(Arc<dyn ObjectStore>, Key)> {
     // rustls with ring (as ureq has it); reqwest brings no provider of its own.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let (scheme, key) = ObjectStoreScheme::parse(u).map_err(|e| anyhow!("{s}: not a valid object URL ({e})"))?;
     let retry = RetryConfig { max_retries: 0, ..RetryConfig::default() };
+    let api = super::policy::active().is_some();
     let store: Arc<dyn ObjectStore> = match scheme {
         ObjectStoreScheme::AmazonS3 => Arc::new(
-            object_store::aws::AmazonS3Builder::from_env()
+            (if api { super::store_api::s3() } else { object_store::aws::AmazonS3Builder::from_env() })
                 .with_url(s)
                 .with_retry(retry)
                 .with_http_connector(Connector)
                 .build()?,
         ),
         ObjectStoreScheme::GoogleCloudStorage => Arc::new(
-            object_store::gcp::GoogleCloudStorageBuilder::from_env()
+            (if api { super::store_api::gcs() } else { object_store::gcp::GoogleCloudStorageBuilder::from_env() })
                 .with_url(s)
                 .with_retry(retry)
                 .with_http_connector(Connector)
                 .build()?,
         ),
         ObjectStoreScheme::MicrosoftAzure => Arc::new(
-            object_store::azure::MicrosoftAzureBuilder::from_env()
+            (if api { super::store_api::azure() } else { object_store::azure::MicrosoftAzureBuilder::from_env() })
                 .with_url(s)
                 .with_retry(retry)
                 .with_http_connector(Connector)
@@ -130,12 +133,22 @@ fn brief(e: &object_store::Error) -> String {
 }
 
 /// Streams a body into `buf`, which it must fill exactly; a body that breaks off or comes
-/// short is worth a retry (the request's own failures were retried by [`Counted`]).
+/// short is worth a retry (the request's own failures were retried by [`Counted`]), a
+/// stalled one fails ([`super::pace`]).
 async fn read_body(r: object_store::GetResult, buf: &mut [u8]) -> Result<(), Fail> {
+    let speed = config().speed;
+    let mut pace = Pace::new(speed);
     let mut body = r.into_stream();
     let mut got = 0;
-    while let Some(chunk) = body.next().await {
+    loop {
+        let next = tokio::time::timeout(Pace::read_timeout(speed), body.next()).await;
+        let Ok(next) = next else {
+            // Nothing for a whole window: as slow as can be.
+            return Err(Fail::Fatal(anyhow!("{}", pace.idle())));
+        };
+        let Some(chunk) = next else { break };
         let chunk = chunk.map_err(|e| Fail::Retry(anyhow!("the body broke off after {got} bytes: {e}")))?;
+        pace.tick(chunk.len()).map_err(|s| Fail::Fatal(anyhow!("{s}")))?;
         BYTES_FETCHED.fetch_add(chunk.len() as u64, Ordering::Relaxed);
         let want = buf.len();
         let to = buf
@@ -250,7 +263,11 @@ struct Connector;
 
 impl HttpConnector for Connector {
     fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
-        Ok(HttpClient::new(Counted(ReqwestConnector::default().connect(options)?)))
+        let inner = match super::policy::active() {
+            Some(p) => super::store_api::client(p, options)?,
+            None => ReqwestConnector::default().connect(options)?,
+        };
+        Ok(HttpClient::new(Counted(inner)))
     }
 }
 
@@ -263,6 +280,12 @@ struct Counted(HttpClient);
 impl HttpService for Counted {
     async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
         let retries = config().retries;
+        if let Some(p) = super::policy::active() {
+            if !super::store_api::may_send(p, req.uri()) {
+                let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, super::policy::UNREACHABLE);
+                return Err(HttpError::new(HttpErrorKind::Connect, refused));
+            }
+        }
         let (parts, body) = req.into_parts();
         let mut tries = 0u32;
         loop {

@@ -25,11 +25,19 @@ pub(super) fn child_command<A: AsRef<OsStr>>(
         .env(crate::input::CONFINE_ENV, &s.root)
         .env_remove("ORGAN_CACHE")
         .env_remove(crate::input::ALLOW_REMOTE_ENV)
+        .env_remove(crate::remote::policy::PRIVATE_ENV)
+        .env_remove(crate::remote::policy::ALLOW_TO_ENV)
         .stdin(std::process::Stdio::null())
         .process_group(0)
         .kill_on_drop(true);
     if s.allow_remote {
-        cmd.env(crate::input::ALLOW_REMOTE_ENV, "1");
+        // The policy the job's connections are checked by (crate::remote::policy), and the
+        // server's own limits on remote reads.
+        cmd.envs(s.remote.to_env());
+        let c = crate::remote::config();
+        cmd.arg("--remote-max-whole").arg(c.max_whole.to_string());
+        cmd.arg("--remote-speed-limit").arg(c.speed.limit.to_string());
+        cmd.arg("--remote-speed-time").arg(c.speed.time.as_secs().to_string());
     }
     let parent = rustix::process::getpid();
     // SAFETY: between fork and exec this runs only two raw system calls (prctl, getppid)

@@ -85,7 +85,7 @@ pub struct Options {
     pub idle_timeout: Duration,
     /// Connections served at once; more wait to be accepted.
     pub max_connections: usize,
-    /// Model arguments may be http(s) URLs, fetched by the server (`--allow-remote`; off by
+    /// Model arguments may be URLs, fetched by the server (`--allow-remote`; off by
     /// default: a shared API must not fetch whatever a request names).
     pub allow_remote: bool,
     /// The longest a job may run (its wait in the queue not counted); past it its process
@@ -95,6 +95,9 @@ pub struct Options {
     pub job_retention: Duration,
     /// The most finished jobs kept; beyond, the oldest go first.
     pub max_finished_jobs: usize,
+    /// Which URLs, then: the schemes, and the destinations beyond the public Internet
+    /// (`--allow-remote-schemes`, `--allow-remote-private`, `--allow-remote-to`).
+    pub remote: crate::remote::policy::Policy,
 }
 
 impl Default for Options {
@@ -117,6 +120,10 @@ impl Default for Options {
             job_timeout: Some(Duration::from_secs(48 * 3600)),
             job_retention: Duration::from_secs(24 * 3600),
             max_finished_jobs: 1000,
+            remote: crate::remote::policy::Policy {
+                schemes: vec!["https".into(), "http".into()],
+                ..Default::default()
+            },
         }
     }
 }
@@ -150,6 +157,8 @@ struct AppState {
     max_finished_jobs: usize,
     /// The periodic sweep of finished jobs has been started (retention::keep_sweeping).
     sweeping: std::sync::atomic::AtomicBool,
+    /// [`Options::remote`].
+    remote: crate::remote::policy::Policy,
 }
 
 /// An error answer: a status and a plain sentence, as JSON `{"error": …}`.
@@ -184,27 +193,35 @@ impl AppState {
     /// directory. Missing and leading outside the root get the same answer, so a client
     /// cannot probe what exists outside.
     fn path(&self, rel: &str) -> ApiResult<PathBuf> {
-        let real = files::resolve(&self.root, rel, "no such model under the root")?;
-        let meta = std::fs::metadata(&real).map_err(|_| files::not_found(rel, "no such model under the root"))?;
+        // A URL where only a path is taken: its credentials are not repeated either.
+        let redacted = |ApiError(code, msg)| ApiError(code, crate::remote::policy::redact(&msg));
+        let real = files::resolve(&self.root, rel, "no such model under the root").map_err(redacted)?;
+        let meta =
+            std::fs::metadata(&real).map_err(|_| redacted(files::not_found(rel, "no such model under the root")))?;
         if !meta.is_file() && !meta.is_dir() {
             return Err(bad(format!("path {rel:?}: not a regular file or directory")));
         }
         Ok(real)
     }
 
-    /// A request's model argument: a path under the root ([`Self::path`]), or an http(s)
-    /// URL when the server was started with `--allow-remote` (docs/remote.md).
+    /// A request's model argument: a path under the root ([`Self::path`]), or a URL when
+    /// the server was started with `--allow-remote`, of a scheme it allows, without
+    /// credentials, and not at a literal address it does not read from (names are checked
+    /// when the job connects: docs/api.md). A URL's credentials are never repeated.
     fn model(&self, rel: &str) -> ApiResult<PathBuf> {
         let p = std::path::Path::new(rel);
         if !crate::remote::is_url(p) {
             return self.path(rel);
         }
+        let shown = crate::remote::policy::redact(rel);
         if !self.allow_remote {
             return Err(bad(format!(
-                "path {rel:?}: a URL, and this server reads no remote models (start it with --allow-remote)"
+                "path {shown:?}: a URL, and this server reads no remote models (start it with --allow-remote)"
             )));
         }
-        crate::remote::parse(p).map_err(|e| bad(format!("{e:#}")))?;
+        let u = url::Url::parse(rel).map_err(|e| bad(format!("{shown}: not a valid URL ({e})")))?;
+        self.remote.check_url(&u).map_err(|e| bad(format!("{shown}: {e}")))?;
+        crate::remote::parse(p).map_err(|e| bad(crate::remote::policy::redact(&format!("{e:#}"))))?;
         Ok(p.to_owned())
     }
 

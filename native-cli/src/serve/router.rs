@@ -66,6 +66,7 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         job_retention: opts.job_retention,
         max_finished_jobs: opts.max_finished_jobs.max(1),
         sweeping: Default::default(),
+        remote: opts.remote.clone(),
     });
     let api = Router::new()
         .route("/models", get(files::models))

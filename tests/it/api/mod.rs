@@ -15,6 +15,7 @@ mod memory;
 mod moe;
 mod remote;
 mod retention;
+mod remote_policy;
 mod security;
 mod server;
 mod sigma;

@@ -12,8 +12,18 @@ fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
     let root = make_tiny_root("api-hostile");
     assert!(std::process::Command::new("mkfifo").arg(root.join("fifo.gguf")).status().unwrap().success());
     super::memory::many_tensors(&root.join("many.gguf"), 250_000);
-    let s = start(&root, &["--max-body", "4096", "--job-timeout", "2"]);
+    // URLs (items 1 and 2 of the second hardening): the one host a request may name is the
+    // test's trickling server, and the redirector, whose redirect leads to a loopback port.
+    let (trickle, (target, reached)) = (crate::remote_limits::trickle(), crate::remote_limits::canary());
+    let (hop, _) = crate::remote_limits::redirector(format!("http://127.0.0.1:{target}/m.gguf"));
+    let (allow_trickle, allow_hop) = (format!("127.0.0.1:{trickle}"), format!("127.0.0.1:{hop}"));
+    let remote =
+        ["--allow-remote", "--allow-remote-to", allow_trickle.as_str(), "--allow-remote-to", allow_hop.as_str()];
+    let flags = ["--max-body", "4096", "--job-timeout", "2", "--remote-speed-time", "2"];
+    let s = start(&root, &[&flags[..], &remote].concat());
     let probes = jobs_probes(&s);
+    let stalled = format!("/api/inspect?path=http://127.0.0.1:{trickle}/m.gguf");
+    let redirected = format!("/api/inspect?path=http://127.0.0.1:{hop}/m.gguf");
     let long = format!("/api/inspect?path={}", "a".repeat(5000));
     let big = format!("{{\"paths\": [\"{}\"]}}", "a".repeat(10_000));
     let json = [("Content-Type", "application/json")];
@@ -87,6 +97,16 @@ fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
         ("GET", &probes.failed_result, &[], b"", 404, "no report"),
         // Item 2, for jobs: one made to run long was stopped at the server's time limit.
         ("GET", &probes.timed_out_result, &[], b"", 404, "no report"),
+        ("POST", "/api/measure", &json, br#"{"paths": ["s3://bucket/m.gguf"]}"#, 400, "no s3:// URLs"),
+        ("POST", "/api/diff", &json, br#"{"a": "gs://bucket/m.gguf", "b": "smol.gguf"}"#, 400, "no gs:// URLs"),
+        ("POST", "/api/dissect", &json, br#"{"path": "hf://owner/repo/m.gguf"}"#, 400, "no hf:// URLs"),
+        ("POST", "/api/measure", &json, br#"{"paths": ["http://127.0.0.1:8935/api/jobs"]}"#, 400, "-private"),
+        ("POST", "/api/measure", &json, br#"{"paths": ["http://169.254.169.254/latest/"]}"#, 400, "does not read"),
+        ("GET", "/api/inspect?path=http://%5B::ffff:127.0.0.1%5D:9/m.gguf", &[], b"", 400, "-private"),
+        ("POST", "/api/dissect", &json, br#"{"path": "http://alice:hunter2@example.com/m"}"#, 400, "credentials"),
+        ("POST", "/api/check", &json, br#"{"path": "http://alice:hunter2@example.com/m"}"#, 404, "no such model"),
+        ("GET", &stalled, &[], b"", 422, "stalled"),
+        ("GET", &redirected, &[], b"", 422, "no HTTP answer"),
     ];
     let mut refused = 0;
     for (method, path, headers, body, want, needle) in &cases {
@@ -97,8 +117,10 @@ fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
         refused += usize::from((400..500).contains(&st));
         assert!(msg.contains(needle), "{method} {short}: the message {msg:?} should say {needle:?}");
         assert!(!msg.contains(s.root.to_str().unwrap()), "{short}: the message does not reveal the root");
+        assert!(!msg.contains("hunter2"), "{short}: the message repeats a URL's credentials");
         assert_eq!(get(&s, "/api/health").0, 200, "the server is still up after {method} {short}");
     }
+    assert_eq!(reached.load(std::sync::atomic::Ordering::SeqCst), 0, "a redirect to loopback was followed");
     println!("hostile requests: {} sent, {refused} refused with 4xx", cases.len());
     assert_eq!(refused, cases.len(), "hostile requests: {} sent, {refused} refused with 4xx", cases.len());
     // A corrupt model as a job fails with the reason, and leaves no output.

@@ -20,6 +20,7 @@ mod experts_surgery;
 mod fleet;
 mod fleet_shards;
 mod fleet_store;
+mod fleet_verify;
 mod harden;
 mod hostile;
 mod hub;

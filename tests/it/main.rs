@@ -18,6 +18,7 @@ mod eval;
 mod experts;
 mod experts_surgery;
 mod fleet;
+mod force;
 mod fleet_shards;
 mod fleet_store;
 mod fleet_verify;

@@ -59,6 +59,20 @@ fn kind(md: &std::fs::Metadata) -> &'static str {
 /// It cannot be opened, is not a regular file, or (under `organ serve`) lies outside the
 /// root.
 pub fn open(path: &Path) -> Result<File> {
+    let file = open_regular(path)?;
+    check_confined(&file, path)?;
+    let md = file.metadata().with_context(|| format!("{}: cannot stat", path.display()))?;
+    record(&md, path);
+    Ok(file)
+}
+
+/// Opens `path` to read if it is a regular file, without waiting (a FIFO is refused, not
+/// opened for good) and without recording it as an input: for files organ may replace
+/// later in the same run (a fleet's results).
+///
+/// # Errors
+/// It cannot be opened or is not a regular file.
+pub fn open_regular(path: &Path) -> Result<File> {
     // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
     // On a regular file it changes nothing, and it is cleared below all the same.
     let file = OpenOptions::new()
@@ -72,8 +86,6 @@ pub fn open(path: &Path) -> Result<File> {
     }
     rustix::fs::fcntl_setfl(&file, rustix::fs::OFlags::empty())
         .with_context(|| format!("{}: cannot clear O_NONBLOCK", path.display()))?;
-    check_confined(&file, path)?;
-    record(&md, path);
     Ok(file)
 }
 

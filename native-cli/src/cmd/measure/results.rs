@@ -135,9 +135,9 @@ impl Store for DirStore {
 
     fn get(&self, name: &str, max: u64) -> Result<Option<Vec<u8>>> {
         let p = self.path(name)?;
-        // A regular file only, opened without blocking (a FIFO would wait for a writer) and
-        // recorded as an input (no output of the merge replaces it).
-        let f = match crate::input::open(&p) {
+        // A regular file only, opened without blocking (a FIFO would wait for a writer); not
+        // recorded as an input, since a worker replaces a result that is not whole.
+        let f = match crate::input::open_regular(&p) {
             Ok(f) => f,
             Err(e) if e.root_cause().downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == NotFound) => {
                 return Ok(None)

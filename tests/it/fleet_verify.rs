@@ -156,7 +156,9 @@ fn the_merge_reads_only_regular_files_and_checks_their_size_first() {
         let _ = std::fs::remove_file(p);
         std::fs::File::create(p).unwrap().set_len(len).unwrap();
     };
-    let cases: Vec<(&str, Box<dyn Fn(&Path)>, &str)> = vec![
+    /// (name, how the results are broken, what the error says)
+    type Case<'a> = (&'a str, Box<dyn Fn(&Path) + 'a>, &'a str);
+    let cases: Vec<Case> = vec![
         // Before: 2.53 GiB before "larger than 1073741824".
         (
             "zero",

@@ -50,7 +50,14 @@ pub struct Temp {
     pub path: PathBuf,
     dest: PathBuf,
     force: bool,
+    /// What the entry becomes: what `force` may replace ([`input::check_dest_of`]).
+    kind: input::Output,
     done: bool,
+}
+
+/// Whether `path` names standard output (`-`): reports only ([`write_file`]).
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
 }
 
 /// This process's start time in clock ticks since boot (field 22 of /proc/PID/stat).
@@ -151,14 +158,17 @@ pub fn sweep(dir: &Path) -> usize {
 impl Temp {
     /// A temp name beside `dest` (nothing is created yet), after checking that `dest`
     /// may be written and sweeping dead temp entries from its directory.
-    fn name(dest: &Path, force: bool) -> Result<Temp> {
-        input::check_dest(dest, force)?;
+    fn name(dest: &Path, force: bool, kind: input::Output) -> Result<Temp> {
+        if is_stdout(dest) {
+            bail!("-: standard output takes reports (--json, --csv, --html), not models: name a file (./- for one called -)");
+        }
+        input::check_dest_of(dest, force, kind)?;
         let (dir, name) = split(dest)?;
         sweep(&dir);
         let pid = std::process::id();
         let start = start_time(pid).unwrap_or(0);
         let path = dir.join(format!(".{name}{MARK}{pid}.{start}.{:016x}", random_u64()?));
-        Ok(Temp { path, dest: dest.to_owned(), force, done: false })
+        Ok(Temp { path, dest: dest.to_owned(), force, kind, done: false })
     }
 
     /// A new temp file for `dest`, created exclusively, never through a link.
@@ -166,7 +176,7 @@ impl Temp {
     /// # Errors
     /// `dest` may not be written ([`input::check_dest`]), or the file cannot be created.
     pub fn file(dest: &Path, force: bool) -> Result<(Temp, File)> {
-        let t = Self::name(dest, force)?;
+        let t = Self::name(dest, force, input::Output::File)?;
         let f = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -182,7 +192,7 @@ impl Temp {
     /// # Errors
     /// As [`Temp::file`].
     pub fn dir(dest: &Path, force: bool) -> Result<Temp> {
-        let t = Self::name(dest, force)?;
+        let t = Self::name(dest, force, input::Output::OrganDir)?;
         std::fs::create_dir(&t.path).with_context(|| format!("{}: cannot create", t.path.display()))?;
         Ok(t)
     }
@@ -197,7 +207,7 @@ impl Temp {
     /// The destination appeared meanwhile (without `force`), became an input, a flush
     /// failed, or the rename failed.
     pub fn commit(mut self) -> Result<()> {
-        input::check_dest(&self.dest, self.force)?;
+        input::check_dest_of(&self.dest, self.force, self.kind)?;
         let exists = std::fs::symlink_metadata(&self.dest).is_ok();
         let durable = exists || FSYNC.load(Ordering::Relaxed);
         if durable {
@@ -254,11 +264,21 @@ impl Drop for Temp {
 }
 
 /// Writes a report (or any small output) to `path` through `fill`, atomically; an
-/// existing file is replaced only with `force`, an input never.
+/// existing file is replaced only with `force`, an input never. `-` is standard output,
+/// written as `fill` goes (nothing is replaced, so `force` is not needed).
 ///
 /// # Errors
 /// As [`Temp::file`], and any error of `fill` or of writing.
 pub fn write_file(path: &Path, force: bool, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+    if is_stdout(path) {
+        let mut w = std::io::BufWriter::new(std::io::stdout().lock());
+        let done = fill(&mut w).and_then(|()| Ok(w.flush()?));
+        // A closed pipe (`--json - | head`) is not an error: say it as an io::Error, which
+        // the binary's edge takes for one, whichever encoder met it.
+        return done
+            .map_err(|e| if broken_pipe(&e) { std::io::Error::from(std::io::ErrorKind::BrokenPipe).into() } else { e })
+            .context("standard output: write failed");
+    }
     let (tmp, f) = Temp::file(path, force)?;
     let mut w = std::io::BufWriter::new(f);
     fill(&mut w)?;
@@ -266,6 +286,17 @@ pub fn write_file(path: &Path, force: bool, fill: impl FnOnce(&mut dyn Write) ->
         w.into_inner().map_err(|e| e.into_error()).with_context(|| format!("{}: write failed", tmp.path.display()))?;
     drop(f);
     tmp.commit()
+}
+
+/// Whether `e` is a write to a closed pipe, as std, serde_json or csv report it.
+fn broken_pipe(e: &anyhow::Error) -> bool {
+    use std::io::ErrorKind::BrokenPipe;
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>().is_some_and(|j| j.io_error_kind() == Some(BrokenPipe))
+            || c.downcast_ref::<csv::Error>()
+                .is_some_and(|c| matches!(c.kind(), csv::ErrorKind::Io(io) if io.kind() == BrokenPipe))
+    })
 }
 
 /// [`write_file`] of `value` as pretty JSON with a final newline (the reports' `--json`).

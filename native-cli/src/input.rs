@@ -59,6 +59,20 @@ fn kind(md: &std::fs::Metadata) -> &'static str {
 /// It cannot be opened, is not a regular file, or (under `organ serve`) lies outside the
 /// root.
 pub fn open(path: &Path) -> Result<File> {
+    let file = open_regular(path)?;
+    check_confined(&file, path)?;
+    let md = file.metadata().with_context(|| format!("{}: cannot stat", path.display()))?;
+    record(&md, path);
+    Ok(file)
+}
+
+/// Opens `path` to read if it is a regular file, without waiting (a FIFO is refused, not
+/// opened for good) and without recording it as an input: for files organ may replace
+/// later in the same run (a fleet's results).
+///
+/// # Errors
+/// It cannot be opened or is not a regular file.
+pub fn open_regular(path: &Path) -> Result<File> {
     // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
     // On a regular file it changes nothing, and it is cleared below all the same.
     let file = OpenOptions::new()
@@ -68,12 +82,10 @@ pub fn open(path: &Path) -> Result<File> {
         .with_context(|| format!("{}: cannot open", path.display()))?;
     let md = file.metadata().with_context(|| format!("{}: cannot stat", path.display()))?;
     if !md.is_file() {
-        bail!("{}: a {}, not a regular file: organ reads models only from regular files", path.display(), kind(&md));
+        bail!("{}: a {}, not a regular file: organ reads only regular files", path.display(), kind(&md));
     }
     rustix::fs::fcntl_setfl(&file, rustix::fs::OFlags::empty())
         .with_context(|| format!("{}: cannot clear O_NONBLOCK", path.display()))?;
-    check_confined(&file, path)?;
-    record(&md, path);
     Ok(file)
 }
 
@@ -124,13 +136,37 @@ pub fn opened_path(file: &File) -> std::io::Result<PathBuf> {
     std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
 }
 
-/// Checks that an output may be written at `dest`: never over an input of this run (by
-/// device and inode, or a directory holding one), and over an existing file or directory
-/// only with `force`.
+/// Checks that an output file may be written at `dest`: never over an input of this run
+/// (by device and inode, or a directory holding one), and over an existing entry only
+/// with `force`, and then only over what organ could have written there: a regular file
+/// ([`check_dest_of`]). `-` is standard output: nothing there is replaced.
 ///
 /// # Errors
-/// `dest` is an input, holds one, or exists without `force`.
+/// `dest` is an input, holds one, exists without `force`, or is not a regular file.
 pub fn check_dest(dest: &Path, force: bool) -> Result<()> {
+    check_dest_of(dest, force, Output::File)
+}
+
+/// What an output is, which says what `--force` may replace with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// A file: a model, a shard, a report. Replaces a regular file.
+    File,
+    /// An organ directory (`dissect`). Replaces a regular file or an organ directory (a
+    /// directory holding organ's `manifest.json`).
+    OrganDir,
+}
+
+/// [`check_dest`] for an output of kind `out`. A symbolic link is never replaced nor
+/// written through, whatever it leads to: the user removes it or names its target.
+///
+/// # Errors
+/// As [`check_dest`]; with `force`, `dest` is a link, a directory that is not an organ
+/// directory (or any directory, for a file), a FIFO, a socket or a device.
+pub fn check_dest_of(dest: &Path, force: bool, out: Output) -> Result<()> {
+    if dest.as_os_str() == "-" {
+        return Ok(());
+    }
     let Ok(link) = std::fs::symlink_metadata(dest) else { return Ok(()) };
     let inputs = INPUTS.lock().map(|m| m.clone()).unwrap_or_default();
     // Whatever the name leads to (a link is followed here: replacing the link would not
@@ -158,5 +194,49 @@ pub fn check_dest(dest: &Path, force: bool) -> Result<()> {
         let what = if link.is_dir() { "a directory" } else { "a file" };
         bail!("{}: already exists ({what}); organ does not replace it without --force", dest.display());
     }
+    let what = match out {
+        Output::File => "a regular file",
+        Output::OrganDir => "a regular file or an organ directory (one holding organ's manifest.json)",
+    };
+    if link.file_type().is_symlink() {
+        let to = std::fs::read_link(dest).map(|t| format!(" to {}", t.display())).unwrap_or_default();
+        bail!(
+            "{}: a symbolic link{to}; --force replaces only {what}, never a link nor what it leads to: remove \
+             the link, or name the file itself",
+            dest.display()
+        );
+    }
+    let replaceable = link.is_file() || (out == Output::OrganDir && link.is_dir() && is_organ_dir(dest));
+    if !replaceable {
+        let kind = if link.is_dir() {
+            if out == Output::OrganDir {
+                "directory that is not an organ directory"
+            } else {
+                "directory"
+            }
+        } else {
+            kind(&link)
+        };
+        bail!("{}: a {kind}; --force replaces only {what}, which organ could have written", dest.display());
+    }
     Ok(())
+}
+
+/// Whether `dir` holds organ's `manifest.json`: a regular file (not a link) whose first
+/// bytes give the organ-directory format. Read without blocking, 4 KiB at most.
+fn is_organ_dir(dir: &Path) -> bool {
+    use std::io::Read;
+    let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOFOLLOW;
+    let Ok(f) = OpenOptions::new().read(true).custom_flags(flags.bits() as i32).open(dir.join("manifest.json")) else {
+        return false;
+    };
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut head = Vec::with_capacity(4096);
+    if f.take(4096).read_to_end(&mut head).is_err() {
+        return false;
+    }
+    let format = format!("\"{}\"", organ_core::model::manifest::FORMAT);
+    head.windows(format.len()).any(|w| w == format.as_bytes())
 }

@@ -535,6 +535,8 @@ enum Exit {
 fn run(cli: Cli) -> Result<Exit> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
+    // Where the text report goes when a report is written to standard output (`-`).
+    let mut sink = std::io::sink();
     organ_cli::organ_dir::set_verify(!cli.no_verify);
     organ_cli::atomic::set_fsync(cli.fsync);
     let d = organ_cli::remote::Config::default();
@@ -569,6 +571,7 @@ fn run(cli: Cli) -> Result<Exit> {
         } => {
             let reports = [&json, &csv, &html, &ranking_csv];
             guard(&models, reports.iter().filter_map(|p| p.as_deref()), force)?;
+            let printed: &mut dyn Write = if to_stdout(reports)? { &mut sink } else { &mut out };
             if let Some(n) = threads {
                 rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build_global()?;
             }
@@ -605,9 +608,9 @@ fn run(cli: Cli) -> Result<Exit> {
                 (Some(fleet), Some(results)) => {
                     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
                     let shard = cmd::measure::shard::Shard::resolve(shard.as_deref(), shards, &env)?;
-                    cmd::measure::fleet::run(&opts, &fleet, shard, &results, &mut out)?;
+                    cmd::measure::fleet::run(&opts, &fleet, shard, &results, printed)?;
                 }
-                _ => cmd::measure::run(&opts, &mut out)?,
+                _ => cmd::measure::run(&opts, printed)?,
             }
             if stats {
                 let read = cmd::measure::BYTES_READ.load(std::sync::atomic::Ordering::Relaxed);
@@ -628,6 +631,8 @@ fn run(cli: Cli) -> Result<Exit> {
                 },
         } => {
             guard(&[], [&json, &csv, &html, &ranking_csv].into_iter().filter_map(|p| p.as_deref()), force)?;
+            let printed: &mut dyn Write =
+                if to_stdout([&json, &csv, &html, &ranking_csv])? { &mut sink } else { &mut out };
             let opts = cmd::measure::Options {
                 models: Vec::new(),
                 json,
@@ -642,15 +647,16 @@ fn run(cli: Cli) -> Result<Exit> {
                 mode: organ_core::zmeasure::Mode::Sampled,
                 experts: false,
             };
-            cmd::measure::fleet::merge(&results, &opts, &mut out)?;
+            cmd::measure::fleet::merge(&results, &opts, printed)?;
         }
         Command::Diff { a, b, json, csv, html, top, only_changed, fail_on_change, threads, stream, stats, force } => {
             guard(&[a.clone(), b.clone()], [&json, &csv, &html].into_iter().filter_map(|p| p.as_deref()), force)?;
+            let printed: &mut dyn Write = if to_stdout([&json, &csv, &html])? { &mut sink } else { &mut out };
             if let Some(n) = threads {
                 rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build_global()?;
             }
             let opts = cmd::diff::Options { a, b, json, csv, html, top, only_changed, stream, force };
-            let changed = cmd::diff::run(&opts, &mut out)?;
+            let changed = cmd::diff::run(&opts, printed)?;
             if stats {
                 let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
                 progress::emit(&progress::Event::DiffStats {
@@ -660,27 +666,29 @@ fn run(cli: Cli) -> Result<Exit> {
                 });
             }
             if fail_on_change && changed {
-                out.flush()?;
+                printed.flush()?;
                 return Ok(Exit::Changed);
             }
         }
         Command::Check { model, json, threads, stream, stats, exit_zero, force } => {
             guard(std::slice::from_ref(&model), json.as_deref(), force)?;
+            let printed: &mut dyn Write = if to_stdout([&json])? { &mut sink } else { &mut out };
             if let Some(n) = threads {
                 rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build_global()?;
             }
-            let broken = cmd::check::run(&cmd::check::Options { model, json, stream, force }, &mut out)?;
+            let broken = cmd::check::run(&cmd::check::Options { model, json, stream, force }, printed)?;
             if stats {
                 let read = cmd::check::BYTES_READ.load(std::sync::atomic::Ordering::Relaxed);
                 progress::emit(&progress::Event::Stats { tensor_bytes_read: read, peak_rss_kib: peak_rss_kib() });
             }
             if broken && !exit_zero {
-                out.flush()?;
+                printed.flush()?;
                 return Ok(Exit::Changed);
             }
         }
         Command::Dissect { model, out: dir, measure, sha256, force } => {
-            guard(std::slice::from_ref(&model), [dir.as_path()], force)?;
+            guard(std::slice::from_ref(&model), None, force)?;
+            organ_cli::input::check_dest_of(&dir, force, organ_cli::input::Output::OrganDir)?;
             cmd::dissect::run(&cmd::dissect::Options { model: &model, out: &dir, measure, sha256, force }, &mut out)?
         }
         Command::Assemble { dir, out: file, split_max_size, force } => {
@@ -709,7 +717,9 @@ fn run(cli: Cli) -> Result<Exit> {
                 m => anyhow::bail!("--method {m:?}: use fractal or spectral"),
             };
             method.check().map_err(anyhow::Error::msg)?;
-            guard(std::slice::from_ref(&model), [Some(dest.as_path()), json.as_deref()].into_iter().flatten(), force)?;
+            guard(std::slice::from_ref(&model), json.as_deref(), force)?;
+            organ_cli::input::check_dest_of(&dest, force, model_output(&dest))?;
+            let printed: &mut dyn Write = if to_stdout([&json])? { &mut sink } else { &mut out };
             let as_type = match as_type.as_deref() {
                 None => None,
                 Some(t) => Some(
@@ -738,15 +748,16 @@ fn run(cli: Cli) -> Result<Exit> {
                 force,
                 judge: judge.settings(),
             };
-            cmd::purify::run(&o, &mut out)?;
+            cmd::purify::run(&o, printed)?;
         }
         Command::Eval { model, text, base, ctx, threads, chunks, json, llama_cpp, force } => {
             let inputs: Vec<PathBuf> =
                 [Some(model.clone()), base.clone(), Some(text.clone())].into_iter().flatten().collect();
             guard(&inputs, json.as_deref(), force)?;
+            let printed: &mut dyn Write = if to_stdout([&json])? { &mut sink } else { &mut out };
             let settings = cmd::eval::Settings { text, ctx, threads, chunks, llama_cpp };
             let o = cmd::eval::Options { model: &model, base: base.as_deref(), settings, json: json.as_deref(), force };
-            cmd::eval::run(&o, &mut out)?;
+            cmd::eval::run(&o, printed)?;
         }
         Command::Serve {
             root,
@@ -795,11 +806,11 @@ fn run(cli: Cli) -> Result<Exit> {
             })?
         }
         Command::Graft { donor, recipient, out: dest, select, dry_run, split_max_size, sha256, force, json, judge } => {
-            guard(
-                &[donor.clone(), recipient.clone()],
-                [dest.as_deref(), json.as_deref()].into_iter().flatten(),
-                force,
-            )?;
+            guard(&[donor.clone(), recipient.clone()], json.as_deref(), force)?;
+            if let Some(d) = &dest {
+                organ_cli::input::check_dest_of(d, force, model_output(d))?;
+            }
+            let printed: &mut dyn Write = if to_stdout([&json])? { &mut sink } else { &mut out };
             let selection = selection(&select)?;
             let o = cmd::graft::Options {
                 donor: &donor,
@@ -814,9 +825,12 @@ fn run(cli: Cli) -> Result<Exit> {
                 judge: judge.settings(),
                 json: json.as_deref(),
             };
-            cmd::graft::run(&o, &mut out)?;
+            cmd::graft::run(&o, printed)?;
         }
-        Command::Experts { op } => cmd::experts::run(&op, &mut out)?,
+        Command::Experts { op } => {
+            let printed: &mut dyn Write = if to_stdout([&op.common().json])? { &mut sink } else { &mut out };
+            cmd::experts::run(&op, printed)?
+        }
         Command::Moe {
             base,
             experts,
@@ -834,6 +848,7 @@ fn run(cli: Cli) -> Result<Exit> {
             let mut inputs = vec![base.clone()];
             inputs.extend(experts.iter().chain(&prompts).chain(&negative_prompts).cloned());
             guard(&inputs, [Some(dest.as_path()), json.as_deref()].into_iter().flatten(), force)?;
+            let printed: &mut dyn Write = if to_stdout([&json])? { &mut sink } else { &mut out };
             let router = organ_core::surgery::moe::RouterMode::parse(&router)
                 .ok_or_else(|| anyhow::anyhow!("--router {router:?}: use uniform, random or embed"))?;
             let ty = match ty.as_deref() {
@@ -856,7 +871,7 @@ fn run(cli: Cli) -> Result<Exit> {
                 judge: judge.settings(),
                 json: json.as_deref(),
             };
-            cmd::moe::run(&o, &mut out)?;
+            cmd::moe::run(&o, printed)?;
         }
     }
     out.flush()?;
@@ -877,6 +892,26 @@ fn guard<'a>(inputs: &[PathBuf], outputs: impl IntoIterator<Item = &'a std::path
         organ_cli::input::check_dest(o, force)?;
     }
     Ok(())
+}
+
+/// Whether a report output is standard output (`-`): then the text report is not printed,
+/// so that stdout holds that output alone. One output at most may be `-`.
+fn to_stdout<'a>(outputs: impl IntoIterator<Item = &'a Option<PathBuf>>) -> Result<bool> {
+    let n = outputs.into_iter().flatten().filter(|p| organ_cli::atomic::is_stdout(p)).count();
+    if n > 1 {
+        anyhow::bail!("-: {n} outputs name standard output; one at most can go there");
+    }
+    Ok(n == 1)
+}
+
+/// What a model output is: a GGUF file when it ends in `.gguf`, else an organ directory
+/// (as [`write::write_model`] decides).
+fn model_output(p: &std::path::Path) -> organ_cli::input::Output {
+    if p.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) {
+        organ_cli::input::Output::File
+    } else {
+        organ_cli::input::Output::OrganDir
+    }
 }
 
 /// The tensors --layers, --type and --name pick (every criterion given must hold).

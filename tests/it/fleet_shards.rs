@@ -147,13 +147,14 @@ fn three_workers_one_killed_merge_to_the_one_machine_tables() {
         assert!(e.contains(want), "{args:?} {vars:?}: {e}");
     }
 
-    // A result of another report schema, or cut short, is named by merge, never used.
+    // A result of another report schema, or cut short, is named by merge, never used: its
+    // bytes are not those its index recorded.
     let r = results.join(one_result(&results));
     let bytes = std::fs::read(&r).unwrap();
     let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     v["definition"]["report_schema"] = 99.into();
     for (planted, want) in
-        [(serde_json::to_vec(&v).unwrap(), "measured under"), (bytes[..bytes.len() / 2].to_vec(), "not a fleet file")]
+        [(serde_json::to_vec(&v).unwrap(), "its BLAKE3 is"), (bytes[..bytes.len() / 2].to_vec(), "its BLAKE3 is")]
     {
         std::fs::write(&r, planted).unwrap();
         let mut m = organ();

@@ -125,9 +125,12 @@ fn organ_directories_and_shards_are_inputs_too() {
     c.args(["measure", "--no-cache", "--force"]).arg(tmp("in2s-00001-of-00004.gguf")).arg("--csv").arg(&second);
     assert!(refused(c).contains("is an input"));
     assert_eq!(bytes(&second), shard);
-    // --force replaces an existing output directory whole.
+    // --force replaces an existing organ directory whole (tests/it/force.rs: and only one).
     let other = tmp("in2-other.organs");
-    std::fs::create_dir(&other).unwrap();
+    let _ = std::fs::remove_dir_all(&other);
+    let mut c = organ();
+    c.arg("dissect").arg(&m).arg("--out").arg(&other);
+    ok(c);
     std::fs::write(other.join("stale.txt"), "old").unwrap();
     let mut c = organ();
     c.arg("dissect").arg(&m).arg("--out").arg(&other);

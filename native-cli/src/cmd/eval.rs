@@ -5,11 +5,18 @@
 //! `--kl-divergence-base FILE` (which scores it and saves its log-probabilities), then the
 //! model with `--kl-divergence-base FILE --kl-divergence`. The logits file (tens of MB
 //! per thousand tokens) lives in a temp directory removed on every way out.
+//!
+//! llama-perplexity is handed every file open ([`llama_cpp::Handed`]): the model and the
+//! base as organ opened them (under `organ serve`, inside the root), the text as organ's
+//! private copy, the logits file as organ created it. It never resolves a name the user
+//! gave, so a path swapped for a link after organ's check changes nothing it reads.
 
-use crate::llama_cpp::{self, output};
+use crate::llama_cpp::{self, output, Handed};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
+use std::io::ErrorKind::NotFound;
 use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -113,14 +120,16 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
         check_gguf(b)?;
         same_vocabulary(b, model)?;
     }
-    // llama.cpp opens what organ names; organ names what it opened itself (under `organ
-    // serve`: inside the root), and the text as a private copy.
+    // llama.cpp reads what organ opened (under `organ serve`: inside the root), the text
+    // as a private copy: every file handed open, never by a name it would resolve again.
     let dir = scratch_dir(scratch)?;
     let text = copy_text(&s.text, &dir.path)?;
-    let (model_file, base_file) = (opened(model)?, base.map(opened).transpose()?);
-    let command = |m: &Path| {
+    let model_file = hand_model(model, &dir.path.join("model"))?;
+    let base_file = base.map(|b| hand_model(b, &dir.path.join("base"))).transpose()?;
+    let command = |m: &Handed, also: &[&Handed]| {
         let mut c = Command::new(&tool);
-        c.arg("-m").arg(m).arg("-c").arg(s.ctx.to_string()).arg("-b").arg(s.ctx.to_string());
+        c.arg("-m").arg(&m.arg).arg("-c").arg(s.ctx.to_string()).arg("-b").arg(s.ctx.to_string());
+        llama_cpp::inherit(&mut c, &[&[m], also].concat());
         if let Some(t) = s.threads {
             c.arg("-t").arg(t.max(1).to_string());
         }
@@ -142,20 +151,20 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
         llama_perplexity: label(&tool),
     };
     let (Some(base), Some(base_file)) = (base, base_file) else {
-        let mut c = command(&model_file);
-        c.arg("-f").arg(&text);
+        let mut c = command(&model_file, &[&text]);
+        c.arg("-f").arg(&text.arg);
         let p = llama_cpp::run(c)?;
         let r = output::perplexity(&p.stdout, &p.stderr).with_context(|| format!("{}", model.display()))?;
         (e.chunks, e.perplexity) = (r.chunks, r.ppl);
         return Ok(e);
     };
-    let logits = dir.path.join("base-logits.kld");
-    let mut c = command(&base_file);
-    c.arg("-f").arg(&text).arg("--kl-divergence-base").arg(&logits);
+    let logits = Handed::file(create_private(&dir.path.join("base-logits.kld"))?)?;
+    let mut c = command(&base_file, &[&text, &logits]);
+    c.arg("-f").arg(&text.arg).arg("--kl-divergence-base").arg(&logits.arg);
     let p = llama_cpp::run(c)?;
     let b = output::perplexity(&p.stdout, &p.stderr).with_context(|| format!("{} (the base)", base.display()))?;
-    let mut c = command(&model_file);
-    c.arg("--kl-divergence-base").arg(&logits).arg("--kl-divergence");
+    let mut c = command(&model_file, &[&logits]);
+    c.arg("--kl-divergence-base").arg(&logits.arg).arg("--kl-divergence");
     let p = llama_cpp::run(c)?;
     let k = output::kl_divergence(&p.stdout, &p.stderr).with_context(|| format!("{}", model.display()))?;
     if (k.chunks, k.ctx) != (b.chunks, b.ctx) {
@@ -168,7 +177,7 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
             b.ctx
         );
     }
-    drop(dir);
+    drop((logits, text, dir));
     e.chunks = k.chunks;
     e.perplexity = k.ppl;
     e.base_perplexity = Some(b.ppl);
@@ -196,38 +205,104 @@ pub fn check_inputs(model: &Path, s: &Settings) -> Result<()> {
 }
 
 /// A private temp directory in `near` (else the system's temp directory), removed on drop;
-/// if organ is killed outright, the next organ run that writes there removes it.
+/// if organ is killed outright, the next organ run that writes there removes it. Only
+/// organ's user may enter it (mode 0700).
 fn scratch_dir(near: Option<&Path>) -> Result<crate::atomic::Temp> {
+    use std::os::unix::fs::PermissionsExt;
     let dir = near.map_or_else(std::env::temp_dir, Path::to_owned);
     // Temp::dir names the directory `.organ-eval-logits.organ-tmp.PID.START.RANDOM`; nothing
     // is ever renamed to `organ-eval-logits`.
     let dest = dir.join("organ-eval-logits");
-    crate::atomic::Temp::dir(&dest, false)
+    let t = crate::atomic::Temp::dir(&dest, false)?;
+    std::fs::set_permissions(&t.path, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("{}: cannot make it private", t.path.display()))?;
+    Ok(t)
+}
+
+/// A new file at `p` (never through a link), open to read and write, for organ's user only.
+fn create_private(p: &Path) -> Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .mode(0o600)
+        .open(p)
+        .with_context(|| format!("{}: cannot create", p.display()))
+}
+
+/// The most shards of a split model handed to llama.cpp (one descriptor each).
+pub const MAX_HANDED_SHARDS: usize = 256;
+
+/// The model at `path` opened (a regular file; under `organ serve`, inside the root) and
+/// handed to llama.cpp. A split model's shards (`NAME-0000I-of-0000N.gguf`), which
+/// llama.cpp finds by name beside the first, are each opened too, and handed as links
+/// named as they are, in the new private directory `links`, to `/proc/self/fd/N`; the
+/// tool is given `/proc/self/fd/D/NAME` (D: that directory, open) for the shard named.
+/// A shard that is not there is left out (llama.cpp says so if it needs it). Shards are
+/// found beside the file opened (a link's target), as llama.cpp found them.
+///
+/// # Errors
+/// A file cannot be opened or lies outside the root, more than [`MAX_HANDED_SHARDS`]
+/// shards, or the links cannot be made.
+fn hand_model(path: &Path, links: &Path) -> Result<Handed> {
+    let file = crate::input::open(path)?;
+    // Shards lie beside the file itself, as llama.cpp would find them from a link to it.
+    let real = crate::input::opened_path(&file).unwrap_or_else(|_| path.to_owned());
+    let path = real.as_path();
+    let Some(shards) = crate::source::split_shards(path) else { return Handed::file(file) };
+    if shards.len() > MAX_HANDED_SHARDS {
+        bail!(
+            "{}: a split of {} shards; organ hands llama.cpp at most {MAX_HANDED_SHARDS}",
+            path.display(),
+            shards.len()
+        );
+    }
+    let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(links)
+        .with_context(|| format!("{}: cannot create", links.display()))?;
+    let dir = std::fs::File::open(links).with_context(|| format!("{}: cannot open", links.display()))?;
+    let mut handed = Handed::dir(dir, &name(path))?;
+    let mut file = Some(file);
+    for shard in shards {
+        let f = match (shard == path, file.take()) {
+            (true, Some(f)) => f,
+            (_, f) => {
+                file = f;
+                match crate::input::open(&shard) {
+                    Ok(f) => f,
+                    Err(e) if e.root_cause().downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == NotFound) => {
+                        continue
+                    }
+                    Err(e) => return Err(e.context(format!("a shard of {}", path.display()))),
+                }
+            }
+        };
+        let target = handed.add(f)?;
+        let link = links.join(name(&shard));
+        std::os::unix::fs::symlink(&target, &link).with_context(|| format!("{}: cannot create", link.display()))?;
+    }
+    Ok(handed)
 }
 
 /// The most text organ hands llama-perplexity (wikitext-2's test set is 1.3 MB).
 pub const MAX_TEXT_BYTES: u64 = 256 << 20;
 
 /// Copies the text (opened as any input: a regular file, under `organ serve` inside the
-/// root) into `dir`, for llama.cpp to read.
-fn copy_text(text: &Path, dir: &Path) -> Result<PathBuf> {
+/// root) into `dir`, and hands the copy to llama.cpp.
+fn copy_text(text: &Path, dir: &Path) -> Result<Handed> {
     let f = crate::input::open(text).context("--text")?;
     let n = f.metadata().with_context(|| format!("{}: cannot stat", text.display()))?.len();
     if n > MAX_TEXT_BYTES {
         bail!("{}: {n} bytes, more than the {MAX_TEXT_BYTES} organ evaluates", text.display());
     }
     let copy = dir.join("text.txt");
-    let mut out = std::fs::File::create_new(&copy).with_context(|| format!("{}: cannot create", copy.display()))?;
+    let mut out = create_private(&copy)?;
     std::io::copy(&mut std::io::Read::take(f, MAX_TEXT_BYTES), &mut out)
         .with_context(|| format!("{}: cannot copy to {}", text.display(), copy.display()))?;
-    Ok(copy)
-}
-
-/// The real path of the model file organ opened (a regular file; under `organ serve`,
-/// inside the root), which llama.cpp then opens. A split model keeps its shard names.
-fn opened(model: &Path) -> Result<PathBuf> {
-    let f = crate::input::open(model)?;
-    crate::input::opened_path(&f).with_context(|| format!("{}: cannot tell where it lies", model.display()))
+    Handed::file(out)
 }
 
 fn check_file(p: &Path, what: &str) -> Result<()> {

@@ -63,7 +63,8 @@ pub enum Op {
 }
 
 impl Op {
-    fn common(&self) -> &Common {
+    /// The flags both operations take.
+    pub fn common(&self) -> &Common {
         match self {
             Op::Extract { common, .. } | Op::Prune { common, .. } => common,
         }

@@ -18,6 +18,7 @@ use std::sync::atomic::AtomicU64;
 mod cache;
 mod experts;
 pub mod fleet;
+mod merge;
 mod results;
 pub mod shard;
 mod stream;

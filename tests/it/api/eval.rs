@@ -79,3 +79,24 @@ fn an_eval_job_without_llama_cpp_fails_saying_how_to_get_it() {
     let msg = end["error"]["message"].as_str().unwrap_or_default().to_owned() + &end["error"].to_string();
     assert!(msg.contains("scripts/build-llama.sh"), "{end}");
 }
+
+/// Before: the job's child checked the path, then handed its name to llama-perplexity,
+/// which opened it later: a path swapped for a link in between made llama.cpp read a file
+/// outside the root. Now llama.cpp is handed the file the child opened (inside the root).
+#[test]
+fn an_eval_job_reads_the_model_it_checked_even_when_the_path_is_swapped() {
+    use crate::eval_handed::{logged, swapping_wrapper};
+    let Some(_) = need::smollm2_and_llama() else { return };
+    let root = make_root("api-eval-swap");
+    std::fs::copy(repo().join("tests/data/perplexity.txt"), root.join("text.txt")).unwrap();
+    let (outside, log) = (crate::common::tmp("api-eval-swap-outside.gguf"), crate::common::tmp("api-eval-swap.log"));
+    std::fs::write(&outside, b"a file outside the root").unwrap();
+    let bin = swapping_wrapper("api-eval-swap-bin", &root.join("smol.gguf"), &outside, &log);
+    let s = start_with_llama(&root, &bin);
+    let end = run_job(&s, "/api/eval", json!({ "path": "smol.gguf", "text": "text.txt", "ctx": 128, "chunks": 2 }));
+    let (models, outside_read) = logged(&log);
+    assert!(std::fs::symlink_metadata(root.join("smol.gguf")).unwrap().file_type().is_symlink(), "swapped");
+    assert!(!outside_read, "llama-perplexity read the file outside the root");
+    assert!(!models.is_empty() && models.iter().all(|m| m.starts_with("/proc/self/fd/")), "{models:?}");
+    assert!(end["result"]["perplexity"]["value"].as_f64().unwrap() > 1.0, "{end}");
+}

@@ -85,6 +85,9 @@ fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
         ("POST", "/api/check", &json, br#"{}"#, 400, "missing field `path`"),
         ("POST", "/api/check", &json, br#"{"path": "smol.gguf", "json": "/x"}"#, 400, "unknown field"),
         ("POST", "/api/purify", &json, br#"{"path": "smol.gguf", "method": "magic"}"#, 400, "fractal or spectral"),
+        // eval hands llama.cpp only files it opened inside the root (api::eval has the race).
+        ("POST", "/api/eval", &json, br#"{"path": "escape/passwd", "text": "smol.gguf"}"#, 404, "no such model"),
+        ("POST", "/api/eval", &json, br#"{"path": "smol.gguf", "text": "fifo.gguf"}"#, 400, "not a regular file"),
         ("POST", "/api/assemble", &json, br#"{"path": "smol.gguf", "out": "../../x.gguf"}"#, 400, "plain file name"),
         ("DELETE", "/api/models", &[], b"", 405, ""),
         // Item 8: a finished job deleted, entry and results; a failed job has no report.

@@ -13,7 +13,7 @@ mod dir_cases;
 mod gguf_bytes;
 mod gguf_cases;
 mod regressions;
-mod runner;
+pub(crate) mod runner;
 
 use dir_cases::dir_cases;
 use gguf_cases::gguf_cases;

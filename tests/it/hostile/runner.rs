@@ -9,12 +9,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How a child ended.
-pub(super) struct Outcome {
-    pub(super) code: Option<i32>,
-    pub(super) signal: Option<i32>,
-    pub(super) stderr: String,
-    pub(super) peak_rss_kib: u64,
-    pub(super) timed_out: bool,
+pub(crate) struct Outcome {
+    pub(crate) code: Option<i32>,
+    pub(crate) signal: Option<i32>,
+    pub(crate) stderr: String,
+    pub(crate) peak_rss_kib: u64,
+    pub(crate) timed_out: bool,
 }
 
 /// Runs organ with `args` (stdout discarded, stderr to `stderr_to`) and returns how it
@@ -24,7 +24,7 @@ pub(super) struct Outcome {
 /// the high-water mark across exec), and this test process holds tens of MiB of generated
 /// inputs. So organ is spawned by a fresh copy of this test binary, running only
 /// [`spawn_helper`], which reaps it with `wait4` and writes the figures to a file.
-pub(super) fn run(args: &[&std::ffi::OsStr], stderr_to: &Path) -> Outcome {
+pub(crate) fn run(args: &[&std::ffi::OsStr], stderr_to: &Path) -> Outcome {
     let spec = stderr_to.with_extension("spec");
     let result = stderr_to.with_extension("result");
     let mut text = Vec::new();

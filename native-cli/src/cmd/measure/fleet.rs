@@ -4,12 +4,10 @@
 //! ranks them with the code `organ measure DIR` runs ([`Report::new`], [`super::present`]),
 //! so both give the same tables byte for byte. docs/fleet.md.
 
-use super::results::{self, FleetFile, Indexed, ShardIndex, Store, FLEET_FILE, FORMAT};
-use super::shard::{Shard, MAX_SHARDS};
-use super::{identify, label_of, measure_identified, Definition, Options};
+use super::results::{self, FleetFile, Indexed, ShardIndex, Store, FORMAT};
+use super::shard::Shard;
+use super::{identify, measure_identified, Definition, Options};
 use anyhow::{bail, Context, Result};
-use organ_core::report::Report;
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -104,6 +102,11 @@ pub fn members(fleet: &Path) -> Result<Vec<Member>> {
     Ok(found)
 }
 
+/// The definition a fleet measured under `opts` is reported under.
+fn definition_of(opts: &Options) -> Definition {
+    Definition { experts: opts.experts, ..Definition::current(opts.mode) }
+}
+
 /// Measures `shard`'s models of `fleet` under `opts` into the results `results` names (a
 /// directory, made if need be, or a store URL's prefix), skipping those already there;
 /// then writes the shard's index. Prints one line per model.
@@ -115,9 +118,9 @@ pub fn run(opts: &Options, fleet: &Path, shard: Shard, results: &Path, out: &mut
 /// [`run`] into any [`Store`].
 pub fn measure_shard(opts: &Options, fleet: &Path, shard: Shard, store: &dyn Store, out: &mut dyn Write) -> Result<()> {
     let members = members(fleet)?;
-    let definition = Definition { experts: opts.experts, ..Definition::current(opts.mode) };
     let names = members.iter().map(|m| m.name.clone()).collect();
-    results::claim(store, &FleetFile { organ_fleet: FORMAT, definition, shards: shard.count, models: names })?;
+    let fleet = FleetFile { organ_fleet: FORMAT, definition: definition_of(opts), shards: shard.count, models: names };
+    results::claim(store, &fleet)?;
     let mine: Vec<&Member> = members.iter().enumerate().filter(|(j, _)| shard.holds(*j)).map(|(_, m)| m).collect();
     writeln!(out, "shard {shard}: {} of {} models", mine.len(), members.len())?;
     out.flush()?;
@@ -127,24 +130,35 @@ pub fn measure_shard(opts: &Options, fleet: &Path, shard: Shard, store: &dyn Sto
     for m in &mine {
         progress.set_message(m.name.clone());
         let (key, opened) = identify(&m.path, opts).with_context(|| format!("fleet model {}", m.name))?;
-        let (report, what) = match results::lookup(store, &key)? {
-            Some(r) => {
+        let (report, result_blake3, what) = match results::lookup(store, &key)? {
+            Some((r, hash)) => {
                 kept += 1;
-                (r, "in results")
+                (r, hash, "in results")
             }
             None => {
                 let r = measure_identified(&m.path, opened.as_ref(), opts, &progress)?;
-                results::store(store, &key, &r)?;
-                (r, "measured")
+                let hash = results::store(store, &key, &r)?;
+                (r, hash, "measured")
             }
         };
         // Flushed: a batch engine's log shows each model as it is done.
         progress.suspend(|| writeln!(out, "  {:<10}  {:>9.4}°  {}", what, report.summary.theta_mean, m.name))?;
         out.flush()?;
-        index.push(Indexed { model: m.name.clone(), result: key.file_name()? });
+        index.push(Indexed {
+            model: m.name.clone(),
+            model_blake3: key.model_blake3.clone(),
+            result: key.file_name()?,
+            result_blake3,
+        });
     }
     progress.finish_and_clear();
-    let done = ShardIndex { organ_fleet: FORMAT, shard: shard.index, shards: shard.count, results: index };
+    let done = ShardIndex {
+        organ_fleet: FORMAT,
+        shard: shard.index,
+        shards: shard.count,
+        definition: definition_of(opts),
+        results: index,
+    };
     let name = results::shard_file(shard.index, shard.count);
     store.put(&name, &serde_json::to_vec_pretty(&done)?, true)?;
     writeln!(
@@ -156,93 +170,14 @@ pub fn measure_shard(opts: &Options, fleet: &Path, shard: Shard, store: &dyn Sto
     Ok(())
 }
 
-/// `organ report merge RESULTS`: the fleet's report from its results, written and printed
-/// as `organ measure` does ([`super::present`]; `opts` says which files).
+/// `organ report merge RESULTS`: the fleet's report from its results, checked
+/// ([`super::merge::merged`]), written and printed as `organ measure` does
+/// ([`super::present`]; `opts` says which files).
 ///
 /// # Errors
-/// The results are not a fleet's, a shard has not finished, a result is missing, of
-/// another format or definition, or not whole.
+/// As [`super::merge::merged`], and writing the files.
 pub fn merge(results: &Path, opts: &Options, out: &mut dyn Write) -> Result<()> {
     let store = results::open(results, false)?;
-    let report = merged(store.as_ref())?;
+    let report = super::merge::merged(store.as_ref())?;
     super::present(&report, opts, out)
-}
-
-/// The fleet's report from the results in `store`, models in the fleet's order.
-pub fn merged(store: &dyn Store) -> Result<Report> {
-    let bytes = store.get(FLEET_FILE)?.with_context(|| {
-        format!("{}: not there: not the results of organ measure --fleet", store.locate(FLEET_FILE))
-    })?;
-    let fleet: FleetFile = results::parse(store, FLEET_FILE, &bytes)?;
-    if fleet.shards == 0 || fleet.shards > MAX_SHARDS {
-        bail!("{}: {} shards: not 1 to {MAX_SHARDS}", store.locate(FLEET_FILE), fleet.shards);
-    }
-    // Each model's result, from its shard's index.
-    let mut result_of: BTreeMap<&str, String> = BTreeMap::new();
-    let mut unfinished = Vec::new();
-    for i in 0..fleet.shards {
-        let name = results::shard_file(i, fleet.shards);
-        let Some(bytes) = store.get(&name)? else {
-            unfinished.push(i);
-            continue;
-        };
-        let idx: ShardIndex = results::parse(store, &name, &bytes)?;
-        if (idx.shard, idx.shards) != (i, fleet.shards) {
-            bail!("{}: the index of shard {}/{}, not {i}/{}", store.locate(&name), idx.shard, idx.shards, fleet.shards);
-        }
-        for e in idx.results {
-            let Some(j) = fleet.models.iter().position(|m| *m == e.model) else {
-                bail!(
-                    "{}: {} is not a model of this fleet ({})",
-                    store.locate(&name),
-                    e.model,
-                    store.locate(FLEET_FILE)
-                );
-            };
-            if j as u64 % fleet.shards != i {
-                bail!(
-                    "{}: {} belongs to shard {}/{}",
-                    store.locate(&name),
-                    e.model,
-                    j as u64 % fleet.shards,
-                    fleet.shards
-                );
-            }
-            result_of.insert(&fleet.models[j], e.result);
-        }
-    }
-    if let Some(&first) = unfinished.first() {
-        let shards: Vec<String> = unfinished.iter().take(8).map(|i| format!("{i}/{}", fleet.shards)).collect();
-        let models: Vec<&str> = (fleet.models.iter().enumerate())
-            .filter(|(j, _)| unfinished.contains(&(*j as u64 % fleet.shards)))
-            .map(|(_, m)| m.as_str())
-            .take(5)
-            .collect();
-        bail!(
-            "{}: shard {}{} not finished (no {}): no report for {}{}; run organ measure --fleet … --shard {first}/{} again",
-            store.locate(""),
-            shards.join(", "),
-            if unfinished.len() > 8 { ", …" } else { "" },
-            results::shard_file(first, fleet.shards),
-            models.join(", "),
-            if models.len() == 5 { ", …" } else { "" },
-            fleet.shards
-        );
-    }
-    let mut models = Vec::with_capacity(fleet.models.len());
-    for (j, m) in fleet.models.iter().enumerate() {
-        let shard = results::shard_file(j as u64 % fleet.shards, fleet.shards);
-        let result = result_of
-            .get(m.as_str())
-            .with_context(|| format!("{}: does not list {m}, a model of its shard", store.locate(&shard)))?;
-        let bytes = store
-            .get(result)?
-            .with_context(|| format!("{}: missing: the report of {m} ({} names it)", store.locate(result), shard))?;
-        let mut r = results::read_result(store, result, &bytes, &fleet.definition)?;
-        r.model = label_of(Path::new(m));
-        models.push(r);
-    }
-    let mut report = Report::new(organ_core::zmeasure::GENERATOR, models);
-    report.measure = fleet.definition.measure;
-    Ok(report)
 }

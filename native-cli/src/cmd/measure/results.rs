@@ -13,14 +13,39 @@ use crate::remote::store::Prefix;
 use anyhow::{bail, Context, Result};
 use organ_core::report::ModelReport;
 use serde::{Deserialize, Serialize};
+use std::io::ErrorKind::NotFound;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-/// The largest result file read, in bytes: a report of a million tensors stays below it.
-pub const MAX_RESULT_BYTES: u64 = 1 << 30;
+/// The largest result read, in bytes. A result is one model's report: SmolLM2's (272
+/// tensors) is 82 kB; the largest released mixtures of experts measured with `--experts
+/// --sigma` (about 1 100 tensors and 70 000 expert rows) about 10 MB. Parsed, a report
+/// takes about 250 bytes per tensor row however short its JSON (under 140 MiB for the
+/// shortest rows at this cap): a result over it is refused from its size, before a byte
+/// of it is read.
+pub const MAX_RESULT_BYTES: u64 = 16 << 20;
 
-/// The version of the files below; a file of another version is refused by name.
-pub const FORMAT: u32 = 1;
+/// The largest `fleet.json` read, in bytes: [`MAX_FLEET_MODELS`] names of 160 bytes.
+pub const MAX_FLEET_FILE_BYTES: u64 = 16 << 20;
+
+/// The most models a fleet holds (its list, `fleet.json`, the indexes together).
+pub const MAX_FLEET_MODELS: usize = 100_000;
+
+/// A shard index's bytes besides its entries; each entry may take [`INDEX_ENTRY_BYTES`]
+/// plus six bytes per byte of its model's name (JSON's `\u00XX`): [`index_cap`].
+const INDEX_HEAD_BYTES: u64 = 64 << 10;
+const INDEX_ENTRY_BYTES: u64 = 512;
+
+/// The largest index of a shard whose models are named `names`, in bytes: proportional to
+/// what it must hold.
+pub fn index_cap<'a>(names: impl Iterator<Item = &'a String>) -> u64 {
+    names.fold(INDEX_HEAD_BYTES, |n, m| n.saturating_add(INDEX_ENTRY_BYTES + 6 * m.len() as u64))
+}
+
+/// The version of the files below; a file of another version is refused by name. Format 1
+/// (before results were tied to their models' identities in the indexes) is refused with
+/// the advice to measure again.
+pub const FORMAT: u32 = 2;
 
 /// The fleet's own file in the results.
 pub const FLEET_FILE: &str = "fleet.json";
@@ -34,11 +59,12 @@ pub fn shard_file(shard: u64, shards: u64) -> String {
 pub trait Store {
     /// Where `name` is, for messages (`DIR/NAME`; `s3://BUCKET/PREFIX/NAME`).
     fn locate(&self, name: &str) -> String;
-    /// The bytes stored under `name`, `None` when there are none.
+    /// The bytes stored under `name`, `None` when there are none. Their size is checked
+    /// against `max` before they are read; in a directory, only a regular file is read.
     ///
     /// # Errors
-    /// The store cannot be read, or the bytes exceed [`MAX_RESULT_BYTES`].
-    fn get(&self, name: &str) -> Result<Option<Vec<u8>>>;
+    /// The store cannot be read, the entry is not a regular file, or it is over `max` bytes.
+    fn get(&self, name: &str, max: u64) -> Result<Option<Vec<u8>>>;
     /// Stores `bytes` under `name`, all or nothing: a reader sees none, the old or the new
     /// bytes whole. Existing bytes are replaced only with `replace`; without it, `false`
     /// says they were there and are kept.
@@ -107,19 +133,26 @@ impl Store for DirStore {
         self.dir.join(name).display().to_string()
     }
 
-    fn get(&self, name: &str) -> Result<Option<Vec<u8>>> {
+    fn get(&self, name: &str, max: u64) -> Result<Option<Vec<u8>>> {
         let p = self.path(name)?;
-        let f = match std::fs::File::open(&p) {
+        // A regular file only, opened without blocking (a FIFO would wait for a writer); not
+        // recorded as an input, since a worker replaces a result that is not whole.
+        let f = match crate::input::open_regular(&p) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e).with_context(|| format!("{}: cannot open", p.display())),
+            Err(e) if e.root_cause().downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == NotFound) => {
+                return Ok(None)
+            }
+            Err(e) => return Err(e),
         };
-        let mut bytes = Vec::new();
-        f.take(MAX_RESULT_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .with_context(|| format!("{}: cannot read", p.display()))?;
-        if bytes.len() as u64 > MAX_RESULT_BYTES {
-            bail!("{}: larger than {MAX_RESULT_BYTES} bytes: not a result of organ's", p.display());
+        let size = f.metadata().with_context(|| format!("{}: cannot stat", p.display()))?.len();
+        if size > max {
+            bail!("{}: {size} bytes, over the {max} it may have: not a file of organ's", p.display());
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        // The file may grow after the stat: never more than `max` is read.
+        f.take(max + 1).read_to_end(&mut bytes).with_context(|| format!("{}: cannot read", p.display()))?;
+        if bytes.len() as u64 > max {
+            bail!("{}: grew past the {max} bytes it may have while read: not a file of organ's", p.display());
         }
         Ok(Some(bytes))
     }
@@ -146,9 +179,9 @@ impl Store for Prefix {
         Prefix::locate(self, name)
     }
 
-    fn get(&self, name: &str) -> Result<Option<Vec<u8>>> {
+    fn get(&self, name: &str, max: u64) -> Result<Option<Vec<u8>>> {
         check_name(&Prefix::locate(self, ""), name)?;
-        Prefix::get(self, name, MAX_RESULT_BYTES)
+        Prefix::get(self, name, max)
     }
 
     fn put(&self, name: &str, bytes: &[u8], replace: bool) -> Result<bool> {
@@ -164,25 +197,35 @@ pub struct FleetFile {
     pub organ_fleet: u32,
     pub definition: Definition,
     pub shards: u64,
-    /// Every model, sorted: model j is shard j mod `shards`'s.
+    /// Every model, sorted: model j is shard j mod `shards`'s. At most [`MAX_FLEET_MODELS`]
+    /// (refused while parsing, before more are stored).
+    #[serde(deserialize_with = "fleet_models")]
     pub models: Vec<String>,
 }
 
 /// A shard's index, written when the shard is done: which result holds each of its
-/// models' reports (models with the same bytes share one).
+/// models' reports (models with the same bytes share one), under which definition, and
+/// each result's BLAKE3, which the merge checks.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct ShardIndex {
     pub organ_fleet: u32,
     pub shard: u64,
     pub shards: u64,
+    /// The definition the shard was measured under: the fleet's.
+    pub definition: Definition,
+    #[serde(deserialize_with = "index_entries")]
     pub results: Vec<Indexed>,
 }
 
-/// One model of a shard and its result's name.
+/// One model of a shard: its name in the fleet, its identity ([`CacheKey::model_blake3`]:
+/// the BLAKE3 of a local model's bytes, or a model at a URL's identity), the name of its
+/// result, and the BLAKE3 of the result's bytes.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct Indexed {
     pub model: String,
+    pub model_blake3: String,
     pub result: String,
+    pub result_blake3: String,
 }
 
 /// A model's result: its report, and the key it was stored under (checked on reading).
@@ -194,7 +237,49 @@ struct ResultFile {
     report: ModelReport,
 }
 
+/// A list of at most `max` entries, refused as soon as one more is seen (before it is
+/// stored): memory stays proportional to the cap, whatever the file holds.
+fn at_most<'de, D, T>(d: D, max: usize, what: &'static str) -> std::result::Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct Bounded<T> {
+        max: usize,
+        what: &'static str,
+        t: std::marker::PhantomData<T>,
+    }
+    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Bounded<T> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a list of at most {} {}", self.max, self.what)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Vec<T>, A::Error> {
+            let mut v = Vec::new();
+            while let Some(x) = seq.next_element()? {
+                if v.len() == self.max {
+                    return Err(serde::de::Error::custom(format!("more than {} {}", self.max, self.what)));
+                }
+                v.push(x);
+            }
+            Ok(v)
+        }
+    }
+    d.deserialize_seq(Bounded { max, what, t: std::marker::PhantomData })
+}
+
+fn fleet_models<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<String>, D::Error> {
+    at_most(d, MAX_FLEET_MODELS, "models (a fleet's most)")
+}
+
+fn index_entries<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<Indexed>, D::Error> {
+    at_most(d, MAX_FLEET_MODELS, "entries (a fleet's most models)")
+}
+
 /// Parses `bytes` from `name` of `store` as JSON of `T`, of [`FORMAT`].
+///
+/// # Errors
+/// Not JSON of `T`, or of another format: format 1 with the advice to measure again.
 pub fn parse<T: serde::de::DeserializeOwned>(store: &dyn Store, name: &str, bytes: &[u8]) -> Result<T> {
     #[derive(Deserialize)]
     struct Version {
@@ -204,18 +289,23 @@ pub fn parse<T: serde::de::DeserializeOwned>(store: &dyn Store, name: &str, byte
     let v: Version = serde_json::from_slice(bytes).with_context(|| format!("{at}: not a fleet file of organ's"))?;
     match v.organ_fleet {
         Some(FORMAT) => serde_json::from_slice(bytes).with_context(|| format!("{at}: not a fleet file of organ's")),
+        Some(1) => bail!(
+            "{at}: a fleet file of format 1, made by an earlier organ whose results name no model identity the \
+             merge can check: measure the fleet again into new results (another --results)"
+        ),
         Some(n) => bail!("{at}: a fleet file of format {n}; this organ reads format {FORMAT}"),
         None => bail!("{at}: not a fleet file of organ's (no organ_fleet version)"),
     }
 }
 
-/// The report stored under `key`, if it is there whole and is this key's: a file that
-/// does not parse, or holds another model or definition, is none (it is measured again).
-pub fn lookup(store: &dyn Store, key: &CacheKey) -> Result<Option<ModelReport>> {
+/// The report stored under `key` and the BLAKE3 of its result's bytes, if it is there
+/// whole and is this key's: a file that does not parse, or holds another model or
+/// definition, is none (it is measured again).
+pub fn lookup(store: &dyn Store, key: &CacheKey) -> Result<Option<(ModelReport, String)>> {
     let name = key.file_name()?;
-    let Some(bytes) = store.get(&name)? else { return Ok(None) };
-    match read_result(store, &name, &bytes, &key.definition) {
-        Ok(r) => Ok(Some(r)),
+    let Some(bytes) = store.get(&name, MAX_RESULT_BYTES)? else { return Ok(None) };
+    match read_result(store, &name, &bytes, &key.definition, &key.model_blake3) {
+        Ok(r) => Ok(Some((r, crate::digest::blake3_hex(&bytes)))),
         Err(e) => {
             crate::progress::warn(format!("{e:#}; measured again"));
             Ok(None)
@@ -224,7 +314,7 @@ pub fn lookup(store: &dyn Store, key: &CacheKey) -> Result<Option<ModelReport>> 
 }
 
 /// Keeps `report` under `key` (replacing what is there: a result is only written after
-/// [`lookup`] found none that is whole).
+/// [`lookup`] found none that is whole). Returns the BLAKE3 of the bytes stored.
 pub fn store(store: &dyn Store, key: &CacheKey, report: &ModelReport) -> Result<String> {
     let name = key.file_name()?;
     let f = ResultFile {
@@ -233,13 +323,30 @@ pub fn store(store: &dyn Store, key: &CacheKey, report: &ModelReport) -> Result<
         model_blake3: key.model_blake3.clone(),
         report: report.clone(),
     };
-    store.put(&name, &serde_json::to_vec(&f)?, true)?;
-    Ok(name)
+    let bytes = serde_json::to_vec(&f)?;
+    if bytes.len() as u64 > MAX_RESULT_BYTES {
+        bail!(
+            "{}: the report is {} bytes, over the {MAX_RESULT_BYTES} a result may have: a merge would refuse it",
+            store.locate(&name),
+            bytes.len()
+        );
+    }
+    store.put(&name, &bytes, true)?;
+    Ok(crate::digest::blake3_hex(&bytes))
 }
 
-/// The report in the result `name` (its `bytes`), which must be of `definition` and stored
-/// under its own key's name.
-pub fn read_result(store: &dyn Store, name: &str, bytes: &[u8], definition: &Definition) -> Result<ModelReport> {
+/// The report in the result `name` (its `bytes`), which must be of `definition` and of the
+/// model whose identity is `model`, and stored under its own key's name.
+///
+/// # Errors
+/// Not a result of this format, of another definition or model, or under another name.
+pub fn read_result(
+    store: &dyn Store,
+    name: &str,
+    bytes: &[u8],
+    definition: &Definition,
+    model: &str,
+) -> Result<ModelReport> {
     let at = store.locate(name);
     let f: ResultFile = parse(store, name, bytes)?;
     if &f.definition != definition {
@@ -248,6 +355,9 @@ pub fn read_result(store: &dyn Store, name: &str, bytes: &[u8], definition: &Def
             serde_json::to_string(&f.definition)?,
             serde_json::to_string(definition)?
         );
+    }
+    if f.model_blake3 != model {
+        bail!("{at}: the report of the model whose identity is {}, not {model}", f.model_blake3);
     }
     let key = CacheKey { model_blake3: f.model_blake3, definition: f.definition };
     if key.file_name()? != name {
@@ -259,12 +369,22 @@ pub fn read_result(store: &dyn Store, name: &str, bytes: &[u8], definition: &Def
 /// Writes `fleet` as the results' fleet file, or checks that the one there is the same.
 ///
 /// # Errors
-/// The results hold another fleet (other models, shard count or definition).
+/// The fleet is over [`MAX_FLEET_MODELS`] or [`MAX_FLEET_FILE_BYTES`], or the results
+/// hold another fleet (other models, shard count or definition).
 pub fn claim(store: &dyn Store, fleet: &FleetFile) -> Result<()> {
     let bytes = serde_json::to_vec_pretty(fleet)?;
+    // Refused before any work: a merge would refuse such a fleet.
+    if fleet.models.len() > MAX_FLEET_MODELS || bytes.len() as u64 > MAX_FLEET_FILE_BYTES {
+        bail!(
+            "a fleet of {} models ({} bytes of names and definition): a fleet holds at most {MAX_FLEET_MODELS} \
+             models in {MAX_FLEET_FILE_BYTES} bytes: measure it as several fleets",
+            fleet.models.len(),
+            bytes.len()
+        );
+    }
     // Workers start together: one writes, the others find its file (or race to the same bytes).
     let wrote = store.put(FLEET_FILE, &bytes, false).or_else(|e| {
-        if store.get(FLEET_FILE)?.is_some() {
+        if store.get(FLEET_FILE, MAX_FLEET_FILE_BYTES)?.is_some() {
             Ok(false)
         } else {
             Err(e)
@@ -273,7 +393,9 @@ pub fn claim(store: &dyn Store, fleet: &FleetFile) -> Result<()> {
     if wrote {
         return Ok(());
     }
-    let there = store.get(FLEET_FILE)?.with_context(|| format!("{}: vanished", store.locate(FLEET_FILE)))?;
+    let there = store
+        .get(FLEET_FILE, MAX_FLEET_FILE_BYTES)?
+        .with_context(|| format!("{}: vanished", store.locate(FLEET_FILE)))?;
     let there: FleetFile = parse(store, FLEET_FILE, &there)?;
     let at = store.locate(FLEET_FILE);
     if there.definition != fleet.definition {

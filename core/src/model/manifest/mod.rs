@@ -18,9 +18,7 @@ pub use metadata_json::hex;
 use super::value::OwnedValue;
 use crate::error::{Error, Result};
 use crate::gguf::MetaValue;
-use crate::limits::{
-    MAX_DIMS, MAX_MANIFEST_BYTES, MAX_MANIFEST_PATH_LEN, MAX_TENSOR_COUNT, MAX_TENSOR_NAME_LEN,
-};
+use crate::limits::{MAX_DIMS, MAX_MANIFEST_BYTES, MAX_MANIFEST_PATH_LEN, MAX_TENSOR_COUNT, MAX_TENSOR_NAME_LEN};
 use alloc::borrow::ToOwned;
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -258,7 +256,7 @@ mod tests {
             OwnedValue::Scalar(MetaValue::F32(f32::NAN)),
             OwnedValue::Scalar(MetaValue::F64(f64::NEG_INFINITY)),
             OwnedValue::Scalar(MetaValue::Bool(true)),
-            OwnedValue::Str(b"\xff\x00not utf-8".to_vec()),
+            OwnedValue::Str(b"\xff\x00not utf-8".to_vec().into()),
             strings,
         ];
         let entries: Vec<Entry> =

@@ -390,7 +390,8 @@ fn rejects_header_past_the_budget_whole_or_read_in_pieces() {
         r = r.string(k).u32(8).u64(12 << 20).bytes(&vec![b'x'; 12 << 20]);
     }
     let f = r.0;
-    let is_budget = |e: &Error| matches!(e, Error::HeaderBudget { needed, limit, .. } if *needed > budget && *limit == budget);
+    let is_budget =
+        |e: &Error| matches!(e, Error::HeaderBudget { needed, limit, .. } if *needed > budget && *limit == budget);
     let e = parse(&f).unwrap_err();
     assert!(is_budget(&e), "{e:?}");
     assert!(e.to_string().contains("--max-header-bytes"), "{e}");

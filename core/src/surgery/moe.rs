@@ -266,7 +266,9 @@ pub fn plan<T: Borrow<TensorEntry>>(
         }
         let found: Vec<Option<usize>> = (donors.iter())
             .zip(&donor_names)
-            .map(|(d, names)| names.get(t.name.as_str()).copied().filter(|&j| d.model.tensors[j].borrow().dims == t.dims))
+            .map(|(d, names)| {
+                names.get(t.name.as_str()).copied().filter(|&j| d.model.tensors[j].borrow().dims == t.dims)
+            })
             .collect();
         let Some(found) =
             found.into_iter().collect::<Option<Vec<usize>>>().filter(|f| !f.is_empty() && t.dims.len() == 2)

@@ -23,6 +23,7 @@ pub(super) fn child_command<A: AsRef<OsStr>>(
         .env(crate::input::CONFINE_ENV, &s.root)
         .env_remove("ORGAN_CACHE")
         .env_remove(crate::input::ALLOW_REMOTE_ENV)
+        .env(crate::input::MAX_HEADER_BYTES_ENV, organ_core::limits::max_header_bytes().to_string())
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
     if s.allow_remote {

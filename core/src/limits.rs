@@ -32,23 +32,25 @@ pub const MAX_NESTED_ARRAYS: u64 = 1 << 16;
 pub const MAX_DIMS: u32 = 4;
 /// Most metadata key/value pairs (real models have under a hundred).
 pub const MAX_KV_COUNT: u64 = 1 << 16;
-/// Most tensors in one file, or in one organ directory's manifest. A 1T-parameter MoE has
-/// a few thousand (DeepSeek-V3: 1,025 in its GGUF); one with every expert a tensor of its
-/// own stays under 75,000 (Kimi K2: 61 layers of 384 experts × 3 FFN tensors = 70,272).
-/// Each tensor costs every command a few hundred bytes of records (name, shape, a report
-/// row), so at this cap the records stay under ~64 MiB whatever the file holds.
-pub const MAX_TENSOR_COUNT: u64 = 1 << 17;
+/// Most tensors in one file, or in one organ directory's manifest. llama.cpp stores a
+/// layer's experts as one tensor, so the largest real models stay near a thousand
+/// (DeepSeek-V3 and Llama-3.1-405B: 1,025 and 1,138 tensors); the older layout with a
+/// tensor per expert (Mixtral: 768) grows with experts × layers, still a few thousand.
+/// Each tensor costs a command up to a few KiB of records (its name, shape, a report row,
+/// an output's tensor info), so at this cap those stay under ~150 MiB.
+pub const MAX_TENSOR_COUNT: u64 = 1 << 16;
 /// Longest tensor name, in bytes. ggml refuses names of `GGML_MAX_NAME` (64) bytes or more,
 /// so no model llama.cpp loads comes near; a name is copied into every record of a tensor,
 /// and this keeps those copies small.
-pub const MAX_TENSOR_NAME_LEN: u64 = 256;
+pub const MAX_TENSOR_NAME_LEN: u64 = 128;
 /// The header budget's default: most bytes a GGUF header (metadata and tensor infos, up to
 /// the data section) may take, per file. A real model's is under ~15 MB: a 260k-token
 /// vocabulary with its scores and types, or 150k tokens and 150k merges, is under 10 MB,
-/// and a per-expert split's 70,000 tensor infos ~5 MB. This leaves twice that, and is the
+/// and 65,536 tensor infos (the tensor cap) ~5 MB. This leaves twice that, and is the
 /// cap on an organ directory's metadata too ([`MAX_MANIFEST_METADATA_BYTES`]). A command
-/// holds the header's values a few times over at most (the file's pages, the model's
-/// copy, an output's metadata), so at this budget they stay under ~128 MiB. Set with
+/// holds the header's values a few times over at most (the file's pages, which the model
+/// shares, an output's header as it is written), so at this budget they stay under
+/// ~128 MiB. Set with
 /// `--max-header-bytes` ([`set_max_header_bytes`]).
 pub const DEFAULT_MAX_HEADER_BYTES: u64 = 32 << 20;
 
@@ -65,6 +67,7 @@ pub fn max_header_bytes() -> u64 {
 pub fn set_max_header_bytes(bytes: u64) {
     MAX_HEADER_BYTES.store(bytes, Ordering::Relaxed);
 }
+
 /// Largest element count of one tensor (2^50, far beyond any real tensor, small enough
 /// that element counts times 8 bytes never overflow `u64`).
 pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 50;

@@ -120,10 +120,12 @@ impl ModelFile {
         };
         // The header budget is reserved up front, as address space: only the bytes read
         // are touched, and the buffer never moves (growing one by copying would hold the old
-        // and the new at once, 1.5 times the header).
+        // and the new at once, 1.5 times the header). A budget too large to reserve is
+        // grown into instead.
         let budget = organ_core::limits::max_header_bytes();
         let cap = usize::try_from(remote.size.min(budget)).unwrap_or(usize::MAX).max(prefix.len());
-        let mut buf = Vec::with_capacity(cap);
+        let mut buf = Vec::new();
+        let _ = buf.try_reserve_exact(cap);
         buf.extend_from_slice(&prefix);
         drop(prefix);
         let mut prefix = buf;

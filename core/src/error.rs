@@ -156,6 +156,19 @@ pub enum Error {
         /// The count it has.
         got: u64,
     },
+    /// A header longer than the header budget ([`crate::limits::max_header_bytes`]).
+    #[error(
+        "offset {offset}: the header reaches past byte {needed}, more than the header budget of {limit} bytes \
+         (--max-header-bytes)"
+    )]
+    HeaderBudget {
+        /// Where the read that would cross the budget starts.
+        offset: u64,
+        /// The header length that read needs, at least.
+        needed: u64,
+        /// The budget.
+        limit: u64,
+    },
     /// Something a writer was asked to write cannot be represented.
     #[error("cannot write GGUF: {reason}")]
     Unwritable {

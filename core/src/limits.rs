@@ -10,6 +10,12 @@
 //! file). Readers that build something per array element (JSON, a manifest) stream it
 //! instead of building trees, so their memory follows the file's bytes too; the caps below
 //! bound what is left: record counts, and arrays nested in arrays (12 bytes of file each).
+//! The header budget ([`max_header_bytes`]) bounds the whole header, so what a header's
+//! values cost once copied out of the file is bounded too, whatever the file's size.
+//!
+//! `docs/limits.md` lists every cap, its flag, and what happens past it.
+
+use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Longest string (metadata key, string value or tensor name) we accept, in bytes.
 /// Chat templates are the longest real strings, tens of KiB.
@@ -26,10 +32,42 @@ pub const MAX_NESTED_ARRAYS: u64 = 1 << 16;
 pub const MAX_DIMS: u32 = 4;
 /// Most metadata key/value pairs (real models have under a hundred).
 pub const MAX_KV_COUNT: u64 = 1 << 16;
-/// Most tensors in one file, or in one organ directory's manifest (a 1T-parameter MoE has
-/// a few thousand; one with every expert a tensor of its own, under a hundred thousand).
-/// At this cap the parsed records take about 128 MiB.
-pub const MAX_TENSOR_COUNT: u64 = 1 << 20;
+/// Most tensors in one file, or in one organ directory's manifest. llama.cpp stores a
+/// layer's experts as one tensor, so the largest real models stay near a thousand
+/// (DeepSeek-V3 and Llama-3.1-405B: 1,025 and 1,138 tensors); the older layout with a
+/// tensor per expert (Mixtral: 768) grows with experts × layers, still a few thousand.
+/// Each tensor costs a command up to a few KiB of records (its name, shape, a report row,
+/// an output's tensor info), so at this cap those stay under ~150 MiB.
+pub const MAX_TENSOR_COUNT: u64 = 1 << 16;
+/// Longest tensor name, in bytes. ggml refuses names of `GGML_MAX_NAME` (64) bytes or more,
+/// so no model llama.cpp loads comes near; a name is copied into every record of a tensor,
+/// and this keeps those copies small.
+pub const MAX_TENSOR_NAME_LEN: u64 = 128;
+/// The header budget's default: most bytes a GGUF header (metadata and tensor infos, up to
+/// the data section) may take, per file. A real model's is under ~15 MB: a 260k-token
+/// vocabulary with its scores and types, or 150k tokens and 150k merges, is under 10 MB,
+/// and 65,536 tensor infos (the tensor cap) ~5 MB. This leaves twice that, and is the
+/// cap on an organ directory's metadata too ([`MAX_MANIFEST_METADATA_BYTES`]). A command
+/// holds the header's values a few times over at most (the file's pages, which the model
+/// shares, an output's header as it is written), so at this budget they stay under
+/// ~128 MiB. Set with
+/// `--max-header-bytes` ([`set_max_header_bytes`]).
+pub const DEFAULT_MAX_HEADER_BYTES: u64 = 32 << 20;
+
+/// The header budget in force (see [`DEFAULT_MAX_HEADER_BYTES`]).
+static MAX_HEADER_BYTES: AtomicU64 = AtomicU64::new(DEFAULT_MAX_HEADER_BYTES);
+
+/// The header budget: [`crate::Gguf::parse`] refuses a header longer than this with
+/// [`crate::Error::HeaderBudget`], and readers that fetch a header read no more of it.
+pub fn max_header_bytes() -> u64 {
+    MAX_HEADER_BYTES.load(Ordering::Relaxed)
+}
+
+/// Sets the header budget for this process (`organ --max-header-bytes`).
+pub fn set_max_header_bytes(bytes: u64) {
+    MAX_HEADER_BYTES.store(bytes, Ordering::Relaxed);
+}
+
 /// Largest element count of one tensor (2^50, far beyond any real tensor, small enough
 /// that element counts times 8 bytes never overflow `u64`).
 pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 50;

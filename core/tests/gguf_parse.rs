@@ -367,3 +367,50 @@ fn writer_builds_new_files_that_parse_back() {
     assert!(plan(3, &[("general.alignment", MetaValue::U32(3))], &[]).is_err());
     assert!(MetaArray::from_raw(ValueType::String, 3, &names).is_err());
 }
+
+#[test]
+fn rejects_tensor_name_longer_than_cap() {
+    let name = "n".repeat(MAX_TENSOR_NAME_LEN as usize);
+    let f = Raw::header(3, 1, 0).tensor(&name, &[8], 0, 0).pad(32).bytes(&[0; 32]).0;
+    assert_eq!(parse(&f).unwrap().tensors[0].name, name);
+    let name = "n".repeat(MAX_TENSOR_NAME_LEN as usize + 1);
+    let f = Raw::header(3, 1, 0).tensor(&name, &[8], 0, 0).pad(32).bytes(&[0; 32]).0;
+    assert_too_large(parse(&f).unwrap_err(), "tensor name length");
+}
+
+/// Three 12 MiB strings: every one under MAX_STRING_LEN, the header past the budget. Read
+/// whole or a prefix at a time, the parser refuses it, and never asks for more than the
+/// budget.
+#[test]
+fn rejects_header_past_the_budget_whole_or_read_in_pieces() {
+    let budget = max_header_bytes();
+    assert_eq!(budget, DEFAULT_MAX_HEADER_BYTES);
+    let mut r = Raw::header(3, 0, 3);
+    for k in ["a", "b", "c"] {
+        r = r.string(k).u32(8).u64(12 << 20).bytes(&vec![b'x'; 12 << 20]);
+    }
+    let f = r.0;
+    let is_budget =
+        |e: &Error| matches!(e, Error::HeaderBudget { needed, limit, .. } if *needed > budget && *limit == budget);
+    let e = parse(&f).unwrap_err();
+    assert!(is_budget(&e), "{e:?}");
+    assert!(e.to_string().contains("--max-header-bytes"), "{e}");
+    let mut have = 1 << 20;
+    let e = loop {
+        match Gguf::parse(&f[..have], f.len() as u64) {
+            Err(e) if e.needed_len().is_some() => {
+                let n = e.needed_len().unwrap();
+                assert!(n <= budget, "asked for {n} bytes");
+                have = n as usize;
+            }
+            r => break r.unwrap_err(),
+        }
+    };
+    assert!(is_budget(&e), "{e:?}");
+    // Two of them fit.
+    let mut r = Raw::header(3, 0, 2);
+    for k in ["a", "b"] {
+        r = r.string(k).u32(8).u64(12 << 20).bytes(&vec![b'x'; 12 << 20]);
+    }
+    assert_eq!(parse(&r.0).unwrap().kvs.len(), 2);
+}

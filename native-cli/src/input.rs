@@ -22,6 +22,9 @@ pub const CONFINE_ENV: &str = "ORGAN_CONFINE";
 /// Set with [`CONFINE_ENV`] by `organ serve --allow-remote`: models may be read from
 /// http(s) URLs all the same.
 pub const ALLOW_REMOTE_ENV: &str = "ORGAN_ALLOW_REMOTE";
+/// `--max-header-bytes` as an environment variable: `organ serve` passes its budget to its
+/// children by it.
+pub const MAX_HEADER_BYTES_ENV: &str = "ORGAN_MAX_HEADER_BYTES";
 
 /// Every input this process has opened or been named: device and inode, and where it
 /// was found (its real path).

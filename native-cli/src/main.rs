@@ -57,6 +57,11 @@ struct Cli {
     /// wait for a byte) before it fails [default: 30].
     #[arg(long, global = true, value_name = "SECS")]
     remote_speed_time: Option<u64>,
+    /// The header budget: a GGUF whose header (metadata and tensor infos) takes more than
+    /// this many bytes is refused, before more of it is read [default: 33554432]
+    /// (docs/limits.md).
+    #[arg(long, global = true, value_name = "BYTES", env = organ_cli::input::MAX_HEADER_BYTES_ENV)]
+    max_header_bytes: Option<u64>,
 }
 
 /// Which tensors an operation touches; every criterion given must hold.
@@ -539,6 +544,9 @@ fn run(cli: Cli) -> Result<Exit> {
     let mut sink = std::io::sink();
     organ_cli::organ_dir::set_verify(!cli.no_verify);
     organ_cli::atomic::set_fsync(cli.fsync);
+    if let Some(b) = cli.max_header_bytes {
+        organ_core::limits::set_max_header_bytes(b);
+    }
     let d = organ_cli::remote::Config::default();
     organ_cli::remote::configure(organ_cli::remote::Config {
         gap: cli.remote_gap.unwrap_or(d.gap),

@@ -140,7 +140,13 @@ impl Model {
 
     /// The model of the opened `files` (of `paths`), joined and checked by the core.
     fn from_opened(path: &Path, paths: &[PathBuf], files: Vec<Arc<ModelFile>>, shards: Vec<PathBuf>) -> Result<Model> {
-        let parts = files.iter().enumerate().map(|(i, f)| Ok(model::Model::from_gguf(&f.parse()?, i)));
+        // The metadata's values are ranges of the files' bytes (a map, or a remote
+        // file's header), not copies: a header's values are in memory once, however many
+        // models and outputs hold them.
+        let parts = files.iter().enumerate().map(|(i, f)| {
+            let buf: model::SharedBuffer = f.clone();
+            Ok(model::Model::from_gguf_in(&f.parse()?, i, &buf))
+        });
         let joined = match model::Model::join(parts.collect::<Result<_>>()?) {
             Ok(m) => m,
             Err(e) => {

@@ -56,8 +56,14 @@ pub struct ModelFile {
 const FIRST_READ: u64 = 1 << 20;
 /// The chunk a remote file is fetched whole in ([`ModelFile::fetch_url`]).
 const FETCH_CHUNK: usize = 8 << 20;
-/// A header larger than this is refused (a 1T-parameter model's is a few tens of MB).
-const MAX_HEADER: u64 = 1 << 30;
+
+/// Metadata values of a model ([`organ_core::model::ValueBytes`]) are ranges of its
+/// files' bytes.
+impl AsRef<[u8]> for ModelFile {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
 
 /// Checks, before the first byte of a whole download is written, that the `size` bytes the
 /// server declared are no more than `--remote-max-whole` and fit in the free space of the
@@ -138,23 +144,31 @@ impl ModelFile {
             }
             Opened::Ranged(r, prefix) => (r, prefix),
         };
-        let mut prefix = prefix;
+        // The header budget is reserved up front, as address space: only the bytes read
+        // are touched, and the buffer never moves (growing one by copying would hold the old
+        // and the new at once, 1.5 times the header). A budget too large to reserve is
+        // grown into instead.
+        let budget = organ_core::limits::max_header_bytes();
+        let cap = usize::try_from(remote.size.min(budget)).unwrap_or(usize::MAX).max(prefix.len());
+        let mut buf = Vec::new();
+        let _ = buf.try_reserve_exact(cap);
+        buf.extend_from_slice(&prefix);
+        drop(prefix);
+        let mut prefix = buf;
         loop {
+            // The core refuses a header past the budget (Error::HeaderBudget), so `needed`
+            // is within it.
             let needed = match Gguf::parse(&prefix, remote.size) {
                 Ok(_) => break,
                 Err(e) => match e.needed_len() {
-                    Some(n) if n <= remote.size && n <= MAX_HEADER => n,
-                    Some(n) if n <= remote.size => {
-                        anyhow::bail!(
-                            "{}: the header needs {n} bytes, more than the {MAX_HEADER} organ reads",
-                            remote.url
-                        )
-                    }
+                    Some(n) if n <= remote.size => n,
                     _ => return Err(anyhow::Error::new(e).context(format!("{}: not a valid GGUF", remote.url))),
                 },
             };
             let have = prefix.len();
-            let want = needed.max(have as u64 * 2).min(remote.size).min(MAX_HEADER);
+            // Grow by a quarter at least (a few tens of reads for the largest header), and
+            // read little past what the parser asked for.
+            let want = needed.max(have as u64 + have as u64 / 4).min(remote.size).min(budget).max(needed);
             prefix.resize(want as usize, 0);
             remote.read_exact_at(&mut prefix[have..], have as u64)?;
         }

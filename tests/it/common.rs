@@ -61,7 +61,8 @@ fn oracle_path() -> PathBuf {
 const LLAMA_TOOLS: [&str; 5] =
     ["llama-completion", "llama-perplexity", "llama-quantize", "llama-gguf-split", "llama-tokenize"];
 
-fn llama_dir() -> PathBuf {
+/// Where the llama.cpp tools the tests run are (ORGAN_LLAMA_BIN, or the cache's build).
+pub fn llama_dir() -> PathBuf {
     std::env::var_os("ORGAN_LLAMA_BIN").map(PathBuf::from).unwrap_or_else(|| cache().join("llama.cpp-11434.0.0/bin"))
 }
 

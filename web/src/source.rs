@@ -47,8 +47,6 @@ impl Src {
 
 /// The first read of a header; it grows to what the parser asks for.
 const FIRST_READ: u64 = 1 << 20;
-/// A header larger than this is refused (a 1T-parameter model's is a few tens of MB).
-const MAX_HEADER: u64 = 1 << 30;
 
 /// One metadata entry, for the model panel.
 #[derive(Clone, Debug, PartialEq)]
@@ -113,20 +111,17 @@ async fn read_header(file: &Src, index: usize, mut prefix: Vec<u8>) -> Result<mo
     loop {
         match Gguf::parse(&prefix, len) {
             Ok(g) => return Ok(model::Model::from_gguf(&g, index)),
+            // The core refuses a header past the header budget
+            // (organ_core::limits::max_header_bytes), so `needed` is within it.
             Err(e) => match e.needed_len() {
-                Some(needed) if needed <= MAX_HEADER && needed <= len => {
+                Some(needed) if needed <= len => {
                     // Grow at least geometrically, so a header read in pieces costs few reads.
-                    let want = needed.max(prefix.len() as u64 * 2).min(len);
+                    let budget = organ_core::limits::max_header_bytes();
+                    let want = needed.max((prefix.len() as u64 * 2).min(budget)).min(len);
                     let more = read_range(file, prefix.len() as u64, want).await?;
                     prefix.extend_from_slice(&more);
                 }
-                Some(needed) => {
-                    return Err(format!(
-                        "{}: the header needs {needed} bytes, more than the {MAX_HEADER} organ reads",
-                        file.what()
-                    ))
-                }
-                None => return Err(format!("{}: {e}", file.what())),
+                _ => return Err(format!("{}: {e}", file.what())),
             },
         }
     }

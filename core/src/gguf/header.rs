@@ -52,6 +52,20 @@ impl<'a> Gguf<'a> {
     /// # Errors
     /// Any [`Error`] naming the offset or tensor at fault.
     pub fn parse(prefix: &'a [u8], file_len: u64) -> Result<Gguf<'a>> {
+        // A header past the budget is refused as soon as a read would cross it, and an
+        // incomplete prefix never asks for more than the budget.
+        let limit = crate::limits::max_header_bytes();
+        let over = |offset: u64, needed: u64| Error::HeaderBudget { offset, needed, limit };
+        match Self::parse_within(prefix, file_len, limit) {
+            Err(Error::Incomplete { offset, needed, .. }) if needed > limit => Err(over(offset, needed)),
+            r => r,
+        }
+    }
+
+    /// [`Gguf::parse`], the header reads of which stop at `limit` bytes: a read past it
+    /// inside the file is [`Error::Incomplete`] with `needed` past `limit`.
+    fn parse_within(prefix: &'a [u8], file_len: u64, limit: u64) -> Result<Gguf<'a>> {
+        let prefix = &prefix[..prefix.len().min(usize::try_from(limit).unwrap_or(usize::MAX))];
         let mut c = Cursor::new(prefix, file_len);
         let magic: [u8; 4] = c.array("magic")?;
         if &magic != b"GGUF" {

@@ -2,7 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::ggml_type::GgmlType;
-use crate::limits::{MAX_DIMS, MAX_TENSOR_ELEMENTS};
+use crate::limits::{MAX_DIMS, MAX_TENSOR_ELEMENTS, MAX_TENSOR_NAME_LEN};
 use crate::reader::Cursor;
 use alloc::format;
 use alloc::string::ToString;
@@ -67,7 +67,18 @@ impl<'a> TensorInfo<'a> {
     /// Reads one tensor info record (sizes are filled in by [`TensorInfo::locate`]).
     pub(crate) fn parse(c: &mut Cursor<'a>) -> Result<TensorInfo<'a>> {
         let info_offset = c.pos();
-        let raw = super::metadata::read_string(c, "tensor name")?;
+        // ggml refuses names of 64 bytes or more; a longer name is copied into every
+        // record of the tensor, so it is refused before it is read.
+        let len = c.u64("tensor name")?;
+        if len > MAX_TENSOR_NAME_LEN {
+            return Err(Error::TooLarge {
+                offset: info_offset,
+                what: "tensor name length",
+                value: len,
+                limit: MAX_TENSOR_NAME_LEN,
+            });
+        }
+        let raw = c.bytes(len, "tensor name")?;
         let name =
             core::str::from_utf8(raw).map_err(|_| Error::BadUtf8 { offset: info_offset, what: "tensor name" })?;
         let mut t = TensorInfo {

@@ -9,7 +9,7 @@
 pub mod manifest;
 mod value;
 
-pub use value::OwnedValue;
+pub use value::{OwnedValue, SharedBuffer, ValueBytes};
 
 use crate::error::{Error, Result};
 use crate::ggml_type::GgmlType;
@@ -90,6 +90,18 @@ impl Model {
     /// dropped: this is the file as it is (see [`Model::join`] for models).
     pub fn from_gguf(g: &Gguf<'_>, file: usize) -> Model {
         let kvs = g.kvs.iter().map(|kv| (kv.key.to_owned(), OwnedValue::from_meta(&kv.value))).collect();
+        Model::with_kvs(g, file, kvs)
+    }
+
+    /// [`Model::from_gguf`] of `g` parsed from `buf`'s bytes: its values' bytes are
+    /// ranges of `buf`, shared, not copies (a value outside `buf` is copied).
+    pub fn from_gguf_in(g: &Gguf<'_>, file: usize, buf: &SharedBuffer) -> Model {
+        let kvs = g.kvs.iter().map(|kv| (kv.key.to_owned(), OwnedValue::from_meta_in(&kv.value, buf))).collect();
+        Model::with_kvs(g, file, kvs)
+    }
+
+    /// The model of `g`'s tensors, in file `file`, with `kvs`.
+    fn with_kvs(g: &Gguf<'_>, file: usize, kvs: Vec<(String, OwnedValue)>) -> Model {
         let tensors = g
             .tensors
             .iter()

@@ -1,10 +1,69 @@
 //! [`OwnedValue`]: a GGUF metadata value that owns its bytes, so a model can outlive the
 //! buffer its header was parsed from (a browser's header read, a manifest's JSON text).
+//! Its bytes ([`ValueBytes`]) are a buffer of their own, or a range of a buffer the
+//! model shares ([`crate::model::Model::from_gguf_in`]): a front end that keeps the
+//! file's bytes (a memory map, a header read) lends them instead of a copy, so a header's
+//! values take their size in memory once, however many models and outputs hold them.
 
 use crate::error::Result;
 use crate::gguf::{MetaArray, MetaValue, ValueType};
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::ops::{Deref, Range};
+
+/// A buffer values can share: a file's bytes, or a header read.
+pub type SharedBuffer = Arc<dyn AsRef<[u8]> + Send + Sync>;
+
+/// The bytes of a string or an array value: a range of a shared buffer. Cloning one
+/// shares the buffer.
+#[derive(Clone)]
+pub struct ValueBytes {
+    buf: SharedBuffer,
+    range: Range<usize>,
+}
+
+impl ValueBytes {
+    /// `bytes` when they lie inside `buf` (a range of it, shared); else a copy of them.
+    pub fn within(buf: &SharedBuffer, bytes: &[u8]) -> ValueBytes {
+        let whole = (**buf).as_ref();
+        let start = (bytes.as_ptr() as usize).wrapping_sub(whole.as_ptr() as usize);
+        match start.checked_add(bytes.len()) {
+            Some(end) if start <= whole.len() && end <= whole.len() => {
+                ValueBytes { buf: buf.clone(), range: start..end }
+            }
+            _ => ValueBytes::from(bytes.to_vec()),
+        }
+    }
+}
+
+impl From<Vec<u8>> for ValueBytes {
+    fn from(v: Vec<u8>) -> ValueBytes {
+        let range = 0..v.len();
+        ValueBytes { buf: Arc::new(v), range }
+    }
+}
+
+impl Deref for ValueBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // The range was checked against the buffer when it was made, and buffers do not
+        // shrink: a file's map or a header read is kept as it was.
+        (*self.buf).as_ref().get(self.range.clone()).unwrap_or_default()
+    }
+}
+
+impl PartialEq for ValueBytes {
+    fn eq(&self, other: &ValueBytes) -> bool {
+        **self == **other
+    }
+}
+
+impl core::fmt::Debug for ValueBytes {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        core::fmt::Debug::fmt(&**self, f)
+    }
+}
 
 /// A metadata value that owns its bytes (decoded from a manifest, or added by organ).
 #[derive(Debug, Clone, PartialEq)]
@@ -12,7 +71,7 @@ pub enum OwnedValue {
     /// A number or a bool.
     Scalar(MetaValue<'static>),
     /// A string's bytes (not always UTF-8).
-    Str(Vec<u8>),
+    Str(ValueBytes),
     /// An array, as its GGUF encoding after the element type and count.
     Array {
         /// The elements' type.
@@ -20,16 +79,26 @@ pub enum OwnedValue {
         /// How many elements.
         len: u64,
         /// The elements' GGUF bytes.
-        raw: Vec<u8>,
+        raw: ValueBytes,
     },
 }
 
 impl OwnedValue {
     /// A copy of `v`.
     pub fn from_meta(v: &MetaValue<'_>) -> OwnedValue {
+        OwnedValue::of(v, |b| b.to_vec().into())
+    }
+
+    /// `v`, its bytes a range of `buf` when they lie in it (a copy when not).
+    pub fn from_meta_in(v: &MetaValue<'_>, buf: &SharedBuffer) -> OwnedValue {
+        OwnedValue::of(v, |b| ValueBytes::within(buf, b))
+    }
+
+    /// `v`, its string or array bytes kept by `keep`.
+    fn of(v: &MetaValue<'_>, keep: impl Fn(&[u8]) -> ValueBytes) -> OwnedValue {
         match *v {
-            MetaValue::Str(s) => OwnedValue::Str(s.to_vec()),
-            MetaValue::Array(a) => OwnedValue::Array { elem_type: a.elem_type, len: a.len, raw: a.raw().to_vec() },
+            MetaValue::Str(s) => OwnedValue::Str(keep(s)),
+            MetaValue::Array(a) => OwnedValue::Array { elem_type: a.elem_type, len: a.len, raw: keep(a.raw()) },
             MetaValue::U8(x) => OwnedValue::Scalar(MetaValue::U8(x)),
             MetaValue::I8(x) => OwnedValue::Scalar(MetaValue::I8(x)),
             MetaValue::U16(x) => OwnedValue::Scalar(MetaValue::U16(x)),
@@ -46,7 +115,7 @@ impl OwnedValue {
 
     /// A string value.
     pub fn string(s: &str) -> OwnedValue {
-        OwnedValue::Str(s.as_bytes().to_vec())
+        OwnedValue::Str(s.as_bytes().to_vec().into())
     }
 
     /// An array of strings.
@@ -56,7 +125,7 @@ impl OwnedValue {
     pub fn strings(items: &[String]) -> Result<OwnedValue> {
         let mut raw = Vec::new();
         MetaArray::encode_strings(items, &mut raw)?;
-        Ok(OwnedValue::Array { elem_type: ValueType::String, len: items.len() as u64, raw })
+        Ok(OwnedValue::Array { elem_type: ValueType::String, len: items.len() as u64, raw: raw.into() })
     }
 
     /// A borrowed view, for the writer.

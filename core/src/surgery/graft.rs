@@ -6,6 +6,7 @@
 use super::select::Selection;
 use crate::model::{Model, TensorEntry};
 use alloc::borrow::Cow;
+use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -43,10 +44,6 @@ impl<'a> Side<'a> {
         let tensors = m.tensors.iter().map(|t| (t.borrow().name.as_str(), t.borrow().dims.as_slice())).collect();
         Side { architecture: m.architecture(), tensors }
     }
-
-    fn position(&self, name: &str) -> Option<usize> {
-        self.tensors.iter().position(|(n, _)| *n == name)
-    }
 }
 
 /// Plans grafting the tensors `sel` picks from `donor` into `recipient`.
@@ -62,9 +59,18 @@ pub fn plan(recipient: &Side<'_>, donor: &Side<'_>, sel: &Selection) -> Result<G
             reason: format!("recipient is {}, donor is {}", ra.unwrap_or("unknown"), da.unwrap_or("unknown")),
         });
     }
+    // Each side's tensors by name, so that matching them is n log n, not n².
+    fn index<'s>(s: &Side<'s>) -> BTreeMap<&'s str, usize> {
+        let mut by_name = BTreeMap::new();
+        for (i, &(n, _)) in s.tensors.iter().enumerate() {
+            by_name.entry(n).or_insert(i);
+        }
+        by_name
+    }
+    let (in_recipient, in_donor) = (index(recipient), index(donor));
     let mut swaps = Vec::new();
     for (ri, &(name, shape)) in recipient.tensors.iter().enumerate().filter(|(_, t)| sel.matches(t.0)) {
-        match donor.position(name) {
+        match in_donor.get(name).copied() {
             None => bad.push(Mismatch { tensor: name.into(), reason: "not in the donor".into() }),
             Some(di) if donor.tensors[di].1 != shape => bad.push(Mismatch {
                 tensor: name.into(),
@@ -74,7 +80,7 @@ pub fn plan(recipient: &Side<'_>, donor: &Side<'_>, sel: &Selection) -> Result<G
         }
     }
     for &(name, _) in donor.tensors.iter().filter(|t| sel.matches(t.0)) {
-        if recipient.position(name).is_none() {
+        if !in_recipient.contains_key(name) {
             bad.push(Mismatch { tensor: name.into(), reason: "selected in the donor but not in the recipient".into() });
         }
     }

@@ -19,6 +19,7 @@ use super::graft::Mismatch;
 use crate::ggml_type::GgmlType;
 use crate::model::{Model, OwnedValue, TensorEntry};
 use alloc::borrow::Borrow;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec;
@@ -191,6 +192,16 @@ pub fn plan<T: Borrow<TensorEntry>>(
     if experts_used == 0 || experts_used > n as u64 {
         fail("--experts-used", format!("{experts_used} experts used per token, of {n}: must be 1 to {n}"));
     }
+    // Each model's tensors by name, so that matching them is n log n, not n².
+    fn index<T: Borrow<TensorEntry>>(m: &Model<T>) -> BTreeMap<&str, usize> {
+        let mut by_name = BTreeMap::new();
+        for (i, t) in m.tensors.iter().enumerate() {
+            by_name.entry(t.borrow().name.as_str()).or_insert(i);
+        }
+        by_name
+    }
+    let base_names = index(base.model);
+    let donor_names: Vec<BTreeMap<&str, usize>> = donors.iter().map(|d| index(d.model)).collect();
     for (i, d) in donors.iter().enumerate() {
         let who = format!("expert {i} ({})", d.label);
         let da = d.model.architecture().unwrap_or_default().to_string();
@@ -202,7 +213,7 @@ pub fn plan<T: Borrow<TensorEntry>>(
             fail("(expert)", format!("{who} is a mixture of experts; give dense donors"));
         }
         for t in base.model.tensors.iter().map(Borrow::borrow) {
-            match d.model.tensors.iter().map(Borrow::borrow).find(|x| x.name == t.name) {
+            match donor_names[i].get(t.name.as_str()).map(|&j| d.model.tensors[j].borrow()) {
                 None => fail(&t.name, format!("not in {who}")),
                 Some(x) if x.dims != t.dims => {
                     fail(&t.name, format!("shape {:?} in {who}, {:?} in the base", x.dims, t.dims));
@@ -211,7 +222,7 @@ pub fn plan<T: Borrow<TensorEntry>>(
             }
         }
     }
-    let n_embd = base.model.tensors.iter().map(Borrow::borrow).find(|t| t.name == "token_embd.weight");
+    let n_embd = base_names.get("token_embd.weight").map(|&i| base.model.tensors[i].borrow());
     let n_embd = match n_embd.map(|t| t.dims.as_slice()) {
         Some(&[e, _]) => e,
         _ => {
@@ -220,6 +231,7 @@ pub fn plan<T: Borrow<TensorEntry>>(
         }
     };
     let mut layers: Vec<u64> = Vec::new();
+    let mut seen_layers = BTreeSet::new();
     let mut tensors = Vec::new();
     for (bi, t) in base.model.tensors.iter().map(Borrow::borrow).enumerate() {
         let Some((layer, kind, suffix)) = ffn_name(&t.name) else {
@@ -236,10 +248,10 @@ pub fn plan<T: Borrow<TensorEntry>>(
             fail(&t.name, "the llama MoE layout has no FFN tensors but weights".into());
             continue;
         }
-        if !layers.contains(&layer) {
+        if seen_layers.insert(layer) {
             for k in KINDS {
                 let name = format!("blk.{layer}.ffn_{k}.weight");
-                if !base.model.tensors.iter().any(|t| t.borrow().name == name) {
+                if !base_names.contains_key(name.as_str()) {
                     fail(&name, "not in the base (each layer needs gate, up and down)".into());
                 }
             }
@@ -253,7 +265,10 @@ pub fn plan<T: Borrow<TensorEntry>>(
             layers.push(layer);
         }
         let found: Vec<Option<usize>> = (donors.iter())
-            .map(|d| d.model.tensors.iter().map(Borrow::borrow).position(|x| x.name == t.name && x.dims == t.dims))
+            .zip(&donor_names)
+            .map(|(d, names)| {
+                names.get(t.name.as_str()).copied().filter(|&j| d.model.tensors[j].borrow().dims == t.dims)
+            })
             .collect();
         let Some(found) =
             found.into_iter().collect::<Option<Vec<usize>>>().filter(|f| !f.is_empty() && t.dims.len() == 2)

@@ -38,8 +38,8 @@ fn set(m: &mut Model, key: &str, v: OwnedValue) {
 }
 
 fn i32s(v: &[i32]) -> OwnedValue {
-    let raw = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-    OwnedValue::Array { elem_type: ValueType::I32, len: v.len() as u64, raw }
+    let raw: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    OwnedValue::Array { elem_type: ValueType::I32, len: v.len() as u64, raw: raw.into() }
 }
 
 fn refusal(m: &Model, key: &str, needle: &str) {

@@ -156,12 +156,11 @@ fn refused(op: &Op, label: &str, bad: &[Mismatch]) -> anyhow::Error {
         Op::Extract { expert, .. } => format!("extract of expert {expert}"),
         Op::Prune { keep, .. } => format!("prune to experts {keep}"),
     };
-    let lines: Vec<String> = bad.iter().map(|m| format!("  {}: {}", m.tensor, m.reason)).collect();
     let n = match bad.len() {
         1 => "1 problem".to_owned(),
         n => format!("{n} problems"),
     };
-    anyhow::anyhow!("{what} of {label} refused, nothing written ({n}):\n{}", lines.join("\n"))
+    anyhow::anyhow!("{what} of {label} refused, nothing written ({n}):\n{}", super::problem_lines(bad))
 }
 
 fn print_plan(plan: &ExpertsPlan, source: &Model, w: &mut dyn Write) -> Result<()> {

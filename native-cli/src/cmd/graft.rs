@@ -38,14 +38,13 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let p = match plan(&Side::of(&recipient), &Side::of(&donor), &o.selection) {
         Ok(p) => p,
         Err(bad) => {
-            let lines: Vec<String> = bad.iter().map(|m| format!("  {}: {}", m.tensor, m.reason)).collect();
             bail!(
                 "graft refused: {} of {} into {} would not load ({} problems):\n{}",
                 o.selection.describe(),
                 donor.label,
                 recipient.label,
                 bad.len(),
-                lines.join("\n")
+                super::problem_lines(&bad)
             );
         }
     };

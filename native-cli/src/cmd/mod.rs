@@ -10,3 +10,17 @@ pub mod inspect;
 pub mod measure;
 pub mod moe;
 pub mod purify;
+
+/// The most problems a refusal lists (a hostile model can have one per tensor).
+const MAX_PROBLEMS_SHOWN: usize = 50;
+
+/// The lines of a refusal: one per problem the core found, the first
+/// [`MAX_PROBLEMS_SHOWN`] of them, then how many more there are.
+pub(crate) fn problem_lines(bad: &[organ_core::surgery::graft::Mismatch]) -> String {
+    let mut lines: Vec<String> =
+        bad.iter().take(MAX_PROBLEMS_SHOWN).map(|m| format!("  {}: {}", m.tensor, m.reason)).collect();
+    if bad.len() > MAX_PROBLEMS_SHOWN {
+        lines.push(format!("  … and {} more", bad.len() - MAX_PROBLEMS_SHOWN));
+    }
+    lines.join("\n")
+}

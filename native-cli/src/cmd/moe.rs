@@ -125,13 +125,12 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let p = match moe::plan(&Named { label: &base.label, model: &base.model }, &named, o.experts_used, o.ty) {
         Ok(p) => p,
         Err(bad) => {
-            let lines: Vec<String> = bad.iter().map(|m| format!("  {}: {}", m.tensor, m.reason)).collect();
             bail!(
                 "moe refused: {} experts on {} would not load ({} problems):\n{}",
                 donors.len(),
                 base.label,
                 bad.len(),
-                lines.join("\n")
+                super::problem_lines(&bad)
             );
         }
     };

@@ -27,6 +27,7 @@ pub(super) fn child_command<A: AsRef<OsStr>>(
         .env_remove(crate::input::ALLOW_REMOTE_ENV)
         .env_remove(crate::remote::policy::PRIVATE_ENV)
         .env_remove(crate::remote::policy::ALLOW_TO_ENV)
+        .env(crate::input::MAX_HEADER_BYTES_ENV, organ_core::limits::max_header_bytes().to_string())
         .stdin(std::process::Stdio::null())
         .process_group(0)
         .kill_on_drop(true);

@@ -12,12 +12,16 @@
 mod dir_cases;
 mod gguf_bytes;
 mod gguf_cases;
+mod header_budget;
 mod regressions;
 pub(crate) mod runner;
+mod shapes;
 
+use crate::common::llama_dir;
 use dir_cases::dir_cases;
 use gguf_cases::gguf_cases;
 use runner::{run, scratch, temps_in};
+use shapes::shape_cases;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -33,6 +37,8 @@ struct Case {
     ok_for: &'static [&'static str],
 }
 
+/// The commands a valid input may go through or be refused by (see `hostile_inputs`).
+const LENIENT: &[&str] = &["graft", "purify", "moe", "experts-extract", "experts-prune", "eval"];
 /// What a valid GGUF may go through (assemble takes organ directories only).
 const GGUF_OK: &[&str] = &["inspect", "measure", "dissect"];
 /// What a valid organ directory may go through.
@@ -46,6 +52,12 @@ fn hostile_inputs() {
     let d = scratch("hostile");
     let mut cases = gguf_cases(&d);
     cases.extend(dir_cases(&d));
+    cases.extend(shape_cases(&d));
+    // What eval scores, and what it runs: llama.cpp's tools when they are there (when not,
+    // eval refuses every input, which must hold too).
+    let text = d.join("text.txt");
+    std::fs::write(&text, "The quick brown fox jumps over the lazy dog. ".repeat(400)).unwrap();
+    let llama = llama_dir();
     // measure-sigma and measure-exact: `measure --sigma` / `--exact` (§7), which read what
     // measure reads, nine times or whole; measure-experts: `--experts` (§6), which also cuts
     // expert tensors by their header and compares their experts' bytes.
@@ -61,6 +73,16 @@ fn hostile_inputs() {
         "check",
         "dissect",
         "assemble",
+        "graft",
+        "purify",
+        "moe",
+        "experts-extract",
+        "experts-prune",
+        // Not yet "eval": it hands the file to llama-perplexity without reading it
+        // first, so on these inputs its errors are llama.cpp's and do not name the input,
+        // llama-perplexity's memory counts (399 MiB on the 60 MiB array), and 750k
+        // tensors run past 30 s (llama.cpp looks tensors up by a linear scan each).
+        // eval's checks of its input are being reworked apart; its arguments are below.
     ];
     let (mut panics, mut hangs, mut peak, mut failures) = (0, 0, 0u64, Vec::new());
     let mut heaviest = Vec::new();
@@ -88,6 +110,70 @@ fn hostile_inputs() {
                 // The input against itself: both sides hostile.
                 "diff" => vec!["diff".as_ref(), input, input, "--json".as_ref(), json.as_os_str()],
                 "check" => vec!["check".as_ref(), input, "--json".as_ref(), json.as_os_str()],
+                // The input into itself, every tensor.
+                "graft" => vec![
+                    "graft".as_ref(),
+                    "--donor".as_ref(),
+                    input,
+                    "--recipient".as_ref(),
+                    input,
+                    "--name".as_ref(),
+                    "*".as_ref(),
+                    "--out".as_ref(),
+                    out.as_os_str(),
+                ],
+                "purify" => vec![
+                    "purify".as_ref(),
+                    input,
+                    "--method".as_ref(),
+                    "fractal".as_ref(),
+                    "--out".as_ref(),
+                    out.as_os_str(),
+                ],
+                // The input as its own two experts.
+                "moe" => vec![
+                    "moe".as_ref(),
+                    "--base".as_ref(),
+                    input,
+                    "--expert".as_ref(),
+                    input,
+                    "--expert".as_ref(),
+                    input,
+                    "--out".as_ref(),
+                    out.as_os_str(),
+                ],
+                "experts-extract" => {
+                    vec![
+                        "experts".as_ref(),
+                        "extract".as_ref(),
+                        input,
+                        "--expert".as_ref(),
+                        "0".as_ref(),
+                        "--out".as_ref(),
+                        out.as_os_str(),
+                    ]
+                }
+                "experts-prune" => {
+                    vec![
+                        "experts".as_ref(),
+                        "prune".as_ref(),
+                        input,
+                        "--keep".as_ref(),
+                        "0".as_ref(),
+                        "--out".as_ref(),
+                        out.as_os_str(),
+                    ]
+                }
+                "eval" => vec![
+                    "eval".as_ref(),
+                    input,
+                    "--text".as_ref(),
+                    text.as_os_str(),
+                    "--llama-cpp".as_ref(),
+                    llama.as_os_str(),
+                    "--json".as_ref(),
+                    json.as_os_str(),
+                ],
                 _ => vec![cmd.as_ref(), input, "--out".as_ref(), out.as_os_str()],
             };
             let o = run(&args, &d.join("out").join(format!("{}-{cmd}.stderr", case.name)));
@@ -106,7 +192,11 @@ fn hostile_inputs() {
             // diff reads what measure reads (and compares bytes): it accepts what measure
             // accepts, and its errors exit 1 as measure's do (2 only with --fail-on-change).
             let like_measure = cmd == "diff" || cmd.starts_with("measure-");
-            let ok = case.ok_for.contains(&cmd) || (like_measure && case.ok_for.contains(&"measure"));
+            // The surgeries and eval take what the parser accepts, and refuse what they
+            // cannot use (a model that is not an MoE, not llama, a tensor count past a
+            // limit): either is an answer, on a valid input.
+            let lenient = LENIENT.contains(&cmd) && !case.ok_for.is_empty();
+            let ok = case.ok_for.contains(&cmd) || (like_measure && case.ok_for.contains(&"measure")) || lenient;
             let error_status = if cmd == "check" { 2 } else { 1 };
             match o.code {
                 Some(0) if ok => {}
@@ -147,7 +237,7 @@ fn hostile_inputs() {
         peak >> 10
     );
     heaviest.sort_by(|a, b| b.cmp(a));
-    for (kib, label) in heaviest.iter().take(5) {
+    for (kib, label) in heaviest.iter().take(8) {
         println!("  {label}: peak RSS {} MiB", kib >> 10);
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));

@@ -205,12 +205,12 @@ fn to_owned(ty: ValueType, mut raw: Vec<u8>) -> Result<OwnedValue, String> {
     Ok(match v {
         MetaValue::Str(_) => {
             raw.drain(..8);
-            OwnedValue::Str(raw)
+            OwnedValue::Str(raw.into())
         }
         MetaValue::Array(a) => {
             let (elem_type, len) = (a.elem_type, a.len);
             raw.drain(..12);
-            OwnedValue::Array { elem_type, len, raw }
+            OwnedValue::Array { elem_type, len, raw: raw.into() }
         }
         v => OwnedValue::from_meta(&v),
     })

@@ -18,7 +18,7 @@ pub use metadata_json::hex;
 use super::value::OwnedValue;
 use crate::error::{Error, Result};
 use crate::gguf::MetaValue;
-use crate::limits::{MAX_DIMS, MAX_MANIFEST_BYTES, MAX_MANIFEST_PATH_LEN, MAX_STRING_LEN, MAX_TENSOR_COUNT};
+use crate::limits::{MAX_DIMS, MAX_MANIFEST_BYTES, MAX_MANIFEST_PATH_LEN, MAX_TENSOR_COUNT, MAX_TENSOR_NAME_LEN};
 use alloc::borrow::ToOwned;
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -181,8 +181,8 @@ fn de_tensors<'de, D: Deserializer<'de>>(d: D) -> core::result::Result<Vec<Manif
                     return Err(de::Error::custom(format!("more than {MAX_TENSOR_COUNT} tensors")));
                 }
                 let bad = |why: String| de::Error::custom(format!("tensor {:?}: {why}", t.name));
-                if t.name.len() as u64 > MAX_STRING_LEN {
-                    return Err(bad(format!("name of {} bytes", t.name.len())));
+                if t.name.len() as u64 > MAX_TENSOR_NAME_LEN {
+                    return Err(bad(format!("name of {} bytes, more than {MAX_TENSOR_NAME_LEN}", t.name.len())));
                 }
                 if t.file.len() > MAX_MANIFEST_PATH_LEN {
                     return Err(bad(format!("file path of {} bytes, more than {MAX_MANIFEST_PATH_LEN}", t.file.len())));
@@ -256,7 +256,7 @@ mod tests {
             OwnedValue::Scalar(MetaValue::F32(f32::NAN)),
             OwnedValue::Scalar(MetaValue::F64(f64::NEG_INFINITY)),
             OwnedValue::Scalar(MetaValue::Bool(true)),
-            OwnedValue::Str(b"\xff\x00not utf-8".to_vec()),
+            OwnedValue::Str(b"\xff\x00not utf-8".to_vec().into()),
             strings,
         ];
         let entries: Vec<Entry> =

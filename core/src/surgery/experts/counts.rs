@@ -40,7 +40,7 @@ pub(super) fn map_count(v: &OwnedValue, f: impl Fn(u64) -> u64) -> Option<OwnedV
                 let bytes = OwnedValue::Scalar(m);
                 out.extend_from_slice(&encode_scalar(&bytes)?);
             }
-            Some(OwnedValue::Array { elem_type: *elem_type, len: *len, raw: out })
+            Some(OwnedValue::Array { elem_type: *elem_type, len: *len, raw: out.into() })
         }
         OwnedValue::Str(_) => None,
     }

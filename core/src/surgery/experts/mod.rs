@@ -17,6 +17,7 @@ use crate::gguf::MetaValue;
 use crate::model::{Model, OwnedValue, TensorEntry};
 use crate::GgmlType;
 use alloc::borrow::Borrow;
+use alloc::collections::BTreeSet;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec;
@@ -221,7 +222,7 @@ pub fn extract<T: Borrow<TensorEntry>>(m: &Model<T>, e: u64, p: &Provenance<'_>)
     let mut tensors = Vec::new();
     let (mut sliced, mut dropped) = (Vec::new(), Vec::new());
     let mut widths: Vec<u64> = Vec::new();
-    let names: Vec<&str> = m.tensors.iter().map(|t| t.borrow().name.as_str()).collect();
+    let names: BTreeSet<&str> = m.tensors.iter().map(|t| t.borrow().name.as_str()).collect();
     for (i, t) in m.tensors.iter().map(Borrow::borrow).enumerate() {
         let mismatch = |reason: &str| Mismatch { tensor: t.name.clone(), reason: reason.into() };
         match (kind(&t.name), t.name.rsplit_once('.').map(|(s, x)| (s.rsplit_once('.').map_or(s, |r| r.1), x))) {

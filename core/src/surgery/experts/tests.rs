@@ -166,9 +166,12 @@ fn prune_keeps_expert_groups_whole_or_refuses() {
 #[test]
 fn per_layer_used_counts_are_capped_each() {
     let raw: Vec<u8> = [4u32, 2, 1].iter().flat_map(|x| x.to_le_bytes()).collect();
-    let v = OwnedValue::Array { elem_type: ValueType::U32, len: 3, raw };
+    let v = OwnedValue::Array { elem_type: ValueType::U32, len: 3, raw: raw.into() };
     let want: Vec<u8> = [3u32, 2, 1].iter().flat_map(|x| x.to_le_bytes()).collect();
-    assert_eq!(map_count(&v, |u| u.min(3)), Some(OwnedValue::Array { elem_type: ValueType::U32, len: 3, raw: want }));
+    assert_eq!(
+        map_count(&v, |u| u.min(3)),
+        Some(OwnedValue::Array { elem_type: ValueType::U32, len: 3, raw: want.into() })
+    );
     assert_eq!(max_count(&v), Some(4));
     assert_eq!(map_count(&OwnedValue::Scalar(MetaValue::U8(9)), |_| 300), None);
     assert_eq!(map_count(&OwnedValue::string("x"), |u| u), None);

@@ -22,7 +22,10 @@ nightly_wasm() {
 trunk_tool() {
   local root="$TOOLS/trunk-$TRUNK_VERSION"
   [ -x "$root/bin/trunk" ] && "$root/bin/trunk" --version | grep -q "$TRUNK_VERSION" && return 0
-  cargo +stable install trunk --version "$TRUNK_VERSION" --locked --root "$root"
+  # trunk's own release profile is fat LTO in one codegen unit: 24 minutes on a busy 2-core
+  # machine for a tool whose speed does not matter here. Thin local LTO, 16 units.
+  CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+    cargo +stable install trunk --version "$TRUNK_VERSION" --locked --root "$root"
 }
 
 wasm_bindgen_tool() {

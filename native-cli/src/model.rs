@@ -138,6 +138,17 @@ impl Model {
         Self::from_opened(path, paths, files, shards)
     }
 
+    /// The model of GGUF files already opened (through [`crate::input::open`]): one, or
+    /// every shard of a split model in order, each with the path it was opened from. For a
+    /// caller that hands those very files on (eval, to llama.cpp) once organ has read them.
+    pub fn from_open_files(path: &Path, opened: Vec<(PathBuf, std::fs::File)>) -> Result<Model> {
+        let shards = if opened.len() > 1 { opened.iter().map(|(p, _)| p.clone()).collect() } else { Vec::new() };
+        let paths: Vec<PathBuf> = opened.iter().map(|(p, _)| p.clone()).collect();
+        let files =
+            (opened.into_iter()).map(|(p, f)| ModelFile::from_open(&p, f).map(Arc::new)).collect::<Result<_>>()?;
+        Self::from_opened(path, &paths, files, shards)
+    }
+
     /// The model of the opened `files` (of `paths`), joined and checked by the core.
     fn from_opened(path: &Path, paths: &[PathBuf], files: Vec<Arc<ModelFile>>, shards: Vec<PathBuf>) -> Result<Model> {
         // The metadata's values are ranges of the files' bytes (a map, or a remote

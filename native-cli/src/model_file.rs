@@ -94,7 +94,11 @@ fn room_for(file: &File, size: u64, url: &str, dir: &Path) -> Result<()> {
 impl ModelFile {
     /// Opens `path` read-only. Nothing is read yet: pages come in as they are touched.
     pub fn open(path: &Path) -> Result<ModelFile> {
-        let file = crate::input::open(path)?;
+        Self::from_open(path, crate::input::open(path)?)
+    }
+
+    /// [`Self::open`] of a file already opened (through [`crate::input::open`]) from `path`.
+    pub fn from_open(path: &Path, file: File) -> Result<ModelFile> {
         let md = file.metadata().with_context(|| format!("{}: cannot stat", path.display()))?;
         let id = (md.dev(), md.ino());
         // SAFETY: the map is read-only and private to this process. If another process

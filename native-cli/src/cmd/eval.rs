@@ -12,9 +12,9 @@
 //! gave, so a path swapped for a link after organ's check changes nothing it reads.
 
 use crate::llama_cpp::{self, output, Handed};
+use crate::model::Model;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use std::io::ErrorKind::NotFound;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -118,14 +118,23 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
     check_inputs(model, s)?;
     if let Some(b) = base {
         check_gguf(b)?;
-        same_vocabulary(b, model)?;
     }
-    // llama.cpp reads what organ opened (under `organ serve`: inside the root), the text
-    // as a private copy: every file handed open, never by a name it would resolve again.
+    // llama.cpp reads what organ opened (under `organ serve`: inside the root) and read
+    // first, the text as a private copy: every file handed open, never by a name it
+    // would resolve again.
     let dir = scratch_dir(scratch)?;
+    let (model_file, read) = hand_model(model, &dir.path.join("model"))?;
+    let base_file = match base {
+        Some(b) => {
+            let (handed, base_read) = hand_model(b, &dir.path.join("base"))?;
+            same_vocabulary(b, &base_read, model, &read)?;
+            Some(handed)
+        }
+        None => None,
+    };
+    // The maps go before llama.cpp runs: it reads the files itself.
+    drop(read);
     let text = copy_text(&s.text, &dir.path)?;
-    let model_file = hand_model(model, &dir.path.join("model"))?;
-    let base_file = base.map(|b| hand_model(b, &dir.path.join("base"))).transpose()?;
     let command = |m: &Handed, also: &[&Handed]| {
         let mut c = Command::new(&tool);
         c.arg("-m").arg(&m.arg).arg("-c").arg(s.ctx.to_string()).arg("-b").arg(s.ctx.to_string());
@@ -153,7 +162,7 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
     let (Some(base), Some(base_file)) = (base, base_file) else {
         let mut c = command(&model_file, &[&text]);
         c.arg("-f").arg(&text.arg);
-        let p = llama_cpp::run(c)?;
+        let p = llama_cpp::run(c).with_context(|| format!("{}", model.display()))?;
         let r = output::perplexity(&p.stdout, &p.stderr).with_context(|| format!("{}", model.display()))?;
         (e.chunks, e.perplexity) = (r.chunks, r.ppl);
         return Ok(e);
@@ -161,11 +170,11 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
     let logits = Handed::file(create_private(&dir.path.join("base-logits.kld"))?)?;
     let mut c = command(&base_file, &[&text, &logits]);
     c.arg("-f").arg(&text.arg).arg("--kl-divergence-base").arg(&logits.arg);
-    let p = llama_cpp::run(c)?;
+    let p = llama_cpp::run(c).with_context(|| format!("{} (the base)", base.display()))?;
     let b = output::perplexity(&p.stdout, &p.stderr).with_context(|| format!("{} (the base)", base.display()))?;
     let mut c = command(&model_file, &[&logits]);
     c.arg("--kl-divergence-base").arg(&logits.arg).arg("--kl-divergence");
-    let p = llama_cpp::run(c)?;
+    let p = llama_cpp::run(c).with_context(|| format!("{}", model.display()))?;
     let k = output::kl_divergence(&p.stdout, &p.stderr).with_context(|| format!("{}", model.display()))?;
     if (k.chunks, k.ctx) != (b.chunks, b.ctx) {
         bail!(
@@ -234,23 +243,37 @@ fn create_private(p: &Path) -> Result<std::fs::File> {
 /// The most shards of a split model handed to llama.cpp (one descriptor each).
 pub const MAX_HANDED_SHARDS: usize = 256;
 
+/// The most tensors of a model handed to llama.cpp, which looks each tensor up by a scan of
+/// them all (65,536 took it more than 30 s); the largest real models have ~1,100.
+pub const MAX_HANDED_TENSORS: usize = 8192;
+
 /// The model at `path` opened (a regular file; under `organ serve`, inside the root) and
 /// handed to llama.cpp. A split model's shards (`NAME-0000I-of-0000N.gguf`), which
 /// llama.cpp finds by name beside the first, are each opened too, and handed as links
 /// named as they are, in the new private directory `links`, to `/proc/self/fd/N`; the
 /// tool is given `/proc/self/fd/D/NAME` (D: that directory, open) for the shard named.
-/// A shard that is not there is left out (llama.cpp says so if it needs it). Shards are
-/// found beside the file opened (a link's target), as llama.cpp found them.
+/// Shards are found beside the file opened (a link's target), as llama.cpp found them.
+/// Every file handed is first read by organ as any command reads a model
+/// ([`Model::from_open_files`]: the header budget, the tensor cap, every offset checked),
+/// so a file organ refuses never reaches llama.cpp, and its error names the file. The
+/// model read is returned; the tool is given duplicates of the very descriptors read.
 ///
 /// # Errors
-/// A file cannot be opened or lies outside the root, more than [`MAX_HANDED_SHARDS`]
-/// shards, or the links cannot be made.
-fn hand_model(path: &Path, links: &Path) -> Result<Handed> {
+/// A file cannot be opened or lies outside the root, is not a GGUF organ accepts, more
+/// than [`MAX_HANDED_SHARDS`] shards or [`MAX_HANDED_TENSORS`] tensors, or the links cannot
+/// be made.
+fn hand_model(path: &Path, links: &Path) -> Result<(Handed, Model)> {
     let file = crate::input::open(path)?;
     // Shards lie beside the file itself, as llama.cpp would find them from a link to it.
     let real = crate::input::opened_path(&file).unwrap_or_else(|_| path.to_owned());
+    let dup = |f: &std::fs::File, p: &Path| f.try_clone().with_context(|| format!("{}: cannot duplicate", p.display()));
+    let Some(shards) = crate::source::split_shards(&real) else {
+        // organ reads the file (under its caps) before llama.cpp is given the same one.
+        let handed = dup(&file, path)?;
+        let model = within_tensors(path, Model::from_open_files(path, vec![(path.to_owned(), file)])?)?;
+        return Ok((Handed::file(handed)?, model));
+    };
     let path = real.as_path();
-    let Some(shards) = crate::source::split_shards(path) else { return Handed::file(file) };
     if shards.len() > MAX_HANDED_SHARDS {
         bail!(
             "{}: a split of {} shards; organ hands llama.cpp at most {MAX_HANDED_SHARDS}",
@@ -266,25 +289,33 @@ fn hand_model(path: &Path, links: &Path) -> Result<Handed> {
     let dir = std::fs::File::open(links).with_context(|| format!("{}: cannot open", links.display()))?;
     let mut handed = Handed::dir(dir, &name(path))?;
     let mut file = Some(file);
+    let mut opened = Vec::with_capacity(shards.len());
     for shard in shards {
         let f = match (shard == path, file.take()) {
             (true, Some(f)) => f,
             (_, f) => {
                 file = f;
-                match crate::input::open(&shard) {
-                    Ok(f) => f,
-                    Err(e) if e.root_cause().downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == NotFound) => {
-                        continue
-                    }
-                    Err(e) => return Err(e.context(format!("a shard of {}", path.display()))),
-                }
+                crate::input::open(&shard).map_err(|e| e.context(format!("a shard of {}", path.display())))?
             }
         };
-        let target = handed.add(f)?;
+        let target = handed.add(dup(&f, &shard)?)?;
         let link = links.join(name(&shard));
         std::os::unix::fs::symlink(&target, &link).with_context(|| format!("{}: cannot create", link.display()))?;
+        opened.push((shard, f));
     }
-    Ok(handed)
+    Ok((handed, within_tensors(path, Model::from_open_files(path, opened)?)?))
+}
+
+/// `model`, unless it has more than [`MAX_HANDED_TENSORS`] tensors.
+fn within_tensors(path: &Path, model: Model) -> Result<Model> {
+    let n = model.tensors.len();
+    if n > MAX_HANDED_TENSORS {
+        bail!(
+            "{}: {n} tensors; organ hands llama.cpp at most {MAX_HANDED_TENSORS} (real models have about 1,100)",
+            path.display()
+        );
+    }
+    Ok(model)
 }
 
 /// The most text organ hands llama-perplexity (wikitext-2's test set is 1.3 MB).
@@ -326,8 +357,7 @@ fn check_gguf(p: &Path) -> Result<()> {
 }
 
 /// The vocabulary size a GGUF declares: its tokenizer's token count.
-fn vocabulary(p: &Path) -> Result<u64> {
-    let m = crate::model::Model::open(p)?;
+fn vocabulary(p: &Path, m: &Model) -> Result<u64> {
     match m.get("tokenizer.ggml.tokens") {
         Some(organ_core::model::OwnedValue::Array { len, .. }) => Ok(*len),
         _ => bail!("{}: has no tokenizer.ggml.tokens: llama.cpp cannot tokenize the text with it", p.display()),
@@ -335,8 +365,8 @@ fn vocabulary(p: &Path) -> Result<u64> {
 }
 
 /// Refuses, before any run, a base whose vocabulary differs from the model's.
-fn same_vocabulary(base: &Path, model: &Path) -> Result<()> {
-    let (b, m) = (vocabulary(base)?, vocabulary(model)?);
+fn same_vocabulary(base: &Path, base_read: &Model, model: &Path, model_read: &Model) -> Result<()> {
+    let (b, m) = (vocabulary(base, base_read)?, vocabulary(model, model_read)?);
     if b != m {
         bail!(
             "{} has {b} tokens, {} has {m}: KL divergence compares the same tokens' probabilities, so the \

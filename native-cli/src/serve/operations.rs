@@ -206,6 +206,15 @@ pub(super) async fn measure(
         return Err(bad("sigma and exact: give one of them (exact θ has no sampling, so no σ)"));
     }
     let paths = r.paths.iter().map(|p| s.model(p)).collect::<ApiResult<Vec<_>>>()?;
+    // Each entry is a model the child holds: the same one twice (however it is spelled)
+    // would cost its memory twice and measure nothing more.
+    let mut seen = std::collections::HashSet::with_capacity(paths.len());
+    if let Some((rel, _)) = r.paths.iter().zip(&paths).find(|(_, p)| !seen.insert(*p)) {
+        let shown = crate::remote::policy::redact(rel);
+        return Err(bad(format!(
+            "paths: {shown:?} is given twice (or names a model given before): give each model once"
+        )));
+    }
     start_job(
         &s,
         "measure",

@@ -54,6 +54,16 @@ fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
         ("POST", "/api/measure", &json, br#"{"paths": ["escape/hosts"]}"#, 404, "no such model under the root"),
         ("POST", "/api/measure", &json, br#"{"paths": ["fifo.gguf"]}"#, 400, "not a regular file"),
         ("POST", "/api/measure", &json, br#"{"paths": []}"#, 400, "paths"),
+        // Each repeated entry would cost the child the model's memory again.
+        ("POST", "/api/measure", &json, br#"{"paths": ["smol.gguf", "./smol.gguf"]}"#, 400, "given twice"),
+        (
+            "POST",
+            "/api/measure",
+            &json,
+            br#"{"paths": ["smol.gguf", "smol.gguf"]}"#,
+            400,
+            "\"smol.gguf\" is given twice",
+        ),
         ("POST", "/api/measure", &json, br#"{"pathz": ["smol.gguf"]}"#, 400, "unknown field"),
         ("POST", "/api/measure", &json, br#"{"paths": "smol.gguf"}"#, 400, "invalid type"),
         ("POST", "/api/measure", &json, br#"{"paths": ["smol.gguf""#, 400, "JSON"),

@@ -194,5 +194,6 @@ fn finished_jobs_and_large_inspects_give_their_memory_back() {
     std::thread::sleep(Duration::from_millis(300));
     let (end, _) = rss(pid);
     eprintln!("after deleting the jobs: RSS {:.1} MiB", mib(end));
-    assert!(end <= idle + 20 * MIB, "RSS {:.1} MiB, idle {:.1} MiB", mib(end), mib(idle));
+    // 32, not 20: what the inspects above leave stays (see there).
+    assert!(end <= idle + 32 * MIB, "RSS {:.1} MiB, idle {:.1} MiB", mib(end), mib(idle));
 }

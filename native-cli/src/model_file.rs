@@ -170,9 +170,9 @@ impl ModelFile {
                 },
             };
             let have = prefix.len();
-            // Grow by a quarter at least (a few tens of reads for the largest header), and
-            // read little past what the parser asked for.
-            let want = needed.max(have as u64 + have as u64 / 4).min(remote.size).min(budget).max(needed);
+            // Double at least (a handful of requests for the largest header); the buffer
+            // was reserved above, so growing it copies nothing, and the budget bounds it.
+            let want = needed.max(have as u64 * 2).min(remote.size).min(budget).max(needed);
             prefix.resize(want as usize, 0);
             remote.read_exact_at(&mut prefix[have..], have as u64)?;
         }

@@ -46,7 +46,9 @@ fn a_header_of_long_strings_is_bounded_by_the_budget() {
     assert_eq!(o.code, Some(1), "{}", o.stderr);
     assert!(o.stderr.contains("strings70.gguf"), "{}", o.stderr);
     assert!(o.stderr.contains("header budget of 33554432 bytes (--max-header-bytes)"), "{}", o.stderr);
-    assert!(o.peak_rss_kib < 48 << 10, "peak RSS {} MiB", o.peak_rss_kib >> 10);
+    // The header buffer grows by doubling up to the budget (32 MiB), so the refusal comes
+    // with the whole budget read: the budget plus the program (about 16 MiB) and slack.
+    assert!(o.peak_rss_kib < 64 << 10, "peak RSS {} MiB", o.peak_rss_kib >> 10);
 
     let six = d.join("strings6.gguf");
     let len = long_strings_sparse(&six, 6);

@@ -86,9 +86,9 @@ pub(crate) fn canary() -> (u16, Arc<AtomicUsize>) {
     (port, seen)
 }
 
-/// A server that answers every request with `302 Location: to`, and keeps the heads of
-/// the requests it got.
-pub(crate) fn redirector(to: String) -> (u16, Arc<Mutex<Vec<String>>>) {
+/// A server that answers every request with `answer`, and keeps the heads of the requests
+/// it got (at most 1000 connections).
+fn recording(answer: String) -> (u16, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let heads = Arc::new(Mutex::new(Vec::new()));
@@ -98,36 +98,27 @@ pub(crate) fn redirector(to: String) -> (u16, Arc<Mutex<Vec<String>>>) {
             let Ok(mut conn) = conn else { continue };
             let Some(head) = request_head(&conn) else { continue };
             kept.lock().unwrap().push(head);
-            let answer =
-                format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
             let _ = conn.write_all(answer.as_bytes());
         }
     });
     (port, heads)
 }
 
+/// A server that answers every request with `302 Location: to`, and keeps the heads of
+/// the requests it got.
+pub(crate) fn redirector(to: String) -> (u16, Arc<Mutex<Vec<String>>>) {
+    recording(format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+}
+
 /// A server that answers every request with 404 and an S3-style error, and keeps the heads
 /// of the requests it got (the Authorization header tells a signed one).
 pub(crate) fn recorder() -> (u16, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let heads = Arc::new(Mutex::new(Vec::new()));
-    let kept = heads.clone();
-    std::thread::spawn(move || {
-        for conn in listener.incoming().take(1000) {
-            let Ok(mut conn) = conn else { continue };
-            let Some(head) = request_head(&conn) else { continue };
-            kept.lock().unwrap().push(head);
-            let body = "<?xml version=\"1.0\"?><Error><Code>NoSuchKey</Code><Message>none</Message></Error>";
-            let answer = format!(
-                "HTTP/1.1 404 Not Found\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\
-                 Connection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = conn.write_all(answer.as_bytes());
-        }
-    });
-    (port, heads)
+    let body = "<?xml version=\"1.0\"?><Error><Code>NoSuchKey</Code><Message>none</Message></Error>";
+    recording(format!(
+        "HTTP/1.1 404 Not Found\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    ))
 }
 
 /// A server of `model`'s bytes that claims the object is `claimed` bytes long (zeros past

@@ -16,6 +16,7 @@ mod metadata;
 mod pair_table;
 mod progress;
 mod report;
+mod sortable;
 mod status;
 mod summary;
 mod tensor_table;

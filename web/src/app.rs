@@ -6,8 +6,9 @@
 use crate::check;
 use crate::compare;
 use crate::export::{self, Export};
-use crate::measure::{self, Progress};
+use crate::measure;
 use crate::pool;
+use crate::reads::Progress;
 use crate::source::{self, MetaRow};
 use crate::view::{
     CheckView, CompareInputs, CompareView, DropZone, Header, MeasureModePicker, ModeTabs, ReportView, StatusLine,

@@ -10,6 +10,7 @@ mod experts;
 mod export;
 mod measure;
 mod pool;
+mod reads;
 mod source;
 mod url_source;
 mod view;

@@ -2,7 +2,7 @@
 
 use super::progress::ProgressBar;
 use crate::app::Phase;
-use crate::measure::Progress;
+use crate::reads::Progress;
 use leptos::prelude::*;
 
 /// The phase in words: nothing when idle or done, the progress bar while measuring.

@@ -12,6 +12,7 @@ mod measure;
 mod pool;
 mod reads;
 mod source;
+mod state;
 mod url_source;
 mod view;
 

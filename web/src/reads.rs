@@ -255,6 +255,9 @@ impl<'m, J: Jobs> Reads<'m, J> {
     /// Schedules the reads of job `job`'s slots; then, while the pool holds more than
     /// `window` jobs, waits for them to finish.
     pub async fn add(&mut self, job: usize, slots: Vec<Read>) -> Result<(), String> {
+        if slots.is_empty() {
+            return Err(self.jobs.err(job, &"nothing to read"));
+        }
         let mut full = Vec::new();
         let n = slots.len();
         for (k, Read { model, file, offset, plan }) in slots.into_iter().enumerate() {

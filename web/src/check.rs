@@ -4,6 +4,9 @@
 //! rule (`check::digest`) says may be copies are then read again and hashed whole; the
 //! report is the core's `check_model`, as the CLI's. Several tensors are under way at
 //! once, each with one chunk in memory, so memory stays bounded whatever the model's size.
+//! These reads stream through a scanner's state chunk after chunk, so they do not go
+//! through the read scheduler (`crate::reads`, whose jobs wait for all their bytes); the
+//! progress and its throttle are its `Meter`.
 
 use crate::pool;
 use crate::reads::{worker_gone, Meter, Progress};
@@ -131,7 +134,8 @@ async fn each<'a, T>(
 }
 
 /// Checks every tensor of `model`. `cancelled` stops it between tensors; `on_progress` is
-/// called at most every [`PROGRESS_EVERY_MS`](crate::reads::PROGRESS_EVERY_MS) as tensors finish, and once at the end.
+/// called at most every [`PROGRESS_EVERY_MS`](crate::reads::PROGRESS_EVERY_MS) as
+/// tensors finish, and once at the end.
 pub async fn check(
     model: &Model,
     cancelled: &dyn Fn() -> bool,

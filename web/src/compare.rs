@@ -141,8 +141,8 @@ impl Jobs for Comparing<'_> {
 }
 
 /// Compares A (the base) and B. `cancelled` stops it between reads; `on_progress` is
-/// called at most every [`PROGRESS_EVERY_MS`](crate::reads::PROGRESS_EVERY_MS) as pairs finish, and once at the end
-/// (`total`, `done`: comparable pairs).
+/// called at most every [`PROGRESS_EVERY_MS`](crate::reads::PROGRESS_EVERY_MS) as
+/// pairs finish, and once at the end (`total`, `done`: comparable pairs).
 pub async fn compare(
     a: &Model,
     b: &Model,

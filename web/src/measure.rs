@@ -84,7 +84,8 @@ impl Jobs for Measuring<'_> {
 
 /// Measures every tensor of `model` in `mode` (θ; θ and σ_θ; or θ over every value).
 /// `cancelled` stops it between reads; `on_progress` is called at most every
-/// [`PROGRESS_EVERY_MS`](crate::reads::PROGRESS_EVERY_MS) as jobs finish, and once at the end.
+/// [`PROGRESS_EVERY_MS`](crate::reads::PROGRESS_EVERY_MS) as jobs finish, and once at
+/// the end.
 pub async fn measure(
     model: &Model,
     mode: Mode,

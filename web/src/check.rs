@@ -4,9 +4,12 @@
 //! rule (`check::digest`) says may be copies are then read again and hashed whole; the
 //! report is the core's `check_model`, as the CLI's. Several tensors are under way at
 //! once, each with one chunk in memory, so memory stays bounded whatever the model's size.
+//! These reads stream through a scanner's state chunk after chunk, so they do not go
+//! through the read scheduler (`crate::reads`, whose jobs wait for all their bytes); the
+//! progress and its throttle are its `Meter`.
 
-use crate::measure::{worker_gone, Progress, PROGRESS_EVERY_MS};
 use crate::pool;
+use crate::reads::{worker_gone, Meter, Progress};
 use crate::source::{read_buffer, Model};
 use futures_util::future::{FutureExt, LocalBoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -15,7 +18,7 @@ use organ_core::zmeasure::GENERATOR;
 use std::cell::Cell;
 
 /// The longest read: a browser read costs about 1 ms of CPU besides its bytes (see
-/// `measure::MAX_READ`), and each tensor under way holds one.
+/// `reads::MAX_READ`), and each tensor under way holds one.
 const CHUNK: usize = 8 << 20;
 /// Tensors under way at most, whatever the threads.
 const MAX_WINDOW: usize = 8;
@@ -131,7 +134,8 @@ async fn each<'a, T>(
 }
 
 /// Checks every tensor of `model`. `cancelled` stops it between tensors; `on_progress` is
-/// called at most every [`PROGRESS_EVERY_MS`] as tensors finish, and once at the end.
+/// called at most every [`PROGRESS_EVERY_MS`](crate::reads::PROGRESS_EVERY_MS) as
+/// tensors finish, and once at the end.
 pub async fn check(
     model: &Model,
     cancelled: &dyn Fn() -> bool,
@@ -142,19 +146,8 @@ pub async fn check(
     let window = (2 * threads).clamp(2, MAX_WINDOW);
     let n = model.tensors.len();
     let read = Cell::new(0u64);
-    let bytes_total = model.tensors.iter().map(|t| t.n_bytes).sum();
-    let mut progress = Progress { total: n, bytes_total, ..Progress::default() };
-    let mut shown = f64::NEG_INFINITY;
-    let mut tick = |progress: &mut Progress, read: u64| {
-        progress.done += 1;
-        progress.bytes_read = read;
-        let now = pool::now_ms();
-        progress.elapsed_ms = now - t0;
-        if now - shown >= PROGRESS_EVERY_MS {
-            shown = now;
-            on_progress(*progress);
-        }
-    };
+    let mut meter = Meter::new(n, t0, on_progress);
+    meter.progress.bytes_total = model.tensors.iter().map(|t| t.n_bytes).sum();
     let all: Vec<usize> = (0..n).collect();
     let mut scanned: Vec<Scanned> = vec![(Err("not read".into()), None); n];
     each(
@@ -164,7 +157,8 @@ pub async fn check(
         |i| scan(model, i, &read).boxed_local(),
         |i, r| {
             scanned[i] = r;
-            tick(&mut progress, read.get());
+            meter.progress.bytes_read = read.get();
+            meter.tick();
         },
     )
     .await?;
@@ -172,8 +166,8 @@ pub async fn check(
     let whole: Vec<usize> = (digest::hash_whole(&model.tensors, &ends).into_iter().enumerate())
         .filter_map(|(i, w)| w.then_some(i))
         .collect();
-    progress.total += whole.len();
-    progress.bytes_total += whole.iter().map(|&i| model.tensors[i].n_bytes).sum::<u64>();
+    meter.progress.total += whole.len();
+    meter.progress.bytes_total += whole.iter().map(|&i| model.tensors[i].n_bytes).sum::<u64>();
     let mut digests: Vec<Option<[u8; 32]>> = vec![None; n];
     let mut failed = None;
     each(
@@ -186,15 +180,16 @@ pub async fn check(
                 Ok(d) => digests[i] = Some(d),
                 Err(e) => failed = failed.take().or(Some(e)),
             }
-            tick(&mut progress, read.get());
+            meter.progress.bytes_read = read.get();
+            meter.tick();
         },
     )
     .await?;
     if let Some(e) = failed {
         return Err(e);
     }
-    progress.bytes_read = read.get();
-    on_progress(progress);
+    meter.progress.bytes_read = read.get();
+    meter.show_now();
     let report = check_model(&format!("{GENERATOR} (browser)"), &model.label, &model.model, scans, &digests);
     Ok(Outcome { report, bytes_read: read.get(), threads })
 }

@@ -1,8 +1,10 @@
 //! Experts in the browser (§6 of the Z-measure), on for every model with expert tensors:
-//! each expert of an `_exps` tensor is measured as a tensor of its own by the measure's
-//! scheduler (jobs with `expert: Some(e)` from the core's `zmeasure::jobs`, as
-//! `organ measure --experts --stream` has them); here are the layouts, the duplicate
-//! search fed by reads of only the bytes it asks for, and the report rows, all the core's.
+//! each expert of an `_exps` tensor is measured as a tensor of its own, through the read
+//! scheduler (`crate::reads`) with the measure's other jobs (jobs with `expert: Some(e)`
+//! from the core's `zmeasure::jobs`, as `organ measure --experts --stream` has them); here
+//! are the layouts, the duplicate search fed by reads of only the bytes it asks for, and
+//! the report rows, all the core's. The duplicate search reads on its own, one request at
+//! a time: what it asks for next depends on what it was fed, so there is nothing to batch.
 
 use crate::source::{read_range, Model};
 use organ_core::zmeasure::experts::{duplicates_in, expert_rows, DuplicateSearch, ExpertLayout, ExpertTheta};

@@ -10,7 +10,9 @@ mod experts;
 mod export;
 mod measure;
 mod pool;
+mod reads;
 mod source;
+mod state;
 mod url_source;
 mod view;
 

@@ -2,8 +2,8 @@
 //! finding graded error, warning or info with its subject and message, every tensor's scan,
 //! and the export of the report `organ check --json` writes.
 
-use crate::app::CheckData;
 use crate::export;
+use crate::state::CheckData;
 use leptos::prelude::*;
 use organ_core::check::{CheckReport, Severity};
 use organ_core::report::human_bytes;

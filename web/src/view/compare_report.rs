@@ -4,8 +4,8 @@
 
 use super::diff_heatmap::DiffHeatmapView;
 use super::pair_table::PairTable;
-use crate::app::CompareData;
 use crate::export;
+use crate::state::CompareData;
 use leptos::prelude::*;
 use organ_core::compare::Side;
 use organ_core::report::{human_bytes, human_count, sci, theta_scatter_svg};

@@ -1,7 +1,7 @@
 //! Where files come in: a drop target that is also a file chooser, and the page's mode
 //! tabs and the two drop targets of a comparison (A, the base; B, the other).
 
-use crate::app::{Mode, Role};
+use crate::state::{Mode, Role};
 use leptos::prelude::*;
 
 fn file_list(list: Option<web_sys::FileList>) -> Vec<web_sys::File> {

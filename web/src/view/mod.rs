@@ -1,6 +1,7 @@
 //! The page's views, one component per part of the page. They show what the controller
-//! (`app.rs`) holds and call back into it; none keeps state beyond its own widgets (the
-//! tensor and pair tables' sort and filter, the selected row).
+//! (`app.rs`) hands them as props (its types are in `crate::state`, not in `app.rs`) and
+//! call back into it through callbacks; none keeps state beyond its own widgets (the
+//! tensor and pair tables' sort and filter, in `sortable`, and the selected row).
 
 mod check;
 mod compare_report;
@@ -16,6 +17,7 @@ mod metadata;
 mod pair_table;
 mod progress;
 mod report;
+mod sortable;
 mod status;
 mod summary;
 mod tensor_table;

@@ -5,6 +5,7 @@
 //! or filter moves the existing `<tr>`s. Each row carries its exact figures in `data-*`
 //! attributes (the tests read them).
 
+use super::sortable::{self, by_figure, group_select, Column, Sort};
 use leptos::prelude::*;
 use organ_core::compare::{CompareReport, PairReport};
 use organ_core::report::sci;
@@ -28,22 +29,23 @@ enum Col {
     ThetaB,
 }
 
-/// The order of two pairs by `col`, ascending; a missing number sorts first.
-fn cmp_pairs(a: &PairReport, b: &PairReport, col: Col) -> Ordering {
-    let f = |x: Option<f64>, y: Option<f64>| x.unwrap_or(f64::NEG_INFINITY).total_cmp(&y.unwrap_or(f64::NEG_INFINITY));
-    match col {
-        Col::Index => Ordering::Equal,
-        Col::Name => a.name.cmp(&b.name),
-        Col::Group => a.group.name().cmp(b.group.name()),
-        Col::Layer => a.layer.cmp(&b.layer),
-        Col::Types => (&a.type_a, &a.type_b).cmp(&(&b.type_a, &b.type_b)),
-        Col::Identical => a.identical.cmp(&b.identical),
-        Col::Cos => f(a.cos, b.cos),
-        Col::RelL2 => f(a.rel_l2, b.rel_l2),
-        Col::MaxAbs => f(a.max_abs, b.max_abs),
-        Col::DTheta => f(a.d_theta, b.d_theta),
-        Col::ThetaA => f(a.theta_a, b.theta_a),
-        Col::ThetaB => f(a.theta_b, b.theta_b),
+impl Column<PairReport> for Col {
+    fn cmp(self, a: &PairReport, b: &PairReport) -> Ordering {
+        let f = by_figure;
+        match self {
+            Col::Index => Ordering::Equal,
+            Col::Name => a.name.cmp(&b.name),
+            Col::Group => a.group.name().cmp(b.group.name()),
+            Col::Layer => a.layer.cmp(&b.layer),
+            Col::Types => (&a.type_a, &a.type_b).cmp(&(&b.type_a, &b.type_b)),
+            Col::Identical => a.identical.cmp(&b.identical),
+            Col::Cos => f(a.cos, b.cos),
+            Col::RelL2 => f(a.rel_l2, b.rel_l2),
+            Col::MaxAbs => f(a.max_abs, b.max_abs),
+            Col::DTheta => f(a.d_theta, b.d_theta),
+            Col::ThetaA => f(a.theta_a, b.theta_a),
+            Col::ThetaB => f(a.theta_b, b.theta_b),
+        }
     }
 }
 
@@ -58,62 +60,45 @@ struct Filters {
 }
 
 /// The indices of the pairs that pass the filters, in the chosen order (ties in A's order).
-fn visible(r: &CompareReport, f: &Filters, (col, asc): (Col, bool)) -> Vec<usize> {
+fn visible(r: &CompareReport, f: &Filters, sort: (Col, bool)) -> Vec<usize> {
     let q = f.query.to_lowercase();
-    let mut ix: Vec<usize> = (0..r.pairs.len())
-        .filter(|&i| {
-            let p = &r.pairs[i];
-            (f.group.is_empty() || p.group.name() == f.group)
-                && (!f.changed_only || !p.identical)
-                && (q.is_empty()
-                    || p.name.to_lowercase().contains(&q)
-                    || p.type_a.to_lowercase() == q
-                    || p.type_b.to_lowercase() == q)
-        })
-        .collect();
-    ix.sort_by(|&a, &b| {
-        let o = cmp_pairs(&r.pairs[a], &r.pairs[b], col).then(a.cmp(&b));
-        if asc {
-            o
-        } else {
-            o.reverse()
-        }
-    });
-    ix
+    let keep = |p: &PairReport| {
+        (f.group.is_empty() || p.group.name() == f.group)
+            && (!f.changed_only || !p.identical)
+            && (q.is_empty()
+                || p.name.to_lowercase().contains(&q)
+                || p.type_a.to_lowercase() == q
+                || p.type_b.to_lowercase() == q)
+    };
+    sortable::visible(&r.pairs, keep, sort)
 }
 
 /// The table with its filters, and below it the experts of the selected pair.
 #[component]
 pub fn PairTable(r: Arc<CompareReport>) -> impl IntoView {
-    let sort = RwSignal::new((Col::Index, true));
+    let sort = Sort::new(Col::Index);
     let filters = RwSignal::new(Filters::default());
     let selected: RwSignal<Option<usize>> = RwSignal::new(None);
     let rows = {
         let r = r.clone();
         move || filters.with(|f| visible(&r, f, sort.get()))
     };
-    let header = move |label: &'static str, col: Col| {
-        view! {
-            <th on:click=move |_| sort.update(|s| *s = if s.0 == col { (col, !s.1) } else { (col, true) })>
-                {label}{move || { let s = sort.get(); if s.0 == col { if s.1 { " ▲" } else { " ▼" } } else { "" } }}
-            </th>
-        }
+    let header = move |label, col| sort.header(label, col);
+    let groups = {
+        let r = r.clone();
+        group_select(
+            "pair-group-filter",
+            move |g| r.pairs.iter().any(|p| p.group == g),
+            move |g| filters.update(|f| f.group = g),
+        )
     };
-    let groups: Vec<&'static str> = organ_core::anatomy::Group::ALL
-        .iter()
-        .filter(|g| r.pairs.iter().any(|p| p.group == **g))
-        .map(|g| g.name())
-        .collect();
     let row_r = r.clone();
     view! {
         <h3>"Pairs"</h3>
         <div class="row filters">
             <input id="pair-filter" type="search" placeholder="filter by name or type"
                 on:input=move |ev| filters.update(|f| f.query = event_target_value(&ev)) />
-            <select id="pair-group-filter" on:change=move |ev| filters.update(|f| f.group = event_target_value(&ev))>
-                <option value="">"all groups"</option>
-                {groups.into_iter().map(|g| view! { <option value=g>{g}</option> }).collect_view()}
-            </select>
+            {groups}
             <label><input id="changed-only" type="checkbox"
                 on:change=move |ev| filters.update(|f| f.changed_only = event_target_checked(&ev)) />" changed only"</label>
             <span class="mute">"Click a column to sort; a row of an expert tensor for its experts."</span>

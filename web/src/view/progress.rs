@@ -1,6 +1,6 @@
 //! A measurement's or comparison's progress: a bar, tensors and bytes done, the time left, and Cancel.
 
-use crate::measure::Progress;
+use crate::reads::Progress;
 use leptos::prelude::*;
 use organ_core::report::human_bytes;
 

@@ -1,8 +1,8 @@
 //! What is under way, or what went wrong: one line below the drop zone, or the progress bar.
 
 use super::progress::ProgressBar;
-use crate::app::Phase;
-use crate::measure::Progress;
+use crate::reads::Progress;
+use crate::state::Phase;
 use leptos::prelude::*;
 
 /// The phase in words: nothing when idle or done, the progress bar while measuring.

@@ -6,6 +6,7 @@
 //! building every row again.
 
 use super::histogram::HistogramView;
+use super::sortable::{self, by_figure, group_select, Column, Sort};
 use leptos::prelude::*;
 use organ_core::report::Histogram;
 use organ_core::report::{ModelReport, Status, TensorReport};
@@ -27,44 +28,34 @@ enum Col {
     C,
 }
 
-/// The order of two rows by `col`, ascending; a missing number sorts first.
-fn cmp_rows(a: &TensorReport, b: &TensorReport, col: Col) -> Ordering {
-    let f = |x: Option<f64>, y: Option<f64>| x.unwrap_or(f64::NEG_INFINITY).total_cmp(&y.unwrap_or(f64::NEG_INFINITY));
-    match col {
-        Col::Index => Ordering::Equal,
-        Col::Name => a.name.cmp(&b.name),
-        Col::Group => a.group.name().cmp(b.group.name()),
-        Col::Layer => a.layer.cmp(&b.layer),
-        Col::Type => a.ty.cmp(&b.ty),
-        Col::Theta => f(a.theta, b.theta),
-        Col::Sigma => f(a.sigma, b.sigma),
-        Col::H => f(a.entropy, b.entropy),
-        Col::K => f(a.kurtosis, b.kurtosis),
-        Col::C => f(a.cv, b.cv),
+impl Column<TensorReport> for Col {
+    fn cmp(self, a: &TensorReport, b: &TensorReport) -> Ordering {
+        let f = by_figure;
+        match self {
+            Col::Index => Ordering::Equal,
+            Col::Name => a.name.cmp(&b.name),
+            Col::Group => a.group.name().cmp(b.group.name()),
+            Col::Layer => a.layer.cmp(&b.layer),
+            Col::Type => a.ty.cmp(&b.ty),
+            Col::Theta => f(a.theta, b.theta),
+            Col::Sigma => f(a.sigma, b.sigma),
+            Col::H => f(a.entropy, b.entropy),
+            Col::K => f(a.kurtosis, b.kurtosis),
+            Col::C => f(a.cv, b.cv),
+        }
     }
 }
 
 /// The indices of the tensors that pass the filters, in the chosen order (ties in file
 /// order). `query` matches a name's substring or a whole type, case-insensitively;
 /// `group` is a group's name, or empty for all.
-fn visible(m: &ModelReport, query: &str, group: &str, (col, asc): (Col, bool)) -> Vec<usize> {
+fn visible(m: &ModelReport, query: &str, group: &str, sort: (Col, bool)) -> Vec<usize> {
     let q = query.to_lowercase();
-    let mut ix: Vec<usize> = (0..m.tensors.len())
-        .filter(|&i| {
-            let t = &m.tensors[i];
-            (group.is_empty() || t.group.name() == group)
-                && (q.is_empty() || t.name.to_lowercase().contains(&q) || t.ty.to_lowercase() == q)
-        })
-        .collect();
-    ix.sort_by(|&a, &b| {
-        let o = cmp_rows(&m.tensors[a], &m.tensors[b], col).then(a.cmp(&b));
-        if asc {
-            o
-        } else {
-            o.reverse()
-        }
-    });
-    ix
+    let keep = |t: &TensorReport| {
+        (group.is_empty() || t.group.name() == group)
+            && (q.is_empty() || t.name.to_lowercase().contains(&q) || t.ty.to_lowercase() == q)
+    };
+    sortable::visible(&m.tensors, keep, sort)
 }
 
 /// The table with its filters, and the histogram of the selected tensor.
@@ -74,7 +65,7 @@ pub fn TensorTable(
     /// Per tensor, when measured in this tab.
     histograms: Arc<Vec<Option<Histogram>>>,
 ) -> impl IntoView {
-    let sort = RwSignal::new((Col::Index, true));
+    let sort = Sort::new(Col::Index);
     let filter = RwSignal::new(String::new());
     let group = RwSignal::new(String::new());
     let selected: RwSignal<Option<usize>> = RwSignal::new(None);
@@ -82,18 +73,11 @@ pub fn TensorTable(
         let m = m.clone();
         move || filter.with(|q| group.with(|g| visible(&m, q, g, sort.get())))
     };
-    let header = move |label: &'static str, col: Col| {
-        view! {
-            <th on:click=move |_| sort.update(|s| *s = if s.0 == col { (col, !s.1) } else { (col, true) })>
-                {label}{move || { let s = sort.get(); if s.0 == col { if s.1 { " ▲" } else { " ▼" } } else { "" } }}
-            </th>
-        }
+    let header = move |label, col| sort.header(label, col);
+    let groups = {
+        let m = m.clone();
+        group_select("group-filter", move |g| m.tensors.iter().any(|t| t.group == g), move |g| group.set(g))
     };
-    let groups: Vec<&'static str> = organ_core::anatomy::Group::ALL
-        .iter()
-        .filter(|g| m.tensors.iter().any(|t| t.group == **g))
-        .map(|g| g.name())
-        .collect();
     let row_m = m.clone();
     // σ_θ stands beside θ when the report has it (§7).
     let sigma = m.tensors.iter().any(|t| t.sigma.is_some());
@@ -101,10 +85,7 @@ pub fn TensorTable(
         <h3>"Tensors"</h3>
         <div class="row filters">
             <input id="filter" type="search" placeholder="filter by name or type" on:input=move |ev| filter.set(event_target_value(&ev)) />
-            <select id="group-filter" on:change=move |ev| group.set(event_target_value(&ev))>
-                <option value="">"all groups"</option>
-                {groups.into_iter().map(|g| view! { <option value=g>{g}</option> }).collect_view()}
-            </select>
+            {groups}
             <span class="mute">"Click a column to sort, a row for its histogram."</span>
         </div>
         <div class="two wide">

@@ -5,7 +5,7 @@
 
 use leptos::prelude::*;
 use organ_core::compare::CompareReport;
-use organ_core::report::formats::{self, AnyReport, Format, Kind, Shown};
+use organ_core::report::formats::{self, AnyReport, Format, Shown};
 use organ_core::report::{html, Report, WELLS};
 use serde::Deserialize;
 use wasm_bindgen::JsCast;
@@ -48,7 +48,7 @@ pub fn offer(report: AnyReport<'_>, format: &Format) {
 /// The export buttons of a report of `kind`: one per format the registry offers in the app
 /// ([`Format::export_label`]), with the id `PREFIX-NAME`; a click calls `offer` with its
 /// format.
-pub fn buttons(kind: Kind, prefix: &'static str, offer: impl Fn(&Format) + Clone + 'static) -> impl IntoView {
+pub fn buttons(kind: formats::Kind, prefix: &'static str, offer: impl Fn(&Format) + Clone + 'static) -> impl IntoView {
     (formats::for_kind(kind).filter_map(|f| f.export_label.map(|label| (f, label))))
         .map(|(f, label)| {
             let offer = offer.clone();

@@ -1,11 +1,12 @@
-//! Reports in and out of the page: the JSON and static HTML exports of θ and compare
-//! reports offered as downloads (from a local object URL; nothing is sent), and an export
-//! of either kind opened again.
+//! Reports in and out of the page: the exports the core's format registry marks for the
+//! app (JSON and the static HTML page; JSON only for a check report), offered as
+//! downloads from a local object URL (nothing is sent), and an export of a θ or compare
+//! report opened again.
 
-use leptos::prelude::document;
+use leptos::prelude::*;
 use organ_core::compare::CompareReport;
-use organ_core::report::html;
-use organ_core::report::Report;
+use organ_core::report::formats::{self, AnyReport, Format, Shown};
+use organ_core::report::{html, Report, WELLS};
 use serde::Deserialize;
 use wasm_bindgen::JsCast;
 
@@ -24,34 +25,36 @@ pub fn download(name: &str, mime: &str, text: &str) {
     let _ = web_sys::Url::revoke_object_url(&url);
 }
 
-/// Offers the report as pretty JSON, `<model>.organ.json`.
-pub fn download_json(report: &Report) {
-    let text = serde_json::to_string_pretty(report).unwrap_or_default();
-    download(&format!("{}.organ.json", report.models[0].model), "application/json", &text);
+/// What an export of `report` is called, before its extension: `<model>.organ` (a θ
+/// report), `<A>-vs-<B>.organ-diff` (a compare report), `<model>.organ-check`.
+fn stem(report: AnyReport<'_>) -> String {
+    match report {
+        AnyReport::Measure(r) => format!("{}.organ", r.models.first().map_or("", |m| m.model.as_str())),
+        AnyReport::Compare(r) => format!("{}-vs-{}.organ-diff", r.a.model, r.b.model),
+        AnyReport::Check(r) => format!("{}.organ-check", r.model),
+    }
 }
 
-/// Offers the report as the static HTML page, `<model>.organ.html`: the same page
-/// `organ measure --html` writes.
-pub fn download_html(report: &Report) {
-    download(&format!("{}.organ.html", report.models[0].model), "text/html", &html::render(report));
+/// Offers `report` in `format` as a download, `<stem>.<extension>`: the bytes the CLI's
+/// `--NAME` writes (JSON: but the generator).
+pub fn offer(report: AnyReport<'_>, format: &Format) {
+    let shown = Shown { summary_only: false, wells: WELLS, top: 0 };
+    let mut text = String::new();
+    if (format.render)(report, &shown, &mut text).is_ok() {
+        download(&format!("{}.{}", stem(report), format.extension), format.media_type, &text);
+    }
 }
 
-/// The file name both compare exports start with: `A-vs-B`.
-fn compare_stem(r: &CompareReport) -> String {
-    format!("{}-vs-{}", r.a.model, r.b.model)
-}
-
-/// Offers a compare report as pretty JSON, `<A>-vs-<B>.organ-diff.json`: what
-/// `organ diff --json` writes.
-pub fn download_compare_json(r: &CompareReport) {
-    let text = serde_json::to_string_pretty(r).unwrap_or_default();
-    download(&format!("{}.organ-diff.json", compare_stem(r)), "application/json", &text);
-}
-
-/// Offers a compare report as its static HTML page, `<A>-vs-<B>.organ-diff.html`: the
-/// page `organ diff --html` writes.
-pub fn download_compare_html(r: &CompareReport) {
-    download(&format!("{}.organ-diff.html", compare_stem(r)), "text/html", &html::render_compare(r));
+/// The export buttons of a report of `kind`: one per format the registry offers in the app
+/// ([`Format::export_label`]), with the id `PREFIX-NAME`; a click calls `offer` with its
+/// format.
+pub fn buttons(kind: formats::Kind, prefix: &'static str, offer: impl Fn(&Format) + Clone + 'static) -> impl IntoView {
+    (formats::for_kind(kind).filter_map(|f| f.export_label.map(|label| (f, label))))
+        .map(|(f, label)| {
+            let offer = offer.clone();
+            view! { <button id=format!("{prefix}-{}", f.name) on:click=move |_| offer(f)>{label}</button> }
+        })
+        .collect_view()
 }
 
 /// Whether a file of this name is a report exported earlier rather than a model.

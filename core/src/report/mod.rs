@@ -8,19 +8,24 @@
 
 mod compare_heatmap;
 mod compare_html;
+mod csv;
 mod expert_heatmap;
 mod format;
+pub mod formats;
 mod heatmap;
 mod histogram;
 pub mod html;
+mod json;
 mod scatter;
 mod schema;
 mod summary;
+mod text;
 
 pub use compare_heatmap::{CompareHeatmap, DiffCell, DIFF_FLOOR};
 pub use compare_html::{render_compare, SAME_POSITIONS};
 pub use expert_heatmap::ExpertHeatmap;
 pub use format::{diff_color, diff_position, human_bytes, human_count, sci, theta_color, IDENTICAL_COLOR};
+pub use formats::{AnyReport, Format, Kind, Shown, FORMATS};
 pub use heatmap::{sigma_color, Heatmap, NOISY_STYLE, SIGMA_MARK};
 pub use histogram::Histogram;
 pub use scatter::theta_scatter_svg;

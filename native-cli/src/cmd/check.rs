@@ -6,12 +6,10 @@
 //! Bytes come through the memory maps, or by positioned reads into one buffer per thread
 //! (`--stream`, automatic over 2 GiB), so memory stays bounded whatever the size.
 
-use crate::atomic::write_json;
 use crate::model::{Model, Tensor};
 use anyhow::Result;
-use organ_core::check::{check_model, digest, CheckReport, Scanner, Severity, TensorScan};
-use organ_core::gguf::display::printable;
-use organ_core::report::human_count;
+use organ_core::check::{check_model, digest, CheckReport, Scanner, TensorScan};
+use organ_core::report::formats::{self, AnyReport, Shown};
 use organ_core::zmeasure::GENERATOR;
 use rayon::prelude::*;
 use std::io::Write;
@@ -139,38 +137,9 @@ fn for_chunks(
 /// an error.
 pub fn run(opts: &Options, out: &mut dyn Write) -> Result<bool> {
     let report = check_path(&opts.model, opts.stream)?;
-    print_report(&report, out)?;
-    if let Some(p) = &opts.json {
-        write_json(p, opts.force, &report)?;
-    }
+    let shown = Shown { summary_only: false, wells: 0, top: 0 };
+    super::outputs::print(AnyReport::Check(&report), &shown, out)?;
+    let asked = [(&formats::JSON, opts.json.as_deref())];
+    super::outputs::write_all(AnyReport::Check(&report), &asked, &shown, opts.force)?;
     Ok(report.has_errors())
-}
-
-fn print_report(r: &CheckReport, out: &mut dyn Write) -> Result<()> {
-    writeln!(
-        out,
-        "{}  {}  {} tensors  {} bytes scanned",
-        printable(&r.model),
-        printable(r.architecture.as_deref().unwrap_or("?")),
-        r.tensors,
-        human_count(r.bytes_scanned)
-    )?;
-    if !r.findings.is_empty() {
-        writeln!(out)?;
-    }
-    for f in &r.findings {
-        let sev = match f.severity {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-            Severity::Info => "info",
-        };
-        let kind = serde_json::to_value(f.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
-        let subject = if f.subject.is_empty() { String::new() } else { format!("{}: ", printable(&f.subject)) };
-        writeln!(out, "  {sev:<7} {kind:<16} {subject}{}", printable(&f.message))?;
-    }
-    let c = &r.counts;
-    let verdict = if c.error > 0 { "BROKEN" } else { "ok" };
-    let shapes = if r.shapes_checked { "shapes checked" } else { "shapes not checked" };
-    writeln!(out, "\n{verdict}: {} errors, {} warnings, {} notes ({shapes})", c.error, c.warning, c.info)?;
-    Ok(())
 }

@@ -4,15 +4,12 @@
 //! for ordinary models, and by positioned reads of bounded size for huge ones (`--stream`,
 //! automatic over 2 GiB), so memory stays bounded whatever the size.
 
-use crate::atomic::{write_file, write_json, write_text};
 use crate::model::{Model, Tensor};
 use anyhow::{Context, Result};
 use organ_core::compare::{
-    self, expert_name, figures, figures_of_same, most_changed, CompareReport, ExpertLayout, ExpertPair, Figures,
-    PairReport, Side,
+    self, expert_name, figures, figures_of_same, CompareReport, ExpertLayout, ExpertPair, Figures, PairReport, Side,
 };
-use organ_core::gguf::display::printable;
-use organ_core::report::human_count;
+use organ_core::report::formats::{self, AnyReport, Shown};
 use organ_core::zmeasure::{ReadPlan, GENERATOR};
 use rayon::prelude::*;
 use std::io::Write;
@@ -184,173 +181,16 @@ fn sampled(t: &Tensor, at: u64, name: &str, n: u64) -> Result<Vec<f32>> {
 pub fn run(opts: &Options, out: &mut dyn Write) -> Result<bool> {
     let mut report = compare_models(&opts.a, &opts.b, opts.stream)?;
     let changed = report.any_change();
-    print_report(&report, opts.top, out)?;
+    let shown = Shown { summary_only: false, wells: 0, top: opts.top };
+    super::outputs::print(AnyReport::Compare(&report), &shown, out)?;
     if opts.only_changed {
         report.pairs.retain(|p| !p.identical);
     }
-    if let Some(p) = &opts.json {
-        write_json(p, opts.force, &report)?;
-    }
-    if let Some(p) = &opts.csv {
-        write_file(p, opts.force, |w| write_csv(&report, w))?;
-    }
-    if let Some(p) = &opts.html {
-        write_text(p, opts.force, &organ_core::report::render_compare(&report))?;
-    }
+    let asked = [
+        (&formats::JSON, opts.json.as_deref()),
+        (&formats::CSV, opts.csv.as_deref()),
+        (&formats::HTML, opts.html.as_deref()),
+    ];
+    super::outputs::write_all(AnyReport::Compare(&report), &asked, &shown, opts.force)?;
     Ok(changed)
-}
-
-/// How many unmatched names the text prints before summarizing the rest.
-const NAMES_SHOWN: usize = 10;
-
-fn print_report(r: &CompareReport, top: usize, out: &mut dyn Write) -> Result<()> {
-    for (tag, s) in [("A", &r.a), ("B", &r.b)] {
-        writeln!(
-            out,
-            "{tag}: {}  {}  {} params  {} tensors",
-            printable(&s.model),
-            printable(s.architecture.as_deref().unwrap_or("?")),
-            human_count(s.parameters),
-            s.tensors
-        )?;
-    }
-    for w in &r.warnings {
-        writeln!(out, "warning: {}", printable(w))?;
-    }
-    let c = &r.counts;
-    writeln!(
-        out,
-        "\ncomparable {}  identical {}  changed {}  only in A {}  only in B {}  shape mismatch {}",
-        c.comparable, c.identical, c.changed, c.only_in_a, c.only_in_b, c.shape_mismatch
-    )?;
-    writeln!(out, "{}", organ_core::report::SAME_POSITIONS)?;
-    if !r.groups.is_empty() {
-        writeln!(
-            out,
-            "\n  {:<10} {:>6} {:>9} {:>12} {:>12} {:>12}",
-            "group", "pairs", "identical", "mean cos", "min cos", "mean rel_l2"
-        )?;
-        for g in &r.groups {
-            writeln!(
-                out,
-                "  {:<10} {:>6} {:>9} {:>12} {:>12} {:>12}",
-                g.group.name(),
-                g.count,
-                g.identical,
-                num(g.cos_mean),
-                num(g.cos_min),
-                num(g.rel_l2_mean)
-            )?;
-        }
-    }
-    let changed = most_changed(&r.pairs);
-    if !changed.is_empty() && top > 0 {
-        writeln!(out, "\n  most changed ({} of {}):", changed.len().min(top), changed.len())?;
-        writeln!(
-            out,
-            "  {:<40} {:<15} {:>12} {:>12} {:>11} {:>9}",
-            "tensor", "type A→B", "cos", "rel_l2", "max_abs", "dθ°"
-        )?;
-        for p in changed.iter().take(top) {
-            writeln!(
-                out,
-                "  {:<40} {:<15} {:>12} {:>12} {:>11} {:>9}",
-                printable(&p.name),
-                format!("{}→{}", p.type_a, p.type_b),
-                num(p.cos),
-                num(p.rel_l2),
-                p.max_abs.map_or_else(|| "-".into(), |v| format!("{v:.4e}")),
-                p.d_theta.map_or_else(|| "-".into(), |v| format!("{v:+.4}"))
-            )?;
-        }
-    }
-    let names = |out: &mut dyn Write, title: &str, names: Vec<String>| -> Result<()> {
-        let n = names.len();
-        if n == 0 {
-            return Ok(());
-        }
-        writeln!(out, "\n  {title} ({n}):")?;
-        for s in names.iter().take(NAMES_SHOWN) {
-            writeln!(out, "    {s}")?;
-        }
-        if n > NAMES_SHOWN {
-            writeln!(out, "    … and {} more (all of them in --json)", n - NAMES_SHOWN)?;
-        }
-        Ok(())
-    };
-    let list = |v: &[String]| v.iter().map(|s| printable(s).into_owned()).collect();
-    names(out, "only in A", list(&r.only_in_a))?;
-    names(out, "only in B", list(&r.only_in_b))?;
-    let shapes = r.shape_mismatch.iter().map(|s| format!("{}  A {:?}  B {:?}", printable(&s.name), s.a, s.b));
-    names(out, "shape mismatch", shapes.collect())?;
-    Ok(())
-}
-
-/// A figure for the text tables: 6 significant digits, `-` when null.
-fn num(v: Option<f64>) -> String {
-    v.map_or_else(|| "-".into(), |v| format!("{v:.6}"))
-}
-
-fn write_csv(r: &CompareReport, w: &mut dyn Write) -> Result<()> {
-    let mut c = csv::Writer::from_writer(w);
-    c.write_record([
-        "tensor",
-        "expert",
-        "group",
-        "organ",
-        "layer",
-        "type_a",
-        "type_b",
-        "n_elements",
-        "identical",
-        "cos",
-        "rel_l2",
-        "max_abs",
-        "d_theta",
-        "theta_a",
-        "theta_b",
-        "sampled",
-        "dropped",
-    ])?;
-    let f = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:?}"));
-    for p in &r.pairs {
-        let organ = p
-            .organ
-            .map(|o| serde_json::to_value(o).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default());
-        let head = [p.name.clone(), String::new(), p.group.name().to_owned(), organ.unwrap_or_default()];
-        let layer = p.layer.map_or_else(String::new, |l| l.to_string());
-        let mut row: Vec<String> = head.to_vec();
-        row.extend([
-            layer.clone(),
-            p.type_a.clone(),
-            p.type_b.clone(),
-            p.n_elements.to_string(),
-            p.identical.to_string(),
-            f(p.cos),
-            f(p.rel_l2),
-            f(p.max_abs),
-            f(p.d_theta),
-            f(p.theta_a),
-            f(p.theta_b),
-            p.sampled.to_string(),
-            p.dropped.to_string(),
-        ]);
-        c.write_record(&row)?;
-        for e in p.experts.iter().flatten() {
-            let mut row = row.clone();
-            row[1] = e.expert.to_string();
-            row[8] = e.identical.to_string();
-            row[9] = f(e.cos);
-            row[10] = f(e.rel_l2);
-            row[11] = f(e.max_abs);
-            row[12] = f(e.d_theta);
-            row[13] = f(e.theta_a);
-            row[14] = f(e.theta_b);
-            row[15] = String::new();
-            row[16] = e.dropped.to_string();
-            c.write_record(&row)?;
-        }
-    }
-    c.flush()?;
-    Ok(())
 }

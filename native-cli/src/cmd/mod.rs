@@ -9,6 +9,7 @@ pub mod graft;
 pub mod inspect;
 pub mod measure;
 pub mod moe;
+pub mod outputs;
 pub mod purify;
 
 /// The most problems a refusal lists (a hostile model can have one per tensor).

@@ -42,6 +42,7 @@ mod files;
 mod inspect;
 mod jobs;
 mod operations;
+mod outputs;
 mod results;
 mod retention;
 mod router;

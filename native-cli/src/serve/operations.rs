@@ -3,6 +3,7 @@
 //! and turned into the argv of an `organ` child, started as a job.
 
 use super::jobs::{start_job, JobStatus};
+use super::outputs::{CHECK_OUT, DIFF_OUT, MEASURE_OUT};
 use super::{bad, ApiResult, AppState};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
@@ -221,8 +222,8 @@ pub(super) async fn measure(
         |dir| {
             let mut a = vec![os("measure")];
             a.extend(paths.iter().map(os));
-            a.extend([os("--summary-only"), os("--no-cache"), os("--json"), os(dir.join("report.json"))]);
-            a.extend([os("--csv"), os(dir.join("report.csv")), os("--html"), os(dir.join("report.html"))]);
+            a.extend([os("--summary-only"), os("--no-cache")]);
+            a.extend(MEASURE_OUT.flags(dir));
             if r.sigma {
                 a.push(os("--sigma"));
             }
@@ -234,8 +235,8 @@ pub(super) async fn measure(
             }
             a
         },
-        vec!["report.json".into(), "report.csv".into(), "report.html".into()],
-        Some("report.json"),
+        MEASURE_OUT.names(),
+        Some(&MEASURE_OUT.report()),
         None,
     )
 }
@@ -255,17 +256,17 @@ pub(super) async fn diff(
         &s,
         "diff",
         |dir| {
-            let mut a = vec![os("diff"), os(&base), os(&other), os("--json"), os(dir.join("diff.json"))];
-            a.extend([os("--csv"), os(dir.join("diff.csv"))]);
+            let mut a = vec![os("diff"), os(&base), os(&other)];
+            a.extend(DIFF_OUT.flags(dir));
             flag(&mut a, "--top", r.top.map(|t| t.to_string()));
             if r.only_changed {
                 a.push(os("--only-changed"));
             }
             a
         },
-        vec!["diff.json".into(), "diff.csv".into(), "diff.txt".into()],
-        Some("diff.json"),
-        Some("diff.txt"),
+        DIFF_OUT.names(),
+        Some(&DIFF_OUT.report()),
+        DIFF_OUT.stdout().as_deref(),
     )
 }
 
@@ -281,10 +282,10 @@ pub(super) async fn check(
     start_job(
         &s,
         "check",
-        |dir| vec![os("check"), os(&model), os("--exit-zero"), os("--json"), os(dir.join("check.json"))],
-        vec!["check.json".into(), "check.txt".into()],
-        Some("check.json"),
-        Some("check.txt"),
+        |dir| [os("check"), os(&model), os("--exit-zero")].into_iter().chain(CHECK_OUT.flags(dir)).collect(),
+        CHECK_OUT.names(),
+        Some(&CHECK_OUT.report()),
+        CHECK_OUT.stdout().as_deref(),
     )
 }
 

@@ -5,7 +5,8 @@
 use crate::export;
 use crate::state::CheckData;
 use leptos::prelude::*;
-use organ_core::check::{CheckReport, Severity};
+use organ_core::check::Severity;
+use organ_core::report::formats::{AnyReport, Format, Kind};
 use organ_core::report::human_bytes;
 use std::sync::Arc;
 
@@ -22,21 +23,14 @@ fn kind(k: organ_core::check::Kind) -> String {
     serde_json::to_value(k).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
-/// Offers the report as pretty JSON, `<model>.organ-check.json`: what `organ check --json`
-/// writes (but the generator).
-fn download_json(r: &CheckReport) {
-    let text = serde_json::to_string_pretty(r).unwrap_or_default();
-    export::download(&format!("{}.organ-check.json", r.model), "application/json", &text);
-}
-
 /// The check report on screen. Its `data-*` attributes carry the run's figures for the
 /// tests: milliseconds from file chosen to report built, bytes read, threads.
 #[component]
 pub fn CheckView(data: Arc<CheckData>) -> impl IntoView {
     let r = Arc::new(data.report.clone());
-    let export_json = {
+    let offer = {
         let r = r.clone();
-        move |_| download_json(&r)
+        move |f: &Format| export::offer(AnyReport::Check(&r), f)
     };
     let (ms, bytes, n) = data.run;
     let c = r.counts;
@@ -56,7 +50,7 @@ pub fn CheckView(data: Arc<CheckData>) -> impl IntoView {
             <div class="row">
                 <h2>{format!("{} · {}", r.model, r.architecture.clone().unwrap_or_else(|| "?".into()))}</h2>
                 <div class="actions">
-                    <button id="export-check-json" on:click=export_json>"Export JSON"</button>
+                    {export::buttons(Kind::Check, "export-check", offer)}
                 </div>
             </div>
             <p class="mute" id="run">{run}</p>

@@ -8,6 +8,7 @@ use crate::export;
 use crate::state::CompareData;
 use leptos::prelude::*;
 use organ_core::compare::Side;
+use organ_core::report::formats::{AnyReport, Format, Kind};
 use organ_core::report::{human_bytes, human_count, sci, theta_scatter_svg};
 use std::sync::Arc;
 
@@ -39,13 +40,9 @@ fn names(id: &'static str, title: &'static str, v: &[String]) -> impl IntoView {
 #[component]
 pub fn CompareView(data: Arc<CompareData>) -> impl IntoView {
     let r = Arc::new(data.report.clone());
-    let export_json = {
+    let offer = {
         let r = r.clone();
-        move |_| export::download_compare_json(&r)
-    };
-    let export_html = {
-        let r = r.clone();
-        move |_| export::download_compare_html(&r)
+        move |f: &Format| export::offer(AnyReport::Compare(&r), f)
     };
     let run = data.run.map(|(ms, bytes, n)| {
         format!(
@@ -64,8 +61,7 @@ pub fn CompareView(data: Arc<CompareData>) -> impl IntoView {
             <div class="row">
                 <h2>{format!("{} (A) vs {} (B)", r.a.model, r.b.model)}</h2>
                 <div class="actions">
-                    <button id="export-compare-json" on:click=export_json>"Export JSON"</button>
-                    <button id="export-compare-html" on:click=export_html>"Export static HTML"</button>
+                    {export::buttons(Kind::Compare, "export-compare", offer)}
                 </div>
             </div>
             {run.map(|t| view! { <p class="mute" id="run">{t}</p> })}

@@ -12,6 +12,7 @@ use super::wells::Wells;
 use crate::export;
 use crate::state::ViewData;
 use leptos::prelude::*;
+use organ_core::report::formats::{AnyReport, Format, Kind};
 use organ_core::report::human_bytes;
 use std::sync::Arc;
 
@@ -23,13 +24,9 @@ pub fn ReportView(data: Arc<ViewData>) -> impl IntoView {
         return view! { <p id="error" class="error">"This report holds no model."</p> }.into_any();
     };
     let m = Arc::new(m);
-    let export_json = {
+    let offer = {
         let d = data.clone();
-        move |_| export::download_json(&d.report)
-    };
-    let export_html = {
-        let d = data.clone();
-        move |_| export::download_html(&d.report)
+        move |f: &Format| export::offer(AnyReport::Measure(&d.report), f)
     };
     let run = data.run.map(|(ms, bytes, n)| {
         format!(
@@ -49,8 +46,7 @@ pub fn ReportView(data: Arc<ViewData>) -> impl IntoView {
             <div class="row">
                 <h2>{m.model.clone()}</h2>
                 <div class="actions">
-                    <button id="export-json" on:click=export_json>"Export JSON"</button>
-                    <button id="export-html" on:click=export_html>"Export static HTML"</button>
+                    {export::buttons(Kind::Measure, "export", offer)}
                 </div>
             </div>
             {run.map(|r| view! { <p class="mute" id="run">{r}</p> })}

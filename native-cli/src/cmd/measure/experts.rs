@@ -1,21 +1,17 @@
 //! `organ measure --experts`: each expert of every expert tensor measured as a tensor of
 //! its own (§6 of `docs/z-measure.md`: `NAME#e`, σ from `NAME#e@k`), outliers and
-//! duplicates flagged, and the experts shown in the text report and the CSV. The measure,
-//! the flags and the layouts are the core's ([`organ_core::zmeasure::experts`]); this file
-//! reads bytes for them and prints what they return.
+//! duplicates flagged. The measure, the flags and the layouts are the core's
+//! ([`organ_core::zmeasure::experts`]); this file reads bytes for them. The experts' rows
+//! of the text and the CSV are rendered by the core's report formats.
 
 use super::{Measured, BYTES_READ};
 use crate::model::Model;
 use anyhow::{Context, Result};
-use organ_core::anatomy::OrganKind;
-use organ_core::gguf::display::printable;
-use organ_core::report::{ModelReport, TensorReport};
 use organ_core::zmeasure::experts::{
-    duplicates_in, expert_rows, measure_expert, median, DuplicateSearch, ExpertLayout, ExpertTheta,
+    duplicates_in, expert_rows, measure_expert, DuplicateSearch, ExpertLayout, ExpertTheta,
 };
 use organ_core::zmeasure::Mode;
 use rayon::prelude::*;
-use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
@@ -104,88 +100,4 @@ pub(super) fn duplicates(
 /// [`Mode::Sigma`] or [`Mode::Exact`] (0 there), as the tensor's own row has.
 pub(super) fn rows(mode: Mode, measured: &[Measured], duplicate_of: &[Option<u64>]) -> Vec<ExpertTheta> {
     expert_rows(measured, duplicate_of, mode != Mode::Sampled)
-}
-
-/// Whether any model of the report has per-expert θ.
-pub(super) fn any(models: &[ModelReport]) -> bool {
-    models.iter().any(|m| m.tensors.iter().any(|t| t.experts.is_some()))
-}
-
-/// The CSV columns experts add, after the others.
-pub(super) const CSV_HEAD: [&str; 3] = ["expert", "outlier", "duplicate_of"];
-
-/// The CSV rows of `t`'s experts, each with the columns of a tensor's row: the tensor's
-/// name with `#e`, the expert's θ (and σ when `sigma`), then [`CSV_HEAD`]'s.
-pub(super) fn csv_rows(model: &str, t: &TensorReport, sigma: bool) -> Vec<Vec<String>> {
-    let Some(experts) = &t.experts else { return Vec::new() };
-    let per = t.shape.get(..2).map_or(0, |d| d.iter().product::<u64>());
-    experts
-        .iter()
-        .map(|x| {
-            let status = if x.degenerate { "degenerate" } else { "measured" };
-            let mut row = vec![
-                model.to_owned(),
-                format!("{}#{}", t.name, x.expert),
-                t.group.name().to_owned(),
-                "expert".to_owned(),
-                t.layer.map_or_else(String::new, |l| l.to_string()),
-                t.ty.clone(),
-                per.to_string(),
-                status.to_owned(),
-                format!("{:?}", x.theta),
-            ];
-            row.extend(std::iter::repeat_n(String::new(), 5));
-            if sigma {
-                row.push(x.sigma.map_or_else(String::new, |s| format!("{s:?}")));
-            }
-            row.extend([
-                x.expert.to_string(),
-                x.outlier.to_string(),
-                x.duplicate_of.map_or_else(String::new, |d| d.to_string()),
-            ]);
-            row
-        })
-        .collect()
-}
-
-/// The text report's experts section of one model: per expert tensor, the median θ and
-/// every expert's θ (`*` an outlier, `=k` a duplicate of expert k); then the routers and
-/// shared experts, named as such.
-pub(super) fn print(m: &ModelReport, out: &mut dyn Write) -> Result<()> {
-    let tensors: Vec<&TensorReport> = m.tensors.iter().filter(|t| t.experts.is_some()).collect();
-    if tensors.is_empty() {
-        return Ok(());
-    }
-    writeln!(out, "\n  experts (θ° of each expert measured alone; * outlier, =k byte-identical to expert k):")?;
-    for t in tensors {
-        let x = t.experts.as_deref().unwrap_or_default();
-        let thetas: Vec<f64> = x.iter().map(|x| x.theta).collect();
-        let (outliers, dups) =
-            (x.iter().filter(|x| x.outlier).count(), x.iter().filter(|x| x.duplicate_of.is_some()).count());
-        writeln!(
-            out,
-            "  {:<40} {} experts  median {:.4}°  outliers {outliers}  duplicates {dups}",
-            printable(&t.name),
-            x.len(),
-            median(&thetas)
-        )?;
-        for line in x.chunks(6) {
-            let cells: Vec<String> = line
-                .iter()
-                .map(|x| {
-                    let sigma = x.sigma.map_or_else(String::new, |s| format!("±{s:.3}"));
-                    let dup = x.duplicate_of.map_or_else(String::new, |d| format!("={d}"));
-                    let flag = format!("{dup}{}", if x.outlier { "*" } else { "" });
-                    format!("{:>4}: {:>8.4}{sigma}{flag:<3}", x.expert, x.theta)
-                })
-                .collect();
-            writeln!(out, "   {}", cells.join(" ").trim_end())?;
-        }
-    }
-    for t in m.tensors.iter().filter(|t| matches!(t.organ, Some(OrganKind::Router | OrganKind::SharedExpert))) {
-        let kind = if t.organ == Some(OrganKind::Router) { "router" } else { "shared expert" };
-        let theta = t.theta.map_or_else(|| "-".to_owned(), |v| format!("{v:.4}°"));
-        writeln!(out, "  {:<40} {kind:<13} {theta}", printable(&t.name))?;
-    }
-    Ok(())
 }

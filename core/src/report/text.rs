@@ -1,0 +1,327 @@
+//! The text format: what `organ measure`, `organ diff` and `organ check` print (and the
+//! API keeps as a job's `.txt`). A θ report's text shows each model's summary, its tensors
+//! and experts (unless `summary_only`), its groups and wells, then the models side by side
+//! and their ranking; a compare report's, the counts, the groups, the most changed tensors
+//! and the names in one model only; a check report's, every finding and the verdict.
+
+use super::csv::{has_sigma, json_name};
+use super::formats::{AnyReport, Shown};
+use super::{human_count, ModelReport, Report, TensorReport};
+use crate::anatomy::{Group, OrganKind};
+use crate::check::{CheckReport, Severity};
+use crate::compare::{most_changed, CompareReport};
+use crate::gguf::display::printable;
+use crate::zmeasure::experts::median;
+use alloc::borrow::ToOwned;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
+
+/// Writes `report` as the text the CLI prints, as much of it as `shown` says.
+///
+/// # Errors
+/// `out` refused a write.
+pub fn render(report: AnyReport<'_>, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Result {
+    match report {
+        AnyReport::Measure(r) => measure(r, shown, out),
+        AnyReport::Compare(r) => compare(r, shown.top, out),
+        AnyReport::Check(r) => check(r, out),
+    }
+}
+
+fn opt(v: Option<f64>, width: usize, prec: usize) -> String {
+    v.map_or_else(|| format!("{:>width$}", "-"), |v| format!("{v:>width$.prec$}"))
+}
+
+/// ` ± σ°` after a θ, when the report carries σ; nothing otherwise.
+fn pm(sigma: Option<f64>, width: usize) -> String {
+    sigma.map_or_else(String::new, |s| format!(" ±{s:>width$.4}°"))
+}
+
+fn measure(report: &Report, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Result {
+    let sigma = has_sigma(report);
+    if report.measure != crate::zmeasure::MEASURE {
+        writeln!(out, "measure: {} (θ over every value, no sampling)\n", report.measure)?;
+    }
+    for m in &report.models {
+        let s = &m.summary;
+        let types: Vec<String> = m.types.iter().map(|(t, n)| format!("{t}×{n}")).collect();
+        writeln!(
+            out,
+            "{}  {}  {} params  {} tensors ({})",
+            printable(&m.model),
+            printable(m.architecture.as_deref().unwrap_or("?")),
+            human_count(m.parameters),
+            s.tensors,
+            types.join(", ")
+        )?;
+        writeln!(
+            out,
+            "  θ_mean {:.4}°{}  θ_weighted {:.4}°  signal {:.4}  (measured {}, degenerate {}, not measurable {})",
+            s.theta_mean,
+            s.theta_mean_sigma.map_or_else(String::new, |x| format!(" ± {x:.4}°")),
+            s.theta_weighted,
+            s.signal,
+            s.measured,
+            s.degenerate,
+            s.not_measurable
+        )?;
+        if !shown.summary_only {
+            write!(out, "\n  {:<40} {:<9} {:>5} {:<7} {:>9}", "tensor", "group", "layer", "type", "θ°")?;
+            if sigma {
+                write!(out, " {:>8}", "σ°")?;
+            }
+            writeln!(out, " {:>8} {:>10} {:>9}", "H", "K", "C")?;
+            for t in &m.tensors {
+                let layer = t.layer.map_or_else(|| "-".into(), |l| l.to_string());
+                let sigma_col = if sigma { format!(" {}", opt(t.sigma, 8, 4)) } else { String::new() };
+                writeln!(
+                    out,
+                    "  {:<40} {:<9} {:>5} {:<7} {}{} {} {} {}",
+                    printable(&t.name),
+                    t.group.name(),
+                    layer,
+                    t.ty,
+                    opt(t.theta, 9, 4),
+                    sigma_col,
+                    opt(t.entropy, 8, 4),
+                    opt(t.kurtosis, 10, 3),
+                    opt(t.cv, 9, 3)
+                )?;
+            }
+            experts(m, out)?;
+        }
+        writeln!(out, "\n  {:<10} {:>6} {:>9} {:>9} {:>9}", "group", "count", "mean θ°", "min θ°", "max θ°")?;
+        for g in &s.groups {
+            writeln!(out, "  {:<10} {:>6} {:>9.4} {:>9.4} {:>9.4}", g.group.name(), g.count, g.mean, g.min, g.max)?;
+        }
+        writeln!(out, "\n  wells (lowest θ):")?;
+        for (i, w) in s.wells.iter().take(shown.wells).enumerate() {
+            writeln!(
+                out,
+                "  {:>3}. {:<40} {:<9} {:>9.4}°{}",
+                i + 1,
+                printable(&w.name),
+                w.group.name(),
+                w.theta,
+                pm(w.sigma, 7)
+            )?;
+        }
+        writeln!(out)?;
+    }
+    if report.models.len() > 1 {
+        writeln!(out, "per group, mean θ° across models:")?;
+        let groups: Vec<Group> = Group::ALL
+            .into_iter()
+            .filter(|g| report.models.iter().any(|m| m.summary.groups.iter().any(|x| x.group == *g)))
+            .collect();
+        write!(out, "  {:<44}", "model")?;
+        for g in &groups {
+            write!(out, " {:>9}", g.name())?;
+        }
+        writeln!(out)?;
+        for r in &report.ranking {
+            let Some(m) = report.models.iter().find(|m| m.model == r.model) else { continue };
+            write!(out, "  {:<44}", printable(&m.model))?;
+            for g in &groups {
+                match m.summary.groups.iter().find(|x| x.group == *g) {
+                    Some(x) => write!(out, " {:>9.4}", x.mean)?,
+                    None => write!(out, " {:>9}", "-")?,
+                }
+            }
+            writeln!(out)?;
+        }
+        writeln!(out)?;
+        writeln!(out, "ranking ({} models, by θ_mean):", report.models.len())?;
+        write!(out, "  {:>4}  {:<44} {:>9} {:>9}", "rank", "model", "params", "θ_mean°")?;
+        if sigma {
+            write!(out, " {:>9}", "σ°")?;
+        }
+        writeln!(out, " {:>9} {:>8}", "signal", "tensors")?;
+        for r in &report.ranking {
+            write!(
+                out,
+                "  {:>4}  {:<44} {:>9} {:>9.4}",
+                r.rank,
+                printable(&r.model),
+                human_count(r.parameters),
+                r.theta_mean
+            )?;
+            if sigma {
+                write!(out, " {}", opt(r.theta_mean_sigma, 9, 4))?;
+            }
+            write!(out, " {:>9.4} {:>8}", r.signal, r.tensors)?;
+            if r.distinguishable_from_next == Some(false) {
+                write!(out, "  ≈ next (within 2σ)")?;
+            }
+            writeln!(out)?;
+        }
+        if report.ranking.iter().any(|r| r.distinguishable_from_next == Some(false)) {
+            writeln!(out, "  ≈: θ_mean within twice the larger σ of the next model's: not distinguishable")?;
+        }
+    }
+    Ok(())
+}
+
+/// The text report's experts section of one model: per expert tensor, the median θ and
+/// every expert's θ (`*` an outlier, `=k` a duplicate of expert k); then the routers and
+/// shared experts, named as such.
+fn experts(m: &ModelReport, out: &mut dyn fmt::Write) -> fmt::Result {
+    let tensors: Vec<&TensorReport> = m.tensors.iter().filter(|t| t.experts.is_some()).collect();
+    if tensors.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "\n  experts (θ° of each expert measured alone; * outlier, =k byte-identical to expert k):")?;
+    for t in tensors {
+        let x = t.experts.as_deref().unwrap_or_default();
+        let thetas: Vec<f64> = x.iter().map(|x| x.theta).collect();
+        let (outliers, dups) =
+            (x.iter().filter(|x| x.outlier).count(), x.iter().filter(|x| x.duplicate_of.is_some()).count());
+        writeln!(
+            out,
+            "  {:<40} {} experts  median {:.4}°  outliers {outliers}  duplicates {dups}",
+            printable(&t.name),
+            x.len(),
+            median(&thetas)
+        )?;
+        for line in x.chunks(6) {
+            let cells: Vec<String> = line
+                .iter()
+                .map(|x| {
+                    let sigma = x.sigma.map_or_else(String::new, |s| format!("±{s:.3}"));
+                    let dup = x.duplicate_of.map_or_else(String::new, |d| format!("={d}"));
+                    let flag = format!("{dup}{}", if x.outlier { "*" } else { "" });
+                    format!("{:>4}: {:>8.4}{sigma}{flag:<3}", x.expert, x.theta)
+                })
+                .collect();
+            writeln!(out, "   {}", cells.join(" ").trim_end())?;
+        }
+    }
+    for t in m.tensors.iter().filter(|t| matches!(t.organ, Some(OrganKind::Router | OrganKind::SharedExpert))) {
+        let kind = if t.organ == Some(OrganKind::Router) { "router" } else { "shared expert" };
+        let theta = t.theta.map_or_else(|| "-".to_owned(), |v| format!("{v:.4}°"));
+        writeln!(out, "  {:<40} {kind:<13} {theta}", printable(&t.name))?;
+    }
+    Ok(())
+}
+
+/// How many unmatched names the text prints before summarizing the rest.
+const NAMES_SHOWN: usize = 10;
+
+fn compare(r: &CompareReport, top: usize, out: &mut dyn fmt::Write) -> fmt::Result {
+    for (tag, s) in [("A", &r.a), ("B", &r.b)] {
+        writeln!(
+            out,
+            "{tag}: {}  {}  {} params  {} tensors",
+            printable(&s.model),
+            printable(s.architecture.as_deref().unwrap_or("?")),
+            human_count(s.parameters),
+            s.tensors
+        )?;
+    }
+    for w in &r.warnings {
+        writeln!(out, "warning: {}", printable(w))?;
+    }
+    let c = &r.counts;
+    writeln!(
+        out,
+        "\ncomparable {}  identical {}  changed {}  only in A {}  only in B {}  shape mismatch {}",
+        c.comparable, c.identical, c.changed, c.only_in_a, c.only_in_b, c.shape_mismatch
+    )?;
+    writeln!(out, "{}", super::SAME_POSITIONS)?;
+    if !r.groups.is_empty() {
+        writeln!(
+            out,
+            "\n  {:<10} {:>6} {:>9} {:>12} {:>12} {:>12}",
+            "group", "pairs", "identical", "mean cos", "min cos", "mean rel_l2"
+        )?;
+        for g in &r.groups {
+            writeln!(
+                out,
+                "  {:<10} {:>6} {:>9} {:>12} {:>12} {:>12}",
+                g.group.name(),
+                g.count,
+                g.identical,
+                num(g.cos_mean),
+                num(g.cos_min),
+                num(g.rel_l2_mean)
+            )?;
+        }
+    }
+    let changed = most_changed(&r.pairs);
+    if !changed.is_empty() && top > 0 {
+        writeln!(out, "\n  most changed ({} of {}):", changed.len().min(top), changed.len())?;
+        writeln!(
+            out,
+            "  {:<40} {:<15} {:>12} {:>12} {:>11} {:>9}",
+            "tensor", "type A→B", "cos", "rel_l2", "max_abs", "dθ°"
+        )?;
+        for p in changed.iter().take(top) {
+            writeln!(
+                out,
+                "  {:<40} {:<15} {:>12} {:>12} {:>11} {:>9}",
+                printable(&p.name),
+                format!("{}→{}", p.type_a, p.type_b),
+                num(p.cos),
+                num(p.rel_l2),
+                p.max_abs.map_or_else(|| "-".into(), |v| format!("{v:.4e}")),
+                p.d_theta.map_or_else(|| "-".into(), |v| format!("{v:+.4}"))
+            )?;
+        }
+    }
+    let names = |out: &mut dyn fmt::Write, title: &str, names: Vec<String>| -> fmt::Result {
+        let n = names.len();
+        if n == 0 {
+            return Ok(());
+        }
+        writeln!(out, "\n  {title} ({n}):")?;
+        for s in names.iter().take(NAMES_SHOWN) {
+            writeln!(out, "    {s}")?;
+        }
+        if n > NAMES_SHOWN {
+            writeln!(out, "    … and {} more (all of them in --json)", n - NAMES_SHOWN)?;
+        }
+        Ok(())
+    };
+    let list = |v: &[String]| v.iter().map(|s| printable(s).into_owned()).collect();
+    names(out, "only in A", list(&r.only_in_a))?;
+    names(out, "only in B", list(&r.only_in_b))?;
+    let shapes = r.shape_mismatch.iter().map(|s| format!("{}  A {:?}  B {:?}", printable(&s.name), s.a, s.b));
+    names(out, "shape mismatch", shapes.collect())?;
+    Ok(())
+}
+
+/// A figure for the text tables: 6 significant digits, `-` when null.
+fn num(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.6}"))
+}
+
+fn check(r: &CheckReport, out: &mut dyn fmt::Write) -> fmt::Result {
+    writeln!(
+        out,
+        "{}  {}  {} tensors  {} bytes scanned",
+        printable(&r.model),
+        printable(r.architecture.as_deref().unwrap_or("?")),
+        r.tensors,
+        human_count(r.bytes_scanned)
+    )?;
+    if !r.findings.is_empty() {
+        writeln!(out)?;
+    }
+    for f in &r.findings {
+        let sev = match f.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        };
+        let kind = json_name(f.kind);
+        let subject = if f.subject.is_empty() { String::new() } else { format!("{}: ", printable(&f.subject)) };
+        writeln!(out, "  {sev:<7} {kind:<16} {subject}{}", printable(&f.message))?;
+    }
+    let c = &r.counts;
+    let verdict = if c.error > 0 { "BROKEN" } else { "ok" };
+    let shapes = if r.shapes_checked { "shapes checked" } else { "shapes not checked" };
+    writeln!(out, "\n{verdict}: {} errors, {} warnings, {} notes ({shapes})", c.error, c.warning, c.info)?;
+    Ok(())
+}

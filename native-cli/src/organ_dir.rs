@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use organ_core::limits::MAX_MANIFEST_BYTES;
 use organ_core::model::manifest::{self, ManifestTensor};
 use organ_core::model::{self as core_model, TensorEntry};
-use organ_core::surgery::organ_bin;
+use organ_core::model::organ_bin;
 use rayon::prelude::*;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -13,9 +13,11 @@ mod format;
 mod heatmap;
 mod histogram;
 pub mod html;
+mod page;
 mod scatter;
 mod schema;
 mod summary;
+mod tensor_report;
 
 pub use compare_heatmap::{CompareHeatmap, DiffCell, DIFF_FLOOR};
 pub use compare_html::{render_compare, SAME_POSITIONS};
@@ -24,5 +26,6 @@ pub use format::{diff_color, diff_position, human_bytes, human_count, sci, theta
 pub use heatmap::{sigma_color, Heatmap, NOISY_STYLE, SIGMA_MARK};
 pub use histogram::Histogram;
 pub use scatter::theta_scatter_svg;
-pub use schema::{ModelReport, RankRow, Report, Status, TensorReport};
+pub use schema::{ModelReport, RankRow, Report};
 pub use summary::{GroupSummary, Summary, Well, WELLS};
+pub use tensor_report::{Status, TensorReport};

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use organ_core::anatomy::{classify, Group};
 use organ_core::gguf::MetaValue;
 use organ_core::model::manifest::{self, Manifest, ManifestTensor};
-use organ_core::surgery::organ_bin;
+use organ_core::model::organ_bin;
 use rayon::prelude::*;
 use std::fs::File;
 use std::io::{BufWriter, Write};

@@ -11,6 +11,7 @@ source scripts/lib.sh
 t_all=$SECONDS
 
 if [ "${1:-}" = --quick ]; then
+  step "no cycles between modules; the core's layers as docs/architecture.md draws them" scripts/module-cycles.py --drawing docs/architecture.md
   step "cargo fmt --check" cargo fmt --all --check
   step "cargo clippy -D warnings" cargo clippy --workspace --exclude organ-web --all-targets -- -D warnings
   empty=$(mktemp -d)
@@ -34,6 +35,7 @@ step "Azurite 3.35.0 + @azure/storage-blob 12.32.0 (npm, cached, for the az:// t
 step "ggml's K-quantizers reproduce the checked-in Q4_K/Q5_K/Q6_K vectors" scripts/gen-kquant-vectors.sh --check
 step "ggml's Q1_0/Q2_0 dequantizers reproduce the checked-in vectors" scripts/gen-ggml-dequant-vectors.sh --check
 step "wasm32 target" ensure_wasm_target
+step "no cycles between modules; the core's layers as docs/architecture.md draws them" scripts/module-cycles.py --drawing docs/architecture.md
 step "cargo fmt --check" cargo fmt --all --check
 step "cargo clippy -D warnings" cargo clippy --workspace --exclude organ-web --all-targets -- -D warnings
 step "core builds for wasm32, no_std" cargo build -q -p organ-core --target wasm32-unknown-unknown --no-default-features

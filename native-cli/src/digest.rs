@@ -2,7 +2,6 @@
 //! graft provenance and the measure cache key; sha256 only when asked for (`--sha256`,
 //! the Hub's LFS id) and to verify directories written before BLAKE3.
 
-use crate::model::Model;
 use crate::model_file::ModelFile;
 use anyhow::Result;
 use organ_core::model::manifest::{hex, FileDigest};
@@ -56,7 +55,7 @@ pub fn fingerprint_files(files: &[PathBuf], sha256: bool) -> Result<Fingerprint>
 }
 
 /// The fingerprint of the opened files `maps`' bytes, one after the other.
-fn fingerprint_maps(maps: &[&ModelFile], sha256: bool) -> Fingerprint {
+pub fn fingerprint_maps(maps: &[&ModelFile], sha256: bool) -> Fingerprint {
     let blake = || {
         let mut h = blake3::Hasher::new();
         for m in maps {
@@ -75,15 +74,4 @@ fn fingerprint_maps(maps: &[&ModelFile], sha256: bool) -> Fingerprint {
     };
     let (blake3, sha256) = rayon::join(blake, sha);
     Fingerprint { blake3, sha256, bytes: maps.iter().map(|m| m.bytes.len() as u64).sum() }
-}
-
-/// The fingerprint of an opened model's bytes ([`identity_files`] of its path): from the
-/// maps it was opened with when they hold every byte (a local file, or a URL fetched
-/// whole: no second map of the same bytes), else from its files opened again.
-pub fn fingerprint(m: &Model, sha256: bool) -> Result<Fingerprint> {
-    if !m.files.is_empty() && m.files.iter().all(|f| !f.is_remote()) {
-        return Ok(fingerprint_maps(&m.files.iter().map(|f| &**f).collect::<Vec<_>>(), sha256));
-    }
-    let files = if m.shards.is_empty() { identity_files(&m.path) } else { m.shards.clone() };
-    fingerprint_files(&files, sha256)
 }

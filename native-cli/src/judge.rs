@@ -1,5 +1,5 @@
 //! The verdict on a model that surgery made, against its parent (`--judge TEXT` of graft and
-//! purify; moe's `--base` later): [`evaluate`](crate::cmd::eval::evaluate) the output with
+//! purify; moe's `--base` later): [`evaluate`](crate::llama_cpp::perplexity::evaluate) the output with
 //! the parent as base, then grade it by one rule (docs/judge.md):
 //!
 //! - `broken`: the output's perplexity is not finite, or more than twice the parent's;
@@ -11,7 +11,7 @@
 //!
 //! The perplexities compared are those of the KL run (the same tokens for both models).
 
-use crate::cmd::eval::{self, Evaluation, Settings};
+use crate::llama_cpp::perplexity::{self as eval, Evaluation, Settings};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use std::io::Write;
@@ -134,7 +134,7 @@ pub fn check(parent: &Path, out: &Path, split: bool, s: &Settings) -> Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cmd::eval::{Divergence, Estimate};
+    use crate::llama_cpp::perplexity::{Divergence, Estimate};
 
     fn evaluation(ln_ratio: f64, kld: f64, top: f64) -> Evaluation {
         let est = |v| Estimate { value: v, error: 0.0 };

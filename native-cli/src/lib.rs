@@ -10,7 +10,6 @@ pub mod judge;
 pub mod llama_cpp;
 pub mod model;
 pub mod model_file;
-pub mod organ_dir;
 pub mod progress;
 pub mod remote;
 pub mod serve;

@@ -542,7 +542,7 @@ fn run(cli: Cli) -> Result<Exit> {
     let mut out = std::io::BufWriter::new(stdout.lock());
     // Where the text report goes when a report is written to standard output (`-`).
     let mut sink = std::io::sink();
-    organ_cli::organ_dir::set_verify(!cli.no_verify);
+    organ_cli::model::organ_dir::set_verify(!cli.no_verify);
     organ_cli::atomic::set_fsync(cli.fsync);
     if let Some(b) = cli.max_header_bytes {
         organ_core::limits::set_max_header_bytes(b);

@@ -2,6 +2,9 @@
 //! an organ directory): the core's [`organ_core::model::Model`], built there, with each
 //! tensor paired with the file that holds its bytes.
 
+pub mod organ_dir;
+
+use crate::digest::{self, Fingerprint};
 use crate::model_file::ModelFile;
 use anyhow::{bail, Context, Result};
 use organ_core::model::{self, OwnedValue, TensorEntry};
@@ -79,6 +82,17 @@ impl Model {
         }
     }
 
+    /// The fingerprint of the model's bytes ([`digest::identity_files`] of its path): from
+    /// the maps it was opened with when they hold every byte (a local file, or a URL
+    /// fetched whole: no second map of the same bytes), else from its files opened again.
+    pub fn fingerprint(&self, sha256: bool) -> Result<Fingerprint> {
+        if !self.files.is_empty() && self.files.iter().all(|f| !f.is_remote()) {
+            return Ok(digest::fingerprint_maps(&self.files.iter().map(|f| &**f).collect::<Vec<_>>(), sha256));
+        }
+        let files = if self.shards.is_empty() { digest::identity_files(&self.path) } else { self.shards.clone() };
+        digest::fingerprint_files(&files, sha256)
+    }
+
     /// Opens a GGUF file, a split GGUF (any of its `-0000i-of-0000n.gguf` shards), or an
     /// organ directory (one with a manifest.json). URLs are refused: their tensors' bytes
     /// are not in memory; [`Self::open_any`] reads them by positioned reads,
@@ -121,7 +135,7 @@ impl Model {
             };
         }
         if path.is_dir() {
-            crate::organ_dir::open(path)
+            organ_dir::open(path)
         } else if let Some(shards) = crate::source::split_shards(path) {
             Self::from_files(path, &shards, shards.clone())
         } else {

@@ -177,7 +177,7 @@ pub fn emit(ev: &Event) {
         },
     };
     // A URL's credentials (`http://user:password@…`) are never repeated.
-    let line = crate::remote::policy::redact(&line);
+    let line = redact(&line);
     let mut err = std::io::stderr().lock();
     let _ = err.write_all(format!("{line}\n").as_bytes());
 }
@@ -228,4 +228,41 @@ pub fn tensor_done(bar: &ProgressBar) {
     let _in_order = ORDER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     bar.inc(1);
     emit(&Event::Progress { done: bar.position(), total: bar.length().unwrap_or(0) });
+}
+
+/// `text` with the credentials of every URL in it (`scheme://user:password@host`) written
+/// `***`: errors and warnings never repeat them.
+pub fn redact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let end = tail.find(|c: char| "/?#\"'<>\\".contains(c) || c.is_whitespace()).unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match authority.rfind('@') {
+            Some(i) => {
+                out.push_str("***@");
+                out.push_str(&authority[i + 1..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_redacted() {
+        assert_eq!(redact("http://u:p@h.example/x: HTTP 404"), "http://***@h.example/x: HTTP 404");
+        assert_eq!(redact("a https://t@h/x and s3://b/k"), "a https://***@h/x and s3://b/k");
+        assert_eq!(redact("http://h.example/a@b"), "http://h.example/a@b");
+        assert_eq!(redact("no url here"), "no url here");
+        assert_eq!(redact(r#"{"m":"http://u:p@h","n":"x@y"}"#), r#"{"m":"http://***@h","n":"x@y"}"#);
+    }
 }

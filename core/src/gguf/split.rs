@@ -5,7 +5,6 @@
 //! Splits that organ writes also carry [`SET_ID_KEY`], one random id in every shard, so
 //! that a shard of another split set is refused even where its `split.*` keys agree.
 
-use crate::model::{Model, TensorEntry};
 use alloc::collections::BTreeSet;
 use alloc::format;
 use alloc::string::String;
@@ -15,7 +14,7 @@ use alloc::vec::Vec;
 /// digits). Readers drop it with the `split.*` keys when they join the shards.
 pub const SET_ID_KEY: &str = "organ.split.id";
 
-/// What the shard check needs of one file.
+/// What the shard check needs of one file (of a model: `Shard::of`, in [`crate::model`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Shard<'a> {
     /// `split.no`.
@@ -32,20 +31,7 @@ pub struct Shard<'a> {
     pub set_id: Option<&'a str>,
 }
 
-impl<'a> Shard<'a> {
-    /// The shard facts of one file's model ([`Model::from_gguf`]).
-    pub fn of<T: core::borrow::Borrow<TensorEntry>>(m: &'a Model<T>) -> Shard<'a> {
-        let num = |k: &str| m.get(k).and_then(|v| v.as_u64());
-        Shard {
-            no: num("split.no"),
-            count: num("split.count"),
-            tensors_count: num("split.tensors.count"),
-            tensors: m.tensors.iter().map(|t| t.borrow().name.as_str()).collect(),
-            version: m.version,
-            set_id: m.get(SET_ID_KEY).and_then(|v| v.as_str()),
-        }
-    }
-
+impl Shard<'_> {
     /// Whether this file says it is one shard of several.
     pub fn is_split(&self) -> bool {
         self.count.is_some_and(|c| c > 1)

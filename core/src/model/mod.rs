@@ -5,8 +5,12 @@
 //!
 //! Split sets are checked and joined here, once: [`Model::join`] runs
 //! [`check_shards`] and drops the `split.*` keys (and [`SET_ID_KEY`]).
+//!
+//! An organ directory is read here too: its manifest ([`manifest`]) and the header of each
+//! organ file ([`organ_bin`]).
 
 pub mod manifest;
+pub mod organ_bin;
 mod value;
 
 pub use value::{OwnedValue, SharedBuffer, ValueBytes};
@@ -144,7 +148,7 @@ impl Model {
     }
 
     /// The model an organ directory's manifest describes: tensor `i` in organ file `i`
-    /// (its data after the organ header, [`crate::surgery::organ_bin`]), whose header the
+    /// (its data after the organ header, [`organ_bin`]), whose header the
     /// caller checks against the entry before reading it.
     ///
     /// # Errors
@@ -154,6 +158,22 @@ impl Model {
         let kvs = m.metadata.iter().map(manifest::decode_kv).collect::<Result<Vec<_>>>()?;
         let tensors = m.tensors.iter().enumerate().map(|(i, t)| entry_of(i, t)).collect::<Result<Vec<_>>>()?;
         Ok(Model { version: m.gguf_version, kvs, tensors })
+    }
+}
+
+impl<'a> Shard<'a> {
+    /// The shard facts of one file's model ([`Model::from_gguf`]). Here rather than beside
+    /// [`Shard`], so that `gguf` does not depend on the model built from it.
+    pub fn of<T: core::borrow::Borrow<TensorEntry>>(m: &'a Model<T>) -> Shard<'a> {
+        let num = |k: &str| m.get(k).and_then(|v| v.as_u64());
+        Shard {
+            no: num("split.no"),
+            count: num("split.count"),
+            tensors_count: num("split.tensors.count"),
+            tensors: m.tensors.iter().map(|t| t.borrow().name.as_str()).collect(),
+            version: m.version,
+            set_id: m.get(SET_ID_KEY).and_then(|v| v.as_str()),
+        }
     }
 }
 
@@ -173,7 +193,7 @@ fn entry_of(file: usize, t: &manifest::ManifestTensor) -> Result<TensorEntry> {
     }
     // Under the element cap, blocks × block bytes fits u64.
     let n_bytes = n_elements / bs * ty.type_size() as u64;
-    let offset = crate::surgery::organ_bin::encode_header(&t.name, &t.shape, ty)?.len() as u64;
+    let offset = organ_bin::encode_header(&t.name, &t.shape, ty)?.len() as u64;
     Ok(TensorEntry { name: t.name.clone(), ty, dims: t.shape.clone(), n_elements, n_bytes, file, offset })
 }
 

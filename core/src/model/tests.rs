@@ -62,7 +62,7 @@ fn a_manifest_gives_one_organ_file_per_tensor() {
     assert_eq!(m.name().as_deref(), Some("tiny"));
     let t = &m.tensors[0];
     assert_eq!((t.ty, t.n_elements, t.n_bytes, t.file), (GgmlType::Q8_0, 128, 136, 0));
-    let header = crate::surgery::organ_bin::encode_header(&t.name, &t.dims, t.ty).unwrap();
+    let header = super::organ_bin::encode_header(&t.name, &t.dims, t.ty).unwrap();
     assert_eq!(t.offset, header.len() as u64);
     for (shape, ty, want) in [
         ("[64, 2]", "Q9_9", "unknown type"),

@@ -5,10 +5,10 @@
 //! network fetch. The browser app exports it and `organ diff --html` writes it.
 //!
 //! The full report is embedded as JSON (`<script type="application/json"
-//! id="organ-report">`, read back by [`super::html::extract_json`]), so the page opens in
+//! id="organ-report">`, read back by [`super::page::extract_json`]), so the page opens in
 //! the app again; each pair row carries its exact figures in `data-*` attributes.
 
-use super::html::{embeddable_json, escape, opt, SCRIPT, STYLE};
+use super::page::{embeddable_json, escape, opt, SCRIPT, STYLE};
 use super::{diff_color, human_bytes, human_count, sci, theta_scatter_svg, CompareHeatmap, IDENTICAL_COLOR};
 use crate::compare::{CompareReport, PairReport, Side};
 use alloc::format;

@@ -3,7 +3,7 @@
 //! one; and their section of the static page, with the routers and shared experts listed
 //! as such.
 
-use super::html::escape;
+use super::page::escape;
 use super::{theta_color, ModelReport};
 use crate::anatomy::OrganKind;
 use crate::zmeasure::experts::ExpertTheta;

@@ -3,7 +3,7 @@
 //! HTML export and `organ diff --html`. A pair on the diagonal kept its θ; identical pairs
 //! are grey, changed ones coloured by 1 − cos on the heatmap's log scale.
 
-use super::html::escape;
+use super::page::escape;
 use super::{diff_color, CompareHeatmap, IDENTICAL_COLOR};
 use crate::compare::CompareReport;
 use alloc::string::String;

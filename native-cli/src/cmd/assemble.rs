@@ -1,6 +1,6 @@
 //! `organ assemble`: an organ directory back into one GGUF (or a split set). Every organ
 //! file is checked against the digest its manifest recorded
-//! ([`crate::organ_dir::Digests::check`]) while the output is written to its temp path;
+//! ([`crate::model::organ_dir::Digests::check`]) while the output is written to its temp path;
 //! the output is renamed into place only if every file matched, and removed otherwise.
 
 use crate::write::{stage_gguf, stage_gguf_split};
@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::Path;
 
 pub fn run(dir: &Path, out: &Path, split_max: Option<u64>, force: bool, w: &mut dyn Write) -> Result<()> {
-    let (m, digests) = crate::organ_dir::open_unchecked(dir)?;
+    let (m, digests) = crate::model::organ_dir::open_unchecked(dir)?;
     // The output's length, or 0 for a split set.
     let write = || match split_max {
         Some(max) => stage_gguf_split(m.version, &m.kvs, &m.tensors, out, max, force).map(|(t, p)| (t, p, 0)),

@@ -56,7 +56,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     // split model), and its sha256 only when asked for. It is computed while the organ
     // files are written.
     let source = || {
-        let fp = crate::digest::fingerprint(&m, o.sha256)?;
+        let fp = m.fingerprint(o.sha256)?;
         Ok(manifest::Source { file: m.label.clone(), bytes: fp.bytes, blake3: Some(fp.blake3), sha256: fp.sha256 })
     };
     write_dir(&m, source, o.measure, out, o.force)?;

@@ -92,7 +92,7 @@ pub fn run(op: &Op, w: &mut dyn Write) -> Result<()> {
     let source = Model::open(&c.model)?;
     // Provenance records the source's identity; a dry run writes nothing, so needs none.
     let blake3 = match out {
-        Some(_) => crate::digest::fingerprint(&source, false)?.blake3,
+        Some(_) => source.fingerprint(false)?.blake3,
         None => String::new(),
     };
     let p = Provenance { source: &source.label, blake3: &blake3 };

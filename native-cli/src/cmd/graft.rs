@@ -84,7 +84,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let layers = o.layers_arg.clone().unwrap_or_default();
     kvs.push(("organ.graft.donor".into(), OwnedValue::string(&donor.label)));
     // Provenance records what was computed: BLAKE3 always, sha256 when asked for.
-    let fp = crate::digest::fingerprint(&donor, o.sha256)?;
+    let fp = donor.fingerprint(o.sha256)?;
     kvs.push(("organ.graft.donor_blake3".into(), OwnedValue::string(&fp.blake3)));
     if let Some(sha256) = &fp.sha256 {
         kvs.push(("organ.graft.donor_sha256".into(), OwnedValue::string(sha256)));

@@ -44,10 +44,8 @@ fn identities(models: &[&Model]) -> Result<Vec<String>> {
         first.entry(k).or_insert(i);
     }
     let distinct: Vec<usize> = first.values().copied().collect();
-    let digests: BTreeMap<usize, String> = distinct
-        .par_iter()
-        .map(|&i| Ok((i, crate::digest::fingerprint(models[i], false)?.blake3)))
-        .collect::<Result<_>>()?;
+    let digests: BTreeMap<usize, String> =
+        distinct.par_iter().map(|&i| Ok((i, models[i].fingerprint(false)?.blake3))).collect::<Result<_>>()?;
     Ok(keys.iter().map(|k| digests[&first[k]].clone()).collect())
 }
 

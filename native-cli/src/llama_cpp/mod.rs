@@ -1,6 +1,7 @@
 //! llama.cpp's tools, found and run: where `llama-perplexity` is (`--llama-cpp DIR`, then
 //! `ORGAN_LLAMA_CPP`, then `PATH`), and a run of it that reads both output streams, stops
-//! on Ctrl-C, and hands its text to [`output`] (the only parser of llama.cpp's text).
+//! on Ctrl-C, and hands its text to [`output`] (the only parser of llama.cpp's text);
+//! [`perplexity`] evaluates a model (against a base) with them.
 //!
 //! A tool never gets a name to resolve: organ opens every file itself (under `organ
 //! serve`, confined to the root) and hands the tool the open file ([`Handed`]), which the
@@ -8,6 +9,7 @@
 //! check changes nothing the tool reads.
 
 pub mod output;
+pub mod perplexity;
 
 use anyhow::{bail, Context, Result};
 use std::fs::File;

@@ -16,6 +16,9 @@
 //! The server holds a [`Policy`] for the requests' own checks; its children, the jobs, get
 //! it in the environment ([`Policy::to_env`]) and take it back by [`active`].
 
+// Redaction is done by progress (every line written passes there, below remote); the
+// server's answers use it from here.
+pub use crate::progress::redact;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 use std::sync::OnceLock;
 
@@ -204,29 +207,6 @@ impl ureq::Resolver for Guard {
     }
 }
 
-/// `text` with the credentials of every URL in it (`scheme://user:password@host`) written
-/// `***`: errors and warnings never repeat them.
-pub fn redact(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("://") {
-        let (head, tail) = rest.split_at(at + 3);
-        out.push_str(head);
-        let end = tail.find(|c: char| "/?#\"'<>\\".contains(c) || c.is_whitespace()).unwrap_or(tail.len());
-        let authority = &tail[..end];
-        match authority.rfind('@') {
-            Some(i) => {
-                out.push_str("***@");
-                out.push_str(&authority[i + 1..]);
-            }
-            None => out.push_str(authority),
-        }
-        rest = &tail[end..];
-    }
-    out.push_str(rest);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,14 +298,5 @@ mod tests {
         assert!(check("http://127.0.0.1:8935/api/models").unwrap_err().contains("--allow-remote-private"));
         assert!(check("http://[::ffff:7f00:1]/m.gguf").is_err());
         assert!(check("http://169.254.169.254/latest/meta-data/").is_err());
-    }
-
-    #[test]
-    fn credentials_are_redacted() {
-        assert_eq!(redact("http://u:p@h.example/x: HTTP 404"), "http://***@h.example/x: HTTP 404");
-        assert_eq!(redact("a https://t@h/x and s3://b/k"), "a https://***@h/x and s3://b/k");
-        assert_eq!(redact("http://h.example/a@b"), "http://h.example/a@b");
-        assert_eq!(redact("no url here"), "no url here");
-        assert_eq!(redact(r#"{"m":"http://u:p@h","n":"x@y"}"#), r#"{"m":"http://***@h","n":"x@y"}"#);
     }
 }

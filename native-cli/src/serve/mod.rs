@@ -40,6 +40,7 @@ mod auth;
 mod child;
 mod files;
 mod inspect;
+mod job;
 mod jobs;
 mod operations;
 mod outputs;
@@ -141,7 +142,7 @@ struct AppState {
     token: Option<String>,
     exe: PathBuf,
     permits: Semaphore,
-    jobs: Mutex<HashMap<String, Arc<jobs::Job>>>,
+    jobs: Mutex<HashMap<String, Arc<job::Job>>>,
     /// Lowercased host names and addresses a request may name (see `auth::guard`).
     hosts: Vec<String>,
     inspects: Arc<Semaphore>,
@@ -232,7 +233,7 @@ impl AppState {
         msg.replace(&self.root.display().to_string(), "ROOT")
     }
 
-    fn job(&self, id: &str) -> ApiResult<Arc<jobs::Job>> {
+    fn job(&self, id: &str) -> ApiResult<Arc<job::Job>> {
         let jobs = self.jobs.lock().map_err(|_| internal("job table poisoned"))?;
         jobs.get(id).cloned().ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("no job {id:?}")))
     }

@@ -2,7 +2,8 @@
 //! experts-extract, experts-prune): each request checked
 //! and turned into the argv of an `organ` child, started as a job.
 
-use super::jobs::{start_job, JobStatus};
+use super::job::JobStatus;
+use super::jobs::start_job;
 use super::outputs::{CHECK_OUT, DIFF_OUT, MEASURE_OUT};
 use super::{bad, ApiResult, AppState};
 use axum::extract::rejection::JsonRejection;

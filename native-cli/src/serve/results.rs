@@ -4,7 +4,7 @@
 //! so an event stays one `data:` line); `GET /api/jobs/{id}/result` sends the file as the
 //! CLI wrote it.
 
-use super::jobs::{JobState, JobStatus, ResultFile};
+use super::job::{JobState, JobStatus, ResultFile};
 use super::{ApiError, ApiResult, AppState};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path as UrlPath, State};

@@ -3,7 +3,7 @@
 //! more than `--max-finished-jobs` are kept. Going away removes a job's entry and its
 //! directory, ROOT/results/JOB, which that job created.
 
-use super::jobs::{Job, JobState, JobStatus};
+use super::job::{Job, JobState, JobStatus};
 use super::{internal, ApiResult, AppState};
 use axum::extract::{Path as UrlPath, State};
 use axum::Json;

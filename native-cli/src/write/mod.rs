@@ -22,7 +22,7 @@ use std::path::Path;
 
 /// Writes `model` to `out`: a GGUF if `out` ends in `.gguf` (split into shards of at most
 /// `split_max` bytes of data when given), else an organ directory whose manifest names
-/// `source` as where it came from (by its BLAKE3, [`crate::digest::fingerprint`]).
+/// `source` as where it came from (by its BLAKE3, [`Model::fingerprint`]).
 pub fn write_model(
     model: &Model,
     source: &Model,
@@ -39,7 +39,7 @@ pub fn write_model(
         let n = write_gguf(model.version, &model.kvs, &model.tensors, out, force)?;
         writeln!(w, "wrote {} ({n} bytes)", out.display())?;
     } else {
-        let fp = crate::digest::fingerprint(source, false)?;
+        let fp = source.fingerprint(false)?;
         let src = manifest::Source { file: source.label.clone(), bytes: 0, blake3: Some(fp.blake3), sha256: None };
         write_dir(model, move || Ok(src), false, out, force)?;
         writeln!(w, "wrote organ directory {}", out.display())?;

@@ -1,15 +1,14 @@
 //! Writing an organ directory: one organ file per tensor in its anatomy group's folder,
-//! each hashed (BLAKE3) as it is copied, and manifest.json
+//! each hashed (BLAKE3) as it is written, and manifest.json
 //! ([`organ_core::model::manifest`]).
 
-use super::copy::write_tensor_data;
 use crate::atomic::Temp;
 use crate::model::Model;
 use anyhow::{Context, Result};
 use organ_core::anatomy::{classify, Group};
 use organ_core::gguf::MetaValue;
 use organ_core::model::manifest::{self, Manifest, ManifestTensor};
-use organ_core::surgery::organ_bin;
+use organ_core::model::organ_bin;
 use rayon::prelude::*;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -82,17 +81,8 @@ pub fn write_dir(
                 let path = tmp.path.join(&rel);
                 let mut f = create_new(&path)?;
                 f.write_all(&header)?;
-                // The data moves in the kernel; the hash reads it from the map meanwhile.
-                let (copied, digest) = rayon::join(
-                    || write_tensor_data(t, &mut f),
-                    || {
-                        let mut h = blake3::Hasher::new();
-                        h.update(&header);
-                        h.update(t.bytes());
-                        h.finalize()
-                    },
-                );
-                copied.with_context(|| format!("{}: copying tensor data", path.display()))?;
+                let digest = write_hashed(&mut f, &header, t.bytes())
+                    .with_context(|| format!("{}: copying tensor data", path.display()))?;
                 let theta = if measure {
                     match organ_core::zmeasure::measure_tensor(&t.name, t.ty, t.n_elements, t.bytes()) {
                         Ok(m) => Some(m.theta),
@@ -133,6 +123,24 @@ pub fn write_dir(
     f.write_all(b"\n")?;
     f.into_inner().map_err(|e| e.into_error())?;
     tmp.commit()
+}
+
+/// Bytes hashed and written per step of [`write_hashed`]: small enough to be still in the
+/// core's cache when `write` copies them, large enough for BLAKE3's widest SIMD.
+const HASH_STEP: usize = 256 << 10;
+
+/// Appends `data` to `f` (whose `header` is written already), returning the BLAKE3 of
+/// `header` and `data`: each step of `data` is hashed, then written while it is in the
+/// cache, so the data is read once for both (an in-kernel copy beside the hash read it
+/// twice).
+fn write_hashed(f: &mut File, header: &[u8], data: &[u8]) -> std::io::Result<blake3::Hash> {
+    let mut h = blake3::Hasher::new();
+    h.update(header);
+    for step in data.chunks(HASH_STEP) {
+        h.update(step);
+        f.write_all(step)?;
+    }
+    Ok(h.finalize())
 }
 
 /// A new file inside a temp directory of ours, created exclusively.

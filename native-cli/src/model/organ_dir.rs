@@ -2,13 +2,13 @@
 //! [`organ_core::model::manifest`]), and every organ file it names, confined to the
 //! directory and checked against its entry before any of its data is used.
 
-use crate::model::{Model, Tensor};
+use super::{Model, Tensor};
 use crate::model_file::ModelFile;
 use anyhow::{bail, Context, Result};
 use organ_core::limits::MAX_MANIFEST_BYTES;
 use organ_core::model::manifest::{self, ManifestTensor};
+use organ_core::model::organ_bin;
 use organ_core::model::{self as core_model, TensorEntry};
-use organ_core::surgery::organ_bin;
 use rayon::prelude::*;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,0 +1,368 @@
+//! An evaluation by llama.cpp's `llama-perplexity` (docs/judge.md): a model's perplexity on
+//! a text and, against a base, its KL divergence and top-token agreement. `organ eval`
+//! ([`crate::cmd::eval`]) prints one; `--judge` ([`crate::judge`]) grades one.
+//!
+//! With a base, llama-perplexity runs twice with the same context: the base with
+//! `--kl-divergence-base FILE` (which scores it and saves its log-probabilities), then the
+//! model with `--kl-divergence-base FILE --kl-divergence`. The logits file (tens of MB
+//! per thousand tokens) lives in a temp directory removed on every way out.
+//!
+//! llama-perplexity is handed every file open ([`Handed`]): the model and the base as
+//! organ opened them (under `organ serve`, inside the root), the text as organ's private
+//! copy, the logits file as organ created it. It never resolves a name the user gave, so
+//! a path swapped for a link after organ's check changes nothing it reads.
+
+use super::{output, Handed};
+use crate::llama_cpp;
+use crate::model::Model;
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What to evaluate, and how.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The text scored (UTF-8, at least two contexts of tokens).
+    pub text: PathBuf,
+    /// Tokens per context (llama-perplexity's `-c`; also its batch, so one sequence at a time).
+    pub ctx: u32,
+    /// llama-perplexity's `-t` (default: its own).
+    pub threads: Option<u32>,
+    /// Score at most this many chunks (default: all the text holds).
+    pub chunks: Option<u32>,
+    /// llama.cpp's bin directory (default: ORGAN_LLAMA_CPP, then PATH).
+    pub llama_cpp: Option<PathBuf>,
+}
+
+/// The contexts organ asks llama-perplexity for.
+pub const MIN_CTX: u32 = 8;
+pub const MAX_CTX: u32 = 1 << 17;
+
+/// One figure and its uncertainty (one standard error, as llama.cpp computes it).
+pub type Estimate = output::Estimate;
+
+/// KL divergence of the model's next-token distribution from the base's, per scored token.
+#[derive(Clone, Debug, Serialize)]
+pub struct Divergence {
+    /// In nats: mean (with its error), median, 99th percentile, maximum.
+    pub mean: Estimate,
+    pub median: f64,
+    pub p99: f64,
+    pub max: f64,
+    /// Fraction of scored tokens where both models' most likely token is the same.
+    pub same_top: Estimate,
+    /// ln(PPL(model) / PPL(base)) over the same tokens.
+    pub ln_ppl_ratio: Estimate,
+}
+
+/// What `organ eval` measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct Evaluation {
+    pub model: String,
+    pub base: Option<String>,
+    pub text: String,
+    pub ctx: u32,
+    /// Chunks of `ctx` tokens scored (the second half of each chunk is scored).
+    pub chunks: u32,
+    /// The model's perplexity on the text.
+    pub perplexity: Estimate,
+    /// The base's (with a base).
+    pub base_perplexity: Option<Estimate>,
+    /// With a base.
+    pub kl_divergence: Option<Divergence>,
+    /// The llama-perplexity that measured it.
+    pub llama_perplexity: String,
+}
+
+/// Evaluates `model` (against `base`, when given). Temp files go in a directory under
+/// `scratch` (the output's directory) or the system's temp directory, removed on return.
+///
+/// # Errors
+/// llama-perplexity is missing or fails, the text is too short, a block of its output is
+/// missing, or the vocabularies differ.
+pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option<&Path>) -> Result<Evaluation> {
+    let tool = llama_cpp::find("llama-perplexity", s.llama_cpp.as_deref())?;
+    check_inputs(model, s)?;
+    if let Some(b) = base {
+        check_gguf(b)?;
+    }
+    // llama.cpp reads what organ opened (under `organ serve`: inside the root) and read
+    // first, the text as a private copy: every file handed open, never by a name it
+    // would resolve again.
+    let dir = scratch_dir(scratch)?;
+    let (model_file, read) = hand_model(model, &dir.path.join("model"))?;
+    let base_file = match base {
+        Some(b) => {
+            let (handed, base_read) = hand_model(b, &dir.path.join("base"))?;
+            same_vocabulary(b, &base_read, model, &read)?;
+            Some(handed)
+        }
+        None => None,
+    };
+    // The maps go before llama.cpp runs: it reads the files itself.
+    drop(read);
+    let text = copy_text(&s.text, &dir.path)?;
+    let command = |m: &Handed, also: &[&Handed]| {
+        let mut c = Command::new(&tool);
+        c.arg("-m").arg(&m.arg).arg("-c").arg(s.ctx.to_string()).arg("-b").arg(s.ctx.to_string());
+        llama_cpp::inherit(&mut c, &[&[m], also].concat());
+        if let Some(t) = s.threads {
+            c.arg("-t").arg(t.max(1).to_string());
+        }
+        if let Some(n) = s.chunks {
+            c.arg("--chunks").arg(n.max(1).to_string());
+        }
+        c
+    };
+    let label = |p: &Path| p.display().to_string();
+    let mut e = Evaluation {
+        model: label(model),
+        base: base.map(label),
+        text: label(&s.text),
+        ctx: s.ctx,
+        chunks: 0,
+        perplexity: Estimate { value: f64::NAN, error: f64::NAN },
+        base_perplexity: None,
+        kl_divergence: None,
+        llama_perplexity: label(&tool),
+    };
+    let (Some(base), Some(base_file)) = (base, base_file) else {
+        let mut c = command(&model_file, &[&text]);
+        c.arg("-f").arg(&text.arg);
+        let p = llama_cpp::run(c).with_context(|| format!("{}", model.display()))?;
+        let r = output::perplexity(&p.stdout, &p.stderr).with_context(|| format!("{}", model.display()))?;
+        (e.chunks, e.perplexity) = (r.chunks, r.ppl);
+        return Ok(e);
+    };
+    let logits = Handed::file(create_private(&dir.path.join("base-logits.kld"))?)?;
+    let mut c = command(&base_file, &[&text, &logits]);
+    c.arg("-f").arg(&text.arg).arg("--kl-divergence-base").arg(&logits.arg);
+    let p = llama_cpp::run(c).with_context(|| format!("{} (the base)", base.display()))?;
+    let b = output::perplexity(&p.stdout, &p.stderr).with_context(|| format!("{} (the base)", base.display()))?;
+    let mut c = command(&model_file, &[&logits]);
+    c.arg("--kl-divergence-base").arg(&logits.arg).arg("--kl-divergence");
+    let p = llama_cpp::run(c).with_context(|| format!("{}", model.display()))?;
+    let k = output::kl_divergence(&p.stdout, &p.stderr).with_context(|| format!("{}", model.display()))?;
+    if (k.chunks, k.ctx) != (b.chunks, b.ctx) {
+        bail!(
+            "{}: scored {} chunks of {} tokens, the base {} of {}: not the same tokens",
+            model.display(),
+            k.chunks,
+            k.ctx,
+            b.chunks,
+            b.ctx
+        );
+    }
+    drop((logits, text, dir));
+    e.chunks = k.chunks;
+    e.perplexity = k.ppl;
+    e.base_perplexity = Some(b.ppl);
+    e.kl_divergence = Some(Divergence {
+        mean: k.kld_mean,
+        median: k.kld_median,
+        p99: k.kld_p99,
+        max: k.kld_max,
+        same_top: k.same_top,
+        ln_ppl_ratio: k.ln_ppl_ratio,
+    });
+    Ok(e)
+}
+
+/// Checks the settings, the text, and that `model` is a GGUF file.
+///
+/// # Errors
+/// A context under 8, a text or model that is not a file, an organ directory.
+pub fn check_inputs(model: &Path, s: &Settings) -> Result<()> {
+    if !(MIN_CTX..=MAX_CTX).contains(&s.ctx) {
+        bail!("--ctx {}: give {MIN_CTX} to {MAX_CTX} tokens", s.ctx);
+    }
+    check_file(&s.text, "--text")?;
+    check_gguf(model)
+}
+
+/// A private temp directory in `near` (else the system's temp directory), removed on drop;
+/// if organ is killed outright, the next organ run that writes there removes it. Only
+/// organ's user may enter it (mode 0700).
+fn scratch_dir(near: Option<&Path>) -> Result<crate::atomic::Temp> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = near.map_or_else(std::env::temp_dir, Path::to_owned);
+    // Temp::dir names the directory `.organ-eval-logits.organ-tmp.PID.START.RANDOM`; nothing
+    // is ever renamed to `organ-eval-logits`.
+    let dest = dir.join("organ-eval-logits");
+    let t = crate::atomic::Temp::dir(&dest, false)?;
+    std::fs::set_permissions(&t.path, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("{}: cannot make it private", t.path.display()))?;
+    Ok(t)
+}
+
+/// A new file at `p` (never through a link), open to read and write, for organ's user only.
+fn create_private(p: &Path) -> Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .mode(0o600)
+        .open(p)
+        .with_context(|| format!("{}: cannot create", p.display()))
+}
+
+/// The most shards of a split model handed to llama.cpp (one descriptor each).
+pub const MAX_HANDED_SHARDS: usize = 256;
+
+/// The most tensors of a model handed to llama.cpp, which looks each tensor up by a scan of
+/// them all (65,536 took it more than 30 s); the largest real models have ~1,100.
+pub const MAX_HANDED_TENSORS: usize = 8192;
+
+/// The model at `path` opened (a regular file; under `organ serve`, inside the root) and
+/// handed to llama.cpp. A split model's shards (`NAME-0000I-of-0000N.gguf`), which
+/// llama.cpp finds by name beside the first, are each opened too, and handed as links
+/// named as they are, in the new private directory `links`, to `/proc/self/fd/N`; the
+/// tool is given `/proc/self/fd/D/NAME` (D: that directory, open) for the shard named.
+/// Shards are found beside the file opened (a link's target), as llama.cpp found them.
+/// Every file handed is first read by organ as any command reads a model
+/// ([`Model::from_open_files`]: the header budget, the tensor cap, every offset checked),
+/// so a file organ refuses never reaches llama.cpp, and its error names the file. The
+/// model read is returned; the tool is given duplicates of the very descriptors read.
+///
+/// # Errors
+/// A file cannot be opened or lies outside the root, is not a GGUF organ accepts, more
+/// than [`MAX_HANDED_SHARDS`] shards or [`MAX_HANDED_TENSORS`] tensors, or the links cannot
+/// be made.
+fn hand_model(path: &Path, links: &Path) -> Result<(Handed, Model)> {
+    let file = crate::input::open(path)?;
+    // Shards lie beside the file itself, as llama.cpp would find them from a link to it.
+    let real = crate::input::opened_path(&file).unwrap_or_else(|_| path.to_owned());
+    let dup = |f: &std::fs::File, p: &Path| f.try_clone().with_context(|| format!("{}: cannot duplicate", p.display()));
+    let Some(shards) = crate::source::split_shards(&real) else {
+        // organ reads the file (under its caps) before llama.cpp is given the same one.
+        let handed = dup(&file, path)?;
+        let model = within_tensors(path, Model::from_open_files(path, vec![(path.to_owned(), file)])?)?;
+        return Ok((Handed::file(handed)?, model));
+    };
+    let path = real.as_path();
+    if shards.len() > MAX_HANDED_SHARDS {
+        bail!(
+            "{}: a split of {} shards; organ hands llama.cpp at most {MAX_HANDED_SHARDS}",
+            path.display(),
+            shards.len()
+        );
+    }
+    let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(links)
+        .with_context(|| format!("{}: cannot create", links.display()))?;
+    let dir = std::fs::File::open(links).with_context(|| format!("{}: cannot open", links.display()))?;
+    let mut handed = Handed::dir(dir, &name(path))?;
+    let mut file = Some(file);
+    let mut opened = Vec::with_capacity(shards.len());
+    for shard in shards {
+        let f = match (shard == path, file.take()) {
+            (true, Some(f)) => f,
+            (_, f) => {
+                file = f;
+                crate::input::open(&shard).map_err(|e| e.context(format!("a shard of {}", path.display())))?
+            }
+        };
+        let target = handed.add(dup(&f, &shard)?)?;
+        let link = links.join(name(&shard));
+        std::os::unix::fs::symlink(&target, &link).with_context(|| format!("{}: cannot create", link.display()))?;
+        opened.push((shard, f));
+    }
+    Ok((handed, within_tensors(path, Model::from_open_files(path, opened)?)?))
+}
+
+/// `model`, unless it has more than [`MAX_HANDED_TENSORS`] tensors.
+fn within_tensors(path: &Path, model: Model) -> Result<Model> {
+    let n = model.tensors.len();
+    if n > MAX_HANDED_TENSORS {
+        bail!(
+            "{}: {n} tensors; organ hands llama.cpp at most {MAX_HANDED_TENSORS} (real models have about 1,100)",
+            path.display()
+        );
+    }
+    Ok(model)
+}
+
+/// The most text organ hands llama-perplexity (wikitext-2's test set is 1.3 MB).
+pub const MAX_TEXT_BYTES: u64 = 256 << 20;
+
+/// Copies the text (opened as any input: a regular file, under `organ serve` inside the
+/// root) into `dir`, and hands the copy to llama.cpp.
+fn copy_text(text: &Path, dir: &Path) -> Result<Handed> {
+    let f = crate::input::open(text).context("--text")?;
+    let n = f.metadata().with_context(|| format!("{}: cannot stat", text.display()))?.len();
+    if n > MAX_TEXT_BYTES {
+        bail!("{}: {n} bytes, more than the {MAX_TEXT_BYTES} organ evaluates", text.display());
+    }
+    let copy = dir.join("text.txt");
+    let mut out = create_private(&copy)?;
+    std::io::copy(&mut std::io::Read::take(f, MAX_TEXT_BYTES), &mut out)
+        .with_context(|| format!("{}: cannot copy to {}", text.display(), copy.display()))?;
+    Handed::file(out)
+}
+
+fn check_file(p: &Path, what: &str) -> Result<()> {
+    let md = std::fs::metadata(p).with_context(|| format!("{}: cannot read ({what})", p.display()))?;
+    if !md.is_file() {
+        bail!("{}: not a file ({what})", p.display());
+    }
+    Ok(())
+}
+
+/// llama.cpp reads GGUF files (a split model through its first shard), not organ directories.
+fn check_gguf(p: &Path) -> Result<()> {
+    if p.is_dir() {
+        bail!(
+            "{}: an organ directory; llama.cpp reads GGUF files: `organ assemble {} --out MODEL.gguf` first",
+            p.display(),
+            p.display()
+        );
+    }
+    check_file(p, "a GGUF model")
+}
+
+/// The vocabulary size a GGUF declares: its tokenizer's token count.
+fn vocabulary(p: &Path, m: &Model) -> Result<u64> {
+    match m.get("tokenizer.ggml.tokens") {
+        Some(organ_core::model::OwnedValue::Array { len, .. }) => Ok(*len),
+        _ => bail!("{}: has no tokenizer.ggml.tokens: llama.cpp cannot tokenize the text with it", p.display()),
+    }
+}
+
+/// Refuses, before any run, a base whose vocabulary differs from the model's.
+fn same_vocabulary(base: &Path, base_read: &Model, model: &Path, model_read: &Model) -> Result<()> {
+    let (b, m) = (vocabulary(base, base_read)?, vocabulary(model, model_read)?);
+    if b != m {
+        bail!(
+            "{} has {b} tokens, {} has {m}: KL divergence compares the same tokens' probabilities, so the \
+             base must have the model's vocabulary",
+            base.display(),
+            model.display()
+        );
+    }
+    Ok(())
+}
+
+/// Prints an evaluation.
+pub fn print(e: &Evaluation, w: &mut dyn Write) -> Result<()> {
+    writeln!(w, "eval {} on {} ({} chunks of {} tokens)", e.model, e.text, e.chunks, e.ctx)?;
+    writeln!(w, "  perplexity        {:>10.4} ± {:.4}", e.perplexity.value, e.perplexity.error)?;
+    if let (Some(base), Some(bp)) = (&e.base, &e.base_perplexity) {
+        writeln!(w, "  base perplexity   {:>10.4} ± {:.4}  ({base})", bp.value, bp.error)?;
+    }
+    if let Some(k) = &e.kl_divergence {
+        writeln!(
+            w,
+            "  KL divergence     mean {:.6} ± {:.6}, median {:.6}, 99% {:.6}, max {:.6} (nats)",
+            k.mean.value, k.mean.error, k.median, k.p99, k.max
+        )?;
+        writeln!(w, "  same top token    {:>9.3}% ± {:.3}%", 100.0 * k.same_top.value, 100.0 * k.same_top.error)?;
+        writeln!(w, "  ln(PPL/PPL base)  {:>10.6} ± {:.6}", k.ln_ppl_ratio.value, k.ln_ppl_ratio.error)?;
+    }
+    Ok(())
+}

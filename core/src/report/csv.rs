@@ -2,7 +2,7 @@
 //! per pair (and per expert), and the ranking's row per model. Fields are quoted only where
 //! they must be, records end in `\n` (csv-core's writer, as the `csv` crate's default).
 
-use super::formats::{AnyReport, Shown};
+use super::kinds::{AnyReport, Shown};
 use super::{Report, TensorReport};
 use crate::anatomy::Group;
 use crate::compare::CompareReport;

@@ -8,55 +8,9 @@
 //! A new format is one file (its renderer, beside `json.rs`, `csv.rs`, `text.rs`) and one
 //! line in [`FORMATS`].
 
-use super::{csv, json, text, Report};
-use crate::check::CheckReport;
-use crate::compare::CompareReport;
+pub use super::kinds::{AnyReport, Kind, Shown};
+use super::{csv, json, text};
 use core::fmt;
-
-/// The kinds of report a format may apply to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// A θ report (`organ measure`, `organ report merge`, the app's measure mode).
-    Measure,
-    /// A compare report (`organ diff`, the app's compare mode).
-    Compare,
-    /// A check report (`organ check`, the app's check mode).
-    Check,
-}
-
-/// A report of any kind, borrowed for rendering.
-#[derive(Clone, Copy)]
-pub enum AnyReport<'a> {
-    /// A θ report.
-    Measure(&'a Report),
-    /// A compare report.
-    Compare(&'a CompareReport),
-    /// A check report.
-    Check(&'a CheckReport),
-}
-
-impl AnyReport<'_> {
-    /// Which kind of report this is.
-    pub fn kind(&self) -> Kind {
-        match self {
-            AnyReport::Measure(_) => Kind::Measure,
-            AnyReport::Compare(_) => Kind::Compare,
-            AnyReport::Check(_) => Kind::Check,
-        }
-    }
-}
-
-/// How much of a report the text shows: the CLI's `--summary-only`, `--wells` and `--top`.
-/// The other formats always hold everything.
-#[derive(Debug, Clone, Copy)]
-pub struct Shown {
-    /// A θ report's text: models' summaries only, no tensor lists.
-    pub summary_only: bool,
-    /// A θ report's text: how many wells (lowest θ) each model lists.
-    pub wells: usize,
-    /// A compare report's text: how many of the most changed tensors it lists.
-    pub top: usize,
-}
 
 /// One report format.
 pub struct Format {

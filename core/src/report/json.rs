@@ -1,7 +1,7 @@
 //! The JSON format: the whole report, pretty-printed, with a final newline (what `--json`
 //! writes; schema: `docs/report.schema.json`).
 
-use super::formats::{AnyReport, Shown};
+use super::kinds::{AnyReport, Shown};
 use core::fmt;
 
 /// Writes `report` as pretty JSON and a newline.

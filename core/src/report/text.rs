@@ -5,7 +5,7 @@
 //! and the names in one model only; a check report's, every finding and the verdict.
 
 use super::csv::{has_sigma, json_name};
-use super::formats::{AnyReport, Shown};
+use super::kinds::{AnyReport, Shown};
 use super::{human_count, ModelReport, Report, TensorReport};
 use crate::anatomy::{Group, OrganKind};
 use crate::check::{CheckReport, Severity};

@@ -40,7 +40,7 @@ impl Tensor {
         if let Some(b) = &self.owned {
             return b;
         }
-        let b: &[u8] = &self.in_file.bytes;
+        let b: &[u8] = self.in_file.bytes();
         // Offsets and sizes were checked against the file when the model was opened.
         &b[self.offset as usize..(self.offset + self.n_bytes) as usize]
     }

@@ -144,8 +144,9 @@ pub struct Remote {
     pub size: u64,
     /// What every later answer must still match.
     pub pin: Pin,
-    /// How its bytes are asked for.
-    via: Via,
+    /// How its bytes are asked for: organ's own range requests (`ureq::Agent`,
+    /// src/remote/fetch.rs) or a store's (`store::Object`, src/remote/store.rs).
+    via: Box<dyn multi::Transport + Send + Sync>,
     /// The URL as given, when not [`Self::url`]: errors name both.
     name: String,
     /// What names the object in its identity, when not its URL and pin: an `hf://` file's
@@ -153,14 +154,6 @@ pub struct Remote {
     ident: Option<(String, Pin)>,
     /// Whether the server answers a request for many ranges with them ([`multi`]).
     multi: AtomicU8,
-}
-
-/// How a remote's bytes are asked for.
-enum Via {
-    /// Range requests of organ's own (src/remote/fetch.rs).
-    Http(ureq::Agent),
-    /// object_store (src/remote/store.rs).
-    Store(store::Object),
 }
 
 /// What the first request found.
@@ -175,7 +168,7 @@ pub enum Opened {
 impl Remote {
     /// An object read by organ's own range requests.
     pub(super) fn new(url: String, size: u64, pin: Pin, agent: ureq::Agent) -> Remote {
-        Remote { name: url.clone(), url, size, pin, via: Via::Http(agent), ident: None, multi: AtomicU8::new(0) }
+        Remote { name: url.clone(), url, size, pin, via: Box::new(agent), ident: None, multi: AtomicU8::new(0) }
     }
 
     /// Asks for the first `first` bytes of `url` and pins the object.
@@ -209,24 +202,11 @@ impl Remote {
         if buf.is_empty() {
             return Ok(());
         }
-        let read = match &self.via {
-            Via::Http(agent) => fetch::range(agent, &self.url, offset, buf, self.size, &self.pin, config()),
-            Via::Store(o) => o.range(&self.url, offset, buf, self.size, &self.pin),
-        };
+        let read = self.via.range(self, offset, buf, config());
         if self.name == self.url {
             return read;
         }
         read.with_context(|| self.name.clone())
-    }
-
-    /// What names the object in its identity ([`identity`]) when not the URL as given, and
-    /// the validator that goes with it: for an `hf://` file its URL at the commit and the
-    /// Hub's ETag, for a store object its URL and version; else none, and its pin.
-    pub fn identity(&self) -> (Option<String>, Pin) {
-        match &self.ident {
-            Some((name, pin)) => (Some(name.clone()), pin.clone()),
-            None => (None, self.pin.clone()),
-        }
     }
 
     /// Reads each `(offset, buffer)` of `parts` (ascending, disjoint), many ranges a
@@ -236,10 +216,7 @@ impl Remote {
     /// # Errors
     /// As [`Self::read_exact_at`]; a multipart answer that is not what was asked.
     pub fn read_ranges(&self, parts: &mut [(u64, &mut [u8])]) -> Result<()> {
-        match &self.via {
-            Via::Http(agent) => multi::read_ranges(self, agent, parts, config()),
-            Via::Store(o) => multi::read_ranges(self, o, parts, config()),
-        }
+        multi::read_ranges(self, &*self.via, parts, config())
     }
 
     /// The file name the URL ends with (query left out), as reports name models.
@@ -248,9 +225,35 @@ impl Remote {
     }
 }
 
+/// An object at a URL, read by range requests through its transport.
+impl crate::byte_source::ByteSource for Remote {
+    fn len(&self) -> u64 {
+        self.size
+    }
+    fn name(&self) -> &str {
+        &self.url
+    }
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        Remote::read_exact_at(self, buf, offset)
+    }
+    fn read_ranges(&self, parts: &mut [(u64, &mut [u8])]) -> Result<()> {
+        Remote::read_ranges(self, parts)
+    }
+    fn origin(&self) -> Option<(Option<&str>, &Pin)> {
+        Some(match &self.ident {
+            Some((name, pin)) => (Some(name), pin),
+            None => (None, &self.pin),
+        })
+    }
+}
+
 /// A store serves one range a request ([`store::Object::range`]); a range covering more
 /// than one part is read into a buffer of its own, so it is at most 1 MiB.
 impl multi::Transport for store::Object {
+    fn range(&self, r: &Remote, offset: u64, buf: &mut [u8], _: &Config) -> Result<()> {
+        self.range(&r.url, offset, buf, r.size, &r.pin)
+    }
+
     fn covering(&self, r: &Remote, start: u64, end: u64, parts: &mut [(u64, &mut [u8])], _: &Config) -> Result<()> {
         if let [(o, b)] = parts {
             if *o == start && b.len() as u64 == end - start {
@@ -313,6 +316,10 @@ mod tests {
     }
 
     impl multi::Transport for Mem {
+        fn range(&self, r: &Remote, offset: u64, buf: &mut [u8], cfg: &Config) -> Result<()> {
+            self.covering(r, offset, offset + buf.len() as u64, &mut [(offset, buf)], cfg)
+        }
+
         fn covering(&self, _: &Remote, start: u64, end: u64, parts: &mut [(u64, &mut [u8])], _: &Config) -> Result<()> {
             self.reads.borrow_mut().push((start, end));
             for (o, b) in parts.iter_mut() {

@@ -68,6 +68,15 @@ impl ModelFile {
         Self::from_open(path, crate::input::open(path)?)
     }
 
+    /// [`Self::open`] of a path, or [`Self::open_url`] of a URL.
+    pub fn open_any(path: &Path) -> Result<ModelFile> {
+        if crate::remote::is_url(path) {
+            Self::open_url(path)
+        } else {
+            Self::open(path)
+        }
+    }
+
     /// [`Self::open`] of a file already opened (through [`crate::input::open`]) from `path`.
     pub fn from_open(path: &Path, file: File) -> Result<ModelFile> {
         Self::local(path, file, false)

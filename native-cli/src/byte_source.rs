@@ -172,3 +172,44 @@ impl ByteSource for Plain {
         self.file.as_ref()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streamed_when_asked_not_in_memory_or_large() {
+        assert!(!stream(false, true, STREAM_ABOVE_BYTES));
+        assert!(stream(false, true, STREAM_ABOVE_BYTES + 1));
+        assert!(stream(true, true, 0));
+        assert!(stream(false, false, 0));
+    }
+
+    /// A mapped file and a body held whole read the same, and refuse a range past their
+    /// end naming themselves; a closed mapped file holds no descriptor.
+    #[test]
+    fn local_and_received_bytes_read_alike() {
+        let bytes: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
+        let path = std::env::temp_dir().join(format!("organ-byte-source-{}", std::process::id()));
+        std::fs::write(&path, &bytes).unwrap();
+        let open = || File::open(&path).unwrap();
+        let pin = Pin { etag: Some("\"e\"".into()), last_modified: None };
+        let sources: Vec<Box<dyn ByteSource>> = vec![
+            local("m.gguf".into(), open(), None, false).unwrap(),
+            local("m.gguf".into(), open(), None, true).unwrap(),
+            Box::new(Plain::received("m.gguf".into(), bytes.clone(), (None, pin))),
+        ];
+        std::fs::remove_file(&path).unwrap();
+        for (i, s) in sources.iter().enumerate() {
+            assert_eq!((s.len(), s.whole()), (5000, Some(&bytes[..])), "{i}");
+            let mut a = [0u8; 10];
+            let mut b = [0u8; 3];
+            s.read_ranges(&mut [(100, &mut a[..]), (4997, &mut b[..])]).unwrap();
+            assert_eq!((&a[..], &b[..]), (&bytes[100..110], &bytes[4997..]), "{i}");
+            let e = format!("{:#}", s.read_exact_at(&mut a, 4995).unwrap_err());
+            assert!(e.starts_with("m.gguf: ") && e.contains("4995"), "{i}: {e}");
+            assert_eq!(s.origin().is_some(), i == 2, "{i}");
+        }
+        assert!(sources[0].file().is_some() && sources[1].file().is_none() && sources[2].file().is_none());
+    }
+}

@@ -7,9 +7,9 @@
 use crate::url_source::UrlFile;
 use organ_core::gguf::display::preview;
 use organ_core::gguf::MetaValue;
-use organ_core::model;
 use organ_core::gguf::{HeaderRead, Step};
 use organ_core::limits::HEADER_FIRST_READ;
+use organ_core::model;
 use std::ops::Deref;
 use std::rc::Rc;
 

@@ -180,8 +180,16 @@ mod tests {
                 "https://h.example/m/x%20y-00003-of-00003.gguf?sig=a%2Fb#f"
             ]
         );
-        assert_eq!(shard_urls("https://h.example/d/m-00001-of-00001.gguf").unwrap(), ["https://h.example/d/m-00001-of-00001.gguf"]);
-        for not in ["https://h.example/m.gguf", "https://h.example/", "m-00001-of-00002.gguf", "https://h/m.gguf?x-00001-of-00002.gguf"] {
+        assert_eq!(
+            shard_urls("https://h.example/d/m-00001-of-00001.gguf").unwrap(),
+            ["https://h.example/d/m-00001-of-00001.gguf"]
+        );
+        for not in [
+            "https://h.example/m.gguf",
+            "https://h.example/",
+            "m-00001-of-00002.gguf",
+            "https://h/m.gguf?x-00001-of-00002.gguf",
+        ] {
             assert_eq!(shard_urls(not), None, "{not}");
         }
     }

@@ -16,10 +16,10 @@ use std::fs::File;
 /// length; errors name the file or URL and the offset.
 pub trait ByteSource: Send + Sync {
     /// Its length in bytes.
-    fn len(&self) -> u64;
+    fn size(&self) -> u64;
 
     /// What names it in errors: the path, or the URL read.
-    fn name(&self) -> &str;
+    fn what(&self) -> &str;
 
     /// Reads `buf.len()` bytes at `offset`.
     ///
@@ -132,10 +132,10 @@ fn read_local(name: &str, file: Option<&File>, bytes: &[u8], buf: &mut [u8], off
 }
 
 impl ByteSource for Mapped {
-    fn name(&self) -> &str {
+    fn what(&self) -> &str {
         &self.name
     }
-    fn len(&self) -> u64 {
+    fn size(&self) -> u64 {
         self.map.len() as u64
     }
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
@@ -153,10 +153,10 @@ impl ByteSource for Mapped {
 }
 
 impl ByteSource for Plain {
-    fn name(&self) -> &str {
+    fn what(&self) -> &str {
         &self.name
     }
-    fn len(&self) -> u64 {
+    fn size(&self) -> u64 {
         self.bytes.len() as u64
     }
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
@@ -201,7 +201,7 @@ mod tests {
         ];
         std::fs::remove_file(&path).unwrap();
         for (i, s) in sources.iter().enumerate() {
-            assert_eq!((s.len(), s.whole()), (5000, Some(&bytes[..])), "{i}");
+            assert_eq!((s.size(), s.whole()), (5000, Some(&bytes[..])), "{i}");
             let mut a = [0u8; 10];
             let mut b = [0u8; 3];
             s.read_ranges(&mut [(100, &mut a[..]), (4997, &mut b[..])]).unwrap();

@@ -155,7 +155,7 @@ impl ModelFile {
         if m.source.whole().is_some() {
             return Ok(m);
         }
-        let what = m.source.name().to_owned();
+        let what = m.source.what().to_owned();
         let dir = std::env::temp_dir();
         let fd = rustix::fs::open(
             &dir,
@@ -164,7 +164,7 @@ impl ModelFile {
         )
         .with_context(|| format!("{what}: cannot make a temporary file under {} to fetch it into", dir.display()))?;
         let file = File::from(fd);
-        let size = m.source.len();
+        let size = m.source.size();
         room_for(&file, size, &what, &dir)?;
         let mut buf = vec![0u8; FETCH_CHUNK.min(usize::try_from(size).unwrap_or(FETCH_CHUNK))];
         let mut at = 0u64;
@@ -190,7 +190,7 @@ impl ModelFile {
     /// The file's length (for a file at a URL, the object's, whose header only is in
     /// [`Self::bytes`]).
     pub fn file_len(&self) -> u64 {
-        self.source.len()
+        self.source.size()
     }
 
     /// Whether its bytes are not in memory (a file at a URL, read by range requests): its
@@ -203,7 +203,7 @@ impl ModelFile {
     pub fn remote_identity(&self) -> Option<(String, &crate::remote::Pin, u64)> {
         let (name, pin) = self.source.origin()?;
         let url = name.map_or_else(|| self.path.display().to_string(), str::to_owned);
-        Some((url, pin, self.source.len()))
+        Some((url, pin, self.source.size()))
     }
 
     /// Calls `f` with the open file: the one held, or the same file opened again (by its

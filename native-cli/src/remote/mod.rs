@@ -247,10 +247,10 @@ impl Remote {
 
 /// An object at a URL, read by range requests through its transport.
 impl crate::byte_source::ByteSource for Remote {
-    fn len(&self) -> u64 {
+    fn size(&self) -> u64 {
         self.size
     }
-    fn name(&self) -> &str {
+    fn what(&self) -> &str {
         &self.url
     }
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {

@@ -54,6 +54,11 @@ pub const MAX_TENSOR_NAME_LEN: u64 = 128;
 /// `--max-header-bytes` ([`set_max_header_bytes`]).
 pub const DEFAULT_MAX_HEADER_BYTES: u64 = 32 << 20;
 
+/// The first read of a header whose length is not known yet (a file at a URL, a file in
+/// the browser): it grows from here to what the parser says it needs
+/// ([`crate::gguf::HeaderRead`]). Most headers fit in it; one request, whatever the model.
+pub const HEADER_FIRST_READ: u64 = 1 << 20;
+
 /// The header budget in force (see [`DEFAULT_MAX_HEADER_BYTES`]).
 static MAX_HEADER_BYTES: AtomicU64 = AtomicU64::new(DEFAULT_MAX_HEADER_BYTES);
 

@@ -59,7 +59,7 @@ pub fn fingerprint_maps(maps: &[&ModelFile], sha256: bool) -> Fingerprint {
     let blake = || {
         let mut h = blake3::Hasher::new();
         for m in maps {
-            h.update(&m.bytes);
+            h.update(m.bytes());
         }
         h.finalize().to_hex().to_string()
     };
@@ -67,11 +67,11 @@ pub fn fingerprint_maps(maps: &[&ModelFile], sha256: bool) -> Fingerprint {
         sha256.then(|| {
             let mut h = Sha256::new();
             for m in maps {
-                h.update(&m.bytes[..]);
+                h.update(m.bytes());
             }
             hex(&h.finalize())
         })
     };
     let (blake3, sha256) = rayon::join(blake, sha);
-    Fingerprint { blake3, sha256, bytes: maps.iter().map(|m| m.bytes.len() as u64).sum() }
+    Fingerprint { blake3, sha256, bytes: maps.iter().map(|m| m.bytes().len() as u64).sum() }
 }

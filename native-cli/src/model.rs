@@ -43,7 +43,7 @@ impl Tensor {
         if let Some(b) = &self.owned {
             return b;
         }
-        let b: &[u8] = &self.in_file.bytes;
+        let b: &[u8] = self.in_file.bytes();
         // Offsets and sizes were checked against the file when the model was opened.
         &b[self.offset as usize..(self.offset + self.n_bytes) as usize]
     }
@@ -129,26 +129,20 @@ impl Model {
     pub fn open_any(path: &Path) -> Result<Model> {
         if crate::remote::is_url(path) {
             crate::remote::parse(path)?;
-            return match crate::remote::split_urls(path) {
-                Some(shards) => Self::from_files(path, &shards, shards.clone()),
-                None => Self::from_files(path, &[path.to_owned()], Vec::new()),
-            };
+        } else if path.is_dir() {
+            return organ_dir::open(path);
         }
-        if path.is_dir() {
-            organ_dir::open(path)
-        } else if let Some(shards) = crate::source::split_shards(path) {
-            Self::from_files(path, &shards, shards.clone())
-        } else {
-            Self::from_files(path, &[path.to_owned()], Vec::new())
+        match crate::source::shards(path) {
+            Some(shards) => Self::from_files(path, &shards, shards.clone()),
+            None => Self::from_files(path, &[path.to_owned()], Vec::new()),
         }
     }
 
     /// The model of `paths` (one GGUF, or every shard of a split model, in order), joined
     /// and checked by the core ([`model::Model::join`]).
     fn from_files(path: &Path, paths: &[PathBuf], shards: Vec<PathBuf>) -> Result<Model> {
-        let files: Vec<Arc<ModelFile>> = (paths.iter())
-            .map(|p| if crate::remote::is_url(p) { ModelFile::open_url(p) } else { ModelFile::open(p) }.map(Arc::new))
-            .collect::<Result<_>>()?;
+        let files: Vec<Arc<ModelFile>> =
+            paths.iter().map(|p| ModelFile::open_any(p).map(Arc::new)).collect::<Result<_>>()?;
         Self::from_opened(path, paths, files, shards)
     }
 

@@ -1,59 +1,30 @@
 //! [`ModelFile`]: one opened file of a model (GGUF, shard, organ file, manifest), where its
 //! bytes live: a read-only memory map (plain read as the fallback) and positioned reads,
 //! with errors that name the file. Files are opened through [`crate::input::open`]:
-//! regular files only, each recorded as an input. A file at an http(s) URL holds its
-//! header only, and reads the rest by range requests ([`crate::remote`]).
+//! regular files only, each recorded as an input. A file at a URL holds its header only,
+//! and reads the rest by range requests ([`crate::remote`]). Where the bytes come from is
+//! its [`ByteSource`]'s business.
 
+use crate::byte_source::{self, ByteSource};
 use anyhow::{Context, Result};
-use memmap2::Mmap;
+use organ_core::gguf::{HeaderRead, Step};
 use organ_core::Gguf;
 use std::fs::File;
-use std::ops::Deref;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-/// A model file's bytes.
-pub enum Bytes {
-    /// Memory-mapped.
-    Map(Mmap),
-    /// Read into memory (when mapping is not possible).
-    Owned(Vec<u8>),
-}
-
-impl Deref for Bytes {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Bytes::Map(m) => m,
-            Bytes::Owned(v) => v,
-        }
-    }
-}
-
 /// An opened model file.
 pub struct ModelFile {
-    /// Where it is.
+    /// Where it is: a path, or the URL as given.
     pub path: PathBuf,
-    /// Its bytes.
-    pub bytes: Bytes,
-    /// The open file, for positioned reads and in-kernel copies that bypass the map; none
-    /// for organ files, which are closed once mapped (an organ directory of any number of
-    /// tensors holds no descriptor open) and opened again for a copy.
-    file: Option<File>,
-    /// Device and inode, to know the file again when it is reopened.
+    /// Its bytes ([`byte_source`]).
+    source: Box<dyn ByteSource>,
+    /// For a source not in memory (a file at a URL): its header, read once.
+    header: Vec<u8>,
+    /// Device and inode, to know a local file again when it is reopened.
     id: (u64, u64),
-    /// For a file at a URL: the object, where `bytes` holds its header only (none when
-    /// the server sent the whole body, which `bytes` then holds).
-    remote: Option<crate::remote::Remote>,
-    /// For a file at a URL: what names it and pinned it, and its size (its identity:
-    /// [`crate::remote::Remote::identity`]).
-    pin: Option<(crate::remote::Pin, u64)>,
-    ident: Option<String>,
 }
 
-/// The first range asked of a remote file; the header's read grows from it geometrically
-/// to what the core's parser says it needs.
-const FIRST_READ: u64 = 1 << 20;
 /// The chunk a remote file is fetched whole in ([`ModelFile::fetch_url`]).
 const FETCH_CHUNK: usize = 8 << 20;
 
@@ -61,7 +32,7 @@ const FETCH_CHUNK: usize = 8 << 20;
 /// files' bytes.
 impl AsRef<[u8]> for ModelFile {
     fn as_ref(&self) -> &[u8] {
-        &self.bytes
+        self.bytes()
     }
 }
 
@@ -97,29 +68,36 @@ impl ModelFile {
         Self::from_open(path, crate::input::open(path)?)
     }
 
-    /// [`Self::open`] of a file already opened (through [`crate::input::open`]) from `path`.
-    pub fn from_open(path: &Path, file: File) -> Result<ModelFile> {
-        let md = file.metadata().with_context(|| format!("{}: cannot stat", path.display()))?;
-        let id = (md.dev(), md.ino());
-        // SAFETY: the map is read-only and private to this process. If another process
-        // truncates the file while we hold the map, touching a page past the new end
-        // raises SIGBUS; organ never writes its inputs, and this is the documented
-        // trade-off of mapping (README, "Memory maps").
-        let bytes = match unsafe { Mmap::map(&file) } {
-            Ok(m) => Bytes::Map(m),
-            Err(_) => {
-                let mut v = Vec::new();
-                std::io::Read::read_to_end(&mut &file, &mut v)
-                    .with_context(|| format!("{}: cannot read", path.display()))?;
-                Bytes::Owned(v)
-            }
-        };
-        Ok(ModelFile { path: path.to_owned(), bytes, file: Some(file), id, remote: None, pin: None, ident: None })
+    /// [`Self::open`] of a path, or [`Self::open_url`] of a URL.
+    pub fn open_any(path: &Path) -> Result<ModelFile> {
+        if crate::remote::is_url(path) {
+            Self::open_url(path)
+        } else {
+            Self::open(path)
+        }
     }
 
-    /// Opens the GGUF at an http(s) URL: its header is read in growing ranges, parsed by
-    /// the core as the browser does ([`Gguf::parse`] says how many bytes it still needs),
-    /// and kept; tensor data is read later by [`Self::read_exact_at`].
+    /// [`Self::open`] of a file already opened (through [`crate::input::open`]) from `path`.
+    pub fn from_open(path: &Path, file: File) -> Result<ModelFile> {
+        Self::local(path, file, false)
+    }
+
+    /// Opens and maps `path`, then closes it: the map stays, the descriptor goes.
+    pub fn open_mapped(path: &Path) -> Result<ModelFile> {
+        Self::local(path, crate::input::open(path)?, true)
+    }
+
+    /// The local file `file` opened from `path`, closed once mapped with `close`.
+    fn local(path: &Path, file: File, close: bool) -> Result<ModelFile> {
+        let md = file.metadata().with_context(|| format!("{}: cannot stat", path.display()))?;
+        let id = (md.dev(), md.ino());
+        let source = byte_source::local(path.display().to_string(), file, None, close)?;
+        Ok(ModelFile { path: path.to_owned(), source, header: Vec::new(), id })
+    }
+
+    /// Opens the GGUF at a URL: its header is read in growing ranges, as the core's
+    /// [`HeaderRead`] asks (as the browser does), and kept; tensor data is read later by
+    /// [`Self::read_exact_at`].
     ///
     /// # Errors
     /// The URL cannot be read, or the header is not a valid GGUF or is too large.
@@ -132,19 +110,11 @@ impl ModelFile {
             // server fetch what a request names, unless it was started to.
             anyhow::bail!("{}: this organ serve reads no remote models (--allow-remote)", url.display());
         }
-        let (remote, prefix) = match Remote::open(url, FIRST_READ)? {
+        let (remote, prefix) = match Remote::open(url, organ_core::limits::HEADER_FIRST_READ)? {
             Opened::Whole(body, pin) => {
-                let len = body.len() as u64;
-                let bytes = Bytes::Owned(body);
-                return Ok(ModelFile {
-                    path: url.to_owned(),
-                    bytes,
-                    file: None,
-                    id: (0, 0),
-                    remote: None,
-                    pin: Some((pin, len)),
-                    ident: None,
-                });
+                let name = url.display().to_string();
+                let source = Box::new(byte_source::Plain::received(name, body, (None, pin)));
+                return Ok(ModelFile { path: url.to_owned(), source, header: Vec::new(), id: (0, 0) });
             }
             Opened::Ranged(r, prefix) => (r, prefix),
         };
@@ -154,119 +124,86 @@ impl ModelFile {
         // grown into instead.
         let budget = organ_core::limits::max_header_bytes();
         let cap = usize::try_from(remote.size.min(budget)).unwrap_or(usize::MAX).max(prefix.len());
-        let mut buf = Vec::new();
-        let _ = buf.try_reserve_exact(cap);
-        buf.extend_from_slice(&prefix);
+        let mut header = Vec::new();
+        let _ = header.try_reserve_exact(cap);
+        header.extend_from_slice(&prefix);
         drop(prefix);
-        let mut prefix = buf;
+        let read = HeaderRead::new(remote.size);
         loop {
-            // The core refuses a header past the budget (Error::HeaderBudget), so `needed`
-            // is within it.
-            let needed = match Gguf::parse(&prefix, remote.size) {
-                Ok(_) => break,
-                Err(e) => match e.needed_len() {
-                    Some(n) if n <= remote.size => n,
-                    _ => return Err(anyhow::Error::new(e).context(format!("{}: not a valid GGUF", remote.url))),
-                },
+            let step = read.step(&header);
+            let want = match step.with_context(|| format!("{}: not a valid GGUF", remote.url))? {
+                Step::Done(_) => break,
+                Step::Need(want) => want,
             };
-            let have = prefix.len();
-            // Double at least (a handful of requests for the largest header); the buffer
-            // was reserved above, so growing it copies nothing, and the budget bounds it.
-            let want = needed.max(have as u64 * 2).min(remote.size).min(budget).max(needed);
-            prefix.resize(want as usize, 0);
-            remote.read_exact_at(&mut prefix[have..], have as u64)?;
+            let have = header.len();
+            // Within the budget, so within what was reserved: growing copies nothing.
+            header.resize(want as usize, 0);
+            remote.read_exact_at(&mut header[have..], have as u64)?;
         }
-        let (ident, pin) = remote.identity();
-        let pin = Some((pin, remote.size));
-        Ok(ModelFile {
-            path: url.to_owned(),
-            bytes: Bytes::Owned(prefix),
-            file: None,
-            id: (0, 0),
-            remote: Some(remote),
-            pin,
-            ident,
-        })
+        Ok(ModelFile { path: url.to_owned(), source: Box::new(remote), header, id: (0, 0) })
     }
 
-    /// Opens the GGUF at an http(s) URL as [`Self::open_url`] does, then fetches the rest
-    /// of it, by the same pinned range reads, into an unlinked temporary file under
-    /// `$TMPDIR` and maps it: for the commands that need every tensor byte (diff, dissect,
-    /// graft's donor). Memory holds one chunk at a time; the disk, the file.
+    /// Opens the GGUF at a URL as [`Self::open_url`] does, then fetches the rest of it, by
+    /// the same pinned range reads, into an unlinked temporary file under `$TMPDIR` and
+    /// maps it: for the commands that need every tensor byte (diff, dissect, graft's
+    /// donor). Memory holds one chunk at a time; the disk, the file.
     ///
     /// # Errors
     /// As [`Self::open_url`]; the temporary file cannot be made or written.
     pub fn fetch_url(url: &Path) -> Result<ModelFile> {
         let m = Self::open_url(url)?;
-        let Some(remote) = &m.remote else { return Ok(m) };
+        if m.source.whole().is_some() {
+            return Ok(m);
+        }
+        let what = m.source.what().to_owned();
         let dir = std::env::temp_dir();
         let fd = rustix::fs::open(
             &dir,
             rustix::fs::OFlags::TMPFILE | rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
             rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
         )
-        .with_context(|| {
-            format!("{}: cannot make a temporary file under {} to fetch it into", remote.url, dir.display())
-        })?;
+        .with_context(|| format!("{what}: cannot make a temporary file under {} to fetch it into", dir.display()))?;
         let file = File::from(fd);
-        let size = remote.size;
-        room_for(&file, size, &remote.url, &dir)?;
+        let size = m.source.size();
+        room_for(&file, size, &what, &dir)?;
         let mut buf = vec![0u8; FETCH_CHUNK.min(usize::try_from(size).unwrap_or(FETCH_CHUNK))];
         let mut at = 0u64;
         while at < size {
             let n = (size - at).min(buf.len() as u64) as usize;
-            remote.read_exact_at(&mut buf[..n], at)?;
+            m.source.read_exact_at(&mut buf[..n], at)?;
             std::os::unix::fs::FileExt::write_all_at(&file, &buf[..n], at)
-                .with_context(|| format!("{}: cannot write its bytes under {}", remote.url, dir.display()))?;
+                .with_context(|| format!("{what}: cannot write its bytes under {}", dir.display()))?;
             at += n as u64;
         }
-        let md = file.metadata().with_context(|| format!("{}: cannot stat its temporary file", remote.url))?;
-        // SAFETY: as in `open`; the file is unlinked and this process's own.
-        let bytes = match unsafe { Mmap::map(&file) } {
-            Ok(map) => Bytes::Map(map),
-            Err(_) => {
-                let mut v = Vec::new();
-                std::io::Read::read_to_end(&mut &file, &mut v)
-                    .with_context(|| format!("{}: cannot read its temporary file", remote.url))?;
-                Bytes::Owned(v)
-            }
-        };
-        let id = (md.dev(), md.ino());
-        Ok(ModelFile {
-            path: m.path.clone(),
-            bytes,
-            file: Some(file),
-            id,
-            remote: None,
-            pin: m.pin.clone(),
-            ident: m.ident.clone(),
-        })
+        let md = file.metadata().with_context(|| format!("{what}: cannot stat its temporary file"))?;
+        let origin = m.source.origin().map(|(name, pin)| (name.map(str::to_owned), pin.clone()));
+        let source = byte_source::local(m.path.display().to_string(), file, origin, false)?;
+        Ok(ModelFile { path: m.path.clone(), source, header: Vec::new(), id: (md.dev(), md.ino()) })
     }
 
-    /// The file's length: the object's size for a remote file, whose `bytes` hold only its
-    /// header.
+    /// The file's bytes where they are in memory (a map, or read whole); for a file at a
+    /// URL, its header only.
+    pub fn bytes(&self) -> &[u8] {
+        self.source.whole().unwrap_or(&self.header)
+    }
+
+    /// The file's length (for a file at a URL, the object's, whose header only is in
+    /// [`Self::bytes`]).
     pub fn file_len(&self) -> u64 {
-        self.remote.as_ref().map_or(self.bytes.len() as u64, |r| r.size)
+        self.source.size()
     }
 
-    /// Whether tensor data is read by range requests (`bytes` holds the header only).
+    /// Whether its bytes are not in memory (a file at a URL, read by range requests): its
+    /// tensor data must be read by [`Self::read_exact_at`].
     pub fn is_remote(&self) -> bool {
-        self.remote.is_some()
+        self.source.whole().is_none()
     }
 
     /// A file read from a URL: its URL, validator and size ([`crate::remote::identity`]).
     pub fn remote_identity(&self) -> Option<(String, &crate::remote::Pin, u64)> {
-        let url = self.ident.clone().unwrap_or_else(|| self.path.display().to_string());
-        self.pin.as_ref().map(|(p, n)| (url, p, *n))
-    }
-
-    /// Opens and maps `path`, then closes it: the map stays, the descriptor goes.
-    pub fn open_mapped(path: &Path) -> Result<ModelFile> {
-        let mut m = Self::open(path)?;
-        if matches!(m.bytes, Bytes::Map(_)) {
-            m.file = None;
-        }
-        Ok(m)
+        let (name, pin) = self.source.origin()?;
+        let url = name.map_or_else(|| self.path.display().to_string(), str::to_owned);
+        Some((url, pin, self.source.size()))
     }
 
     /// Calls `f` with the open file: the one held, or the same file opened again (by its
@@ -275,7 +212,7 @@ impl ModelFile {
     /// # Errors
     /// The file cannot be opened again, or its path now leads to another file.
     pub fn with_file<R>(&self, f: impl FnOnce(&File) -> Result<R>) -> Result<R> {
-        if let Some(file) = &self.file {
+        if let Some(file) = self.source.file() {
             return f(file);
         }
         let file = crate::input::open(&self.path)?;
@@ -286,27 +223,12 @@ impl ModelFile {
         f(&file)
     }
 
-    /// Reads `buf.len()` bytes at `offset`: a positioned read where the file is held open,
-    /// else a copy out of the map.
+    /// Reads `buf.len()` bytes at `offset` ([`ByteSource::read_exact_at`]).
     ///
     /// # Errors
     /// The range is not in the file, or the read fails.
     pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        if let Some(r) = &self.remote {
-            return r.read_exact_at(buf, offset);
-        }
-        if let Some(file) = &self.file {
-            use std::os::unix::fs::FileExt;
-            return file
-                .read_exact_at(buf, offset)
-                .with_context(|| format!("{}: read at offset {offset}", self.path.display()));
-        }
-        let src =
-            usize::try_from(offset).ok().and_then(|o| self.bytes.get(o..o.checked_add(buf.len())?)).with_context(
-                || format!("{}: {} bytes at offset {offset} lie past its end", self.path.display(), buf.len()),
-            )?;
-        buf.copy_from_slice(src);
-        Ok(())
+        self.source.read_exact_at(buf, offset)
     }
 
     /// Reads each `(offset, buffer)` of `parts` (ascending, disjoint): for a remote file,
@@ -315,25 +237,22 @@ impl ModelFile {
     /// # Errors
     /// As [`Self::read_exact_at`].
     pub fn read_ranges(&self, parts: &mut [(u64, &mut [u8])]) -> Result<()> {
-        if let Some(r) = &self.remote {
-            return r.read_ranges(parts);
-        }
-        parts.iter_mut().try_for_each(|(offset, buf)| self.read_exact_at(buf, *offset))
+        self.source.read_ranges(parts)
     }
 
     /// The open file, where it is held (for read-ahead advice).
     pub fn file(&self) -> Option<&File> {
-        self.file.as_ref()
+        self.source.file()
     }
 
     /// Parses the header.
     pub fn parse(&self) -> Result<Gguf<'_>> {
-        Gguf::parse(&self.bytes, self.file_len()).with_context(|| format!("{}: not a valid GGUF", self.path.display()))
+        Gguf::parse(self.bytes(), self.file_len()).with_context(|| format!("{}: not a valid GGUF", self.path.display()))
     }
 
     /// The file name, for reports.
     pub fn file_name(&self) -> String {
-        if self.pin.is_some() {
+        if self.source.origin().is_some() {
             return crate::remote::file_name(&self.path.to_string_lossy());
         }
         self.path.file_name().map_or_else(|| self.path.display().to_string(), |n| n.to_string_lossy().into_owned())

@@ -1,5 +1,5 @@
-//! Where a model's files are on disk: the shards of a split model (by llama.cpp's naming),
-//! and organ files confined to their directory.
+//! Where a model's files are: the shards of a split model (by llama.cpp's naming, on disk
+//! or at a URL), and organ files confined to their directory.
 
 use anyhow::{bail, Context, Result};
 use std::path::{Component, Path, PathBuf};
@@ -10,6 +10,16 @@ pub fn split_shards(path: &Path) -> Option<Vec<PathBuf>> {
     let names = organ_core::gguf::split::shard_names(path.file_name()?.to_str()?)?;
     let dir = path.parent().unwrap_or(Path::new(""));
     Some(names.iter().map(|n| dir.join(n)).collect())
+}
+
+/// If `path` (a file, or a URL: [`crate::remote::split_urls`]) names a llama.cpp split
+/// shard, every shard of its model, in order.
+pub fn shards(path: &Path) -> Option<Vec<PathBuf>> {
+    if crate::remote::is_url(path) {
+        crate::remote::split_urls(path)
+    } else {
+        split_shards(path)
+    }
 }
 
 /// llama.cpp's shard name: `PREFIX-00001-of-00003.gguf` (the core's, as the browser's).

@@ -1,14 +1,15 @@
 //! Models as the browser reads them: `File`s from the File API, read in byte ranges
 //! (`Blob.slice`), never whole; or a file at a URL, read by range requests
-//! (`crate::url_source`). The header is parsed incrementally by the core's `Gguf::parse`,
-//! which says how many more bytes it needs; the model is the core's (`organ_core::model`),
+//! (`crate::url_source`). The header is read in growing pieces as the core's `HeaderRead`
+//! asks (it says how many more bytes it needs); the model is the core's (`organ_core::model`),
 //! joined from the shards there. Only where the bytes are ([`Src`]) is the browser's own.
 
 use crate::url_source::UrlFile;
 use organ_core::gguf::display::preview;
 use organ_core::gguf::MetaValue;
+use organ_core::gguf::{HeaderRead, Step};
+use organ_core::limits::HEADER_FIRST_READ;
 use organ_core::model;
-use organ_core::Gguf;
 use std::ops::Deref;
 use std::rc::Rc;
 
@@ -44,9 +45,6 @@ impl Src {
         }
     }
 }
-
-/// The first read of a header; it grows to what the parser asks for.
-const FIRST_READ: u64 = 1 << 20;
 
 /// One metadata entry, for the model panel.
 #[derive(Clone, Debug, PartialEq)]
@@ -101,29 +99,20 @@ pub async fn read_range(file: &Src, start: u64, end: u64) -> Result<Vec<u8>, Str
     Ok(js_sys::Uint8Array::new(&buf).to_vec())
 }
 
-/// One file's model, from its header read in growing pieces (`prefix`: bytes from its
-/// start already read).
+/// One file's model, from its header read in growing pieces as the core's
+/// [`HeaderRead`] asks (`prefix`: bytes from its start already read).
 async fn read_header(file: &Src, index: usize, mut prefix: Vec<u8>) -> Result<model::Model, String> {
-    let len = file.size();
+    let header = HeaderRead::new(file.size());
     if prefix.is_empty() {
-        prefix = read_range(file, 0, len.min(FIRST_READ)).await?;
+        prefix = read_range(file, 0, header.first()).await?;
     }
     loop {
-        match Gguf::parse(&prefix, len) {
-            Ok(g) => return Ok(model::Model::from_gguf(&g, index)),
-            // The core refuses a header past the header budget
-            // (organ_core::limits::max_header_bytes), so `needed` is within it.
-            Err(e) => match e.needed_len() {
-                Some(needed) if needed <= len => {
-                    // Grow at least geometrically, so a header read in pieces costs few reads.
-                    let budget = organ_core::limits::max_header_bytes();
-                    let want = needed.max((prefix.len() as u64 * 2).min(budget)).min(len);
-                    let more = read_range(file, prefix.len() as u64, want).await?;
-                    prefix.extend_from_slice(&more);
-                }
-                _ => return Err(format!("{}: {e}", file.what())),
-            },
-        }
+        let want = match header.step(&prefix).map_err(|e| format!("{}: {e}", file.what()))? {
+            Step::Done(g) => return Ok(model::Model::from_gguf(&g, index)),
+            Step::Need(want) => want,
+        };
+        let more = read_range(file, prefix.len() as u64, want).await?;
+        prefix.extend_from_slice(&more);
     }
 }
 
@@ -156,18 +145,13 @@ pub async fn open(mut files: Vec<gloo_file::File>) -> Result<Model, String> {
 
 /// Opens a model at a URL, its headers read by range requests: one GGUF, or, for the URL
 /// of a llama.cpp shard (`…/NAME-00002-of-00005.gguf`), every shard, its siblings by name
-/// (the core's `shard_names`, the query kept).
+/// (the core's `shard_urls`, the query kept).
 pub async fn open_url(url: &str) -> Result<Model, String> {
     let url = url.trim();
-    let (path, query) = url.split_at(url.find(['?', '#']).unwrap_or(url.len()));
-    let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
-    let urls = match organ_core::gguf::split::shard_names(name) {
-        Some(names) => names.iter().map(|n| format!("{dir}/{n}{query}")).collect(),
-        None => vec![url.to_owned()],
-    };
+    let urls = organ_core::gguf::split::shard_urls(url).unwrap_or_else(|| vec![url.to_owned()]);
     let (mut files, mut parts) = (Vec::with_capacity(urls.len()), Vec::with_capacity(urls.len()));
     for (i, u) in urls.iter().enumerate() {
-        let (file, first) = UrlFile::open(u, FIRST_READ).await?;
+        let (file, first) = UrlFile::open(u, HEADER_FIRST_READ).await?;
         let src = Src::Url(Rc::new(file));
         parts.push(read_header(&src, i, first).await?);
         files.push(src);

@@ -7,11 +7,13 @@
 
 pub mod display;
 mod header;
+mod header_read;
 pub mod metadata;
 pub mod split;
 mod tensor;
 pub mod writer;
 
 pub use header::{Gguf, MetaKv, DEFAULT_ALIGNMENT};
+pub use header_read::{HeaderRead, Step};
 pub use metadata::{MetaArray, MetaValue, ValueType};
 pub use tensor::TensorInfo;

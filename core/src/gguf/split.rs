@@ -128,6 +128,16 @@ pub fn shard_names(name: &str) -> Option<Vec<String>> {
     Some((1..=n).map(|i| shard_name(prefix, i, n)).collect())
 }
 
+/// If `url`'s last path segment is a llama.cpp shard's name ([`shard_names`]), the URLs of
+/// all its shards in order: that segment replaced, the rest (scheme, host, directory,
+/// query, fragment) kept as written. How a shard's siblings are found at a URL, by the CLI
+/// and the browser.
+pub fn shard_urls(url: &str) -> Option<Vec<String>> {
+    let (path, tail) = url.split_at(url.find(['?', '#']).unwrap_or(url.len()));
+    let (dir, name) = path.rsplit_once('/')?;
+    Some(shard_names(name)?.iter().map(|n| format!("{dir}/{n}{tail}")).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,6 +152,31 @@ mod tests {
         assert_eq!(shard_names("a-b-00001-of-00001.gguf").unwrap(), ["a-b-00001-of-00001.gguf"]);
         for not in ["m.gguf", "m-0002-of-00003.gguf", "m-00002-of-00003.bin", "m-00002-of-00000.gguf", "-of-.gguf"] {
             assert_eq!(shard_names(not), None, "{not}");
+        }
+    }
+
+    #[test]
+    fn shard_urls_keep_all_but_the_name() {
+        let got = shard_urls("https://h.example/m/x%20y-00002-of-00003.gguf?sig=a%2Fb#f").unwrap();
+        assert_eq!(
+            got,
+            [
+                "https://h.example/m/x%20y-00001-of-00003.gguf?sig=a%2Fb#f",
+                "https://h.example/m/x%20y-00002-of-00003.gguf?sig=a%2Fb#f",
+                "https://h.example/m/x%20y-00003-of-00003.gguf?sig=a%2Fb#f"
+            ]
+        );
+        assert_eq!(
+            shard_urls("https://h.example/d/m-00001-of-00001.gguf").unwrap(),
+            ["https://h.example/d/m-00001-of-00001.gguf"]
+        );
+        for not in [
+            "https://h.example/m.gguf",
+            "https://h.example/",
+            "m-00001-of-00002.gguf",
+            "https://h/m.gguf?x-00001-of-00002.gguf",
+        ] {
+            assert_eq!(shard_urls(not), None, "{not}");
         }
     }
 

@@ -27,8 +27,6 @@ pub struct Options {
 /// Bytes read by positioned reads, for `--stats`.
 pub static BYTES_READ: AtomicU64 = AtomicU64::new(0);
 
-/// Models larger than this are read by positioned reads (as `measure` and `diff` do).
-const STREAM_ABOVE_BYTES: u64 = 2 << 30;
 /// The chunk each tensor is scanned and hashed in: small enough to stay in cache between
 /// the scan and the hash, large enough that the per-chunk work is nothing.
 const CHUNK: usize = 1 << 20;
@@ -41,7 +39,8 @@ pub fn check_path(path: &Path, stream: bool) -> Result<CheckReport> {
     let model = Model::open(path)?;
     let mut files: Vec<&crate::model_file::ModelFile> = model.tensors.iter().map(|t| &*t.in_file).collect();
     files.dedup_by_key(|f| f.path.clone());
-    let stream = stream || files.iter().map(|f| f.bytes.len() as u64).sum::<u64>() > STREAM_ABOVE_BYTES;
+    // Model::open refuses URLs: every file is in memory.
+    let stream = crate::byte_source::stream(stream, true, files.iter().map(|f| f.bytes().len() as u64).sum());
     if stream {
         for f in files.iter().filter_map(|f| f.file()) {
             let _ = rustix::fs::fadvise(f, 0, None, rustix::fs::Advice::Sequential);

@@ -36,8 +36,6 @@ pub static BYTES_COMPARED: AtomicU64 = AtomicU64::new(0);
 /// Bytes read by positioned reads (streaming: the comparison's and the samples'), for `--stats`.
 pub static BYTES_READ: AtomicU64 = AtomicU64::new(0);
 
-/// Models larger than this (either side) are read by positioned reads (as `measure` does).
-const STREAM_ABOVE_BYTES: u64 = 2 << 30;
 /// The chunk both sides are read in to compare their bytes, when streaming.
 const COMPARE_CHUNK: usize = 1 << 20;
 /// Sampled blocks closer than this share a read when streaming: a page is read anyway.
@@ -50,7 +48,8 @@ pub fn compare_models(a_path: &Path, b_path: &Path, stream: bool) -> Result<Comp
     let a = Model::open_fetched(a_path)?;
     let b = Model::open_fetched(b_path)?;
     let (a_bytes, b_bytes) = (file_bytes(&a), file_bytes(&b));
-    let stream = stream || a_bytes.max(b_bytes) > STREAM_ABOVE_BYTES;
+    // Both are fetched whole (Model::open_fetched): in memory.
+    let stream = crate::byte_source::stream(stream, true, a_bytes.max(b_bytes));
     if stream {
         for f in a.tensors.iter().chain(&b.tensors).filter_map(|t| t.in_file.file()) {
             let _ = rustix::fs::fadvise(f, 0, None, rustix::fs::Advice::Random);
@@ -85,7 +84,7 @@ fn file_bytes(m: &Model) -> u64 {
     let mut files: Vec<&crate::model_file::ModelFile> = m.tensors.iter().map(|t| &*t.in_file).collect();
     files.sort_by(|x, y| x.path.cmp(&y.path));
     files.dedup_by(|x, y| x.path == y.path);
-    files.iter().map(|f| f.bytes.len() as u64).sum()
+    files.iter().map(|f| f.bytes().len() as u64).sum()
 }
 
 /// A pair whose bytes are in the memory maps: the core does it all.

@@ -12,11 +12,10 @@ use std::io::Write;
 use std::path::Path;
 
 pub fn run(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<()> {
-    let remote = crate::remote::is_url(path);
-    if remote && crate::remote::split_urls(path).is_some() || !remote && crate::source::split_shards(path).is_some() {
+    if crate::source::shards(path).is_some() {
         return run_split(path, as_json, out);
     }
-    let model = if remote { ModelFile::open_url(path)? } else { ModelFile::open(path)? };
+    let model = ModelFile::open_any(path)?;
     let g = model.parse()?;
     if as_json {
         let file = model.file_name();

@@ -99,10 +99,6 @@ fn measure_cached(path: &Path, opts: &Options, progress: &ProgressBar) -> Result
     Ok((r, false))
 }
 
-/// Models larger than this are measured by positioned reads of the sampled blocks only,
-/// so memory stays bounded whatever the size (a memory map would keep every touched page).
-const STREAM_ABOVE_BYTES: u64 = 2 << 30;
-
 /// Bytes read by the streaming path, for benchmarks (`--stats`).
 pub static BYTES_READ: AtomicU64 = AtomicU64::new(0);
 
@@ -135,7 +131,7 @@ fn measure_opened(
     files.dedup_by_key(|f| f.path.clone());
     let file_bytes: u64 = files.iter().map(|f| f.file_len()).sum();
     let remote = files.iter().any(|f| f.is_remote());
-    let stream = stream || remote || file_bytes > STREAM_ABOVE_BYTES;
+    let stream = crate::byte_source::stream(stream, !remote, file_bytes);
     if stream {
         // Scattered small reads: readahead would pull in far more than the sampled blocks.
         for f in files.iter().filter_map(|f| f.file()) {

@@ -57,7 +57,7 @@ impl Digests {
             .tensors
             .par_iter()
             .zip(&self.files)
-            .filter(|(t, f)| !t.digest().is_some_and(|d| crate::digest::matches(&f.bytes, d)))
+            .filter(|(t, f)| !t.digest().is_some_and(|d| crate::digest::matches(f.bytes(), d)))
             .map(|(t, _)| format!("{} ({})", t.file, t.name))
             .collect();
         if !bad.is_empty() {
@@ -79,11 +79,11 @@ pub fn open_unchecked(dir: &Path) -> Result<(Model, Digests)> {
     crate::input::open_dir(dir)?;
     let mpath = dir.join("manifest.json");
     let mfile = ModelFile::open(&mpath).with_context(|| format!("{}: not an organ directory", dir.display()))?;
-    let len = mfile.bytes.len() as u64;
+    let len = mfile.bytes().len() as u64;
     if len > MAX_MANIFEST_BYTES {
         bail!("{}: {len} bytes, more than the {MAX_MANIFEST_BYTES} a manifest may have", mpath.display());
     }
-    let m = manifest::parse(&mfile.bytes).with_context(|| format!("{}: not a valid manifest", mpath.display()))?;
+    let m = manifest::parse(mfile.bytes()).with_context(|| format!("{}: not a valid manifest", mpath.display()))?;
     drop(mfile);
     let entries = match core_model::Model::from_manifest(&m) {
         Ok(e) => e,
@@ -119,7 +119,7 @@ fn organ_file(root: &Path, mpath: &Path, t: &ManifestTensor, e: &TensorEntry) ->
     let path =
         crate::source::confined(root, &t.file).with_context(|| format!("{}: tensor {:?}", mpath.display(), t.name))?;
     let file = Arc::new(ModelFile::open_mapped(&path)?);
-    let h = organ_bin::parse_header(&file.bytes, file.bytes.len() as u64)
+    let h = organ_bin::parse_header(file.bytes(), file.bytes().len() as u64)
         .with_context(|| format!("{}: not a valid organ file", path.display()))?;
     if h.name != e.name || h.dims != e.dims || h.ty != e.ty {
         bail!(

@@ -81,10 +81,34 @@ pub fn stats() -> (u64, u64, u64) {
     (l(&BYTES_FETCHED), l(&REQUESTS), l(&RETRIES))
 }
 
-/// The scheme of a URL organ reads through a store or the Hub, if `s` is one.
-fn special(s: &str) -> Option<&str> {
-    let (scheme, _) = s.split_once("://")?;
-    (scheme == "hf" || store::is_store_scheme(scheme)).then_some(scheme)
+/// How the bytes of a URL organ reads are reached, by its scheme: the one place schemes
+/// are told apart. A new scheme is a line here, its check in [`parse`] and its opening in
+/// [`Remote::open`], with a [`multi::Transport`] for its reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scheme {
+    /// http(s): organ's own range requests.
+    Http,
+    /// `hf://`: resolved by the Hub to an https URL, then read as one ([`hub`]).
+    Hub,
+    /// s3, gs, az: through object_store ([`store`]).
+    Store,
+}
+
+impl Scheme {
+    /// The scheme of `s` (exactly as written), if organ reads it.
+    fn of(s: &str) -> Option<Scheme> {
+        match s {
+            "http" | "https" => Some(Scheme::Http),
+            "hf" => Some(Scheme::Hub),
+            s if store::is_store_scheme(s) => Some(Scheme::Store),
+            _ => None,
+        }
+    }
+
+    /// The scheme `url` is written with, if organ reads it.
+    fn of_url(url: &str) -> Option<Scheme> {
+        Scheme::of(url.split_once("://")?.0)
+    }
 }
 
 /// Whether `path` is written as a URL (`SCHEME://…`), of a scheme organ reads or not.
@@ -107,32 +131,28 @@ pub fn parse(path: &Path) -> Result<url::Url> {
     if let Some(p) = policy::active() {
         p.check_url(&u).map_err(|e| anyhow::anyhow!("{}: {e}", policy::redact(s)))?;
     }
-    match u.scheme() {
-        "http" | "https" if u.host().is_some() => Ok(u),
-        "http" | "https" => bail!("{s}: a URL without a host"),
-        "hf" => hub::parse(s).map(|_| u),
-        other if store::is_store_scheme(other) => store::check(s, &u).map(|()| u),
-        other => bail!("{s}: organ reads http://, https://, hf://, s3://, gs:// and az:// URLs, not {other}://"),
+    match Scheme::of(u.scheme()) {
+        Some(Scheme::Http) if u.host().is_some() => Ok(u),
+        Some(Scheme::Http) => bail!("{s}: a URL without a host"),
+        Some(Scheme::Hub) => hub::parse(s).map(|_| u),
+        Some(Scheme::Store) => store::check(s, &u).map(|()| u),
+        None => {
+            let other = u.scheme();
+            bail!("{s}: organ reads http://, https://, hf://, s3://, gs:// and az:// URLs, not {other}://")
+        }
     }
 }
 
 /// If `path` is the URL of a llama.cpp split shard (`…/NAME-00002-of-00005.gguf`, query
-/// kept), the URLs of all its shards in order: siblings by name, as local shards are found.
+/// kept), the URLs of all its shards in order: siblings by name, as local shards are found
+/// (the core's [`organ_core::gguf::split::shard_urls`], as the browser's).
 pub fn split_urls(path: &Path) -> Option<Vec<PathBuf>> {
-    if path.to_str().is_some_and(|s| s.starts_with("hf://")) {
-        return Some(hub::split_urls(path.to_str()?)?.into_iter().map(PathBuf::from).collect());
-    }
-    let u = parse(path).ok()?;
-    let last = u.path_segments()?.next_back()?.to_owned();
-    let shards = crate::source::split_shards(Path::new(&last))?;
-    let urls = shards.iter().map(|s| {
-        let mut v = u.clone();
-        if let Ok(mut seg) = v.path_segments_mut() {
-            seg.pop().push(&s.to_string_lossy());
-        }
-        PathBuf::from(v.as_str())
-    });
-    Some(urls.collect())
+    let s = path.to_str()?;
+    let urls = match Scheme::of_url(s) {
+        Some(Scheme::Hub) => hub::split_urls(s)?,
+        _ => organ_core::gguf::split::shard_urls(parse(path).ok()?.as_str())?,
+    };
+    Some(urls.into_iter().map(PathBuf::from).collect())
 }
 
 /// An object on an HTTP server, pinned by its first answer: read by ranges.
@@ -144,8 +164,9 @@ pub struct Remote {
     pub size: u64,
     /// What every later answer must still match.
     pub pin: Pin,
-    /// How its bytes are asked for.
-    via: Via,
+    /// How its bytes are asked for: organ's own range requests (`ureq::Agent`,
+    /// src/remote/fetch.rs) or a store's (`store::Object`, src/remote/store.rs).
+    via: Box<dyn multi::Transport + Send + Sync>,
     /// The URL as given, when not [`Self::url`]: errors name both.
     name: String,
     /// What names the object in its identity, when not its URL and pin: an `hf://` file's
@@ -153,14 +174,6 @@ pub struct Remote {
     ident: Option<(String, Pin)>,
     /// Whether the server answers a request for many ranges with them ([`multi`]).
     multi: AtomicU8,
-}
-
-/// How a remote's bytes are asked for.
-enum Via {
-    /// Range requests of organ's own (src/remote/fetch.rs).
-    Http(ureq::Agent),
-    /// object_store (src/remote/store.rs).
-    Store(store::Object),
 }
 
 /// What the first request found.
@@ -175,7 +188,7 @@ pub enum Opened {
 impl Remote {
     /// An object read by organ's own range requests.
     pub(super) fn new(url: String, size: u64, pin: Pin, agent: ureq::Agent) -> Remote {
-        Remote { name: url.clone(), url, size, pin, via: Via::Http(agent), ident: None, multi: AtomicU8::new(0) }
+        Remote { name: url.clone(), url, size, pin, via: Box::new(agent), ident: None, multi: AtomicU8::new(0) }
     }
 
     /// Asks for the first `first` bytes of `url` and pins the object.
@@ -186,10 +199,10 @@ impl Remote {
     pub fn open(url: &Path, first: u64) -> Result<Opened> {
         let u = parse(url)?;
         let given = url.to_str().unwrap_or_default();
-        match special(given) {
-            Some("hf") => return hub::open(given, first),
-            Some(_) => return store::open(given, first),
-            None => {}
+        match Scheme::of_url(given) {
+            Some(Scheme::Hub) => return hub::open(given, first),
+            Some(Scheme::Store) => return store::open(given, first),
+            Some(Scheme::Http) | None => {}
         }
         let agent = fetch::agent();
         fetch::first(&agent, u.as_str(), first, config())
@@ -209,24 +222,11 @@ impl Remote {
         if buf.is_empty() {
             return Ok(());
         }
-        let read = match &self.via {
-            Via::Http(agent) => fetch::range(agent, &self.url, offset, buf, self.size, &self.pin, config()),
-            Via::Store(o) => o.range(&self.url, offset, buf, self.size, &self.pin),
-        };
+        let read = self.via.range(self, offset, buf, config());
         if self.name == self.url {
             return read;
         }
         read.with_context(|| self.name.clone())
-    }
-
-    /// What names the object in its identity ([`identity`]) when not the URL as given, and
-    /// the validator that goes with it: for an `hf://` file its URL at the commit and the
-    /// Hub's ETag, for a store object its URL and version; else none, and its pin.
-    pub fn identity(&self) -> (Option<String>, Pin) {
-        match &self.ident {
-            Some((name, pin)) => (Some(name.clone()), pin.clone()),
-            None => (None, self.pin.clone()),
-        }
     }
 
     /// Reads each `(offset, buffer)` of `parts` (ascending, disjoint), many ranges a
@@ -236,10 +236,7 @@ impl Remote {
     /// # Errors
     /// As [`Self::read_exact_at`]; a multipart answer that is not what was asked.
     pub fn read_ranges(&self, parts: &mut [(u64, &mut [u8])]) -> Result<()> {
-        match &self.via {
-            Via::Http(agent) => multi::read_ranges(self, agent, parts, config()),
-            Via::Store(o) => multi::read_ranges(self, o, parts, config()),
-        }
+        multi::read_ranges(self, &*self.via, parts, config())
     }
 
     /// The file name the URL ends with (query left out), as reports name models.
@@ -248,9 +245,35 @@ impl Remote {
     }
 }
 
+/// An object at a URL, read by range requests through its transport.
+impl crate::byte_source::ByteSource for Remote {
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn what(&self) -> &str {
+        &self.url
+    }
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        Remote::read_exact_at(self, buf, offset)
+    }
+    fn read_ranges(&self, parts: &mut [(u64, &mut [u8])]) -> Result<()> {
+        Remote::read_ranges(self, parts)
+    }
+    fn origin(&self) -> Option<(Option<&str>, &Pin)> {
+        Some(match &self.ident {
+            Some((name, pin)) => (Some(name), pin),
+            None => (None, &self.pin),
+        })
+    }
+}
+
 /// A store serves one range a request ([`store::Object::range`]); a range covering more
 /// than one part is read into a buffer of its own, so it is at most 1 MiB.
 impl multi::Transport for store::Object {
+    fn range(&self, r: &Remote, offset: u64, buf: &mut [u8], _: &Config) -> Result<()> {
+        self.range(&r.url, offset, buf, r.size, &r.pin)
+    }
+
     fn covering(&self, r: &Remote, start: u64, end: u64, parts: &mut [(u64, &mut [u8])], _: &Config) -> Result<()> {
         if let [(o, b)] = parts {
             if *o == start && b.len() as u64 == end - start {
@@ -274,7 +297,7 @@ impl multi::Transport for store::Object {
 
 /// The last path segment of `url`, percent-decoded where that gives UTF-8.
 pub fn file_name(url: &str) -> String {
-    if let Ok(u) = hub::parse(url) {
+    if let Some(u) = (Scheme::of_url(url) == Some(Scheme::Hub)).then(|| hub::parse(url).ok()).flatten() {
         return u.file_name().to_owned();
     }
     let seg = url::Url::parse(url).ok().and_then(|u| u.path_segments()?.next_back().map(str::to_owned));
@@ -313,6 +336,10 @@ mod tests {
     }
 
     impl multi::Transport for Mem {
+        fn range(&self, r: &Remote, offset: u64, buf: &mut [u8], cfg: &Config) -> Result<()> {
+            self.covering(r, offset, offset + buf.len() as u64, &mut [(offset, buf)], cfg)
+        }
+
         fn covering(&self, _: &Remote, start: u64, end: u64, parts: &mut [(u64, &mut [u8])], _: &Config) -> Result<()> {
             self.reads.borrow_mut().push((start, end));
             for (o, b) in parts.iter_mut() {

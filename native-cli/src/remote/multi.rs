@@ -81,6 +81,10 @@ pub(super) trait Transport {
         Ok(Answer::Refused)
     }
 
+    /// Reads bytes `[offset, offset + buf.len())` of the object (inside it), checked
+    /// against its pin.
+    fn range(&self, r: &Remote, offset: u64, buf: &mut [u8], cfg: &Config) -> Result<()>;
+
     /// Reads bytes `[start, end)` of the object in one range: each of `parts` (ascending,
     /// inside) into its buffer, the bytes between dropped.
     fn covering(&self, r: &Remote, start: u64, end: u64, parts: &mut [(u64, &mut [u8])], cfg: &Config) -> Result<()>;
@@ -95,6 +99,10 @@ pub(super) trait Transport {
 /// organ's own range requests: many ranges a request, up to the header budget, until the
 /// server is seen not to serve them.
 impl Transport for ureq::Agent {
+    fn range(&self, r: &Remote, offset: u64, buf: &mut [u8], cfg: &Config) -> Result<()> {
+        super::fetch::range(self, &r.url, offset, buf, r.size, &r.pin, cfg)
+    }
+
     fn budget(&self) -> Option<usize> {
         Some(HEADER_BUDGET)
     }
@@ -110,7 +118,12 @@ impl Transport for ureq::Agent {
 
 /// Reads each `(offset, buffer)` of `parts` (ascending, disjoint, inside the object) from
 /// `r` through `t`, as many ranges a request as its header budget takes.
-pub(super) fn read_ranges(r: &Remote, t: &impl Transport, parts: &mut [(u64, &mut [u8])], cfg: &Config) -> Result<()> {
+pub(super) fn read_ranges(
+    r: &Remote,
+    t: &(impl Transport + ?Sized),
+    parts: &mut [(u64, &mut [u8])],
+    cfg: &Config,
+) -> Result<()> {
     let mut spans: Vec<Span> = Vec::new();
     for (i, (o, b)) in parts.iter().enumerate() {
         let end = o.checked_add(b.len() as u64).filter(|&e| e <= r.size);
@@ -146,7 +159,13 @@ pub(super) fn read_ranges(r: &Remote, t: &impl Transport, parts: &mut [(u64, &mu
 /// Reads `spans` in one request for them all when the server may serve it in parts, else
 /// in single ranges, each covering the spans within `--remote-gap` of each other (and at
 /// most the transport's longest range).
-fn one(r: &Remote, t: &impl Transport, spans: &[Span], parts: &mut [(u64, &mut [u8])], cfg: &Config) -> Result<()> {
+fn one(
+    r: &Remote,
+    t: &(impl Transport + ?Sized),
+    spans: &[Span],
+    parts: &mut [(u64, &mut [u8])],
+    cfg: &Config,
+) -> Result<()> {
     if spans.len() > 1 && t.budget().is_some() && r.multi.load(Ordering::Relaxed) != NO {
         match t.many(r, spans, parts, cfg)? {
             Answer::Multipart => {

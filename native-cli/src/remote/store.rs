@@ -15,7 +15,7 @@
 //! and, in a versioned bucket, its version: a replaced object is an error.
 
 use super::pace::Pace;
-use super::{config, Opened, Pin, Remote, Via, BYTES_FETCHED, REQUESTS, RETRIES};
+use super::{config, Opened, Pin, Remote, BYTES_FETCHED, REQUESTS, RETRIES};
 use anyhow::{anyhow, bail, Context, Result};
 use futures_util::StreamExt;
 use object_store::client::{
@@ -216,7 +216,7 @@ pub fn open(s: &str, first: u64) -> Result<Opened> {
     .with_context(|| format!("{s}: cannot read"))?;
     let (pin, version, size) = found.context("no answer")?;
     let ident = version.as_ref().map(|v| (format!("{s} version {v}"), pin.clone()));
-    let via = Via::Store(Object { store, key, version });
+    let via = Box::new(Object { store, key, version });
     let remote = Remote { url: s.to_owned(), size, pin, via, name: s.to_owned(), ident, multi: Default::default() };
     Ok(Opened::Ranged(remote, prefix))
 }

@@ -33,9 +33,7 @@ fn name_of(path: &Path, root: &Path) -> Result<String> {
 
 /// A split model by its first shard, as `organ measure DIR` counts it.
 fn first_shard(path: &Path) -> PathBuf {
-    let shards =
-        if crate::remote::is_url(path) { crate::remote::split_urls(path) } else { crate::source::split_shards(path) };
-    shards.and_then(|s| s.into_iter().next()).unwrap_or_else(|| path.to_owned())
+    crate::source::shards(path).and_then(|s| s.into_iter().next()).unwrap_or_else(|| path.to_owned())
 }
 
 /// The models of a fleet, sorted by name: every model below a directory (as `organ

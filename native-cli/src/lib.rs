@@ -2,6 +2,7 @@
 //! library so that fuzz targets and tests can drive them (the binary is `src/main.rs`).
 
 pub mod atomic;
+pub mod cli;
 pub mod cmd;
 pub mod digest;
 pub mod discover;

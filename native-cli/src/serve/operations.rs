@@ -1,9 +1,11 @@
 //! The operations (measure, diff, check, dissect, assemble, graft, moe, purify, eval,
-//! experts-extract, experts-prune): each request checked
-//! and turned into the argv of an `organ` child, started as a job.
+//! experts-extract, experts-prune): each request checked and turned into the command's
+//! own flags (the structs of [`crate::cli`]), whose argv ([`cli::argv`]) starts an `organ`
+//! child as a job.
 
 use super::jobs::{start_job, JobStatus};
 use super::{bad, ApiResult, AppState};
+use crate::cli::{self, argv, Force, ReportOutputs, SelectArgs, Work};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -82,16 +84,9 @@ struct Select {
     names: Vec<String>,
 }
 
-impl Select {
-    /// Appends --layers, --type and --name as the CLI takes them.
-    fn args(&self, a: &mut Vec<std::ffi::OsString>) {
-        flag(a, "--layers", self.layers.as_ref());
-        for t in &self.types {
-            flag(a, "--type", Some(t));
-        }
-        for n in &self.names {
-            flag(a, "--name", Some(n));
-        }
+impl From<Select> for SelectArgs {
+    fn from(s: Select) -> SelectArgs {
+        SelectArgs { layers: s.layers, types: s.types, names: s.names }
     }
 }
 
@@ -183,17 +178,6 @@ fn out_name(name: Option<&str>, default: &str) -> ApiResult<String> {
     Ok(n.to_owned())
 }
 
-fn os(p: impl AsRef<std::ffi::OsStr>) -> std::ffi::OsString {
-    p.as_ref().to_owned()
-}
-
-/// Appends `NAME VALUE` to an argv when there is a value.
-fn flag(a: &mut Vec<std::ffi::OsString>, name: &str, value: Option<impl AsRef<std::ffi::OsStr>>) {
-    if let Some(v) = value {
-        a.extend([os(name), os(v)]);
-    }
-}
-
 pub(super) async fn measure(
     State(s): State<Arc<AppState>>,
     body: Result<Json<MeasureReq>, JsonRejection>,
@@ -219,20 +203,21 @@ pub(super) async fn measure(
         &s,
         "measure",
         |dir| {
-            let mut a = vec![os("measure")];
-            a.extend(paths.iter().map(os));
-            a.extend([os("--summary-only"), os("--no-cache"), os("--json"), os(dir.join("report.json"))]);
-            a.extend([os("--csv"), os(dir.join("report.csv")), os("--html"), os(dir.join("report.html"))]);
-            if r.sigma {
-                a.push(os("--sigma"));
-            }
-            if r.exact {
-                a.push(os("--exact"));
-            }
-            if r.experts {
-                a.push(os("--experts"));
-            }
-            a
+            argv(&cli::MeasureArgs {
+                models: paths,
+                report: ReportOutputs {
+                    json: Some(dir.join("report.json")),
+                    csv: Some(dir.join("report.csv")),
+                    html: Some(dir.join("report.html")),
+                    summary_only: true,
+                    ..Default::default()
+                },
+                no_cache: true,
+                sigma: r.sigma,
+                exact: r.exact,
+                experts: r.experts,
+                ..Default::default()
+            })
         },
         vec!["report.json".into(), "report.csv".into(), "report.html".into()],
         Some("report.json"),
@@ -255,13 +240,14 @@ pub(super) async fn diff(
         &s,
         "diff",
         |dir| {
-            let mut a = vec![os("diff"), os(&base), os(&other), os("--json"), os(dir.join("diff.json"))];
-            a.extend([os("--csv"), os(dir.join("diff.csv"))]);
-            flag(&mut a, "--top", r.top.map(|t| t.to_string()));
-            if r.only_changed {
-                a.push(os("--only-changed"));
+            let mut d = cli::DiffArgs::new(base, other);
+            d.outputs.json = Some(dir.join("diff.json"));
+            d.outputs.csv = Some(dir.join("diff.csv"));
+            if let Some(t) = r.top {
+                d.top = usize::try_from(t).unwrap_or(usize::MAX); // at most MAX_TOP
             }
-            a
+            d.only_changed = r.only_changed;
+            argv(&d)
         },
         vec!["diff.json".into(), "diff.csv".into(), "diff.txt".into()],
         Some("diff.json"),
@@ -281,7 +267,10 @@ pub(super) async fn check(
     start_job(
         &s,
         "check",
-        |dir| vec![os("check"), os(&model), os("--exit-zero"), os("--json"), os(dir.join("check.json"))],
+        |dir| {
+            let json = Some(dir.join("check.json"));
+            argv(&cli::CheckArgs { model, json, work: Work::default(), exit_zero: true, force: Force::default() })
+        },
         vec!["check.json".into(), "check.txt".into()],
         Some("check.json"),
         Some("check.txt"),
@@ -297,13 +286,7 @@ pub(super) async fn dissect(
     start_job(
         &s,
         "dissect",
-        |dir| {
-            let mut a = vec![os("dissect"), os(&model), os("--out"), os(dir.join("organs"))];
-            if r.measure {
-                a.push(os("--measure"));
-            }
-            a
-        },
+        |dir| argv(&cli::DissectArgs { model, out: dir.join("organs"), measure: r.measure, ..Default::default() }),
         vec!["organs".into()],
         None,
         None,
@@ -322,9 +305,8 @@ pub(super) async fn assemble(
         &s,
         "assemble",
         move |dir| {
-            let mut a = vec![os("assemble"), os(&src), os("--out"), os(dir.join(&o2))];
-            flag(&mut a, "--split-max-size", r.split_max_size.as_ref());
-            a
+            let out = dir.join(&o2);
+            argv(&cli::AssembleArgs { dir: src, out, split_max_size: r.split_max_size, force: Force::default() })
         },
         vec![out],
         None,
@@ -344,15 +326,15 @@ pub(super) async fn graft(
         &s,
         "graft",
         move |dir| {
-            let mut a = vec![os("graft"), os("--donor"), os(&donor), os("--recipient"), os(&recipient)];
-            if r.dry_run {
-                a.push(os("--dry-run"));
-            } else {
-                a.extend([os("--out"), os(dir.join(&o2))]);
-            }
-            flag(&mut a, "--split-max-size", r.split_max_size.as_ref());
-            r.select.args(&mut a);
-            a
+            argv(&cli::GraftArgs {
+                donor,
+                recipient,
+                out: (!r.dry_run).then(|| dir.join(&o2)),
+                select: r.select.into(),
+                dry_run: r.dry_run,
+                split_max_size: r.split_max_size,
+                ..Default::default()
+            })
         },
         vec![out],
         None,
@@ -385,22 +367,15 @@ pub(super) async fn moe(
         &s,
         "moe",
         move |dir| {
-            let mut a = vec![os("moe"), os("--base"), os(&base)];
-            for e in &experts {
-                a.extend([os("--expert"), os(e)]);
-            }
-            for p in &prompts {
-                a.extend([os("--prompts"), os(p)]);
-            }
-            for p in &negative {
-                a.extend([os("--negative-prompts"), os(p)]);
-            }
-            flag(&mut a, "--experts-used", r.experts_used.map(|k| k.to_string()));
-            flag(&mut a, "--router", r.router.as_ref());
-            flag(&mut a, "--seed", r.seed.map(|k| k.to_string()));
-            flag(&mut a, "--type", r.ty.as_ref());
-            a.extend([os("--out"), os(dir.join(&o2)), os("--json"), os(dir.join("moe.json"))]);
-            a
+            let mut m = cli::MoeArgs::new(base, experts, dir.join(&o2));
+            m.experts_used = r.experts_used.unwrap_or(m.experts_used);
+            m.router = r.router.unwrap_or(m.router);
+            m.prompts = prompts;
+            m.negative_prompts = negative;
+            m.seed = r.seed.unwrap_or(m.seed);
+            m.ty = r.ty;
+            m.json = Some(dir.join("moe.json"));
+            argv(&m)
         },
         vec![out, "moe.json".into()],
         Some("moe.json"),
@@ -423,17 +398,15 @@ pub(super) async fn purify(
         &s,
         "purify",
         move |dir| {
-            let mut a = vec![os("purify"), os(&model), os("--method"), os(&r.method), os("--out"), os(dir.join(&o2))];
-            a.extend([os("--json"), os(dir.join("purify.json"))]);
-            flag(&mut a, "--strength", r.strength.map(|x| x.to_string()));
-            flag(&mut a, "--keep", r.keep.map(|x| x.to_string()));
-            flag(&mut a, "--as", r.as_type.as_ref());
-            if r.only_if_improves {
-                a.push(os("--only-if-improves"));
-            }
-            flag(&mut a, "--split-max-size", r.split_max_size.as_ref());
-            r.select.args(&mut a);
-            a
+            let mut p = cli::PurifyArgs::new(model, r.method, dir.join(&o2));
+            p.select = r.select.into();
+            p.strength = r.strength.unwrap_or(p.strength);
+            p.keep = r.keep.unwrap_or(p.keep);
+            p.as_type = r.as_type;
+            p.only_if_improves = r.only_if_improves;
+            p.json = Some(dir.join("purify.json"));
+            p.split_max_size = r.split_max_size;
+            argv(&p)
         },
         vec![out, "purify.json".into()],
         Some("purify.json"),
@@ -462,11 +435,12 @@ pub(super) async fn eval(
         &s,
         "eval",
         |dir| {
-            let mut a = vec![os("eval"), os(&model), os("--text"), os(&text), os("--json"), os(dir.join("eval.json"))];
-            flag(&mut a, "--base", base.as_ref());
-            flag(&mut a, "--ctx", r.ctx.map(|c| c.to_string()));
-            flag(&mut a, "--chunks", r.chunks.map(|c| c.to_string()));
-            a
+            let mut e = cli::EvalArgs::new(model, text);
+            e.base = base;
+            e.ctx = r.ctx.unwrap_or(e.ctx);
+            e.chunks = r.chunks;
+            e.json = Some(dir.join("eval.json"));
+            argv(&e)
         },
         vec!["eval.json".into(), "eval.txt".into()],
         Some("eval.json"),
@@ -511,12 +485,7 @@ pub(super) async fn experts_extract(
     start_job(
         &s,
         "experts-extract",
-        move |dir| {
-            let e = r.expert.to_string();
-            let mut a = vec![os("experts"), os("extract"), os(&model), os("--expert"), os(e)];
-            a.extend([os("--out"), os(dir.join(&o2)), os("--json"), os(dir.join("experts.json"))]);
-            a
-        },
+        move |dir| argv(&cli::experts::Op::Extract { common: experts_out(model, dir, &o2), expert: r.expert }),
         vec![out, "experts.json".into()],
         Some("experts.json"),
         None,
@@ -538,13 +507,18 @@ pub(super) async fn experts_prune(
         &s,
         "experts-prune",
         move |dir| {
-            let mut a = vec![os("experts"), os("prune"), os(&model), os("--keep"), os(&r.keep)];
-            flag(&mut a, "--experts-used", r.experts_used.map(|k| k.to_string()));
-            a.extend([os("--out"), os(dir.join(&o2)), os("--json"), os(dir.join("experts.json"))]);
-            a
+            let common = experts_out(model, dir, &o2);
+            argv(&cli::experts::Op::Prune { common, keep: r.keep, experts_used: r.experts_used })
         },
         vec![out, "experts.json".into()],
         Some("experts.json"),
         None,
     )
+}
+
+/// The flags of both experts operations: the model, written to OUT in the job's directory
+/// with its report in experts.json.
+fn experts_out(model: std::path::PathBuf, dir: &std::path::Path, out: &str) -> cli::experts::Common {
+    let (out, json) = (Some(dir.join(out)), Some(dir.join("experts.json")));
+    cli::experts::Common { model, out, json, ..Default::default() }
 }

@@ -30,7 +30,7 @@
 //! The modules, by what they define: [`router`] the routes and the state behind them
 //! ([`app`]); [`accept`] the connection loop and its timeouts; [`auth`] the Host, Origin and
 //! token checks; [`files`] paths under the root, the model listing and downloads;
-//! [`inspect`] inspect as a child; [`operations`] requests turned into `organ` argv;
+//! [`inspect`] inspect as a child; [`operations`] and [`surgery`] requests turned into `organ` argv;
 //! [`jobs`] the job table and each job's run; [`results`] a job's status and report sent
 //! (streamed from disk); [`retention`] finished jobs deleted and expired; [`child`] a child
 //! `organ` process and its event stream.
@@ -45,6 +45,7 @@ mod operations;
 mod results;
 mod retention;
 mod router;
+mod surgery;
 
 pub use router::app;
 

@@ -7,10 +7,28 @@
 //! Also the one policy that decides whether a command reads a model through its maps or by
 //! positioned reads of what it needs ([`stream`]).
 
-use crate::remote::Pin;
 use anyhow::{Context, Result};
 use memmap2::Mmap;
 use std::fs::File;
+
+/// What pins an object for a run: its ETag and Last-Modified as the first answer gave
+/// them. A strong ETag goes back as If-Match; otherwise Last-Modified goes back as
+/// If-Unmodified-Since. Every answer must carry the same values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pin {
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+}
+
+impl std::fmt::Display for Pin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.etag, &self.last_modified) {
+            (Some(e), _) => write!(f, "ETag {e}"),
+            (None, Some(d)) => write!(f, "Last-Modified {d}"),
+            (None, None) => write!(f, "no validator"),
+        }
+    }
+}
 
 /// A model file's bytes, wherever they are. Reads are positioned and checked against the
 /// length; errors name the file or URL and the offset.

@@ -3,6 +3,7 @@
 
 pub mod atomic;
 pub mod byte_source;
+pub mod cli;
 pub mod cmd;
 pub mod digest;
 pub mod discover;

@@ -14,7 +14,7 @@ pub const DEFAULT_CTX: u32 = 512;
 
 /// `--judge`: after writing, evaluate the output against its parent with llama.cpp
 /// (docs/judge.md). Every command that writes a model flattens these flags.
-#[derive(clap::Args, Debug, Clone)]
+#[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct JudgeArgs {
     /// Evaluate the written model against its parent on this text (llama.cpp's
     /// llama-perplexity: perplexity, KL divergence, same top token) and print a verdict.

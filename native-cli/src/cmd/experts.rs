@@ -10,100 +10,64 @@ use organ_core::gguf::MetaValue;
 use organ_core::surgery::experts::{self, ExpertsPlan, Provenance};
 use organ_core::surgery::graft::Mismatch;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Flags both operations take.
-#[derive(clap::Args)]
-pub struct Common {
+/// What `organ experts` does, its flags validated (crate::cli::experts).
+pub struct Options<'a> {
     /// The mixture of experts: a GGUF, a split GGUF or an organ directory.
-    pub model: PathBuf,
-    /// The result: one GGUF file (must not exist). Not needed with --dry-run.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
+    pub model: &'a Path,
+    /// The GGUF to write; None with --dry-run.
+    pub out: Option<&'a Path>,
     /// Print the plan and check it; write nothing.
-    #[arg(long)]
     pub dry_run: bool,
-    /// Replace outputs that already exist (never an input of the run).
-    #[arg(long)]
+    /// Replace outputs that exist (never an input).
     pub force: bool,
-    /// Also write the report (the tensors sliced and dropped, --judge's verdict) as JSON.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    #[command(flatten)]
-    pub judge: crate::cmd::eval::JudgeArgs,
+    /// Also write the report as JSON.
+    pub json: Option<&'a Path>,
+    /// `--judge`: evaluate the output against the source (crate::judge).
+    pub judge: Option<crate::cmd::eval::Settings>,
+    pub op: Op<'a>,
 }
 
-/// `organ experts …`.
-#[derive(clap::Subcommand)]
-pub enum Op {
-    /// Write expert E of a llama-layout (Mixtral) MoE as a dense llama model: per layer,
-    /// ffn_{gate,up,down}.weight is slice E of ffn_{gate,up,down}_exps.weight, raw blocks;
-    /// routers and expert keys are dropped (docs/experts.md).
-    Extract {
-        #[command(flatten)]
-        common: Common,
-        /// Which expert, from 0.
-        #[arg(long)]
-        expert: u64,
-    },
-    /// Keep some experts of an MoE (llama, deepseek2, qwen2moe… layouts): every per-expert
-    /// tensor (expert weights and biases, router rows, exp_probs_b) is cut along the expert
-    /// axis, raw blocks, and the expert counts updated (docs/experts.md).
-    Prune {
-        #[command(flatten)]
-        common: Common,
-        /// The experts to keep: numbers and ranges, e.g. 0,2,5 or 0-3,6 (kept in their order).
-        #[arg(long, value_name = "LIST")]
-        keep: String,
-        /// Experts each token uses in the result [default: the model's, capped at the
-        /// number kept].
-        #[arg(long, value_name = "K")]
-        experts_used: Option<u64>,
-    },
+/// Which operation, with its own flags.
+pub enum Op<'a> {
+    /// `extract --expert E`.
+    Extract { expert: u64 },
+    /// `prune --keep LIST [--experts-used K]`: LIST as given (parsed once the source is open).
+    Prune { keep: &'a str, experts_used: Option<u64> },
 }
 
-impl Op {
-    /// The flags both operations take.
-    pub fn common(&self) -> &Common {
-        match self {
-            Op::Extract { common, .. } | Op::Prune { common, .. } => common,
-        }
-    }
-}
-
-/// Runs `op`, writing what it did to `w`.
-pub fn run(op: &Op, w: &mut dyn Write) -> Result<()> {
-    let c = op.common();
-    guard(c)?;
-    let judge = c.judge.settings();
-    let out = match (&c.out, c.dry_run) {
+/// Runs `o`, writing what it did to `w`.
+pub fn run(c: &Options<'_>, w: &mut dyn Write) -> Result<()> {
+    let judge = &c.judge;
+    let out = match (c.out, c.dry_run) {
         (Some(out), false) => {
             if !out.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) {
                 bail!("--out {}: organ experts writes one GGUF file: give a name ending in .gguf", out.display());
             }
-            if let Some(s) = &judge {
-                crate::judge::check(&c.model, out, false, s)?;
+            if let Some(s) = judge {
+                crate::judge::check(c.model, out, false, s)?;
             }
-            Some(out.as_path())
+            Some(out)
         }
         (None, false) => bail!("--out is required unless --dry-run"),
         (_, true) => None,
     };
-    let source = Model::open(&c.model)?;
+    let source = Model::open(c.model)?;
     // Provenance records the source's identity; a dry run writes nothing, so needs none.
     let blake3 = match out {
         Some(_) => source.fingerprint(false)?.blake3,
         None => String::new(),
     };
     let p = Provenance { source: &source.label, blake3: &blake3 };
-    let planned = match op {
-        Op::Extract { expert, .. } => experts::extract(&source.model, *expert, &p),
-        Op::Prune { keep, experts_used, .. } => {
+    let planned = match c.op {
+        Op::Extract { expert } => experts::extract(&source.model, expert, &p),
+        Op::Prune { keep, experts_used } => {
             let keep = experts::parse_keep(keep).map_err(anyhow::Error::msg)?;
-            experts::prune(&source.model, &keep, *experts_used, &p)
+            experts::prune(&source.model, &keep, experts_used, &p)
         }
     };
-    let plan = planned.map_err(|bad| refused(op, &source.label, &bad))?;
+    let plan = planned.map_err(|bad| refused(&c.op, &source.label, &bad))?;
     print_plan(&plan, &source, w)?;
     let Some(out) = out else {
         writeln!(w, "dry run: nothing written")?;
@@ -111,15 +75,15 @@ pub fn run(op: &Op, w: &mut dyn Write) -> Result<()> {
     };
     let n = write(&plan, &source, out, c.force)?;
     writeln!(w, "wrote {} ({n} bytes)", out.display())?;
-    let verdict = match &judge {
+    let verdict = match judge {
         Some(s) => {
-            let v = crate::judge::judge(out, &c.model, s)?;
+            let v = crate::judge::judge(out, c.model, s)?;
             crate::judge::print(&v, w)?;
             Some(v)
         }
         None => None,
     };
-    if let Some(j) = &c.json {
+    if let Some(j) = c.json {
         let doc = serde_json::json!({
             "op": plan.op,
             "source": source.label,
@@ -137,23 +101,10 @@ pub fn run(op: &Op, w: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-/// Before any work: records the input (every shard of a split model) and checks that no
-/// output would replace one, or replace anything without --force.
-fn guard(c: &Common) -> Result<()> {
-    crate::input::declare(&c.model);
-    for shard in crate::source::split_shards(&c.model).unwrap_or_default() {
-        crate::input::declare(&shard);
-    }
-    for o in [c.out.as_deref(), c.json.as_deref()].into_iter().flatten() {
-        crate::input::check_dest(o, c.force)?;
-    }
-    Ok(())
-}
-
 /// The error listing every problem the core found.
-fn refused(op: &Op, label: &str, bad: &[Mismatch]) -> anyhow::Error {
+fn refused(op: &Op<'_>, label: &str, bad: &[Mismatch]) -> anyhow::Error {
     let what = match op {
-        Op::Extract { expert, .. } => format!("extract of expert {expert}"),
+        Op::Extract { expert } => format!("extract of expert {expert}"),
         Op::Prune { keep, .. } => format!("prune to experts {keep}"),
     };
     let n = match bad.len() {

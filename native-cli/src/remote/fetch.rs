@@ -8,29 +8,11 @@
 use super::pace::{Pace, Paced};
 use super::{policy, Config, Opened, Remote, BYTES_FETCHED, REQUESTS, RETRIES};
 use anyhow::{anyhow, Result};
-use std::fmt;
 use std::io::Read;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-/// What pins an object for a run: its ETag and Last-Modified as the first answer gave
-/// them. A strong ETag goes back as If-Match; otherwise Last-Modified goes back as
-/// If-Unmodified-Since. Every answer must carry the same values.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Pin {
-    pub etag: Option<String>,
-    pub last_modified: Option<String>,
-}
-
-impl fmt::Display for Pin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (&self.etag, &self.last_modified) {
-            (Some(e), _) => write!(f, "ETag {e}"),
-            (None, Some(d)) => write!(f, "Last-Modified {d}"),
-            (None, None) => write!(f, "no validator"),
-        }
-    }
-}
+pub use crate::byte_source::Pin;
 
 impl Pin {
     fn of(r: &ureq::Response) -> Result<Pin, Fail> {

@@ -305,9 +305,10 @@ pub fn open(given: &str, first: u64) -> Result<Opened> {
 /// The URLs of every shard when `given` names a llama.cpp split shard, the revision kept.
 pub fn split_urls(given: &str) -> Option<Vec<String>> {
     let u = parse(given).ok()?;
-    let shards = crate::source::split_shards(std::path::Path::new(&u.path))?;
-    let url = |p: &std::path::PathBuf| {
-        let path = p.to_string_lossy().into_owned();
+    let (dir, file) = u.path.rsplit_once('/').map_or(("", u.path.as_str()), |(d, f)| (d, f));
+    let shards = organ_core::gguf::split::shard_names(file)?;
+    let url = |name: &String| {
+        let path = if dir.is_empty() { name.clone() } else { format!("{dir}/{name}") };
         HfUrl { owner: u.owner.clone(), repo: u.repo.clone(), path, revision: u.revision.clone() }.to_url(&u.revision)
     };
     Some(shards.iter().map(url).collect())

@@ -4,7 +4,8 @@
 //! on stderr, read in bounded lines and taken as typed events (crate::progress).
 
 use super::AppState;
-use crate::progress::Event;
+use crate::cli::{argv, Global, RemoteFlags};
+use crate::progress::{Event, Format};
 use std::ffi::OsStr;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
@@ -20,8 +21,21 @@ pub(super) fn child_command<A: AsRef<OsStr>>(
     args: impl IntoIterator<Item = A>,
 ) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(&s.exe);
+    // The server's own limits on remote reads, when it reads remote models at all.
+    let remote = match s.allow_remote {
+        true => {
+            let c = crate::remote::config();
+            RemoteFlags {
+                remote_max_whole: Some(c.max_whole),
+                remote_speed_limit: Some(c.speed.limit),
+                remote_speed_time: Some(c.speed.time.as_secs()),
+                ..Default::default()
+            }
+        }
+        false => RemoteFlags::default(),
+    };
     cmd.args(args)
-        .args(["--progress", "jsonl"])
+        .args(argv(&Global { progress: Format::Jsonl, remote, ..Default::default() }))
         .env(crate::input::CONFINE_ENV, &s.root)
         .env_remove("ORGAN_CACHE")
         .env_remove(crate::input::ALLOW_REMOTE_ENV)
@@ -32,13 +46,8 @@ pub(super) fn child_command<A: AsRef<OsStr>>(
         .process_group(0)
         .kill_on_drop(true);
     if s.allow_remote {
-        // The policy the job's connections are checked by (crate::remote::policy), and the
-        // server's own limits on remote reads.
+        // The policy the job's connections are checked by (crate::remote::policy).
         cmd.envs(s.remote.to_env());
-        let c = crate::remote::config();
-        cmd.arg("--remote-max-whole").arg(c.max_whole.to_string());
-        cmd.arg("--remote-speed-limit").arg(c.speed.limit.to_string());
-        cmd.arg("--remote-speed-time").arg(c.speed.time.as_secs().to_string());
     }
     let parent = rustix::process::getpid();
     // SAFETY: between fork and exec this runs only raw system calls (prctl, getppid) through

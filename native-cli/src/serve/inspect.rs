@@ -9,7 +9,6 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde::Deserialize;
-use std::ffi::OsStr;
 use std::io::{Seek, SeekFrom};
 use std::sync::Arc;
 use tokio::io::AsyncReadExt;
@@ -47,7 +46,8 @@ pub(super) async fn inspect(
         .map_err(|e| internal(format!("{RESULTS}/: cannot make a file for the answer: {}", e.kind())))?;
     let stdout = out.try_clone().map_err(|e| internal(format!("inspect: {e}")))?;
     let max = s.inspect_max_bytes;
-    let mut cmd = child::child_command(&s, [OsStr::new("inspect"), OsStr::new("--json"), path.as_os_str()]);
+    let inspect = crate::cli::InspectArgs { model: path, json: true };
+    let mut cmd = child::child_command(&s, crate::cli::argv(&inspect));
     cmd.stdout(stdout).stderr(std::process::Stdio::piped());
     child::limit_file_size(&mut cmd, max.saturating_add(1));
     let mut child = cmd.spawn().map_err(|e| internal(format!("cannot start organ: {e}")))?;

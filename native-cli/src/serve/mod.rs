@@ -30,7 +30,7 @@
 //! The modules, by what they define: [`router`] the routes and the state behind them
 //! ([`app`]); [`accept`] the connection loop and its timeouts; [`auth`] the Host, Origin and
 //! token checks; [`files`] paths under the root, the model listing and downloads;
-//! [`inspect`] inspect as a child; [`operations`] requests turned into `organ` argv;
+//! [`inspect`] inspect as a child; [`operations`] and [`surgery`] requests turned into `organ` argv;
 //! [`jobs`] the job table and each job's run; [`results`] a job's status and report sent
 //! (streamed from disk); [`retention`] finished jobs deleted and expired; [`child`] a child
 //! `organ` process and its event stream.
@@ -39,6 +39,7 @@ mod accept;
 mod auth;
 mod child;
 mod files;
+mod flags;
 mod inspect;
 mod job;
 mod jobs;
@@ -47,7 +48,9 @@ mod outputs;
 mod results;
 mod retention;
 mod router;
+mod surgery;
 
+pub use flags::run_args;
 pub use router::app;
 
 use anyhow::Context;

@@ -3,8 +3,7 @@
 //! child's `--NAME` flags, and the text it prints kept as `STEM.txt`.
 
 use organ_core::report::formats::{Format, CSV, HTML, JSON, TEXT};
-use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A measure job's report files: report.json (the result), report.csv, report.html.
 pub(super) const MEASURE_OUT: ReportOutputs =
@@ -30,10 +29,10 @@ impl ReportOutputs {
         format!("{}.{}", self.stem, f.extension)
     }
 
-    /// The child's flags that write the files into `dir`: `--NAME DIR/STEM.EXT` each.
-    pub fn flags(&self, dir: &Path) -> impl Iterator<Item = OsString> + '_ {
-        let dir = dir.to_owned();
-        self.files.iter().flat_map(move |f| [OsString::from(format!("--{}", f.name)), dir.join(self.name(f)).into()])
+    /// Where the job writes `f` in `dir`, when it writes that format (the value of the
+    /// command's `--NAME` flag).
+    pub fn path(&self, dir: &Path, f: &Format) -> Option<PathBuf> {
+        self.files.iter().any(|g| g.name == f.name).then(|| dir.join(self.name(f)))
     }
 
     /// Every output's name: the files, then the text.

@@ -1,6 +1,8 @@
 //! The routes, and the shared state behind them: [`app`] builds both from [`Options`].
 
-use super::{auth, files, inspect, operations, results, retention, web_dir, AppState, Options, MAX_INSPECTS, RESULTS};
+use super::{
+    auth, files, inspect, operations, results, retention, surgery, web_dir, AppState, Options, MAX_INSPECTS, RESULTS,
+};
 use anyhow::{bail, Context};
 use axum::extract::DefaultBodyLimit;
 use axum::http::header;
@@ -74,14 +76,14 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         .route("/measure", post(operations::measure))
         .route("/diff", post(operations::diff))
         .route("/check", post(operations::check))
-        .route("/dissect", post(operations::dissect))
-        .route("/assemble", post(operations::assemble))
-        .route("/graft", post(operations::graft))
-        .route("/moe", post(operations::moe))
-        .route("/purify", post(operations::purify))
+        .route("/dissect", post(surgery::dissect))
+        .route("/assemble", post(surgery::assemble))
+        .route("/graft", post(surgery::graft))
+        .route("/moe", post(surgery::moe))
+        .route("/purify", post(surgery::purify))
         .route("/eval", post(operations::eval))
-        .route("/experts-extract", post(operations::experts_extract))
-        .route("/experts-prune", post(operations::experts_prune))
+        .route("/experts-extract", post(surgery::experts_extract))
+        .route("/experts-prune", post(surgery::experts_prune))
         .route("/jobs/{id}", get(results::job_status).delete(retention::job_delete))
         .route("/jobs/{id}/result", get(results::job_result))
         .route("/jobs/{id}/events", get(results::job_events))

@@ -1,0 +1,59 @@
+//! `organ check`: flags to [`cmd::check::Options`].
+
+use super::{guard, Argv, Exit, Force, Out, Stats, ToArgs, Work};
+use crate::cmd;
+use anyhow::Result;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug, Clone, Default, PartialEq)]
+pub struct CheckArgs {
+    /// A GGUF, a split GGUF (any shard) or an organ directory.
+    pub model: PathBuf,
+    /// Also write the report as JSON (schema: docs/report.schema.json, "check": "k1").
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub work: Work,
+    /// Exit 0 even when a finding is an error (the report still says so).
+    #[arg(long)]
+    pub exit_zero: bool,
+    #[command(flatten)]
+    pub force: Force,
+}
+
+impl TryFrom<&CheckArgs> for cmd::check::Options {
+    type Error = anyhow::Error;
+
+    fn try_from(a: &CheckArgs) -> Result<Self> {
+        Ok(cmd::check::Options {
+            model: a.model.clone(),
+            json: a.json.clone(),
+            stream: a.work.stream,
+            force: a.force.force,
+        })
+    }
+}
+
+pub(super) fn run(a: &CheckArgs, out: &mut Out) -> Result<Exit> {
+    guard(&[a.model.as_path()], &[a.json.as_deref()], a.force.force)?;
+    let printed = out.text(&[a.json.as_deref()])?;
+    a.work.start()?;
+    let broken = cmd::check::run(&cmd::check::Options::try_from(a)?, printed)?;
+    a.work.finish(Stats::Check);
+    if broken && !a.exit_zero {
+        printed.flush()?;
+        return Ok(Exit::Changed);
+    }
+    Ok(Exit::Done)
+}
+
+impl ToArgs for CheckArgs {
+    fn to_args(&self, a: &mut Argv) {
+        a.arg("check")
+            .arg(&self.model)
+            .opt("--json", self.json.as_ref())
+            .flags(&self.work)
+            .switch("--exit-zero", self.exit_zero)
+            .flags(&self.force);
+    }
+}

@@ -1,0 +1,114 @@
+//! `organ eval`: flags to [`cmd::eval::Options`]; and `--judge`'s flags (which every
+//! command that writes a model takes) as arguments.
+
+use super::{guard, Argv, Exit, Force, Out, ToArgs};
+use crate::cmd::{self, eval::JudgeArgs};
+use anyhow::Result;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct EvalArgs {
+    /// The GGUF model (a split model: its first shard).
+    pub model: PathBuf,
+    /// The text to score (plain UTF-8, at least two contexts of tokens).
+    #[arg(long, value_name = "FILE")]
+    pub text: PathBuf,
+    /// The model to compare with (its parent): same vocabulary, same context.
+    #[arg(long, value_name = "PARENT")]
+    pub base: Option<PathBuf>,
+    /// Tokens per context (llama-perplexity's -c; the second half of each is scored).
+    #[arg(long, value_name = "N", default_value_t = cmd::eval::DEFAULT_CTX)]
+    pub ctx: u32,
+    /// llama-perplexity's threads (default: its own).
+    #[arg(long, short = 'j', value_name = "N")]
+    pub threads: Option<u32>,
+    /// Score at most this many contexts (default: all the text holds).
+    #[arg(long, value_name = "N")]
+    pub chunks: Option<u32>,
+    /// Also write the figures as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// llama.cpp's bin directory, holding llama-perplexity (default: ORGAN_LLAMA_CPP, then PATH).
+    #[arg(long, value_name = "DIR")]
+    pub llama_cpp: Option<PathBuf>,
+    #[command(flatten)]
+    pub force: Force,
+}
+
+impl EvalArgs {
+    /// `eval MODEL --text TEXT` with every other flag at its default.
+    pub fn new(model: PathBuf, text: PathBuf) -> EvalArgs {
+        EvalArgs {
+            model,
+            text,
+            base: None,
+            ctx: cmd::eval::DEFAULT_CTX,
+            threads: None,
+            chunks: None,
+            json: None,
+            llama_cpp: None,
+            force: Force::default(),
+        }
+    }
+}
+
+impl<'a> TryFrom<&'a EvalArgs> for cmd::eval::Options<'a> {
+    type Error = anyhow::Error;
+
+    fn try_from(a: &'a EvalArgs) -> Result<Self> {
+        let settings = cmd::eval::Settings {
+            text: a.text.clone(),
+            ctx: a.ctx,
+            threads: a.threads,
+            chunks: a.chunks,
+            llama_cpp: a.llama_cpp.clone(),
+        };
+        Ok(cmd::eval::Options {
+            model: &a.model,
+            base: a.base.as_deref(),
+            settings,
+            json: a.json.as_deref(),
+            force: a.force.force,
+        })
+    }
+}
+
+pub(super) fn run(a: &EvalArgs, out: &mut Out) -> Result<Exit> {
+    let o = cmd::eval::Options::try_from(a)?;
+    let inputs: Vec<_> = [Some(o.model), o.base, Some(a.text.as_path())].into_iter().flatten().collect();
+    guard(&inputs, &[o.json], o.force)?;
+    cmd::eval::run(&o, out.text(&[o.json])?)?;
+    Ok(Exit::Done)
+}
+
+impl ToArgs for EvalArgs {
+    fn to_args(&self, a: &mut Argv) {
+        a.arg("eval")
+            .arg(&self.model)
+            .value("--text", &self.text)
+            .opt("--base", self.base.as_ref())
+            .number("--ctx", Some(self.ctx))
+            .number("--threads", self.threads)
+            .number("--chunks", self.chunks)
+            .opt("--json", self.json.as_ref())
+            .opt("--llama-cpp", self.llama_cpp.as_ref())
+            .flags(&self.force);
+    }
+}
+
+impl Default for JudgeArgs {
+    fn default() -> Self {
+        JudgeArgs { judge: None, judge_ctx: cmd::eval::DEFAULT_CTX, llama_cpp: None }
+    }
+}
+
+impl ToArgs for JudgeArgs {
+    fn to_args(&self, a: &mut Argv) {
+        // --judge-ctx and --llama-cpp require --judge.
+        if self.judge.is_some() {
+            a.opt("--judge", self.judge.as_ref())
+                .number("--judge-ctx", Some(self.judge_ctx))
+                .opt("--llama-cpp", self.llama_cpp.as_ref());
+        }
+    }
+}

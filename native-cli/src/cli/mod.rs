@@ -1,0 +1,223 @@
+//! The command line, once: flags (clap) turned into each command's validated options
+//! before any work, as ripgrep turns low-level arguments into high-level ones.
+//!
+//! - [`Cli`] and [`Command`]: the flags of `organ` and of each subcommand.
+//! - One file per command (`cli/measure.rs`, `cli/diff.rs`…): its clap struct, the one
+//!   `TryFrom` that turns it into `cmd::<command>::Options`, and the `run` that does it.
+//! - Groups several commands take, defined once and `#[command(flatten)]`ed:
+//!   [`Work`] (threads, stream, stats), [`Force`], [`SelectArgs`], the report files
+//!   ([`outputs`]), the global flags ([`global`]).
+//! - [`argv`]: the inverse, flags back to an argv, which `organ serve` uses to start a
+//!   job's child from the same structs a request fills ([`ToArgs`]).
+
+mod argv;
+mod assemble;
+mod check;
+mod diff;
+mod dissect;
+mod eval;
+pub mod experts;
+pub mod global;
+mod graft;
+mod inspect;
+mod measure;
+mod moe;
+pub mod outputs;
+mod purify;
+mod select;
+mod serve;
+mod work;
+
+pub use argv::{argv, Argv, ToArgs};
+pub use assemble::AssembleArgs;
+pub use check::CheckArgs;
+pub use diff::DiffArgs;
+pub use dissect::DissectArgs;
+pub use eval::EvalArgs;
+pub use global::{Global, RemoteFlags};
+pub use graft::GraftArgs;
+pub use inspect::InspectArgs;
+pub use measure::{MeasureArgs, MergeArgs};
+pub use moe::MoeArgs;
+pub use outputs::{DiffOutputs, ReportOutputs};
+pub use purify::PurifyArgs;
+pub use select::SelectArgs;
+pub use serve::ServeArgs;
+pub use work::{Force, Stats, Work};
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::io::Write;
+use std::path::Path;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "organ",
+    version,
+    about = "Open GGUF models like a surgeon: inspect them and measure every tensor's θ (Z-measure v1)."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    #[command(flatten)]
+    pub global: Global,
+}
+
+#[derive(Subcommand, Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Show a model's metadata and one row per tensor (name, anatomy group, layer, type, shape, offset, bytes).
+    Inspect(InspectArgs),
+    /// Measure every tensor's θ (Z-measure v1) with its entropy H, kurtosis K and coherence C.
+    Measure(MeasureArgs),
+    /// Reports of fleets measured in shards (docs/fleet.md).
+    Report {
+        #[command(subcommand)]
+        what: ReportCommand,
+    },
+    /// Compare two models tensor by tensor (Compare v1): which tensors changed, by how
+    /// much (cos, rel_l2, max_abs, dθ), in which layers and groups.
+    Diff(DiffArgs),
+    /// Check a model's health without running it (Check k1): non-finite values and block
+    /// scales, zero, constant and duplicated tensors (a full scan), shapes and required
+    /// tensors against the architecture (llama, qwen2, gemma3, deepseek2), tokenizer,
+    /// chat-template, expert and split metadata. Exits 1 when any finding is an error.
+    Check(CheckArgs),
+    /// Split a GGUF into an organ directory: one .bin per tensor under skeleton/, organs/,
+    /// embed/, norm/, adapters/, other/, plus manifest.json (all metadata, order, BLAKE3s).
+    Dissect(DissectArgs),
+    /// Build a GGUF from an organ directory (byte-identical to the dissected original).
+    Assemble(AssembleArgs),
+    /// Transplant tensors from a donor into a recipient of the same architecture.
+    /// Either may be a GGUF or an organ directory; --out ending in .gguf writes a GGUF,
+    /// anything else an organ directory.
+    Graft(GraftArgs),
+    /// Experts as organs: extract one as a dense model, or prune an MoE to some of them.
+    Experts {
+        #[command(subcommand)]
+        op: experts::Op,
+    },
+    /// Build a mixture of experts (llama's Mixtral layout) from a dense llama base and
+    /// dense donors of its shapes, one expert each (docs/moe.md).
+    Moe(MoeArgs),
+    /// Denoise tensors (spectral FFT or fractal Haar, docs/purify.md), keeping each one's
+    /// mean, std and type, and write the model with organ.purify.* metadata.
+    Purify(PurifyArgs),
+    /// Perplexity of a model on a text and, with --base, its KL divergence from the base
+    /// and top-token agreement, measured by llama.cpp's llama-perplexity (docs/judge.md).
+    Eval(EvalArgs),
+    /// Serve every operation over HTTP (docs/openapi.json), and the browser app when built.
+    Serve(ServeArgs),
+}
+
+#[derive(Subcommand, Debug, Clone, PartialEq)]
+pub enum ReportCommand {
+    /// The fleet's tables and ranking from the reports `organ measure --fleet … --results
+    /// RESULTS` wrote: what `organ measure DIR` prints and writes for the same models.
+    Merge(MergeArgs),
+}
+
+/// How a command that did not fail ends.
+pub enum Exit {
+    /// Status 0.
+    Done,
+    /// `diff --fail-on-change` found a change, or `check` an error finding: status 1.
+    Changed,
+}
+
+impl Command {
+    /// The status an error exits with: `diff --fail-on-change` exits 1 for "changed", so
+    /// its errors take 2, as diff(1)'s do; so do `check`'s, which exits 1 for "broken".
+    /// Every other error exits 1.
+    pub fn error_status(&self) -> i32 {
+        match self {
+            Command::Diff(DiffArgs { fail_on_change: true, .. }) | Command::Check(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// Runs the command `cli` names, its global flags applied first; `organ serve` by `serve`
+/// (`organ_cli::serve::run_args`, handed in by main: the server depends on this module
+/// for its children's argv, so this one does not name it).
+pub fn run(cli: Cli, serve: fn(&ServeArgs) -> Result<()>) -> Result<Exit> {
+    cli.global.apply();
+    let mut out = Out { stdout: std::io::BufWriter::new(std::io::stdout().lock()), sink: std::io::sink() };
+    let exit = match &cli.command {
+        Command::Inspect(a) => inspect::run(a, &mut out)?,
+        Command::Measure(a) => measure::run(a, &mut out)?,
+        Command::Report { what: ReportCommand::Merge(a) } => measure::merge(a, &mut out)?,
+        Command::Diff(a) => diff::run(a, &mut out)?,
+        Command::Check(a) => check::run(a, &mut out)?,
+        Command::Dissect(a) => dissect::run(a, &mut out)?,
+        Command::Assemble(a) => assemble::run(a, &mut out)?,
+        Command::Graft(a) => graft::run(a, &mut out)?,
+        Command::Experts { op } => experts::run(op, &mut out)?,
+        Command::Moe(a) => moe::run(a, &mut out)?,
+        Command::Purify(a) => purify::run(a, &mut out)?,
+        Command::Eval(a) => eval::run(a, &mut out)?,
+        Command::Serve(a) => {
+            serve(a)?;
+            Exit::Done
+        }
+    };
+    out.stdout.flush()?;
+    Ok(exit)
+}
+
+/// Standard output, and where the text report goes when a report file is standard
+/// output (`-`) instead.
+pub(crate) struct Out {
+    stdout: std::io::BufWriter<std::io::StdoutLock<'static>>,
+    sink: std::io::Sink,
+}
+
+impl Out {
+    /// Standard output for the text report, unless one of `reports` is `-`: then the text
+    /// is not printed, so that stdout holds that output alone. One output at most may be `-`.
+    pub(crate) fn text(&mut self, reports: &[Option<&Path>]) -> Result<&mut dyn Write> {
+        let n = reports.iter().flatten().filter(|p| crate::atomic::is_stdout(p)).count();
+        if n > 1 {
+            anyhow::bail!("-: {n} outputs name standard output; one at most can go there");
+        }
+        Ok(if n == 1 { &mut self.sink } else { &mut self.stdout })
+    }
+
+    /// Standard output, for a command with no report file.
+    pub(crate) fn stdout(&mut self) -> &mut dyn Write {
+        &mut self.stdout
+    }
+}
+
+/// Before any work: records the named inputs (every shard of a split model) and checks
+/// that no output would replace one, or replace anything without `--force`. The writers
+/// check again when they rename their output into place.
+pub(crate) fn guard(inputs: &[&Path], outputs: &[Option<&Path>], force: bool) -> Result<()> {
+    for i in inputs {
+        crate::input::declare(i);
+        for shard in crate::source::split_shards(i).unwrap_or_default() {
+            crate::input::declare(&shard);
+        }
+    }
+    for o in outputs.iter().flatten() {
+        crate::input::check_dest(o, force)?;
+    }
+    Ok(())
+}
+
+/// What a model output is: a GGUF file when it ends in `.gguf`, else an organ directory
+/// (as [`crate::write::write_model`] decides).
+pub(crate) fn model_output(p: &Path) -> crate::input::Output {
+    if p.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) {
+        crate::input::Output::File
+    } else {
+        crate::input::Output::OrganDir
+    }
+}
+
+/// `--split-max-size SIZE` as bytes.
+pub(crate) fn split_max(size: Option<&str>) -> Result<Option<u64>> {
+    size.map(crate::write::parse_size).transpose()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,36 @@
+//! `--layers`, `--type` and `--name`: which tensors graft and purify touch.
+
+use super::{Argv, ToArgs};
+use organ_core::surgery::select::{Layers, Selection};
+
+/// Which tensors an operation touches; every criterion given must hold.
+#[derive(clap::Args, Debug, Clone, Default, PartialEq)]
+pub struct SelectArgs {
+    /// Layers: ranges and lists, e.g. 5-20 or 3,7,9-11.
+    #[arg(long)]
+    pub layers: Option<String>,
+    /// Anatomy groups: organ, skeleton, embed, norm, adapter, other (repeat or comma-separate).
+    #[arg(long = "type", value_name = "GROUP")]
+    pub types: Vec<String>,
+    /// Tensor name patterns, `*` matching anything (repeatable).
+    #[arg(long = "name", value_name = "PATTERN")]
+    pub names: Vec<String>,
+}
+
+impl TryFrom<&SelectArgs> for Selection {
+    type Error = anyhow::Error;
+
+    fn try_from(a: &SelectArgs) -> anyhow::Result<Selection> {
+        Ok(Selection {
+            layers: a.layers.as_deref().map(Layers::parse).transpose().map_err(anyhow::Error::msg)?,
+            groups: Selection::parse_groups(&a.types).map_err(anyhow::Error::msg)?,
+            patterns: a.names.clone(),
+        })
+    }
+}
+
+impl ToArgs for SelectArgs {
+    fn to_args(&self, a: &mut Argv) {
+        a.opt("--layers", self.layers.as_ref()).each("--type", &self.types).each("--name", &self.names);
+    }
+}

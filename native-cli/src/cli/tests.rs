@@ -1,0 +1,177 @@
+//! Every command's flags said as an argv ([`super::argv`]) parse back into the same flags:
+//! the server's children get exactly what their requests asked for.
+
+use super::*;
+use crate::cmd::eval::JudgeArgs;
+use std::path::PathBuf;
+
+/// `args`' argv parsed again by `organ`'s own parser.
+fn reparsed(args: &impl ToArgs) -> Command {
+    let argv = std::iter::once("organ".into()).chain(argv(args));
+    match Cli::try_parse_from(argv) {
+        Ok(cli) => cli.command,
+        Err(e) => panic!("{:?} does not parse: {e}", super::argv(args)),
+    }
+}
+
+fn p(s: &str) -> PathBuf {
+    PathBuf::from(s)
+}
+
+fn work() -> Work {
+    Work { threads: Some(3), stream: true, stats: true }
+}
+
+fn judge() -> JudgeArgs {
+    JudgeArgs { judge: Some(p("/t/text")), judge_ctx: 64, llama_cpp: Some(p("/llama/bin")) }
+}
+
+fn select() -> SelectArgs {
+    SelectArgs { layers: Some("1-3,7".into()), types: vec!["organ".into(), "norm".into()], names: vec!["blk.*".into()] }
+}
+
+fn report() -> ReportOutputs {
+    ReportOutputs {
+        json: Some(p("/r/a.json")),
+        csv: Some(p("/r/a.csv")),
+        html: Some(p("/r/a.html")),
+        ranking_csv: Some(p("/r/rank.csv")),
+        summary_only: true,
+        wells: 3,
+    }
+}
+
+const FORCE: Force = Force { force: true };
+
+#[test]
+fn measure_and_merge_round_trip() {
+    let m = MeasureArgs {
+        models: vec![p("/m/a.gguf"), p("/m/b dir")],
+        report: report(),
+        work: work(),
+        no_cache: true,
+        force: FORCE,
+        sigma: true,
+        experts: true,
+        ..Default::default()
+    };
+    assert_eq!(reparsed(&m), Command::Measure(m.clone()));
+    let exact = MeasureArgs { sigma: false, exact: true, no_cache: false, cache: Some(p("/c")), ..m };
+    assert_eq!(reparsed(&exact), Command::Measure(exact.clone()));
+    let fleet = MeasureArgs {
+        fleet: Some(p("/fleet")),
+        shard: Some("1/4".into()),
+        shards: Some(4),
+        results: Some(p("s3://b/p")),
+        report: ReportOutputs { summary_only: true, wells: 7, ..Default::default() },
+        ..Default::default()
+    };
+    assert_eq!(reparsed(&fleet), Command::Measure(fleet.clone()));
+    let merge = MergeArgs { results: p("/results"), report: report(), force: FORCE };
+    assert_eq!(reparsed(&merge), Command::Report { what: ReportCommand::Merge(merge.clone()) });
+}
+
+#[test]
+fn diff_check_inspect_round_trip() {
+    let d = DiffArgs {
+        outputs: DiffOutputs { json: Some(p("/d.json")), csv: Some(p("/d.csv")), html: Some(p("/d.html")) },
+        top: 42,
+        only_changed: true,
+        fail_on_change: true,
+        work: work(),
+        force: FORCE,
+        ..DiffArgs::new(p("/a.gguf"), p("/b.gguf"))
+    };
+    assert_eq!(reparsed(&d), Command::Diff(d.clone()));
+    let c = CheckArgs { model: p("/m"), json: Some(p("-")), work: work(), exit_zero: true, force: FORCE };
+    assert_eq!(reparsed(&c), Command::Check(c.clone()));
+    let i = InspectArgs { model: p("/m.gguf"), json: true };
+    assert_eq!(reparsed(&i), Command::Inspect(i.clone()));
+}
+
+#[test]
+fn surgery_round_trips() {
+    let d = DissectArgs { model: p("/m.gguf"), out: p("/o"), measure: true, sha256: true, force: FORCE };
+    assert_eq!(reparsed(&d), Command::Dissect(d.clone()));
+    let a = AssembleArgs { dir: p("/o"), out: p("/m.gguf"), split_max_size: Some("40M".into()), force: FORCE };
+    assert_eq!(reparsed(&a), Command::Assemble(a.clone()));
+    let g = GraftArgs {
+        donor: p("/d"),
+        recipient: p("/r"),
+        out: Some(p("/g.gguf")),
+        select: select(),
+        dry_run: true,
+        split_max_size: Some("1G".into()),
+        sha256: true,
+        force: FORCE,
+        json: Some(p("/g.json")),
+        judge: judge(),
+    };
+    assert_eq!(reparsed(&g), Command::Graft(g.clone()));
+    let mut u = PurifyArgs::new(p("/m"), "spectral".into(), p("/p.gguf"));
+    (u.select, u.strength, u.keep, u.as_type, u.only_if_improves) = (select(), 0.25, 0.8, Some("f16".into()), true);
+    (u.json, u.split_max_size, u.force, u.judge) = (Some(p("/p.json")), Some("2G".into()), FORCE, judge());
+    assert_eq!(reparsed(&u), Command::Purify(u.clone()));
+    let mut m = MoeArgs::new(p("/base"), vec![p("/e0"), p("/e1")], p("/moe.gguf"));
+    (m.experts_used, m.router, m.seed, m.ty) = (1, "embed".into(), 9, Some("q8_0".into()));
+    (m.prompts, m.negative_prompts) = (vec![p("/p0"), p("/p1")], vec![p("/n0"), p("/n1")]);
+    (m.force, m.json, m.judge) = (FORCE, Some(p("/moe.json")), judge());
+    assert_eq!(reparsed(&m), Command::Moe(m.clone()));
+    let common = experts::Common {
+        model: p("/moe"),
+        out: Some(p("/x.gguf")),
+        dry_run: true,
+        force: FORCE,
+        json: Some(p("/x.json")),
+        judge: judge(),
+    };
+    let x = experts::Op::Extract { common: common.clone(), expert: 3 };
+    assert_eq!(reparsed(&x), Command::Experts { op: x.clone() });
+    let y = experts::Op::Prune { common, keep: "0-3,6".into(), experts_used: Some(2) };
+    assert_eq!(reparsed(&y), Command::Experts { op: y.clone() });
+}
+
+#[test]
+fn eval_and_defaults_round_trip() {
+    let mut e = EvalArgs::new(p("/m.gguf"), p("/text"));
+    (e.base, e.ctx, e.threads, e.chunks) = (Some(p("/base")), 128, Some(2), Some(5));
+    (e.json, e.llama_cpp, e.force) = (Some(p("/e.json")), Some(p("/bin")), FORCE);
+    assert_eq!(reparsed(&e), Command::Eval(e.clone()));
+    // The constructors the server starts from are clap's defaults.
+    let plain = EvalArgs::new(p("/m.gguf"), p("/text"));
+    assert_eq!(reparsed(&plain), Command::Eval(plain.clone()));
+    let diff = DiffArgs::new(p("/a"), p("/b"));
+    let parsed = Cli::try_parse_from(["organ", "diff", "/a", "/b"]).map(|c| c.command).ok();
+    assert_eq!(parsed, Some(Command::Diff(diff)));
+    let purify = PurifyArgs::new(p("/m"), "fractal".into(), p("/o"));
+    let parsed = Cli::try_parse_from(["organ", "purify", "/m", "--method", "fractal", "--out", "/o"]);
+    assert_eq!(parsed.map(|c| c.command).ok(), Some(Command::Purify(purify)));
+    let moe = MoeArgs::new(p("/b"), vec![p("/e")], p("/o"));
+    let parsed = Cli::try_parse_from(["organ", "moe", "--base", "/b", "--expert", "/e", "--out", "/o"]);
+    assert_eq!(parsed.map(|c| c.command).ok(), Some(Command::Moe(moe)));
+}
+
+#[test]
+fn global_flags_round_trip() {
+    let remote = RemoteFlags {
+        remote_gap: Some(1),
+        remote_concurrency: Some(2),
+        remote_retries: Some(3),
+        remote_max_whole: Some(4),
+        remote_speed_limit: Some(5),
+        remote_speed_time: Some(6),
+    };
+    let g = Global {
+        no_verify: true,
+        progress: crate::progress::Format::Jsonl,
+        fsync: true,
+        remote,
+        max_header_bytes: Some(1 << 20),
+    };
+    let inspect = InspectArgs { model: p("/m"), json: false };
+    let mut args = vec!["organ".into()];
+    args.extend(argv(&inspect));
+    args.extend(argv(&g));
+    let cli = Cli::try_parse_from(args).expect("parses");
+    assert_eq!((cli.command, cli.global), (Command::Inspect(inspect), g));
+}

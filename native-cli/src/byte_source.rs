@@ -88,30 +88,28 @@ pub fn stream(asked: bool, in_memory: bool, bytes: u64) -> bool {
 /// What names a URL's object and pinned it, for a local copy of it (a model fetched whole).
 pub type Origin = (Option<String>, Pin);
 
-/// A read-only memory map of a file.
-pub struct Mapped {
+/// Bytes of a local file or body: a read-only map of a file ([`Mapped`]), or bytes in
+/// memory ([`Plain`]: a file that cannot be mapped, then also held for positioned reads,
+/// or a body a server sent whole).
+pub struct Local<B> {
     /// What names it in errors.
     name: String,
-    map: Mmap,
+    bytes: B,
     /// The file, held for positioned reads and copies; none once closed (organ files:
-    /// a directory of any number of tensors holds no descriptor open).
+    /// a directory of any number of tensors holds no descriptor open) or for a body.
     file: Option<File>,
     origin: Option<Origin>,
 }
 
-/// Bytes read into memory whole: a file that cannot be mapped (then also held, for
-/// positioned reads), or a body a server sent whole.
-pub struct Plain {
-    name: String,
-    bytes: Vec<u8>,
-    file: Option<File>,
-    origin: Option<Origin>,
-}
+/// A read-only memory map of a file.
+pub type Mapped = Local<Mmap>;
+/// Bytes read into memory whole.
+pub type Plain = Local<Vec<u8>>;
 
 impl Plain {
     /// A body received whole from the URL `name`, pinned as `origin` says.
     pub fn received(name: String, bytes: Vec<u8>, origin: Origin) -> Plain {
-        Plain { name, bytes, file: None, origin: Some(origin) }
+        Local { name, bytes, file: None, origin: Some(origin) }
     }
 }
 
@@ -128,11 +126,11 @@ pub fn local(name: String, file: File, origin: Option<Origin>, close: bool) -> R
     // mapping (README, "Memory maps").
     if let Ok(map) = unsafe { Mmap::map(&file) } {
         let file = (!close).then_some(file);
-        return Ok(Box::new(Mapped { name, map, file, origin }));
+        return Ok(Box::new(Local { name, bytes: map, file, origin }));
     }
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut &file, &mut bytes).with_context(|| format!("{name}: cannot read"))?;
-    Ok(Box::new(Plain { name, bytes, file: Some(file), origin }))
+    Ok(Box::new(Local { name, bytes, file: Some(file), origin }))
 }
 
 /// A positioned read where the file is held open, else a copy out of `bytes`.
@@ -149,28 +147,7 @@ fn read_local(name: &str, file: Option<&File>, bytes: &[u8], buf: &mut [u8], off
     Ok(())
 }
 
-impl ByteSource for Mapped {
-    fn what(&self) -> &str {
-        &self.name
-    }
-    fn size(&self) -> u64 {
-        self.map.len() as u64
-    }
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        read_local(&self.name, self.file.as_ref(), &self.map, buf, offset)
-    }
-    fn origin(&self) -> Option<(Option<&str>, &Pin)> {
-        self.origin.as_ref().map(|(n, p)| (n.as_deref(), p))
-    }
-    fn whole(&self) -> Option<&[u8]> {
-        Some(&self.map)
-    }
-    fn file(&self) -> Option<&File> {
-        self.file.as_ref()
-    }
-}
-
-impl ByteSource for Plain {
+impl<B: std::ops::Deref<Target = [u8]> + Send + Sync> ByteSource for Local<B> {
     fn what(&self) -> &str {
         &self.name
     }

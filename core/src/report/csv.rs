@@ -301,3 +301,55 @@ mod tests {
         assert_eq!(out, format!("a,\"b,c\",\"say \"\"hi\"\"\",\"two\nlines\",\n\"\"\n{long},x\n"));
     }
 }
+
+/// A sensitivity report's CSV (`organ sensitivity --csv`): one record per tensor.
+pub fn sensitivity(r: &crate::sensitivity::report::Report, out: &mut dyn fmt::Write) -> fmt::Result {
+    let mut c = Records::new(out);
+    c.record(&[
+        "name",
+        "kind",
+        "layer",
+        "type",
+        "n_elements",
+        "bytes",
+        "changed_type",
+        "changed_bytes",
+        "kld",
+        "kld_error",
+        "kld_median",
+        "kld_p99",
+        "ppl",
+        "ppl_error",
+        "same_top",
+        "same_top_error",
+        "repeat_kld",
+        "repeat_kld_error",
+    ])?;
+    for t in &r.tensors {
+        let (rk, re) = match t.repeat_kld {
+            Some(e) => (e.value.to_string(), e.error.to_string()),
+            None => (String::new(), String::new()),
+        };
+        c.record(&[
+            t.name.clone(),
+            t.kind.clone(),
+            t.layer.map(|l| l.to_string()).unwrap_or_default(),
+            t.ty.clone(),
+            t.n_elements.to_string(),
+            t.bytes.to_string(),
+            t.changed_type.clone(),
+            t.changed_bytes.to_string(),
+            t.kld.value.to_string(),
+            t.kld.error.to_string(),
+            t.kld_median.to_string(),
+            t.kld_p99.to_string(),
+            t.ppl.value.to_string(),
+            t.ppl.error.to_string(),
+            t.same_top.value.to_string(),
+            t.same_top.error.to_string(),
+            rk,
+            re,
+        ])?;
+    }
+    Ok(())
+}

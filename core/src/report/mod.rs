@@ -20,12 +20,14 @@ mod kinds;
 mod page;
 mod scatter;
 mod schema;
+pub mod sensitivity_html;
 mod summary;
 mod tensor_report;
 mod text;
 
 pub use compare_heatmap::{CompareHeatmap, DiffCell, DIFF_FLOOR};
 pub use compare_html::{render_compare, SAME_POSITIONS};
+pub use csv::sensitivity as sensitivity_csv;
 pub use expert_heatmap::ExpertHeatmap;
 pub use format::{diff_color, diff_position, human_bytes, human_count, sci, theta_color, IDENTICAL_COLOR};
 pub use formats::{AnyReport, Format, Kind, Shown, FORMATS};

@@ -75,10 +75,7 @@ impl TryFrom<&MeasureArgs> for cmd::measure::Options {
         let cache = match (a.no_cache, &a.cache) {
             (true, _) => None,
             (false, Some(c)) => Some(c.clone()),
-            (false, None) if fleet => std::env::var_os("ORGAN_CACHE")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/organ")))
-                .map(|c| c.join("measure")),
+            (false, None) if fleet => super::cache_root().map(|c| c.join("measure")),
             (false, None) => None,
         };
         let mode = match (a.sigma, a.exact) {

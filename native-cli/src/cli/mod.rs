@@ -25,6 +25,7 @@ mod moe;
 pub mod outputs;
 mod purify;
 mod select;
+mod sensitivity;
 mod serve;
 mod work;
 
@@ -42,6 +43,7 @@ pub use moe::MoeArgs;
 pub use outputs::{DiffOutputs, ReportOutputs};
 pub use purify::PurifyArgs;
 pub use select::SelectArgs;
+pub use sensitivity::SensitivityArgs;
 pub use serve::ServeArgs;
 pub use work::{Force, Stats, Work};
 
@@ -105,6 +107,10 @@ pub enum Command {
     /// Perplexity of a model on a text and, with --base, its KL divergence from the base
     /// and top-token agreement, measured by llama.cpp's llama-perplexity (docs/judge.md).
     Eval(EvalArgs),
+    /// Per-tensor sensitivity, measured: for each tensor, the KL divergence (llama.cpp's
+    /// llama-perplexity) of the model with that tensor alone requantized (--to) or ablated
+    /// (--ablate) from the unchanged model (docs/sensitivity.md). Resumable.
+    Sensitivity(SensitivityArgs),
     /// Serve every operation over HTTP (docs/openapi.json), and the browser app when built.
     Serve(ServeArgs),
 }
@@ -155,6 +161,7 @@ pub fn run(cli: Cli, serve: fn(&ServeArgs) -> Result<()>) -> Result<Exit> {
         Command::Moe(a) => moe::run(a, &mut out)?,
         Command::Purify(a) => purify::run(a, &mut out)?,
         Command::Eval(a) => eval::run(a, &mut out)?,
+        Command::Sensitivity(a) => sensitivity::run(a, &mut out)?,
         Command::Serve(a) => {
             serve(a)?;
             Exit::Done
@@ -186,6 +193,13 @@ impl Out {
     pub(crate) fn stdout(&mut self) -> &mut dyn Write {
         &mut self.stdout
     }
+}
+
+/// The cache's root when no `--cache` is given: `ORGAN_CACHE`, else `~/.cache/organ`.
+pub(crate) fn cache_root() -> Option<std::path::PathBuf> {
+    std::env::var_os("ORGAN_CACHE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache/organ")))
 }
 
 /// Before any work: records the named inputs (every shard of a split model) and checks

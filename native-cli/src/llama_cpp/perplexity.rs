@@ -105,18 +105,6 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
     // The maps go before llama.cpp runs: it reads the files itself.
     drop(read);
     let text = copy_text(&s.text, &dir.path)?;
-    let command = |m: &Handed, also: &[&Handed]| {
-        let mut c = Command::new(&tool);
-        c.arg("-m").arg(&m.arg).arg("-c").arg(s.ctx.to_string()).arg("-b").arg(s.ctx.to_string());
-        llama_cpp::inherit(&mut c, &[&[m], also].concat());
-        if let Some(t) = s.threads {
-            c.arg("-t").arg(t.max(1).to_string());
-        }
-        if let Some(n) = s.chunks {
-            c.arg("--chunks").arg(n.max(1).to_string());
-        }
-        c
-    };
     let label = |p: &Path| p.display().to_string();
     let mut e = Evaluation {
         model: label(model),
@@ -130,7 +118,7 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
         llama_perplexity: label(&tool),
     };
     let (Some(base), Some(base_file)) = (base, base_file) else {
-        let mut c = command(&model_file, &[&text]);
+        let mut c = command(&tool, &model_file, &[&text], s);
         c.arg("-f").arg(&text.arg);
         let p = llama_cpp::run(c).with_context(|| format!("{}", model.display()))?;
         let r = output::perplexity(&p.stdout, &p.stderr).with_context(|| format!("{}", model.display()))?;
@@ -138,24 +126,8 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
         return Ok(e);
     };
     let logits = Handed::file(create_private(&dir.path.join("base-logits.kld"))?)?;
-    let mut c = command(&base_file, &[&text, &logits]);
-    c.arg("-f").arg(&text.arg).arg("--kl-divergence-base").arg(&logits.arg);
-    let p = llama_cpp::run(c).with_context(|| format!("{} (the base)", base.display()))?;
-    let b = output::perplexity(&p.stdout, &p.stderr).with_context(|| format!("{} (the base)", base.display()))?;
-    let mut c = command(&model_file, &[&logits]);
-    c.arg("--kl-divergence-base").arg(&logits.arg).arg("--kl-divergence");
-    let p = llama_cpp::run(c).with_context(|| format!("{}", model.display()))?;
-    let k = output::kl_divergence(&p.stdout, &p.stderr).with_context(|| format!("{}", model.display()))?;
-    if (k.chunks, k.ctx) != (b.chunks, b.ctx) {
-        bail!(
-            "{}: scored {} chunks of {} tokens, the base {} of {}: not the same tokens",
-            model.display(),
-            k.chunks,
-            k.ctx,
-            b.chunks,
-            b.ctx
-        );
-    }
+    let b = run_base(&tool, &base_file, &text, &logits, s).with_context(|| format!("{} (the base)", base.display()))?;
+    let k = run_divergence(&tool, &model_file, &logits, &b, s).with_context(|| format!("{}", model.display()))?;
     drop((logits, text, dir));
     e.chunks = k.chunks;
     e.perplexity = k.ppl;
@@ -169,6 +141,127 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
         ln_ppl_ratio: k.ln_ppl_ratio,
     });
     Ok(e)
+}
+
+/// llama-perplexity on the handed model `m` with the settings' context (also its batch),
+/// threads and chunks; `also` are the other files it inherits.
+fn command(tool: &Path, m: &Handed, also: &[&Handed], s: &Settings) -> Command {
+    let mut c = Command::new(tool);
+    c.arg("-m").arg(&m.arg).arg("-c").arg(s.ctx.to_string()).arg("-b").arg(s.ctx.to_string());
+    llama_cpp::inherit(&mut c, &[&[m], also].concat());
+    if let Some(t) = s.threads {
+        c.arg("-t").arg(t.max(1).to_string());
+    }
+    if let Some(n) = s.chunks {
+        c.arg("--chunks").arg(n.max(1).to_string());
+    }
+    c
+}
+
+/// Scores the base on the text and saves its tokens and log-probabilities into `logits`.
+fn run_base(tool: &Path, base: &Handed, text: &Handed, logits: &Handed, s: &Settings) -> Result<output::Perplexity> {
+    let mut c = command(tool, base, &[text, logits], s);
+    c.arg("-f").arg(&text.arg).arg("--kl-divergence-base").arg(&logits.arg);
+    let p = llama_cpp::run(c)?;
+    Ok(output::perplexity(&p.stdout, &p.stderr)?)
+}
+
+/// Scores the model on the tokens saved in `logits` and compares its distribution with the
+/// saved one; `base` is what the base's run scored, which the model's must match.
+fn run_divergence(
+    tool: &Path,
+    model: &Handed,
+    logits: &Handed,
+    base: &output::Perplexity,
+    s: &Settings,
+) -> Result<output::KlDivergence> {
+    let mut c = command(tool, model, &[logits], s);
+    c.arg("--kl-divergence-base").arg(&logits.arg).arg("--kl-divergence");
+    let p = llama_cpp::run(c)?;
+    let k = output::kl_divergence(&p.stdout, &p.stderr)?;
+    if (k.chunks, k.ctx) != (base.chunks, base.ctx) {
+        bail!(
+            "scored {} chunks of {} tokens, the base {} of {}: not the same tokens",
+            k.chunks,
+            k.ctx,
+            base.chunks,
+            base.ctx
+        );
+    }
+    Ok(k)
+}
+
+/// A base scored once, its log-probabilities kept in a file, against which many models are
+/// compared (`organ sensitivity`: one run of the base, one run per changed model).
+pub struct SavedBase {
+    /// The base's run: chunks, context, perplexity.
+    pub scored: output::Perplexity,
+    /// llama-perplexity's `--kl-divergence-base` file.
+    pub logits: PathBuf,
+    /// The base's vocabulary size, which every model compared must have.
+    vocabulary: u64,
+    tool: PathBuf,
+}
+
+impl SavedBase {
+    /// Scores `base` on the settings' text and saves its log-probabilities in `logits`,
+    /// a new file (its directory must exist; it is made readable by organ's user only).
+    /// Temp files go in `scratch`.
+    ///
+    /// # Errors
+    /// As [`evaluate`]; `logits` exists already.
+    pub fn save(base: &Path, s: &Settings, logits: &Path, scratch: &Path) -> Result<SavedBase> {
+        let tool = llama_cpp::find("llama-perplexity", s.llama_cpp.as_deref())?;
+        check_inputs(base, s)?;
+        let dir = scratch_dir(Some(scratch))?;
+        let (base_file, read) = hand_model(base, &dir.path.join("base"))?;
+        let vocabulary = vocabulary(base, &read)?;
+        drop(read);
+        let text = copy_text(&s.text, &dir.path)?;
+        let out = Handed::file(create_private(logits)?)?;
+        let scored =
+            run_base(&tool, &base_file, &text, &out, s).with_context(|| format!("{} (the base)", base.display()));
+        if scored.is_err() {
+            let _ = std::fs::remove_file(logits);
+        }
+        Ok(SavedBase { scored: scored?, logits: logits.to_owned(), vocabulary, tool })
+    }
+
+    /// A base saved earlier by [`SavedBase::save`] with these settings: `scored` is what
+    /// that run reported.
+    ///
+    /// # Errors
+    /// llama-perplexity is missing, or the base cannot be read.
+    pub fn reopen(base: &Path, s: &Settings, logits: &Path, scored: output::Perplexity) -> Result<SavedBase> {
+        let tool = llama_cpp::find("llama-perplexity", s.llama_cpp.as_deref())?;
+        let read = Model::open(base)?;
+        let vocabulary = vocabulary(base, &read)?;
+        Ok(SavedBase { scored, logits: logits.to_owned(), vocabulary, tool })
+    }
+
+    /// The KL divergence of `model` from the saved base (same context and chunks). Temp
+    /// files go in `scratch`.
+    ///
+    /// # Errors
+    /// The model is not a GGUF organ reads, its vocabulary differs, llama-perplexity fails.
+    pub fn divergence(&self, model: &Path, s: &Settings, scratch: &Path) -> Result<output::KlDivergence> {
+        let dir = scratch_dir(Some(scratch))?;
+        let (model_file, read) = hand_model(model, &dir.path.join("model"))?;
+        let m = vocabulary(model, &read)?;
+        if m != self.vocabulary {
+            bail!(
+                "{} has {m} tokens, the base {}: KL divergence compares the same tokens' probabilities",
+                model.display(),
+                self.vocabulary
+            );
+        }
+        drop(read);
+        let saved = std::fs::File::open(&self.logits)
+            .with_context(|| format!("{}: cannot open the base's saved logits", self.logits.display()))?;
+        let logits = Handed::file(saved)?;
+        run_divergence(&self.tool, &model_file, &logits, &self.scored, s)
+            .with_context(|| format!("{}", model.display()))
+    }
 }
 
 /// Checks the settings, the text, and that `model` is a GGUF file.

@@ -1,0 +1,184 @@
+//! Per-tensor sensitivity (docs/sensitivity.md): what happens to a model when ONE tensor is
+//! changed, measured by llama.cpp as the mean KL divergence of the changed model's
+//! next-token distribution from the unchanged one's. This module holds what is pure: the
+//! changes ([`Change`]), which tensors are measured by default ([`is_weight`]), the
+//! ablated values ([`ablated`]), the report ([`report`]) and rank correlation ([`spearman`]).
+//! Making the changed models and running llama.cpp are the CLI's (`organ sensitivity`).
+
+pub mod report;
+
+use crate::anatomy::classify;
+use crate::ggml_type::GgmlType;
+use crate::random::normal;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+/// What is done to each measured tensor, all others left byte for byte as they are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Requantized to this type (from its values as stored).
+    To(GgmlType),
+    /// Replaced by Gaussian noise of the tensor's own mean and standard deviation, from a
+    /// seeded stream (the seed mixed with the tensor's name), stored in the tensor's type:
+    /// "does this organ carry knowledge?"
+    Noise {
+        /// The stream's seed.
+        seed: u64,
+    },
+    /// Replaced by zeros, in the tensor's type.
+    Zero,
+}
+
+impl Change {
+    /// The change's name in reports and cache keys: the type's name (`Q2_0`), `noise`
+    /// (with its seed when not the default), or `zero`.
+    pub fn label(self) -> String {
+        match self {
+            Change::To(t) => t.name().to_string(),
+            Change::Noise { seed: DEFAULT_SEED } => "noise".to_string(),
+            Change::Noise { seed } => alloc::format!("noise:{seed}"),
+            Change::Zero => "zero".to_string(),
+        }
+    }
+}
+
+/// The noise's seed when none is given.
+pub const DEFAULT_SEED: u64 = 0x5e_5171_71ce;
+
+/// Whether a tensor is measured when no selection is given: every 2-D weight matrix
+/// (`*.weight` with two dimensions of more than one element: the linear layers, the
+/// embedding and the output head; not norms, biases or routers' 1-D vectors).
+pub fn is_weight(name: &str, dims: &[u64]) -> bool {
+    name.ends_with(".weight") && dims.len() == 2 && dims.iter().all(|&d| d > 1)
+}
+
+/// The tensor's kind: its name without the `blk.N.` prefix and the `.weight` suffix
+/// (`attn_q`, `ffn_down`, `token_embd`), so that one kind's tensors across layers group.
+pub fn kind(name: &str) -> String {
+    let rest = match classify(name).layer {
+        Some(l) => name.strip_prefix(&alloc::format!("blk.{l}.")).unwrap_or(name),
+        None => name,
+    };
+    rest.strip_suffix(".weight").unwrap_or(rest).to_string()
+}
+
+/// The values a tensor is replaced by under `change` (`Noise` or `Zero`), from its values:
+/// noise of their mean and (population) standard deviation, or zeros. `None` for
+/// [`Change::To`], whose values come from a quantizer.
+pub fn ablated(change: Change, name: &str, values: &[f32]) -> Option<Vec<f32>> {
+    match change {
+        Change::To(_) => None,
+        Change::Zero => Some(alloc::vec![0.0; values.len()]),
+        Change::Noise { seed } => {
+            let (mean, std) = mean_std(values);
+            let seed = seed ^ name_hash(name);
+            Some((0..values.len() as u64).map(|i| (mean + std * f64::from(normal(seed, i))) as f32).collect())
+        }
+    }
+}
+
+/// Mean and population standard deviation of the finite values, in f64 (0, 0 for none).
+pub fn mean_std(values: &[f32]) -> (f64, f64) {
+    let (mut n, mut sum, mut sq) = (0u64, 0.0f64, 0.0f64);
+    for &v in values.iter().filter(|v| v.is_finite()) {
+        n += 1;
+        sum += f64::from(v);
+        sq += f64::from(v) * f64::from(v);
+    }
+    if n == 0 {
+        return (0.0, 0.0);
+    }
+    let mean = sum / n as f64;
+    (mean, libm::sqrt((sq / n as f64 - mean * mean).max(0.0)))
+}
+
+/// FNV-1a of a name: each tensor's noise differs, reproducibly.
+fn name_hash(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// Spearman's rank correlation of two paired samples (ties get their mean rank), or `None`
+/// when fewer than 3 pairs or either side is constant. Pairs with a non-finite side are left out.
+pub fn spearman(a: &[f64], b: &[f64]) -> Option<f64> {
+    let (x, y): (Vec<f64>, Vec<f64>) =
+        a.iter().zip(b).filter(|(p, q)| p.is_finite() && q.is_finite()).map(|(p, q)| (*p, *q)).unzip();
+    if x.len() < 3 {
+        return None;
+    }
+    let (rx, ry) = (ranks(&x), ranks(&y));
+    pearson(&rx, &ry)
+}
+
+/// Pearson's correlation, or `None` when either side is constant.
+pub fn pearson(x: &[f64], y: &[f64]) -> Option<f64> {
+    let n = x.len() as f64;
+    let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for (p, q) in x.iter().zip(y) {
+        sxy += (p - mx) * (q - my);
+        sxx += (p - mx) * (p - mx);
+        syy += (q - my) * (q - my);
+    }
+    (sxx > 0.0 && syy > 0.0).then(|| sxy / libm::sqrt(sxx * syy))
+}
+
+/// Ranks from 1, ties at their mean rank.
+fn ranks(v: &[f64]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..v.len()).collect();
+    order.sort_by(|&i, &j| v[i].total_cmp(&v[j]));
+    let mut r = alloc::vec![0.0; v.len()];
+    let mut i = 0;
+    while i < order.len() {
+        let mut j = i;
+        while j + 1 < order.len() && v[order[j + 1]] == v[order[i]] {
+            j += 1;
+        }
+        let mean = (i + j) as f64 / 2.0 + 1.0;
+        for &k in &order[i..=j] {
+            r[k] = mean;
+        }
+        i = j + 1;
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spearman_of_monotone_and_reversed_and_ties() {
+        let a = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(spearman(&a, &[10.0, 20.0, 35.0, 100.0]), Some(1.0));
+        assert_eq!(spearman(&a, &[4.0, 3.0, 2.0, 1.0]), Some(-1.0));
+        // Ties: ranks 1, 2.5, 2.5, 4 against 1..4: ρ = 4.5 / sqrt(5 * 4.5).
+        let r = spearman(&a, &[1.0, 2.0, 2.0, 3.0]).unwrap();
+        assert!((r - 4.5 / libm::sqrt(22.5)).abs() < 1e-12, "{r}");
+        assert_eq!(spearman(&a, &[1.0, 1.0, 1.0, 1.0]), None);
+        assert_eq!(spearman(&[1.0, 2.0], &[1.0, 2.0]), None);
+        // A non-finite pair is left out.
+        assert_eq!(spearman(&[1.0, 2.0, 3.0, f64::NAN], &[1.0, 2.0, 3.0, 0.0]), Some(1.0));
+    }
+
+    #[test]
+    fn kinds_and_default_selection() {
+        assert_eq!(kind("blk.12.ffn_down.weight"), "ffn_down");
+        assert_eq!(kind("token_embd.weight"), "token_embd");
+        assert!(is_weight("blk.0.attn_q.weight", &[576, 576]));
+        assert!(!is_weight("blk.0.attn_norm.weight", &[576]));
+        assert!(!is_weight("blk.0.attn_q.bias", &[576, 1]));
+    }
+
+    #[test]
+    fn noise_has_the_tensors_mean_and_std_and_is_reproducible() {
+        let values: Vec<f32> = (0..20_000).map(|i| ((i % 97) as f32 - 40.0) * 0.01).collect();
+        let (m, s) = mean_std(&values);
+        let n = ablated(Change::Noise { seed: DEFAULT_SEED }, "blk.0.attn_q.weight", &values).unwrap();
+        let (nm, ns) = mean_std(&n);
+        assert!((nm - m).abs() < 0.02 * s && (ns - s).abs() < 0.02 * s, "{nm} {ns} against {m} {s}");
+        assert_eq!(n, ablated(Change::Noise { seed: DEFAULT_SEED }, "blk.0.attn_q.weight", &values).unwrap());
+        assert_ne!(n, ablated(Change::Noise { seed: DEFAULT_SEED }, "blk.1.attn_q.weight", &values).unwrap());
+        assert!(ablated(Change::Zero, "x", &values).unwrap().iter().all(|&v| v == 0.0));
+        assert_eq!(ablated(Change::To(GgmlType::Q4_0), "x", &values), None);
+    }
+}

@@ -1,0 +1,106 @@
+//! The sensitivity report (`organ sensitivity --json`, schema `organ_sensitivity: 1`): what
+//! was measured, how, and one row per tensor; read back by `organ recipe --from` and by the
+//! browser. Its CSV (`report::sensitivity_csv`) is one line per tensor.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use serde::{Deserialize, Serialize};
+
+/// The report's schema version.
+pub const SCHEMA: u32 = 1;
+
+/// A figure with one standard error, as llama.cpp prints it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// The figure.
+    pub value: f64,
+    /// One standard error.
+    pub error: f64,
+}
+
+/// One tensor changed alone, and what llama.cpp measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// The tensor's name.
+    pub name: String,
+    /// `attn_q`, `ffn_down`, `token_embd`… ([`super::kind`]).
+    pub kind: String,
+    /// Its layer (`blk.N.`), if any.
+    pub layer: Option<u32>,
+    /// Its type in the model.
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// Its shape, ggml's order (row length first).
+    pub dims: Vec<u64>,
+    /// Its values.
+    pub n_elements: u64,
+    /// Its bytes in the model.
+    pub bytes: u64,
+    /// The type it was written as in the changed model (its own for ablations).
+    pub changed_type: String,
+    /// Its bytes in the changed model.
+    pub changed_bytes: u64,
+    /// Mean KL divergence (nats per token) of the changed model from the unchanged one.
+    pub kld: Estimate,
+    /// Median KL divergence over the scored tokens.
+    pub kld_median: f64,
+    /// Its 99th percentile.
+    pub kld_p99: f64,
+    /// The changed model's perplexity on the same tokens.
+    pub ppl: Estimate,
+    /// Fraction of tokens whose most likely next token is the unchanged model's.
+    pub same_top: Estimate,
+    /// The same change measured on the second text (`--repeat-text`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat_kld: Option<Estimate>,
+}
+
+/// How the ground truth was measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Setup {
+    /// The text (as given) and its BLAKE3.
+    pub text: String,
+    /// BLAKE3 of the text's bytes.
+    pub text_blake3: String,
+    /// Tokens per context and contexts scored.
+    pub ctx: u32,
+    /// Contexts scored.
+    pub chunks: u32,
+    /// The unchanged model's perplexity on the text.
+    pub base_perplexity: Estimate,
+}
+
+/// A sensitivity report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// [`SCHEMA`].
+    pub organ_sensitivity: u32,
+    /// The model (as given).
+    pub model: String,
+    /// BLAKE3 of its bytes.
+    pub model_blake3: String,
+    /// [`super::Change::label`]: the type each tensor was requantized to, `noise` or `zero`.
+    pub change: String,
+    /// The measurement on `--text`.
+    pub text: Setup,
+    /// The same on `--repeat-text`, with Spearman's ρ between the two runs' KLDs: the
+    /// ceiling any predictor of this measurement can reach.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<Setup>,
+    /// Spearman's ρ between the two texts' KL divergences.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat_rho: Option<f64>,
+    /// The llama-perplexity that measured it.
+    pub llama_perplexity: String,
+    /// One row per tensor measured, in the model's order.
+    pub tensors: Vec<Row>,
+}
+
+impl Report {
+    /// Spearman's ρ between the two texts' KLDs, over the tensors measured on both.
+    pub fn repeat_rho(tensors: &[Row]) -> Option<f64> {
+        let (a, b): (Vec<f64>, Vec<f64>) =
+            tensors.iter().filter_map(|r| Some((r.kld.value, r.repeat_kld?.value))).unzip();
+        super::spearman(&a, &b)
+    }
+}

@@ -1,0 +1,164 @@
+//! `organ sensitivity`: flags to [`cmd::sensitivity::Options`].
+
+use super::{guard, Argv, Exit, Force, Out, SelectArgs, ToArgs};
+use crate::cmd::{self, eval::Settings};
+use anyhow::{bail, Result};
+use organ_core::sensitivity::{Change, DEFAULT_SEED};
+use organ_core::surgery::select::Selection;
+use organ_core::GgmlType;
+use std::path::PathBuf;
+
+/// The context sensitivity measures with by default: short, so that many evaluations fit
+/// in minutes (the study in docs/validity.md used it).
+pub const DEFAULT_CTX: u32 = 128;
+
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct SensitivityArgs {
+    /// The GGUF model.
+    pub model: PathBuf,
+    /// The text each changed model is scored on (UTF-8, at least two contexts of tokens).
+    #[arg(long, value_name = "FILE")]
+    pub text: PathBuf,
+    /// Requantize each tensor, alone, to this type (llama-quantize's: q2_0, q3_k, q4_0…).
+    #[arg(long, value_name = "TYPE", conflicts_with = "ablate", required_unless_present = "ablate")]
+    pub to: Option<String>,
+    /// Replace each tensor, alone, by Gaussian noise of its own mean and std (seeded) or by zeros.
+    #[arg(long, value_name = "noise|zero")]
+    pub ablate: Option<String>,
+    /// The noise's seed (--ablate noise).
+    #[arg(long, value_name = "N", requires = "ablate")]
+    pub seed: Option<u64>,
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// Evaluations run at once, each llama-perplexity on one thread (default: one per core).
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Tokens per context (llama-perplexity's -c).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_CTX)]
+    pub ctx: u32,
+    /// Score at most this many contexts of the text (default: all it holds).
+    #[arg(long, value_name = "N")]
+    pub chunks: Option<u32>,
+    /// Measure the same changes on this second text, disjoint from the first, and report
+    /// Spearman's ρ between the two: the ceiling any predictor can reach.
+    #[arg(long, value_name = "FILE")]
+    pub repeat_text: Option<PathBuf>,
+    /// Write the report as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write one CSV line per tensor.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Write a static page: the layer × kind heatmap of measured sensitivity and the table.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Where results are kept, so an interrupted run resumes (default: ~/.cache/organ).
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// Keep nothing: every evaluation runs again next time.
+    #[arg(long, conflicts_with = "cache")]
+    pub no_cache: bool,
+    /// Also keep each changed model this run scores in DIR, as TENSOR_NAME.gguf (each is
+    /// as large as the model): to inspect or diff a change.
+    #[arg(long, value_name = "DIR")]
+    pub keep_models: Option<PathBuf>,
+    /// llama.cpp's bin directory (default: ORGAN_LLAMA_CPP, then PATH).
+    #[arg(long, value_name = "DIR")]
+    pub llama_cpp: Option<PathBuf>,
+    #[command(flatten)]
+    pub force: Force,
+}
+
+impl SensitivityArgs {
+    fn change(&self) -> Result<Change> {
+        match (&self.to, self.ablate.as_deref()) {
+            (Some(t), None) => match GgmlType::from_name(&t.to_ascii_uppercase()) {
+                Some(ty) => Ok(Change::To(ty)),
+                None => bail!("--to {t}: not a ggml type (q2_0, q3_k, q4_0, q8_0, f16…)"),
+            },
+            (None, Some("noise")) => Ok(Change::Noise { seed: self.seed.unwrap_or(DEFAULT_SEED) }),
+            (None, Some("zero")) => Ok(Change::Zero),
+            (None, Some(a)) => bail!("--ablate {a}: give noise or zero"),
+            _ => bail!("give --to TYPE or --ablate noise|zero"),
+        }
+    }
+}
+
+impl<'a> TryFrom<&'a SensitivityArgs> for cmd::sensitivity::Options<'a> {
+    type Error = anyhow::Error;
+
+    fn try_from(a: &'a SensitivityArgs) -> Result<Self> {
+        let change = a.change()?;
+        if !(cmd::eval::MIN_CTX..=cmd::eval::MAX_CTX).contains(&a.ctx) {
+            bail!("--ctx {}: give {} to {} tokens", a.ctx, cmd::eval::MIN_CTX, cmd::eval::MAX_CTX);
+        }
+        let s = &a.select;
+        let selection = if s.layers.is_none() && s.types.is_empty() && s.names.is_empty() {
+            None
+        } else {
+            Some(Selection::try_from(s)?)
+        };
+        let cache = match (a.no_cache, &a.cache) {
+            (true, _) => None,
+            (false, Some(d)) => Some(d.clone()),
+            (false, None) => super::cache_root(),
+        };
+        let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        if jobs == 0 {
+            bail!("--jobs 0: give at least 1");
+        }
+        Ok(cmd::sensitivity::Options {
+            model: &a.model,
+            change,
+            selection,
+            settings: Settings {
+                text: a.text.clone(),
+                ctx: a.ctx,
+                threads: Some(1),
+                chunks: a.chunks,
+                llama_cpp: a.llama_cpp.clone(),
+            },
+            repeat_text: a.repeat_text.clone(),
+            jobs,
+            cache,
+            keep_models: a.keep_models.as_deref(),
+            json: a.json.as_deref(),
+            csv: a.csv.as_deref(),
+            html: a.html.as_deref(),
+            force: a.force.force,
+        })
+    }
+}
+
+pub(super) fn run(a: &SensitivityArgs, out: &mut Out) -> Result<Exit> {
+    let o = cmd::sensitivity::Options::try_from(a)?;
+    let mut inputs = vec![o.model, a.text.as_path()];
+    inputs.extend(a.repeat_text.as_deref());
+    guard(&inputs, &[o.json, o.csv, o.html], o.force)?;
+    cmd::sensitivity::run(&o, out.text(&[o.json, o.csv, o.html])?)?;
+    Ok(Exit::Done)
+}
+
+impl ToArgs for SensitivityArgs {
+    fn to_args(&self, a: &mut Argv) {
+        a.arg("sensitivity")
+            .arg(&self.model)
+            .value("--text", &self.text)
+            .opt("--to", self.to.as_ref())
+            .opt("--ablate", self.ablate.as_ref())
+            .number("--seed", self.seed);
+        self.select.to_args(a);
+        a.number("--jobs", self.jobs)
+            .number("--ctx", Some(self.ctx))
+            .number("--chunks", self.chunks)
+            .opt("--repeat-text", self.repeat_text.as_ref())
+            .opt("--json", self.json.as_ref())
+            .opt("--csv", self.csv.as_ref())
+            .opt("--html", self.html.as_ref())
+            .opt("--cache", self.cache.as_ref())
+            .switch("--no-cache", self.no_cache)
+            .opt("--keep-models", self.keep_models.as_ref())
+            .opt("--llama-cpp", self.llama_cpp.as_ref())
+            .flags(&self.force);
+    }
+}

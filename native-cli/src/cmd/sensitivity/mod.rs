@@ -1,0 +1,303 @@
+//! `organ sensitivity`: per-tensor sensitivity measured by llama.cpp (docs/sensitivity.md).
+//! For each selected tensor, the model with that tensor alone changed (requantized with
+//! `--to`, or replaced by noise or zeros with `--ablate`) is scored by `llama-perplexity`
+//! against the unchanged model's log-probabilities, saved once: the mean KL divergence,
+//! with its error, is the tensor's sensitivity.
+//!
+//! Every result is kept in a run directory ([`run_dir`]) keyed by what decides it, so an
+//! interrupted run resumes where it stopped and a finished one is read back, not rerun.
+
+mod changed;
+mod run_dir;
+
+use crate::llama_cpp::perplexity::{SavedBase, Settings};
+use crate::model::Model;
+use anyhow::{bail, Context, Result};
+use organ_core::sensitivity::report::{Estimate, Report, Row, Setup, SCHEMA};
+use organ_core::sensitivity::{is_weight, kind, Change};
+use organ_core::surgery::select::Selection;
+use rayon::prelude::*;
+use run_dir::RunDir;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// `organ sensitivity`'s options.
+pub struct Options<'a> {
+    pub model: &'a Path,
+    pub change: Change,
+    /// Which tensors; `None`: every 2-D weight ([`is_weight`]).
+    pub selection: Option<Selection>,
+    /// The text, context and chunks of every evaluation (each llama-perplexity on one thread).
+    pub settings: Settings,
+    /// A second text, disjoint from the first: the same changes measured again on it.
+    pub repeat_text: Option<PathBuf>,
+    /// Evaluations run at once.
+    pub jobs: usize,
+    /// Where results are kept (`None`: a temp directory, removed at the end).
+    pub cache: Option<PathBuf>,
+    /// Keep each changed model scored in this directory (as `TENSOR.gguf`).
+    pub keep_models: Option<&'a Path>,
+    pub json: Option<&'a Path>,
+    pub csv: Option<&'a Path>,
+    pub html: Option<&'a Path>,
+    pub force: bool,
+}
+
+/// Runs the measurement, prints the table and writes the reports.
+pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<Report> {
+    if let Some(k) = o.keep_models.filter(|k| !k.is_dir()) {
+        bail!("{}: not a directory (--keep-models)", k.display());
+    }
+    let model = Model::open(o.model)?;
+    let tools = changed::Tools::find(o.change, o.settings.llama_cpp.as_deref())?;
+    let picked = pick(&model, o)?;
+    check_text(&model, &o.settings.text, &o.settings)?;
+    if let Some(t) = &o.repeat_text {
+        check_text(&model, t, &o.settings)?;
+    }
+    let model_blake3 = crate::digest::fingerprint_files(&crate::digest::identity_files(o.model), false)?.blake3;
+    let cache = run_dir::Cache::open(o.cache.as_deref(), &model_blake3)?;
+    // The changed tensors' bytes: a donor made once (llama-quantize) for --to, values made
+    // by organ for --ablate.
+    let donor = changed::Donor::make(&model, o.model, o.change, &tools, &cache)?;
+    let picked = donor.keep_possible(&model, picked, w)?;
+    let first = measure_text(&model, o, &donor, &picked, &o.settings, &cache)?;
+    let repeat = match &o.repeat_text {
+        Some(t) => {
+            let s = Settings { text: t.clone(), ..o.settings.clone() };
+            Some(measure_text(&model, o, &donor, &picked, &s, &cache)?)
+        }
+        None => None,
+    };
+    let mut tensors = first.rows;
+    if let Some(r) = &repeat {
+        for (row, again) in tensors.iter_mut().zip(&r.rows) {
+            row.repeat_kld = Some(again.kld);
+        }
+    }
+    let repeat_rho = repeat.as_ref().and_then(|_| Report::repeat_rho(&tensors));
+    let report = Report {
+        organ_sensitivity: SCHEMA,
+        model: model.label.clone(),
+        model_blake3,
+        change: o.change.label(),
+        text: first.setup,
+        repeat: repeat.map(|r| r.setup),
+        repeat_rho,
+        llama_perplexity: tools.perplexity.display().to_string(),
+        tensors,
+    };
+    print(&report, w)?;
+    if let Some(p) = o.json {
+        crate::atomic::write_json(p, o.force, &report)?;
+    }
+    let render = |p: &Path, f: fn(&Report, &mut dyn std::fmt::Write) -> std::fmt::Result| {
+        let mut s = String::new();
+        f(&report, &mut s).map_err(|_| anyhow::anyhow!("{}: cannot render the report", p.display()))?;
+        crate::atomic::write_text(p, o.force, &s)
+    };
+    if let Some(p) = o.csv {
+        render(p, organ_core::report::sensitivity_csv)?;
+    }
+    if let Some(p) = o.html {
+        render(p, organ_core::report::sensitivity_html::render)?;
+    }
+    Ok(report)
+}
+
+/// The indices of the tensors to measure: the selection's, or every 2-D weight.
+fn pick(model: &Model, o: &Options<'_>) -> Result<Vec<usize>> {
+    let picked: Vec<usize> = (0..model.tensors.len())
+        .filter(|&i| {
+            let t = &model.tensors[i];
+            match &o.selection {
+                Some(s) => s.matches(&t.name),
+                None => is_weight(&t.name, &t.dims),
+            }
+        })
+        .collect();
+    if picked.is_empty() {
+        match &o.selection {
+            Some(s) => bail!("{}: no tensor matches {}", model.label, s.describe()),
+            None => bail!("{}: has no 2-D weight to measure", model.label),
+        }
+    }
+    Ok(picked)
+}
+
+/// Before any work: the text holds two contexts of tokens at least (counted with the
+/// model's own tokenizer where organ has it; llama.cpp checks again).
+fn check_text(model: &Model, text: &Path, s: &Settings) -> Result<()> {
+    let bytes = std::fs::read(text).with_context(|| format!("{}: cannot read (--text)", text.display()))?;
+    let Ok(tok) = organ_core::tokenizer::Tokenizer::from_model(&model.model) else { return Ok(()) };
+    let Ok(ids) = tok.encode(&String::from_utf8_lossy(&bytes)) else { return Ok(()) };
+    // llama-perplexity adds the BOS token.
+    let have = ids.len() as u64 + 1;
+    let need = 2 * u64::from(s.ctx);
+    if have < need {
+        bail!(
+            "{}: {have} tokens, too short: a context of {} needs at least {need} (two contexts); give a longer \
+             text or a smaller --ctx",
+            text.display(),
+            s.ctx
+        );
+    }
+    Ok(())
+}
+
+/// One text's measurement.
+struct Measured {
+    setup: Setup,
+    rows: Vec<Row>,
+}
+
+/// Measures every picked tensor on `s.text`: the base's logits once, then one evaluation
+/// per tensor, `o.jobs` at a time, each result kept as it comes.
+fn measure_text(
+    model: &Model,
+    o: &Options<'_>,
+    donor: &changed::Donor,
+    picked: &[usize],
+    s: &Settings,
+    cache: &run_dir::Cache,
+) -> Result<Measured> {
+    let text_blake3 = blake3::hash(&std::fs::read(&s.text)?).to_hex().to_string();
+    let dir = RunDir::open(cache, o.change, &text_blake3, s)?;
+    let base = dir.base(o.model, s)?;
+    let todo: Vec<usize> = picked.iter().copied().filter(|&i| dir.result(&model.tensors[i].name).is_none()).collect();
+    if todo.len() < picked.len() {
+        crate::progress::note(format!(
+            "{} of {} tensors measured already on {} (kept in {})",
+            picked.len() - todo.len(),
+            picked.len(),
+            s.text.display(),
+            dir.path.display()
+        ));
+    }
+    let bar = crate::progress::tensor_bar();
+    bar.set_message(format!("{} on {}", o.change.label(), file_name(&s.text)));
+    bar.inc_length(todo.len() as u64);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(o.jobs.max(1)).build()?;
+    let failed: Vec<String> = pool.install(|| {
+        todo.par_iter()
+            .filter_map(|&i| {
+                let r = measure_one(model, i, donor, &base, s, &dir, o.keep_models, o.force);
+                crate::progress::tensor_done(&bar);
+                r.err().map(|e| format!("{}: {e:#}", model.tensors[i].name))
+            })
+            .collect()
+    });
+    bar.finish_and_clear();
+    if !failed.is_empty() {
+        bail!(
+            "{} of {} evaluations failed (the others are kept; run again to resume):\n  {}",
+            failed.len(),
+            todo.len(),
+            failed.join("\n  ")
+        );
+    }
+    let rows = picked
+        .iter()
+        .map(|&i| dir.result(&model.tensors[i].name).with_context(|| format!("{}: no result", model.tensors[i].name)))
+        .collect::<Result<Vec<Row>>>()?;
+    let setup = Setup {
+        text: s.text.display().to_string(),
+        text_blake3,
+        ctx: base.scored.ctx,
+        chunks: base.scored.chunks,
+        base_perplexity: Estimate { value: base.scored.ppl.value, error: base.scored.ppl.error },
+    };
+    Ok(Measured { setup, rows })
+}
+
+/// One tensor: its changed model written in the run directory, scored, the result kept,
+/// the model removed.
+fn measure_one(
+    model: &Model,
+    i: usize,
+    donor: &changed::Donor,
+    base: &SavedBase,
+    s: &Settings,
+    dir: &RunDir,
+    keep: Option<&Path>,
+    force: bool,
+) -> Result<()> {
+    let t = &model.tensors[i];
+    let dest = match keep {
+        Some(k) => k.join(format!("{}.gguf", t.name.replace('/', "_"))),
+        None => dir.work().join(format!("tensor-{i}.gguf")),
+    };
+    // organ's own work directory is always organ's to replace; the user's only with --force.
+    let (tmp, replaced) = donor.write_changed(model, i, &dest, keep.is_none() || force)?;
+    let k = base.divergence(&tmp.path, s, &dir.work())?;
+    if keep.is_some() {
+        tmp.commit()?;
+    }
+    let est = |e: crate::llama_cpp::output::Estimate| Estimate { value: e.value, error: e.error };
+    let row = Row {
+        name: t.name.clone(),
+        kind: kind(&t.name),
+        layer: organ_core::anatomy::layer_of(&t.name),
+        ty: t.ty.name().to_owned(),
+        dims: t.dims.clone(),
+        n_elements: t.n_elements,
+        bytes: t.n_bytes,
+        changed_type: replaced.ty.name().to_owned(),
+        changed_bytes: replaced.n_bytes,
+        kld: est(k.kld_mean),
+        kld_median: k.kld_median,
+        kld_p99: k.kld_p99,
+        ppl: est(k.ppl),
+        same_top: est(k.same_top),
+        repeat_kld: None,
+    };
+    dir.keep(&row)
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+/// Prints the table, most sensitive first.
+fn print(r: &Report, w: &mut dyn Write) -> Result<()> {
+    writeln!(
+        w,
+        "sensitivity of {} to {} on {} ({} chunks of {} tokens; base perplexity {:.4} ± {:.4})",
+        r.model,
+        r.change,
+        r.text.text,
+        r.text.chunks,
+        r.text.ctx,
+        r.text.base_perplexity.value,
+        r.text.base_perplexity.error
+    )?;
+    let mut rows: Vec<&Row> = r.tensors.iter().collect();
+    rows.sort_by(|a, b| b.kld.value.total_cmp(&a.kld.value));
+    writeln!(
+        w,
+        "  {:<34} {:<12} {:>7} -> {:<7} {:>22} {:>10}",
+        "tensor", "kind", "type", "as", "KL divergence (nats)", "PPL"
+    )?;
+    for t in rows {
+        writeln!(
+            w,
+            "  {:<34} {:<12} {:>7} -> {:<7} {:>11.6} ± {:<8.6} {:>10.4}{}",
+            organ_core::gguf::display::printable(&t.name),
+            t.kind,
+            t.ty,
+            t.changed_type,
+            t.kld.value,
+            t.kld.error,
+            t.ppl.value,
+            t.repeat_kld.map(|e| format!("  (repeat {:.6})", e.value)).unwrap_or_default()
+        )?;
+    }
+    if let (Some(rep), Some(rho)) = (&r.repeat, r.repeat_rho) {
+        writeln!(
+            w,
+            "repeat on {}: Spearman ρ between the two texts' KLDs = {rho:.3} (the ceiling of any predictor)",
+            rep.text
+        )?;
+    }
+    Ok(())
+}

@@ -284,24 +284,6 @@ pub fn render_ranking(report: AnyReport<'_>, _: &Shown, out: &mut dyn fmt::Write
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fields_are_quoted_only_where_they_must_be() {
-        let long = "é".repeat(700);
-        let mut out = String::new();
-        let mut c = Records::new(&mut out);
-        c.record(&["a", "b,c", "say \"hi\"", "two\nlines", ""]).unwrap();
-        // A record of one empty field is written `""`, or it would read as no record.
-        c.record(&[""]).unwrap();
-        // Longer than the first room the writer is given, in characters of two bytes.
-        c.record(&[long.as_str(), "x"]).unwrap();
-        assert_eq!(out, format!("a,\"b,c\",\"say \"\"hi\"\"\",\"two\nlines\",\n\"\"\n{long},x\n"));
-    }
-}
-
 /// A sensitivity report's CSV (`organ sensitivity --csv`): one record per tensor.
 pub fn sensitivity(r: &crate::sensitivity::report::Report, out: &mut dyn fmt::Write) -> fmt::Result {
     let mut c = Records::new(out);
@@ -352,4 +334,22 @@ pub fn sensitivity(r: &crate::sensitivity::report::Report, out: &mut dyn fmt::Wr
         ])?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_quoted_only_where_they_must_be() {
+        let long = "é".repeat(700);
+        let mut out = String::new();
+        let mut c = Records::new(&mut out);
+        c.record(&["a", "b,c", "say \"hi\"", "two\nlines", ""]).unwrap();
+        // A record of one empty field is written `""`, or it would read as no record.
+        c.record(&[""]).unwrap();
+        // Longer than the first room the writer is given, in characters of two bytes.
+        c.record(&[long.as_str(), "x"]).unwrap();
+        assert_eq!(out, format!("a,\"b,c\",\"say \"\"hi\"\"\",\"two\nlines\",\n\"\"\n{long},x\n"));
+    }
 }

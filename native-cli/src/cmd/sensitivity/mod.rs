@@ -177,11 +177,12 @@ fn measure_text(
     let bar = crate::progress::tensor_bar();
     bar.set_message(format!("{} on {}", o.change.label(), file_name(&s.text)));
     bar.inc_length(todo.len() as u64);
+    let job = Job { model, donor, base: &base, s, dir: &dir, keep: o.keep_models, force: o.force };
     let pool = rayon::ThreadPoolBuilder::new().num_threads(o.jobs.max(1)).build()?;
     let failed: Vec<String> = pool.install(|| {
         todo.par_iter()
             .filter_map(|&i| {
-                let r = measure_one(model, i, donor, &base, s, &dir, o.keep_models, o.force);
+                let r = measure_one(&job, i);
                 crate::progress::tensor_done(&bar);
                 r.err().map(|e| format!("{}: {e:#}", model.tensors[i].name))
             })
@@ -210,18 +211,23 @@ fn measure_text(
     Ok(Measured { setup, rows })
 }
 
+/// What every evaluation of one text shares.
+#[derive(Clone, Copy)]
+struct Job<'a> {
+    model: &'a Model,
+    donor: &'a changed::Donor,
+    base: &'a SavedBase,
+    s: &'a Settings,
+    dir: &'a RunDir,
+    /// `--keep-models`, and whether a model kept there may replace a file (`--force`).
+    keep: Option<&'a Path>,
+    force: bool,
+}
+
 /// One tensor: its changed model written in the run directory, scored, the result kept,
 /// the model removed.
-fn measure_one(
-    model: &Model,
-    i: usize,
-    donor: &changed::Donor,
-    base: &SavedBase,
-    s: &Settings,
-    dir: &RunDir,
-    keep: Option<&Path>,
-    force: bool,
-) -> Result<()> {
+fn measure_one(j: &Job<'_>, i: usize) -> Result<()> {
+    let Job { model, donor, base, s, dir, keep, force } = *j;
     let t = &model.tensors[i];
     let dest = match keep {
         Some(k) => k.join(format!("{}.gguf", t.name.replace('/', "_"))),

@@ -61,5 +61,6 @@ for sens_path, theta_path in zip(args[::2], args[1::2]):
         print(f"  ceiling: the same measurement on {s['repeat']['text']}: rho {s['repeat_rho']:+.2f}")
     stats = {"theta (z1)": lambda r: th.get(r["name"]), "tensor size": lambda r: r["n_elements"]}
     for name, f in stats.items():
-        print(f"  {name:<12} rho {spearman([f(r) for r in rows], kld):+.2f} overall, "
-              f"{within_kind(rows, f):+.2f} mean within kind")
+        w = within_kind(rows, f)
+        within = f"{w:+.2f} mean within kind" if w == w else "constant within a kind"
+        print(f"  {name:<12} rho {spearman([f(r) for r in rows], kld):+.2f} overall, {within}")

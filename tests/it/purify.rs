@@ -129,12 +129,15 @@ fn low_bit_tensors_go_back_into_their_types_and_load_in_llama_cpp() {
     // --pure, made by llama.cpp: Q2_K and Q3_K_S have ffn_down in Q2_K / Q3_K and the
     // matrices whose rows of 576 are not whole 256-blocks in Q4_0; IQ4_NL has every matrix
     // in IQ4_NL. Organ's quantizers (ggml's, bit for bit) write them back.
-    for (ftype, types) in [("Q2_K", &["Q2_K", "Q4_0"][..]), ("Q3_K_S", &["Q3_K", "Q4_0"]), ("IQ4_NL", &["IQ4_NL"])] {
+    for (ftype, types) in
+        [("Q2_K", &["Q2_K", "Q4_0"][..]), ("Q3_K_S", &["Q3_K", "Q4_0"][..]), ("IQ4_NL", &["IQ4_NL"][..])]
+    {
         let model = llama_quantized(ftype, true);
         let out = tmp(&format!("{ftype}-purified.gguf"));
         let mut c = organ();
         c.arg("purify").arg(&model).args(["--method", "fractal", "--type", "organ", "--layers", "5"]);
-        ok(c.arg("--out").arg(&out));
+        c.arg("--out").arg(&out);
+        ok(c);
         let (src, bytes) = (std::fs::read(&model).unwrap(), std::fs::read(&out).unwrap());
         let (src, g) = (Gguf::parse(&src, src.len() as u64).unwrap(), Gguf::parse(&bytes, bytes.len() as u64).unwrap());
         let mut seen = std::collections::BTreeSet::new();

@@ -7,7 +7,7 @@ Q5_1): finite f32 inputs (OUT/<TYPE>.in, little-endian f32) and the bytes of
 blocks, exact ties, tiny and huge magnitudes. Also OUT/f16_bits.in/.out and
 OUT/bf16_bits.in/.out: f32 bit patterns, NaN and infinities included, through
 astype(float16) and BF16 quantization. OUT/Q4_K.in, Q5_K.in, Q6_K.in: inputs for
-scripts/gen-kquant-vectors.sh.
+scripts/gen-ggml-quant-vectors.sh.
 """
 import os, sys
 import numpy as np
@@ -51,7 +51,7 @@ with np.errstate(over="ignore", invalid="ignore"):
     write("f16_bits", bits, f.astype(np.float16).view("<u2"))
 write("bf16_bits", bits, np.asarray(quantize(f, T.BF16)).view("<u2"))
 # Inputs only for Q4_K, Q5_K, Q6_K: gguf-py cannot quantize them, so their .out comes
-# from ggml's C reference (scripts/gen-kquant-vectors.sh). Besides blocks(): super-blocks
+# from ggml's C reference (scripts/gen-ggml-quant-vectors.sh). Besides blocks(): super-blocks
 # with one all-zero or constant sub-block, values so small or so large that the f16
 # super-scale underflows or overflows, and one-hot sub-blocks.
 def k_blocks():

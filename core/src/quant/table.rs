@@ -132,10 +132,14 @@ macro_rules! quant_table {
 }
 
 use codebook4 as cb;
+use codebook4::encode as cbenc;
 use k_quants::decode as kq;
 use k_quants::encode as kenc;
+use k_quants::encode_low as klow;
 use legacy::encode as lenc;
+use low_bit::encode as lbenc;
 use plain::encode as penc;
+use ternary::encode as tenc;
 
 quant_table! {
 //  type   elements x bytes  block kernel   element decoder  quantizer            cost (whole, single) ps
@@ -152,16 +156,16 @@ quant_table! {
     Q5_0:    32 x 22,        legacy::q5_0,  legacy::at::q5_0, Some(lenc::q5_0),   (540, 6_400);
     Q5_1:    32 x 24,        legacy::q5_1,  legacy::at::q5_1, Some(lenc::q5_1),   (540, 8_800);
     Q8_0:    32 x 34,        legacy::q8_0,  legacy::at::q8_0, Some(lenc::q8_0),   (180, 5_400);
-    IQ4_NL:  32 x 18,        cb::iq4_nl,    cb::at::iq4_nl,  None,                (460, 5_800);
+    IQ4_NL:  32 x 18,        cb::iq4_nl,    cb::at::iq4_nl,  Some(cbenc::iq4_nl), (460, 5_800);
     MXFP4:   32 x 17,        cb::mxfp4,     cb::at::mxfp4,   None,                (1_030, 6_500);
     NVFP4:   64 x 36,        cb::nvfp4,     cb::at::nvfp4,   None,                (490, 5_400);
-    Q2_K:    256 x 84,       kq::q2_k,      kq::at::q2_k,    None,                (1_100, 11_300);
-    Q3_K:    256 x 110,      kq::q3_k,      kq::at::q3_k,    None,                (1_900, 9_100);
+    Q2_K:    256 x 84,       kq::q2_k,      kq::at::q2_k,    Some(klow::q2_k),    (1_100, 11_300);
+    Q3_K:    256 x 110,      kq::q3_k,      kq::at::q3_k,    Some(klow::q3_k),    (1_900, 9_100);
     Q4_K:    256 x 144,      kq::q4_k,      kq::at::q4_k,    Some(kenc::q4_k),    (200, 14_200);
     Q5_K:    256 x 176,      kq::q5_k,      kq::at::q5_k,    Some(kenc::q5_k),    (270, 14_100);
     Q6_K:    256 x 210,      kq::q6_k,      kq::at::q6_k,    Some(kenc::q6_k),    (2_500, 8_400);
-    TQ1_0:   256 x 54,       ternary::tq1_0, ternary::at::tq1_0, None,            (340, 8_600);
-    TQ2_0:   256 x 66,       ternary::tq2_0, ternary::at::tq2_0, None,            (1_280, 6_300);
+    TQ1_0:   256 x 54,       ternary::tq1_0, ternary::at::tq1_0, Some(tenc::tq1_0), (340, 8_600);
+    TQ2_0:   256 x 66,       ternary::tq2_0, ternary::at::tq2_0, Some(tenc::tq2_0), (1_280, 6_300);
     IQ2_XXS: 256 x 66,       iq::iq2_xxs,   iq::at::iq2_xxs, None,                (650, 16_000);
     IQ2_XS:  256 x 74,       iq::iq2_xs,    iq::at::iq2_xs,  None,                (830, 12_400);
     IQ2_S:   256 x 82,       iq::iq2_s,     iq::at::iq2_s,   None,                (800, 11_900);
@@ -170,6 +174,6 @@ quant_table! {
     IQ1_S:   256 x 50,       iq::iq1_s,     iq::at::iq1_s,   None,                (700, 7_900);
     IQ1_M:   256 x 56,       iq::iq1_m,     iq::at::iq1_m,   None,                (600, 13_500);
     IQ4_XS:  256 x 136,      iq::iq4_xs,    iq::at::iq4_xs,  None,                (410, 8_600);
-    Q1_0:    128 x 18,       low_bit::q1_0, low_bit::at::q1_0, None,              (800, 5_400);
-    Q2_0:    64 x 18,        low_bit::q2_0, low_bit::at::q2_0, None,              (1_000, 5_400);
+    Q1_0:    128 x 18,       low_bit::q1_0, low_bit::at::q1_0, Some(lbenc::q1_0), (800, 5_400);
+    Q2_0:    64 x 18,        low_bit::q2_0, low_bit::at::q2_0, Some(lbenc::q2_0), (1_000, 5_400);
 }

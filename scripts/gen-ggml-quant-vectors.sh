@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Quantization vectors from ggml's own C quantizers (tests/oracle/ggml_quant.c, linked
+# against the llama.cpp that scripts/build-llama.sh builds), for the types gguf-py cannot
+# quantize: the reference quantizers quantize_row_TYPE_ref of Q2_K … Q6_K, Q1_0, Q2_0,
+# TQ1_0, TQ2_0, and quantize_iq4_nl without an imatrix (what llama-quantize writes).
+# Inputs (TYPE.in, little-endian f32): Q4_K, Q5_K, Q6_K's from scripts/gen-quantize-vectors.py;
+# the others' made here from a seed per type: blocks of every magnitude, heavy tails, and
+# blocks that hit the edge cases (all zero, constant, one huge outlier, negative only,
+# subnormal and f16-overflowing scales, rounding ties, zero halves and sub-blocks).
+#   scripts/gen-ggml-quant-vectors.sh          write core/tests/data/quantize/TYPE.{in,out}
+#   scripts/gen-ggml-quant-vectors.sh --check  ggml's output for the checked-in .in must
+#                                              equal the checked-in .out
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+DATA=core/tests/data/quantize
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+ggml_harness tests/oracle/ggml_quant.c "$work/ggml_quant"
+for spec in Q4_K:256 Q5_K:256 Q6_K:256 Q2_K:256 Q3_K:256 TQ1_0:256 TQ2_0:256 Q1_0:128 Q2_0:64 IQ4_NL:32; do
+  ty=${spec%:*} bs=${spec#*:}
+  case $ty in Q4_K | Q5_K | Q6_K) ours=false ;; *) ours=true ;; esac
+  if [ "${1:-}" != --check ] && $ours; then
+    python3 - "$ty" "$bs" "$DATA/$ty.in" <<'PY'
+import random, struct, sys
+ty, bs, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+rng = random.Random("organ-quant-" + ty)
+g = lambda s: rng.gauss(0, 1) * s
+blocks = []
+def add(f):
+    blocks.append([f(j) for j in range(bs)])
+for _ in range(max(24, 4096 // bs)):                    # every magnitude (never all zero)
+    s = 10 ** rng.uniform(-6, 4)
+    add(lambda j: g(s))
+for _ in range(4):
+    add(lambda j: rng.uniform(-1, 1))
+for _ in range(4):                                       # heavy tails
+    add(lambda j: g(1) / max(abs(g(1)), 1e-3))
+add(lambda j: 0.0)                                       # all zero
+c = g(1)
+add(lambda j: c)                                         # constant
+add(lambda j: 1e4 if j == bs // 3 else g(1e-2))          # one huge outlier
+add(lambda j: -1e4 if j == bs - 1 else g(1e-2))          # a negative one, last
+add(lambda j: -abs(g(1)))                                # negative only
+add(lambda j: abs(g(1)) + 0.5)                           # positive only, away from zero
+for s in (1e-40, 1e-39, 1e-30, 1e-9, 1e-6):              # tiny: 1 / amax infinite or not, below f16
+    add(lambda j: g(s))
+add(lambda j: 0.0 if j % 2 else g(1e-40))               # zeros too: 0 * (1 / amax) is NaN
+for s in (7e4, 1e6):                                     # the f16 scale overflows
+    add(lambda j: g(s))
+add(lambda j: rng.randint(-16, 16) / 2)                  # halves: rounding ties
+add(lambda j: rng.randint(-16, 16) / 2 * 3e-3)
+add(lambda j: float(rng.randint(-127, 127)))             # integers
+add(lambda j: 0.0 if j < bs // 2 else g(1))              # a zero half
+add(lambda j: 0.0 if j % 2 else g(1))                    # every other value zero
+add(lambda j: g(1e3) if j % 16 == 5 else g(1))           # one large value per 16
+add(lambda j: 0.0 if j // 16 % 4 == 1 else g(10 ** (j // 16 % 7 - 3)))  # sub-blocks: zero, every scale
+open(path, "wb").write(b"".join(struct.pack("<%df" % bs, *b) for b in blocks))
+PY
+  fi
+  "$work/ggml_quant" "$ty" "$DATA/$ty.in" "$work/$ty.out"
+  keep_or_check "${1:-}" "$work/$ty.out" "$DATA/$ty.out" "$ty: ggml's quantizer gives the checked-in vectors ($(($(stat -c %s "$DATA/$ty.in") / 4 / bs)) blocks)"
+done

@@ -15,6 +15,7 @@ pub fn Header(
             <div>
                 <h1>"organ"</h1>
                 <p class="mute">"The Z-measure θ of every tensor of a GGUF model, or two models compared tensor by tensor, computed in this tab. The files never leave your machine."</p>
+                <p class="mute" id="theta-caveat">"θ describes a tensor's values, not its worth to the model: it does not rank tensors by the damage their loss does (ρ ≈ 0.1 on SmolLM2, docs/validity.md); organ sensitivity measures that."</p>
             </div>
             <span id="threads" class="badge" data-threads=move || threads.get().to_string()
                 class:warn=move || threads.get() == 1 && !pool::cross_origin_isolated()>

@@ -10,6 +10,7 @@ pub mod discover;
 pub mod input;
 pub mod judge;
 pub mod llama_cpp;
+pub mod location;
 pub mod model;
 pub mod model_file;
 pub mod progress;

@@ -5,6 +5,7 @@
 pub mod organ_dir;
 
 use crate::digest::{self, Fingerprint};
+use crate::location::{Location, Reach};
 use crate::model_file::ModelFile;
 use anyhow::{bail, Context, Result};
 use organ_core::model::{self, OwnedValue, TensorEntry};
@@ -86,7 +87,7 @@ impl Model {
     /// the maps it was opened with when they hold every byte (a local file, or a URL
     /// fetched whole: no second map of the same bytes), else from its files opened again.
     pub fn fingerprint(&self, sha256: bool) -> Result<Fingerprint> {
-        if !self.files.is_empty() && self.files.iter().all(|f| !f.is_remote()) {
+        if !self.files.is_empty() && self.files.iter().all(|f| f.in_memory()) {
             return Ok(digest::fingerprint_maps(&self.files.iter().map(|f| &**f).collect::<Vec<_>>(), sha256));
         }
         let files = if self.shards.is_empty() { digest::identity_files(&self.path) } else { self.shards.clone() };
@@ -98,52 +99,37 @@ impl Model {
     /// are not in memory; [`Self::open_any`] reads them by positioned reads,
     /// [`Self::open_fetched`] fetches them whole.
     pub fn open(path: &Path) -> Result<Model> {
-        if crate::remote::is_url(path) {
-            crate::remote::parse(path)?;
-            bail!(
-                "{}: only inspect, measure, diff, dissect and graft's donor read remote models so far",
-                path.display()
-            );
-        }
-        Self::open_any(path)
+        Self::open_as(path, Reach::Mapped)
     }
 
     /// [`Self::open`], and GGUFs and split GGUFs at http(s) URLs fetched whole, each file
     /// into a temporary file ([`ModelFile::fetch_url`]): for the commands that need every
     /// tensor byte (diff, dissect, graft's donor).
     pub fn open_fetched(path: &Path) -> Result<Model> {
-        if !crate::remote::is_url(path) {
-            return Self::open(path);
-        }
-        crate::remote::parse(path)?;
-        let shards = crate::remote::split_urls(path);
-        let paths = shards.clone().unwrap_or_else(|| vec![path.to_owned()]);
-        let files: Vec<Arc<ModelFile>> =
-            paths.iter().map(|p| ModelFile::fetch_url(p).map(Arc::new)).collect::<Result<_>>()?;
-        Self::from_opened(path, &paths, files, shards.unwrap_or_default())
+        Self::open_as(path, Reach::Fetched)
     }
 
     /// [`Self::open`], and GGUFs and split GGUFs at http(s) URLs (shards found by name),
     /// whose tensor data must be read by [`ModelFile::read_exact_at`], never
     /// [`Tensor::bytes`].
     pub fn open_any(path: &Path) -> Result<Model> {
-        if crate::remote::is_url(path) {
-            crate::remote::parse(path)?;
-        } else if path.is_dir() {
-            return organ_dir::open(path);
-        }
-        match crate::source::shards(path) {
-            Some(shards) => Self::from_files(path, &shards, shards.clone()),
-            None => Self::from_files(path, &[path.to_owned()], Vec::new()),
-        }
+        Self::open_as(path, Reach::Ranged)
     }
 
-    /// The model of `paths` (one GGUF, or every shard of a split model, in order), joined
-    /// and checked by the core ([`model::Model::join`]).
-    fn from_files(path: &Path, paths: &[PathBuf], shards: Vec<PathBuf>) -> Result<Model> {
+    /// The model at `path` (one GGUF, every shard of a split model in order, or an organ
+    /// directory), its files' bytes reached as `reach` says ([`Location::open_file`]),
+    /// joined and checked by the core ([`model::Model::join`]).
+    fn open_as(path: &Path, reach: Reach) -> Result<Model> {
+        let at = Location::checked(path)?;
+        at.can_reach(reach)?;
+        if at.is_dir() {
+            return organ_dir::open(path);
+        }
+        let shards = at.shards();
+        let paths = shards.clone().unwrap_or_else(|| vec![path.to_owned()]);
         let files: Vec<Arc<ModelFile>> =
-            paths.iter().map(|p| ModelFile::open_any(p).map(Arc::new)).collect::<Result<_>>()?;
-        Self::from_opened(path, paths, files, shards)
+            paths.iter().map(|p| at.open_file(p, reach).map(Arc::new)).collect::<Result<_>>()?;
+        Self::from_opened(path, &paths, files, shards.unwrap_or_default())
     }
 
     /// The model of GGUF files already opened (through [`crate::input::open`]): one, or

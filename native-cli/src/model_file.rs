@@ -68,15 +68,6 @@ impl ModelFile {
         Self::from_open(path, crate::input::open(path)?)
     }
 
-    /// [`Self::open`] of a path, or [`Self::open_url`] of a URL.
-    pub fn open_any(path: &Path) -> Result<ModelFile> {
-        if crate::remote::is_url(path) {
-            Self::open_url(path)
-        } else {
-            Self::open(path)
-        }
-    }
-
     /// [`Self::open`] of a file already opened (through [`crate::input::open`]) from `path`.
     pub fn from_open(path: &Path, file: File) -> Result<ModelFile> {
         Self::local(path, file, false)
@@ -193,10 +184,11 @@ impl ModelFile {
         self.source.size()
     }
 
-    /// Whether its bytes are not in memory (a file at a URL, read by range requests): its
-    /// tensor data must be read by [`Self::read_exact_at`].
-    pub fn is_remote(&self) -> bool {
-        self.source.whole().is_none()
+    /// Whether all its bytes are in memory (a map, or read whole), as its [`ByteSource`]
+    /// says; if not (a file at a URL, read by range requests), its tensor data must be
+    /// read by [`Self::read_exact_at`].
+    pub fn in_memory(&self) -> bool {
+        self.source.whole().is_some()
     }
 
     /// A file read from a URL: its URL, validator and size ([`crate::remote::identity`]).

@@ -12,16 +12,6 @@ pub fn split_shards(path: &Path) -> Option<Vec<PathBuf>> {
     Some(names.iter().map(|n| dir.join(n)).collect())
 }
 
-/// If `path` (a file, or a URL: [`crate::remote::split_urls`]) names a llama.cpp split
-/// shard, every shard of its model, in order.
-pub fn shards(path: &Path) -> Option<Vec<PathBuf>> {
-    if crate::remote::is_url(path) {
-        crate::remote::split_urls(path)
-    } else {
-        split_shards(path)
-    }
-}
-
 /// llama.cpp's shard name: `PREFIX-00001-of-00003.gguf` (the core's, as the browser's).
 pub fn split_name(prefix: &str, i: usize, n: usize) -> String {
     organ_core::gguf::split::shard_name(prefix, i, n)

@@ -6,7 +6,9 @@
 //! offers the ones marked for it.
 //!
 //! A new format is one file (its renderer, beside `json.rs`, `csv.rs`, `text.rs`) and one
-//! line in [`FORMATS`].
+//! entry in [`FORMATS`]: the CLI builds each command's `--NAME FILE` flags from
+//! [`Format::flag`] (native-cli's `cli::ReportFiles`), so every command that writes a kind
+//! of report the format lists offers it.
 
 pub use super::kinds::{AnyReport, Kind, Shown};
 use super::{csv, json, text};
@@ -22,6 +24,9 @@ pub struct Format {
     pub media_type: &'static str,
     /// The reports it applies to.
     pub kinds: &'static [Kind],
+    /// The help of its `--NAME FILE` flag, for each kind of report (of [`Format::kinds`])
+    /// whose commands offer it as a file; none for the text, which is printed.
+    pub flag: &'static [(Kind, &'static str)],
     /// Whether the browser app offers it as an export (of the reports it applies to), and
     /// under which words ("Export JSON").
     pub export_label: Option<&'static str>,
@@ -37,6 +42,12 @@ impl Format {
     pub fn applies_to(&self, kind: Kind) -> bool {
         self.kinds.contains(&kind)
     }
+
+    /// The help of its `--NAME FILE` flag for reports of `kind`, if their commands offer
+    /// it as a file.
+    pub fn flag_help(&self, kind: Kind) -> Option<&'static str> {
+        self.flag.iter().find(|(k, _)| *k == kind).map(|(_, h)| *h)
+    }
 }
 
 /// The full report as pretty JSON (schema: `docs/report.schema.json`).
@@ -45,6 +56,11 @@ pub const JSON: Format = Format {
     extension: "json",
     media_type: "application/json",
     kinds: &[Kind::Measure, Kind::Compare, Kind::Check],
+    flag: &[
+        (Kind::Measure, "Also write the full report as JSON (schema: docs/report.schema.json)"),
+        (Kind::Compare, "Also write the full report as JSON (schema: docs/report.schema.json, \"compare\": \"c1\")"),
+        (Kind::Check, "Also write the report as JSON (schema: docs/report.schema.json, \"check\": \"k1\")"),
+    ],
     export_label: Some("Export JSON"),
     render: json::render,
 };
@@ -55,6 +71,10 @@ pub const CSV: Format = Format {
     extension: "csv",
     media_type: "text/csv",
     kinds: &[Kind::Measure, Kind::Compare],
+    flag: &[
+        (Kind::Measure, "Also write one CSV row per tensor"),
+        (Kind::Compare, "Also write one CSV row per pair (and per expert of expert tensors)"),
+    ],
     export_label: None,
     render: csv::render,
 };
@@ -65,6 +85,18 @@ pub const HTML: Format = Format {
     extension: "html",
     media_type: "text/html",
     kinds: &[Kind::Measure, Kind::Compare],
+    flag: &[
+        (
+            Kind::Measure,
+            "Also write the report as one self-contained static HTML page (the browser app's export): opens \
+             offline, fetches nothing, embeds the JSON",
+        ),
+        (
+            Kind::Compare,
+            "Also write the report as one self-contained static HTML page (the browser app's export, with the \
+             1 − cos heatmap and the θ scatter): opens offline, embeds the JSON",
+        ),
+    ],
     export_label: Some("Export static HTML"),
     render: render_html,
 };
@@ -75,6 +107,7 @@ pub const RANKING_CSV: Format = Format {
     extension: "csv",
     media_type: "text/csv",
     kinds: &[Kind::Measure],
+    flag: &[(Kind::Measure, "Also write the ranking with per-group mean θ as CSV")],
     export_label: None,
     render: csv::render_ranking,
 };
@@ -85,6 +118,7 @@ pub const TEXT: Format = Format {
     extension: "txt",
     media_type: "text/plain; charset=utf-8",
     kinds: &[Kind::Measure, Kind::Compare, Kind::Check],
+    flag: &[],
     export_label: None,
     render: text::render,
 };
@@ -100,6 +134,12 @@ pub fn by_name(name: &str) -> Option<&'static Format> {
 /// The formats that apply to reports of `kind`, in [`FORMATS`]' order.
 pub fn for_kind(kind: Kind) -> impl Iterator<Item = &'static Format> {
     FORMATS.iter().filter(move |f| f.applies_to(kind))
+}
+
+/// The formats a command writing reports of `kind` offers as `--NAME FILE` flags, with
+/// each flag's help, in [`FORMATS`]' order.
+pub fn flags_for(kind: Kind) -> impl Iterator<Item = (&'static Format, &'static str)> {
+    FORMATS.iter().filter_map(move |f| Some((f, f.flag_help(kind)?)))
 }
 
 fn render_html(report: AnyReport<'_>, _: &Shown, out: &mut dyn fmt::Write) -> fmt::Result {
@@ -120,10 +160,14 @@ mod tests {
             assert!(FORMATS[..i].iter().all(|g| g.name != f.name), "{} twice", f.name);
             assert!(f.name.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'), "{}: not a flag's name", f.name);
             assert!(!f.kinds.is_empty(), "{} applies to nothing", f.name);
+            assert!(f.flag.iter().all(|(k, _)| f.applies_to(*k)), "{}: a flag for a kind it does not render", f.name);
+            assert!(f.flag.iter().all(|(_, h)| !h.ends_with('.')), "{}: clap's helps end without a period", f.name);
         }
         assert_eq!(by_name("ranking-csv").map(|f| f.extension), Some("csv"));
         assert!(by_name("xml").is_none());
         let check: alloc::vec::Vec<&str> = for_kind(Kind::Check).map(|f| f.name).collect();
         assert_eq!(check, ["json", "text"]);
+        let flags: alloc::vec::Vec<&str> = flags_for(Kind::Measure).map(|(f, _)| f.name).collect();
+        assert_eq!(flags, ["json", "csv", "html", "ranking-csv"]);
     }
 }

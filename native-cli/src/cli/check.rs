@@ -1,6 +1,6 @@
 //! `organ check`: flags to [`cmd::check::Options`].
 
-use super::{guard, Argv, Exit, Force, Out, Stats, ToArgs, Work};
+use super::{guard, Argv, Check, Exit, Force, Out, ReportFiles, Stats, ToArgs, Work};
 use crate::cmd;
 use anyhow::Result;
 use std::path::PathBuf;
@@ -9,9 +9,8 @@ use std::path::PathBuf;
 pub struct CheckArgs {
     /// A GGUF, a split GGUF (any shard) or an organ directory.
     pub model: PathBuf,
-    /// Also write the report as JSON (schema: docs/report.schema.json, "check": "k1").
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub reports: ReportFiles<Check>,
     #[command(flatten)]
     pub work: Work,
     /// Exit 0 even when a finding is an error (the report still says so).
@@ -27,7 +26,7 @@ impl TryFrom<&CheckArgs> for cmd::check::Options {
     fn try_from(a: &CheckArgs) -> Result<Self> {
         Ok(cmd::check::Options {
             model: a.model.clone(),
-            json: a.json.clone(),
+            files: a.reports.files.clone(),
             stream: a.work.stream,
             force: a.force.force,
         })
@@ -35,8 +34,8 @@ impl TryFrom<&CheckArgs> for cmd::check::Options {
 }
 
 pub(super) fn run(a: &CheckArgs, out: &mut Out) -> Result<Exit> {
-    guard(&[a.model.as_path()], &[a.json.as_deref()], a.force.force)?;
-    let printed = out.text(&[a.json.as_deref()])?;
+    guard(&[a.model.as_path()], &a.reports.paths(), a.force.force)?;
+    let printed = out.text(&a.reports.paths())?;
     a.work.start()?;
     let broken = cmd::check::run(&cmd::check::Options::try_from(a)?, printed)?;
     a.work.finish(Stats::Check);
@@ -51,7 +50,7 @@ impl ToArgs for CheckArgs {
     fn to_args(&self, a: &mut Argv) {
         a.arg("check")
             .arg(&self.model)
-            .opt("--json", self.json.as_ref())
+            .flags(&self.reports)
             .flags(&self.work)
             .switch("--exit-zero", self.exit_zero)
             .flags(&self.force);

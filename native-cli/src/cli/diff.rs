@@ -1,6 +1,6 @@
 //! `organ diff`: flags to [`cmd::diff::Options`].
 
-use super::{guard, Argv, DiffOutputs, Exit, Force, Out, Stats, ToArgs, Work};
+use super::{guard, Argv, Compare, Exit, Force, Out, ReportFiles, Stats, ToArgs, Work};
 use crate::cmd;
 use anyhow::Result;
 use std::path::PathBuf;
@@ -22,7 +22,7 @@ pub struct DiffArgs {
     /// The other model, of any of those kinds and any quant types.
     pub b: PathBuf,
     #[command(flatten)]
-    pub outputs: DiffOutputs,
+    pub outputs: ReportFiles<Compare>,
     /// How many of the most changed tensors to print.
     #[arg(long, default_value_t = DEFAULT_TOP)]
     pub top: usize,
@@ -47,7 +47,7 @@ impl DiffArgs {
         DiffArgs {
             a,
             b,
-            outputs: DiffOutputs::default(),
+            outputs: ReportFiles::default(),
             top: DEFAULT_TOP,
             only_changed: false,
             fail_on_change: false,
@@ -65,9 +65,7 @@ impl TryFrom<&DiffArgs> for cmd::diff::Options {
         Ok(cmd::diff::Options {
             a: a.a.clone(),
             b: a.b.clone(),
-            json: o.json.clone(),
-            csv: o.csv.clone(),
-            html: o.html.clone(),
+            files: o.files.clone(),
             top: a.top,
             only_changed: a.only_changed,
             stream: a.work.stream,
@@ -77,8 +75,8 @@ impl TryFrom<&DiffArgs> for cmd::diff::Options {
 }
 
 pub(super) fn run(a: &DiffArgs, out: &mut Out) -> Result<Exit> {
-    guard(&[a.a.as_path(), a.b.as_path()], &a.outputs.files(), a.force.force)?;
-    let printed = out.text(&a.outputs.files())?;
+    guard(&[a.a.as_path(), a.b.as_path()], &a.outputs.paths(), a.force.force)?;
+    let printed = out.text(&a.outputs.paths())?;
     a.work.start()?;
     let changed = cmd::diff::run(&cmd::diff::Options::try_from(a)?, printed)?;
     a.work.finish(Stats::Diff);

@@ -1,6 +1,6 @@
 //! `organ measure` and `organ report merge`: flags to [`cmd::measure::Options`].
 
-use super::{guard, Argv, Exit, Force, Out, ReportOutputs, Stats, ToArgs, Work};
+use super::{guard, Argv, Exit, Force, Out, ReportOutputs, Stats, ToArgs, Work, REPORTS_GROUP};
 use crate::cmd::{self, measure::shard::Shard};
 use anyhow::Result;
 use organ_core::zmeasure::Mode;
@@ -49,7 +49,7 @@ pub struct MeasureArgs {
     /// This process measures its shard's models into --results; `organ report merge`
     /// ranks them.
     #[arg(long, value_name = "LIST|DIR", requires = "results",
-          conflicts_with_all = ["models", "json", "csv", "html", "ranking_csv", "cache"])]
+          conflicts_with_all = ["models", REPORTS_GROUP, "cache"])]
     pub fleet: Option<PathBuf>,
     /// With --fleet: this process's shard, I/N (I from 0). Also from JOB_COMPLETION_INDEX
     /// with --shards N (a Kubernetes Indexed Job), or SLURM_ARRAY_TASK_ID −
@@ -99,14 +99,11 @@ fn options(
 ) -> cmd::measure::Options {
     cmd::measure::Options {
         models,
-        json: r.json.clone(),
-        csv: r.csv.clone(),
-        html: r.html.clone(),
+        files: r.files.files.clone(),
         summary_only: r.summary_only,
         wells: r.wells,
         stream,
         cache,
-        ranking_csv: r.ranking_csv.clone(),
         force: force.force,
         mode,
         experts,
@@ -115,8 +112,8 @@ fn options(
 
 pub(super) fn run(a: &MeasureArgs, out: &mut Out) -> Result<Exit> {
     let models: Vec<&Path> = a.models.iter().map(PathBuf::as_path).collect();
-    guard(&models, &a.report.files(), a.force.force)?;
-    let printed = out.text(&a.report.files())?;
+    guard(&models, &a.report.files.paths(), a.force.force)?;
+    let printed = out.text(&a.report.files.paths())?;
     a.work.start()?;
     let opts = cmd::measure::Options::try_from(a)?;
     match (&a.fleet, &a.results) {
@@ -172,8 +169,8 @@ impl TryFrom<&MergeArgs> for cmd::measure::Options {
 }
 
 pub(super) fn merge(a: &MergeArgs, out: &mut Out) -> Result<Exit> {
-    guard(&[], &a.report.files(), a.force.force)?;
-    let printed = out.text(&a.report.files())?;
+    guard(&[], &a.report.files.paths(), a.force.force)?;
+    let printed = out.text(&a.report.files.paths())?;
     cmd::measure::fleet::merge(&a.results, &cmd::measure::Options::try_from(a)?, printed)?;
     Ok(Exit::Done)
 }

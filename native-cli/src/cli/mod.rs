@@ -40,7 +40,7 @@ pub use graft::GraftArgs;
 pub use inspect::InspectArgs;
 pub use measure::{MeasureArgs, MergeArgs};
 pub use moe::MoeArgs;
-pub use outputs::{DiffOutputs, ReportOutputs};
+pub use outputs::{Check, Compare, ReportFiles, ReportKind, ReportOutputs, Theta, REPORTS_GROUP};
 pub use purify::PurifyArgs;
 pub use select::SelectArgs;
 pub use sensitivity::SensitivityArgs;

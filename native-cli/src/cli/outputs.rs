@@ -1,28 +1,136 @@
-//! The report files a command writes besides its text on stdout, one flattened struct per
-//! kind of report: the formats a command offers are listed here and nowhere else.
+//! The report files a command writes besides its text on stdout: one `--NAME FILE` flag
+//! per format of the core's registry ([`organ_core::report::formats::FORMATS`]) that
+//! offers a flag for the kind of report the command writes ([`Format::flag`]). The flags
+//! are built from the registry ([`ReportFiles`]), so a new format there is a new flag of
+//! every command that writes its kind of report, with nothing to add here.
+//!
+//! A command declares the kind of report it writes by the type it flattens:
+//! `#[command(flatten)] pub reports: ReportFiles<Theta>` (θ reports: measure, report
+//! merge), `ReportFiles<Compare>` (diff), `ReportFiles<Check>` (check). A new kind of
+//! report is a [`Kind`] in the core, the formats that render it listing it, and one
+//! [`report_kind!`] line here.
 
 use super::{Argv, ToArgs};
+use crate::cmd::outputs::Files;
+use organ_core::report::formats::{self, Format, Kind};
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
 /// How many lowest-θ tensors `measure` prints by default.
 pub const DEFAULT_WELLS: usize = 10;
 
+/// The kind of report a command writes, as a type ([`ReportFiles`]'s parameter: clap
+/// builds flags from a type, not a value).
+pub trait ReportKind {
+    /// The kind.
+    const KIND: Kind;
+}
+
+/// One marker type per [`Kind`] of report.
+macro_rules! report_kind {
+    ($($(#[$doc:meta])* $name:ident => $kind:expr;)*) => {$(
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq)]
+        pub struct $name;
+        impl ReportKind for $name {
+            const KIND: Kind = $kind;
+        }
+    )*};
+}
+
+report_kind! {
+    /// θ reports (`measure`, `report merge`).
+    Theta => Kind::Measure;
+    /// Compare reports (`diff`).
+    Compare => Kind::Compare;
+    /// Check reports (`check`).
+    Check => Kind::Check;
+}
+
+/// The id of the group of a command's report-file flags: `conflicts_with = "reports"`
+/// conflicts with each of them, whatever formats the registry has.
+pub const REPORTS_GROUP: &str = "reports";
+
+/// The `--NAME FILE` flags of the registry's formats for reports of kind `K`
+/// ([`formats::flags_for`]), in the registry's order: what a command writes besides its
+/// text.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReportFiles<K> {
+    pub files: Files,
+    kind: PhantomData<K>,
+}
+
+impl<K> From<Files> for ReportFiles<K> {
+    fn from(files: Files) -> Self {
+        ReportFiles { files, kind: PhantomData }
+    }
+}
+
+impl<K: ReportKind> ReportFiles<K> {
+    /// Asks for `format` in `path` (a format with a flag for `K`).
+    pub fn with(self, format: &'static Format, path: Option<PathBuf>) -> Self {
+        debug_assert!(format.flag_help(K::KIND).is_some(), "--{} is not a flag of these reports", format.name);
+        self.files.with(format, path).into()
+    }
+
+    /// Every file asked for.
+    pub fn paths(&self) -> Vec<Option<&Path>> {
+        self.files.paths()
+    }
+}
+
+impl<K: ReportKind> clap::Args for ReportFiles<K> {
+    fn augment_args(mut cmd: clap::Command) -> clap::Command {
+        let mut group = clap::ArgGroup::new(REPORTS_GROUP).multiple(true);
+        for (f, help) in formats::flags_for(K::KIND) {
+            cmd = cmd.arg(
+                clap::Arg::new(f.name)
+                    .long(f.name)
+                    .value_name("FILE")
+                    .value_parser(clap::value_parser!(PathBuf))
+                    .action(clap::ArgAction::Set)
+                    .help(help),
+            );
+            group = group.arg(f.name);
+        }
+        cmd.group(group)
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl<K: ReportKind> clap::FromArgMatches for ReportFiles<K> {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut r = ReportFiles { files: Files::default(), kind: PhantomData };
+        r.update_from_arg_matches(m)?;
+        Ok(r)
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        for (f, _) in formats::flags_for(K::KIND) {
+            if let Some(path) = m.get_one::<PathBuf>(f.name) {
+                self.files.set(f, Some(path.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<K> ToArgs for ReportFiles<K> {
+    fn to_args(&self, a: &mut Argv) {
+        for (f, path) in self.files.iter() {
+            a.opt(&format!("--{}", f.name), Some(path));
+        }
+    }
+}
+
 /// What `measure` and `report merge` write besides the text on stdout, and how much of it.
 #[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct ReportOutputs {
-    /// Also write the full report as JSON (schema: docs/report.schema.json).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Also write one CSV row per tensor.
-    #[arg(long, value_name = "FILE")]
-    pub csv: Option<PathBuf>,
-    /// Also write the report as one self-contained static HTML page (the browser app's
-    /// export): opens offline, fetches nothing, embeds the JSON.
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
-    /// Also write the ranking with per-group mean θ as CSV.
-    #[arg(long, value_name = "FILE")]
-    pub ranking_csv: Option<PathBuf>,
+    #[command(flatten)]
+    pub files: ReportFiles<Theta>,
     /// Print only the summaries, groups and wells, not the per-tensor tables.
     #[arg(long)]
     pub summary_only: bool,
@@ -33,59 +141,12 @@ pub struct ReportOutputs {
 
 impl Default for ReportOutputs {
     fn default() -> Self {
-        ReportOutputs {
-            json: None,
-            csv: None,
-            html: None,
-            ranking_csv: None,
-            summary_only: false,
-            wells: DEFAULT_WELLS,
-        }
-    }
-}
-
-impl ReportOutputs {
-    /// The files asked for.
-    pub fn files(&self) -> [Option<&Path>; 4] {
-        [self.json.as_deref(), self.csv.as_deref(), self.html.as_deref(), self.ranking_csv.as_deref()]
+        ReportOutputs { files: ReportFiles::default(), summary_only: false, wells: DEFAULT_WELLS }
     }
 }
 
 impl ToArgs for ReportOutputs {
     fn to_args(&self, a: &mut Argv) {
-        a.opt("--json", self.json.as_ref())
-            .opt("--csv", self.csv.as_ref())
-            .opt("--html", self.html.as_ref())
-            .opt("--ranking-csv", self.ranking_csv.as_ref())
-            .switch("--summary-only", self.summary_only)
-            .number("--wells", Some(self.wells));
-    }
-}
-
-/// What `diff` writes besides the text on stdout.
-#[derive(clap::Args, Debug, Clone, Default, PartialEq)]
-pub struct DiffOutputs {
-    /// Also write the full report as JSON (schema: docs/report.schema.json, "compare": "c1").
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Also write one CSV row per pair (and per expert of expert tensors).
-    #[arg(long, value_name = "FILE")]
-    pub csv: Option<PathBuf>,
-    /// Also write the report as one self-contained static HTML page (the browser app's
-    /// export, with the 1 − cos heatmap and the θ scatter): opens offline, embeds the JSON.
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
-}
-
-impl DiffOutputs {
-    /// The files asked for.
-    pub fn files(&self) -> [Option<&Path>; 3] {
-        [self.json.as_deref(), self.csv.as_deref(), self.html.as_deref()]
-    }
-}
-
-impl ToArgs for DiffOutputs {
-    fn to_args(&self, a: &mut Argv) {
-        a.opt("--json", self.json.as_ref()).opt("--csv", self.csv.as_ref()).opt("--html", self.html.as_ref());
+        a.flags(&self.files).switch("--summary-only", self.summary_only).number("--wells", Some(self.wells));
     }
 }

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::cmd::eval::JudgeArgs;
+use organ_core::report::formats::{CSV, HTML, JSON, RANKING_CSV};
 use std::path::PathBuf;
 
 /// `args`' argv parsed again by `organ`'s own parser.
@@ -31,14 +32,12 @@ fn select() -> SelectArgs {
 }
 
 fn report() -> ReportOutputs {
-    ReportOutputs {
-        json: Some(p("/r/a.json")),
-        csv: Some(p("/r/a.csv")),
-        html: Some(p("/r/a.html")),
-        ranking_csv: Some(p("/r/rank.csv")),
-        summary_only: true,
-        wells: 3,
-    }
+    let files = ReportFiles::default()
+        .with(&JSON, Some(p("/r/a.json")))
+        .with(&CSV, Some(p("/r/a.csv")))
+        .with(&HTML, Some(p("/r/a.html")))
+        .with(&RANKING_CSV, Some(p("/r/rank.csv")));
+    ReportOutputs { files, summary_only: true, wells: 3 }
 }
 
 const FORCE: Force = Force { force: true };
@@ -74,7 +73,10 @@ fn measure_and_merge_round_trip() {
 #[test]
 fn diff_check_inspect_round_trip() {
     let d = DiffArgs {
-        outputs: DiffOutputs { json: Some(p("/d.json")), csv: Some(p("/d.csv")), html: Some(p("/d.html")) },
+        outputs: ReportFiles::default()
+            .with(&HTML, Some(p("/d.html")))
+            .with(&JSON, Some(p("/d.json")))
+            .with(&CSV, Some(p("/d.csv"))),
         top: 42,
         only_changed: true,
         fail_on_change: true,
@@ -83,7 +85,8 @@ fn diff_check_inspect_round_trip() {
         ..DiffArgs::new(p("/a.gguf"), p("/b.gguf"))
     };
     assert_eq!(reparsed(&d), Command::Diff(d.clone()));
-    let c = CheckArgs { model: p("/m"), json: Some(p("-")), work: work(), exit_zero: true, force: FORCE };
+    let reports = ReportFiles::default().with(&JSON, Some(p("-")));
+    let c = CheckArgs { model: p("/m"), reports, work: work(), exit_zero: true, force: FORCE };
     assert_eq!(reparsed(&c), Command::Check(c.clone()));
     let i = InspectArgs { model: p("/m.gguf"), json: true };
     assert_eq!(reparsed(&i), Command::Inspect(i.clone()));

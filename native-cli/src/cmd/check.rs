@@ -9,7 +9,7 @@
 use crate::model::{Model, Tensor};
 use anyhow::Result;
 use organ_core::check::{check_model, digest, CheckReport, Scanner, TensorScan};
-use organ_core::report::formats::{self, AnyReport, Shown};
+use organ_core::report::formats::{AnyReport, Shown};
 use organ_core::zmeasure::GENERATOR;
 use rayon::prelude::*;
 use std::io::Write;
@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub struct Options {
     pub model: PathBuf,
-    pub json: Option<PathBuf>,
+    /// The report files asked for (`--json`).
+    pub files: super::outputs::Files,
     /// Positioned reads only, never mapping tensor data.
     pub stream: bool,
     pub force: bool,
@@ -138,7 +139,6 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<bool> {
     let report = check_path(&opts.model, opts.stream)?;
     let shown = Shown { summary_only: false, wells: 0, top: 0 };
     super::outputs::print(AnyReport::Check(&report), &shown, out)?;
-    let asked = [(&formats::JSON, opts.json.as_deref())];
-    super::outputs::write_all(AnyReport::Check(&report), &asked, &shown, opts.force)?;
+    super::outputs::write_all(AnyReport::Check(&report), &opts.files, &shown, opts.force)?;
     Ok(report.has_errors())
 }

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use organ_core::compare::{
     self, expert_name, figures, figures_of_same, CompareReport, ExpertLayout, ExpertPair, Figures, PairReport, Side,
 };
-use organ_core::report::formats::{self, AnyReport, Shown};
+use organ_core::report::formats::{AnyReport, Shown};
 use organ_core::zmeasure::{ReadPlan, GENERATOR};
 use rayon::prelude::*;
 use std::io::Write;
@@ -19,9 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct Options {
     pub a: PathBuf,
     pub b: PathBuf,
-    pub json: Option<PathBuf>,
-    pub csv: Option<PathBuf>,
-    pub html: Option<PathBuf>,
+    /// The report files asked for (`--json`, `--csv`, `--html`).
+    pub files: super::outputs::Files,
     /// Most changed tensors to print.
     pub top: usize,
     /// Per-tensor outputs (CSV rows, the JSON's `pairs`) list changed pairs only.
@@ -185,11 +184,6 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<bool> {
     if opts.only_changed {
         report.pairs.retain(|p| !p.identical);
     }
-    let asked = [
-        (&formats::JSON, opts.json.as_deref()),
-        (&formats::CSV, opts.csv.as_deref()),
-        (&formats::HTML, opts.html.as_deref()),
-    ];
-    super::outputs::write_all(AnyReport::Compare(&report), &asked, &shown, opts.force)?;
+    super::outputs::write_all(AnyReport::Compare(&report), &opts.files, &shown, opts.force)?;
     Ok(changed)
 }

@@ -1,7 +1,7 @@
 //! `organ inspect`: metadata (long arrays summarized, like gguf-dump) and one row per
 //! tensor; `--json` gives everything in full.
 
-use crate::model_file::ModelFile;
+use crate::location::{Location, Reach};
 use anyhow::Result;
 use organ_core::anatomy::classify;
 use organ_core::gguf::display::{preview, printable, ValueJson};
@@ -12,10 +12,11 @@ use std::io::Write;
 use std::path::Path;
 
 pub fn run(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<()> {
-    if crate::source::shards(path).is_some() {
+    let at = Location::of(path);
+    if at.shards().is_some() {
         return run_split(path, as_json, out);
     }
-    let model = ModelFile::open_any(path)?;
+    let model = at.open_file(path, Reach::Ranged)?;
     let g = model.parse()?;
     if as_json {
         let file = model.file_name();

@@ -2,10 +2,12 @@
 //! GGUF, organ directory), in parallel, reading only the blocks the sampler needs: through
 //! a memory map for ordinary models, by positioned reads for huge ones.
 
+use super::outputs::Files;
+use crate::location::Location;
 use crate::model::Model;
 use anyhow::Result;
 use indicatif::ProgressBar;
-use organ_core::report::formats::{self, AnyReport, Shown};
+use organ_core::report::formats::{AnyReport, Shown};
 use organ_core::report::{ModelReport, Report, TensorReport};
 use organ_core::zmeasure::{measure_tensor_in, Draws, Measurement, Mode};
 use rayon::prelude::*;
@@ -25,17 +27,15 @@ pub use cache::{CacheKey, Definition};
 
 pub struct Options {
     pub models: Vec<PathBuf>,
-    pub json: Option<PathBuf>,
-    pub csv: Option<PathBuf>,
-    pub html: Option<PathBuf>,
+    /// The report files asked for (`--json`, `--csv`, `--html`, `--ranking-csv`: the
+    /// registry's formats for θ reports).
+    pub files: Files,
     pub summary_only: bool,
     pub wells: usize,
     pub stream: bool,
     /// Where finished model reports are kept, keyed by the model's BLAKE3 and the
     /// measure's definition ([`CacheKey`]; fleets resume from it).
     pub cache: Option<PathBuf>,
-    /// Also write the ranking and per-group θ across models as CSV.
-    pub ranking_csv: Option<PathBuf>,
     /// Replace report files that exist (never an input).
     pub force: bool,
     /// Plain θ, θ with σ_θ (`--sigma`), or θ over every value (`--exact`).
@@ -47,40 +47,24 @@ pub struct Options {
 /// One tensor's measurement and, with `--sigma`, its alternate draws.
 type Measured = (Measurement, Option<Draws>);
 
-/// The name reports give the model at `path`: its file name (a split model's first
-/// shard's), or the file name its URL ends with. A cached report is relabelled with it, so
-/// that a model is named the same whether measured or taken from a cache or a fleet's
-/// results.
+/// The name reports give the model at `path` ([`Location::label`]). A cached report is
+/// relabelled with it, so that a model is named the same whether measured or taken from a
+/// cache or a fleet's results.
 pub fn label_of(path: &Path) -> String {
-    if crate::remote::is_url(path) {
-        let first = crate::remote::split_urls(path).and_then(|s| s.into_iter().next()).unwrap_or_else(|| path.into());
-        return crate::remote::file_name(&first.to_string_lossy());
-    }
-    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+    Location::of(path).label()
 }
 
-/// The key of the model at `path` under `opts`' definition, and the model when it had to
-/// be opened to find it (a model at a URL: the key is what the server says the object is,
-/// docs/remote.md); a local model's key is the BLAKE3 of its bytes.
-fn identify(path: &Path, opts: &Options) -> Result<(CacheKey, Option<Model>)> {
-    if crate::remote::is_url(path) {
-        let model = Model::open_any(path)?;
-        return Ok((CacheKey::of_remote(&model, opts.mode, opts.experts)?, Some(model)));
-    }
-    Ok((CacheKey::of(path, opts.mode, opts.experts)?, None))
+/// The model at `path`, opened, and its key under `opts`' definition
+/// ([`CacheKey::of_model`]: what the server says the object is when its bytes came from a
+/// URL, docs/remote.md; else the BLAKE3 of its bytes).
+fn identify(path: &Path, opts: &Options) -> Result<(CacheKey, Model)> {
+    let model = Model::open_any(path)?;
+    Ok((CacheKey::of_model(&model, path, opts.mode, opts.experts)?, model))
 }
 
-/// Measures the model at `path` (`opened` when [`identify`] opened it) under `opts`.
-fn measure_identified(
-    path: &Path,
-    opened: Option<&Model>,
-    opts: &Options,
-    progress: &ProgressBar,
-) -> Result<ModelReport> {
-    match opened {
-        Some(model) => measure_opened(model, path, opts.stream, opts.mode, opts.experts, progress),
-        None => measure_model(path, opts.stream, opts.mode, opts.experts, progress),
-    }
+/// Measures the model at `path`, opened by [`identify`], under `opts`.
+fn measure_identified(path: &Path, model: &Model, opts: &Options, progress: &ProgressBar) -> Result<ModelReport> {
+    measure_opened(model, path, opts.stream, opts.mode, opts.experts, progress)
 }
 
 /// Measures a model, or takes its report from the cache when an identical model was
@@ -94,7 +78,7 @@ fn measure_cached(path: &Path, opts: &Options, progress: &ProgressBar) -> Result
         r.model = label_of(path);
         return Ok((r, true));
     }
-    let r = measure_identified(path, opened.as_ref(), opts, progress)?;
+    let r = measure_identified(path, &opened, opts, progress)?;
     key.store(cache, &r)?;
     Ok((r, false))
 }
@@ -130,7 +114,7 @@ fn measure_opened(
     let mut files: Vec<&crate::model_file::ModelFile> = model.tensors.iter().map(|t| &*t.in_file).collect();
     files.dedup_by_key(|f| f.path.clone());
     let file_bytes: u64 = files.iter().map(|f| f.file_len()).sum();
-    let remote = files.iter().any(|f| f.is_remote());
+    let remote = !files.iter().all(|f| f.in_memory());
     let stream = crate::byte_source::stream(stream, !remote, file_bytes);
     if stream {
         // Scattered small reads: readahead would pull in far more than the sampled blocks.
@@ -196,18 +180,11 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
     present(&report, opts, out)
 }
 
-/// Writes `report`'s files (`--json`, `--csv`, `--html`, `--ranking-csv`) and prints it:
-/// what `organ measure` does with its models' reports, and `organ report merge` with a
-/// fleet's.
+/// Writes `report`'s files (those asked for) and prints it: what `organ measure` does with
+/// its models' reports, and `organ report merge` with a fleet's.
 pub fn present(report: &Report, opts: &Options, out: &mut dyn Write) -> Result<()> {
     let report = AnyReport::Measure(report);
     let shown = Shown { summary_only: opts.summary_only, wells: opts.wells, top: 0 };
-    let asked = [
-        (&formats::JSON, opts.json.as_deref()),
-        (&formats::CSV, opts.csv.as_deref()),
-        (&formats::HTML, opts.html.as_deref()),
-        (&formats::RANKING_CSV, opts.ranking_csv.as_deref()),
-    ];
-    super::outputs::write_all(report, &asked, &shown, opts.force)?;
+    super::outputs::write_all(report, &opts.files, &shown, opts.force)?;
     super::outputs::print(report, &shown, out)
 }

@@ -8,20 +8,66 @@ use anyhow::{bail, Result};
 use organ_core::report::formats::{AnyReport, Format, Shown, FORMATS, TEXT};
 use std::fmt;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// Writes `report` in each format asked for to its path, in the registry's order
-/// ([`FORMATS`]); a format not asked for (`None`) is skipped.
+/// The report files asked for: formats of the registry, each with the file it goes to
+/// (`-`: standard output), in the registry's order ([`FORMATS`]), each format once.
+#[derive(Clone, Default)]
+pub struct Files(Vec<(&'static Format, PathBuf)>);
+
+impl Files {
+    /// Asks for `format` in `path`, or no longer asks for it (`None`).
+    pub fn set(&mut self, format: &'static Format, path: Option<PathBuf>) {
+        self.0.retain(|(f, _)| f.name != format.name);
+        if let Some(path) = path {
+            self.0.push((format, path));
+            self.0.sort_by_key(|(f, _)| FORMATS.iter().position(|g| g.name == f.name));
+        }
+    }
+
+    /// [`Self::set`], by value.
+    pub fn with(mut self, format: &'static Format, path: Option<PathBuf>) -> Files {
+        self.set(format, path);
+        self
+    }
+
+    /// Where `format` is asked for, if it is.
+    pub fn get(&self, format: &Format) -> Option<&Path> {
+        self.0.iter().find(|(f, _)| f.name == format.name).map(|(_, p)| p.as_path())
+    }
+
+    /// Every file asked for, with its format, in the registry's order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static Format, &Path)> {
+        self.0.iter().map(|(f, p)| (*f, p.as_path()))
+    }
+
+    /// Every file asked for (for the checks made before any work: no input overwritten,
+    /// at most one output on standard output).
+    pub fn paths(&self) -> Vec<Option<&Path>> {
+        self.0.iter().map(|(_, p)| Some(p.as_path())).collect()
+    }
+}
+
+impl std::fmt::Debug for Files {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.0.iter().map(|(g, p)| (g.name, p))).finish()
+    }
+}
+
+impl PartialEq for Files {
+    fn eq(&self, other: &Files) -> bool {
+        self.0.len() == other.0.len()
+            && self.iter().zip(other.iter()).all(|((f, p), (g, q))| f.name == g.name && p == q)
+    }
+}
+
+/// Writes `report` in each format asked for to its file, in the registry's order.
 ///
 /// # Errors
 /// A file cannot be written (or exists, without `force`).
-pub fn write_all(report: AnyReport<'_>, asked: &[(&Format, Option<&Path>)], shown: &Shown, force: bool) -> Result<()> {
-    for f in FORMATS {
-        for (_, path) in asked.iter().filter(|(g, _)| g.name == f.name) {
-            if let Some(path) = path {
-                write_file(path, force, |w| render(report, f, shown, w))?;
-            }
-        }
+pub fn write_all(report: AnyReport<'_>, files: &Files, shown: &Shown, force: bool) -> Result<()> {
+    for (f, path) in files.iter() {
+        write_file(path, force, |w| render(report, f, shown, w))?;
     }
     Ok(())
 }

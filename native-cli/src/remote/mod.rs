@@ -17,6 +17,7 @@
 //! `s3://`, `gs://` and `az://` URLs ([`store`]) are read through object_store, behind the
 //! same [`Remote`], pinned and checked the same way.
 
+mod byteranges;
 mod fetch;
 pub mod hub;
 mod multi;
@@ -112,7 +113,8 @@ impl Scheme {
 }
 
 /// Whether `path` is written as a URL (`SCHEME://…`), of a scheme organ reads or not.
-pub fn is_url(path: &Path) -> bool {
+/// Asked once per name, by [`crate::location::Location::of`]; nothing else asks.
+pub(crate) fn is_url(path: &Path) -> bool {
     path.to_str().is_some_and(|s| s.split_once("://").is_some_and(|(scheme, _)| scheme_like(scheme)))
 }
 

@@ -53,6 +53,7 @@ mod surgery;
 pub use flags::run_args;
 pub use router::app;
 
+use crate::location::Location;
 use anyhow::Context;
 use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
@@ -215,7 +216,7 @@ impl AppState {
     /// when the job connects: docs/api.md). A URL's credentials are never repeated.
     fn model(&self, rel: &str) -> ApiResult<PathBuf> {
         let p = std::path::Path::new(rel);
-        if !crate::remote::is_url(p) {
+        if let Location::Local(_) = Location::of(p) {
             return self.path(rel);
         }
         let shown = crate::remote::policy::redact(rel);

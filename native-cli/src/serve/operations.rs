@@ -12,7 +12,6 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use organ_core::report::formats::{CSV, HTML, JSON};
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -101,9 +100,7 @@ pub(super) async fn measure(
             argv(&cli::MeasureArgs {
                 models: paths,
                 report: ReportOutputs {
-                    json: MEASURE_OUT.path(dir, &JSON),
-                    csv: MEASURE_OUT.path(dir, &CSV),
-                    html: MEASURE_OUT.path(dir, &HTML),
+                    files: MEASURE_OUT.files(dir).into(),
                     summary_only: true,
                     ..Default::default()
                 },
@@ -136,8 +133,7 @@ pub(super) async fn diff(
         "diff",
         |dir| {
             let mut d = cli::DiffArgs::new(base, other);
-            d.outputs.json = DIFF_OUT.path(dir, &JSON);
-            d.outputs.csv = DIFF_OUT.path(dir, &CSV);
+            d.outputs = DIFF_OUT.files(dir).into();
             if let Some(t) = r.top {
                 d.top = usize::try_from(t).unwrap_or(usize::MAX); // at most MAX_TOP
             }
@@ -163,8 +159,8 @@ pub(super) async fn check(
         &s,
         "check",
         |dir| {
-            let json = CHECK_OUT.path(dir, &JSON);
-            argv(&cli::CheckArgs { model, json, work: Work::default(), exit_zero: true, force: Force::default() })
+            let reports = CHECK_OUT.files(dir).into();
+            argv(&cli::CheckArgs { model, reports, work: Work::default(), exit_zero: true, force: Force::default() })
         },
         CHECK_OUT.names(),
         Some(&CHECK_OUT.report()),

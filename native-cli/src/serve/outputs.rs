@@ -2,8 +2,9 @@
 //! ([`organ_core::report::formats`]): `STEM.EXT` in the job's directory, written by the
 //! child's `--NAME` flags, and the text it prints kept as `STEM.txt`.
 
+use crate::cmd::outputs::Files;
 use organ_core::report::formats::{Format, CSV, HTML, JSON, TEXT};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A measure job's report files: report.json (the result), report.csv, report.html.
 pub(super) const MEASURE_OUT: ReportOutputs =
@@ -29,10 +30,10 @@ impl ReportOutputs {
         format!("{}.{}", self.stem, f.extension)
     }
 
-    /// Where the job writes `f` in `dir`, when it writes that format (the value of the
-    /// command's `--NAME` flag).
-    pub fn path(&self, dir: &Path, f: &Format) -> Option<PathBuf> {
-        self.files.iter().any(|g| g.name == f.name).then(|| dir.join(self.name(f)))
+    /// The files the job writes in `dir`, each format's (the values of the command's
+    /// `--NAME` flags).
+    pub fn files(&self, dir: &Path) -> Files {
+        (self.files.iter()).fold(Files::default(), |asked, &f| asked.with(f, Some(dir.join(self.name(f)))))
     }
 
     /// Every output's name: the files, then the text.

@@ -78,11 +78,16 @@ impl CacheKey {
         Ok(CacheKey { model_blake3: fp.blake3, definition: Definition { experts, ..Definition::current(mode) } })
     }
 
-    /// The key of a model read from URLs ([`crate::remote::identity`]: URL, ETag or
-    /// Last-Modified, and size of each file; never a hash of bytes organ did not read).
-    /// It stands in `model_blake3`, hashed with another prefix, so it cannot meet a local
-    /// model's key.
-    pub fn of_remote(model: &crate::model::Model, mode: Mode, experts: bool) -> Result<CacheKey> {
+    /// The key of an opened model, from what its byte sources say: for bytes read from
+    /// URLs, [`crate::remote::identity`] (URL, ETag or Last-Modified, and size of each
+    /// file; never a hash of bytes organ did not read), standing in `model_blake3`, hashed
+    /// with another prefix, so it cannot meet a local model's key; else [`Self::of`] its
+    /// `path`.
+    pub fn of_model(model: &crate::model::Model, path: &Path, mode: Mode, experts: bool) -> Result<CacheKey> {
+        let from_urls = !model.files.is_empty() && model.files.iter().all(|f| f.remote_identity().is_some());
+        if !from_urls {
+            return Self::of(path, mode, experts);
+        }
         let mut files: Vec<&crate::model_file::ModelFile> = model.tensors.iter().map(|t| &*t.in_file).collect();
         files.dedup_by_key(|f| f.path.clone());
         let ids = (files.iter())

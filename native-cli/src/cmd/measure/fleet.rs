@@ -7,6 +7,7 @@
 use super::results::{self, FleetFile, Indexed, ShardIndex, Store, FORMAT};
 use super::shard::Shard;
 use super::{identify, measure_identified, Definition, Options};
+use crate::location::Location;
 use anyhow::{bail, Context, Result};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -33,7 +34,7 @@ fn name_of(path: &Path, root: &Path) -> Result<String> {
 
 /// A split model by its first shard, as `organ measure DIR` counts it.
 fn first_shard(path: &Path) -> PathBuf {
-    crate::source::shards(path).and_then(|s| s.into_iter().next()).unwrap_or_else(|| path.to_owned())
+    Location::of(path).first_shard()
 }
 
 /// The models of a fleet, sorted by name: every model below a directory (as `organ
@@ -76,10 +77,11 @@ pub fn members(fleet: &Path) -> Result<Vec<Member>> {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            if crate::remote::is_url(Path::new(line)) {
-                crate::remote::parse(Path::new(line))
-                    .with_context(|| format!("{}: line {}", fleet.display(), n + 1))?;
-                let url = first_shard(Path::new(line));
+            // A URL names one model; a path, a model or a directory of them.
+            let at =
+                Location::checked(Path::new(line)).with_context(|| format!("{}: line {}", fleet.display(), n + 1))?;
+            if let Location::Url(_) = at {
+                let url = at.first_shard();
                 found.push(Member { name: url.to_string_lossy().into_owned(), path: url });
                 continue;
             }
@@ -134,7 +136,7 @@ pub fn measure_shard(opts: &Options, fleet: &Path, shard: Shard, store: &dyn Sto
                 (r, hash, "in results")
             }
             None => {
-                let r = measure_identified(&m.path, opened.as_ref(), opts, &progress)?;
+                let r = measure_identified(&m.path, &opened, opts, &progress)?;
                 let hash = results::store(store, &key, &r)?;
                 (r, hash, "measured")
             }

@@ -9,6 +9,7 @@
 
 use super::{CacheKey, Definition};
 use crate::atomic::write_file;
+use crate::location::Location;
 use crate::remote::store::Prefix;
 use anyhow::{bail, Context, Result};
 use organ_core::report::ModelReport;
@@ -121,7 +122,7 @@ fn check_name(at: &str, name: &str) -> Result<()> {
 /// # Errors
 /// A URL not of a store, or a directory that cannot be made or is not there.
 pub fn open(results: &Path, create: bool) -> Result<Box<dyn Store>> {
-    if crate::remote::is_url(results) {
+    if let Location::Url(_) = Location::of(results) {
         let url = results.to_str().context("a URL that is not UTF-8")?;
         return Ok(Box::new(Prefix::open(url)?));
     }

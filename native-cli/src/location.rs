@@ -1,0 +1,142 @@
+//! [`Location`]: where a model named by the user is, a path on this machine or a URL, told
+//! apart once. It is the one caller of [`crate::remote::is_url`]: the rest ask a
+//! `Location` what depends on it (the shards of a split model, the name reports give the
+//! model, the byte source of each of its files), or, where the answer is a policy and not
+//! where bytes come from, match on it (the API takes a URL only when started to, a fleet
+//! list's URL names one model where a path may name a directory, results go to a store
+//! prefix or a directory). A new URL scheme changes nothing here: it is a line in
+//! [`crate::remote`]'s scheme table and a transport.
+
+use crate::model_file::ModelFile;
+use anyhow::{bail, Result};
+use std::path::{Path, PathBuf};
+
+/// Where a model (or a fleet's results) is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Location<'a> {
+    /// A file or directory on this machine.
+    Local(&'a Path),
+    /// Written as a URL (`SCHEME://…`), of a scheme organ reads or not ([`crate::remote`]
+    /// reads it, or says why not).
+    Url(&'a Path),
+}
+
+/// How the bytes of a model's files must be reached: what the command does with them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// Every byte in memory (a map): a model at a URL is refused.
+    Mapped,
+    /// Read where they are: a model at a URL keeps its header and reads the rest by range
+    /// requests.
+    Ranged,
+    /// Every byte in memory, a model at a URL fetched whole into a temporary file first.
+    Fetched,
+}
+
+impl<'a> Location<'a> {
+    /// Where `path` is: a URL when written as one.
+    pub fn of(path: &'a Path) -> Location<'a> {
+        if crate::remote::is_url(path) {
+            Location::Url(path)
+        } else {
+            Location::Local(path)
+        }
+    }
+
+    /// [`Self::of`], a URL checked to be one organ reads ([`crate::remote::parse`]).
+    ///
+    /// # Errors
+    /// A URL of a scheme organ does not read, not valid, or refused by the policy.
+    pub fn checked(path: &'a Path) -> Result<Location<'a>> {
+        let at = Self::of(path);
+        if let Location::Url(u) = at {
+            crate::remote::parse(u)?;
+        }
+        Ok(at)
+    }
+
+    /// What it was named by.
+    pub fn path(&self) -> &'a Path {
+        match self {
+            Location::Local(p) | Location::Url(p) => p,
+        }
+    }
+
+    /// If it names a llama.cpp split shard (`NAME-00002-of-00005.gguf`, on disk or at a
+    /// URL), every shard of its model, in order.
+    pub fn shards(&self) -> Option<Vec<PathBuf>> {
+        match self {
+            Location::Local(p) => crate::source::split_shards(p),
+            Location::Url(u) => crate::remote::split_urls(u),
+        }
+    }
+
+    /// The first shard of its split model, or itself.
+    pub fn first_shard(&self) -> PathBuf {
+        self.shards().and_then(|s| s.into_iter().next()).unwrap_or_else(|| self.path().to_owned())
+    }
+
+    /// Whether it is a directory on this machine (an organ directory, or a fleet's).
+    pub fn is_dir(&self) -> bool {
+        matches!(self, Location::Local(p) if p.is_dir())
+    }
+
+    /// The name reports give the model: its file name, or the file name its URL ends with
+    /// (a split model's first shard's).
+    pub fn label(&self) -> String {
+        match self {
+            Location::Url(_) => crate::remote::file_name(&self.first_shard().to_string_lossy()),
+            Location::Local(p) => {
+                p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned())
+            }
+        }
+    }
+
+    /// Checks that its bytes can be reached as `reach` says, before anything is read.
+    ///
+    /// # Errors
+    /// A URL where every byte must be mapped.
+    pub fn can_reach(&self, reach: Reach) -> Result<()> {
+        if let (Location::Url(u), Reach::Mapped) = (self, reach) {
+            bail!("{}: only inspect, measure, diff, dissect and graft's donor read remote models so far", u.display());
+        }
+        Ok(())
+    }
+
+    /// Opens `file`, one file of this location's model (itself, or one of its
+    /// [`Self::shards`]), its bytes reached as `reach` says: mapped on this machine; at a
+    /// URL, its header and range requests ([`ModelFile::open_url`]) or fetched whole
+    /// ([`ModelFile::fetch_url`]).
+    ///
+    /// # Errors
+    /// As [`Self::can_reach`]; the file cannot be opened or read.
+    pub fn open_file(&self, file: &Path, reach: Reach) -> Result<ModelFile> {
+        self.can_reach(reach)?;
+        match (self, reach) {
+            (Location::Local(_), _) => ModelFile::open(file),
+            (Location::Url(_), Reach::Fetched) => ModelFile::fetch_url(file),
+            (Location::Url(_), _) => ModelFile::open_url(file),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_told_from_paths_once() {
+        let url = Path::new("https://h.example/m/x-00002-of-00003.gguf?sig=1");
+        assert_eq!(Location::of(url), Location::Url(url));
+        assert_eq!(Location::of(url).label(), "x-00001-of-00003.gguf");
+        assert_eq!(Location::of(url).shards().map(|s| s.len()), Some(3));
+        let local = Path::new("models/x-00002-of-00003.gguf");
+        assert_eq!(Location::of(local), Location::Local(local));
+        assert_eq!(Location::of(local).label(), "x-00002-of-00003.gguf");
+        assert_eq!(Location::of(local).first_shard(), Path::new("models/x-00001-of-00003.gguf"));
+        assert!(Location::checked(Path::new("ftp://a/b.gguf")).is_err());
+        let refused = Location::of(url).can_reach(Reach::Mapped).unwrap_err().to_string();
+        assert!(refused.contains("read remote models so far"), "{refused}");
+        assert!(Location::of(local).can_reach(Reach::Mapped).is_ok());
+    }
+}

@@ -25,6 +25,7 @@ pub mod limits;
 pub mod model;
 pub mod quant;
 mod reader;
+pub mod recipe;
 pub mod report;
 pub mod surgery;
 pub mod tokenizer;

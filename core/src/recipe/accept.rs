@@ -134,7 +134,12 @@ pub enum Refusal {
     /// `llama-quantize` cannot write the type.
     NotWritable,
     /// The type's block does not divide the row length: `llama-quantize` would replace it.
-    Row { n_in: u64, block: u64 },
+    Row {
+        /// The row length.
+        n_in: u64,
+        /// The type's block.
+        block: u64,
+    },
     /// The type needs an importance matrix and none is given.
     NeedsImatrix,
 }

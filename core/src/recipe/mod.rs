@@ -26,6 +26,7 @@ use alloc::vec::Vec;
 /// predicted (or measured) when the tensor alone is stored in it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Point {
+    /// The type.
     pub ty: GgmlType,
     /// Bytes of tensor data (unpadded; [`size::Account`] says what the budget charges).
     pub bytes: u64,
@@ -36,7 +37,9 @@ pub struct Point {
 /// A tensor's curve: every type it may take, with its size and loss.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Curve {
+    /// The tensor's name.
     pub name: String,
+    /// Every type it may take.
     pub options: Vec<Point>,
 }
 
@@ -52,9 +55,19 @@ pub enum Error {
         budget: u64,
     },
     /// A curve has no option, or an option's loss is not a finite number.
-    BadCurve { tensor: String, reason: String },
+    BadCurve {
+        /// The tensor.
+        tensor: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// A tensor's name cannot be given to `llama-quantize` as a `--tensor-type` pattern.
-    Unnameable { tensor: String, reason: &'static str },
+    Unnameable {
+        /// The tensor.
+        tensor: String,
+        /// Why its name cannot be a pattern.
+        reason: &'static str,
+    },
     /// The header `llama-quantize` would write cannot be accounted.
     Header(crate::error::Error),
 }
@@ -78,7 +91,9 @@ impl core::fmt::Display for Error {
 /// A tensor as a recipe sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct Tensor<'a> {
+    /// Its name.
     pub name: &'a str,
+    /// Its shape, ggml order.
     pub dims: &'a [u64],
     /// Its type now (always an option, at no cost).
     pub ty: GgmlType,

@@ -37,6 +37,7 @@ pub enum Why {
 /// A recipe: for each curve, the index of its option chosen and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Solution {
+    /// Per curve, in order: the option's index and why.
     pub choices: Vec<(usize, Why)>,
     /// The total charge (per the [`Account`]) of the options chosen.
     pub charged: u64,

@@ -162,7 +162,14 @@ impl core::fmt::Display for Refusal {
 ///
 /// # Errors
 /// Why not.
-pub fn accepts(arch: &str, name: &str, dims: &[u64], own: GgmlType, ty: GgmlType, imatrix: bool) -> Result<(), Refusal> {
+pub fn accepts(
+    arch: &str,
+    name: &str,
+    dims: &[u64],
+    own: GgmlType,
+    ty: GgmlType,
+    imatrix: bool,
+) -> Result<(), Refusal> {
     if ty == own {
         return Ok(());
     }

@@ -98,7 +98,8 @@ pub fn header_len(kvs: &[(&str, MetaValue<'_>)], tensors: &[(&str, &[u64], GgmlT
         out.extend(kvs.iter().filter(|(k, _)| SET[2..].contains(k)).cloned());
     }
     // ggml writes as many dimensions as ggml_n_dims counts.
-    let trimmed: Vec<Vec<u64>> = tensors.iter().map(|(_, d, _)| d[..super::accept::n_dims(d).min(d.len())].to_vec()).collect();
+    let trimmed: Vec<Vec<u64>> =
+        tensors.iter().map(|(_, d, _)| d[..super::accept::n_dims(d).min(d.len())].to_vec()).collect();
     let specs: Vec<TensorSpec<'_>> =
         tensors.iter().zip(&trimmed).map(|((name, _, ty), dims)| TensorSpec { name, dims, ty: *ty }).collect();
     Ok(plan(3, &out, &specs)?.header.len() as u64)

@@ -70,7 +70,10 @@ pub fn solve(curves: &[Curve], budget: u64, account: Account) -> Result<Solution
             return Err(Error::BadCurve { tensor: c.name.clone(), reason: "no type to choose".into() });
         }
         if let Some(p) = c.options.iter().find(|p| !p.cost.is_finite()) {
-            return Err(Error::BadCurve { tensor: c.name.clone(), reason: format!("{}: cost {} is not finite", p.ty, p.cost) });
+            return Err(Error::BadCurve {
+                tensor: c.name.clone(),
+                reason: format!("{}: cost {} is not finite", p.ty, p.cost),
+            });
         }
         hulls.push(hull(&(0..c.options.len()).map(|o| (charge(i, o), cost(i, o))).collect::<Vec<_>>()));
     }

@@ -33,10 +33,10 @@ fn brute(curves: &[Curve], budget: u64, account: Account) -> Option<f64> {
 }
 
 fn curves_strategy() -> impl Strategy<Value = Vec<Curve>> {
-    let point = (1u64..200, 0u32..1000).prop_map(|(bytes, c)| Point { ty: GgmlType::Q8_0, bytes, cost: f64::from(c) / 100.0 });
-    prop::collection::vec(prop::collection::vec(point, 1..5), 1..6).prop_map(|cs| {
-        cs.into_iter().enumerate().map(|(i, options)| Curve { name: i.to_string(), options }).collect()
-    })
+    let point =
+        (1u64..200, 0u32..1000).prop_map(|(bytes, c)| Point { ty: GgmlType::Q8_0, bytes, cost: f64::from(c) / 100.0 });
+    prop::collection::vec(prop::collection::vec(point, 1..5), 1..6)
+        .prop_map(|cs| cs.into_iter().enumerate().map(|(i, options)| Curve { name: i.to_string(), options }).collect())
 }
 
 proptest! {
@@ -94,15 +94,24 @@ fn smollm2_rows_decide_the_k_quants() {
         assert_eq!(accepts(arch, "blk.0.ffn_down.weight", &ffn_down, GgmlType::F16, ty, false), Ok(()));
     }
     assert_eq!(accepts(arch, "blk.0.attn_q.weight", &q, GgmlType::F16, GgmlType::Q4_0, false), Ok(()));
-    assert_eq!(accepts(arch, "blk.0.attn_q.weight", &q, GgmlType::F16, GgmlType::Q1_0, false), Err(Refusal::Row { n_in: 576, block: 128 }));
+    assert_eq!(
+        accepts(arch, "blk.0.attn_q.weight", &q, GgmlType::F16, GgmlType::Q1_0, false),
+        Err(Refusal::Row { n_in: 576, block: 128 })
+    );
     assert_eq!(
         accepts(arch, "blk.0.ffn_down.weight", &ffn_down, GgmlType::F16, GgmlType::IQ2_XXS, false),
         Err(Refusal::NeedsImatrix)
     );
     assert_eq!(accepts(arch, "blk.0.ffn_down.weight", &ffn_down, GgmlType::F16, GgmlType::IQ2_XXS, true), Ok(()));
-    assert_eq!(accepts(arch, "blk.0.attn_norm.weight", &[576], GgmlType::F32, GgmlType::Q8_0, false), Err(Refusal::Copied));
+    assert_eq!(
+        accepts(arch, "blk.0.attn_norm.weight", &[576], GgmlType::F32, GgmlType::Q8_0, false),
+        Err(Refusal::Copied)
+    );
     assert_eq!(accepts(arch, "blk.0.attn_norm.weight", &[576], GgmlType::F32, GgmlType::F32, false), Ok(()));
-    assert_eq!(accepts(arch, "blk.0.ffn_down.weight", &ffn_down, GgmlType::F16, GgmlType::Q8_K, false), Err(Refusal::NotWritable));
+    assert_eq!(
+        accepts(arch, "blk.0.ffn_down.weight", &ffn_down, GgmlType::F16, GgmlType::Q8_K, false),
+        Err(Refusal::NotWritable)
+    );
     assert!(!quantizable(arch, "blk.0.ffn_gate_inp.weight", &[576, 8]));
     assert!(!quantizable(arch, "blk.0.attn_q.weight", &[576, 1]));
     assert!(quantizable(arch, "token_embd.weight", &[576, 49152]));

@@ -24,6 +24,7 @@ mod measure;
 mod moe;
 pub mod outputs;
 mod purify;
+mod recipe;
 mod select;
 mod serve;
 mod work;
@@ -41,6 +42,7 @@ pub use measure::{MeasureArgs, MergeArgs};
 pub use moe::MoeArgs;
 pub use outputs::{DiffOutputs, ReportOutputs};
 pub use purify::PurifyArgs;
+pub use recipe::RecipeArgs;
 pub use select::SelectArgs;
 pub use serve::ServeArgs;
 pub use work::{Force, Stats, Work};
@@ -105,6 +107,9 @@ pub enum Command {
     /// Perplexity of a model on a text and, with --base, its KL divergence from the base
     /// and top-token agreement, measured by llama.cpp's llama-perplexity (docs/judge.md).
     Eval(EvalArgs),
+    /// Choose a type per tensor to minimise the predicted KL divergence within a size
+    /// budget, write llama-quantize's --tensor-type lines, and (--apply) run it (docs/recipe.md).
+    Recipe(RecipeArgs),
     /// Serve every operation over HTTP (docs/openapi.json), and the browser app when built.
     Serve(ServeArgs),
 }
@@ -155,6 +160,7 @@ pub fn run(cli: Cli, serve: fn(&ServeArgs) -> Result<()>) -> Result<Exit> {
         Command::Moe(a) => moe::run(a, &mut out)?,
         Command::Purify(a) => purify::run(a, &mut out)?,
         Command::Eval(a) => eval::run(a, &mut out)?,
+        Command::Recipe(a) => recipe::run(a, &mut out)?,
         Command::Serve(a) => {
             serve(a)?;
             Exit::Done

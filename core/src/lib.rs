@@ -26,6 +26,7 @@ pub mod model;
 pub mod quant;
 pub mod random;
 mod reader;
+pub mod recipe;
 pub mod report;
 pub mod sensitivity;
 pub mod surgery;

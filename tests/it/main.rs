@@ -31,6 +31,7 @@ mod moe;
 mod moto;
 mod purify;
 mod quant_q2_0;
+mod recipe;
 mod remote;
 mod remote_limits;
 mod remote_multi;

@@ -24,6 +24,7 @@ mod measure;
 mod moe;
 pub mod outputs;
 mod purify;
+mod recipe;
 mod select;
 mod sensitivity;
 mod serve;
@@ -42,6 +43,7 @@ pub use measure::{MeasureArgs, MergeArgs};
 pub use moe::MoeArgs;
 pub use outputs::{Check, Compare, ReportFiles, ReportKind, ReportOutputs, Theta, REPORTS_GROUP};
 pub use purify::PurifyArgs;
+pub use recipe::RecipeArgs;
 pub use select::SelectArgs;
 pub use sensitivity::SensitivityArgs;
 pub use serve::ServeArgs;
@@ -111,6 +113,9 @@ pub enum Command {
     /// llama-perplexity) of the model with that tensor alone requantized (--to) or ablated
     /// (--ablate) from the unchanged model (docs/sensitivity.md). Resumable.
     Sensitivity(SensitivityArgs),
+    /// Choose a type per tensor to minimise the predicted KL divergence within a size
+    /// budget, write llama-quantize's --tensor-type lines, and (--apply) run it (docs/recipe.md).
+    Recipe(RecipeArgs),
     /// Serve every operation over HTTP (docs/openapi.json), and the browser app when built.
     Serve(ServeArgs),
 }
@@ -162,6 +167,7 @@ pub fn run(cli: Cli, serve: fn(&ServeArgs) -> Result<()>) -> Result<Exit> {
         Command::Purify(a) => purify::run(a, &mut out)?,
         Command::Eval(a) => eval::run(a, &mut out)?,
         Command::Sensitivity(a) => sensitivity::run(a, &mut out)?,
+        Command::Recipe(a) => recipe::run(a, &mut out)?,
         Command::Serve(a) => {
             serve(a)?;
             Exit::Done

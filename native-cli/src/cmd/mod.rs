@@ -12,6 +12,7 @@ pub mod moe;
 pub mod outputs;
 pub mod purify;
 pub mod sensitivity;
+pub mod recipe;
 
 /// The most problems a refusal lists (a hostile model can have one per tensor).
 const MAX_PROBLEMS_SHOWN: usize = 50;

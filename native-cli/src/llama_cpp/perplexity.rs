@@ -279,7 +279,7 @@ pub fn check_inputs(model: &Path, s: &Settings) -> Result<()> {
 /// A private temp directory in `near` (else the system's temp directory), removed on drop;
 /// if organ is killed outright, the next organ run that writes there removes it. Only
 /// organ's user may enter it (mode 0700).
-fn scratch_dir(near: Option<&Path>) -> Result<crate::atomic::Temp> {
+pub(crate) fn scratch_dir(near: Option<&Path>) -> Result<crate::atomic::Temp> {
     use std::os::unix::fs::PermissionsExt;
     let dir = near.map_or_else(std::env::temp_dir, Path::to_owned);
     // Temp::dir names the directory `.organ-eval-logits.organ-tmp.PID.START.RANDOM`; nothing
@@ -292,7 +292,7 @@ fn scratch_dir(near: Option<&Path>) -> Result<crate::atomic::Temp> {
 }
 
 /// A new file at `p` (never through a link), open to read and write, for organ's user only.
-fn create_private(p: &Path) -> Result<std::fs::File> {
+pub(crate) fn create_private(p: &Path) -> Result<std::fs::File> {
     std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -325,7 +325,7 @@ pub const MAX_HANDED_TENSORS: usize = 8192;
 /// A file cannot be opened or lies outside the root, is not a GGUF organ accepts, more
 /// than [`MAX_HANDED_SHARDS`] shards or [`MAX_HANDED_TENSORS`] tensors, or the links cannot
 /// be made.
-fn hand_model(path: &Path, links: &Path) -> Result<(Handed, Model)> {
+pub(crate) fn hand_model(path: &Path, links: &Path) -> Result<(Handed, Model)> {
     let file = crate::input::open(path)?;
     // Shards lie beside the file itself, as llama.cpp would find them from a link to it.
     let real = crate::input::opened_path(&file).unwrap_or_else(|_| path.to_owned());

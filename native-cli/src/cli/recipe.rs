@@ -1,0 +1,99 @@
+//! `organ recipe`: flags to [`cmd::recipe::Options`].
+
+use super::{guard, Exit, Force, Out};
+use crate::cmd;
+use crate::cmd::recipe::{Apply, SourceSpec};
+use anyhow::{bail, Result};
+use organ_core::recipe::Target;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct RecipeArgs {
+    /// The GGUF model to requantize (an F16 or BF16 one, usually).
+    pub model: PathBuf,
+    /// Bits per weight: total tensor bits / total elements of the model (tensor data only,
+    /// as llama-quantize prints its BPW).
+    #[arg(long, value_name = "B", required_unless_present = "target_size", conflicts_with = "target_size")]
+    pub target_bpw: Option<f64>,
+    /// The output file's size in bytes, header included (K, M, G suffixes: powers of 1024).
+    #[arg(long, value_name = "SIZE")]
+    pub target_size: Option<String>,
+    /// A sensitivity report (organ sensitivity --to TYPE --json): each tensor's KL
+    /// divergence when it alone is requantized to TYPE. One per candidate type.
+    #[arg(long = "from", value_name = "SENS.json", required = true)]
+    pub from: Vec<PathBuf>,
+    /// Write the --tensor-type lines (for llama-quantize --tensor-type-file).
+    #[arg(long, value_name = "RECIPE")]
+    pub out: Option<PathBuf>,
+    /// Write the table as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Run llama-quantize on MODEL with the recipe, writing this GGUF.
+    #[arg(long, value_name = "OUT.gguf")]
+    pub apply: Option<PathBuf>,
+    /// The importance matrix llama-quantize uses with --apply (also allows the i-quants that need one).
+    #[arg(long, value_name = "FILE", requires = "apply")]
+    pub imatrix_file: Option<PathBuf>,
+    /// After --apply, evaluate the output against MODEL on this held-out text.
+    #[arg(long, value_name = "HELDOUT", requires = "apply")]
+    pub text: Option<PathBuf>,
+    /// --text's context, in tokens.
+    #[arg(long, value_name = "N", default_value_t = cmd::eval::DEFAULT_CTX, requires = "text")]
+    pub ctx: u32,
+    /// --text: score at most this many contexts.
+    #[arg(long, value_name = "N", requires = "text")]
+    pub chunks: Option<u32>,
+    /// llama.cpp's bin directory (default: ORGAN_LLAMA_CPP, then PATH).
+    #[arg(long, value_name = "DIR")]
+    pub llama_cpp: Option<PathBuf>,
+    #[command(flatten)]
+    pub force: Force,
+}
+
+impl<'a> TryFrom<&'a RecipeArgs> for cmd::recipe::Options<'a> {
+    type Error = anyhow::Error;
+
+    fn try_from(a: &'a RecipeArgs) -> Result<Self> {
+        let target = match (a.target_bpw, &a.target_size) {
+            (Some(b), None) if b.is_finite() && b > 0.0 && b <= 64.0 => Target::Bpw(b),
+            (Some(b), None) => bail!("--target-bpw {b}: give bits per weight above 0, at most 64"),
+            (None, Some(s)) => Target::Size(crate::write::parse_size(s).map_err(|e| e.context("--target-size"))?),
+            _ => bail!("give one of --target-bpw and --target-size"),
+        };
+        let apply = a.apply.as_deref().map(|out| Apply {
+            out,
+            imatrix: a.imatrix_file.as_deref(),
+            eval: a.text.as_ref().map(|text| crate::llama_cpp::perplexity::Settings {
+                text: text.clone(),
+                ctx: a.ctx,
+                threads: None,
+                chunks: a.chunks,
+                llama_cpp: a.llama_cpp.clone(),
+            }),
+            llama_cpp: a.llama_cpp.as_deref(),
+        });
+        if let Some(s) = apply.as_ref().and_then(|a| a.eval.as_ref()) {
+            crate::llama_cpp::perplexity::check_inputs(&a.model, s)?;
+        }
+        Ok(cmd::recipe::Options {
+            model: &a.model,
+            target,
+            source: SourceSpec::Measured(a.from.clone()),
+            out: a.out.as_deref(),
+            json: a.json.as_deref(),
+            apply,
+            force: a.force.force,
+        })
+    }
+}
+
+pub(super) fn run(a: &RecipeArgs, out: &mut Out) -> Result<Exit> {
+    let o = cmd::recipe::Options::try_from(a)?;
+    let mut inputs = vec![o.model];
+    inputs.extend(a.from.iter().map(PathBuf::as_path));
+    inputs.extend([a.imatrix_file.as_deref(), a.text.as_deref()].into_iter().flatten());
+    let outputs = [o.out, o.json, a.apply.as_deref()];
+    guard(&inputs, &outputs, o.force)?;
+    cmd::recipe::run(&o, out.text(&[o.out, o.json])?)?;
+    Ok(Exit::Done)
+}

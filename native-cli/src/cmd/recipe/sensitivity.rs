@@ -1,0 +1,147 @@
+//! `--from SENS.json`: the sensitivity reports `organ sensitivity` writes (measured truth:
+//! each tensor's mean KL divergence from the unchanged model when it alone is requantized
+//! to the report's type), read strictly and checked against the model.
+
+use super::CurveSource;
+use anyhow::{bail, Context, Result};
+use organ_core::ggml_type::GgmlType;
+use organ_core::model::TensorEntry;
+use organ_core::recipe::size::tensor_bytes;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// The largest report read (one entry is ~250 bytes; 1,100 tensors make 300 kB).
+const MAX_REPORT_BYTES: u64 = 64 << 20;
+
+#[derive(Deserialize)]
+struct Report {
+    organ_sensitivity: u32,
+    model_blake3: String,
+    change: String,
+    tensors: Vec<Entry>,
+}
+
+#[derive(Deserialize)]
+struct Entry {
+    name: String,
+    #[serde(rename = "type")]
+    ty: String,
+    dims: Vec<u64>,
+    changed_type: String,
+    changed_bytes: u64,
+    kld: Kld,
+}
+
+#[derive(Deserialize)]
+struct Kld {
+    value: f64,
+}
+
+/// One report: the type every tensor was requantized to, and each tensor's KL divergence.
+pub struct Sensitivity {
+    pub path: PathBuf,
+    pub change: GgmlType,
+    kld: HashMap<String, f64>,
+}
+
+/// The reports, one per candidate type: measured single-tensor KL divergences.
+pub struct Measured(pub Vec<Sensitivity>);
+
+/// Reads the report at `path` and checks it against `model` (whose BLAKE3 is `blake3`).
+///
+/// # Errors
+/// Not such a report (a field missing or mistyped, another version), an ablation
+/// (`noise`, `zero`), another model, a tensor the model does not have or has in another
+/// type or shape, a changed size that is not the type's, a KL divergence not finite.
+pub fn read(path: &Path, model: &[&TensorEntry], blake3: &str) -> Result<Sensitivity> {
+    let mut text = String::new();
+    crate::input::open(path)?
+        .take(MAX_REPORT_BYTES + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("{}: cannot read (UTF-8 JSON expected)", path.display()))?;
+    if text.len() as u64 > MAX_REPORT_BYTES {
+        bail!("{}: more than {MAX_REPORT_BYTES} bytes, not a sensitivity report", path.display());
+    }
+    let r: Report =
+        serde_json::from_str(&text).with_context(|| format!("{}: not an organ sensitivity report", path.display()))?;
+    let at = |field: &str| format!("{}: {field}", path.display());
+    if r.organ_sensitivity != 1 {
+        bail!("{}: version {}; organ reads version 1", at("organ_sensitivity"), r.organ_sensitivity);
+    }
+    let Some(change) = GgmlType::from_name(&r.change) else {
+        bail!(
+            "{}: {:?} is an ablation or no ggml type; a recipe needs a report whose tensors were requantized \
+             to a type (organ sensitivity --to TYPE)",
+            at("change"),
+            r.change
+        );
+    };
+    if !r.model_blake3.eq_ignore_ascii_case(blake3) {
+        bail!("{}: {} is not the model's ({blake3}): a report of another model", at("model_blake3"), r.model_blake3);
+    }
+    let by_name: HashMap<&str, &TensorEntry> = model.iter().map(|t| (t.name.as_str(), *t)).collect();
+    let mut kld = HashMap::with_capacity(r.tensors.len());
+    for (i, e) in r.tensors.iter().enumerate() {
+        let here = |field: &str| at(&format!("tensors[{i}].{field} ({})", e.name));
+        let Some(t) = by_name.get(e.name.as_str()) else {
+            bail!("{}: the model has no such tensor", here("name"));
+        };
+        if !e.ty.eq_ignore_ascii_case(t.ty.name()) || e.dims != t.dims {
+            bail!("{}: {} {:?} in the report, {} {:?} in the model", here("type"), e.ty, e.dims, t.ty, t.dims);
+        }
+        if !e.changed_type.eq_ignore_ascii_case(change.name()) {
+            bail!("{}: {}, but the report's change is {change}", here("changed_type"), e.changed_type);
+        }
+        if let Some(b) = tensor_bytes(change, &t.dims).filter(|&b| b != e.changed_bytes) {
+            bail!("{}: {}, but {change} of {:?} is {b} bytes", here("changed_bytes"), e.changed_bytes, t.dims);
+        }
+        if !e.kld.value.is_finite() {
+            bail!("{}: {} is not a number", here("kld.value"), e.kld.value);
+        }
+        if kld.insert(e.name.clone(), e.kld.value).is_some() {
+            bail!("{}: listed twice", here("name"));
+        }
+    }
+    Ok(Sensitivity { path: path.to_owned(), change, kld })
+}
+
+impl Measured {
+    /// Refuses two reports of the same type.
+    ///
+    /// # Errors
+    /// Two reports of one type.
+    pub fn new(reports: Vec<Sensitivity>) -> Result<Measured> {
+        for (i, a) in reports.iter().enumerate() {
+            if let Some(b) = reports[..i].iter().find(|b| b.change == a.change) {
+                bail!(
+                    "{} and {}: both measure {}; give one report per type",
+                    b.path.display(),
+                    a.path.display(),
+                    a.change
+                );
+            }
+        }
+        Ok(Measured(reports))
+    }
+}
+
+impl CurveSource for Measured {
+    fn describe(&self) -> String {
+        let each: Vec<String> = self.0.iter().map(|s| format!("{} ({})", s.path.display(), s.change)).collect();
+        format!("measured single-tensor KL divergences: {}", each.join(", "))
+    }
+
+    fn types(&self) -> Vec<GgmlType> {
+        self.0.iter().map(|s| s.change).collect()
+    }
+
+    fn cost(&self, tensor: &TensorEntry, ty: GgmlType) -> Option<f64> {
+        self.0.iter().find(|s| s.change == ty)?.kld.get(&tensor.name).copied()
+    }
+
+    fn measured(&self) -> bool {
+        true
+    }
+}

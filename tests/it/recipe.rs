@@ -1,0 +1,188 @@
+//! `organ recipe` (docs/recipe.md) on SmolLM2 requantized to F16 by llama-quantize: the
+//! budget is kept to the byte, every type chosen is one llama.cpp writes for its tensor
+//! (576-wide rows take no k-quant, ffn_down's 1536 do), `--apply`'s output loads in
+//! llama.cpp at the size accounted, and bad input is refused with nothing written. The
+//! sensitivity reports are written here from the model's real tensors, with made-up
+//! divergences (the lead's `organ sensitivity` measures the real ones).
+
+use crate::common::*;
+use organ_core::ggml_type::GgmlType;
+use organ_core::gguf::Gguf;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// SmolLM2 requantized to F16 by llama.cpp, made once per test process.
+fn smollm2_f16(model: &Path) -> PathBuf {
+    static F16: OnceLock<PathBuf> = OnceLock::new();
+    F16.get_or_init(|| {
+        let out = tmp("smollm2-f16.gguf");
+        let mut q = llama_tool("llama-quantize");
+        q.arg("--allow-requantize").arg(model).arg(&out).arg("F16");
+        ok(q);
+        out
+    })
+    .clone()
+}
+
+/// (name, dims, type) of every tensor of `model`.
+fn tensors(model: &Path) -> Vec<(String, Vec<u64>, GgmlType)> {
+    let bytes = std::fs::read(model).unwrap();
+    let g = Gguf::parse(&bytes, bytes.len() as u64).unwrap();
+    g.tensors.iter().map(|t| (t.name.to_owned(), t.shape().to_vec(), t.ty)).collect()
+}
+
+const CANDIDATES: [GgmlType; 6] =
+    [GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q4_0, GgmlType::Q2_K];
+
+/// A sensitivity report of `model` requantized to `ty`: every 2-D tensor, K-quants on
+/// 576-wide rows included (a recipe must not take them), a made-up divergence falling
+/// with the type's bits and varying with the layer. `edit` changes the JSON.
+fn report(model: &Path, ty: GgmlType, name: &str, edit: impl FnOnce(&mut Value)) -> PathBuf {
+    let bits = ty.type_size() as f64 * 8.0 / ty.block_size() as f64;
+    let entries: Vec<Value> = tensors(model)
+        .into_iter()
+        .filter(|(_, d, _)| d.len() == 2)
+        .map(|(n, d, own)| {
+            let elements = d[0] * d[1];
+            let layer = n.split('.').nth(1).and_then(|l| l.parse::<u64>().ok()).unwrap_or(7);
+            let kld = elements as f64 * 1e-9 * (-bits).exp2() * 300.0 * (1 + layer % 4) as f64;
+            let rows_bytes = d[0] / ty.block_size() as u64 * ty.type_size() as u64 * d[1];
+            json!({"name": n, "type": own.name(), "dims": d, "n_elements": elements, "bytes": elements * 2,
+                   "changed_type": ty.name(), "changed_bytes": rows_bytes, "kld": {"value": kld, "error": kld / 10.0}})
+        })
+        .collect();
+    let mut r = json!({"organ_sensitivity": 1, "model": model.display().to_string(),
+        "model_blake3": blake3::hash(&std::fs::read(model).unwrap()).to_hex().to_string(),
+        "text": "tests/data/perplexity.txt", "ctx": 128, "chunks": 9, "change": ty.name(), "tensors": entries});
+    edit(&mut r);
+    let p = tmp(name);
+    std::fs::write(&p, serde_json::to_vec(&r).unwrap()).unwrap();
+    p
+}
+
+fn reports(model: &Path) -> Vec<PathBuf> {
+    CANDIDATES.iter().map(|&ty| report(model, ty, &format!("sens-{}.json", ty.name()), |_| ())).collect()
+}
+
+fn recipe(model: &Path, from: &[PathBuf], target: &[&str], name: &str) -> std::process::Command {
+    let mut c = organ();
+    c.arg("recipe").arg(model).args(target);
+    for f in from {
+        c.arg("--from").arg(f);
+    }
+    c.arg("--out").arg(tmp(&format!("{name}.txt"))).arg("--json").arg(tmp(&format!("{name}.json"))).arg("--force");
+    c
+}
+
+/// Every row of the table holds a type llama.cpp writes for the tensor; returns the table.
+#[track_caller]
+fn checked_table(model: &Path, name: &str) -> Value {
+    let r: Value = serde_json::from_slice(&std::fs::read(tmp(&format!("{name}.json"))).unwrap()).unwrap();
+    let dims: std::collections::HashMap<String, Vec<u64>> =
+        tensors(model).into_iter().map(|(n, d, _)| (n, d)).collect();
+    let (mut k_on_1536, mut quantized) = (0, 0);
+    for t in r["tensors"].as_array().unwrap() {
+        let name = t["name"].as_str().unwrap();
+        let ty = GgmlType::from_name(t["type"].as_str().unwrap()).unwrap();
+        let d = &dims[name];
+        assert_eq!(d[0] % ty.block_size() as u64, 0, "{name}: {ty} on rows of {}", d[0]);
+        if d.len() == 1 {
+            assert_eq!(ty, GgmlType::F32, "{name}: 1-D tensors stay as they are");
+        }
+        if ty.block_size() == 256 {
+            assert_eq!(d[0], 1536, "{name}: a k-quant on rows of {}", d[0]);
+            k_on_1536 += 1;
+        }
+        quantized += usize::from(ty != GgmlType::F16 && ty != GgmlType::F32);
+    }
+    assert!(k_on_1536 > 0 && quantized > 100, "k-quants on ffn_down: {k_on_1536}, quantized: {quantized}");
+    // One line per 2-D weight, anchored, in llama-quantize's form.
+    let lines = std::fs::read_to_string(tmp(&format!("{name}.txt"))).unwrap();
+    assert_eq!(lines.lines().count(), dims.values().filter(|d| d.len() == 2).count());
+    assert!(lines.lines().all(|l| l.starts_with('^') && l.contains("\\.weight$=")), "{lines}");
+    r
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+#[test]
+fn a_bpw_target_is_kept_and_every_type_is_valid() {
+    let Some(q41) = need::smollm2_and_llama() else { return };
+    let model = smollm2_f16(&q41);
+    ok(recipe(&model, &reports(&model), &["--target-bpw", "4.5"], "bpw"));
+    let r = checked_table(&model, "bpw");
+    let elements: u64 = tensors(&model).iter().map(|(_, d, _)| d.iter().product::<u64>()).sum();
+    assert_eq!(n(&r["budget"]), (4.5 * elements as f64 / 8.0).floor() as u64);
+    assert!(n(&r["tensor_bytes"]) <= n(&r["budget"]), "{}", r["tensor_bytes"]);
+    assert!(r["bpw"].as_f64().unwrap() <= 4.5);
+    // A tight budget: the fill leaves less than the smallest step of any curve unspent.
+    assert!(n(&r["budget"]) - n(&r["tensor_bytes"]) < 1 << 20, "{} of {}", r["tensor_bytes"], r["budget"]);
+    assert!(r["lower_bound"].as_f64().unwrap() <= r["predicted_kld"].as_f64().unwrap());
+}
+
+#[test]
+fn applied_recipe_loads_in_llama_cpp_at_the_size_accounted() {
+    let Some(q41) = need::smollm2_and_llama() else { return };
+    let model = smollm2_f16(&q41);
+    let budget = 90u64 << 20;
+    let out = tmp("applied.gguf");
+    let _ = std::fs::remove_file(&out);
+    let mut c = recipe(&model, &reports(&model), &["--target-size", "90M"], "size");
+    c.arg("--apply").arg(&out).arg("--text").arg(repo().join("tests/data/perplexity.txt"));
+    c.args(["--ctx", "128", "--chunks", "4"]).arg("--llama-cpp").arg(llama_dir());
+    let stdout = String::from_utf8(ok(c).stdout).unwrap();
+    println!("{stdout}");
+    let r = checked_table(&model, "size");
+    let len = std::fs::metadata(&out).unwrap().len();
+    assert!(len <= budget, "{len} > {budget}");
+    assert_eq!(len, n(&r["file_bytes"]), "the header and padding are accounted exactly");
+    assert_eq!(n(&r["applied"]["file_bytes"]), len);
+    // Every tensor in the file in the type the table says, by organ's own reading.
+    let written: std::collections::HashMap<String, GgmlType> =
+        tensors(&out).into_iter().map(|(n, _, t)| (n, t)).collect();
+    for t in r["tensors"].as_array().unwrap() {
+        assert_eq!(written[t["name"].as_str().unwrap()].name(), t["type"].as_str().unwrap());
+    }
+    assert!(llama_perplexity(&out).is_finite());
+    let a = &r["applied"]["additivity"];
+    assert!(a["measured"].as_f64().unwrap() > 0.0 && a["sum_single"].as_f64().unwrap() > 0.0, "{a}");
+    assert!(stdout.contains("additivity: sum of single-tensor KLDs"), "{stdout}");
+}
+
+#[test]
+fn bad_input_is_a_clear_error_and_writes_nothing() {
+    let Some(q41) = need::smollm2_and_llama() else { return };
+    let model = smollm2_f16(&q41);
+    let good = reports(&model);
+    let cases: Vec<(Vec<PathBuf>, &str, &str)> = vec![
+        (good.clone(), "1M", "every tensor at its smallest allowed type already takes"),
+        (
+            vec![report(&model, GgmlType::Q4_0, "other.json", |r| r["model_blake3"] = json!("00ff"))],
+            "90M",
+            "model_blake3",
+        ),
+        (
+            vec![report(&model, GgmlType::Q4_0, "unknown.json", |r| {
+                r["tensors"][3]["name"] = json!("blk.99.attn_q.weight")
+            })],
+            "90M",
+            "tensors[3].name (blk.99.attn_q.weight): the model has no such tensor",
+        ),
+        (vec![report(&model, GgmlType::Q4_0, "noise.json", |r| r["change"] = json!("noise"))], "90M", "ablation"),
+        (
+            vec![report(&model, GgmlType::Q4_0, "nokld.json", |r| r["tensors"][0]["kld"] = json!({}))],
+            "90M",
+            "nokld.json",
+        ),
+    ];
+    for (from, size, says) in cases {
+        let (txt, js) = (tmp("bad.txt"), tmp("bad.json"));
+        let _ = (std::fs::remove_file(&txt), std::fs::remove_file(&js));
+        let err = fails(recipe(&model, &from, &["--target-size", size], "bad"));
+        assert!(err.contains(says), "{from:?}: {err}");
+        assert!(!txt.exists() && !js.exists(), "{from:?} wrote an output");
+    }
+}

@@ -21,6 +21,7 @@ pub mod compare;
 pub mod error;
 pub mod ggml_type;
 pub mod gguf;
+pub mod imatrix;
 pub mod limits;
 pub mod model;
 pub mod quant;

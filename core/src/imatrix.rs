@@ -11,8 +11,8 @@
 //! round-trip error in `crate::predict`. The older `.dat` format is refused by name.
 
 use crate::error::{Error, Result};
-use crate::gguf::{Gguf, MetaValue, TensorInfo, ValueType};
 use crate::ggml_type::GgmlType;
+use crate::gguf::{Gguf, MetaValue, TensorInfo, ValueType};
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -103,9 +103,9 @@ impl Imatrix {
             let e = entry(file, name, t, c)?;
             entries.insert(e.name.clone(), e);
         }
-        if let Some(t) = g.tensors.iter().find(|t| {
-            t.name.strip_suffix(".counts").is_some_and(|n| !entries.contains_key(n))
-        }) {
+        if let Some(t) =
+            g.tensors.iter().find(|t| t.name.strip_suffix(".counts").is_some_and(|n| !entries.contains_key(n)))
+        {
             return Err(bad_tensor(t, "has no .in_sum2 beside it".into()));
         }
         if entries.is_empty() {
@@ -158,8 +158,7 @@ fn values(file: &[u8], t: &TensorInfo<'_>) -> Result<Vec<f32>> {
     if t.ty != GgmlType::F32 {
         return Err(bad_tensor(t, format!("is {}, expected F32", t.ty)));
     }
-    let v: Vec<f32> =
-        t.data(file)?.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    let v: Vec<f32> = t.data(file)?.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
     if let Some(i) = v.iter().position(|x| !x.is_finite() || *x < 0.0) {
         return Err(bad_tensor(t, format!("value {i} is {}, expected a finite sum of squares or count ≥ 0", v[i])));
     }

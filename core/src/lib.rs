@@ -24,6 +24,7 @@ pub mod gguf;
 pub mod imatrix;
 pub mod limits;
 pub mod model;
+pub mod predict;
 pub mod quant;
 mod reader;
 pub mod report;

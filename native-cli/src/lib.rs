@@ -12,6 +12,7 @@ pub mod judge;
 pub mod llama_cpp;
 pub mod model;
 pub mod model_file;
+pub mod predict;
 pub mod progress;
 pub mod remote;
 pub mod serve;

@@ -12,7 +12,10 @@ fn file(kind: &str, tensors: &[T<'_>]) -> Vec<u8> {
     crate::gguf::MetaArray::encode_strings(&["cal.txt"], &mut datasets).unwrap();
     let kvs = [
         ("general.type", MetaValue::Str(kind.as_bytes())),
-        ("imatrix.datasets", MetaValue::Array(crate::gguf::MetaArray::from_raw(ValueType::String, 1, &datasets).unwrap())),
+        (
+            "imatrix.datasets",
+            MetaValue::Array(crate::gguf::MetaArray::from_raw(ValueType::String, 1, &datasets).unwrap()),
+        ),
         ("imatrix.chunk_count", MetaValue::U32(8)),
         ("imatrix.chunk_size", MetaValue::U32(128)),
     ];

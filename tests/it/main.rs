@@ -29,6 +29,7 @@ mod hub;
 mod llama;
 mod moe;
 mod moto;
+mod predict;
 mod purify;
 mod quant_q2_0;
 mod recipe;

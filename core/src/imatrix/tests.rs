@@ -1,0 +1,87 @@
+//! The importance matrix read from synthetic files laid out as llama-imatrix writes them,
+//! and refused where a shape, type, count or value is wrong.
+
+use super::*;
+use crate::gguf::writer::{plan, TensorSpec};
+
+/// One tensor of a synthetic imatrix: name, dims, type and its f32 values.
+type T<'a> = (&'a str, &'a [u64], GgmlType, &'a [f32]);
+
+fn file(kind: &str, tensors: &[T<'_>]) -> Vec<u8> {
+    let mut datasets = Vec::new();
+    crate::gguf::MetaArray::encode_strings(&["cal.txt"], &mut datasets).unwrap();
+    let kvs = [
+        ("general.type", MetaValue::Str(kind.as_bytes())),
+        (
+            "imatrix.datasets",
+            MetaValue::Array(crate::gguf::MetaArray::from_raw(ValueType::String, 1, &datasets).unwrap()),
+        ),
+        ("imatrix.chunk_count", MetaValue::U32(8)),
+        ("imatrix.chunk_size", MetaValue::U32(128)),
+    ];
+    let specs: Vec<TensorSpec<'_>> = tensors.iter().map(|t| TensorSpec { name: t.0, dims: t.1, ty: t.2 }).collect();
+    let layout = plan(3, &kvs, &specs).unwrap();
+    let mut b = layout.header.clone();
+    b.resize(layout.file_len as usize, 0);
+    for (t, (off, _)) in tensors.iter().zip(&layout.tensors) {
+        let at = layout.header.len() + *off as usize;
+        for (i, v) in t.3.iter().enumerate() {
+            b[at + 4 * i..at + 4 * i + 4].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+    b
+}
+
+const F: GgmlType = GgmlType::F32;
+
+#[test]
+fn reads_sums_counts_and_metadata_into_mean_squares() {
+    let b = file(
+        "imatrix",
+        &[
+            ("w.in_sum2", &[4, 1], F, &[8.0, 4.0, 0.0, 2.0]),
+            ("w.counts", &[1, 1], F, &[4.0]),
+            ("w.stats", &[12], F, &[0.0; 12]),
+            ("e.in_sum2", &[2, 3], F, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+            ("e.counts", &[1, 3], F, &[1.0, 2.0, 0.0]),
+        ],
+    );
+    let m = Imatrix::parse(&b).unwrap();
+    assert_eq!(m.datasets, ["cal.txt"]);
+    assert_eq!((m.chunk_count, m.chunk_size), (Some(8), Some(128)));
+    assert_eq!(m.entries.len(), 2);
+    assert_eq!(m.column_weights("w", &[4, 16]).unwrap(), [2.0, 1.0, 0.0, 0.5]);
+    let e = m.get("e").unwrap();
+    assert_eq!((e.n_in, e.n_mat()), (2, 3));
+    assert_eq!(e.mean_squares(1).unwrap(), [1.5, 2.0]);
+    // The third expert saw no token: no mean square, and the whole weight is refused.
+    assert_eq!(e.mean_squares(2), None);
+    let err = m.column_weights("e", &[2, 5, 3]).unwrap_err().to_string();
+    assert!(err.contains("matrix 2 saw no token"), "{err}");
+    let err = m.column_weights("w", &[8, 16]).unwrap_err().to_string();
+    assert!(err.contains("4 columns × 1 matrices, but the weight has 8 × 1"), "{err}");
+    assert!(m.column_weights("x", &[4]).unwrap_err().to_string().contains("no entry for x"));
+}
+
+#[test]
+fn refuses_legacy_files_models_and_broken_entries() {
+    let legacy = [1u8, 0, 0, 0, 1, 0, 0, 0, b'w'];
+    let e = Imatrix::parse(&legacy).unwrap_err().to_string();
+    assert!(e.contains("legacy .dat format is not read"), "{e}");
+    let model = file("model", &[("w.in_sum2", &[4], F, &[0.0; 4]), ("w.counts", &[1], F, &[1.0])]);
+    assert!(Imatrix::parse(&model).unwrap_err().to_string().contains("general.type is Some(\"model\")"));
+    let cases: [(&[T<'_>], &str); 6] = [
+        (&[("w.in_sum2", &[4], F, &[0.0; 4])], "has no w.counts beside it"),
+        (&[("w.counts", &[1], F, &[1.0])], "has no .in_sum2 beside it"),
+        (&[("w.in_sum2", &[4, 2], F, &[0.0; 8]), ("w.counts", &[1], F, &[1.0])], "expected [1, 2]"),
+        (&[("w.in_sum2", &[4], F, &[0.0, -1.0, 0.0, 0.0]), ("w.counts", &[1], F, &[1.0])], "value 1 is -1"),
+        (&[("w.in_sum2", &[4], F, &[0.0; 4]), ("w.counts", &[1], F, &[f32::NAN])], "value 0 is NaN"),
+        (&[("w.stats", &[12], F, &[0.0; 12])], "no weight was measured"),
+    ];
+    for (tensors, want) in cases {
+        let e = Imatrix::parse(&file("imatrix", tensors)).unwrap_err().to_string();
+        assert!(e.contains(want), "{e} lacks {want}");
+    }
+    let f16 = file("imatrix", &[("w.in_sum2", &[4], GgmlType::F16, &[]), ("w.counts", &[1], F, &[1.0])]);
+    assert!(Imatrix::parse(&f16).unwrap_err().to_string().contains("is F16, expected F32"));
+}

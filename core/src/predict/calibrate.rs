@@ -1,0 +1,156 @@
+//! From the residual-relative error `R/Ĥ` to a predicted KL divergence, and how well a
+//! prediction ranks against the measured truth (Spearman's ρ).
+//!
+//! `KLD ≈ exp(a_kind) · (R/Ĥ)^b`: one factor per kind (the residual model leaves out what
+//! happens past the stream: attention's softmax, the depth's share of the logits), one
+//! exponent for all (a small error moves the KLD in proportion, `b = 1`; Q2_0 loses half a
+//! weight's energy and the KLD grows more slowly). Both are fitted by least squares on
+//! `ln KLD` ([`Calibration::fit`]): the exponent from the deviations within each kind,
+//! each factor from its kind's means.
+
+use super::Kind;
+use alloc::vec::Vec;
+use serde::{Deserialize, Serialize};
+
+/// The scale from `R/Ĥ` to a predicted KLD.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// `b`.
+    pub exponent: f64,
+    /// `a_kind`, by [`Kind::index`].
+    pub log_factor: [f64; 7],
+}
+
+/// One measured point: the weight's kind, its `R/Ĥ`, its measured KLD.
+pub type Point = (Kind, f64, f64);
+
+impl Calibration {
+    /// For the weights-only `R/Ĥ`. NOT YET FITTED: the identity placeholder until
+    /// `bench/predict-vs-z2.sh` (which fits it to the measured KLD of SmolLM2's 77 weights
+    /// at Q2_0, `tests/data/sensitivity/`) has run with organ's Q2_0 quantizer.
+    pub const DATA_FREE: Calibration = Calibration { exponent: 1.0, log_factor: [0.0; 7] };
+    /// As [`Calibration::DATA_FREE`] (and as yet unfitted), with the columns' mean squares
+    /// from an importance matrix of `tests/data/texts/calibration.txt`.
+    pub const IMATRIX: Calibration = Calibration { exponent: 1.0, log_factor: [0.0; 7] };
+
+    /// The calibration for column weights from an importance matrix or from the weights.
+    pub fn for_source(imatrix: bool) -> Calibration {
+        if imatrix {
+            Calibration::IMATRIX
+        } else {
+            Calibration::DATA_FREE
+        }
+    }
+
+    /// The predicted KLD of a weight of kind `kind` whose `R/Ĥ` is `rel`.
+    pub fn predict(&self, kind: Kind, rel: f64) -> f64 {
+        libm::exp(self.log_factor[kind.index()]) * libm::pow(rel.max(0.0), self.exponent)
+    }
+
+    /// The least-squares fit of `ln KLD = a_kind + b·ln(R/Ĥ)` to `points` (those with
+    /// both values above 0), `b` given or fitted; a kind without points takes the mean
+    /// factor of the others. `None` when no point is usable.
+    pub fn fit(points: &[Point], exponent: Option<f64>) -> Option<Calibration> {
+        let logs: Vec<(usize, f64, f64)> = points
+            .iter()
+            .filter(|p| p.1 > 0.0 && p.2 > 0.0 && p.1.is_finite() && p.2.is_finite())
+            .map(|&(k, r, y)| (k.index(), libm::log(r), libm::log(y)))
+            .collect();
+        let mut n = [0f64; 7];
+        let (mut mx, mut my) = ([0f64; 7], [0f64; 7]);
+        for &(k, x, y) in &logs {
+            n[k] += 1.0;
+            mx[k] += x;
+            my[k] += y;
+        }
+        for k in 0..7 {
+            if n[k] > 0.0 {
+                mx[k] /= n[k];
+                my[k] /= n[k];
+            }
+        }
+        let b = exponent.unwrap_or_else(|| {
+            let (mut sxy, mut sxx) = (0f64, 0f64);
+            for &(k, x, y) in &logs {
+                sxy += (x - mx[k]) * (y - my[k]);
+                sxx += (x - mx[k]) * (x - mx[k]);
+            }
+            if sxx > 0.0 {
+                sxy / sxx
+            } else {
+                1.0
+            }
+        });
+        let known: Vec<f64> = (0..7).filter(|&k| n[k] > 0.0).map(|k| my[k] - b * mx[k]).collect();
+        if known.is_empty() {
+            return None;
+        }
+        let mean = known.iter().sum::<f64>() / known.len() as f64;
+        let log_factor = core::array::from_fn(|k| if n[k] > 0.0 { my[k] - b * mx[k] } else { mean });
+        Some(Calibration { exponent: b, log_factor })
+    }
+}
+
+/// Spearman's rank correlation (ties take their mean rank); NaN for fewer than 2 values
+/// or a constant side.
+pub fn spearman(a: &[f64], b: &[f64]) -> f64 {
+    if a.len() != b.len() || a.len() < 2 {
+        return f64::NAN;
+    }
+    let (ra, rb) = (ranks(a), ranks(b));
+    let n = a.len() as f64;
+    let (ma, mb) = (ra.iter().sum::<f64>() / n, rb.iter().sum::<f64>() / n);
+    let (mut sab, mut saa, mut sbb) = (0f64, 0f64, 0f64);
+    for (x, y) in ra.iter().zip(&rb) {
+        sab += (x - ma) * (y - mb);
+        saa += (x - ma) * (x - ma);
+        sbb += (y - mb) * (y - mb);
+    }
+    sab / libm::sqrt(saa * sbb)
+}
+
+fn ranks(v: &[f64]) -> Vec<f64> {
+    let mut idx: Vec<usize> = (0..v.len()).collect();
+    idx.sort_by(|&i, &j| v[i].total_cmp(&v[j]));
+    let mut r = alloc::vec![0f64; v.len()];
+    let mut i = 0;
+    while i < idx.len() {
+        let mut j = i;
+        while j + 1 < idx.len() && v[idx[j + 1]] == v[idx[i]] {
+            j += 1;
+        }
+        for &k in &idx[i..=j] {
+            r[k] = (i + j) as f64 / 2.0;
+        }
+        i = j + 1;
+    }
+    r
+}
+
+/// How a prediction ranks against the truth: ρ over all weights, per kind, and the mean
+/// of the kinds' ρ (kinds with fewer than 3 points left out).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Agreement {
+    /// ρ over every point.
+    pub overall: f64,
+    /// ρ within each kind that has 3 points or more.
+    pub within: Vec<(Kind, f64)>,
+    /// The mean of `within`.
+    pub within_mean: f64,
+}
+
+/// The [`Agreement`] of `(kind, predicted, measured)` triples.
+pub fn agreement(points: &[Point]) -> Agreement {
+    let col = |ps: &[&Point], i: usize| -> Vec<f64> { ps.iter().map(|p| if i == 1 { p.1 } else { p.2 }).collect() };
+    let all: Vec<&Point> = points.iter().collect();
+    let within: Vec<(Kind, f64)> = Kind::ALL
+        .into_iter()
+        .filter_map(|k| {
+            let ps: Vec<&Point> = points.iter().filter(|p| p.0 == k).collect();
+            (ps.len() >= 3).then(|| (k, spearman(&col(&ps, 1), &col(&ps, 2))))
+        })
+        .collect();
+    let within_mean =
+        if within.is_empty() { f64::NAN } else { within.iter().map(|w| w.1).sum::<f64>() / within.len() as f64 };
+    Agreement { overall: spearman(&col(&all, 1), &col(&all, 2)), within, within_mean }
+}

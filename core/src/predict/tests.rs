@@ -1,0 +1,122 @@
+//! The prediction's pieces on small weights worked by hand.
+
+use super::residual::{self, energies, Energies};
+use super::*;
+use crate::ggml_type::GgmlType;
+use alloc::string::ToString;
+use alloc::vec;
+use alloc::vec::Vec;
+
+#[test]
+fn kinds_come_from_block_weight_names_only() {
+    assert_eq!(Kind::of("blk.12.ffn_down.weight"), Some((Kind::FfnDown, 12)));
+    assert_eq!(Kind::of("blk.0.attn_output.weight"), Some((Kind::AttnOutput, 0)));
+    for other in ["blk.0.attn_norm.weight", "blk.0.ffn_down_exps.weight", "output.weight", "blk.x.attn_q.weight"] {
+        assert_eq!(Kind::of(other), None, "{other}");
+    }
+    assert_eq!(Kind::AttnV.weight(3), "blk.3.attn_v.weight");
+    assert!(Kind::ALL.iter().enumerate().all(|(i, k)| k.index() == i));
+}
+
+#[test]
+fn round_trips_refuse_what_organ_cannot_quantize() {
+    let w: Vec<f32> = (0..128).map(|i| (i as f32 - 60.0) / 17.0).collect();
+    let e = round_trip(GgmlType::IQ2_XXS, &w, 64).unwrap_err().to_string();
+    assert!(e.contains("no quantizer for IQ2_XXS"), "{e}");
+    let e = round_trip(GgmlType::Q8_0, &w, 48).unwrap_err().to_string();
+    assert!(e.contains("rows of 48 values are not whole Q8_0 blocks of 32"), "{e}");
+    // F32 is exact, Q8_0 close, Q4_0 further.
+    let err = |ty| -> f64 {
+        let q = round_trip(ty, &w, 64).unwrap();
+        row_errors(&w, &q, 64, &[1.0; 64]).unwrap().iter().sum()
+    };
+    assert_eq!(err(GgmlType::F32), 0.0);
+    let (e8, e4) = (err(GgmlType::Q8_0), err(GgmlType::Q4_0));
+    assert!(0.0 < e8 && e8 * 50.0 < e4, "{e8} {e4}");
+}
+
+#[test]
+fn row_errors_weight_columns_per_matrix() {
+    // Two matrices (experts) of one row of 2 columns each.
+    let w = [1.0, 2.0, 3.0, 4.0];
+    let q = [2.0, 2.0, 3.0, 6.0];
+    assert_eq!(row_errors(&w, &q, 2, &[3.0, 5.0]).unwrap(), [3.0, 20.0]);
+    assert_eq!(row_errors(&w, &q, 2, &[3.0, 5.0, 7.0, 0.5]).unwrap(), [3.0, 2.0]);
+    assert!(row_errors(&w, &q, 2, &[1.0; 3]).is_err());
+    assert!(row_errors(&w, &q[..3], 2, &[1.0; 2]).is_err());
+}
+
+#[test]
+fn energies_and_the_block_model_by_hand() {
+    // rows [1, 2], [3, 0] weighted by columns [2, 1].
+    let e = energies(&[1.0, 2.0, 3.0, 0.0], 2, Some(&[2.0, 1.0])).unwrap();
+    assert_eq!(e, Energies { rows: vec![6.0, 18.0], cols: vec![10.0, 4.0] });
+    assert!(energies(&[1.0; 3], 2, None).is_err());
+    // 2 heads of dim 1 sharing one KV head; d_model 2; ff 1.
+    let shape = Shape { n_layer: 1, n_head: 2, n_head_kv: 1 };
+    let q = Energies { rows: vec![2.0, 3.0], cols: vec![0.0; 2] };
+    let k = Energies { rows: vec![5.0], cols: vec![0.0; 2] };
+    let v = Energies { rows: vec![7.0], cols: vec![0.0; 2] };
+    let o = Energies { rows: vec![0.0; 2], cols: vec![11.0, 13.0] };
+    let gate = Energies { rows: vec![0.0], cols: vec![0.0; 2] };
+    let up = Energies { rows: vec![4.0], cols: vec![0.0; 2] };
+    let down = Energies { rows: vec![0.0; 2], cols: vec![17.0] };
+    let o_cols = residual::attn_output_columns(&shape, &v).unwrap();
+    assert_eq!(o_cols, [7.0, 7.0]);
+    let d_cols = residual::ffn_down_columns(&gate, &up).unwrap();
+    assert_eq!(d_cols, [0.0]); // silu of a gate that is always 0
+    let l = residual::layer(&shape, [&q, &k, &v, &o, &gate, &up, &down], &o_cols, &d_cols).unwrap();
+    let (oh0, oh1) = (11.0 * 7.0, 13.0 * 7.0);
+    assert_eq!(l.row_weights[0], [5.0 * oh0, 5.0 * oh1]);
+    assert_eq!(l.row_weights[1], [2.0 * oh0 + 3.0 * oh1]);
+    assert_eq!(l.row_weights[2], [11.0 + 13.0]);
+    assert_eq!(l.row_weights[3], [1.0, 1.0]);
+    // silu'(0) = 1/2, silu(0) = 0.
+    assert!((l.row_weights[4][0] - 17.0 * 0.25 * 4.0).abs() < 1e-12);
+    assert_eq!(l.row_weights[5], [0.0]);
+    assert_eq!((l.attn_energy, l.ffn_energy), (oh0 + oh1, 0.0));
+    let h = residual::stream_energies(2.0, &[l.clone(), l.clone()]);
+    assert_eq!(h, [(2.0, 2.0 + oh0 + oh1), (2.0 + oh0 + oh1, 2.0 + 2.0 * (oh0 + oh1))]);
+    assert_eq!(residual::stream_at(Kind::FfnUp, h[0]), h[0].1);
+    assert_eq!(residual::carried(&[1.0, 2.0], &[3.0, 4.0]).unwrap(), 11.0);
+    // A shape that does not fit is refused.
+    let bad = Shape { n_head: 3, ..shape };
+    assert!(residual::layer(&bad, [&q, &k, &v, &o, &gate, &up, &down], &o_cols, &d_cols).is_err());
+    assert_eq!(residual::embedding_energy(&[1.0, 2.0, 3.0, 4.0], 2), 15.0);
+}
+
+#[test]
+fn gaussian_expectations_of_silu() {
+    // silu(g) → relu(g) for a wide gate: E[relu²] = var/2; silu' → step: E = 1/2.
+    let wide = residual::gauss_for_tests(1e4, false);
+    assert!((wide / 5e3 - 1.0).abs() < 0.01, "{wide}");
+    assert!((residual::gauss_for_tests(1e4, true) - 0.5).abs() < 0.01);
+    // A narrow gate: silu(g) ≈ g/2, silu'(g) ≈ 1/2.
+    assert!((residual::gauss_for_tests(1e-6, false) / 0.25e-6 - 1.0).abs() < 1e-3);
+    assert!((residual::gauss_for_tests(1e-6, true) - 0.25).abs() < 1e-6);
+}
+
+#[test]
+fn calibration_recovers_its_own_predictions_and_ranks_them() {
+    let truth = Calibration { exponent: 0.4, log_factor: [-2.0, -1.0, 0.0, 0.5, 1.0, 1.5, 2.0] };
+    let points: Vec<calibrate::Point> = (0..70)
+        .map(|i| {
+            let k = Kind::ALL[i % 7];
+            let rel = 0.01 * (1.0 + (i * 37 % 70) as f64);
+            (k, rel, truth.predict(k, rel))
+        })
+        .collect();
+    let fit = Calibration::fit(&points, None).unwrap();
+    assert!((fit.exponent - 0.4).abs() < 1e-9, "{fit:?}");
+    assert!(fit.log_factor.iter().zip(truth.log_factor).all(|(a, b)| (a - b).abs() < 1e-9));
+    let fixed = Calibration::fit(&points, Some(1.0)).unwrap();
+    assert_eq!(fixed.exponent, 1.0);
+    let a = agreement(&points.iter().map(|&(k, r, y)| (k, fit.predict(k, r), y)).collect::<Vec<_>>());
+    assert!((a.overall - 1.0).abs() < 1e-12 && (a.within_mean - 1.0).abs() < 1e-12, "{a:?}");
+    assert_eq!(a.within.len(), 7);
+    assert!(Calibration::fit(&[(Kind::AttnQ, 0.0, 1.0)], None).is_none());
+    // Ties take their mean rank: ranks [0, 1.5, 1.5, 3] against [0, 1, 2, 3].
+    let r = spearman(&[1.0, 2.0, 2.0, 3.0], &[1.0, 2.0, 3.0, 4.0]);
+    assert!((r - 4.5 / libm::sqrt(4.5 * 5.0)).abs() < 1e-12, "{r}");
+    assert!(spearman(&[1.0], &[1.0]).is_nan());
+}

@@ -117,9 +117,11 @@ fn predictions_rank_against_the_measured_truth() {
         let close = |a: f64, b: f64| (a - b).abs() < 6e-4;
         assert!(close(fit.exponent, committed.exponent), "{label}: refit {fit:?}, code has {committed:?}");
         assert!(fit.log_factor.iter().zip(committed.log_factor).all(|(a, b)| close(*a, b)), "{label}: {fit:?}");
-        let shown: Vec<_> =
-            preds.iter().map(|p| (p.kind, p.options[0].predicted_kld, q2.iter().find(|t| t.0 == p.name).unwrap().1));
-        let a = agreement(&shown.collect::<Vec<_>>());
+        let shown: Vec<_> = preds
+            .iter()
+            .map(|p| (p.kind, p.options[0].predicted_kld, q2.iter().find(|t| t.0 == p.name).unwrap().1))
+            .collect();
+        let a = agreement(&shown);
         println!("{label} with the code's calibration: ρ {:+.3} overall, {:+.3} within kind", a.overall, a.within_mean);
     }
 }

@@ -142,7 +142,7 @@ fn low_bit_tensors_go_back_into_their_types_and_load_in_llama_cpp() {
         let (src, g) = (Gguf::parse(&src, src.len() as u64).unwrap(), Gguf::parse(&bytes, bytes.len() as u64).unwrap());
         let mut seen = std::collections::BTreeSet::new();
         for t in src.tensors.iter().filter(|t| t.name.starts_with("blk.5.") && t.name.ends_with(".weight")) {
-            let after = g.tensor(&t.name).unwrap();
+            let after = g.tensor(t.name).unwrap();
             assert_eq!((after.ty, after.n_bytes), (t.ty, t.n_bytes), "{ftype} {}: keeps its type and size", t.name);
             seen.insert(t.ty.name());
         }

@@ -40,8 +40,8 @@ pub fn row_errors(w: &[f32], q: &[f32], n_in: usize, cols: &[f32]) -> Result<Vec
     if q.len() != w.len() {
         return Err(Error::CountMismatch { what: "round-trip values", expected: w.len() as u64, got: q.len() as u64 });
     }
-    let rows = if n_in == 0 { 0 } else { w.len() / n_in };
-    let n_mat = if n_in == 0 { 0 } else { cols.len() / n_in };
+    let rows = w.len().checked_div(n_in).unwrap_or(0);
+    let n_mat = cols.len().checked_div(n_in).unwrap_or(0);
     if n_in == 0 || w.len() % n_in != 0 || cols.len() % n_in != 0 || n_mat == 0 || rows % n_mat != 0 {
         return Err(Error::CountMismatch {
             what: "column weights (n_in per matrix, rows split evenly)",

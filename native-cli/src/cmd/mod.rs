@@ -11,8 +11,8 @@ pub mod measure;
 pub mod moe;
 pub mod outputs;
 pub mod purify;
-pub mod sensitivity;
 pub mod recipe;
+pub mod sensitivity;
 
 /// The most problems a refusal lists (a hostile model can have one per tensor).
 const MAX_PROBLEMS_SHOWN: usize = 50;

@@ -144,7 +144,7 @@ impl Target {
     pub fn budget(self, n_elements: u64, header: u64) -> Option<(u64, size::Account)> {
         match self {
             // Exact in integers for the bpw's binary fraction; floor, so the target holds.
-            Target::Bpw(b) => Some(((b * n_elements as f64 / 8.0).floor() as u64, size::Account::Data)),
+            Target::Bpw(b) => Some((libm::floor(b * n_elements as f64 / 8.0) as u64, size::Account::Data)),
             Target::Size(s) => s.checked_sub(header).map(|b| (b, size::Account::File)),
         }
     }

@@ -98,48 +98,15 @@ fn name_hash(name: &str) -> u64 {
 }
 
 /// Spearman's rank correlation of two paired samples (ties get their mean rank), or `None`
-/// when fewer than 3 pairs or either side is constant. Pairs with a non-finite side are left out.
+/// when fewer than 3 pairs or either side is constant. Pairs with a non-finite side are left
+/// out. The ranking is the predictor's ([`crate::predict::spearman`]), one for both.
 pub fn spearman(a: &[f64], b: &[f64]) -> Option<f64> {
     let (x, y): (Vec<f64>, Vec<f64>) =
         a.iter().zip(b).filter(|(p, q)| p.is_finite() && q.is_finite()).map(|(p, q)| (*p, *q)).unzip();
     if x.len() < 3 {
         return None;
     }
-    let (rx, ry) = (ranks(&x), ranks(&y));
-    pearson(&rx, &ry)
-}
-
-/// Pearson's correlation, or `None` when either side is constant.
-pub fn pearson(x: &[f64], y: &[f64]) -> Option<f64> {
-    let n = x.len() as f64;
-    let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
-    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
-    for (p, q) in x.iter().zip(y) {
-        sxy += (p - mx) * (q - my);
-        sxx += (p - mx) * (p - mx);
-        syy += (q - my) * (q - my);
-    }
-    (sxx > 0.0 && syy > 0.0).then(|| sxy / libm::sqrt(sxx * syy))
-}
-
-/// Ranks from 1, ties at their mean rank.
-fn ranks(v: &[f64]) -> Vec<f64> {
-    let mut order: Vec<usize> = (0..v.len()).collect();
-    order.sort_by(|&i, &j| v[i].total_cmp(&v[j]));
-    let mut r = alloc::vec![0.0; v.len()];
-    let mut i = 0;
-    while i < order.len() {
-        let mut j = i;
-        while j + 1 < order.len() && v[order[j + 1]] == v[order[i]] {
-            j += 1;
-        }
-        let mean = (i + j) as f64 / 2.0 + 1.0;
-        for &k in &order[i..=j] {
-            r[k] = mean;
-        }
-        i = j + 1;
-    }
-    r
+    Some(crate::predict::spearman(&x, &y)).filter(|r| r.is_finite())
 }
 
 #[cfg(test)]

@@ -4,15 +4,13 @@
 //! rule (`check::digest`) says may be copies are then read again and hashed whole; the
 //! report is the core's `check_model`, as the CLI's. Several tensors are under way at
 //! once, each with one chunk in memory, so memory stays bounded whatever the model's size.
-//! These reads stream through a scanner's state chunk after chunk, so they do not go
-//! through the read scheduler (`crate::reads`, whose jobs wait for all their bytes); the
-//! progress and its throttle are its `Meter`.
+//! These reads stream through a scanner's state chunk after chunk: they are the read
+//! scheduler's streamed jobs (`crate::reads`: [`Chunks`], [`each`]), with its `Meter`.
 
 use crate::pool;
-use crate::reads::{worker_gone, Meter, Progress};
-use crate::source::{read_buffer, Model};
-use futures_util::future::{FutureExt, LocalBoxFuture};
-use futures_util::stream::{FuturesUnordered, StreamExt};
+use crate::reads::{each, worker_gone, Chunks, Meter, Progress};
+use crate::source::Model;
+use futures_util::future::FutureExt;
 use organ_core::check::{check_model, digest, CheckReport, Scanner, TensorScan};
 use organ_core::zmeasure::GENERATOR;
 use std::cell::Cell;
@@ -46,15 +44,11 @@ async fn pass<S: Send + 'static>(
     let file =
         model.files.get(t.file).ok_or_else(|| format!("{}: tensor {:?}: no file {}", model.label, t.name, t.file))?;
     let chunk = Scanner::chunk_len(t.ty, CHUNK) as u64;
-    let mut at = 0;
-    while at < t.n_bytes {
-        let n = (t.n_bytes - at).min(chunk);
-        let start = t.offset.checked_add(at).filter(|s| s.checked_add(n).is_some_and(|e| e <= file.size()));
-        let start =
-            start.ok_or_else(|| format!("{}: tensor {:?} runs past the end of the file", file.name(), t.name))?;
-        let buf = read_buffer(file, start, start + n).await?;
+    let mut chunks = Chunks::new(file, t.offset, t.n_bytes, chunk).map_err(|e| format!("tensor {:?}: {e}", t.name))?;
+    while let Some(c) = chunks.next().await {
+        let (at, buf) = c?;
         let bytes = js_sys::Uint8Array::new(&buf).to_vec();
-        read.set(read.get() + n);
+        read.set(read.get() + bytes.len() as u64);
         let (s, r) = pool::spawn(move || {
             let r = f(&mut state, at, &bytes);
             (state, r)
@@ -63,7 +57,6 @@ async fn pass<S: Send + 'static>(
         .map_err(worker_gone)?;
         state = s;
         r?;
-        at += n;
     }
     Ok(state)
 }
@@ -104,33 +97,6 @@ async fn hash(model: &Model, i: usize, read: &Cell<u64>) -> Result<[u8; 32], Str
         read,
     );
     Ok(h.await?.finish())
-}
-
-/// Runs `job` on each of `items` with at most `window` under way, calling `done` with each
-/// result as it comes; stops between jobs when `cancelled`.
-async fn each<'a, T>(
-    items: &[usize],
-    window: usize,
-    cancelled: &dyn Fn() -> bool,
-    job: impl Fn(usize) -> LocalBoxFuture<'a, T>,
-    mut done: impl FnMut(usize, T),
-) -> Result<(), String> {
-    let mut under_way = FuturesUnordered::new();
-    for &i in items {
-        if cancelled() {
-            return Err("cancelled".into());
-        }
-        while under_way.len() >= window {
-            if let Some((k, r)) = under_way.next().await {
-                done(k, r);
-            }
-        }
-        under_way.push(job(i).map(move |r| (i, r)));
-    }
-    while let Some((k, r)) = under_way.next().await {
-        done(k, r);
-    }
-    Ok(())
 }
 
 /// Checks every tensor of `model`. `cancelled` stops it between tensors; `on_progress` is

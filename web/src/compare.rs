@@ -1,7 +1,7 @@
 //! Comparing two models in the browser (Compare v1, `docs/compare.md`), by the core's
 //! `compare` functions, as `organ diff` does: the core pairs the tensors; per pair, the
-//! page decides `identical` on the bytes (both tensors read a chunk at a time with
-//! `Blob.slice`, stopping at the first difference), then each side's sampled values come
+//! page decides `identical` on the bytes (both tensors read a chunk at a time, the read
+//! scheduler's streamed jobs, stopping at the first difference), then each side's sampled values come
 //! from the core's `ReadPlan` (the same positions on both sides: the sampler depends only
 //! on the name and the element count), read through one `Batcher` per model and decoded
 //! on the worker pool, where `compare::figures` turns them into the pair's figures
@@ -11,8 +11,8 @@
 //! `window` pairs' sampled blocks at once; no model is ever loaded whole.
 
 use crate::pool;
-use crate::reads::{worker_gone, Jobs, Meter, Progress, Read, Reads, Slot, MAX_GAP, MAX_READ};
-use crate::source::{read_buffer, Model};
+use crate::reads::{worker_gone, Chunks, Jobs, Meter, Progress, Read, Reads, Slot, MAX_GAP, MAX_READ};
+use crate::source::Model;
 use futures_util::future::join;
 use organ_core::compare::{self, expert_name, CompareReport, ExpertLayout, ExpertPair, Figures, PairReport, Side};
 use organ_core::model::TensorEntry;
@@ -71,28 +71,29 @@ async fn same_bytes(
     on_read: &mut dyn FnMut(u64),
 ) -> Result<bool, String> {
     let (fa, fb) = (&a.files[ta.file], &b.files[tb.file]);
-    let mut done = 0u64;
-    while done < len {
+    let (sa, _) = span(a, ta, oa, len)?;
+    let (sb, _) = span(b, tb, ob, len)?;
+    let mut ca = Chunks::new(fa, sa, len, COMPARE_CHUNK)?;
+    let mut cb = Chunks::new(fb, sb, len, COMPARE_CHUNK)?;
+    loop {
         if cancelled() {
             return Err("cancelled".into());
         }
-        let n = (len - done).min(COMPARE_CHUNK);
-        let (sa, ea) = span(a, ta, oa + done, n)?;
-        let (sb, eb) = span(b, tb, ob + done, n)?;
-        let (x, y) = join(read_buffer(fa, sa, ea), read_buffer(fb, sb, eb)).await;
-        let (x, y) = (x?, y?);
-        let k = n as usize;
+        let (x, y) = match join(ca.next(), cb.next()).await {
+            (Some(x), Some(y)) => (x?.1, y?.1),
+            _ => break,
+        };
+        let k = x.byte_length() as usize;
         for (buf, js) in [(&mut bufs.0, &x), (&mut bufs.1, &y)] {
             if buf.len() < k {
                 buf.resize(k, 0);
             }
             js_sys::Uint8Array::new(js).copy_to(&mut buf[..k]);
         }
-        on_read(2 * n);
+        on_read(2 * k as u64);
         if bufs.0[..k] != bufs.1[..k] {
             return Ok(false);
         }
-        done += n;
     }
     Ok(true)
 }

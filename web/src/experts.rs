@@ -3,10 +3,12 @@
 //! scheduler (`crate::reads`) with the measure's other jobs (jobs with `expert: Some(e)`
 //! from the core's `zmeasure::jobs`, as `organ measure --experts --stream` has them); here
 //! are the layouts, the duplicate search fed by reads of only the bytes it asks for, and
-//! the report rows, all the core's. The duplicate search reads on its own, one request at
-//! a time: what it asks for next depends on what it was fed, so there is nothing to batch.
+//! the report rows, all the core's. The duplicate search is a streamed job of the read
+//! scheduler ([`Chunks`], [`read_ranges`]): what it asks for next depends on what it was
+//! fed, so its reads cannot join the planned ones.
 
-use crate::source::{read_range, Model};
+use crate::reads::{read_ranges, Chunks};
+use crate::source::Model;
 use organ_core::zmeasure::experts::{duplicates_in, expert_rows, DuplicateSearch, ExpertLayout, ExpertTheta};
 use organ_core::zmeasure::jobs::Measured;
 use organ_core::zmeasure::Mode;
@@ -36,17 +38,24 @@ async fn duplicates_of(model: &Model, i: usize, l: &ExpertLayout) -> Result<Vec<
     let file = model.files.get(t.file).ok_or_else(|| format!("{}: tensor {:?}: no file", model.label, t.name))?;
     let named = |e: organ_core::Error| format!("{}: tensor {:?}: {e}", model.label, t.name);
     if t.n_bytes <= READ_WHOLE {
-        let bytes = read_range(file, t.offset, t.offset + t.n_bytes).await?;
+        let mut whole =
+            Chunks::new(file, t.offset, t.n_bytes, READ_WHOLE).map_err(|e| format!("tensor {:?}: {e}", t.name))?;
+        let bytes = match whole.next().await {
+            Some(c) => js_sys::Uint8Array::new(&c?.1).to_vec(),
+            None => Vec::new(),
+        };
         return duplicates_in(l, &bytes).map_err(named);
     }
     let chunk = (DUPLICATE_BUDGET / l.count.max(1)).clamp(4 << 10, 1 << 20);
     let mut search = DuplicateSearch::new(l, chunk);
     while let Some((r, experts)) = search.next() {
-        let mut chunks = Vec::with_capacity(experts.len());
-        for &e in &experts {
-            let start = t.offset + l.range(e).start + r.start;
-            chunks.push(read_range(file, start, start + (r.end - r.start)).await?);
-        }
+        let ranges: Vec<(u64, u64)> = (experts.iter())
+            .map(|&e| {
+                let start = t.offset + l.range(e).start + r.start;
+                (start, start + (r.end - r.start))
+            })
+            .collect();
+        let chunks = read_ranges(file, &ranges).await?;
         let chunks: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
         search.feed(&chunks).map_err(named)?;
     }

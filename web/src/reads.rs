@@ -1,16 +1,26 @@
-//! The browser's one read scheduler, for measuring and comparing: a caller's job is one
-//! or more slots, each a `ReadPlan` over one model's file (a measure job is one slot, a
-//! compare job one per side). The core's `Batcher` of each model joins the slots' ranges
-//! into reads across slots; at most [`MAX_READS_IN_FLIGHT`] reads are under way; their
-//! bytes land in the slots' buffers (reused from job to job), and a job whose slots have
-//! all landed goes to the worker pool, to run what the caller says ([`Jobs::run`]), with
-//! at most `window` jobs there at once. The progress is shown at most every
-//! [`PROGRESS_EVERY_MS`] ([`Meter`], also the check's).
+//! The browser's one read scheduler: every byte of a model's tensors that the page reads
+//! is read here, in one of two kinds of job.
+//!
+//! - **Planned jobs** ([`Reads`]), for measuring and comparing: a caller's job is one or
+//!   more slots, each a `ReadPlan` over one model's file (a measure job is one slot, a
+//!   compare job one per side). The core's `Batcher` of each model joins the slots' ranges
+//!   into reads across slots; at most [`MAX_READS_IN_FLIGHT`] reads are under way; their
+//!   bytes land in the slots' buffers (reused from job to job), and a job whose slots have
+//!   all landed goes to the worker pool, to run what the caller says ([`Jobs::run`]), with
+//!   at most `window` jobs there at once.
+//! - **Streamed jobs** ([`Chunks`], [`read_ranges`], [`each`]), for the passes whose state
+//!   takes bytes in order or asks for its next bytes from what it was fed: check's scan
+//!   and hashing, compare's byte equality, the experts' duplicate search. A job reads a
+//!   span a chunk at a time (or a few ranges at once, at most [`MAX_READS_IN_FLIGHT`]), so
+//!   memory stays a chunk per job under way; [`each`] keeps at most `window` jobs under
+//!   way.
+//!
+//! The progress is shown at most every [`PROGRESS_EVERY_MS`] ([`Meter`], for both kinds).
 
 use crate::pool;
-use crate::source::{read_buffer, Model, Src};
+use crate::source::{read_buffer, read_range, Model, Src};
 use futures_util::future::{FutureExt, LocalBoxFuture};
-use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::stream::{self, FuturesUnordered, StreamExt, TryStreamExt};
 use organ_core::zmeasure::batch::{Batch, Batcher};
 use organ_core::zmeasure::ReadPlan;
 use std::collections::{BTreeMap, VecDeque};
@@ -379,4 +389,77 @@ impl<'m, J: Jobs> Reads<'m, J> {
         self.meter.show_now();
         Ok((self.jobs, self.meter.progress.bytes_read))
     }
+}
+
+/// A span of a file read in order, a chunk at a time: a streamed job's reads. The span is
+/// checked against the file's size when made.
+pub(crate) struct Chunks<'a> {
+    file: &'a Src,
+    start: u64,
+    len: u64,
+    /// Bytes of the span given so far.
+    at: u64,
+    chunk: u64,
+}
+
+impl<'a> Chunks<'a> {
+    /// The `len` bytes at `start` of `file`, in chunks of `chunk` bytes (the last shorter).
+    pub fn new(file: &'a Src, start: u64, len: u64, chunk: u64) -> Result<Self, String> {
+        if start.checked_add(len).is_none_or(|end| end > file.size()) {
+            return Err(format!(
+                "{}: bytes {start}..{start}+{len} run past the end of the file ({} bytes)",
+                file.what(),
+                file.size()
+            ));
+        }
+        Ok(Self { file, start, len, at: 0, chunk: chunk.max(1) })
+    }
+
+    /// The next chunk: where it starts in the span, and its bytes; `None` after the last.
+    pub async fn next(&mut self) -> Option<Result<(u64, js_sys::ArrayBuffer), String>> {
+        if self.at >= self.len {
+            return None;
+        }
+        let (at, n) = (self.at, (self.len - self.at).min(self.chunk));
+        self.at += n;
+        // Within the file: checked when made.
+        let s = self.start + at;
+        Some(read_buffer(self.file, s, s + n).await.map(|b| (at, b)))
+    }
+}
+
+/// Reads `ranges` (`[start, end)` each) of `file`, [`MAX_READS_IN_FLIGHT`] at once; their
+/// bytes in the ranges' order.
+pub(crate) async fn read_ranges(file: &Src, ranges: &[(u64, u64)]) -> Result<Vec<Vec<u8>>, String> {
+    stream::iter(ranges.iter().map(|&(start, end)| read_range(file, start, end)))
+        .buffered(MAX_READS_IN_FLIGHT)
+        .try_collect()
+        .await
+}
+
+/// Runs streamed job `job` on each of `items` with at most `window` under way, calling
+/// `done` with each result as it comes; stops between jobs when `cancelled`.
+pub(crate) async fn each<'a, T>(
+    items: &[usize],
+    window: usize,
+    cancelled: &dyn Fn() -> bool,
+    job: impl Fn(usize) -> LocalBoxFuture<'a, T>,
+    mut done: impl FnMut(usize, T),
+) -> Result<(), String> {
+    let mut under_way = FuturesUnordered::new();
+    for &i in items {
+        if cancelled() {
+            return Err("cancelled".into());
+        }
+        while under_way.len() >= window.max(1) {
+            if let Some((k, r)) = under_way.next().await {
+                done(k, r);
+            }
+        }
+        under_way.push(job(i).map(move |r| (i, r)));
+    }
+    while let Some((k, r)) = under_way.next().await {
+        done(k, r);
+    }
+    Ok(())
 }

@@ -25,10 +25,11 @@ pub struct PredictedPoint {
     pub bytes: u64,
     /// The predicted mean KL divergence with only this weight in `ty`.
     pub predicted_kld: f64,
-    /// `Σ_j w_j ‖ΔW[:, j]‖²`: the round-trip error weighted by the input columns' mean squares.
+    /// `Σ_j w_j ‖ΔW[:, j]‖²`: the round-trip error weighted by the input columns' mean
+    /// squares (what [`Calibration`] scales).
     pub weighted_error: f64,
     /// `R/Ĥ`: that error carried into the residual stream, over the stream's energy there
-    /// (what [`Calibration`] scales; kept so a calibration can be fitted again).
+    /// (kept for study: on SmolLM2 F16 it ranked worse than the weighted error, docs/predict.md).
     pub relative: f64,
 }
 
@@ -180,11 +181,12 @@ fn one(
         let q = round_trip(ty, &values, n_in)?;
         let errors = row_errors(&values, &q, n_in, cols)?;
         let relative = residual::carried(&errors, row_weights)? / h;
+        let weighted_error: f64 = errors.iter().sum();
         p.options.push(PredictedPoint {
             ty,
             bytes: t.n_elements / ty.block_size() as u64 * ty.type_size() as u64,
-            predicted_kld: calibration.predict(kind, relative),
-            weighted_error: errors.iter().sum(),
+            predicted_kld: calibration.predict(kind, weighted_error),
+            weighted_error,
             relative,
         });
     }

@@ -300,3 +300,18 @@ pub fn dissect(model: &Path, name: &str, extra: &[&str]) -> PathBuf {
 pub fn manifest(dir: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap()
 }
+
+/// SmolLM2 requantized to F16 by llama.cpp (`llama-quantize --allow-requantize … F16`),
+/// made once per test process: the base of the sensitivity, prediction and recipe tests
+/// (`tests/data/sensitivity/smollm2-f16-*.json` were measured on it).
+pub fn smollm2_f16(model: &Path) -> PathBuf {
+    static F16: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    F16.get_or_init(|| {
+        let out = tmp("smollm2-f16.gguf");
+        let mut q = llama_tool("llama-quantize");
+        q.arg("--allow-requantize").arg(model).arg(&out).arg("F16");
+        ok(q);
+        out
+    })
+    .clone()
+}

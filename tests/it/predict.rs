@@ -1,10 +1,11 @@
 //! The sensitivity prediction: organ's reading of a real `llama-imatrix` output against
-//! gguf-py's, value for value; and the predictions for SmolLM2 ranked against the measured
-//! truth of tests/data/sensitivity/ (Spearman ρ), the calibrations refitted and held to
-//! the ones in the code (docs/predict.md; `bench/predict-vs-z2.sh` prints the figures).
+//! gguf-py's, value for value; and `organ sensitivity --predict` of SmolLM2 F16 ranked
+//! against the measured truth of tests/data/sensitivity/ (Spearman ρ), the calibrations
+//! refitted and held to the ones in the code (docs/predict.md;
+//! `bench/predict-vs-truth.sh` prints the figures).
 
 use crate::common::*;
-use organ_cli::predict::{predict_calibrated, Prediction};
+use organ_cli::predict::predict;
 use organ_core::imatrix::Imatrix;
 use organ_core::predict::{agreement, Calibration, Kind};
 use organ_core::quant::quantize::can_quantize;
@@ -60,8 +61,8 @@ fn imatrix_reads_as_gguf_py_does() {
     assert!(e.contains("legacy .dat format is not read"), "{e}");
 }
 
-/// The measured truth: (name, KLD) per line of `name\tKLD\tPPL`.
-fn truth(file: &str) -> Vec<(String, f64)> {
+/// The measured truth of the old study: (name, KLD) per line of `name\tKLD\tPPL`.
+fn z2_truth(file: &str) -> Vec<(String, f64)> {
     let text = std::fs::read_to_string(repo().join("tests/data/sensitivity").join(file)).unwrap();
     text.lines()
         .filter_map(|l| {
@@ -71,59 +72,66 @@ fn truth(file: &str) -> Vec<(String, f64)> {
         .collect()
 }
 
-/// Fits a calibration of `R/Ĥ` to the truth, prints ρ of the raw error, of `R/Ĥ` and of
-/// the prediction, and returns the fit.
-fn rank(label: &str, preds: &[Prediction], truth: &[(String, f64)]) -> Calibration {
-    let find = |n: &str| preds.iter().find(|p| p.name == n).unwrap_or_else(|| panic!("no prediction for {n}"));
-    let points = |f: &dyn Fn(&Prediction) -> f64| -> Vec<(Kind, f64, f64)> {
-        truth.iter().map(|(n, kld)| (find(n).kind, f(find(n)), *kld)).collect()
+fn show(label: &str, points: &[(Kind, f64, f64)]) {
+    let a = agreement(points);
+    let kinds: Vec<String> = a.within.iter().map(|(k, r)| format!("{} {r:+.2}", k.name())).collect();
+    println!("{label}: ρ {:+.3} overall, {:+.3} within kind ({})", a.overall, a.within_mean, kinds.join(", "));
+}
+
+/// `organ sensitivity --predict` of SmolLM2 F16 at `ty` against the checked-in truth: the
+/// report's (kind, weighted error, measured KLD) points and (kind, predicted, measured).
+fn predicted(f16: &Path, ty: &str, imatrix: Option<&Path>) -> (Vec<(Kind, f64, f64)>, Vec<(Kind, f64, f64)>) {
+    let truth = repo().join(format!("tests/data/sensitivity/smollm2-f16-{ty}.json"));
+    let out = tmp(&format!("predicted-{ty}-{}.json", imatrix.is_some()));
+    let mut c = organ();
+    c.arg("sensitivity").arg(f16).args(["--to", ty, "--predict", "--truth"]).arg(&truth).arg("--json").arg(&out);
+    if let Some(i) = imatrix {
+        c.arg("--imatrix").arg(i);
+    }
+    ok(c);
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(r["ranking"]["n"], 210, "every block weight is predicted and was measured");
+    assert_eq!(r["not_predicted"][0][0], "token_embd.weight");
+    let kind = |v: &serde_json::Value| serde_json::from_value::<Kind>(v["kind"].clone()).unwrap();
+    let rows = r["tensors"].as_array().unwrap();
+    let f = |x: &str| -> Vec<(Kind, f64, f64)> {
+        rows.iter().map(|t| (kind(t), t[x].as_f64().unwrap(), t["measured_kld"].as_f64().unwrap())).collect()
     };
-    let show = |what: &str, ps: &[(Kind, f64, f64)]| {
-        let a = agreement(ps);
-        let kinds: Vec<String> = a.within.iter().map(|(k, r)| format!("{} {r:+.2}", k.name())).collect();
-        println!(
-            "{label} {what:<24} ρ {:+.3} overall, {:+.3} within kind ({})",
-            a.overall,
-            a.within_mean,
-            kinds.join(", ")
-        );
-    };
-    show("weighted error", &points(&|p| p.options[0].weighted_error));
-    let rel = points(&|p| p.options[0].relative);
-    show("R/Ĥ", &rel);
-    let fit = Calibration::fit(&rel, None).unwrap();
-    let fitted: Vec<_> = rel.iter().map(|&(k, r, y)| (k, fit.predict(k, r), y)).collect();
-    show("predicted KLD (fitted)", &fitted);
-    println!("{label} calibration: {fit:?}");
-    fit
+    (f("weighted_error"), f("predicted_kld"))
 }
 
 #[test]
 fn predictions_rank_against_the_measured_truth() {
     let Some(model) = need::smollm2_and_llama() else { return };
-    assert!(can_quantize(GgmlType::Q2_0), "the truth is at Q2_0: this needs organ's Q2_0 quantizer");
+    assert!(can_quantize(GgmlType::Q2_0) && can_quantize(GgmlType::Q4_0), "the truth is at Q2_0 and Q4_0");
+    let f16 = smollm2_f16(&model);
     let text = repo().join("tests/data/texts/calibration.txt");
-    let im = Imatrix::parse(&std::fs::read(make_imatrix(&model, &text, 8, "cal.imatrix.gguf")).unwrap()).unwrap();
+    let im = make_imatrix(&f16, &text, 16, "cal.imatrix.gguf");
+    for (label, imatrix, committed) in
+        [("data-free", None, Calibration::DATA_FREE), ("imatrix", Some(im.as_path()), Calibration::IMATRIX)]
+    {
+        let mut errors = Vec::new();
+        for ty in ["q2_0", "q4_0"] {
+            let (e, p) = predicted(&f16, ty, imatrix);
+            show(&format!("{label} {ty} predicted KLD"), &p);
+            errors.extend(e);
+        }
+        // The calibration in the code is the fit to both types' truth (rounded to 3 decimals).
+        let fit = Calibration::fit(&errors, None).unwrap();
+        println!("{label} calibration: {fit:?}");
+        let close = |a: f64, b: f64| (a - b).abs() < 6e-4;
+        assert!(close(fit.exponent, committed.exponent), "{label}: refit {fit:?}, code has {committed:?}");
+        assert!(fit.log_factor.iter().zip(committed.log_factor).all(|(a, b)| close(*a, b)), "{label}: {fit:?}");
+    }
+    // Out of sample: the data-free calibration on the old study's truth (another model:
+    // SmolLM2 Q4_1, 77 weights at Q2_0, another text).
+    let q2 = z2_truth("sensitivity-smollm2-q2_0.tsv");
     let m = organ_cli::model::Model::open(&model).unwrap();
-    let q2 = truth("sensitivity-smollm2-q2_0.tsv");
-    let select = |n: &str| q2.iter().any(|(t, _)| t == n);
-    // The imatrix source is ranked and its fit printed; its calibration is not fitted yet
-    // (docs/predict.md), so only the data-free one is held to its fit below.
-    let preds = predict_calibrated(&m, Some(&im), &[GgmlType::Q2_0], select, &Calibration::IMATRIX).unwrap();
+    let preds = predict(&m, None, &[GgmlType::Q2_0], |n| q2.iter().any(|(t, _)| t == n)).unwrap();
     assert_eq!(preds.len(), q2.len());
-    let _ = rank("imatrix  ", &preds, &q2);
-    let (label, committed) = ("data-free", Calibration::DATA_FREE);
-    let preds = predict_calibrated(&m, None, &[GgmlType::Q2_0], select, &committed).unwrap();
-    assert_eq!(preds.len(), q2.len());
-    let fit = rank(label, &preds, &q2);
-    // The calibration in the code is this fit (rounded to 3 decimals).
-    let close = |a: f64, b: f64| (a - b).abs() < 6e-4;
-    assert!(close(fit.exponent, committed.exponent), "{label}: refit {fit:?}, code has {committed:?}");
-    assert!(fit.log_factor.iter().zip(committed.log_factor).all(|(a, b)| close(*a, b)), "{label}: {fit:?}");
-    let shown: Vec<_> = preds
+    let points: Vec<_> = preds
         .iter()
         .map(|p| (p.kind, p.options[0].predicted_kld, q2.iter().find(|t| t.0 == p.name).unwrap().1))
         .collect();
-    let a = agreement(&shown);
-    println!("{label} with the code's calibration: ρ {:+.3} overall, {:+.3} within kind", a.overall, a.within_mean);
+    show("data-free on the Q4_1 study (out of sample)", &points);
 }

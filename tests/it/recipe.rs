@@ -10,20 +10,6 @@ use organ_core::ggml_type::GgmlType;
 use organ_core::gguf::Gguf;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-
-/// SmolLM2 requantized to F16 by llama.cpp, made once per test process.
-fn smollm2_f16(model: &Path) -> PathBuf {
-    static F16: OnceLock<PathBuf> = OnceLock::new();
-    F16.get_or_init(|| {
-        let out = tmp("smollm2-f16.gguf");
-        let mut q = llama_tool("llama-quantize");
-        q.arg("--allow-requantize").arg(model).arg(&out).arg("F16");
-        ok(q);
-        out
-    })
-    .clone()
-}
 
 /// (name, dims, type) of every tensor of `model`.
 fn tensors(model: &Path) -> Vec<(String, Vec<u64>, GgmlType)> {

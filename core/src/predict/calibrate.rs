@@ -1,18 +1,19 @@
-//! From the residual-relative error `R/Ĥ` to a predicted KL divergence, and how well a
+//! From a weight's weighted round-trip error to a predicted KL divergence, and how well a
 //! prediction ranks against the measured truth (Spearman's ρ).
 //!
-//! `KLD ≈ exp(a_kind) · (R/Ĥ)^b`: one factor per kind (the residual model leaves out what
-//! happens past the stream: attention's softmax, the depth's share of the logits), one
-//! exponent for all (a small error moves the KLD in proportion, `b = 1`; Q2_0 loses half a
-//! weight's energy and the KLD grows more slowly). Both are fitted by least squares on
+//! `KLD ≈ exp(a_kind) · e^b`, `e = Σ_j w_j ‖ΔW[:, j]‖²` (the weighted error): one
+//! factor per kind (what the error does past the weight: attention's softmax, the depth's
+//! share of the logits), one exponent for all. Both are fitted by least squares on
 //! `ln KLD` ([`Calibration::fit`]): the exponent from the deviations within each kind,
-//! each factor from its kind's means.
+//! each factor from its kind's means. (`R/Ĥ`, the error carried into the residual stream
+//! over its energy, was scaled before; on SmolLM2 F16 it ranked worse than `e` within every
+//! kind, docs/predict.md.)
 
 use super::Kind;
 use alloc::vec::Vec;
 use serde::{Deserialize, Serialize};
 
-/// The scale from `R/Ĥ` to a predicted KLD.
+/// The scale from the weighted error to a predicted KLD.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
     /// `b`.
@@ -21,18 +22,21 @@ pub struct Calibration {
     pub log_factor: [f64; 7],
 }
 
-/// One measured point: the weight's kind, its `R/Ĥ`, its measured KLD.
+/// One measured point: the weight's kind, its weighted error (or a prediction), its
+/// measured KLD.
 pub type Point = (Kind, f64, f64);
 
 impl Calibration {
-    /// For the weights-only `R/Ĥ`: fitted by `bench/predict-vs-z2.sh` to the measured KLD of
-    /// SmolLM2's 77 weights at Q2_0 (`tests/data/sensitivity/`), in sample: ρ +0.82 overall,
-    /// +0.41 mean within kind.
+    /// For the weights-only column weights: fitted by `bench/predict-vs-truth.sh` (the test
+    /// `predict::predictions_rank_against_the_measured_truth`) to the measured KLD of
+    /// SmolLM2 F16's 210 block weights at Q2_0 and at Q4_0 together
+    /// (`tests/data/sensitivity/smollm2-f16-*.json`), in sample.
     pub const DATA_FREE: Calibration =
-        Calibration { exponent: 0.220, log_factor: [-3.033, -3.329, -2.842, -2.481, -1.709, -1.462, -1.254] };
-    /// As [`Calibration::DATA_FREE`] (and as yet unfitted), with the columns' mean squares
-    /// from an importance matrix of `tests/data/texts/calibration.txt`.
-    pub const IMATRIX: Calibration = Calibration { exponent: 1.0, log_factor: [0.0; 7] };
+        Calibration { exponent: 0.760, log_factor: [-9.384, -8.857, -7.307, -11.251, -8.946, -8.672, -10.304] };
+    /// As [`Calibration::DATA_FREE`], with the columns' mean squares from an importance
+    /// matrix of `tests/data/texts/calibration.txt` (16 chunks of 128 tokens).
+    pub const IMATRIX: Calibration =
+        Calibration { exponent: 0.819, log_factor: [-9.376, -8.837, -6.987, -8.977, -8.465, -8.120, -9.253] };
 
     /// The calibration for column weights from an importance matrix or from the weights.
     pub fn for_source(imatrix: bool) -> Calibration {
@@ -43,12 +47,12 @@ impl Calibration {
         }
     }
 
-    /// The predicted KLD of a weight of kind `kind` whose `R/Ĥ` is `rel`.
-    pub fn predict(&self, kind: Kind, rel: f64) -> f64 {
-        libm::exp(self.log_factor[kind.index()]) * libm::pow(rel.max(0.0), self.exponent)
+    /// The predicted KLD of a weight of kind `kind` whose weighted error is `e`.
+    pub fn predict(&self, kind: Kind, e: f64) -> f64 {
+        libm::exp(self.log_factor[kind.index()]) * libm::pow(e.max(0.0), self.exponent)
     }
 
-    /// The least-squares fit of `ln KLD = a_kind + b·ln(R/Ĥ)` to `points` (those with
+    /// The least-squares fit of `ln KLD = a_kind + b·ln e` to `points` (those with
     /// both values above 0), `b` given or fitted; a kind without points takes the mean
     /// factor of the others. `None` when no point is usable.
     pub fn fit(points: &[Point], exponent: Option<f64>) -> Option<Calibration> {

@@ -10,17 +10,17 @@
 //! weights a norm feeds, propagated energies for `attn_output` and `ffn_down`). The two
 //! sources differ only in these column weights; everything after is the same code.
 //!
-//! `Σ_r ε_r` is the weighted error. To put errors of different weights on one
-//! scale, each row's error is carried to the residual stream ([`residual::Layer`]'s row
-//! weights `ρ_r`, the residual-stream model of features.py ported), `R = Σ_r ρ_r ε_r`, and
-//! divided by the residual stream's energy at that depth `Ĥ`; a [`Calibration`] fitted
-//! against measured KL divergences turns `R/Ĥ` into a predicted KLD per kind.
+//! `e = Σ_r ε_r` is the weighted error; a [`Calibration`] fitted against measured
+//! KL divergences turns it into a predicted KLD per kind. Each row's error carried to the
+//! residual stream ([`residual::Layer`]'s row weights `ρ_r`, the residual-stream model of
+//! features.py ported), `R = Σ_r ρ_r ε_r`, over the stream's energy at that depth `Ĥ`, is
+//! also given (`R/Ĥ`): it was the scaled figure first, and ranked worse on SmolLM2 F16.
 
 pub mod calibrate;
 pub mod residual;
 mod round_trip;
 
-pub use calibrate::{agreement, spearman, Agreement, Calibration};
+pub use calibrate::{agreement, spearman, Agreement, Calibration, Point};
 pub use round_trip::{round_trip, row_errors};
 
 use crate::error::{Error, Result};

@@ -353,3 +353,37 @@ mod tests {
         assert_eq!(out, format!("a,\"b,c\",\"say \"\"hi\"\"\",\"two\nlines\",\n\"\"\n{long},x\n"));
     }
 }
+
+/// A prediction report's CSV (`organ sensitivity --predict --csv`): one record per weight.
+pub fn prediction(r: &crate::sensitivity::predicted::PredictionReport, out: &mut dyn fmt::Write) -> fmt::Result {
+    let mut c = Records::new(out);
+    c.record(&[
+        "name",
+        "kind",
+        "layer",
+        "type",
+        "bytes",
+        "changed_type",
+        "changed_bytes",
+        "predicted_kld",
+        "relative",
+        "weighted_error",
+        "measured_kld",
+    ])?;
+    for t in &r.tensors {
+        c.record(&[
+            t.name.clone(),
+            t.kind.clone(),
+            t.layer.to_string(),
+            t.ty.clone(),
+            t.bytes.to_string(),
+            t.changed_type.clone(),
+            t.changed_bytes.to_string(),
+            t.predicted_kld.to_string(),
+            t.relative.to_string(),
+            t.weighted_error.to_string(),
+            t.measured_kld.map(|k| k.to_string()).unwrap_or_default(),
+        ])?;
+    }
+    Ok(())
+}

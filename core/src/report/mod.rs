@@ -27,6 +27,7 @@ mod text;
 
 pub use compare_heatmap::{CompareHeatmap, DiffCell, DIFF_FLOOR};
 pub use compare_html::{render_compare, SAME_POSITIONS};
+pub use csv::prediction as prediction_csv;
 pub use csv::sensitivity as sensitivity_csv;
 pub use expert_heatmap::ExpertHeatmap;
 pub use format::{diff_color, diff_position, human_bytes, human_count, sci, theta_color, IDENTICAL_COLOR};

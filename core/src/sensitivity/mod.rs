@@ -5,6 +5,7 @@
 //! ablated values ([`ablated`]), the report ([`report`]) and rank correlation ([`spearman`]).
 //! Making the changed models and running llama.cpp are the CLI's (`organ sensitivity`).
 
+pub mod predicted;
 pub mod report;
 
 use crate::anatomy::classify;

@@ -17,8 +17,20 @@ pub struct SensitivityArgs {
     /// The GGUF model.
     pub model: PathBuf,
     /// The text each changed model is scored on (UTF-8, at least two contexts of tokens).
-    #[arg(long, value_name = "FILE")]
-    pub text: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "predict")]
+    pub text: Option<PathBuf>,
+    /// Predict instead of measuring: each weight's KL divergence at --to estimated from
+    /// its round-trip error (seconds, no llama.cpp; docs/predict.md), from --imatrix or,
+    /// without one, from the weights alone.
+    #[arg(long, requires = "to", conflicts_with_all = ["text", "repeat_text", "keep_models", "html", "jobs"])]
+    pub predict: bool,
+    /// With --predict: the input columns' mean squares from this llama-imatrix output.
+    #[arg(long, value_name = "FILE", requires = "predict")]
+    pub imatrix: Option<PathBuf>,
+    /// With --predict: a measured report of the same --to (organ sensitivity --json), shown
+    /// beside each prediction with Spearman's ρ.
+    #[arg(long, value_name = "FILE", requires = "predict")]
+    pub truth: Option<PathBuf>,
     /// Requantize each tensor, alone, to this type (llama-quantize's: q2_0, q3_k, q4_0…).
     #[arg(long, value_name = "TYPE", conflicts_with = "ablate", required_unless_present = "ablate")]
     pub to: Option<String>,
@@ -84,20 +96,46 @@ impl SensitivityArgs {
     }
 }
 
+impl SensitivityArgs {
+    /// `--select`'s selection; `None` when no filter is given.
+    fn selection(&self) -> Result<Option<Selection>> {
+        let s = &self.select;
+        Ok(if s.layers.is_none() && s.types.is_empty() && s.names.is_empty() {
+            None
+        } else {
+            Some(Selection::try_from(s)?)
+        })
+    }
+}
+
+impl<'a> TryFrom<&'a SensitivityArgs> for cmd::sensitivity::predicted::Options<'a> {
+    type Error = anyhow::Error;
+
+    fn try_from(a: &'a SensitivityArgs) -> Result<Self> {
+        let Change::To(to) = a.change()? else { bail!("--predict covers --to TYPE (a requantization) only") };
+        Ok(cmd::sensitivity::predicted::Options {
+            model: &a.model,
+            to,
+            imatrix: a.imatrix.as_deref(),
+            truth: a.truth.as_deref(),
+            selection: a.selection()?,
+            json: a.json.as_deref(),
+            csv: a.csv.as_deref(),
+            force: a.force.force,
+        })
+    }
+}
+
 impl<'a> TryFrom<&'a SensitivityArgs> for cmd::sensitivity::Options<'a> {
     type Error = anyhow::Error;
 
     fn try_from(a: &'a SensitivityArgs) -> Result<Self> {
         let change = a.change()?;
+        let Some(text) = &a.text else { bail!("give --text FILE (the text each changed model is scored on)") };
         if !(cmd::eval::MIN_CTX..=cmd::eval::MAX_CTX).contains(&a.ctx) {
             bail!("--ctx {}: give {} to {} tokens", a.ctx, cmd::eval::MIN_CTX, cmd::eval::MAX_CTX);
         }
-        let s = &a.select;
-        let selection = if s.layers.is_none() && s.types.is_empty() && s.names.is_empty() {
-            None
-        } else {
-            Some(Selection::try_from(s)?)
-        };
+        let selection = a.selection()?;
         let cache = match (a.no_cache, &a.cache) {
             (true, _) => None,
             (false, Some(d)) => Some(d.clone()),
@@ -112,7 +150,7 @@ impl<'a> TryFrom<&'a SensitivityArgs> for cmd::sensitivity::Options<'a> {
             change,
             selection,
             settings: Settings {
-                text: a.text.clone(),
+                text: text.clone(),
                 ctx: a.ctx,
                 threads: Some(1),
                 chunks: a.chunks,
@@ -131,8 +169,17 @@ impl<'a> TryFrom<&'a SensitivityArgs> for cmd::sensitivity::Options<'a> {
 }
 
 pub(super) fn run(a: &SensitivityArgs, out: &mut Out) -> Result<Exit> {
+    if a.predict {
+        let o = cmd::sensitivity::predicted::Options::try_from(a)?;
+        let mut inputs = vec![o.model];
+        inputs.extend(o.imatrix);
+        inputs.extend(o.truth);
+        guard(&inputs, &[o.json, o.csv], o.force)?;
+        cmd::sensitivity::predicted::run(&o, out.text(&[o.json, o.csv])?)?;
+        return Ok(Exit::Done);
+    }
     let o = cmd::sensitivity::Options::try_from(a)?;
-    let mut inputs = vec![o.model, a.text.as_path()];
+    let mut inputs = vec![o.model, o.settings.text.as_path()];
     inputs.extend(a.repeat_text.as_deref());
     guard(&inputs, &[o.json, o.csv, o.html], o.force)?;
     cmd::sensitivity::run(&o, out.text(&[o.json, o.csv, o.html])?)?;
@@ -143,7 +190,10 @@ impl ToArgs for SensitivityArgs {
     fn to_args(&self, a: &mut Argv) {
         a.arg("sensitivity")
             .arg(&self.model)
-            .value("--text", &self.text)
+            .opt("--text", self.text.as_ref())
+            .switch("--predict", self.predict)
+            .opt("--imatrix", self.imatrix.as_ref())
+            .opt("--truth", self.truth.as_ref())
             .opt("--to", self.to.as_ref())
             .opt("--ablate", self.ablate.as_ref())
             .number("--seed", self.seed);

@@ -46,6 +46,13 @@ pub struct Sensitivity {
     kld: HashMap<String, f64>,
 }
 
+impl Sensitivity {
+    /// The measured KL divergence of tensor `name`, if it was measured.
+    pub fn kld(&self, name: &str) -> Option<f64> {
+        self.kld.get(name).copied()
+    }
+}
+
 /// The reports, one per candidate type: measured single-tensor KL divergences.
 pub struct Measured(pub Vec<Sensitivity>);
 

@@ -8,6 +8,7 @@
 //! interrupted run resumes where it stopped and a finished one is read back, not rerun.
 
 mod changed;
+pub mod predicted;
 mod run_dir;
 
 use crate::llama_cpp::perplexity::{SavedBase, Settings};

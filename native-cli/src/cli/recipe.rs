@@ -20,8 +20,16 @@ pub struct RecipeArgs {
     pub target_size: Option<String>,
     /// A sensitivity report (organ sensitivity --to TYPE --json): each tensor's KL
     /// divergence when it alone is requantized to TYPE. One per candidate type.
-    #[arg(long = "from", value_name = "SENS.json", required = true)]
+    #[arg(long = "from", value_name = "SENS.json", required_unless_present_any = ["imatrix", "data_free"],
+          conflicts_with_all = ["imatrix", "data_free"])]
     pub from: Vec<PathBuf>,
+    /// Predict the curves from this importance matrix (llama-imatrix's GGUF output) instead
+    /// of measuring them; --apply quantizes with it too.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["data_free", "imatrix_file"])]
+    pub imatrix: Option<PathBuf>,
+    /// Predict the curves from the weights alone (no text at all; docs/predict.md).
+    #[arg(long)]
+    pub data_free: bool,
     /// Write the --tensor-type lines (for llama-quantize --tensor-type-file).
     #[arg(long, value_name = "RECIPE")]
     pub out: Option<PathBuf>,
@@ -62,7 +70,7 @@ impl<'a> TryFrom<&'a RecipeArgs> for cmd::recipe::Options<'a> {
         };
         let apply = a.apply.as_deref().map(|out| Apply {
             out,
-            imatrix: a.imatrix_file.as_deref(),
+            imatrix: a.imatrix.as_deref().or(a.imatrix_file.as_deref()),
             eval: a.text.as_ref().map(|text| crate::llama_cpp::perplexity::Settings {
                 text: text.clone(),
                 ctx: a.ctx,
@@ -78,7 +86,11 @@ impl<'a> TryFrom<&'a RecipeArgs> for cmd::recipe::Options<'a> {
         Ok(cmd::recipe::Options {
             model: &a.model,
             target,
-            source: SourceSpec::Measured(a.from.clone()),
+            source: if a.from.is_empty() {
+                SourceSpec::Predicted(a.imatrix.clone())
+            } else {
+                SourceSpec::Measured(a.from.clone())
+            },
             out: a.out.as_deref(),
             json: a.json.as_deref(),
             apply,
@@ -91,7 +103,7 @@ pub(super) fn run(a: &RecipeArgs, out: &mut Out) -> Result<Exit> {
     let o = cmd::recipe::Options::try_from(a)?;
     let mut inputs = vec![o.model];
     inputs.extend(a.from.iter().map(PathBuf::as_path));
-    inputs.extend([a.imatrix_file.as_deref(), a.text.as_deref()].into_iter().flatten());
+    inputs.extend([a.imatrix.as_deref(), a.imatrix_file.as_deref(), a.text.as_deref()].into_iter().flatten());
     let outputs = [o.out, o.json, a.apply.as_deref()];
     guard(&inputs, &outputs, o.force)?;
     cmd::recipe::run(&o, out.text(&[o.out, o.json])?)?;

@@ -8,6 +8,7 @@
 //! arm in [`SourceSpec::open`].
 
 mod apply;
+pub mod predicted;
 pub mod sensitivity;
 
 use crate::model::Model;
@@ -40,6 +41,8 @@ pub trait CurveSource {
 pub enum SourceSpec {
     /// `--from SENS.json…`: one sensitivity report per candidate type.
     Measured(Vec<PathBuf>),
+    /// `--imatrix FILE` (`Some`) or `--data-free` (`None`): predicted curves.
+    Predicted(Option<PathBuf>),
 }
 
 impl SourceSpec {
@@ -54,6 +57,13 @@ impl SourceSpec {
                 let tensors: Vec<&TensorEntry> = model.tensors.iter().map(|t| &t.entry).collect();
                 let reports = paths.iter().map(|p| sensitivity::read(p, &tensors, &blake3)).collect::<Result<_>>()?;
                 Ok(Box::new(sensitivity::Measured::new(reports)?))
+            }
+            SourceSpec::Predicted(imatrix) => {
+                let im = match imatrix {
+                    Some(p) => Some((p.as_path(), crate::cmd::sensitivity::predicted::read_imatrix(p)?)),
+                    None => None,
+                };
+                Ok(Box::new(predicted::Predicted::new(model, im.as_ref().map(|(p, i)| (*p, i)))?))
             }
         }
     }

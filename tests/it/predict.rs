@@ -7,7 +7,7 @@
 use crate::common::*;
 use organ_cli::predict::predict;
 use organ_core::imatrix::Imatrix;
-use organ_core::predict::{agreement, Calibration, Kind};
+use organ_core::predict::{agreement, Calibration, Kind, Point};
 use organ_core::quant::quantize::can_quantize;
 use organ_core::GgmlType;
 use std::path::{Path, PathBuf};
@@ -72,7 +72,7 @@ fn z2_truth(file: &str) -> Vec<(String, f64)> {
         .collect()
 }
 
-fn show(label: &str, points: &[(Kind, f64, f64)]) {
+fn show(label: &str, points: &[Point]) {
     let a = agreement(points);
     let kinds: Vec<String> = a.within.iter().map(|(k, r)| format!("{} {r:+.2}", k.name())).collect();
     println!("{label}: ρ {:+.3} overall, {:+.3} within kind ({})", a.overall, a.within_mean, kinds.join(", "));
@@ -80,7 +80,7 @@ fn show(label: &str, points: &[(Kind, f64, f64)]) {
 
 /// `organ sensitivity --predict` of SmolLM2 F16 at `ty` against the checked-in truth: the
 /// report's (kind, weighted error, measured KLD) points and (kind, predicted, measured).
-fn predicted(f16: &Path, ty: &str, imatrix: Option<&Path>) -> (Vec<(Kind, f64, f64)>, Vec<(Kind, f64, f64)>) {
+fn predicted(f16: &Path, ty: &str, imatrix: Option<&Path>) -> (Vec<Point>, Vec<Point>) {
     let truth = repo().join(format!("tests/data/sensitivity/smollm2-f16-{ty}.json"));
     let out = tmp(&format!("predicted-{ty}-{}.json", imatrix.is_some()));
     let mut c = organ();
@@ -94,7 +94,7 @@ fn predicted(f16: &Path, ty: &str, imatrix: Option<&Path>) -> (Vec<(Kind, f64, f
     assert_eq!(r["not_predicted"][0][0], "token_embd.weight");
     let kind = |v: &serde_json::Value| serde_json::from_value::<Kind>(v["kind"].clone()).unwrap();
     let rows = r["tensors"].as_array().unwrap();
-    let f = |x: &str| -> Vec<(Kind, f64, f64)> {
+    let f = |x: &str| -> Vec<Point> {
         rows.iter().map(|t| (kind(t), t[x].as_f64().unwrap(), t["measured_kld"].as_f64().unwrap())).collect()
     };
     (f("weighted_error"), f("predicted_kld"))

@@ -139,6 +139,34 @@ fn applied_recipe_loads_in_llama_cpp_at_the_size_accounted() {
 }
 
 #[test]
+fn a_data_free_recipe_is_applied_within_its_size_and_loads() {
+    let Some(q41) = need::smollm2_and_llama() else { return };
+    let model = smollm2_f16(&q41);
+    let budget = 80u64 << 20;
+    let out = tmp("data-free.gguf");
+    let _ = std::fs::remove_file(&out);
+    // Q4_1 is left out: the F16 is a dequantized Q4_1, which Q4_1 would reproduce.
+    let mut c = recipe(&model, &[], &["--target-size", "80M", "--data-free"], "data-free");
+    c.args(["--types", "q2_k,q3_k,q4_k,q6_k,q4_0,q5_0,q8_0"]).arg("--apply").arg(&out);
+    c.arg("--llama-cpp").arg(llama_dir());
+    let stdout = String::from_utf8(ok(c).stdout).unwrap();
+    assert!(stdout.contains("predicted from the weights alone"), "{stdout}");
+    let r = checked_table(&model, "data-free");
+    let len = std::fs::metadata(&out).unwrap().len();
+    assert!(len <= budget, "{len} > {budget}");
+    assert_eq!(len, n(&r["file_bytes"]), "the header and padding are accounted exactly");
+    let allowed = ["Q2_K", "Q3_K", "Q4_K", "Q6_K", "Q4_0", "Q5_0", "Q8_0", "F16", "F32"];
+    for t in r["tensors"].as_array().unwrap() {
+        let (name, ty) = (t["name"].as_str().unwrap(), t["type"].as_str().unwrap());
+        assert!(allowed.contains(&ty), "{name}: {ty} was not a candidate");
+        if !name.starts_with("blk.") {
+            assert!(ty == "Q8_0" || ty == "F32", "{name}: outside the prediction, kept at Q8_0, not {ty}");
+        }
+    }
+    assert!(llama_perplexity(&out).is_finite());
+}
+
+#[test]
 fn bad_input_is_a_clear_error_and_writes_nothing() {
     let Some(q41) = need::smollm2_and_llama() else { return };
     let model = smollm2_f16(&q41);

@@ -336,24 +336,6 @@ pub fn sensitivity(r: &crate::sensitivity::report::Report, out: &mut dyn fmt::Wr
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fields_are_quoted_only_where_they_must_be() {
-        let long = "é".repeat(700);
-        let mut out = String::new();
-        let mut c = Records::new(&mut out);
-        c.record(&["a", "b,c", "say \"hi\"", "two\nlines", ""]).unwrap();
-        // A record of one empty field is written `""`, or it would read as no record.
-        c.record(&[""]).unwrap();
-        // Longer than the first room the writer is given, in characters of two bytes.
-        c.record(&[long.as_str(), "x"]).unwrap();
-        assert_eq!(out, format!("a,\"b,c\",\"say \"\"hi\"\"\",\"two\nlines\",\n\"\"\n{long},x\n"));
-    }
-}
-
 /// A prediction report's CSV (`organ sensitivity --predict --csv`): one record per weight.
 pub fn prediction(r: &crate::sensitivity::predicted::PredictionReport, out: &mut dyn fmt::Write) -> fmt::Result {
     let mut c = Records::new(out);
@@ -386,4 +368,22 @@ pub fn prediction(r: &crate::sensitivity::predicted::PredictionReport, out: &mut
         ])?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_quoted_only_where_they_must_be() {
+        let long = "é".repeat(700);
+        let mut out = String::new();
+        let mut c = Records::new(&mut out);
+        c.record(&["a", "b,c", "say \"hi\"", "two\nlines", ""]).unwrap();
+        // A record of one empty field is written `""`, or it would read as no record.
+        c.record(&[""]).unwrap();
+        // Longer than the first room the writer is given, in characters of two bytes.
+        c.record(&[long.as_str(), "x"]).unwrap();
+        assert_eq!(out, format!("a,\"b,c\",\"say \"\"hi\"\"\",\"two\nlines\",\n\"\"\n{long},x\n"));
+    }
 }

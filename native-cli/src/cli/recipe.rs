@@ -30,6 +30,10 @@ pub struct RecipeArgs {
     /// Predict the curves from the weights alone (no text at all; docs/predict.md).
     #[arg(long)]
     pub data_free: bool,
+    /// With --imatrix or --data-free: the candidate types (comma-separated; default Q2_K,
+    /// Q3_K, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q8_0). Q8_0 is always one.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', conflicts_with = "from")]
+    pub types: Vec<String>,
     /// Write the --tensor-type lines (for llama-quantize --tensor-type-file).
     #[arg(long, value_name = "RECIPE")]
     pub out: Option<PathBuf>,
@@ -87,7 +91,7 @@ impl<'a> TryFrom<&'a RecipeArgs> for cmd::recipe::Options<'a> {
             model: &a.model,
             target,
             source: if a.from.is_empty() {
-                SourceSpec::Predicted(a.imatrix.clone())
+                SourceSpec::Predicted { imatrix: a.imatrix.clone(), types: candidate_types(&a.types)? }
             } else {
                 SourceSpec::Measured(a.from.clone())
             },
@@ -97,6 +101,27 @@ impl<'a> TryFrom<&'a RecipeArgs> for cmd::recipe::Options<'a> {
             force: a.force.force,
         })
     }
+}
+
+/// `--types`: the names given, as types organ predicts (none given: the default list).
+fn candidate_types(names: &[String]) -> Result<Vec<organ_core::GgmlType>> {
+    use crate::cmd::recipe::predicted::CANDIDATES;
+    if names.is_empty() {
+        return Ok(CANDIDATES.to_vec());
+    }
+    let mut types = Vec::new();
+    for n in names {
+        let ty = organ_core::GgmlType::from_name(&n.trim().to_ascii_uppercase());
+        match ty.filter(|t| CANDIDATES.contains(t)) {
+            Some(t) if !types.contains(&t) => types.push(t),
+            Some(_) => {}
+            None => {
+                let all: Vec<&str> = CANDIDATES.iter().map(|t| t.name()).collect();
+                bail!("--types {n}: not a type organ predicts (give some of {})", all.join(", "))
+            }
+        }
+    }
+    Ok(types)
 }
 
 pub(super) fn run(a: &RecipeArgs, out: &mut Out) -> Result<Exit> {

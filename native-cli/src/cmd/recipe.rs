@@ -41,8 +41,9 @@ pub trait CurveSource {
 pub enum SourceSpec {
     /// `--from SENS.json…`: one sensitivity report per candidate type.
     Measured(Vec<PathBuf>),
-    /// `--imatrix FILE` (`Some`) or `--data-free` (`None`): predicted curves.
-    Predicted(Option<PathBuf>),
+    /// `--imatrix FILE` (`Some`) or `--data-free` (`None`): predicted curves, for these
+    /// candidate types (and Q8_0).
+    Predicted { imatrix: Option<PathBuf>, types: Vec<GgmlType> },
 }
 
 impl SourceSpec {
@@ -58,12 +59,12 @@ impl SourceSpec {
                 let reports = paths.iter().map(|p| sensitivity::read(p, &tensors, &blake3)).collect::<Result<_>>()?;
                 Ok(Box::new(sensitivity::Measured::new(reports)?))
             }
-            SourceSpec::Predicted(imatrix) => {
+            SourceSpec::Predicted { imatrix, types } => {
                 let im = match imatrix {
                     Some(p) => Some((p.as_path(), crate::cmd::sensitivity::predicted::read_imatrix(p)?)),
                     None => None,
                 };
-                Ok(Box::new(predicted::Predicted::new(model, im.as_ref().map(|(p, i)| (*p, i)))?))
+                Ok(Box::new(predicted::Predicted::new(model, im.as_ref().map(|(p, i)| (*p, i)), types)?))
             }
         }
     }

@@ -96,10 +96,10 @@ pub(super) fn make_qkx2_quants(
     (scale, -min)
 }
 
-/// ggml's `make_qx_quants` with `rmse_type` 1 and no importance weights (the only use
-/// Q6_K makes of it): a symmetric quantization to `-nmax..nmax-1`, stored shifted by
-/// `nmax`, with a search over 18 nearby scales weighted by x². Returns the scale.
-pub(super) fn make_qx_quants(x: &[f32], nmax: i32, l: &mut [i8]) -> f32 {
+/// The value of largest magnitude (the first of them, sign kept), as ggml's
+/// `make_qx_quants` and `make_q3_quants` find it; `None` when every magnitude is below
+/// `GROUP_MAX_EPS` (the group quantizes to zeros).
+fn signed_max(x: &[f32]) -> Option<f32> {
     let mut max = 0f32;
     let mut amax = 0f32;
     for &v in x {
@@ -108,10 +108,17 @@ pub(super) fn make_qx_quants(x: &[f32], nmax: i32, l: &mut [i8]) -> f32 {
             max = v;
         }
     }
-    if amax < GROUP_MAX_EPS {
+    (amax >= GROUP_MAX_EPS).then_some(max)
+}
+
+/// ggml's `make_qx_quants` with `rmse_type` 1 and no importance weights (the only use
+/// Q6_K makes of it): a symmetric quantization to `-nmax..nmax-1`, stored shifted by
+/// `nmax`, with a search over 18 nearby scales weighted by x². Returns the scale.
+pub(super) fn make_qx_quants(x: &[f32], nmax: i32, l: &mut [i8]) -> f32 {
+    let Some(max) = signed_max(x) else {
         l.iter_mut().for_each(|v| *v = 0);
         return 0.0;
-    }
+    };
     let sums = |iscale: f32| {
         let (mut sumlx, mut suml2) = (0f32, 0f32);
         for &v in x {
@@ -149,18 +156,10 @@ pub(super) fn make_qx_quants(x: &[f32], nmax: i32, l: &mut [i8]) -> f32 {
 /// one level at a time while the weighted fit improves. Fills `l` shifted by `nmax` and
 /// returns the scale.
 pub(super) fn make_q3_quants(x: &[f32], nmax: i32, l: &mut [i8]) -> f32 {
-    let mut max = 0f32;
-    let mut amax = 0f32;
-    for &v in x {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
-        }
-    }
-    if amax < GROUP_MAX_EPS {
+    let Some(max) = signed_max(x) else {
         l.iter_mut().for_each(|v| *v = 0);
         return 0.0;
-    }
+    };
     let iscale = -(nmax as f32) / max;
     let (mut sumlx, mut suml2) = (0f32, 0f32);
     for (l, &v) in l.iter_mut().zip(x) {

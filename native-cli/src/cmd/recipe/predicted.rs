@@ -44,14 +44,17 @@ pub struct Predicted {
 }
 
 impl Predicted {
-    /// Predicts every block weight of `model` in every candidate type, from `imatrix` (read
-    /// from the file named) or from the weights alone.
+    /// Predicts every block weight of `model` in each of `types` (and Q8_0), from
+    /// `imatrix` (read from the file named) or from the weights alone.
     ///
     /// # Errors
     /// As [`crate::predict::predict`]: a model that is not llama-family, an imatrix that
     /// lacks a weight or disagrees with its shape.
-    pub fn new(model: &Model, imatrix: Option<(&Path, &Imatrix)>) -> Result<Predicted> {
-        let types: Vec<GgmlType> = CANDIDATES.into_iter().filter(|t| can_quantize(*t)).collect();
+    pub fn new(model: &Model, imatrix: Option<(&Path, &Imatrix)>, types: &[GgmlType]) -> Result<Predicted> {
+        let mut types: Vec<GgmlType> = types.iter().copied().filter(|t| can_quantize(*t)).collect();
+        if !types.contains(&UNCOVERED) {
+            types.push(UNCOVERED);
+        }
         let preds = crate::predict::predict(model, imatrix.map(|i| i.1), &types, |n| Kind::of(n).is_some())?;
         let mut cost = HashMap::new();
         for p in preds {

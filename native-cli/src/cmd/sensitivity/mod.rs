@@ -280,24 +280,11 @@ fn print(r: &Report, w: &mut dyn Write) -> Result<()> {
     )?;
     let mut rows: Vec<&Row> = r.tensors.iter().collect();
     rows.sort_by(|a, b| b.kld.value.total_cmp(&a.kld.value));
-    writeln!(
-        w,
-        "  {:<34} {:<12} {:>7} -> {:<7} {:>22} {:>10}",
-        "tensor", "kind", "type", "as", "KL divergence (nats)", "PPL"
-    )?;
+    line(w, "tensor", "kind", "type", "as", &format!("{:>22} {:>10}", "KL divergence (nats)", "PPL"))?;
     for t in rows {
-        writeln!(
-            w,
-            "  {:<34} {:<12} {:>7} -> {:<7} {:>11.6} ± {:<8.6} {:>10.4}{}",
-            organ_core::gguf::display::printable(&t.name),
-            t.kind,
-            t.ty,
-            t.changed_type,
-            t.kld.value,
-            t.kld.error,
-            t.ppl.value,
-            t.repeat_kld.map(|e| format!("  (repeat {:.6})", e.value)).unwrap_or_default()
-        )?;
+        let repeat = t.repeat_kld.map(|e| format!("  (repeat {:.6})", e.value)).unwrap_or_default();
+        let figures = format!("{:>11.6} ± {:<8.6} {:>10.4}{repeat}", t.kld.value, t.kld.error, t.ppl.value);
+        line(w, &t.name, &t.kind, &t.ty, &t.changed_type, &figures)?;
     }
     if let (Some(rep), Some(rho)) = (&r.repeat, r.repeat_rho) {
         writeln!(
@@ -306,5 +293,13 @@ fn print(r: &Report, w: &mut dyn Write) -> Result<()> {
             rep.text
         )?;
     }
+    Ok(())
+}
+
+/// One line of the tables `organ sensitivity` prints (measured and predicted): the tensor,
+/// its kind, its type and the type it was changed to, then the figures, formatted.
+fn line(w: &mut dyn Write, name: &str, kind: &str, ty: &str, to: &str, figures: &str) -> Result<()> {
+    let name = organ_core::gguf::display::printable(name);
+    writeln!(w, "  {name:<34} {kind:<12} {ty:>7} -> {to:<7} {figures}")?;
     Ok(())
 }

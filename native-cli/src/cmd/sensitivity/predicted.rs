@@ -158,22 +158,10 @@ fn print(r: &PredictionReport, w: &mut dyn Write) -> Result<()> {
     )?;
     let mut rows: Vec<&PredictedRow> = r.tensors.iter().collect();
     rows.sort_by(|a, b| b.predicted_kld.total_cmp(&a.predicted_kld));
-    writeln!(
-        w,
-        "  {:<34} {:<12} {:>7} -> {:<7} {:>14} {:>14}",
-        "tensor", "kind", "type", "as", "predicted KLD", "measured KLD"
-    )?;
+    super::line(w, "tensor", "kind", "type", "as", &format!("{:>14} {:>14}", "predicted KLD", "measured KLD"))?;
     for t in rows {
-        writeln!(
-            w,
-            "  {:<34} {:<12} {:>7} -> {:<7} {:>14.6} {:>14}",
-            organ_core::gguf::display::printable(&t.name),
-            t.kind,
-            t.ty,
-            t.changed_type,
-            t.predicted_kld,
-            t.measured_kld.map(|k| format!("{k:.6}")).unwrap_or_default()
-        )?;
+        let measured = t.measured_kld.map(|k| format!("{k:.6}")).unwrap_or_default();
+        super::line(w, &t.name, &t.kind, &t.ty, &t.changed_type, &format!("{:>14.6} {measured:>14}", t.predicted_kld))?;
     }
     for (name, why) in &r.not_predicted {
         writeln!(w, "  not predicted: {}: {why}", organ_core::gguf::display::printable(name))?;

@@ -15,6 +15,8 @@ use organ_core::quant::quantize::can_quantize;
 use organ_core::GgmlType;
 use rayon::prelude::*;
 use serde::Serialize;
+use std::io::Read;
+use std::path::Path;
 
 /// One candidate type for one weight.
 #[derive(Serialize, Debug, Clone, PartialEq)]
@@ -238,4 +240,23 @@ impl Weights<'_> {
 fn quantizable() -> String {
     let all: Vec<&str> = GgmlType::ALL.iter().filter(|t| can_quantize(**t)).map(|t| t.name()).collect();
     all.join(", ")
+}
+
+/// The largest importance matrix read (SmolLM2's is 1.3 MB; a 70B model's ~50 MB).
+const MAX_IMATRIX_BYTES: u64 = 1 << 30;
+
+/// Reads a `llama-imatrix` output, bounded.
+///
+/// # Errors
+/// Unreadable, too large, or not an importance matrix organ reads.
+pub fn read_imatrix(p: &Path) -> Result<Imatrix> {
+    let mut bytes = Vec::new();
+    crate::input::open(p)?
+        .take(MAX_IMATRIX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("{}: cannot read (--imatrix)", p.display()))?;
+    if bytes.len() as u64 > MAX_IMATRIX_BYTES {
+        bail!("{}: more than {MAX_IMATRIX_BYTES} bytes, not an importance matrix organ reads", p.display());
+    }
+    Imatrix::parse(&bytes).with_context(|| format!("{}: not a llama-imatrix GGUF (--imatrix)", p.display()))
 }

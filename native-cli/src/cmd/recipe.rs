@@ -61,7 +61,7 @@ impl SourceSpec {
             }
             SourceSpec::Predicted { imatrix, types } => {
                 let im = match imatrix {
-                    Some(p) => Some((p.as_path(), crate::cmd::sensitivity::predicted::read_imatrix(p)?)),
+                    Some(p) => Some((p.as_path(), crate::predict::read_imatrix(p)?)),
                     None => None,
                 };
                 Ok(Box::new(predicted::Predicted::new(model, im.as_ref().map(|(p, i)| (*p, i)), types)?))

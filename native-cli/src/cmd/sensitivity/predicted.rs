@@ -5,19 +5,15 @@
 
 use crate::cmd::recipe::sensitivity as measured;
 use crate::model::Model;
-use anyhow::{bail, Context, Result};
-use organ_core::imatrix::Imatrix;
+use anyhow::{bail, Result};
 use organ_core::model::TensorEntry;
 use organ_core::predict::Calibration;
 use organ_core::sensitivity::is_weight;
 use organ_core::sensitivity::predicted::{rank_against, PredictedRow, PredictionReport, Ranking, SCHEMA};
 use organ_core::surgery::select::Selection;
 use organ_core::GgmlType;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
-
-/// The largest importance matrix read (SmolLM2's is 1.4 MB; a 70B model's ~50 MB).
-const MAX_IMATRIX_BYTES: u64 = 1 << 30;
 
 /// `organ sensitivity --predict`'s options.
 pub struct Options<'a> {
@@ -38,7 +34,7 @@ pub struct Options<'a> {
 pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<PredictionReport> {
     let model = Model::open(o.model)?;
     let imatrix = match o.imatrix {
-        Some(p) => Some(read_imatrix(p)?),
+        Some(p) => Some(crate::predict::read_imatrix(p)?),
         None => None,
     };
     let truth = match o.truth {
@@ -128,22 +124,6 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<PredictionReport> {
         crate::atomic::write_text(p, o.force, &s)?;
     }
     Ok(report)
-}
-
-/// Reads a `llama-imatrix` output, bounded.
-///
-/// # Errors
-/// Unreadable, too large, or not an importance matrix organ reads.
-pub fn read_imatrix(p: &Path) -> Result<Imatrix> {
-    let mut bytes = Vec::new();
-    crate::input::open(p)?
-        .take(MAX_IMATRIX_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .with_context(|| format!("{}: cannot read (--imatrix)", p.display()))?;
-    if bytes.len() as u64 > MAX_IMATRIX_BYTES {
-        bail!("{}: more than {MAX_IMATRIX_BYTES} bytes, not an importance matrix organ reads", p.display());
-    }
-    Imatrix::parse(&bytes).with_context(|| format!("{}: not a llama-imatrix GGUF (--imatrix)", p.display()))
 }
 
 /// Prints the table, most sensitive (predicted) first, with the measured figure when known.

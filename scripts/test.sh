@@ -69,7 +69,7 @@ fi
 # The benchmarks whose targets are short to check run here; the long measurements (the
 # 100 GiB models, the figure-only comparisons, the browser's costs) are bench/all.sh's.
 step "bench: organ diff within 2.5x of measure, >= 15x faster than compare_ref.py" bench/diff-vs-ref.sh "" 5 2
-step "bench: --sigma within 8x of measure, --exact >= 5x faster than zref --exact" bench/sigma.sh "" 5 2 0
+step "bench: --sigma within 8x of measure (fails above 9x), --exact >= 5x faster than zref --exact" bench/sigma.sh "" 5 2 0
 step "bench: organ moe of 4 SmolLM2 donors >= 0.5x cp of the output size" bench/moe-vs-cp.sh "" 5
 step "bench: organ check >= 0.5x cat on a 1.1 GB dense model" bench/check-vs-cat.sh 1100 5
 echo "all checks passed in $((SECONDS - t_all)) s"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Long fuzzing, on demand (CI runs 30 s per target in scripts/test.sh): every cargo-fuzz
-# target in core/fuzz for SECONDS each (default 600), from its seeds plus a kept corpus
-# (core/fuzz/corpus/TARGET, gitignored, so a later run resumes). Prints one line per
-# target: runs, execs/s, corpus size, and whether it was clean; a crash leaves its input
-# in core/fuzz/artifacts/TARGET/ and makes the script exit 1.
+# Long fuzzing, on demand (CI runs the core's targets 30 s each in scripts/test.sh): every
+# cargo-fuzz target, the core's (core/fuzz: parse, dequant, manifest) and the API's
+# (native-cli/fuzz: api), for SECONDS each (default 600), from its seeds plus a kept corpus
+# (DIR/corpus/TARGET, gitignored, so a later run resumes). Prints one line per target:
+# runs, execs/s, corpus size, and whether it was clean; a crash leaves its input in
+# DIR/artifacts/TARGET/ and makes the script exit 1.
 #   Usage: bench/fuzz-long.sh [SECONDS=600] [TARGET...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -16,11 +17,13 @@ ensure_cargo_fuzz || exit 1
 status=0
 summary=()
 for t in "${targets[@]}"; do
-  corpus=core/fuzz/corpus/$t
+  dir=core/fuzz
+  [ "$t" = api ] && dir=native-cli/fuzz
+  corpus=$dir/corpus/$t
   mkdir -p "$corpus"
   log=$(mktemp)
   t0=$SECONDS
-  (cd core/fuzz && cargo +nightly fuzz run "$t" "corpus/$t" "seeds/$t" -- \
+  (cd "$dir" && cargo +nightly fuzz run "$t" "corpus/$t" "seeds/$t" -- \
     -max_total_time="$SECONDS_EACH" -max_len=65536 -print_final_stats=1) >"$log" 2>&1
   rc=$?
   runs=$(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}')

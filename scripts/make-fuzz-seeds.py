@@ -4,8 +4,9 @@
 
 The other targets' seeds are checked in as made: seeds/manifest/*.json are the manifests
 of `organ dissect` of the parse seeds, plus special_values.json written by hand (NaN and
-infinity bits, hex strings, nested arrays, fields out of order); seeds/api/* are one
-request each (method line, path line, header lines, empty line, body) for every route."""
+infinity bits, hex strings, nested arrays, fields out of order); the API target's
+native-cli/fuzz/seeds/api/* are one request each (method line, path line, header lines,
+empty line, body) for every route."""
 import os, sys
 import numpy as np
 import gguf

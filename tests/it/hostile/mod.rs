@@ -82,152 +82,32 @@ fn hostile_inputs() {
         // handed the same open file.
         "eval",
     ];
-    let (mut panics, mut hangs, mut peak, mut failures) = (0, 0, 0u64, Vec::new());
-    let mut heaviest = Vec::new();
-    for case in &cases {
-        for cmd in commands {
-            let out_parent = d.join("out").join(format!("{}-{cmd}", case.name));
-            std::fs::create_dir_all(&out_parent).unwrap();
-            let out = out_parent.join(if cmd == "dissect" { "result.organs" } else { "result.gguf" });
-            let json = out_parent.join("report.json");
-            let input = case.path.as_os_str();
-            let args: Vec<&std::ffi::OsStr> = match cmd {
-                "inspect" => vec!["inspect".as_ref(), "--json".as_ref(), input],
-                "measure" | "measure-sigma" | "measure-exact" | "measure-experts" => {
-                    let mut a: Vec<&std::ffi::OsStr> =
-                        vec!["measure".as_ref(), "--no-cache".as_ref(), input, "--json".as_ref(), json.as_os_str()];
-                    a.extend(cmd.strip_prefix("measure-").map(|m| -> &std::ffi::OsStr {
-                        match m {
-                            "sigma" => "--sigma".as_ref(),
-                            "experts" => "--experts".as_ref(),
-                            _ => "--exact".as_ref(),
-                        }
-                    }));
-                    a
-                }
-                // The input against itself: both sides hostile.
-                "diff" => vec!["diff".as_ref(), input, input, "--json".as_ref(), json.as_os_str()],
-                "check" => vec!["check".as_ref(), input, "--json".as_ref(), json.as_os_str()],
-                // The input into itself, every tensor.
-                "graft" => vec![
-                    "graft".as_ref(),
-                    "--donor".as_ref(),
-                    input,
-                    "--recipient".as_ref(),
-                    input,
-                    "--name".as_ref(),
-                    "*".as_ref(),
-                    "--out".as_ref(),
-                    out.as_os_str(),
-                ],
-                "purify" => vec![
-                    "purify".as_ref(),
-                    input,
-                    "--method".as_ref(),
-                    "fractal".as_ref(),
-                    "--out".as_ref(),
-                    out.as_os_str(),
-                ],
-                // The input as its own two experts.
-                "moe" => vec![
-                    "moe".as_ref(),
-                    "--base".as_ref(),
-                    input,
-                    "--expert".as_ref(),
-                    input,
-                    "--expert".as_ref(),
-                    input,
-                    "--out".as_ref(),
-                    out.as_os_str(),
-                ],
-                "experts-extract" => {
-                    vec![
-                        "experts".as_ref(),
-                        "extract".as_ref(),
-                        input,
-                        "--expert".as_ref(),
-                        "0".as_ref(),
-                        "--out".as_ref(),
-                        out.as_os_str(),
-                    ]
-                }
-                "experts-prune" => {
-                    vec![
-                        "experts".as_ref(),
-                        "prune".as_ref(),
-                        input,
-                        "--keep".as_ref(),
-                        "0".as_ref(),
-                        "--out".as_ref(),
-                        out.as_os_str(),
-                    ]
-                }
-                "eval" => vec![
-                    "eval".as_ref(),
-                    input,
-                    "--text".as_ref(),
-                    text.as_os_str(),
-                    "--llama-cpp".as_ref(),
-                    llama.as_os_str(),
-                    "--json".as_ref(),
-                    json.as_os_str(),
-                ],
-                _ => vec![cmd.as_ref(), input, "--out".as_ref(), out.as_os_str()],
-            };
-            let o = run(&args, &d.join("out").join(format!("{}-{cmd}.stderr", case.name)));
-            peak = peak.max(o.peak_rss_kib);
-            let label = format!("{} {cmd}", case.name);
-            heaviest.push((o.peak_rss_kib, label.clone()));
-            let mut fail = |why: String| failures.push(format!("{label}: {why}"));
-            if o.timed_out {
-                hangs += 1;
-                fail(format!("still running after {TIMEOUT:?}"));
-                continue;
-            }
-            if o.signal.is_some() || matches!(o.code, Some(101 | 134)) {
-                panics += 1;
-            }
-            // diff reads what measure reads (and compares bytes): it accepts what measure
-            // accepts, and its errors exit 1 as measure's do (2 only with --fail-on-change).
-            let like_measure = cmd == "diff" || cmd.starts_with("measure-");
-            // The surgeries and eval take what the parser accepts, and refuse what they
-            // cannot use (a model that is not an MoE, not llama, a tensor count past a
-            // limit): either is an answer, on a valid input.
-            let lenient = LENIENT.contains(&cmd) && !case.ok_for.is_empty();
-            let ok = case.ok_for.contains(&cmd) || (like_measure && case.ok_for.contains(&"measure")) || lenient;
-            let error_status = if cmd == "check" { 2 } else { 1 };
-            match o.code {
-                Some(0) if ok => {}
-                // check's verdicts on what it could read: healthy (0) or broken (1), with its report.
-                Some(0 | 1) if cmd == "check" => {
-                    if !json.exists() {
-                        fail("check gave a verdict without its report".into());
+    // Each (input, command) run is a child of its own, in its own output directory: the
+    // runs go to as many workers as there are cores (a run is mostly process start-up and
+    // a short read, so one at a time left the cores idle: 340 s for the set on 2 cores).
+    let runs: Vec<(&Case, &str)> = cases.iter().flat_map(|c| commands.iter().map(move |&cmd| (c, cmd))).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let ran: Vec<Ran> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&(case, cmd)) = runs.get(i) else { break mine };
+                        mine.push(run_one(&d, case, cmd, &text, &llama));
                     }
-                }
-                Some(c) if c == error_status => {
-                    let first = o.stderr.lines().next().unwrap_or("");
-                    if !first.starts_with("organ: error: ") {
-                        fail(format!("exit {c} without an `organ: error:` line: {:?}", o.stderr));
-                    } else if !o.stderr.contains(&case.name) {
-                        fail(format!("the error does not name the input: {first}"));
-                    }
-                    if out.exists() || json.exists() {
-                        fail("an output was written by a failed run".into());
-                    }
-                }
-                _ => fail(format!("exit {:?}, signal {:?}: {}", o.code, o.signal, o.stderr)),
-            }
-            if o.peak_rss_kib > MAX_RSS_KIB {
-                fail(format!("peak RSS {} MiB", o.peak_rss_kib >> 10));
-            }
-            let temps = temps_in(&out_parent);
-            if !temps.is_empty() {
-                fail(format!("temp entries left: {temps:?}"));
-            }
-            // Outputs can be large (a manifest of the 16 Mi-element array is ~200 MB).
-            let _ = std::fs::remove_dir_all(&out_parent);
-        }
-    }
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().expect("a hostile-input worker panicked")).collect()
+    });
+    let panics = ran.iter().filter(|r| r.panic).count();
+    let hangs = ran.iter().filter(|r| r.hang).count();
+    let peak = ran.iter().map(|r| r.peak_rss_kib).max().unwrap_or(0);
+    let failures: Vec<&str> = ran.iter().flat_map(|r| r.failures.iter().map(String::as_str)).collect();
+    let mut heaviest: Vec<(u64, &str)> = ran.iter().map(|r| (r.peak_rss_kib, r.label.as_str())).collect();
     println!(
         "hostile inputs: {} files x {} commands, {panics} panics, {hangs} hangs, peak RSS {} MiB",
         cases.len(),
@@ -239,4 +119,153 @@ fn hostile_inputs() {
         println!("  {label}: peak RSS {} MiB", kib >> 10);
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// What one run of one command on one input gave.
+#[derive(Default)]
+struct Ran {
+    label: String,
+    peak_rss_kib: u64,
+    panic: bool,
+    hang: bool,
+    failures: Vec<String>,
+}
+
+/// Runs `cmd` on `case` (outputs under `d/out`; `text` and `llama` for eval) and checks
+/// what every run must keep.
+fn run_one(d: &std::path::Path, case: &Case, cmd: &str, text: &std::path::Path, llama: &std::path::Path) -> Ran {
+    let out_parent = d.join("out").join(format!("{}-{cmd}", case.name));
+    std::fs::create_dir_all(&out_parent).unwrap();
+    let out = out_parent.join(if cmd == "dissect" { "result.organs" } else { "result.gguf" });
+    let json = out_parent.join("report.json");
+    let input = case.path.as_os_str();
+    let args: Vec<&std::ffi::OsStr> = match cmd {
+        "inspect" => vec!["inspect".as_ref(), "--json".as_ref(), input],
+        "measure" | "measure-sigma" | "measure-exact" | "measure-experts" => {
+            let mut a: Vec<&std::ffi::OsStr> =
+                vec!["measure".as_ref(), "--no-cache".as_ref(), input, "--json".as_ref(), json.as_os_str()];
+            a.extend(cmd.strip_prefix("measure-").map(|m| -> &std::ffi::OsStr {
+                match m {
+                    "sigma" => "--sigma".as_ref(),
+                    "experts" => "--experts".as_ref(),
+                    _ => "--exact".as_ref(),
+                }
+            }));
+            a
+        }
+        // The input against itself: both sides hostile.
+        "diff" => vec!["diff".as_ref(), input, input, "--json".as_ref(), json.as_os_str()],
+        "check" => vec!["check".as_ref(), input, "--json".as_ref(), json.as_os_str()],
+        // The input into itself, every tensor.
+        "graft" => vec![
+            "graft".as_ref(),
+            "--donor".as_ref(),
+            input,
+            "--recipient".as_ref(),
+            input,
+            "--name".as_ref(),
+            "*".as_ref(),
+            "--out".as_ref(),
+            out.as_os_str(),
+        ],
+        "purify" => {
+            vec!["purify".as_ref(), input, "--method".as_ref(), "fractal".as_ref(), "--out".as_ref(), out.as_os_str()]
+        }
+        // The input as its own two experts.
+        "moe" => vec![
+            "moe".as_ref(),
+            "--base".as_ref(),
+            input,
+            "--expert".as_ref(),
+            input,
+            "--expert".as_ref(),
+            input,
+            "--out".as_ref(),
+            out.as_os_str(),
+        ],
+        "experts-extract" => {
+            vec![
+                "experts".as_ref(),
+                "extract".as_ref(),
+                input,
+                "--expert".as_ref(),
+                "0".as_ref(),
+                "--out".as_ref(),
+                out.as_os_str(),
+            ]
+        }
+        "experts-prune" => {
+            vec![
+                "experts".as_ref(),
+                "prune".as_ref(),
+                input,
+                "--keep".as_ref(),
+                "0".as_ref(),
+                "--out".as_ref(),
+                out.as_os_str(),
+            ]
+        }
+        "eval" => vec![
+            "eval".as_ref(),
+            input,
+            "--text".as_ref(),
+            text.as_os_str(),
+            "--llama-cpp".as_ref(),
+            llama.as_os_str(),
+            "--json".as_ref(),
+            json.as_os_str(),
+        ],
+        _ => vec![cmd.as_ref(), input, "--out".as_ref(), out.as_os_str()],
+    };
+    let o = run(&args, &d.join("out").join(format!("{}-{cmd}.stderr", case.name)));
+    let label = format!("{} {cmd}", case.name);
+    let mut r = Ran { peak_rss_kib: o.peak_rss_kib, label: label.clone(), ..Ran::default() };
+    let mut fail = |why: String| r.failures.push(format!("{label}: {why}"));
+    if o.timed_out {
+        fail(format!("still running after {TIMEOUT:?}"));
+        r.hang = true;
+        return r;
+    }
+    let panicked = o.signal.is_some() || matches!(o.code, Some(101 | 134));
+    // diff reads what measure reads (and compares bytes): it accepts what measure
+    // accepts, and its errors exit 1 as measure's do (2 only with --fail-on-change).
+    let like_measure = cmd == "diff" || cmd.starts_with("measure-");
+    // The surgeries and eval take what the parser accepts, and refuse what they
+    // cannot use (a model that is not an MoE, not llama, a tensor count past a
+    // limit): either is an answer, on a valid input.
+    let lenient = LENIENT.contains(&cmd) && !case.ok_for.is_empty();
+    let ok = case.ok_for.contains(&cmd) || (like_measure && case.ok_for.contains(&"measure")) || lenient;
+    let error_status = if cmd == "check" { 2 } else { 1 };
+    match o.code {
+        Some(0) if ok => {}
+        // check's verdicts on what it could read: healthy (0) or broken (1), with its report.
+        Some(0 | 1) if cmd == "check" => {
+            if !json.exists() {
+                fail("check gave a verdict without its report".into());
+            }
+        }
+        Some(c) if c == error_status => {
+            let first = o.stderr.lines().next().unwrap_or("");
+            if !first.starts_with("organ: error: ") {
+                fail(format!("exit {c} without an `organ: error:` line: {:?}", o.stderr));
+            } else if !o.stderr.contains(&case.name) {
+                fail(format!("the error does not name the input: {first}"));
+            }
+            if out.exists() || json.exists() {
+                fail("an output was written by a failed run".into());
+            }
+        }
+        _ => fail(format!("exit {:?}, signal {:?}: {}", o.code, o.signal, o.stderr)),
+    }
+    if o.peak_rss_kib > MAX_RSS_KIB {
+        fail(format!("peak RSS {} MiB", o.peak_rss_kib >> 10));
+    }
+    let temps = temps_in(&out_parent);
+    if !temps.is_empty() {
+        fail(format!("temp entries left: {temps:?}"));
+    }
+    // Outputs can be large (a manifest of the 16 Mi-element array is ~200 MB).
+    let _ = std::fs::remove_dir_all(&out_parent);
+    r.panic = panicked;
+    r
 }

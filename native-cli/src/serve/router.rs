@@ -109,3 +109,40 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
 async fn health() -> Json<Value> {
     Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") }))
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every `/api` route the router serves, with its methods, is in docs/openapi.json, and
+    /// every `/api` path there is served: a new endpoint cannot go undocumented.
+    #[test]
+    fn openapi_documents_every_route() {
+        let doc: serde_json::Value = serde_json::from_str(super::OPENAPI).unwrap();
+        let src = include_str!("router.rs");
+        let start = src.find("let api = Router::new()").unwrap();
+        let end = start + src[start..].find(".layer(").unwrap();
+        let routes = |text: &str, prefix: &str| -> Vec<(String, Vec<&'static str>)> {
+            (text.lines().filter_map(|l| l.trim().strip_prefix(".route(\"")))
+                .map(|l| {
+                    let path = format!("{prefix}{}", &l[..l.find('"').unwrap()]).replace("{*", "{");
+                    let methods =
+                        ["get", "post", "delete"].into_iter().filter(|m| l.contains(&format!("{m}("))).collect();
+                    (path, methods)
+                })
+                .collect()
+        };
+        let mut routed = routes(&src[start..end], "/api");
+        routed.extend(routes(&src[end..], ""));
+        routed.retain(|(p, _)| p.starts_with("/api/"));
+        assert!(routed.len() > 10, "the routes are read from router.rs: {routed:?}");
+        for (path, methods) in &routed {
+            assert!(!methods.is_empty(), "{path}: no method read");
+            for m in methods {
+                assert!(doc["paths"][path][m].is_object(), "docs/openapi.json does not document {m} {path}");
+            }
+        }
+        let paths = doc["paths"].as_object().unwrap();
+        for p in paths.keys().filter(|p| p.starts_with("/api/")) {
+            assert!(routed.iter().any(|(r, _)| r == p), "docs/openapi.json documents {p}, which is not routed");
+        }
+    }
+}

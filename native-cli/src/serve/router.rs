@@ -1,7 +1,8 @@
 //! The routes, and the shared state behind them: [`app`] builds both from [`Options`].
 
 use super::{
-    auth, files, inspect, operations, results, retention, surgery, web_dir, AppState, Options, MAX_INSPECTS, RESULTS,
+    auth, files, inspect, operations, quantize, results, retention, surgery, web_dir, AppState, Options, MAX_INSPECTS,
+    RESULTS,
 };
 use anyhow::{bail, Context};
 use axum::extract::DefaultBodyLimit;
@@ -82,6 +83,8 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         .route("/moe", post(surgery::moe))
         .route("/purify", post(surgery::purify))
         .route("/eval", post(operations::eval))
+        .route("/sensitivity", post(quantize::sensitivity))
+        .route("/recipe", post(quantize::recipe))
         .route("/experts-extract", post(surgery::experts_extract))
         .route("/experts-prune", post(surgery::experts_prune))
         .route("/jobs/{id}", get(results::job_status).delete(retention::job_delete))

@@ -1,6 +1,6 @@
 //! `organ recipe`: flags to [`cmd::recipe::Options`].
 
-use super::{guard, Exit, Force, Out};
+use super::{guard, Argv, Exit, Force, Out, ToArgs};
 use crate::cmd;
 use crate::cmd::recipe::{Apply, SourceSpec};
 use anyhow::{bail, Result};
@@ -60,6 +60,31 @@ pub struct RecipeArgs {
     pub llama_cpp: Option<PathBuf>,
     #[command(flatten)]
     pub force: Force,
+}
+
+impl RecipeArgs {
+    /// `recipe MODEL` with every other flag at its default (give it a target and a curve
+    /// source before it parses).
+    pub fn new(model: PathBuf) -> RecipeArgs {
+        RecipeArgs {
+            model,
+            target_bpw: None,
+            target_size: None,
+            from: Vec::new(),
+            imatrix: None,
+            data_free: false,
+            types: Vec::new(),
+            out: None,
+            json: None,
+            apply: None,
+            imatrix_file: None,
+            text: None,
+            ctx: cmd::eval::DEFAULT_CTX,
+            chunks: None,
+            llama_cpp: None,
+            force: Force::default(),
+        }
+    }
 }
 
 impl<'a> TryFrom<&'a RecipeArgs> for cmd::recipe::Options<'a> {
@@ -133,4 +158,26 @@ pub(super) fn run(a: &RecipeArgs, out: &mut Out) -> Result<Exit> {
     guard(&inputs, &outputs, o.force)?;
     cmd::recipe::run(&o, out.text(&[o.out, o.json])?)?;
     Ok(Exit::Done)
+}
+
+impl ToArgs for RecipeArgs {
+    fn to_args(&self, a: &mut Argv) {
+        a.arg("recipe")
+            .arg(&self.model)
+            .number("--target-bpw", self.target_bpw)
+            .opt("--target-size", self.target_size.as_ref())
+            .each("--from", &self.from)
+            .opt("--imatrix", self.imatrix.as_ref())
+            .switch("--data-free", self.data_free)
+            .each("--types", &self.types)
+            .opt("--out", self.out.as_ref())
+            .opt("--json", self.json.as_ref())
+            .opt("--apply", self.apply.as_ref())
+            .opt("--imatrix-file", self.imatrix_file.as_ref());
+        // --ctx and --chunks require --text.
+        if self.text.is_some() {
+            a.opt("--text", self.text.as_ref()).number("--ctx", Some(self.ctx)).number("--chunks", self.chunks);
+        }
+        a.opt("--llama-cpp", self.llama_cpp.as_ref()).flags(&self.force);
+    }
 }

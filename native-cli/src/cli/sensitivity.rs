@@ -82,6 +82,34 @@ pub struct SensitivityArgs {
 }
 
 impl SensitivityArgs {
+    /// `sensitivity MODEL` with every other flag at its default (give it `to` or `ablate`,
+    /// and `text` or `predict`, before it parses).
+    pub fn new(model: PathBuf) -> SensitivityArgs {
+        SensitivityArgs {
+            model,
+            text: None,
+            predict: false,
+            imatrix: None,
+            truth: None,
+            to: None,
+            ablate: None,
+            seed: None,
+            select: SelectArgs::default(),
+            jobs: None,
+            ctx: DEFAULT_CTX,
+            chunks: None,
+            repeat_text: None,
+            json: None,
+            csv: None,
+            html: None,
+            cache: None,
+            no_cache: false,
+            keep_models: None,
+            llama_cpp: None,
+            force: Force::default(),
+        }
+    }
+
     fn change(&self) -> Result<Change> {
         match (&self.to, self.ablate.as_deref()) {
             (Some(t), None) => match GgmlType::from_name(&t.to_ascii_uppercase()) {

@@ -178,3 +178,43 @@ fn global_flags_round_trip() {
     let cli = Cli::try_parse_from(args).expect("parses");
     assert_eq!((cli.command, cli.global), (Command::Inspect(inspect), g));
 }
+
+#[test]
+fn sensitivity_and_recipe_round_trip() {
+    let mut m = SensitivityArgs::new(p("/m.gguf"));
+    (m.text, m.to, m.select, m.jobs, m.ctx, m.chunks) =
+        (Some(p("/text")), Some("q4_0".into()), select(), Some(2), 256, Some(9));
+    (m.repeat_text, m.json, m.csv, m.html) =
+        (Some(p("/again")), Some(p("/s.json")), Some(p("/s.csv")), Some(p("/s.html")));
+    (m.no_cache, m.llama_cpp, m.force) = (true, Some(p("/bin")), FORCE);
+    assert_eq!(reparsed(&m), Command::Sensitivity(m.clone()));
+    let mut a = SensitivityArgs::new(p("/m.gguf"));
+    (a.text, a.ablate, a.seed, a.cache, a.keep_models) =
+        (Some(p("/text")), Some("noise".into()), Some(7), Some(p("/c")), Some(p("/k")));
+    assert_eq!(reparsed(&a), Command::Sensitivity(a.clone()));
+    let mut pr = SensitivityArgs::new(p("/m.gguf"));
+    (pr.predict, pr.to, pr.imatrix, pr.truth) = (true, Some("q2_0".into()), Some(p("/i.gguf")), Some(p("/t.json")));
+    (pr.json, pr.csv) = (Some(p("/p.json")), Some(p("/p.csv")));
+    assert_eq!(reparsed(&pr), Command::Sensitivity(pr.clone()));
+
+    let mut r = RecipeArgs::new(p("/m.gguf"));
+    (r.target_bpw, r.from, r.out, r.json) =
+        (Some(4.25), vec![p("/q4.json"), p("/q8.json")], Some(p("/r.txt")), Some(p("/r.json")));
+    (r.apply, r.imatrix_file, r.text, r.ctx, r.chunks) =
+        (Some(p("/o.gguf")), Some(p("/i.gguf")), Some(p("/held")), 256, Some(3));
+    (r.llama_cpp, r.force) = (Some(p("/bin")), FORCE);
+    assert_eq!(reparsed(&r), Command::Recipe(r.clone()));
+    let mut d = RecipeArgs::new(p("/m.gguf"));
+    (d.target_size, d.data_free, d.types) = (Some("90M".into()), true, vec!["Q4_0".into(), "q8_0".into()]);
+    assert_eq!(reparsed(&d), Command::Recipe(d.clone()));
+    let mut i = RecipeArgs::new(p("/m.gguf"));
+    (i.target_bpw, i.imatrix) = (Some(3.0), Some(p("/i.gguf")));
+    assert_eq!(reparsed(&i), Command::Recipe(i.clone()));
+    // The constructors the server starts from are clap's defaults.
+    let parsed = Cli::try_parse_from(["organ", "sensitivity", "/m", "--to", "q4_0", "--predict"]);
+    let want = SensitivityArgs { to: Some("q4_0".into()), predict: true, ..SensitivityArgs::new(p("/m")) };
+    assert_eq!(parsed.map(|c| c.command).ok(), Some(Command::Sensitivity(want)));
+    let parsed = Cli::try_parse_from(["organ", "recipe", "/m", "--target-bpw", "4", "--data-free"]);
+    let want = RecipeArgs { target_bpw: Some(4.0), data_free: true, ..RecipeArgs::new(p("/m")) };
+    assert_eq!(parsed.map(|c| c.command).ok(), Some(Command::Recipe(want)));
+}

@@ -3,10 +3,11 @@
 //! - Paths in requests are relative to `--root` and confined to it (no `..`, no absolute
 //!   paths, no symlink leading out; "missing" and "leads outside" get the same answer).
 //! - Quick reads (health, models, inspect) answer at once. Long operations (measure,
-//!   diff, dissect, assemble, graft, moe, purify) are jobs: each runs `organ` itself as a child
-//!   process (argv, never a shell) under a semaphore of `--jobs` permits, writing into
-//!   `ROOT/results/JOB/` through the CLI's atomic writers. Cancelling kills the child and
-//!   removes the job's directory, so nothing partial remains.
+//!   diff, check, eval, sensitivity, recipe, dissect, assemble, graft, moe, purify) are
+//!   jobs: each runs `organ` itself as a child process (argv, never a shell) under a
+//!   semaphore of `--jobs` permits, writing into `ROOT/results/JOB/` through the CLI's
+//!   atomic writers. Cancelling kills the child and removes the job's directory, so
+//!   nothing partial remains.
 //! - Each child gets `ORGAN_CONFINE=ROOT` (crate::input): every model file it opens is
 //!   checked again, on the opened descriptor, to lie under the root (a file swapped for a
 //!   symlink between the request and the job is refused), and the parent-death signal, so
@@ -30,10 +31,10 @@
 //! The modules, by what they define: [`router`] the routes and the state behind them
 //! ([`app`]); [`accept`] the connection loop and its timeouts; [`auth`] the Host, Origin and
 //! token checks; [`files`] paths under the root, the model listing and downloads;
-//! [`inspect`] inspect as a child; [`operations`] and [`surgery`] requests turned into `organ` argv;
-//! [`jobs`] the job table and each job's run; [`results`] a job's status and report sent
-//! (streamed from disk); [`retention`] finished jobs deleted and expired; [`child`] a child
-//! `organ` process and its event stream.
+//! [`inspect`] inspect as a child; [`operations`], [`quantize`] and [`surgery`] requests
+//! turned into `organ` argv; [`jobs`] the job table and each job's run; [`results`] a job's
+//! status and report sent (streamed from disk); [`retention`] finished jobs deleted and
+//! expired; [`child`] a child `organ` process and its event stream.
 
 mod accept;
 mod auth;
@@ -45,6 +46,7 @@ mod job;
 mod jobs;
 mod operations;
 mod outputs;
+mod quantize;
 mod results;
 mod retention;
 mod router;

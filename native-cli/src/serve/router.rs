@@ -1,7 +1,8 @@
 //! The routes, and the shared state behind them: [`app`] builds both from [`Options`].
 
 use super::{
-    auth, files, inspect, operations, results, retention, surgery, web_dir, AppState, Options, MAX_INSPECTS, RESULTS,
+    auth, files, inspect, operations, quantize, results, retention, surgery, web_dir, AppState, Options, MAX_INSPECTS,
+    RESULTS,
 };
 use anyhow::{bail, Context};
 use axum::extract::DefaultBodyLimit;
@@ -82,6 +83,8 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         .route("/moe", post(surgery::moe))
         .route("/purify", post(surgery::purify))
         .route("/eval", post(operations::eval))
+        .route("/sensitivity", post(quantize::sensitivity))
+        .route("/recipe", post(quantize::recipe))
         .route("/experts-extract", post(surgery::experts_extract))
         .route("/experts-prune", post(surgery::experts_prune))
         .route("/jobs/{id}", get(results::job_status).delete(retention::job_delete))
@@ -108,4 +111,41 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
 
 async fn health() -> Json<Value> {
     Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") }))
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every `/api` route the router serves, with its methods, is in docs/openapi.json, and
+    /// every `/api` path there is served: a new endpoint cannot go undocumented.
+    #[test]
+    fn openapi_documents_every_route() {
+        let doc: serde_json::Value = serde_json::from_str(super::OPENAPI).unwrap();
+        let src = include_str!("router.rs");
+        let start = src.find("let api = Router::new()").unwrap();
+        let end = start + src[start..].find(".layer(").unwrap();
+        let routes = |text: &str, prefix: &str| -> Vec<(String, Vec<&'static str>)> {
+            (text.lines().filter_map(|l| l.trim().strip_prefix(".route(\"")))
+                .map(|l| {
+                    let path = format!("{prefix}{}", &l[..l.find('"').unwrap()]).replace("{*", "{");
+                    let methods =
+                        ["get", "post", "delete"].into_iter().filter(|m| l.contains(&format!("{m}("))).collect();
+                    (path, methods)
+                })
+                .collect()
+        };
+        let mut routed = routes(&src[start..end], "/api");
+        routed.extend(routes(&src[end..], ""));
+        routed.retain(|(p, _)| p.starts_with("/api/"));
+        assert!(routed.len() > 10, "the routes are read from router.rs: {routed:?}");
+        for (path, methods) in &routed {
+            assert!(!methods.is_empty(), "{path}: no method read");
+            for m in methods {
+                assert!(doc["paths"][path][m].is_object(), "docs/openapi.json does not document {m} {path}");
+            }
+        }
+        let paths = doc["paths"].as_object().unwrap();
+        for p in paths.keys().filter(|p| p.starts_with("/api/")) {
+            assert!(routed.iter().any(|(r, _)| r == p), "docs/openapi.json documents {p}, which is not routed");
+        }
+    }
 }

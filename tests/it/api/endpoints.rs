@@ -28,6 +28,8 @@ fn every_endpoint_on_smollm2() {
         "/api/graft",
         "/api/purify",
         "/api/eval",
+        "/api/sensitivity",
+        "/api/recipe",
         "/api/jobs/{id}",
         "/api/jobs/{id}/events",
         "/api/results/{path}",

@@ -1,6 +1,8 @@
 //! `organ serve`, started for real on a loopback port: every endpoint on SmolLM2, measure
-//! equal to `organ measure --json`, diff equal to `organ diff --json`, check equal to `organ check --json`, hostile requests answered 4xx with the server still up,
-//! 200 concurrent inspects with 4 concurrent measure jobs, and cancellation without
+//! equal to `organ measure --json`, diff equal to `organ diff --json`, check equal to
+//! `organ check --json`, sensitivity and recipe equal to `organ sensitivity --predict
+//! --json` and `organ recipe --json`, hostile requests answered 4xx with the server still
+//! up, 200 concurrent inspects with 4 concurrent measure jobs, and cancellation without
 //! partial output.
 
 mod check;
@@ -13,6 +15,7 @@ mod jobs;
 mod limits;
 mod memory;
 mod moe;
+mod quantize;
 mod remote;
 mod remote_policy;
 mod retention;

@@ -53,6 +53,23 @@ impl ReportOutputs {
     }
 }
 
+/// Asserts that docs/openapi.json (`doc`) names `names` as the outputs of the job schema
+/// `job` and at the end of the summary of `POST path`, in that order.
+#[cfg(test)]
+pub(super) fn openapi_lists_outputs(doc: &serde_json::Value, job: &str, path: &str, names: &[&str]) {
+    let said = doc["components"]["schemas"][job]["allOf"][1]["properties"]["outputs"]["description"]
+        .as_str()
+        .unwrap_or_default();
+    let listed: Vec<&str> = (said.split_whitespace())
+        .filter_map(|w| w.strip_prefix("results/JOB/"))
+        .map(|w| w.trim_end_matches([',', ')']))
+        .collect();
+    assert_eq!(listed, names, "{job}'s outputs in docs/openapi.json: {said:?}");
+    let summary = doc["paths"][path]["post"]["summary"].as_str().unwrap_or_default();
+    let want = format!("; outputs {}", names.join(", "));
+    assert!(summary.ends_with(&want), "{path}'s summary in docs/openapi.json: {summary:?}, not ending {want:?}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,20 +81,7 @@ mod tests {
         let doc: serde_json::Value = serde_json::from_str(include_str!("../../../docs/openapi.json")).unwrap();
         for (job, path, out) in [("DiffJob", "/api/diff", &DIFF_OUT), ("CheckJob", "/api/check", &CHECK_OUT)] {
             let names = out.names();
-            let said = doc["components"]["schemas"][job]["allOf"][1]["properties"]["outputs"]["description"]
-                .as_str()
-                .unwrap_or_default();
-            let listed: Vec<&str> = (said.split_whitespace())
-                .filter_map(|w| w.strip_prefix("results/JOB/"))
-                .map(|w| w.trim_end_matches([',', ')']))
-                .collect();
-            assert_eq!(listed, names, "{job}'s outputs in docs/openapi.json: {said:?}");
-            let summary = doc["paths"][path]["post"]["summary"].as_str().unwrap_or_default();
-            let want = format!("; outputs {}", names.join(", "));
-            assert!(
-                summary.ends_with(&want),
-                "{path}'s summary in docs/openapi.json: {summary:?}, not ending {want:?}"
-            );
+            openapi_lists_outputs(&doc, job, path, &names.iter().map(String::as_str).collect::<Vec<_>>());
         }
         assert_eq!(MEASURE_OUT.names(), ["report.json", "report.csv", "report.html"]);
         assert_eq!(MEASURE_OUT.report(), "report.json");

@@ -329,20 +329,7 @@ mod tests {
         for (job, path, names) in
             [("SensitivityJob", "/api/sensitivity", &sensitivity[..]), ("RecipeJob", "/api/recipe", &recipe[..])]
         {
-            let said = doc["components"]["schemas"][job]["allOf"][1]["properties"]["outputs"]["description"]
-                .as_str()
-                .unwrap_or_default();
-            let listed: Vec<&str> = (said.split_whitespace())
-                .filter_map(|w| w.strip_prefix("results/JOB/"))
-                .map(|w| w.trim_end_matches([',', ')']))
-                .collect();
-            assert_eq!(listed, names, "{job}'s outputs in docs/openapi.json: {said:?}");
-            let summary = doc["paths"][path]["post"]["summary"].as_str().unwrap_or_default();
-            let want = format!("; outputs {}", names.join(", "));
-            assert!(
-                summary.ends_with(&want),
-                "{path}'s summary in docs/openapi.json: {summary:?}, not ending {want:?}"
-            );
+            super::super::outputs::openapi_lists_outputs(&doc, job, path, names);
         }
     }
 }

@@ -59,7 +59,9 @@ api() { # BIN OUT: the HTTP API's answers for inspect, check and diff of the sam
   local bin=$1 out=$2 root="$2/api-root" port line
   mkdir -p "$root" "$out/api"
   cp "$model" "$root/model.gguf" && cp "$out/graft.gguf" "$root/graft.gguf"
-  coproc SERVE { "$bin" serve --root "$root" --addr 127.0.0.1:0 --web "$root/no-web"; }
+  # exec: the coprocess is the server itself, so the kill below stops it (without exec it
+  # stopped only the subshell, and the server lived on holding the script's stdout).
+  coproc SERVE { exec "$bin" serve --root "$root" --addr 127.0.0.1:0 --web "$root/no-web"; }
   read -r line <&"${SERVE[0]}"
   port=${line##*http://}; port=${port%% *}
   curl -sf "http://$port/api/inspect?path=model.gguf" >"$out/api/inspect.json"

@@ -55,15 +55,14 @@ chromium_browser() {
 
 # --downloads: only what is fetched rather than built (the toolchain, npm packages,
 # chromium), for scripts/test.sh to run in the background while it compiles.
-if [ "${1:-}" = --downloads ]; then
-  step "nightly wasm32 + rust-src" nightly_wasm >&2
-  step "npm binaryen $BINARYEN_VERSION, playwright-core $PLAYWRIGHT_VERSION" node_tools >&2
-  step "chromium (Debian)" chromium_browser >&2
-  exit 0
-fi
+downloads_only=false
+[ "${1:-}" = --downloads ] && downloads_only=true
 step "nightly wasm32 + rust-src" nightly_wasm >&2
-step "trunk $TRUNK_VERSION" trunk_tool >&2
-step "wasm-bindgen-cli $WASM_BINDGEN_VERSION" wasm_bindgen_tool >&2
+if ! $downloads_only; then
+  step "trunk $TRUNK_VERSION" trunk_tool >&2
+  step "wasm-bindgen-cli $WASM_BINDGEN_VERSION" wasm_bindgen_tool >&2
+fi
 step "npm binaryen $BINARYEN_VERSION, playwright-core $PLAYWRIGHT_VERSION" node_tools >&2
 step "chromium (Debian)" chromium_browser >&2
+$downloads_only && exit 0
 echo "$TOOLS/trunk-$TRUNK_VERSION/bin:$TOOLS/wasm-bindgen-$WASM_BINDGEN_VERSION/bin:$TOOLS/node/node_modules/.bin"

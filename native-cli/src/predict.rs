@@ -5,63 +5,19 @@
 //! second round-trips each selected weight through every candidate type; a thread holds
 //! one weight's values, its round trip and its bytes at a time.
 
-use crate::model::{Model, Tensor};
-use anyhow::{anyhow, bail, Context, Result};
+use crate::model::Model;
+use anyhow::{bail, Context, Result};
 use organ_core::imatrix::Imatrix;
-use organ_core::predict::residual::{self, Energies, Layer};
-use organ_core::predict::{round_trip, row_errors, Calibration, Kind, Shape};
+use organ_core::model::TensorEntry;
+use organ_core::predict::steps::{self, EnergyJob};
+use organ_core::predict::{Calibration, Predictor};
 use organ_core::quant::dequantize;
-use organ_core::quant::quantize::can_quantize;
 use organ_core::GgmlType;
 use rayon::prelude::*;
-use serde::Serialize;
 use std::io::Read;
 use std::path::Path;
 
-/// One candidate type for one weight.
-#[derive(Serialize, Debug, Clone, PartialEq)]
-pub struct PredictedPoint {
-    /// The candidate type.
-    pub ty: GgmlType,
-    /// The weight's exact size in that type.
-    pub bytes: u64,
-    /// The predicted mean KL divergence with only this weight in `ty`.
-    pub predicted_kld: f64,
-    /// `Σ_j w_j ‖ΔW[:, j]‖²`: the round-trip error weighted by the input columns' mean
-    /// squares (what [`Calibration`] scales).
-    pub weighted_error: f64,
-    /// `R/Ĥ`: that error carried into the residual stream, over the stream's energy there
-    /// (kept for study: on SmolLM2 F16 it ranked worse than the weighted error, docs/predict.md).
-    pub relative: f64,
-}
-
-/// A candidate type the weight cannot take, and why.
-#[derive(Serialize, Debug, Clone, PartialEq)]
-pub struct Unavailable {
-    /// The type.
-    pub ty: GgmlType,
-    /// Why (rows that are not whole blocks of it).
-    pub reason: String,
-}
-
-/// The prediction for one weight.
-#[derive(Serialize, Debug, Clone, PartialEq)]
-pub struct Prediction {
-    /// The weight's name.
-    pub name: String,
-    /// Its kind.
-    pub kind: Kind,
-    /// Its block.
-    pub layer: u32,
-    /// Its type in the model.
-    pub ty: GgmlType,
-    /// Its shape (ggml order).
-    pub dims: Vec<u64>,
-    /// One point per candidate type it can take, in the order asked.
-    pub options: Vec<PredictedPoint>,
-    /// The candidate types it cannot take.
-    pub unavailable: Vec<Unavailable>,
-}
+pub use organ_core::predict::Prediction;
 
 /// Predicts, for every selected block weight (the seven linear kinds of a llama-family
 /// block) and every type of `types`, the KLD of the model with only that weight in that
@@ -80,7 +36,9 @@ pub fn predict(
     predict_calibrated(model, imatrix, types, select, &Calibration::for_source(imatrix.is_some()))
 }
 
-/// [`predict`] with a calibration of the caller's (one fitted against measured truth).
+/// [`predict`] with a calibration of the caller's (one fitted against measured truth): the
+/// core's steps ([`organ_core::predict::steps`]), each job on its own thread, over the
+/// mapped files.
 ///
 /// # Errors
 /// As [`predict`].
@@ -91,155 +49,31 @@ pub fn predict_calibrated(
     select: impl Fn(&str) -> bool + Sync,
     calibration: &Calibration,
 ) -> Result<Vec<Prediction>> {
-    if let Some(ty) = types.iter().find(|t| !can_quantize(**t)) {
-        bail!("organ has no quantizer for {ty}, so cannot predict it (it can quantize to {})", quantizable());
-    }
-    let shape = Shape::of(&model.model).with_context(|| format!("predicting the sensitivity of {}", model.label))?;
-    let m = Weights { model, imatrix };
-    // Pass 1: every block weight's energies.
-    let slots: Vec<(u32, Kind)> = (0..shape.n_layer).flat_map(|l| Kind::ALL.into_iter().map(move |k| (l, k))).collect();
-    let energies: Vec<Energies> = slots
+    let what = || format!("predicting the sensitivity of {}", model.label);
+    let p = Predictor::new(&model.model, types, *calibration, imatrix).with_context(what)?;
+    let values = |name: &str| -> Result<(&TensorEntry, Vec<f32>)> {
+        let t = steps::tensor(&model.model, name).with_context(|| model.label.clone())?;
+        Ok((&t.entry, dequantize(t.ty, t.bytes()).with_context(|| format!("{}: reading {name}", model.label))?))
+    };
+    let energies = p
+        .energy_jobs()
         .par_iter()
-        .map(|&(l, k)| {
-            let (t, values) = m.values(&k.weight(l))?;
-            let cols = if matches!(k, Kind::AttnOutput | Kind::FfnDown) { None } else { Some(m.columns(t, l, k)?) };
-            Ok(residual::energies(&values, t.dims[0] as usize, cols.as_deref())?)
+        .map(|job: &EnergyJob| {
+            let read: Vec<(&TensorEntry, Vec<f32>)> = job.reads().into_iter().map(values).collect::<Result<_>>()?;
+            let tensors: Vec<_> = read.iter().map(|r| r.0).collect();
+            let vs: Vec<&[f32]> = read.iter().map(|r| r.1.as_slice()).collect();
+            p.energy(job, &tensors, &vs).with_context(what)
         })
-        .collect::<Result<_>>()?;
-    let layers: Vec<(Layer, Vec<f32>, Vec<f32>)> = energies
-        .par_chunks_exact(7)
-        .enumerate()
-        .map(|(l, e)| {
-            let l32 = l as u32;
-            let (o_cols, d_cols) = match imatrix {
-                Some(_) => {
-                    let col = |k: Kind| m.tensor(&k.weight(l32)).and_then(|t| m.columns(t, l32, k));
-                    (col(Kind::AttnOutput)?, col(Kind::FfnDown)?)
-                }
-                None => (residual::attn_output_columns(&shape, &e[2])?, residual::ffn_down_columns(&e[4], &e[5])?),
-            };
-            let e: [&Energies; 7] = std::array::from_fn(|i| &e[i]);
-            let layer = residual::layer(&shape, e, &o_cols, &d_cols).with_context(|| format!("block {l}"))?;
-            Ok((layer, o_cols, d_cols))
-        })
-        .collect::<Result<_>>()?;
-    let (embd, embd_values) = m.values("token_embd.weight")?;
-    let h0 = residual::embedding_energy(&embd_values, embd.dims[0] as usize);
-    drop(embd_values);
-    let only: Vec<Layer> = layers.iter().map(|l| l.0.clone()).collect();
-    let stream = residual::stream_energies(h0, &only);
-    // Pass 2: the selected weights' round trips.
-    let chosen: Vec<(&Tensor, Kind, u32)> = model
-        .tensors
-        .iter()
-        .filter(|t| select(&t.name))
-        .filter_map(|t| Kind::of(&t.name).filter(|(_, l)| *l < shape.n_layer).map(|(k, l)| (t, k, l)))
-        .collect();
-    chosen
+        .collect::<Result<Vec<_>>>()?;
+    let blocks = p.stream(&model.model, energies).with_context(what)?;
+    p.round_trip_jobs(&model.model, select)
         .par_iter()
-        .map(|&(t, kind, l)| {
-            let (layer, o_cols, d_cols) = &layers[l as usize];
-            let cols = match kind {
-                Kind::AttnOutput => o_cols.clone(),
-                Kind::FfnDown => d_cols.clone(),
-                _ => m.columns(t, l, kind)?,
-            };
-            let h = residual::stream_at(kind, stream[l as usize]);
-            one(t, kind, l, &cols, &layer.row_weights[kind.index()], h, types, calibration)
-                .with_context(|| format!("predicting {}", t.name))
+        .map(|job| {
+            let t = &model.tensors[job.tensor];
+            let v = dequantize(t.ty, t.bytes()).with_context(|| format!("{}: reading {}", model.label, t.name))?;
+            p.predict(&blocks, job, t, &v).with_context(|| format!("predicting {}", t.name))
         })
         .collect()
-}
-
-/// Every candidate type for one weight.
-#[allow(clippy::too_many_arguments)]
-fn one(
-    t: &Tensor,
-    kind: Kind,
-    layer: u32,
-    cols: &[f32],
-    row_weights: &[f64],
-    h: f64,
-    types: &[GgmlType],
-    calibration: &Calibration,
-) -> Result<Prediction> {
-    let values = dequantize(t.ty, t.bytes())?;
-    let n_in = t.dims[0] as usize;
-    let mut p = Prediction {
-        name: t.name.clone(),
-        kind,
-        layer,
-        ty: t.ty,
-        dims: t.dims.clone(),
-        options: Vec::new(),
-        unavailable: Vec::new(),
-    };
-    for &ty in types {
-        if n_in % ty.block_size() != 0 {
-            let reason = format!("rows of {n_in} values are not whole {ty} blocks of {}", ty.block_size());
-            p.unavailable.push(Unavailable { ty, reason });
-            continue;
-        }
-        let q = round_trip(ty, &values, n_in)?;
-        let errors = row_errors(&values, &q, n_in, cols)?;
-        let relative = residual::carried(&errors, row_weights)? / h;
-        let weighted_error: f64 = errors.iter().sum();
-        p.options.push(PredictedPoint {
-            ty,
-            bytes: t.n_elements / ty.block_size() as u64 * ty.type_size() as u64,
-            predicted_kld: calibration.predict(kind, weighted_error),
-            weighted_error,
-            relative,
-        });
-    }
-    Ok(p)
-}
-
-/// The model's weights and the column weights' source.
-struct Weights<'a> {
-    model: &'a Model,
-    imatrix: Option<&'a Imatrix>,
-}
-
-impl Weights<'_> {
-    fn tensor(&self, name: &str) -> Result<&Tensor> {
-        self.model.tensors.iter().find(|t| t.name == name).ok_or_else(|| {
-            anyhow!("{} has no tensor {name}: the sensitivity model needs every block weight", self.model.label)
-        })
-    }
-
-    /// A 2-D weight (or a norm) and its values.
-    fn values(&self, name: &str) -> Result<(&Tensor, Vec<f32>)> {
-        let t = self.tensor(name)?;
-        if t.dims.len() > 2 {
-            bail!(
-                "{name} has {} dimensions {:?}: the sensitivity model covers dense weights only",
-                t.dims.len(),
-                t.dims
-            );
-        }
-        Ok((t, dequantize(t.ty, t.bytes()).with_context(|| format!("reading {name}"))?))
-    }
-
-    /// The mean squares of weight `t`'s input columns: from the importance matrix, or the
-    /// squared gains of the norm that feeds it (attn_output and ffn_down have no norm; the
-    /// data-free path derives theirs in `residual`).
-    fn columns(&self, t: &Tensor, layer: u32, kind: Kind) -> Result<Vec<f32>> {
-        if let Some(im) = self.imatrix {
-            return im.column_weights(&t.name, &t.dims).context("the importance matrix");
-        }
-        let norm = if kind.is_ffn() { "ffn_norm" } else { "attn_norm" };
-        let (n, g) = self.values(&format!("blk.{layer}.{norm}.weight"))?;
-        if n.n_elements != t.dims[0] {
-            bail!("{} has {} values, but {} has {} input columns", n.name, n.n_elements, t.name, t.dims[0]);
-        }
-        Ok(residual::gain_squares(&g))
-    }
-}
-
-fn quantizable() -> String {
-    let all: Vec<&str> = GgmlType::ALL.iter().filter(|t| can_quantize(**t)).map(|t| t.name()).collect();
-    all.join(", ")
 }
 
 /// The largest importance matrix read (SmolLM2's is 1.3 MB; a 70B model's ~50 MB).

@@ -19,9 +19,11 @@
 pub mod calibrate;
 pub mod residual;
 mod round_trip;
+pub mod steps;
 
 pub use calibrate::{agreement, spearman, Agreement, Calibration, Point};
 pub use round_trip::{round_trip, row_errors};
+pub use steps::{PredictedPoint, Prediction, Predictor, Unavailable};
 
 use crate::error::{Error, Result};
 use alloc::format;

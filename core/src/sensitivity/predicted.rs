@@ -3,7 +3,8 @@
 //! changed (`crate::predict`), and, when a measured report of the same change is given,
 //! the measured figure beside it and how the two rank together (Spearman's ρ).
 
-use crate::predict::{agreement, Calibration, Kind, Point};
+use crate::predict::{agreement, Calibration, Kind, Point, Prediction};
+use alloc::borrow::ToOwned;
 use alloc::string::String;
 use alloc::vec::Vec;
 use serde::{Deserialize, Serialize};
@@ -96,6 +97,47 @@ pub struct PredictionReport {
     pub not_predicted: Vec<(String, String)>,
     /// One row per predicted weight, in the model's order.
     pub tensors: Vec<PredictedRow>,
+}
+
+/// The rows of a prediction of one change (each of `predictions` asked for that one type),
+/// and the `picked` tensors left without a prediction, with why. `bytes` gives a tensor's
+/// size in the model.
+pub fn rows(
+    predictions: Vec<Prediction>,
+    picked: &[&str],
+    bytes: impl Fn(&str) -> u64,
+) -> (Vec<PredictedRow>, Vec<(String, String)>) {
+    let mut not_predicted: Vec<(String, String)> = Vec::new();
+    let mut tensors = Vec::with_capacity(predictions.len());
+    for p in predictions {
+        match p.options.first() {
+            Some(x) => tensors.push(PredictedRow {
+                bytes: bytes(&p.name),
+                name: p.name,
+                kind: p.kind.name().to_owned(),
+                layer: p.layer,
+                ty: p.ty.name().to_owned(),
+                dims: p.dims,
+                changed_type: x.ty.name().to_owned(),
+                changed_bytes: x.bytes,
+                predicted_kld: x.predicted_kld,
+                relative: x.relative,
+                weighted_error: x.weighted_error,
+                measured_kld: None,
+            }),
+            None => {
+                let why = p.unavailable.first().map_or_else(|| "no candidate type".to_owned(), |u| u.reason.clone());
+                not_predicted.push((p.name, why));
+            }
+        }
+    }
+    for name in picked {
+        if !tensors.iter().any(|t| t.name == *name) && !not_predicted.iter().any(|n| n.0 == *name) {
+            let why = "not one of the seven linear weights of a llama-family block (the prediction's model)";
+            not_predicted.push(((*name).to_owned(), why.to_owned()));
+        }
+    }
+    (tensors, not_predicted)
 }
 
 /// Fills each row's `measured_kld` from `truth` (by tensor name) and ranks the rows that

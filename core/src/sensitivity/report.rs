@@ -2,8 +2,13 @@
 //! was measured, how, and one row per tensor; read back by `organ recipe --from` and by the
 //! browser. Its CSV (`report::sensitivity_csv`) is one line per tensor.
 
+use crate::model::TensorEntry;
+use alloc::collections::BTreeMap;
+use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::borrow::Borrow;
+use core::fmt;
 use serde::{Deserialize, Serialize};
 
 /// The report's schema version.
@@ -102,5 +107,83 @@ impl Report {
         let (a, b): (Vec<f64>, Vec<f64>) =
             tensors.iter().filter_map(|r| Some((r.kld.value, r.repeat_kld?.value))).unzip();
         super::spearman(&a, &b)
+    }
+}
+
+/// A measured row as read back from a report: what [`check_rows`] checks.
+#[derive(Clone, Copy, Debug)]
+pub struct MeasuredRow<'a> {
+    /// The tensor's name.
+    pub name: &'a str,
+    /// Its type in the model, as the report gives it.
+    pub ty: &'a str,
+    /// Its shape, as the report gives it.
+    pub dims: &'a [u64],
+    /// Its mean KL divergence.
+    pub kld: f64,
+}
+
+/// A row of a report that does not fit the model: `tensors[INDEX].FIELD (NAME): REASON`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowError {
+    /// The row's place in the report's `tensors`.
+    pub index: usize,
+    /// The tensor it names.
+    pub name: String,
+    /// The field at fault.
+    pub field: &'static str,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl fmt::Display for RowError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "tensors[{}].{} ({}): {}", self.index, self.field, self.name, self.reason)
+    }
+}
+
+/// Each measured row's KL divergence, checked against the model's `tensors`: every row
+/// names a tensor the model has, in its type and shape, once, with a finite figure. What
+/// `organ recipe --from` and the browser app read.
+///
+/// # Errors
+/// The first row that breaks one of these, with the field named.
+pub fn check_rows<'a, T: Borrow<TensorEntry>>(
+    rows: impl IntoIterator<Item = MeasuredRow<'a>>,
+    tensors: &[T],
+) -> Result<Vec<(String, f64)>, RowError> {
+    let by_name: BTreeMap<&str, &TensorEntry> =
+        tensors.iter().map(|t| (t.borrow().name.as_str(), t.borrow())).collect();
+    let mut seen: BTreeMap<&str, ()> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (index, e) in rows.into_iter().enumerate() {
+        let err = |field, reason| RowError { index, name: e.name.into(), field, reason };
+        let Some(t) = by_name.get(e.name) else {
+            return Err(err("name", "the model has no such tensor".into()));
+        };
+        if !e.ty.eq_ignore_ascii_case(t.ty.name()) || e.dims != t.dims.as_slice() {
+            let reason = format!("{} {:?} in the report, {} {:?} in the model", e.ty, e.dims, t.ty, t.dims);
+            return Err(err("type", reason));
+        }
+        if !e.kld.is_finite() {
+            return Err(err("kld.value", format!("{} is not a number", e.kld)));
+        }
+        if seen.insert(t.name.as_str(), ()).is_some() {
+            return Err(err("name", "listed twice".into()));
+        }
+        out.push((e.name.into(), e.kld));
+    }
+    Ok(out)
+}
+
+impl Report {
+    /// [`check_rows`] of this report's rows.
+    ///
+    /// # Errors
+    /// As [`check_rows`].
+    pub fn klds<T: Borrow<TensorEntry>>(&self, tensors: &[T]) -> Result<Vec<(String, f64)>, RowError> {
+        let rows =
+            self.tensors.iter().map(|r| MeasuredRow { name: &r.name, ty: &r.ty, dims: &r.dims, kld: r.kld.value });
+        check_rows(rows, tensors)
     }
 }

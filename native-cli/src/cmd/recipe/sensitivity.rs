@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use organ_core::ggml_type::GgmlType;
 use organ_core::model::TensorEntry;
 use organ_core::recipe::size::tensor_bytes;
+use organ_core::sensitivity::report::{check_rows, MeasuredRow};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::io::Read;
@@ -88,27 +89,20 @@ pub fn read(path: &Path, model: &[&TensorEntry], blake3: &str) -> Result<Sensiti
     if !r.model_blake3.eq_ignore_ascii_case(blake3) {
         bail!("{}: {} is not the model's ({blake3}): a report of another model", at("model_blake3"), r.model_blake3);
     }
+    // The rows against the model (names, types, shapes, finite figures, each once), as the
+    // browser app checks them; then what a recipe also needs: every row in the change's type.
+    let rows = r.tensors.iter().map(|e| MeasuredRow { name: &e.name, ty: &e.ty, dims: &e.dims, kld: e.kld.value });
+    let kld: HashMap<String, f64> =
+        check_rows(rows, model).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?.into_iter().collect();
     let by_name: HashMap<&str, &TensorEntry> = model.iter().map(|t| (t.name.as_str(), *t)).collect();
-    let mut kld = HashMap::with_capacity(r.tensors.len());
     for (i, e) in r.tensors.iter().enumerate() {
         let here = |field: &str| at(&format!("tensors[{i}].{field} ({})", e.name));
-        let Some(t) = by_name.get(e.name.as_str()) else {
-            bail!("{}: the model has no such tensor", here("name"));
-        };
-        if !e.ty.eq_ignore_ascii_case(t.ty.name()) || e.dims != t.dims {
-            bail!("{}: {} {:?} in the report, {} {:?} in the model", here("type"), e.ty, e.dims, t.ty, t.dims);
-        }
+        let Some(t) = by_name.get(e.name.as_str()) else { continue };
         if !e.changed_type.eq_ignore_ascii_case(change.name()) {
             bail!("{}: {}, but the report's change is {change}", here("changed_type"), e.changed_type);
         }
         if let Some(b) = tensor_bytes(change, &t.dims).filter(|&b| b != e.changed_bytes) {
             bail!("{}: {}, but {change} of {:?} is {b} bytes", here("changed_bytes"), e.changed_bytes, t.dims);
-        }
-        if !e.kld.value.is_finite() {
-            bail!("{}: {} is not a number", here("kld.value"), e.kld.value);
-        }
-        if kld.insert(e.name.clone(), e.kld.value).is_some() {
-            bail!("{}: listed twice", here("name"));
         }
     }
     Ok(Sensitivity { path: path.to_owned(), change, kld })

@@ -9,7 +9,7 @@ use anyhow::{bail, Result};
 use organ_core::model::TensorEntry;
 use organ_core::predict::Calibration;
 use organ_core::sensitivity::is_weight;
-use organ_core::sensitivity::predicted::{rank_against, PredictedRow, PredictionReport, Ranking, SCHEMA};
+use organ_core::sensitivity::predicted::{rank_against, rows, PredictedRow, PredictionReport, Ranking, SCHEMA};
 use organ_core::surgery::select::Selection;
 use organ_core::GgmlType;
 use std::io::Write;
@@ -69,37 +69,8 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<PredictionReport> {
     let calibration = Calibration::for_source(imatrix.is_some());
     let predictions =
         crate::predict::predict_calibrated(&model, imatrix.as_ref(), &[o.to], |n| picked.contains(&n), &calibration)?;
-    let mut not_predicted: Vec<(String, String)> = Vec::new();
-    let mut tensors = Vec::with_capacity(predictions.len());
-    for p in predictions {
-        let bytes = model.tensors.iter().find(|t| t.name == p.name).map_or(0, |t| t.n_bytes);
-        match p.options.first() {
-            Some(x) => tensors.push(PredictedRow {
-                name: p.name,
-                kind: p.kind.name().to_owned(),
-                layer: p.layer,
-                ty: p.ty.name().to_owned(),
-                bytes,
-                dims: p.dims,
-                changed_type: x.ty.name().to_owned(),
-                changed_bytes: x.bytes,
-                predicted_kld: x.predicted_kld,
-                relative: x.relative,
-                weighted_error: x.weighted_error,
-                measured_kld: None,
-            }),
-            None => {
-                let why = p.unavailable.first().map_or_else(|| "no candidate type".to_owned(), |u| u.reason.clone());
-                not_predicted.push((p.name, why));
-            }
-        }
-    }
-    for name in &picked {
-        if !tensors.iter().any(|t| t.name == *name) && !not_predicted.iter().any(|n| n.0 == *name) {
-            let why = "not one of the seven linear weights of a llama-family block (the prediction's model)";
-            not_predicted.push(((*name).to_owned(), why.to_owned()));
-        }
-    }
+    let bytes = |name: &str| model.tensors.iter().find(|t| t.name == name).map_or(0, |t| t.n_bytes);
+    let (mut tensors, not_predicted) = rows(predictions, &picked, bytes);
     let ranking = truth.as_ref().map(|t| rank_against(&mut tensors, |n| t.kld(n)));
     let report = PredictionReport {
         organ_sensitivity_prediction: SCHEMA,
@@ -136,6 +107,7 @@ fn print(r: &PredictionReport, w: &mut dyn Write) -> Result<()> {
         r.source,
         r.imatrix.as_deref().map(|i| format!(" {i}")).unwrap_or_default()
     )?;
+    writeln!(w, "  a {} prediction {}", r.source, Calibration::measured_rho(r.source == "imatrix"))?;
     let mut rows: Vec<&PredictedRow> = r.tensors.iter().collect();
     rows.sort_by(|a, b| b.predicted_kld.total_cmp(&a.predicted_kld));
     super::line(w, "tensor", "kind", "type", "as", &format!("{:>14} {:>14}", "predicted KLD", "measured KLD"))?;

@@ -4,7 +4,7 @@
 //! the script broke (tests/oracle/make-family-models.py lists it), and nothing else is
 //! an error.
 
-use crate::common::{dissect, llama_tool, need, ok, oracle_python, organ, repo, tmp};
+use crate::common::{dissect, llama_tool, need, ok, oracle_python, organ, repo, tmp, LLAMA_THREADS};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -96,7 +96,7 @@ fn families_as_llama_cpp_expects_them() {
         assert_eq!(r["shapes_checked"], true);
         // llama.cpp loads it and computes a token.
         let mut c = llama_tool("llama-completion");
-        c.arg("-m").arg(&path).args(["-p", "Hello", "-n", "1", "--temp", "0", "-no-cnv", "-t", "2"]);
+        c.arg("-m").arg(&path).args(["-p", "Hello", "-n", "1", "--temp", "0", "-no-cnv", "-t", LLAMA_THREADS]);
         ok(c);
     }
 }
@@ -131,7 +131,7 @@ fn broken_copies_are_flagged_with_what_was_broken() {
     // The metadata and shape breaks are real: llama.cpp refuses those files.
     for name in ["llama-missing.gguf", "llama-wrong-embd.gguf", "llama-tokens.gguf"] {
         let mut c = llama_tool("llama-completion");
-        c.arg("-m").arg(dir.join(name)).args(["-p", "Hello", "-n", "1", "-no-cnv", "-t", "2"]);
+        c.arg("-m").arg(dir.join(name)).args(["-p", "Hello", "-n", "1", "-no-cnv", "-t", LLAMA_THREADS]);
         let o = c.output().unwrap();
         assert!(!o.status.success(), "llama.cpp loaded {name}");
     }

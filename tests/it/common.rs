@@ -256,11 +256,20 @@ pub fn oracle_json(script: &Path, args: &[&std::ffi::OsStr], out_name: &str) -> 
     serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap()
 }
 
+/// The threads of every llama.cpp tool a test runs: one. The test binary runs two tests at
+/// once on CI's two cores, and llama.cpp's threads meet at a barrier after every node of the
+/// graph (hundreds per token) by spinning, never sleeping (`ggml_barrier`): a 2-thread run
+/// beside another test's work waits at a barrier whenever one of its threads has lost its
+/// core, for up to a scheduler time slice instead of microseconds. On one thread there is
+/// no barrier, and two tests use a core each. Every figure a test compares with another is
+/// made with this same count.
+pub const LLAMA_THREADS: &str = "1";
+
 /// `n` greedy tokens after a fixed prompt, from llama.cpp; at least n/3 words of text.
 pub fn llama_generate(model: &Path, n: usize) -> String {
     let mut c = llama_tool("llama-completion");
     c.arg("-m").arg(model).args(["-p", "The human heart has four chambers:", "-n", &n.to_string()]);
-    c.args(["--temp", "0", "--seed", "1", "-no-cnv", "--no-display-prompt", "-t", "2"]);
+    c.args(["--temp", "0", "--seed", "1", "-no-cnv", "--no-display-prompt", "-t", LLAMA_THREADS]);
     let text = String::from_utf8_lossy(&ok(c).stdout).trim().to_owned();
     assert!(text.split_whitespace().count() >= n / 3, "{}: too little text: {text:?}", model.display());
     text
@@ -269,15 +278,19 @@ pub fn llama_generate(model: &Path, n: usize) -> String {
 /// llama-perplexity's final estimate on tests/data/perplexity.txt (context 128).
 pub fn llama_perplexity(model: &Path) -> f64 {
     let mut c = llama_tool("llama-perplexity");
-    c.arg("-m")
-        .arg(model)
-        .arg("-f")
-        .arg(repo().join("tests/data/perplexity.txt"))
-        .args(["-c", "128", "-b", "128", "-t", "2"]);
+    c.arg("-m").arg(model).arg("-f").arg(repo().join("tests/data/perplexity.txt"));
+    c.args(["-c", "128", "-b", "128", "-t", LLAMA_THREADS]);
     let out = ok(c);
     let log = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     let line = log.lines().find(|l| l.contains("Final estimate: PPL =")).unwrap_or_else(|| panic!("no PPL in:\n{log}"));
     line.split("PPL =").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// SmolLM2's own [`llama_perplexity`], run once per test process: the parent's figure that
+/// llama.rs's graft and purify.rs's outputs are each held against.
+pub fn smollm2_perplexity(model: &Path) -> f64 {
+    static PPL: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *PPL.get_or_init(|| llama_perplexity(model))
 }
 
 /// Runs a command that must fail with exit status 1; returns its stderr.

@@ -6,8 +6,10 @@
 use crate::build::smollm2_q8_0;
 use crate::common::*;
 use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 const CTX: &str = "128";
 
@@ -19,6 +21,24 @@ fn text() -> PathBuf {
 fn llama_bin() -> PathBuf {
     let c = llama_tool("llama-perplexity");
     Path::new(c.get_program()).parent().unwrap().to_owned()
+}
+
+/// A directory whose `llama-perplexity` execs the real one with `-t LLAMA_THREADS` added,
+/// made once: `--judge` has no threads flag and leaves them to llama.cpp, which takes both
+/// cores and then spins at its barriers beside the other test running (see
+/// [`LLAMA_THREADS`]). It execs, so the descriptors organ hands the tool stay open, as
+/// eval_handed's wrapper shows.
+fn one_thread_llama_bin() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tmp("llama-one-thread");
+        std::fs::create_dir_all(&dir).unwrap();
+        let (real, tool) = (llama_bin().join("llama-perplexity"), dir.join("llama-perplexity"));
+        std::fs::write(&tool, format!("#!/bin/sh\nexec '{}' \"$@\" -t {LLAMA_THREADS}\n", real.display())).unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        dir
+    })
+    .clone()
 }
 
 /// Scored contexts per run: 4 × 63 tokens, over the 100 llama.cpp wants for statistics.
@@ -33,10 +53,10 @@ fn test_dir(name: &str) -> PathBuf {
     d
 }
 
-/// `organ eval MODEL --text TEXT --ctx 128 --chunks 4 -j 2 --llama-cpp BIN --json DIR/eval.json EXTRA…`.
+/// `organ eval MODEL --text TEXT --ctx 128 --chunks 4 -j 1 --llama-cpp BIN --json DIR/eval.json EXTRA…`.
 fn eval(model: &Path, text: &Path, dir: &Path, extra: &[&std::ffi::OsStr]) -> Command {
     let mut c = organ();
-    c.arg("eval").arg(model).arg("--text").arg(text).args(["--ctx", CTX, "--chunks", CHUNKS, "-j", "2"]);
+    c.arg("eval").arg(model).arg("--text").arg(text).args(["--ctx", CTX, "--chunks", CHUNKS, "-j", LLAMA_THREADS]);
     c.arg("--llama-cpp").arg(llama_bin()).arg("--json").arg(dir.join("eval.json")).args(extra);
     c
 }
@@ -73,7 +93,7 @@ fn perplexity_is_the_final_estimate_llama_perplexity_prints() {
     let (stdout, report) = evaluated(eval(&model, &text(), &dir, &[]), &dir);
     // llama-perplexity itself, with the arguments eval documents (-c N -b N -t T --chunks N -f TEXT).
     let mut c = llama_tool("llama-perplexity");
-    c.arg("-m").arg(&model).arg("-f").arg(text()).args(["-c", CTX, "-b", CTX, "-t", "2", "--chunks", CHUNKS]);
+    c.arg("-m").arg(&model).arg("-f").arg(text()).args(["-c", CTX, "-b", CTX, "-t", LLAMA_THREADS, "--chunks", CHUNKS]);
     let o = ok(c);
     let log = String::from_utf8_lossy(&o.stderr).into_owned() + &String::from_utf8_lossy(&o.stdout);
     let line = &log[log.find("Final estimate: PPL = ").expect("a final estimate")..];
@@ -182,7 +202,7 @@ fn graft_judge_gives_the_verdict_against_the_recipient() {
     let mut c = organ();
     c.arg("graft").arg("--donor").arg(&donor).arg("--recipient").arg(&model);
     c.args(["--layers", "5-20", "--type", "organ", "--judge"]).arg(text()).args(["--judge-ctx", CTX]);
-    c.arg("--llama-cpp").arg(llama_bin()).arg("--out").arg(&out).arg("--json").arg(&json);
+    c.arg("--llama-cpp").arg(one_thread_llama_bin()).arg("--out").arg(&out).arg("--json").arg(&json);
     let stdout = String::from_utf8(ok(c).stdout).unwrap();
     println!("{stdout}");
     let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
@@ -199,7 +219,7 @@ fn purify_judge_gives_the_verdict_against_the_input() {
     let (out, json) = (dir.join("purified.gguf"), dir.join("purify.json"));
     let mut c = organ();
     c.arg("purify").arg(&model).args(["--method", "fractal", "--layers", "5-8", "--type", "organ"]);
-    c.arg("--judge").arg(text()).args(["--judge-ctx", CTX]).arg("--llama-cpp").arg(llama_bin());
+    c.arg("--judge").arg(text()).args(["--judge-ctx", CTX]).arg("--llama-cpp").arg(one_thread_llama_bin());
     c.arg("--out").arg(&out).arg("--json").arg(&json);
     let stdout = String::from_utf8(ok(c).stdout).unwrap();
     println!("{stdout}");

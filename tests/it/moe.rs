@@ -28,11 +28,17 @@ fn moe(base: &Path, experts: &[&Path], out: &Path, extra: &[&str]) -> Command {
 fn perplexity(model: &Path) -> f64 {
     let mut c = llama_tool("llama-perplexity");
     c.arg("-m").arg(model).arg("-f").arg(repo().join("tests/data/perplexity.txt"));
-    c.args(["-c", "128", "-b", "128", "-t", "2", "--chunks", "4"]);
+    c.args(["-c", "128", "-b", "128", "-t", LLAMA_THREADS, "--chunks", "4"]);
     let out = ok(c);
     let log = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     let line = log.lines().find(|l| l.contains("Final estimate: PPL =")).unwrap_or_else(|| panic!("no PPL in:\n{log}"));
     line.split("PPL =").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// SmolLM2's own [`perplexity`], run once per test process: both MoE tests compare with it.
+fn parent_perplexity(model: &Path) -> f64 {
+    static PPL: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *PPL.get_or_init(|| perplexity(model))
 }
 
 /// A tensor's bytes in a GGUF file, and its type.
@@ -48,7 +54,7 @@ fn four_copies_with_the_uniform_router_behave_as_smollm2() {
     let out = tmp("moe-4x.gguf");
     let text = String::from_utf8(ok(moe(&model, &[model.as_path(); 4], &out, &[])).stdout).unwrap();
     assert!(text.contains("moe plan: 4 experts (2 used per token)"), "{text}");
-    let (base, mixed) = (perplexity(&model), perplexity(&out));
+    let (base, mixed) = (parent_perplexity(&model), perplexity(&out));
     println!("perplexity: SmolLM2 {base}, 4 × SmolLM2 uniform {mixed}");
     assert!((mixed / base - 1.0).abs() <= 0.001, "perplexity {mixed} vs SmolLM2's {base}");
     assert_eq!(llama_generate(&out, 16), llama_generate(&model, 16), "greedy tokens");
@@ -133,7 +139,7 @@ fn q4_1_and_its_q8_0_requant_under_each_router_load_and_generate() {
         .collect();
     let embed_args = ["--prompts", files[0].to_str().unwrap(), files[1].to_str().unwrap()];
     let negative_args = ["--negative-prompts", files[2].to_str().unwrap(), files[3].to_str().unwrap()];
-    let (p41, p80) = (perplexity(&model), perplexity(&q8));
+    let (p41, p80) = (parent_perplexity(&model), perplexity(&q8));
     let q8_bytes = std::fs::read(&q8).unwrap();
     for router in ["uniform", "random", "embed"] {
         let json = tmp(&format!("moe-mixed-{router}.json"));

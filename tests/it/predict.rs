@@ -17,7 +17,7 @@ fn make_imatrix(model: &Path, text: &Path, chunks: u32, name: &str) -> PathBuf {
     let out = tmp(name);
     let mut c = llama_tool("llama-imatrix");
     c.arg("-m").arg(model).arg("-f").arg(text).arg("-o").arg(&out);
-    c.args(["-c", "128", "--chunks", &chunks.to_string(), "-t", "2", "--no-ppl"]);
+    c.args(["-c", "128", "--chunks", &chunks.to_string(), "-t", LLAMA_THREADS, "--no-ppl"]);
     ok(c);
     out
 }

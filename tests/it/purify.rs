@@ -9,7 +9,7 @@ use serde_json::Value;
 #[test]
 fn both_methods_on_smollm2_organs_load_generate_and_report() {
     let Some(model) = need::smollm2_and_llama() else { return };
-    let p_orig = llama_perplexity(&model);
+    let p_orig = smollm2_perplexity(&model);
     println!("original: perplexity {p_orig:.4}");
     for (method, extra) in [("fractal", ["--strength", "0.5"]), ("spectral", ["--keep", "0.95"])] {
         let out = tmp(&format!("purified-{method}.gguf"));

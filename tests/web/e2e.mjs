@@ -12,7 +12,10 @@
 // equal `--exact`'s; sorting and filtering the tensor table move its
 // rows rather than rebuild them; a non-GGUF file gets a plain error; without
 // COOP/COEP the app falls back to one thread and says so (and compares the first pair
-// on it too); a > 4 GiB file is measured.
+// on it too); a > 4 GiB file is measured. Sensitivity: the data-free prediction made in
+// the page equals `organ sensitivity --predict --json`'s weight for weight, a measured
+// report of another model is refused naming the row, and one of this model stands in the
+// table with ρ against θ and against the prediction equal to this test's own ranking.
 // Compare mode, per --pair A B: every pair's cos, rel_l2, max_abs, dθ and identical and
 // the counts equal `organ diff A B --json` exactly; the exported JSON is what organ diff
 // writes (but the generator); for the first pair the heatmap tells identical cells
@@ -25,6 +28,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { serve } from './serve.mjs';
 import { launch } from './chromium.mjs';
 
@@ -91,6 +95,28 @@ function sameSigma(label, cli, got, meanSigma) {
 }
 
 const num = (v) => (v === '' || v === undefined || v === null ? null : Number(v));
+// Spearman's ρ with ties at their mean rank: this test's own, to hold the page's to.
+function ranks(x) {
+  const ix = x.map((v, i) => [v, i]).sort((a, b) => a[0] - b[0]);
+  const r = new Array(x.length);
+  for (let i = 0; i < ix.length;) {
+    let j = i;
+    while (j + 1 < ix.length && ix[j + 1][0] === ix[i][0]) j++;
+    for (let k = i; k <= j; k++) r[ix[k][1]] = (i + j) / 2 + 1;
+    i = j + 1;
+  }
+  return r;
+}
+function spearman(a, b) {
+  const [ra, rb] = [ranks(a), ranks(b)];
+  const mean = (v) => v.reduce((s, x) => s + x, 0) / v.length;
+  const [ma, mb] = [mean(ra), mean(rb)];
+  let [sab, saa, sbb] = [0, 0, 0];
+  for (let i = 0; i < ra.length; i++) {
+    sab += (ra[i] - ma) * (rb[i] - mb); saa += (ra[i] - ma) ** 2; sbb += (rb[i] - mb) ** 2;
+  }
+  return sab / Math.sqrt(saa * sbb);
+}
 async function domSigmas(p, sel) {
   const rows = await p.$$eval(sel, (rs) => rs.map((r) => [r.dataset.name, r.dataset.theta, r.dataset.sigma]));
   return new Map(rows.map(([n, t, s]) => [n, [num(t), num(s)]]));
@@ -271,6 +297,64 @@ try {
     `sorting and filtering move rows, not rewrite them: the same <tr>s for ${sorted[0]} of ${sorted[1]} rows after ` +
     `the sort and ${kept[0]} of ${kept[1]} after the filter, ${kept[2]} changes inside rows (${sorted[2]} after the sort)`);
   await page.fill('#filter', '');
+
+  // 1b. Sensitivity beside θ: the data-free prediction made in the page is organ
+  // sensitivity --predict's, weight for weight; a measured report opened puts its figures
+  // in the table, with ρ against θ and against the prediction as the core ranks them.
+  {
+    const pjson = path.join(outDir, 'predict-q4_0.json');
+    execFileSync(organ, ['sensitivity', model, '--predict', '--to', 'q4_0', '--force', '--json', pjson], { stdio: ['ignore', 'ignore', 'inherit'] });
+    const want = JSON.parse(fs.readFileSync(pjson, 'utf8'));
+    await page.selectOption('#predict-type', 'Q4_0');
+    const t0 = Date.now();
+    await page.click('#predict');
+    await page.waitForSelector('#predicted, #error', { timeout: 300_000 });
+    const err = await page.$('#error');
+    if (err) throw new Error(`the app reported an error: ${await err.textContent()}`);
+    const ms = Date.now() - t0;
+    const rowFigs = (key) => page.$$eval('#tensors tbody tr', (rs, k) => rs.filter((r) => r.dataset[k] !== '').map((r) => [r.dataset.name, Number(r.dataset[k])]), key);
+    const predicted = new Map(await rowFigs('predicted'));
+    const differ = want.tensors.filter((t) => predicted.get(t.name) !== t.predicted_kld).length;
+    const n = Number(await page.getAttribute('#predicted', 'data-n'));
+    check(predicted.size === want.tensors.length && n === want.tensors.length && differ === 0 && want.tensors.length > 200,
+      `the data-free prediction in the page (${ms} ms) is organ sensitivity --predict --json's: ${predicted.size} weights, ${differ} differ`);
+    const said = await page.textContent('#predicted');
+    check(/ρ \+0\.42/.test(said), `the prediction says what it was measured to be worth: "${said.slice(0, 120)}…"`);
+
+    // The F16 model's measured Q4_0 report is of another model: refused, naming the row.
+    const truthPath = fileURLToPath(new URL('../data/sensitivity/smollm2-f16-q4_0.json', import.meta.url));
+    await page.setInputFiles('#open-sensitivity', truthPath);
+    await page.waitForSelector('#error', { timeout: 30_000 });
+    const refused = await page.textContent('#error');
+    check(/tensors\[0\]\.type \(token_embd\.weight\)/.test(refused), `a report of another model is refused, naming the row: "${refused}"`);
+
+    // The same figures as a report of this model (its types; the check is by name, type and
+    // shape): the table gets them, and ρ is the core's.
+    const types = new Map(await page.$$eval('#tensors tbody tr', (rs) => rs.map((r) => [r.dataset.name, r.children[4].textContent])));
+    const truth = JSON.parse(fs.readFileSync(truthPath, 'utf8'));
+    for (const t of truth.tensors) t.type = types.get(t.name);
+    const mine = path.join(outDir, 'measured-q4_0.json');
+    fs.writeFileSync(mine, JSON.stringify(truth));
+    await page.setInputFiles('#open-sensitivity', mine);
+    await page.waitForSelector('#measured', { timeout: 30_000 });
+    const measured = new Map(await rowFigs('measured'));
+    const mdiffer = truth.tensors.filter((t) => measured.get(t.name) !== t.kld.value).length;
+    check(measured.size === truth.tensors.length && mdiffer === 0, `an opened report's ${measured.size} KLDs stand in the table (${mdiffer} differ)`);
+    const thetas = await domThetas(page);
+    const pairs = truth.tensors.filter((t) => Number.isFinite(thetas.get(t.name)));
+    const rhoTheta = spearman(pairs.map((t) => thetas.get(t.name)), pairs.map((t) => t.kld.value));
+    const gotTheta = Number(await page.getAttribute('#measured', 'data-rho-theta'));
+    check(Math.abs(gotTheta - rhoTheta) < 1e-9, `ρ(θ, measured KLD) in the page ${gotTheta.toFixed(4)}, by this test's own ranking ${rhoTheta.toFixed(4)}`);
+    const both = want.tensors.filter((t) => measured.has(t.name));
+    const rho = spearman(both.map((t) => t.predicted_kld), both.map((t) => measured.get(t.name)));
+    const gotRho = Number(await page.getAttribute('#predicted-vs-measured', 'data-rho'));
+    check(Math.abs(gotRho - rho) < 1e-9, `ρ(predicted, measured) in the page ${gotRho.toFixed(4)}, by this test's own ranking ${rho.toFixed(4)} over ${both.length} weights`);
+    await page.click('#tensors thead th:has-text("KLD measured")');
+    await page.click('#tensors thead th:has-text("KLD measured")');
+    const top = await page.$$eval('#tensors tbody tr', (rs) => Number(rs[0].dataset.measured));
+    check(top === Math.max(...truth.tensors.map((t) => t.kld.value)), `sorting by measured KLD, descending, puts the largest first (${top})`);
+    await page.locator('#sensitivity').screenshot({ path: path.join(outDir, 'sensitivity.png') });
+  }
 
   // 2. Exports.
   const [dj] = await Promise.all([page.waitForEvent('download'), page.click('#export-json')]);

@@ -9,8 +9,9 @@ use crate::export::{self, Export};
 use crate::measure;
 use crate::pool;
 use crate::reads::Progress;
+use crate::sensitivity;
 use crate::source;
-use crate::state::{CheckData, CompareData, Mode, Phase, Role, ViewData};
+use crate::state::{CheckData, CompareData, Mode, Phase, Role, SensData, ViewData};
 use crate::view::{
     CheckView, CompareInputs, CompareView, DropZone, Header, MeasureModePicker, ModeTabs, ReportView, StatusLine,
     UrlField,
@@ -18,6 +19,8 @@ use crate::view::{
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use organ_core::zmeasure;
+use organ_core::GgmlType;
+use std::rc::Rc;
 use std::sync::Arc;
 
 /// What is on screen.
@@ -46,6 +49,10 @@ pub struct Controller {
     chosen: RwSignal<[Option<Vec<web_sys::File>>; 2], LocalStorage>,
     /// Their names, for the drop zones.
     chosen_names: RwSignal<[String; 2]>,
+    /// The model measured in this tab, for its sensitivity (its `File`s stay on this thread).
+    model: RwSignal<Option<Rc<source::Model>>, LocalStorage>,
+    /// Sensitivity beside θ, for the model on screen.
+    sens: RwSignal<SensData>,
 }
 
 impl Controller {
@@ -61,6 +68,8 @@ impl Controller {
             measure_mode: RwSignal::new(zmeasure::Mode::Sampled),
             chosen: RwSignal::new_local([None, None]),
             chosen_names: RwSignal::new([String::new(), String::new()]),
+            model: RwSignal::new_local(None),
+            sens: RwSignal::new(SensData::default()),
         };
         spawn_local(async move {
             match pool::start().await {
@@ -123,8 +132,72 @@ impl Controller {
     fn busy(&self) -> bool {
         matches!(
             self.phase.get_untracked(),
-            Phase::Reading(_) | Phase::Measuring(_) | Phase::Comparing(_) | Phase::Checking(_)
+            Phase::Reading(_) | Phase::Measuring(_) | Phase::Comparing(_) | Phase::Checking(_) | Phase::Predicting(_)
         )
+    }
+
+    /// Sensitivity beside θ, for the model on screen.
+    pub fn sens(&self) -> ReadSignal<SensData> {
+        self.sens.read_only()
+    }
+
+    /// Predicts, from the weights alone, the sensitivity of the model measured in this tab
+    /// to `ty`, and shows it beside θ; the report stays on screen.
+    pub fn predict(self, ty: GgmlType) {
+        if self.busy() {
+            return;
+        }
+        let Some(model) = self.model.get_untracked() else {
+            self.phase.set(Phase::Error("Measure a model in this tab first: the prediction reads its weights.".into()));
+            return;
+        };
+        self.cancel.set(false);
+        self.progress.set(Progress::default());
+        self.phase.set(Phase::Predicting(model.label.clone()));
+        spawn_local(async move {
+            let c = self;
+            match sensitivity::predict(&model, ty, &|| c.cancel.get_untracked(), &|p| c.progress.set(p)).await {
+                Ok(r) => {
+                    c.sens.update(|s| s.predicted = Some(Arc::new(r)));
+                    c.phase.set(Phase::Done);
+                }
+                Err(_) if c.cancel.get_untracked() => c.phase.set(Phase::Cancelled),
+                Err(e) => c.phase.set(Phase::Error(e)),
+            }
+        });
+    }
+
+    /// Opens a measured sensitivity report (`organ sensitivity --json`) of the model
+    /// measured in this tab, and shows it beside θ.
+    pub fn open_sensitivity(self, files: Vec<web_sys::File>) {
+        let Some(file) = files.into_iter().next() else { return };
+        if self.busy() {
+            return;
+        }
+        let Some(model) = self.model.get_untracked() else {
+            self.phase.set(Phase::Error(
+                "Measure a model in this tab first: a sensitivity report is read against its tensors.".into(),
+            ));
+            return;
+        };
+        let file = gloo_file::File::from(file);
+        let name = file.name();
+        if file.size() > sensitivity::MAX_REPORT_BYTES {
+            let max = sensitivity::MAX_REPORT_BYTES;
+            self.phase.set(Phase::Error(format!("{name}: more than {max} bytes, not a sensitivity report")));
+            return;
+        }
+        spawn_local(async move {
+            let c = self;
+            let read = gloo_file::futures::read_as_text(&file).await.map_err(|e| format!("{name}: {e}"));
+            match read.and_then(|text| sensitivity::read_measured(&name, &text, &model.tensors)) {
+                Ok(m) => {
+                    c.sens.update(|s| s.measured = Some(Arc::new(m)));
+                    c.phase.set(Phase::Done);
+                }
+                Err(e) => c.phase.set(Phase::Error(e)),
+            }
+        });
     }
 
     /// Takes the files chosen as A or B (a model, or all the shards of a split one), and
@@ -159,6 +232,8 @@ impl Controller {
     {
         self.cancel.set(false);
         self.data.set(None);
+        self.model.set(None);
+        self.sens.set(SensData::default());
         self.progress.set(Progress::default());
         self.phase.set(Phase::Reading(first));
         spawn_local(async move {
@@ -273,13 +348,15 @@ impl Controller {
         self.phase.set(Phase::Measuring(model.label.clone()));
         let mode = self.measure_mode.get_untracked();
         let o = measure::measure(&model, mode, &|| self.cancel.get_untracked(), &|p| self.progress.set(p)).await?;
-        Ok(ViewData {
+        let data = ViewData {
             report: o.report,
             histograms: o.histograms,
             version: Some(model.version),
-            metadata: model.metadata,
+            metadata: model.metadata.clone(),
             run: Some((pool::now_ms() - chosen, o.bytes_read, o.threads)),
-        })
+        };
+        self.model.set(Some(Rc::new(model)));
+        Ok(data)
     }
 }
 
@@ -312,7 +389,12 @@ pub fn App() -> impl IntoView {
             // Each mode shows its own kind of report: switching modes hides the other's
             // (and switching back shows it again).
             {move || data.get().and_then(|d| match (mode.get(), d) {
-                (Mode::Measure, Shown::Measure(d)) => Some(view! { <ReportView data=d /> }.into_any()),
+                // Only a model measured in this tab can be read again for its sensitivity.
+                (Mode::Measure, Shown::Measure(d)) => Some(view! {
+                    <ReportView can_predict=d.run.is_some() data=d sens=c.sens()
+                        on_predict=Callback::new(move |ty| c.predict(ty))
+                        on_open=Callback::new(move |files| c.open_sensitivity(files)) />
+                }.into_any()),
                 (Mode::Compare, Shown::Compare(d)) => Some(view! { <CompareView data=d /> }.into_any()),
                 (Mode::Check, Shown::Check(d)) => Some(view! { <CheckView data=d /> }.into_any()),
                 _ => None,

@@ -11,6 +11,7 @@ mod export;
 mod measure;
 mod pool;
 mod reads;
+mod sensitivity;
 mod source;
 mod state;
 mod url_source;

@@ -2,9 +2,12 @@
 //! page's mode, what it is doing, and the reports on screen. Views take these as props
 //! and never reach into the controller.
 
+use crate::sensitivity::Measured;
 use crate::source::MetaRow;
 use organ_core::compare::CompareReport;
 use organ_core::report::Report;
+use organ_core::sensitivity::predicted::PredictionReport;
+use std::sync::Arc;
 
 /// What the page is for: one model's θ, or two models compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +50,8 @@ pub enum Phase {
     Comparing(String),
     /// Checking the named model.
     Checking(String),
+    /// Predicting the named model's sensitivity (its report stays on screen).
+    Predicting(String),
     Done,
     Cancelled,
     Error(String),
@@ -62,4 +67,12 @@ pub struct ViewData {
     pub version: Option<u32>,
     /// `Some` when measured in this tab: (ms, bytes read, threads).
     pub run: Option<(f64, u64, usize)>,
+}
+
+/// Sensitivity beside θ: the data-free prediction made in this tab and a measured report
+/// opened (`organ sensitivity --json`), when there are.
+#[derive(Clone, Default)]
+pub struct SensData {
+    pub predicted: Option<Arc<PredictionReport>>,
+    pub measured: Option<Arc<Measured>>,
 }

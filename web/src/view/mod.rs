@@ -17,6 +17,7 @@ mod metadata;
 mod pair_table;
 mod progress;
 mod report;
+mod sensitivity;
 mod sortable;
 mod status;
 mod summary;

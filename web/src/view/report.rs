@@ -6,20 +6,31 @@ use super::experts::ExpertsView;
 use super::groups::GroupTable;
 use super::heatmap::HeatmapView;
 use super::metadata::MetadataTable;
+use super::sensitivity::SensitivityPanel;
 use super::summary::{QuantMix, SummaryCards};
 use super::tensor_table::TensorTable;
 use super::wells::Wells;
 use crate::export;
-use crate::state::ViewData;
+use crate::state::{SensData, ViewData};
 use leptos::prelude::*;
 use organ_core::report::formats::{AnyReport, Format, Kind};
 use organ_core::report::human_bytes;
+use organ_core::GgmlType;
 use std::sync::Arc;
 
 /// The report on screen. Its `data-*` attributes carry the run's figures for the tests
 /// and benches: milliseconds from file chosen to report built, bytes read, threads.
 #[component]
-pub fn ReportView(data: Arc<ViewData>) -> impl IntoView {
+pub fn ReportView(
+    data: Arc<ViewData>,
+    /// Sensitivity beside θ.
+    sens: ReadSignal<SensData>,
+    /// Whether the model was measured in this tab (a prediction reads its weights).
+    can_predict: bool,
+    on_predict: Callback<GgmlType>,
+    /// A measured sensitivity report chosen.
+    on_open: Callback<Vec<web_sys::File>>,
+) -> impl IntoView {
     let Some(m) = data.report.models.first().cloned() else {
         return view! { <p id="error" class="error">"This report holds no model."</p> }.into_any();
     };
@@ -38,6 +49,11 @@ pub fn ReportView(data: Arc<ViewData>) -> impl IntoView {
         )
     });
     let (ms, bytes, n) = data.run.unwrap_or((0.0, 0, 0));
+    // The table is built again when sensitivity figures arrive (its rows are built once).
+    let table = {
+        let (m, histograms) = (m.clone(), Arc::new(data.histograms.clone()));
+        move || view! { <TensorTable m=m.clone() histograms=histograms.clone() sens=sens.get() /> }
+    };
     let measure = data.report.measure.clone();
     let exact = (measure != organ_core::zmeasure::MEASURE)
         .then(|| format!("Measure {measure}: θ over every value, no sampling (not comparable with sampled θ)."));
@@ -62,7 +78,8 @@ pub fn ReportView(data: Arc<ViewData>) -> impl IntoView {
                 <HeatmapView m=m.clone() />
             </div>
             <ExpertsView m=m.clone() />
-            <TensorTable m=m.clone() histograms=Arc::new(data.histograms.clone()) />
+            <SensitivityPanel m=m.clone() sens can_predict on_predict on_open />
+            {table}
         </section>
     }
     .into_any()

@@ -20,6 +20,10 @@ pub fn StatusLine(
         }
         Phase::Measuring(name) => view! { <ProgressBar name progress on_cancel /> }.into_any(),
         Phase::Checking(name) => view! { <ProgressBar name progress on_cancel verb="Checking" /> }.into_any(),
+        Phase::Predicting(name) => {
+            view! { <ProgressBar name progress on_cancel verb="Predicting the sensitivity of" unit="steps" /> }
+                .into_any()
+        }
         Phase::Comparing(name) => {
             view! { <ProgressBar name progress on_cancel verb="Comparing" unit="pairs" /> }.into_any()
         }

@@ -1,5 +1,6 @@
 //! Every tensor of the model in a table that sorts by any column and filters by name,
-//! type or group, beside the histogram of the tensor clicked.
+//! type or group, beside the histogram of the tensor clicked; with a predicted and a
+//! measured sensitivity beside θ when there are (`super::sensitivity`).
 //!
 //! The rows are a keyed list (`<For>`, keyed by tensor index): a sort or a filter moves
 //! the existing `<tr>`s and adds or removes only those that enter or leave, instead of
@@ -7,11 +8,20 @@
 
 use super::histogram::HistogramView;
 use super::sortable::{self, by_figure, group_select, Column, Sort};
+use crate::state::SensData;
 use leptos::prelude::*;
 use organ_core::report::Histogram;
 use organ_core::report::{ModelReport, Status, TensorReport};
 use std::cmp::Ordering;
+use std::collections::HashMap;
 use std::sync::Arc;
+
+/// A tensor's row: its θ report, and its predicted and measured KLD when known.
+struct Row {
+    t: TensorReport,
+    predicted: Option<f64>,
+    measured: Option<f64>,
+}
 
 /// Table columns that sort.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,11 +36,14 @@ enum Col {
     H,
     K,
     C,
+    Predicted,
+    Measured,
 }
 
-impl Column<TensorReport> for Col {
-    fn cmp(self, a: &TensorReport, b: &TensorReport) -> Ordering {
+impl Column<Row> for Col {
+    fn cmp(self, ra: &Row, rb: &Row) -> Ordering {
         let f = by_figure;
+        let (a, b) = (&ra.t, &rb.t);
         match self {
             Col::Index => Ordering::Equal,
             Col::Name => a.name.cmp(&b.name),
@@ -42,6 +55,8 @@ impl Column<TensorReport> for Col {
             Col::H => f(a.entropy, b.entropy),
             Col::K => f(a.kurtosis, b.kurtosis),
             Col::C => f(a.cv, b.cv),
+            Col::Predicted => f(ra.predicted, rb.predicted),
+            Col::Measured => f(ra.measured, rb.measured),
         }
     }
 }
@@ -49,13 +64,29 @@ impl Column<TensorReport> for Col {
 /// The indices of the tensors that pass the filters, in the chosen order (ties in file
 /// order). `query` matches a name's substring or a whole type, case-insensitively;
 /// `group` is a group's name, or empty for all.
-fn visible(m: &ModelReport, query: &str, group: &str, sort: (Col, bool)) -> Vec<usize> {
+fn visible(rows: &[Row], query: &str, group: &str, sort: (Col, bool)) -> Vec<usize> {
     let q = query.to_lowercase();
-    let keep = |t: &TensorReport| {
+    let keep = |r: &Row| {
+        let t = &r.t;
         (group.is_empty() || t.group.name() == group)
             && (q.is_empty() || t.name.to_lowercase().contains(&q) || t.ty.to_lowercase() == q)
     };
-    sortable::visible(&m.tensors, keep, sort)
+    sortable::visible(rows, keep, sort)
+}
+
+/// Each tensor's row, with the figures of `sens` by name.
+fn rows_of(m: &ModelReport, sens: &SensData) -> Vec<Row> {
+    let predicted: HashMap<&str, f64> =
+        (sens.predicted.iter().flat_map(|p| &p.tensors)).map(|r| (r.name.as_str(), r.predicted_kld)).collect();
+    let measured: HashMap<&str, f64> =
+        (sens.measured.iter().flat_map(|r| &r.klds)).map(|(n, k)| (n.as_str(), *k)).collect();
+    (m.tensors.iter())
+        .map(|t| Row {
+            predicted: predicted.get(t.name.as_str()).copied(),
+            measured: measured.get(t.name.as_str()).copied(),
+            t: t.clone(),
+        })
+        .collect()
 }
 
 /// The table with its filters, and the histogram of the selected tensor.
@@ -64,21 +95,24 @@ pub fn TensorTable(
     m: Arc<ModelReport>,
     /// Per tensor, when measured in this tab.
     histograms: Arc<Vec<Option<Histogram>>>,
+    /// Predicted and measured sensitivity, as columns beside θ.
+    sens: SensData,
 ) -> impl IntoView {
     let sort = Sort::new(Col::Index);
+    let all = Arc::new(rows_of(&m, &sens));
+    let (has_predicted, has_measured) = (sens.predicted.is_some(), sens.measured.is_some());
     let filter = RwSignal::new(String::new());
     let group = RwSignal::new(String::new());
     let selected: RwSignal<Option<usize>> = RwSignal::new(None);
     let rows = {
-        let m = m.clone();
-        move || filter.with(|q| group.with(|g| visible(&m, q, g, sort.get())))
+        let all = all.clone();
+        move || filter.with(|q| group.with(|g| visible(&all, q, g, sort.get())))
     };
     let header = move |label, col| sort.header(label, col);
     let groups = {
         let m = m.clone();
         group_select("group-filter", move |g| m.tensors.iter().any(|t| t.group == g), move |g| group.set(g))
     };
-    let row_m = m.clone();
     // σ_θ stands beside θ when the report has it (§7).
     let sigma = m.tensors.iter().any(|t| t.sigma.is_some());
     view! {
@@ -93,10 +127,12 @@ pub fn TensorTable(
                 <table id="tensors" class="tensors">
                     <thead><tr>
                         {header("#", Col::Index)}{header("name", Col::Name)}{header("group", Col::Group)}{header("layer", Col::Layer)}
-                        {header("type", Col::Type)}{header("θ", Col::Theta)}{sigma.then(|| header("σ", Col::Sigma))}{header("H", Col::H)}{header("K", Col::K)}{header("C", Col::C)}
+                        {header("type", Col::Type)}{header("θ", Col::Theta)}{sigma.then(|| header("σ", Col::Sigma))}
+                        {has_predicted.then(|| header("KLD predicted", Col::Predicted))}{has_measured.then(|| header("KLD measured", Col::Measured))}
+                        {header("H", Col::H)}{header("K", Col::K)}{header("C", Col::C)}
                     </tr></thead>
                     <tbody>
-                        <For each=rows key=|i| *i children=move |i| tensor_row(i, &row_m.tensors[i], sigma, selected) />
+                        <For each=rows key=|i| *i children=move |i| tensor_row(i, &all[i], sigma, (has_predicted, has_measured), selected) />
                     </tbody>
                 </table>
             </div>
@@ -113,10 +149,14 @@ pub fn TensorTable(
     }
 }
 
-/// The row of tensor `i`, `t`, with its σ_θ column when `sigma`; clicking it selects the
-/// tensor. Built once per tensor shown: a sort or filter moves it, only the selection
-/// restyles it. Its `data-theta` and `data-sigma` carry the figures in full.
-fn tensor_row(i: usize, t: &TensorReport, sigma: bool, selected: RwSignal<Option<usize>>) -> impl IntoView {
+/// The row of tensor `i`, `r`, with its σ_θ column when `sigma` and its predicted and
+/// measured KLD columns when `kld` says; clicking it selects the tensor. Built once per
+/// tensor shown: a sort or filter moves it, only the selection restyles it. Its
+/// `data-theta`, `data-sigma`, `data-predicted` and `data-measured` carry the figures in full.
+fn tensor_row(i: usize, r: &Row, sigma: bool, kld: (bool, bool), selected: RwSignal<Option<usize>>) -> impl IntoView {
+    let t = &r.t;
+    let sci = |v: Option<f64>| v.map_or_else(String::new, |x| format!("{x:.2e}"));
+    let full = |v: Option<f64>| v.map_or_else(String::new, |x| x.to_string());
     let fmt = |v: Option<f64>, d: usize| v.map_or_else(String::new, |x| format!("{x:.d$}"));
     let theta_attr = t.theta.map_or_else(String::new, |x| x.to_string());
     let sigma_attr = t.sigma.map_or_else(String::new, |x| x.to_string());
@@ -126,11 +166,12 @@ fn tensor_row(i: usize, t: &TensorReport, sigma: bool, selected: RwSignal<Option
         Status::NotMeasurable => "not measurable",
     };
     view! {
-        <tr data-name=t.name.clone() data-theta=theta_attr data-sigma=sigma_attr class:sel=move || selected.get() == Some(i) on:click=move |_| selected.set(Some(i))>
+        <tr data-name=t.name.clone() data-theta=theta_attr data-sigma=sigma_attr data-predicted=full(r.predicted) data-measured=full(r.measured) class:sel=move || selected.get() == Some(i) on:click=move |_| selected.set(Some(i))>
             <td class="n">{i}</td><td><code>{t.name.clone()}</code></td><td>{t.group.name()}</td>
             <td class="n">{t.layer.map(|l| l.to_string()).unwrap_or_default()}</td><td>{t.ty.clone()}</td>
             <td class="n" title=status>{if t.status == Status::NotMeasurable { "n/m".to_owned() } else { fmt(t.theta, 3) }}</td>
             {sigma.then(|| view! { <td class="n">{fmt(t.sigma, 3)}</td> })}
+            {kld.0.then(|| view! { <td class="n">{sci(r.predicted)}</td> })}{kld.1.then(|| view! { <td class="n">{sci(r.measured)}</td> })}
             <td class="n">{fmt(t.entropy, 4)}</td><td class="n">{fmt(t.kurtosis, 3)}</td><td class="n">{fmt(t.cv, 4)}</td>
         </tr>
     }

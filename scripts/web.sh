@@ -18,11 +18,8 @@ export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="-C target-feature=+atomics
 -C link-arg=--export=__wasm_init_tls -C link-arg=--export=__tls_size -C link-arg=--export=__tls_align \
 -C link-arg=--export=__tls_base"
 case "${1:-build}" in
-  # No debug info in the wasm: the workspace's release profile keeps it for native
-  # profiles, but in the app it was 35 of the module's 40 MB, which wasm-bindgen and
-  # wasm-opt then read only to drop (dist/ never had it).
-  build) CARGO_PROFILE_RELEASE_DEBUG=0 trunk build --release ;;
-  serve) CARGO_PROFILE_RELEASE_DEBUG=0 trunk serve --release ;;
+  build) trunk build --release ;;
+  serve) trunk serve --release ;;
   clippy) cargo clippy -p organ-web --target wasm32-unknown-unknown -- -D warnings ;;
   *) echo "usage: $0 build|serve|clippy" >&2; exit 2 ;;
 esac

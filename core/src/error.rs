@@ -36,10 +36,13 @@ pub enum Error {
         file_len: u64,
     },
     /// The first four bytes are not `GGUF`.
-    #[error("offset 0: not a GGUF file (magic {found:02x?}, expected \"GGUF\")")]
+    #[error("offset 0: not a GGUF file (it starts with \"{}\", expected \"GGUF\"){}", .found.escape_ascii(), .hint)]
     BadMagic {
         /// The bytes found.
         found: [u8; 4],
+        /// What the file looks like instead, when organ recognizes it (`: a safetensors
+        /// file…`), else empty.
+        hint: &'static str,
     },
     /// A version we do not read (1, or anything past 3).
     #[error("offset 4: unsupported GGUF version {version} (organ reads versions 2 and 3)")]

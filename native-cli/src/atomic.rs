@@ -183,7 +183,7 @@ impl Temp {
             .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .mode(0o644)
             .open(&t.path)
-            .with_context(|| format!("{}: cannot create", t.path.display()))?;
+            .with_context(|| format!("{}: cannot create its temp file {}", dest.display(), t.path.display()))?;
         Ok((t, f))
     }
 
@@ -193,7 +193,8 @@ impl Temp {
     /// As [`Temp::file`].
     pub fn dir(dest: &Path, force: bool) -> Result<Temp> {
         let t = Self::name(dest, force, input::Output::OrganDir)?;
-        std::fs::create_dir(&t.path).with_context(|| format!("{}: cannot create", t.path.display()))?;
+        std::fs::create_dir(&t.path)
+            .with_context(|| format!("{}: cannot create its temp directory {}", dest.display(), t.path.display()))?;
         Ok(t)
     }
 
@@ -289,7 +290,7 @@ pub fn write_file(path: &Path, force: bool, fill: impl FnOnce(&mut dyn Write) ->
 }
 
 /// Whether `e` is a write to a closed pipe, as std, serde_json or csv report it.
-fn broken_pipe(e: &anyhow::Error) -> bool {
+pub fn broken_pipe(e: &anyhow::Error) -> bool {
     use std::io::ErrorKind::BrokenPipe;
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == BrokenPipe)

@@ -170,7 +170,7 @@ pub fn check_dest_of(dest: &Path, force: bool, out: Output) -> Result<()> {
     if dest.as_os_str() == "-" {
         return Ok(());
     }
-    let Ok(link) = std::fs::symlink_metadata(dest) else { return Ok(()) };
+    let Ok(link) = std::fs::symlink_metadata(dest) else { return writable_dir(dest) };
     let inputs = INPUTS.lock().map(|m| m.clone()).unwrap_or_default();
     // Whatever the name leads to (a link is followed here: replacing the link would not
     // touch its target, but a user who names an input through a link means the input).
@@ -221,6 +221,27 @@ pub fn check_dest_of(dest: &Path, force: bool, out: Output) -> Result<()> {
             kind(&link)
         };
         bail!("{}: a {kind}; --force replaces only {what}, which organ could have written", dest.display());
+    }
+    Ok(())
+}
+
+/// Before any work, for an output that does not exist yet: the directory it goes in exists
+/// and takes new entries, so that an hour's work does not end on a missing directory
+/// (the writer's temp file is made there).
+///
+/// # Errors
+/// The directory is missing, not a directory, or not writable, named as the user gave it.
+fn writable_dir(dest: &Path) -> Result<()> {
+    let dir = dest.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    match std::fs::metadata(dir) {
+        Err(_) => bail!("{}: cannot be written: its directory {} does not exist", dest.display(), dir.display()),
+        Ok(md) if !md.is_dir() => {
+            bail!("{}: cannot be written: {} is not a directory", dest.display(), dir.display())
+        }
+        Ok(_) => {}
+    }
+    if rustix::fs::access(dir, rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK).is_err() {
+        bail!("{}: cannot be written: no permission to create files in {}", dest.display(), dir.display());
     }
     Ok(())
 }

@@ -22,10 +22,9 @@ fn main() {
 
 /// Reports `e` and exits with `status`.
 fn fail(e: &anyhow::Error, status: i32) -> ! {
-    // A closed pipe (`organ inspect x | head`) is not an error.
-    if e.chain()
-        .any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
-    {
+    // A closed pipe (`organ inspect x --json | head`) is not an error, whichever encoder
+    // met it (serde_json wraps the io::Error in its own).
+    if organ_cli::atomic::broken_pipe(e) {
         std::process::exit(0);
     }
     progress::error(e);

@@ -180,7 +180,7 @@ fn errors_come_before_any_work() {
     let mut c = sensitivity(&model, &["--to", "q4_0", "--name", "nothing.like.this", "--no-cache"]);
     c.arg("--json").arg(dir.join("x.json"));
     let e = fails(c);
-    assert!(e.contains("no tensor matches"), "{e}");
+    assert!(e.contains("names nothing.like.this matches no tensor"), "{e}");
     let mut c = sensitivity(&model, &["--to", "iq2_xxs", "--no-cache"]);
     c.arg("--json").arg(dir.join("x.json"));
     let e = fails(c);

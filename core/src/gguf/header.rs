@@ -69,7 +69,7 @@ impl<'a> Gguf<'a> {
         let mut c = Cursor::new(prefix, file_len);
         let magic: [u8; 4] = c.array("magic")?;
         if &magic != b"GGUF" {
-            return Err(Error::BadMagic { found: magic });
+            return Err(Error::BadMagic { found: magic, hint: not_gguf(prefix) });
         }
         let version = c.u32("version")?;
         if version != 0 && version & 0xFFFF == 0 {
@@ -173,4 +173,35 @@ fn alignment_of(kvs: &[MetaKv<'_>]) -> Result<u64> {
         return Err(bad(alloc::format!("{a} is not a non-zero power of two up to {MAX_ALIGNMENT}")));
     }
     Ok(a)
+}
+
+/// What a file that is not GGUF looks like, from its first bytes, for the error: the
+/// formats people mistake for GGUF (the model before conversion, a GGML-era file, a web
+/// page saved instead of the download).
+fn not_gguf(prefix: &[u8]) -> &'static str {
+    let starts = |m: &[u8]| prefix.starts_with(m);
+    // safetensors: a little-endian u64 header length (far below 2^32), then the JSON header.
+    let safetensors = prefix.get(4..8).is_some_and(|n| n.iter().all(|&b| b == 0)) && prefix.get(8) == Some(&b'{');
+    if safetensors {
+        return ": a safetensors file; llama.cpp's convert_hf_to_gguf.py makes a GGUF of its model";
+    }
+    if starts(b"PK\x03\x04") {
+        return ": a zip archive (a PyTorch checkpoint?); llama.cpp's convert_hf_to_gguf.py makes a GGUF of its model";
+    }
+    if starts(&[0x80]) && prefix.get(1).is_some_and(|v| (2..=5).contains(v)) {
+        return ": a Python pickle (an old PyTorch checkpoint?); llama.cpp's convert_hf_to_gguf.py makes a GGUF of \
+                its model";
+    }
+    // ggml, ggmf and ggjt: each magic a little-endian u32.
+    if starts(b"lmgg") || starts(b"fmgg") || starts(b"tjgg") {
+        return ": a GGML-era file (ggml, ggmf or ggjt, from before GGUF), which current llama.cpp does not read";
+    }
+    let text = prefix.trim_ascii_start();
+    if text.starts_with(b"<!") || text.starts_with(b"<html") || text.starts_with(b"<HTML") {
+        return ": an HTML page (a download that saved a web page instead of the file?)";
+    }
+    if text.starts_with(b"{") {
+        return ": JSON text";
+    }
+    ""
 }

@@ -85,7 +85,8 @@ pub fn plan(recipient: &Side<'_>, donor: &Side<'_>, sel: &Selection) -> Result<G
         }
     }
     if swaps.is_empty() && bad.is_empty() {
-        bad.push(Mismatch { tensor: "(selection)".into(), reason: format!("{} matches no tensor", sel.describe()) });
+        let reason = sel.none_matched(recipient.tensors.iter().map(|t| t.0));
+        bad.push(Mismatch { tensor: "(selection)".into(), reason });
     }
     if bad.is_empty() {
         Ok(GraftPlan { architecture: ra.unwrap_or_default().into(), swaps })

@@ -103,6 +103,37 @@ impl Selection {
             parts.join("; ")
         }
     }
+
+    /// Why this selection matched none of `names`, in words that help the next try:
+    /// `layers 40-50 matches no tensor: the model has layers 0-29`, `names ffn_up matches no
+    /// tensor: a pattern matches whole names (did you mean *ffn_up*?)`.
+    pub fn none_matched<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> String {
+        let names: Vec<&str> = names.into_iter().collect();
+        let mut hints = Vec::new();
+        if self.layers.is_some() {
+            let layers = names.iter().filter_map(|n| classify(n).layer);
+            match layers.clone().min().zip(layers.max()) {
+                Some((a, b)) => hints.push(alloc::format!("the model has layers {a}-{b}")),
+                None => hints.push("the model has no blk.N. layers".into()),
+            }
+        }
+        for p in self.patterns.iter().filter(|p| !p.contains('*')) {
+            if names.iter().any(|n| n.contains(p.as_str())) {
+                hints.push(alloc::format!("a pattern matches whole names (did you mean *{p}*?)"));
+            }
+        }
+        let missing: Vec<&str> =
+            self.groups.iter().filter(|g| !names.iter().any(|n| classify(n).group == **g)).map(|g| g.name()).collect();
+        if !missing.is_empty() {
+            hints.push(alloc::format!("the model has no {} tensors", missing.join(" or ")));
+        }
+        let mut s = alloc::format!("{} matches no tensor", self.describe());
+        if !hints.is_empty() {
+            s.push_str(": ");
+            s.push_str(&hints.join("; "));
+        }
+        s
+    }
 }
 
 /// `*` matches any run of characters (including none); everything else matches itself.

@@ -60,7 +60,7 @@ pub(super) fn run(a: &GraftArgs, out: &mut Out) -> Result<Exit> {
     let o = cmd::graft::Options::try_from(a)?;
     guard(&[a.donor.as_path(), a.recipient.as_path()], &[o.json], o.force)?;
     if let Some(d) = o.out {
-        crate::input::check_dest_of(d, o.force, model_output(d))?;
+        crate::input::check_dest_of(d, o.force, model_output(d)?)?;
     }
     cmd::graft::run(&o, out.text(&[o.json])?)?;
     Ok(Exit::Done)

@@ -225,12 +225,23 @@ pub(crate) fn guard(inputs: &[&Path], outputs: &[Option<&Path>], force: bool) ->
 }
 
 /// What a model output is: a GGUF file when it ends in `.gguf`, else an organ directory
-/// (as [`crate::write::write_model`] decides).
-pub(crate) fn model_output(p: &Path) -> crate::input::Output {
-    if p.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) {
-        crate::input::Output::File
-    } else {
-        crate::input::Output::OrganDir
+/// (as [`crate::write::write_model`] decides). A name is refused when it ends in any
+/// other extension than `.organs` (the organ-directory names of this repository's
+/// examples): `pur.ggfu` is a typo, not a wish for a directory.
+///
+/// # Errors
+/// Another extension, with the name the user likely meant.
+pub(crate) fn model_output(p: &Path) -> Result<crate::input::Output> {
+    match p.extension().and_then(|e| e.to_str()) {
+        Some(e) if e.eq_ignore_ascii_case("gguf") => Ok(crate::input::Output::File),
+        None => Ok(crate::input::Output::OrganDir),
+        Some(e) if e.eq_ignore_ascii_case("organs") => Ok(crate::input::Output::OrganDir),
+        _ => anyhow::bail!(
+            "{}: a model is written as a GGUF file (a name ending in .gguf) or as an organ directory (a name \
+             with no extension, or .organs); did you mean {}?",
+            p.display(),
+            p.with_extension("gguf").display()
+        ),
     }
 }
 

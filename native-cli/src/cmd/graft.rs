@@ -39,11 +39,11 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         Ok(p) => p,
         Err(bad) => {
             bail!(
-                "graft refused: {} of {} into {} would not load ({} problems):\n{}",
+                "graft refused: {} of {} into {} would not load ({}):\n{}",
                 o.selection.describe(),
                 donor.label,
                 recipient.label,
-                bad.len(),
+                super::problems(bad.len()),
                 super::problem_lines(&bad)
             );
         }

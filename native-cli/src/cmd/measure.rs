@@ -175,9 +175,36 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
     if cached > 0 {
         crate::progress::note(format!("{cached} of {} models taken from the cache", paths.len()));
     }
+    for (m, path) in models.iter().zip(&paths) {
+        warn_not_finite(m, path);
+    }
     let mut report = Report::new(organ_core::zmeasure::GENERATOR, models);
     report.measure = opts.mode.label().to_owned();
     present(&report, opts, out)
+}
+
+/// Warns, naming the tensors, when values that are not finite were left out of θ: the
+/// figure of such a tensor says nothing of its damage (the CSV's `dropped` column was the
+/// only trace).
+fn warn_not_finite(m: &ModelReport, path: &Path) {
+    const SHOWN: usize = 5;
+    let bad: Vec<_> = m.tensors.iter().filter(|t| t.dropped > 0).collect();
+    if bad.is_empty() {
+        return;
+    }
+    let mut named: Vec<String> = bad.iter().take(SHOWN).map(|t| format!("{} ({})", t.name, t.dropped)).collect();
+    if bad.len() > SHOWN {
+        named.push(format!("and {} more", bad.len() - SHOWN));
+    }
+    crate::progress::warn(format!(
+        "{}: {} {} values that are not finite (NaN or ±inf), left out of θ: {}; organ check {} says what is \
+         broken",
+        m.model,
+        bad.len(),
+        if bad.len() == 1 { "tensor holds" } else { "tensors hold" },
+        named.join(", "),
+        path.display()
+    ));
 }
 
 /// Writes `report`'s files (those asked for) and prints it: what `organ measure` does with

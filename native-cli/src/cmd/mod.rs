@@ -17,6 +17,15 @@ pub mod sensitivity;
 /// The most problems a refusal lists (a hostile model can have one per tensor).
 const MAX_PROBLEMS_SHOWN: usize = 50;
 
+/// "1 problem", "3 problems": a refusal's count.
+pub(crate) fn problems(n: usize) -> String {
+    if n == 1 {
+        "1 problem".to_owned()
+    } else {
+        format!("{n} problems")
+    }
+}
+
 /// The lines of a refusal: one per problem the core found, the first
 /// [`MAX_PROBLEMS_SHOWN`] of them, then how many more there are.
 pub(crate) fn problem_lines(bad: &[organ_core::surgery::graft::Mismatch]) -> String {

@@ -124,10 +124,10 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         Ok(p) => p,
         Err(bad) => {
             bail!(
-                "moe refused: {} experts on {} would not load ({} problems):\n{}",
+                "moe refused: {} experts on {} would not load ({}):\n{}",
                 donors.len(),
                 base.label,
-                bad.len(),
+                super::problems(bad.len()),
                 super::problem_lines(&bad)
             );
         }

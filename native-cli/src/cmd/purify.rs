@@ -100,7 +100,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let selected: Vec<usize> =
         (0..model.tensors.len()).filter(|&i| o.selection.matches(&model.tensors[i].name)).collect();
     if selected.is_empty() {
-        bail!("{} matches no tensor of {}", o.selection.describe(), model.label);
+        bail!("{}: {}", model.label, o.selection.none_matched(model.tensors.iter().map(|t| t.name.as_str())));
     }
     // Refuse, by name and before any work, what cannot be put back in its type.
     let bad: Vec<String> = selected

@@ -119,7 +119,7 @@ fn pick(model: &Model, o: &Options<'_>) -> Result<Vec<usize>> {
         .collect();
     if picked.is_empty() {
         match &o.selection {
-            Some(s) => bail!("{}: no tensor matches {}", model.label, s.describe()),
+            Some(s) => bail!("{}: {}", model.label, s.none_matched(model.tensors.iter().map(|t| t.name.as_str()))),
             None => bail!("{}: has no 2-D weight to measure", model.label),
         }
     }

@@ -62,7 +62,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<PredictionReport> {
         model.tensors.iter().filter(|t| selected(&t.name, &t.dims)).map(|t| t.name.as_str()).collect();
     if picked.is_empty() {
         match &o.selection {
-            Some(s) => bail!("{}: no tensor matches {}", model.label, s.describe()),
+            Some(s) => bail!("{}: {}", model.label, s.none_matched(model.tensors.iter().map(|t| t.name.as_str()))),
             None => bail!("{}: has no 2-D weight to predict", model.label),
         }
     }

@@ -18,7 +18,12 @@ use std::sync::Arc;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct MeasureReq {
-    paths: Vec<String>,
+    /// The models (or `path`: one model).
+    #[serde(default)]
+    paths: Option<Vec<String>>,
+    /// One model, as the other jobs name theirs.
+    #[serde(default)]
+    path: Option<String>,
     /// σ_θ beside θ and σ of θ_mean (§7), as `organ measure --sigma`.
     #[serde(default)]
     sigma: bool,
@@ -53,7 +58,22 @@ const MAX_TOP: u64 = 10_000;
 #[serde(deny_unknown_fields)]
 pub(super) struct CheckReq {
     /// The model.
-    path: String,
+    #[serde(default)]
+    path: Option<String>,
+    /// The model as a list of one, as measure names its models.
+    #[serde(default)]
+    paths: Option<Vec<String>>,
+}
+
+/// A request's models, named by `paths` (a list) or `path` (one): both forms are taken
+/// by every job that names models this way, so a client need not remember which is which.
+fn models_named(path: Option<String>, paths: Option<Vec<String>>) -> ApiResult<Vec<String>> {
+    match (path, paths) {
+        (Some(_), Some(_)) => Err(bad("path and paths: give one of them")),
+        (Some(p), None) => Ok(vec![p]),
+        (None, Some(ps)) => Ok(ps),
+        (None, None) => Err(bad("path: missing (give path, one model, or paths, a list)")),
+    }
 }
 
 #[derive(Deserialize)]
@@ -77,17 +97,18 @@ pub(super) async fn measure(
     body: Result<Json<MeasureReq>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<JobStatus>)> {
     let Json(r) = body?;
-    if r.paths.is_empty() || r.paths.len() > 1000 {
+    let named = models_named(r.path, r.paths)?;
+    if named.is_empty() || named.len() > 1000 {
         return Err(bad("paths: give 1 to 1000 model paths"));
     }
     if r.sigma && r.exact {
         return Err(bad("sigma and exact: give one of them (exact θ has no sampling, so no σ)"));
     }
-    let paths = r.paths.iter().map(|p| s.model(p)).collect::<ApiResult<Vec<_>>>()?;
+    let paths = named.iter().map(|p| s.model(p)).collect::<ApiResult<Vec<_>>>()?;
     // Each entry is a model the child holds: the same one twice (however it is spelled)
     // would cost its memory twice and measure nothing more.
     let mut seen = std::collections::HashSet::with_capacity(paths.len());
-    if let Some((rel, _)) = r.paths.iter().zip(&paths).find(|(_, p)| !seen.insert(*p)) {
+    if let Some((rel, _)) = named.iter().zip(&paths).find(|(_, p)| !seen.insert(*p)) {
         let shown = crate::remote::policy::redact(rel);
         return Err(bad(format!(
             "paths: {shown:?} is given twice (or names a model given before): give each model once"
@@ -154,7 +175,9 @@ pub(super) async fn check(
     body: Result<Json<CheckReq>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<JobStatus>)> {
     let Json(r) = body?;
-    let model = s.path(&r.path)?;
+    let [path] = <[String; 1]>::try_from(models_named(r.path, r.paths)?)
+        .map_err(|_| bad("paths: check takes one model; give a list of one, or path"))?;
+    let model = s.path(&path)?;
     start_job(
         &s,
         "check",

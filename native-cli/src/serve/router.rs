@@ -104,10 +104,27 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
     if let Some(dir) = web_dir(opts) {
         let served = tower_http::services::ServeDir::new(dir);
         app = app.fallback_service(served).layer(middleware::from_fn(auth::isolation_headers));
+    } else {
+        // Without the app, `GET /` says what is served here instead of an empty 404.
+        app = app.route("/", get(|| async { axum::response::Html(INDEX) }));
     }
     // Last, so it wraps everything, the app's files included.
     Ok(app.layer(middleware::from_fn_with_state(state, auth::guard)))
 }
+
+/// `GET /` when the browser app is not served (`--web`): what this server is, and where its
+/// API is described.
+const INDEX: &str = concat!(
+    "<!doctype html><html lang=\"en\"><meta charset=\"utf-8\"><title>organ serve</title>",
+    "<h1>organ serve ",
+    env!("CARGO_PKG_VERSION"),
+    "</h1><p>The HTTP API of organ: POST a job under <code>/api/</code> (measure, diff, check, eval, ",
+    "sensitivity, recipe, dissect, assemble, graft, moe, purify, experts-extract, experts-prune), then ",
+    "follow it at <code>/api/jobs/{id}</code>. Every route and field: <a href=\"/openapi.json\">/openapi.json</a>; ",
+    "the reports' schema: <a href=\"/report.schema.json\">/report.schema.json</a>; health: ",
+    "<a href=\"/health\">/health</a>.</p><p>The browser app is served here with <code>organ serve --web DIR</code>.</p>",
+    "</html>\n"
+);
 
 async fn health() -> Json<Value> {
     Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") }))

@@ -57,3 +57,20 @@ fn a_check_job_gives_organ_check_json() {
     assert_eq!(st, 200);
     assert!(doc["paths"]["/api/check"]["post"].is_object(), "openapi.json documents /api/check");
 }
+
+/// A job's model may be named as `path` or as `paths` (a list): check and measure take both
+/// forms, and give the same report either way.
+#[test]
+fn path_and_paths_both_name_a_model() {
+    let s = start(&make_tiny_root("api-path-forms"), &[]);
+    let one = run_job(&s, "/api/check", json!({ "path": "smol.gguf" }));
+    let list = run_job(&s, "/api/check", json!({ "paths": ["smol.gguf"] }));
+    assert_eq!((&one["state"], &list["state"]), (&json!("done"), &json!("done")), "{one} {list}");
+    assert_eq!(one["result"], list["result"]);
+    let one = run_job(&s, "/api/measure", json!({ "path": "smol.gguf" }));
+    let list = run_job(&s, "/api/measure", json!({ "paths": ["smol.gguf"] }));
+    assert_eq!((&one["state"], &list["state"]), (&json!("done"), &json!("done")), "{one} {list}");
+    let tensors = |r: &Value| r["result"]["models"][0]["tensors"].clone();
+    assert!(tensors(&one).is_array());
+    assert_eq!(tensors(&one), tensors(&list));
+}

@@ -119,3 +119,18 @@ fn the_browser_app_is_served_at_the_root_with_isolation_headers() {
     assert!(resp.into_string().unwrap().contains("<title>organ</title>"));
     assert_eq!(get(&s, "/api/health").0, 200, "the API lives beside the app");
 }
+
+/// Without the browser app, `GET /` answers with a short page naming the API and where it
+/// is described, rather than an empty 404; every link on it answers.
+#[test]
+fn without_the_app_the_root_says_what_is_served() {
+    let s = start(&make_tiny_root("api-index"), &[]);
+    let (st, body) = get(&s, "/");
+    let text = body.as_str().unwrap_or_default();
+    assert_eq!(st, 200, "{text}");
+    assert!(text.contains("organ serve") && text.contains("/api/jobs/{id}"), "{text}");
+    for link in ["/openapi.json", "/report.schema.json", "/health"] {
+        assert!(text.contains(&format!("href=\"{link}\"")), "{text}");
+        assert_eq!(get(&s, link).0, 200, "{link}");
+    }
+}

@@ -91,7 +91,9 @@ fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
         ("POST", "/api/check", &json, br#"{"path": "/etc/passwd"}"#, 400, "must be relative"),
         ("POST", "/api/check", &json, br#"{"path": "escape/hosts"}"#, 404, "no such model"),
         ("POST", "/api/check", &json, br#"{"path": "fifo.gguf"}"#, 400, "not a regular file"),
-        ("POST", "/api/check", &json, br#"{}"#, 400, "missing field `path`"),
+        ("POST", "/api/check", &json, br#"{}"#, 400, "path: missing"),
+        ("POST", "/api/check", &json, br#"{"paths": ["smol.gguf", "smol.gguf"]}"#, 400, "check takes one model"),
+        ("POST", "/api/check", &json, br#"{"path": "smol.gguf", "paths": ["smol.gguf"]}"#, 400, "give one of them"),
         ("POST", "/api/check", &json, br#"{"path": "smol.gguf", "json": "/x"}"#, 400, "unknown field"),
         ("POST", "/api/purify", &json, br#"{"path": "smol.gguf", "method": "magic"}"#, 400, "fractal or spectral"),
         // eval hands llama.cpp only files it opened inside the root (api::eval has the race).

@@ -180,7 +180,10 @@ fn a_fifo_is_refused_at_once_not_waited_on() {
     let fifo = tmp("fifo.gguf");
     let st = Command::new("mkfifo").arg(&fifo).status().unwrap();
     assert!(st.success());
-    for args in [&["inspect"][..], &["measure", "--no-cache"], &["dissect", "--out", "/nonexistent/x"]] {
+    // dissect's output is a name free in a directory that exists: the input is what is refused.
+    let out = tmp("fifo-dissected");
+    let out = out.to_str().unwrap();
+    for args in [&["inspect"][..], &["measure", "--no-cache"], &["dissect", "--out", out]] {
         let t0 = Instant::now();
         let mut c = organ();
         c.args(&args[..1]).arg(&fifo).args(&args[1..]);
@@ -200,6 +203,7 @@ fn a_fifo_is_refused_at_once_not_waited_on() {
         assert_eq!(status.code(), Some(1), "{args:?}: {e}");
         assert!(e.contains("a FIFO, not a regular file"), "{args:?}: {e}");
     }
+    assert!(!Path::new(out).exists());
 }
 
 /// Flips one byte of tensor data in the organ file of `dir`'s first tensor.

@@ -238,3 +238,15 @@ fn bad_input_is_refused_with_every_problem_and_nothing_written() {
     assert!(err.contains("--prompts and --negative-prompts are for --router embed"), "{err}");
     assert!(!out.exists(), "a refused moe wrote {}", out.display());
 }
+
+/// `--type` settles stacks whose donors' types differ; given where every stack agrees it
+/// would change nothing, and is refused by name rather than silently ignored.
+#[test]
+fn a_type_that_would_change_nothing_is_refused() {
+    let Some(model) = need::smollm2() else { return };
+    let out = tmp("moe-type-unused.gguf");
+    let _ = std::fs::remove_file(&out);
+    let e = fails(moe(&model, &[&model, &model], &out, &["--type", "q5_k"]));
+    assert!(e.contains("(1 problem)") && e.contains("(--type): Q5_K would change nothing"), "{e}");
+    assert!(!out.exists());
+}

@@ -233,6 +233,9 @@ pub fn plan<T: Borrow<TensorEntry>>(
     let mut layers: Vec<u64> = Vec::new();
     let mut seen_layers = BTreeSet::new();
     let mut tensors = Vec::new();
+    // Whether `ty` settled a stack whose donors' types differ: a --type that settles none
+    // would be silently ignored.
+    let mut type_used = false;
     for (bi, t) in base.model.tensors.iter().map(Borrow::borrow).enumerate() {
         let Some((layer, kind, suffix)) = ffn_name(&t.name) else {
             tensors.push(Planned {
@@ -279,6 +282,7 @@ pub fn plan<T: Borrow<TensorEntry>>(
         let out_ty = if types.iter().all(|&x| x == types[0]) {
             types[0]
         } else if let Some(want) = ty {
+            type_used = true;
             want
         } else {
             let each: Vec<String> = types.iter().enumerate().map(|(e, x)| format!("expert {e} {x}")).collect();
@@ -315,6 +319,15 @@ pub fn plan<T: Borrow<TensorEntry>>(
         if t.dims.len() != 2 {
             fail(&t.name, format!("shape {:?}: an FFN weight is 2-D", t.dims));
         }
+    }
+    if let (Some(want), false, false) = (ty, type_used, tensors.is_empty()) {
+        fail(
+            "(--type)",
+            format!(
+                "{want} would change nothing: --type settles the stacks whose donors' types differ, and the donors \
+                 agree in every stack; leave it out (or requantize the donors first, with llama-quantize)"
+            ),
+        );
     }
     if bad.is_empty() {
         Ok(MoePlan { n_embd, n_expert: n as u64, n_used: experts_used, layers, tensors })

@@ -71,6 +71,17 @@ fn types_that_differ_need_a_type_and_are_requantized_to_it() {
     assert_eq!(parts.iter().map(|p| p.requantize).collect::<Vec<_>>(), [true, false]);
 }
 
+/// A type given where every stack's donors agree would change nothing: refused, rather
+/// than silently ignored.
+#[test]
+fn a_type_that_settles_nothing_is_refused() {
+    let a = dense("llama", GgmlType::Q4_1, 128);
+    let bad = plan(&named(&a), &[named(&a), named(&a)], 2, Some(GgmlType::Q8_0)).unwrap_err();
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert_eq!(bad[0].tensor, "(--type)");
+    assert!(bad[0].reason.starts_with("Q8_0 would change nothing"), "{bad:?}");
+}
+
 #[test]
 fn refuses_with_every_problem_listed() {
     let base = dense("llama", GgmlType::Q4_1, 128);

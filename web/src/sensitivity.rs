@@ -172,8 +172,7 @@ pub async fn predict(
     let (step3, _) = s.finish().await?;
     let predictions: Vec<Prediction> =
         step3.out.into_iter().collect::<Option<_>>().ok_or("a job without its result")?;
-    let bytes = |name: &str| model.tensors.iter().find(|t| t.name == name).map_or(0, |t| t.n_bytes);
-    let (tensors, not_predicted) = rows(predictions, &picked, bytes);
+    let (tensors, not_predicted) = rows(predictions, &picked);
     Ok(PredictionReport {
         organ_sensitivity_prediction: SCHEMA,
         model: model.label.clone(),

@@ -66,6 +66,8 @@ pub struct Prediction {
     pub ty: GgmlType,
     /// Its shape (ggml order).
     pub dims: Vec<u64>,
+    /// Its bytes in the model.
+    pub bytes: u64,
     /// One point per candidate type it can take, in the order asked.
     pub options: Vec<PredictedPoint>,
     /// The candidate types it cannot take.
@@ -329,6 +331,7 @@ impl<'i> Predictor<'i> {
             layer: job.layer,
             ty: t.ty,
             dims: t.dims.clone(),
+            bytes: t.n_bytes,
             options: Vec::new(),
             unavailable: Vec::new(),
         };

@@ -100,24 +100,19 @@ pub struct PredictionReport {
 }
 
 /// The rows of a prediction of one change (each of `predictions` asked for that one type),
-/// and the `picked` tensors left without a prediction, with why. `bytes` gives a tensor's
-/// size in the model.
-pub fn rows(
-    predictions: Vec<Prediction>,
-    picked: &[&str],
-    bytes: impl Fn(&str) -> u64,
-) -> (Vec<PredictedRow>, Vec<(String, String)>) {
+/// and the `picked` tensors left without a prediction, with why.
+pub fn rows(predictions: Vec<Prediction>, picked: &[&str]) -> (Vec<PredictedRow>, Vec<(String, String)>) {
     let mut not_predicted: Vec<(String, String)> = Vec::new();
     let mut tensors = Vec::with_capacity(predictions.len());
     for p in predictions {
         match p.options.first() {
             Some(x) => tensors.push(PredictedRow {
-                bytes: bytes(&p.name),
                 name: p.name,
                 kind: p.kind.name().to_owned(),
                 layer: p.layer,
                 ty: p.ty.name().to_owned(),
                 dims: p.dims,
+                bytes: p.bytes,
                 changed_type: x.ty.name().to_owned(),
                 changed_bytes: x.bytes,
                 predicted_kld: x.predicted_kld,

@@ -3,7 +3,7 @@
 //! browser. Its CSV (`report::sensitivity_csv`) is one line per tensor.
 
 use crate::model::TensorEntry;
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -154,7 +154,7 @@ pub fn check_rows<'a, T: Borrow<TensorEntry>>(
 ) -> Result<Vec<(String, f64)>, RowError> {
     let by_name: BTreeMap<&str, &TensorEntry> =
         tensors.iter().map(|t| (t.borrow().name.as_str(), t.borrow())).collect();
-    let mut seen: BTreeMap<&str, ()> = BTreeMap::new();
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
     let mut out = Vec::new();
     for (index, e) in rows.into_iter().enumerate() {
         let err = |field, reason| RowError { index, name: e.name.into(), field, reason };
@@ -168,7 +168,7 @@ pub fn check_rows<'a, T: Borrow<TensorEntry>>(
         if !e.kld.is_finite() {
             return Err(err("kld.value", format!("{} is not a number", e.kld)));
         }
-        if seen.insert(t.name.as_str(), ()).is_some() {
+        if !seen.insert(t.name.as_str()) {
             return Err(err("name", "listed twice".into()));
         }
         out.push((e.name.into(), e.kld));

@@ -90,19 +90,18 @@ pub fn read(path: &Path, model: &[&TensorEntry], blake3: &str) -> Result<Sensiti
         bail!("{}: {} is not the model's ({blake3}): a report of another model", at("model_blake3"), r.model_blake3);
     }
     // The rows against the model (names, types, shapes, finite figures, each once), as the
-    // browser app checks them; then what a recipe also needs: every row in the change's type.
+    // browser app checks them; then what a recipe also needs: every row in the change's type
+    // (a row's dims are the model's, checked).
     let rows = r.tensors.iter().map(|e| MeasuredRow { name: &e.name, ty: &e.ty, dims: &e.dims, kld: e.kld.value });
     let kld: HashMap<String, f64> =
         check_rows(rows, model).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?.into_iter().collect();
-    let by_name: HashMap<&str, &TensorEntry> = model.iter().map(|t| (t.name.as_str(), *t)).collect();
     for (i, e) in r.tensors.iter().enumerate() {
         let here = |field: &str| at(&format!("tensors[{i}].{field} ({})", e.name));
-        let Some(t) = by_name.get(e.name.as_str()) else { continue };
         if !e.changed_type.eq_ignore_ascii_case(change.name()) {
             bail!("{}: {}, but the report's change is {change}", here("changed_type"), e.changed_type);
         }
-        if let Some(b) = tensor_bytes(change, &t.dims).filter(|&b| b != e.changed_bytes) {
-            bail!("{}: {}, but {change} of {:?} is {b} bytes", here("changed_bytes"), e.changed_bytes, t.dims);
+        if let Some(b) = tensor_bytes(change, &e.dims).filter(|&b| b != e.changed_bytes) {
+            bail!("{}: {}, but {change} of {:?} is {b} bytes", here("changed_bytes"), e.changed_bytes, e.dims);
         }
     }
     Ok(Sensitivity { path: path.to_owned(), change, kld })

@@ -69,8 +69,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<PredictionReport> {
     let calibration = Calibration::for_source(imatrix.is_some());
     let predictions =
         crate::predict::predict_calibrated(&model, imatrix.as_ref(), &[o.to], |n| picked.contains(&n), &calibration)?;
-    let bytes = |name: &str| model.tensors.iter().find(|t| t.name == name).map_or(0, |t| t.n_bytes);
-    let (mut tensors, not_predicted) = rows(predictions, &picked, bytes);
+    let (mut tensors, not_predicted) = rows(predictions, &picked);
     let ranking = truth.as_ref().map(|t| rank_against(&mut tensors, |n| t.kld(n)));
     let report = PredictionReport {
         organ_sensitivity_prediction: SCHEMA,

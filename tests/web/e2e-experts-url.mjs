@@ -191,6 +191,16 @@ try {
     await measureIn(page, moe);
     sameExperts(`experts on the page (${Date.now() - t0} ms, no option chosen) vs organ measure --experts --json`,
       want, await pageExperts(page, '#experts td[data-expert]'));
+    // A copy is never marked an outlier, whatever §6's figure says; the caption counts the marks.
+    const marks = await page.$$eval('#experts td[data-expert]', (tds) => tds.map((td) => [td.dataset.duplicateOf, td.dataset.outlier, td.dataset.standing, td.style.outlineStyle]));
+    const copies = marks.filter((m) => m[0] !== '');
+    const outlined = marks.filter((m) => m[2] === 'outlier');
+    const caption = await page.textContent('#experts-caption');
+    check(copies.length > 0 && copies.every((m) => m[2] === 'ordinary' && m[3] === '') &&
+      outlined.every((m) => m[0] === '' && m[1] === 'true' && m[3] === 'solid') &&
+      caption.includes(`${outlined.length} of them;`) && caption.includes(`${copies.length} of them.`),
+      `copies never outlined: ${copies.length} copies (${copies.filter((m) => m[1] === 'true').length} over 3 MAD), ` +
+      `${outlined.length} outlined, ${marks.filter((m) => m[2] === 'unconfirmed').length} dotted; caption "${caption.slice(0, 60)}…"`);
     const kinds = await page.$$eval('#experts table.experts', (ts) => ts.map((t) => t.dataset.kind));
     check(JSON.stringify(kinds) === JSON.stringify(['gate', 'up', 'down']), `one heatmap per FFN kind: ${kinds.join(', ')}`);
     const routers = await page.$$eval('#routers tbody tr', (rs) => rs.map((r) => [r.dataset.name, r.dataset.kind, Number(r.dataset.theta)]));

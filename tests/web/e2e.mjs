@@ -411,6 +411,13 @@ try {
     await page.fill('#sigma-mark', '1');
     const wells = await page.$$eval('#wells li', (ls) => ls.map((l) => l.textContent));
     check(wells.length > 0 && wells.every((w) => w.includes('±')), `the wells show σ_θ beside θ ("${wells[0]}")`);
+    // By default the weight matrices; the checkbox adds norm vectors and routers (SmolLM2's
+    // lowest θ are all norm vectors).
+    await page.check('#all-wells');
+    const allWells = await page.$$eval('#wells li', (ls) => ls.map((l) => l.textContent));
+    await page.uncheck('#all-wells');
+    check(wells.every((w) => !/norm/.test(w)) && allWells.some((w) => /norm/.test(w)) && allWells.length === wells.length,
+      `the wells are weight matrices unless asked ("${wells[0]}"); with all tensors: "${allWells[0]}"`);
     const [dsj] = await Promise.all([page.waitForEvent('download'), page.click('#export-json')]);
     const sjson = path.join(outDir, 'export-sigma.json');
     await dsj.saveAs(sjson);

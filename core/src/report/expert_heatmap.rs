@@ -6,7 +6,7 @@
 use super::page::escape;
 use super::{theta_color, ModelReport};
 use crate::anatomy::OrganKind;
-use crate::zmeasure::experts::ExpertTheta;
+use crate::zmeasure::experts::{slices_sampled, standings, ExpertTheta, Standing};
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
@@ -26,6 +26,9 @@ pub struct ExpertHeatmap {
     pub experts: u64,
     /// `cells[row * experts + e]`: expert e of that layer's tensor; `None` past its count.
     pub cells: Vec<Option<ExpertTheta>>,
+    /// As `cells`: how a display marks each expert ([`Standing`]: an outlier only beyond
+    /// the noise, never a copy).
+    pub standings: Vec<Standing>,
     /// Lowest and highest θ (the colour scale's ends).
     pub range: (f64, f64),
 }
@@ -40,13 +43,14 @@ impl ExpertHeatmap {
     /// One heatmap per FFN kind present, gate, up and down first.
     pub fn of(m: &ModelReport) -> Vec<ExpertHeatmap> {
         // (rank of the kind, kind) → (layer, experts) of each tensor of that kind.
-        type ByKind<'a> = BTreeMap<(u8, String), Vec<(u32, &'a [ExpertTheta])>>;
+        type ByKind<'a> = BTreeMap<(u8, String), Vec<(u32, &'a [ExpertTheta], bool)>>;
         let mut by_kind = ByKind::new();
         for t in &m.tensors {
             let (Some(rows), Some(layer)) = (&t.experts, t.layer) else { continue };
             let kind = kind_of(&t.name);
             let rank = ["gate", "up", "down"].iter().position(|k| *k == kind).unwrap_or(3) as u8;
-            by_kind.entry((rank, kind)).or_default().push((layer, rows));
+            let sampled = slices_sampled(t.n_elements, t.sampled, rows.len() as u64);
+            by_kind.entry((rank, kind)).or_default().push((layer, rows, sampled));
         }
         by_kind
             .into_iter()
@@ -55,16 +59,19 @@ impl ExpertHeatmap {
                 rows.dedup_by_key(|r| r.0);
                 let experts = rows.iter().map(|r| r.1.len() as u64).max().unwrap_or(0);
                 let mut cells = vec![None; rows.len() * experts as usize];
-                for (i, (_, r)) in rows.iter().enumerate() {
-                    for (e, x) in r.iter().enumerate() {
+                let mut marks = vec![Standing::Ordinary; cells.len()];
+                for (i, (_, r, sampled)) in rows.iter().enumerate() {
+                    for ((e, x), mark) in r.iter().enumerate().zip(standings(r, *sampled)) {
                         cells[i * experts as usize + e] = Some(x.clone());
+                        marks[i * experts as usize + e] = mark;
                     }
                 }
                 let thetas = cells.iter().flatten().map(|c| c.theta);
                 let lo = thetas.clone().fold(f64::INFINITY, f64::min);
                 let hi = thetas.fold(f64::NEG_INFINITY, f64::max);
                 let range = if lo <= hi { (lo, hi) } else { (0.0, 90.0) };
-                ExpertHeatmap { kind, layers: rows.iter().map(|r| r.0).collect(), experts, cells, range }
+                let layers = rows.iter().map(|r| r.0).collect();
+                ExpertHeatmap { kind, layers, experts, cells, standings: marks, range }
             })
             .collect()
     }
@@ -73,6 +80,51 @@ impl ExpertHeatmap {
     pub fn cell(&self, row: usize, e: usize) -> Option<&ExpertTheta> {
         self.cells.get(row * self.experts as usize + e)?.as_ref()
     }
+
+    /// How a display marks expert `e` of row `row`.
+    pub fn standing(&self, row: usize, e: usize) -> Standing {
+        self.standings.get(row * self.experts as usize + e).copied().unwrap_or(Standing::Ordinary)
+    }
+
+    /// A cell's outline (a CSS declaration list, leading `;`), its tooltip's words about
+    /// the mark, and its text's suffix (`=k` for a copy of expert k): the static page and the
+    /// app draw a cell alike.
+    pub fn marks(&self, row: usize, e: usize) -> (&'static str, String, String) {
+        let Some(c) = self.cell(row, e) else { return ("", String::new(), String::new()) };
+        let (outline, words) = match self.standing(row, e) {
+            Standing::Outlier => (";outline:2px solid #000;outline-offset:-2px", ", outlier beyond the noise"),
+            Standing::Unconfirmed => {
+                (";outline:2px dotted #000;outline-offset:-2px", ", over 3 MAD: noise not measured")
+            }
+            Standing::Ordinary => ("", ""),
+        };
+        let dup = c.duplicate_of.map_or_else(String::new, |d| format!(", byte-identical to expert {d}"));
+        (outline, format!("{words}{dup}"), c.duplicate_of.map_or_else(String::new, |d| format!("={d}")))
+    }
+}
+
+/// The caption under the experts' heading, with the counts of `maps`: what a cell is, what
+/// the outlines and `=k` mean and how many there are, and, when some outlier could not be
+/// held against the noise, how to measure it.
+pub fn caption(maps: &[ExpertHeatmap]) -> String {
+    let all = || maps.iter().flat_map(|h| h.cells.iter().zip(&h.standings)).filter(|(c, _)| c.is_some());
+    let n = all().count();
+    let outliers = all().filter(|(_, s)| **s == Standing::Outlier).count();
+    let unconfirmed = all().filter(|(_, s)| **s == Standing::Unconfirmed).count();
+    let copies = all().filter(|(c, _)| c.as_ref().is_some_and(|c| c.duplicate_of.is_some())).count();
+    let mut out = format!(
+        "{n} experts, each measured as a tensor of its own (§6 of the Z-measure): one row per layer, one column per \
+         expert. Outlined: an outlier, over 3 MAD from its tensor's median and beyond twice the sampling noise of its \
+         θ, {outliers} of them; =k: byte-identical to expert k (never an outlier: the θ of identical bytes differ by \
+         sampling alone), {copies} of them."
+    );
+    if unconfirmed > 0 {
+        out.push_str(&format!(
+            " Dotted: over 3 MAD, but measured on a sample without σ, so possibly noise, {unconfirmed} of them \
+             (measure with --sigma to tell)."
+        ));
+    }
+    out
 }
 
 /// The static page's experts section for `m`: a heatmap per FFN kind (outliers outlined,
@@ -84,11 +136,7 @@ pub fn html_section(m: &ModelReport) -> String {
     if maps.is_empty() {
         return out;
     }
-    out.push_str(
-        "<h3>θ per expert</h3><p class=\"mute\">One row per layer, one column per expert (§6 of the Z-measure: \
-         each expert measured as a tensor of its own). Outlined: an outlier (over 3 MAD from the tensor's median); \
-         =k: byte-identical to expert k.</p>",
-    );
+    let _ = write!(out, "<h3>θ per expert</h3><p class=\"mute\">{}</p>", escape(&caption(&maps)));
     for h in &maps {
         let (lo, hi) = h.range;
         let _ = write!(
@@ -113,15 +161,12 @@ pub fn html_section(m: &ModelReport) -> String {
                     continue;
                 };
                 let sigma = c.sigma.map_or_else(String::new, |s| format!(" ± {s:.3}°"));
-                let dup = c.duplicate_of.map_or_else(String::new, |d| format!("={d}"));
-                let outline = if c.outlier { ";outline:2px solid #000;outline-offset:-2px" } else { "" };
+                let (outline, words, dup) = h.marks(r, e);
                 let _ = write!(
                     out,
-                    "<td style=\"background:{}{outline}\" title=\"layer {l} expert {e}: θ {:.3}°{sigma}{}{}\" data-v=\"{}\">{:.1}{dup}</td>",
+                    "<td style=\"background:{}{outline}\" title=\"layer {l} expert {e}: θ {:.3}°{sigma}{words}\" data-v=\"{}\">{:.1}{dup}</td>",
                     theta_color(c.theta, lo, hi),
                     c.theta,
-                    if c.outlier { ", outlier" } else { "" },
-                    c.duplicate_of.map_or_else(String::new, |d| format!(", duplicate of expert {d}")),
                     c.theta,
                     c.theta,
                 );
@@ -202,5 +247,34 @@ mod tests {
         assert_eq!(kind_of("blk.0.ffn_gate_up_exps.weight"), "gate_up");
         let none = ModelReport::from_parts("m", None, None, 0, vec![row("blk.0.ffn_up.weight", 1.0, None)]);
         assert!(html_section(&none).is_empty());
+    }
+
+    #[test]
+    fn copies_are_never_outlined_and_unmeasured_noise_is_dotted() {
+        // Eight experts of 200 000 elements each, sampled: expert 1 copies expert 0, and
+        // both lie far from the others' θ.
+        let mut t = row("blk.0.ffn_up_exps.weight", 40.0, Some(&[80.0, 80.0, 40.0, 41.0, 40.5, 40.2, 39.8, 90.0]));
+        t.n_elements = 8 * 200_000;
+        t.sampled = 100_000;
+        let m = ModelReport::from_parts("m", None, None, 0, vec![t.clone()]);
+        let h = &ExpertHeatmap::of(&m)[0];
+        assert!(h.cell(0, 0).unwrap().outlier && h.cell(0, 1).unwrap().outlier, "§6's figure is kept");
+        assert_eq!(h.standing(0, 0), Standing::Ordinary);
+        assert_eq!(h.standing(0, 1), Standing::Ordinary);
+        assert_eq!(h.standing(0, 7), Standing::Unconfirmed);
+        let (outline, words, dup) = h.marks(0, 1);
+        assert_eq!((outline, words.as_str(), dup.as_str()), ("", ", byte-identical to expert 0", "=0"));
+        assert!(h.marks(0, 7).0.contains("dotted"));
+        let c = caption(core::slice::from_ref(h));
+        assert!(c.starts_with("8 experts") && c.contains(", 0 of them;") && c.contains("1 of them"), "{c}");
+        assert!(c.contains("Dotted") && c.contains("--sigma"), "{c}");
+        // Measured whole (exact mode): the same figures make expert 7 an outlier, outlined.
+        t.sampled = t.n_elements;
+        let m = ModelReport::from_parts("m", None, None, 0, vec![t]);
+        let h = &ExpertHeatmap::of(&m)[0];
+        assert_eq!(h.standing(0, 7), Standing::Outlier);
+        assert!(h.marks(0, 7).0.contains("solid"));
+        assert!(!caption(core::slice::from_ref(h)).contains("Dotted"));
+        assert!(html_section(&m).contains("outlier beyond the noise"));
     }
 }

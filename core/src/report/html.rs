@@ -60,18 +60,25 @@ fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
             g.max
         );
     }
-    out.push_str("</tbody></table><h3>Wells (lowest θ)</h3><ol class=\"wells\">");
-    for w in &s.wells {
-        let _ = write!(
-            out,
-            "<li><code>{}</code> <span class=\"mute\">{}</span> {:.3}°{}</li>",
-            escape(&w.name),
-            w.group.name(),
-            w.theta,
-            pm(w.sigma, 3)
-        );
-    }
-    out.push_str("</ol>");
+    out.push_str("</tbody></table><h3>Wells (lowest θ among weight matrices)</h3>");
+    let list = |out: &mut String, wells: &[super::Well]| {
+        out.push_str("<ol class=\"wells\">");
+        for w in wells {
+            let _ = write!(
+                out,
+                "<li><code>{}</code> <span class=\"mute\">{}</span> {:.3}°{}</li>",
+                escape(&w.name),
+                w.group.name(),
+                w.theta,
+                pm(w.sigma, 3)
+            );
+        }
+        out.push_str("</ol>");
+    };
+    list(out, &super::summary::wells(&m.tensors, false, super::WELLS));
+    out.push_str("<details><summary>Among all tensors, norm vectors and routers included</summary>");
+    list(out, &s.wells);
+    out.push_str("</details>");
     let h = Heatmap::of(m);
     if !h.layers.is_empty() {
         let (lo, hi) = h.range;

@@ -46,6 +46,10 @@ pub struct Shown {
     pub summary_only: bool,
     /// A θ report's text: how many wells (lowest θ) each model lists.
     pub wells: usize,
+    /// A θ report's text: the wells among all tensors (§4's, as the JSON holds them), norm
+    /// vectors and routers included; else among the weight matrices
+    /// ([`super::summary::is_weight_matrix`]).
+    pub all_wells: bool,
     /// A compare report's text: how many of the most changed tensors it lists.
     pub top: usize,
 }

@@ -21,7 +21,7 @@ mod page;
 mod scatter;
 mod schema;
 pub mod sensitivity_html;
-mod summary;
+pub mod summary;
 mod tensor_report;
 mod text;
 
@@ -29,7 +29,7 @@ pub use compare_heatmap::{CompareHeatmap, DiffCell, DIFF_FLOOR};
 pub use compare_html::{render_compare, SAME_POSITIONS};
 pub use csv::prediction as prediction_csv;
 pub use csv::sensitivity as sensitivity_csv;
-pub use expert_heatmap::ExpertHeatmap;
+pub use expert_heatmap::{caption as experts_caption, ExpertHeatmap};
 pub use format::{diff_color, diff_position, human_bytes, human_count, sci, theta_color, IDENTICAL_COLOR};
 pub use formats::{AnyReport, Format, Kind, Shown, FORMATS};
 pub use heatmap::{sigma_color, Heatmap, NOISY_STYLE, SIGMA_MARK};

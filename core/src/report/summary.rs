@@ -39,6 +39,28 @@ pub struct Well {
     pub sigma: Option<f64>,
 }
 
+/// Whether a display lists `r` among the wells by default: a weight matrix (two dims of more
+/// than one element), not a router. Norm vectors and biases are 1-D, and a model's lowest θ
+/// are mostly theirs (all 10 of SmolLM2's) and its routers' (an untrained router is all
+/// zeros, θ 0°); they say little about the matrices people look for.
+pub fn is_weight_matrix(r: &TensorReport) -> bool {
+    r.shape.iter().filter(|&&d| d > 1).count() >= 2 && r.organ != Some(crate::anatomy::OrganKind::Router)
+}
+
+/// The `n` lowest-θ tensors of `rows`, lowest first (ties by name): all with a θ when `all`
+/// (§4's wells, as the summary holds them), else only the [`is_weight_matrix`] ones (what
+/// the text, the static page and the app list unless asked for all).
+pub fn wells(rows: &[TensorReport], all: bool, n: usize) -> Vec<Well> {
+    let mut wells: Vec<Well> = rows
+        .iter()
+        .filter(|r| all || is_weight_matrix(r))
+        .filter_map(|r| Some(Well { name: r.name.clone(), group: r.group, theta: r.theta?, sigma: r.sigma }))
+        .collect();
+    wells.sort_by(|a, b| a.theta.total_cmp(&b.theta).then_with(|| a.name.cmp(&b.name)));
+    wells.truncate(n);
+    wells
+}
+
 /// A model's summary (§4). Tensors that are not measurable count in `tensors` and
 /// `not_measurable` only; degenerate ones count as θ = 0 everywhere.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -102,12 +124,7 @@ impl Summary {
                 max: ts.iter().copied().fold(f64::NEG_INFINITY, f64::max),
             });
         }
-        let mut wells: Vec<Well> = with_theta
-            .iter()
-            .map(|&(r, t)| Well { name: r.name.clone(), group: r.group, theta: t, sigma: r.sigma })
-            .collect();
-        wells.sort_by(|a, b| a.theta.total_cmp(&b.theta).then_with(|| a.name.cmp(&b.name)));
-        wells.truncate(WELLS);
+        let wells = wells(rows, true, WELLS);
         let theta_mean_sigma = with_theta.iter().any(|(r, _)| r.sigma.is_some()).then(|| {
             let means: Vec<f64> = (0..DRAWS)
                 .map(|k| {
@@ -191,5 +208,38 @@ mod tests {
         assert_eq!(marks, [("a", Some(false)), ("b", Some(true)), ("c", None)]);
         let plain = Report::new("test", alloc::vec![ModelReport::from_parts("p", None, None, 0, alloc::vec![])]);
         assert_eq!(plain.ranking[0].distinguishable_from_next, None);
+    }
+
+    #[test]
+    fn displayed_wells_are_weight_matrices_and_the_summary_keeps_all() {
+        let shaped = |name: &str, theta: f64, dims: &[u64]| {
+            let m = Measurement {
+                theta,
+                entropy: None,
+                kurtosis: None,
+                cv: None,
+                degenerate: false,
+                sampled: 1,
+                dropped: 0,
+            };
+            TensorReport::from_parts(name, GgmlType::F32, dims, 4, Some(&m))
+        };
+        let rows = [
+            shaped("blk.0.attn_norm.weight", 1.0, &[576]),
+            shaped("blk.0.ffn_gate_inp.weight", 0.0, &[576, 4]),
+            shaped("blk.0.attn_q.weight", 30.0, &[576, 576]),
+            shaped("blk.0.ffn_up_exps.weight", 20.0, &[576, 1536, 4]),
+            shaped("blk.0.attn_q.bias", 2.0, &[576, 1]),
+            shaped("blk.0.ffn_down.weight", 25.0, &[1536, 576]),
+        ];
+        let names = |w: Vec<Well>| w.into_iter().map(|w| w.name).collect::<Vec<_>>();
+        assert_eq!(
+            names(wells(&rows, false, 10)),
+            ["blk.0.ffn_up_exps.weight", "blk.0.ffn_down.weight", "blk.0.attn_q.weight"]
+        );
+        assert_eq!(names(wells(&rows, false, 1)), ["blk.0.ffn_up_exps.weight"]);
+        let all = names(wells(&rows, true, 10));
+        assert_eq!(all[..3], ["blk.0.ffn_gate_inp.weight", "blk.0.attn_norm.weight", "blk.0.attn_q.bias"]);
+        assert_eq!(Summary::of(&rows).wells.iter().map(|w| w.name.clone()).collect::<Vec<_>>(), all, "§4's wells");
     }
 }

@@ -96,8 +96,16 @@ fn measure(report: &Report, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Res
         for g in &s.groups {
             writeln!(out, "  {:<10} {:>6} {:>9.4} {:>9.4} {:>9.4}", g.group.name(), g.count, g.mean, g.min, g.max)?;
         }
-        writeln!(out, "\n  wells (lowest θ):")?;
-        for (i, w) in s.wells.iter().take(shown.wells).enumerate() {
+        let (wells, which) = if shown.all_wells {
+            (super::summary::wells(&m.tensors, true, shown.wells), "all tensors")
+        } else {
+            (
+                super::summary::wells(&m.tensors, false, shown.wells),
+                "weight matrices; --all-wells adds norms and routers",
+            )
+        };
+        writeln!(out, "\n  wells (lowest θ among {which}):")?;
+        for (i, w) in wells.iter().enumerate() {
             writeln!(
                 out,
                 "  {:>3}. {:<40} {:<9} {:>9.4}°{}",
@@ -165,34 +173,48 @@ fn measure(report: &Report, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Res
 }
 
 /// The text report's experts section of one model: per expert tensor, the median θ and
-/// every expert's θ (`*` an outlier, `=k` a duplicate of expert k); then the routers and
-/// shared experts, named as such.
+/// every expert's θ (`*` an outlier beyond the noise, `?` one over 3 MAD whose noise was not
+/// measured, `=k` a copy of expert k: [`crate::zmeasure::experts::Standing`]); then the
+/// routers and shared experts, named as such.
 fn experts(m: &ModelReport, out: &mut dyn fmt::Write) -> fmt::Result {
+    use crate::zmeasure::experts::{slices_sampled, standings, Standing};
     let tensors: Vec<&TensorReport> = m.tensors.iter().filter(|t| t.experts.is_some()).collect();
     if tensors.is_empty() {
         return Ok(());
     }
-    writeln!(out, "\n  experts (θ° of each expert measured alone; * outlier, =k byte-identical to expert k):")?;
+    writeln!(
+        out,
+        "\n  experts (θ° of each expert measured alone; * outlier: over 3 MAD from the median and beyond twice its σ; \
+         ? over 3 MAD, noise not measured (--sigma); =k byte-identical to expert k, never an outlier):"
+    )?;
     for t in tensors {
         let x = t.experts.as_deref().unwrap_or_default();
         let thetas: Vec<f64> = x.iter().map(|x| x.theta).collect();
-        let (outliers, dups) =
-            (x.iter().filter(|x| x.outlier).count(), x.iter().filter(|x| x.duplicate_of.is_some()).count());
+        let marks = standings(x, slices_sampled(t.n_elements, t.sampled, x.len() as u64));
+        let count = |s: Standing| marks.iter().filter(|m| **m == s).count();
+        let unconfirmed = count(Standing::Unconfirmed);
+        let unconfirmed = if unconfirmed > 0 { format!(" (and {unconfirmed} ?)") } else { String::new() };
+        let dups = x.iter().filter(|x| x.duplicate_of.is_some()).count();
         writeln!(
             out,
-            "  {:<40} {} experts  median {:.4}°  outliers {outliers}  duplicates {dups}",
+            "  {:<40} {} experts  median {:.4}°  outliers {}{unconfirmed}  duplicates {dups}",
             printable(&t.name),
             x.len(),
-            median(&thetas)
+            median(&thetas),
+            count(Standing::Outlier),
         )?;
-        for line in x.chunks(6) {
+        for line in x.iter().zip(&marks).collect::<Vec<_>>().chunks(6) {
             let cells: Vec<String> = line
                 .iter()
-                .map(|x| {
+                .map(|(x, mark)| {
                     let sigma = x.sigma.map_or_else(String::new, |s| format!("±{s:.3}"));
                     let dup = x.duplicate_of.map_or_else(String::new, |d| format!("={d}"));
-                    let flag = format!("{dup}{}", if x.outlier { "*" } else { "" });
-                    format!("{:>4}: {:>8.4}{sigma}{flag:<3}", x.expert, x.theta)
+                    let flag = match mark {
+                        Standing::Outlier => "*",
+                        Standing::Unconfirmed => "?",
+                        Standing::Ordinary => "",
+                    };
+                    format!("{:>4}: {:>8.4}{sigma}{dup}{flag:<3}", x.expert, x.theta)
                 })
                 .collect();
             writeln!(out, "   {}", cells.join(" ").trim_end())?;

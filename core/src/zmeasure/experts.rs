@@ -212,6 +212,60 @@ pub fn outliers(thetas: &[f64]) -> Vec<bool> {
     dev.iter().map(|&d| mad > 0.0 && d > 3.0 * mad).collect()
 }
 
+/// How a display marks an expert among its tensor's experts. §6's `outlier` is a fact
+/// about the θ figures (over 3 MAD from the median), and the reports keep it as such; a
+/// display calls an expert an outlier only when that distance is beyond the sampling noise
+/// of its θ and the expert is not byte-identical to another one: identical bytes whose θ
+/// differ show the noise, not an outlier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Standing {
+    /// Within its tensor's spread, within the noise, or a copy of another expert.
+    Ordinary,
+    /// A §6 outlier further from the median than twice its σ_θ (the larger of its own σ
+    /// and the median σ of its tensor's experts, as §7 compares two figures), or one
+    /// measured on every value (σ = 0).
+    Outlier,
+    /// A §6 outlier measured on a sample without σ: whether it is beyond the noise is not
+    /// known (`--sigma` measures it).
+    Unconfirmed,
+}
+
+/// The [`Standing`] of each of a tensor's experts. `sampled`: the slices were measured on a
+/// sample (more than [`super::SAMPLE_SIZE`] elements each, not in `exact` mode), so their θ
+/// carries sampling noise.
+pub fn standings(rows: &[ExpertTheta], sampled: bool) -> Vec<Standing> {
+    let thetas: Vec<f64> = rows.iter().map(|x| x.theta).collect();
+    let m = median(&thetas);
+    let sigmas: Vec<f64> = rows.iter().filter_map(|x| x.sigma).collect();
+    let typical = median(&sigmas);
+    // An expert with a byte-identical twin, whichever of the two is the lower.
+    let copied = |x: &ExpertTheta| x.duplicate_of.is_some() || rows.iter().any(|y| y.duplicate_of == Some(x.expert));
+    rows.iter()
+        .map(|x| {
+            if !x.outlier || copied(x) {
+                return Standing::Ordinary;
+            }
+            if !sampled {
+                return Standing::Outlier;
+            }
+            match x.sigma {
+                Some(s) if (x.theta - m).abs() > 2.0 * s.max(typical) => Standing::Outlier,
+                Some(_) => Standing::Ordinary,
+                None => Standing::Unconfirmed,
+            }
+        })
+        .collect()
+}
+
+/// Whether the experts of a tensor of `n_elements` elements, `sampled` of them read for its
+/// own θ, in `count` experts, were measured on a sample: the tensor was (it was not
+/// measured whole, as `exact` mode does), and each slice has more than
+/// [`super::SAMPLE_SIZE`] elements.
+pub fn slices_sampled(n_elements: u64, sampled: u64, count: u64) -> bool {
+    sampled < n_elements && n_elements / count.max(1) > super::SAMPLE_SIZE as u64
+}
+
 /// Finds which experts of a tensor are byte-identical to a lower-numbered one (§6's
 /// `duplicate_of`), reading as little as it can: experts are split into classes that agree
 /// on the bytes compared so far, a chunk at a time, and only classes of two or more read

@@ -157,3 +157,60 @@ fn a_tensor_named_as_experts_that_is_not_one_is_an_error_when_experts_are_asked_
     assert!(ExpertLayout::required(&many).unwrap_err().to_string().contains("limit"));
     assert_eq!(ExpertLayout::required(&entry("blk.0.ffn_up.weight", GgmlType::F32, &[8, 8])).unwrap(), None);
 }
+
+#[test]
+fn a_display_marks_an_outlier_only_beyond_the_noise_and_never_a_copy() {
+    let x = |e: u64, theta: f64, sigma: Option<f64>, dup: Option<u64>| ExpertTheta {
+        expert: e,
+        theta,
+        degenerate: false,
+        sigma,
+        outlier: false,
+        duplicate_of: dup,
+    };
+    let flag = |mut rows: Vec<ExpertTheta>| {
+        let out = outliers(&rows.iter().map(|r| r.theta).collect::<Vec<_>>());
+        for (r, o) in rows.iter_mut().zip(out) {
+            r.outlier = o;
+        }
+        rows
+    };
+    use Standing::*;
+    // Median 10, MAD 1: expert 4 at 20 is a §6 outlier.
+    let thetas = [10.0, 11.0, 9.0, 10.0, 20.0];
+    let rows = |sigma: Option<f64>| flag((0..5).map(|e| x(e, thetas[e as usize], sigma, None)).collect());
+    // Measured on every value: no noise, the §6 outlier stands.
+    assert_eq!(standings(&rows(None), false), [Ordinary, Ordinary, Ordinary, Ordinary, Outlier]);
+    // Sampled without σ: unknown.
+    assert_eq!(standings(&rows(None), true)[4], Unconfirmed);
+    // σ 4°: 10° from the median is beyond 2σ = 8°; σ 5°: 10° is not beyond 10°.
+    assert_eq!(standings(&rows(Some(4.0)), true)[4], Outlier);
+    assert_eq!(standings(&rows(Some(5.0)), true)[4], Ordinary);
+    // Its own σ small, its tensor's typical σ large: the larger counts.
+    let mut r = rows(Some(6.0));
+    r[4].sigma = Some(0.5);
+    assert_eq!(standings(&r, true)[4], Ordinary);
+    // The MoE: experts 1-3 byte-identical to expert 0, θ spread by sampling alone.
+    // However far a copy lies, it is never an outlier, nor is the expert it copies.
+    let moe = flag(vec![
+        x(0, 47.1, None, None),
+        x(1, 80.4, None, Some(0)),
+        x(2, 48.0, None, Some(0)),
+        x(3, 47.5, None, Some(0)),
+        x(4, 47.3, None, None),
+    ]);
+    assert!(moe[1].outlier, "§6's figure is kept");
+    assert_eq!(standings(&moe, false), [Ordinary; 5]);
+    assert_eq!(standings(&moe, true), [Ordinary; 5]);
+    assert!(standings(&[], true).is_empty());
+}
+
+#[test]
+fn slices_are_sampled_when_the_tensor_was_and_each_is_large() {
+    let n = 8 * 200_000;
+    assert!(slices_sampled(n, 100_000, 8));
+    // exact mode read every value.
+    assert!(!slices_sampled(n, n, 8));
+    // Slices of 100 000 elements are measured whole.
+    assert!(!slices_sampled(8 * 100_000, 100_000, 8));
+}

@@ -102,6 +102,7 @@ fn options(
         files: r.files.files.clone(),
         summary_only: r.summary_only,
         wells: r.wells,
+        all_wells: r.all_wells,
         stream,
         cache,
         force: force.force,

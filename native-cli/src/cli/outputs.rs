@@ -137,16 +137,23 @@ pub struct ReportOutputs {
     /// How many lowest-θ tensors ("wells") to print.
     #[arg(long, default_value_t = DEFAULT_WELLS)]
     pub wells: usize,
+    /// List the wells among all tensors, norm vectors and routers included (as the JSON's
+    /// summary does), not only among the weight matrices.
+    #[arg(long)]
+    pub all_wells: bool,
 }
 
 impl Default for ReportOutputs {
     fn default() -> Self {
-        ReportOutputs { files: ReportFiles::default(), summary_only: false, wells: DEFAULT_WELLS }
+        ReportOutputs { files: ReportFiles::default(), summary_only: false, wells: DEFAULT_WELLS, all_wells: false }
     }
 }
 
 impl ToArgs for ReportOutputs {
     fn to_args(&self, a: &mut Argv) {
-        a.flags(&self.files).switch("--summary-only", self.summary_only).number("--wells", Some(self.wells));
+        a.flags(&self.files)
+            .switch("--summary-only", self.summary_only)
+            .number("--wells", Some(self.wells))
+            .switch("--all-wells", self.all_wells);
     }
 }

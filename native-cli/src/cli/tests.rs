@@ -37,7 +37,7 @@ fn report() -> ReportOutputs {
         .with(&CSV, Some(p("/r/a.csv")))
         .with(&HTML, Some(p("/r/a.html")))
         .with(&RANKING_CSV, Some(p("/r/rank.csv")));
-    ReportOutputs { files, summary_only: true, wells: 3 }
+    ReportOutputs { files, summary_only: true, wells: 3, all_wells: true }
 }
 
 const FORCE: Force = Force { force: true };

@@ -137,7 +137,7 @@ fn for_chunks(
 /// an error.
 pub fn run(opts: &Options, out: &mut dyn Write) -> Result<bool> {
     let report = check_path(&opts.model, opts.stream)?;
-    let shown = Shown { summary_only: false, wells: 0, top: 0 };
+    let shown = Shown { summary_only: false, wells: 0, all_wells: false, top: 0 };
     super::outputs::print(AnyReport::Check(&report), &shown, out)?;
     super::outputs::write_all(AnyReport::Check(&report), &opts.files, &shown, opts.force)?;
     Ok(report.has_errors())

@@ -32,6 +32,7 @@ pub struct Options {
     pub files: Files,
     pub summary_only: bool,
     pub wells: usize,
+    pub all_wells: bool,
     pub stream: bool,
     /// Where finished model reports are kept, keyed by the model's BLAKE3 and the
     /// measure's definition ([`CacheKey`]; fleets resume from it).
@@ -211,7 +212,7 @@ fn warn_not_finite(m: &ModelReport, path: &Path) {
 /// its models' reports, and `organ report merge` with a fleet's.
 pub fn present(report: &Report, opts: &Options, out: &mut dyn Write) -> Result<()> {
     let report = AnyReport::Measure(report);
-    let shown = Shown { summary_only: opts.summary_only, wells: opts.wells, top: 0 };
+    let shown = Shown { summary_only: opts.summary_only, wells: opts.wells, all_wells: opts.all_wells, top: 0 };
     super::outputs::write_all(report, &opts.files, &shown, opts.force)?;
     super::outputs::print(report, &shown, out)
 }

@@ -5,7 +5,7 @@
 
 use leptos::prelude::*;
 use organ_core::anatomy::OrganKind;
-use organ_core::report::{theta_color, ExpertHeatmap, ModelReport};
+use organ_core::report::{experts_caption, theta_color, ExpertHeatmap, ModelReport};
 use std::sync::Arc;
 
 /// A number's attribute value: every digit (the shortest form that reads back the same).
@@ -37,20 +37,18 @@ fn heatmap(m: &ModelReport, h: &ExpertHeatmap) -> impl IntoView {
                 .map(|e| match h.cell(r, e) {
                     None => view! { <td></td> }.into_any(),
                     Some(c) => {
-                        let outline = if c.outlier { ";outline:2px solid #000;outline-offset:-2px" } else { "" };
+                        let (outline, words, dup) = h.marks(r, e);
                         let style = format!("background:{}{outline}", theta_color(c.theta, lo, hi));
                         let sigma = c.sigma.map_or_else(String::new, |s| format!(" ± {s:.3}°"));
-                        let dup = c.duplicate_of.map_or_else(String::new, |d| format!("={d}"));
-                        let title = format!(
-                            "layer {l} expert {e}: θ {:.3}°{sigma}{}{}",
-                            c.theta,
-                            if c.outlier { ", outlier" } else { "" },
-                            c.duplicate_of.map_or_else(String::new, |d| format!(", duplicate of expert {d}"))
-                        );
+                        let title = format!("layer {l} expert {e}: θ {:.3}°{sigma}{words}", c.theta);
+                        let standing = serde_json::to_value(h.standing(r, e))
+                            .ok()
+                            .and_then(|v| v.as_str().map(String::from))
+                            .unwrap_or_default();
                         view! {
                             <td style=style title=title data-name=name.clone() data-expert=e.to_string()
                                 data-theta=full(Some(c.theta)) data-sigma=full(c.sigma)
-                                data-degenerate=c.degenerate.to_string() data-outlier=c.outlier.to_string()
+                                data-degenerate=c.degenerate.to_string() data-outlier=c.outlier.to_string() data-standing=standing
                                 data-duplicate-of=c.duplicate_of.map_or_else(String::new, |d| d.to_string())>
                                 {format!("{:.1}{dup}", c.theta)}
                             </td>
@@ -96,17 +94,10 @@ pub fn ExpertsView(m: Arc<ModelReport>) -> impl IntoView {
             }
         })
         .collect_view();
-    let n: usize = maps.iter().map(|h| h.cells.iter().flatten().count()).sum();
-    let outliers: usize = maps.iter().map(|h| h.cells.iter().flatten().filter(|c| c.outlier).count()).sum();
-    let dups: usize = maps.iter().map(|h| h.cells.iter().flatten().filter(|c| c.duplicate_of.is_some()).count()).sum();
     view! {
         <section id="experts" class="card">
             <h3>"θ per expert"</h3>
-            <p class="mute">{format!(
-                "{n} experts, each measured as a tensor of its own (§6 of the Z-measure): one row per layer, one column \
-                 per expert. Outlined: an outlier (over 3 MAD from its tensor's median), {outliers} of them; =k: \
-                 byte-identical to expert k, {dups} of them."
-            )}</p>
+            <p class="mute" id="experts-caption">{experts_caption(&maps)}</p>
             {maps.iter().map(|h| heatmap(&m, h)).collect_view()}
             <h4>"Routers and shared experts"</h4>
             <table id="routers" class="routers">

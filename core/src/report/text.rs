@@ -314,6 +314,9 @@ fn compare(r: &CompareReport, top: usize, out: &mut dyn fmt::Write) -> fmt::Resu
     Ok(())
 }
 
+/// How many findings of one severity and kind the text prints in full.
+const FINDINGS_SHOWN: usize = 3;
+
 /// A figure for the text tables: 6 significant digits, `-` when null.
 fn num(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.6}"))
@@ -331,19 +334,81 @@ fn check(r: &CheckReport, out: &mut dyn fmt::Write) -> fmt::Result {
     if !r.findings.is_empty() {
         writeln!(out)?;
     }
+    // Findings of one severity and kind together, in the order each first appears; past
+    // FINDINGS_SHOWN of them, one line counts and names the rest (a pruned MoE's thirty zero
+    // routers are one story, not thirty lines).
+    let mut groups: Vec<Vec<&crate::check::Finding>> = Vec::new();
     for f in &r.findings {
-        let sev = match f.severity {
+        match groups.iter_mut().find(|g| g[0].severity == f.severity && g[0].kind == f.kind) {
+            Some(g) => g.push(f),
+            None => groups.push(alloc::vec![f]),
+        }
+    }
+    for g in groups {
+        let sev = match g[0].severity {
             Severity::Error => "error",
             Severity::Warning => "warning",
             Severity::Info => "info",
         };
-        let kind = json_name(f.kind);
-        let subject = if f.subject.is_empty() { String::new() } else { format!("{}: ", printable(&f.subject)) };
-        writeln!(out, "  {sev:<7} {kind:<16} {subject}{}", printable(&f.message))?;
+        let kind = json_name(g[0].kind);
+        for f in g.iter().take(FINDINGS_SHOWN) {
+            let subject = if f.subject.is_empty() { String::new() } else { format!("{}: ", printable(&f.subject)) };
+            writeln!(out, "  {sev:<7} {kind:<16} {subject}{}", printable(&f.message))?;
+        }
+        if g.len() > FINDINGS_SHOWN {
+            let rest = &g[FINDINGS_SHOWN..];
+            let names: Vec<String> =
+                rest.iter().take(NAMES_SHOWN).map(|f| printable(&f.subject).into_owned()).collect();
+            let more = if rest.len() > NAMES_SHOWN { ", …" } else { "" };
+            writeln!(
+                out,
+                "  {sev:<7} {kind:<16} … and {} more like these: {}{more} (each in --json)",
+                rest.len(),
+                names.join(", ")
+            )?;
+        }
     }
     let c = &r.counts;
     let verdict = if c.error > 0 { "BROKEN" } else { "ok" };
     let shapes = if r.shapes_checked { "shapes checked" } else { "shapes not checked" };
     writeln!(out, "\n{verdict}: {} errors, {} warnings, {} notes ({shapes})", c.error, c.warning, c.info)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::{Counts, Finding, Kind};
+
+    #[test]
+    fn repeated_findings_of_a_kind_are_counted_and_named_not_listed() {
+        let f = |severity, kind, subject: String| Finding { severity, kind, subject, message: String::from("m") };
+        let mut findings: Vec<Finding> =
+            (0..30).map(|l| f(Severity::Error, Kind::AllZero, format!("blk.{l}.ffn_gate_inp.weight"))).collect();
+        findings.insert(1, f(Severity::Info, Kind::Duplicate, String::from("blk.1.attn_norm.weight")));
+        let r = CheckReport {
+            check: String::new(),
+            generator: String::new(),
+            model: String::from("m.gguf"),
+            architecture: None,
+            shapes_checked: true,
+            tensors: 31,
+            bytes_scanned: 0,
+            counts: Counts { error: 30, warning: 0, info: 1 },
+            findings,
+            scans: Vec::new(),
+        };
+        let mut out = String::new();
+        check(&r, &mut out).unwrap();
+        let lines: Vec<&str> = out.lines().filter(|l| l.starts_with("  ")).collect();
+        assert_eq!(lines.len(), 5, "{out}");
+        assert!(lines[0].contains("blk.0.ffn_gate_inp.weight") && lines[2].contains("blk.2."), "{out}");
+        assert!(
+            lines[3].contains("… and 27 more like these: blk.3.ffn_gate_inp.weight, ")
+                && lines[3].contains("blk.12.ffn_gate_inp.weight, … (each in --json)"),
+            "{out}"
+        );
+        assert!(lines[4].starts_with("  info    duplicate") && lines[4].contains("blk.1.attn_norm.weight"), "{out}");
+        assert!(out.contains("BROKEN: 30 errors"), "{out}");
+    }
 }

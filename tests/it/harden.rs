@@ -79,10 +79,15 @@ fn report_flags_never_overwrite_an_input_nor_an_existing_file_without_force() {
     assert_eq!(bytes(&m), before);
     // purify's report, and its model output.
     let mut c = organ();
-    c.args(["purify", "--method", "fractal", "--force"]).arg(&m).arg("--out").arg(tmp("p1.gguf")).arg("--json").arg(&m);
+    c.args(["purify", "--method", "fractal", "--all", "--force"])
+        .arg(&m)
+        .arg("--out")
+        .arg(tmp("p1.gguf"))
+        .arg("--json")
+        .arg(&m);
     assert!(refused(c).contains("is an input"));
     let mut c = organ();
-    c.args(["purify", "--method", "fractal", "--force"]).arg(&m).arg("--out").arg(&m);
+    c.args(["purify", "--method", "fractal", "--all", "--force"]).arg(&m).arg("--out").arg(&m);
     assert!(refused(c).contains("is an input"));
     assert_eq!(bytes(&m), before);
     // An existing report that is no input: kept without --force, replaced with it.
@@ -108,7 +113,7 @@ fn organ_directories_and_shards_are_inputs_too() {
     let manifest = bytes(&dir.join("manifest.json"));
     // The directory itself, and a file inside it.
     let mut c = organ();
-    c.args(["purify", "--method", "fractal", "--force"]).arg(&dir).arg("--out").arg(&dir);
+    c.args(["purify", "--method", "fractal", "--all", "--force"]).arg(&dir).arg("--out").arg(&dir);
     assert!(refused(c).contains("input"));
     let mut c = organ();
     c.args(["measure", "--no-cache", "--force"]).arg(&dir).arg("--json").arg(dir.join("manifest.json"));
@@ -163,7 +168,7 @@ fn planted_links_under_temp_names_are_never_followed() {
         }
     }
     let mut c = organ();
-    c.args(["purify", "--method", "fractal"]).arg(&m).arg("--out").arg(&out).arg("--json").arg(&json);
+    c.args(["purify", "--method", "fractal", "--all"]).arg(&m).arg("--out").arg(&out).arg("--json").arg(&json);
     ok(c);
     assert_eq!(bytes(&victim), b"precious", "a planted link was followed");
     for p in [&out, &json] {
@@ -229,8 +234,15 @@ fn every_reader_of_an_organ_directory_checks_the_hashes() {
     let out = tmp("in4-out.gguf");
     let cases: Vec<Vec<std::ffi::OsString>> = vec![
         vec!["measure".into(), "--no-cache".into(), dir.clone().into()],
-        vec!["graft".into(), "--donor".into(), dir.clone().into(), "--recipient".into(), m.clone().into()],
-        vec!["purify".into(), dir.clone().into(), "--method".into(), "fractal".into()],
+        vec![
+            "graft".into(),
+            "--all".into(),
+            "--donor".into(),
+            dir.clone().into(),
+            "--recipient".into(),
+            m.clone().into(),
+        ],
+        vec!["purify".into(), dir.clone().into(), "--method".into(), "fractal".into(), "--all".into()],
         vec!["assemble".into(), dir.clone().into()],
     ];
     for args in &cases {
@@ -297,7 +309,7 @@ fn temp_entries_of_dead_runs_are_removed_and_live_ones_kept() {
     let other = ".d.gguf.organ-tmp.notapid";
     std::fs::write(root.join(other), "mine").unwrap();
     let mut c = organ();
-    c.arg("purify").arg(&m).args(["--method", "fractal", "--out"]).arg(root.join("out.gguf"));
+    c.arg("purify").arg(&m).args(["--method", "fractal", "--all", "--out"]).arg(root.join("out.gguf"));
     ok(c);
     for d in &dead {
         assert!(!root.join(d).exists(), "{d} was not removed");
@@ -356,7 +368,7 @@ fn purify_refuses_out_of_range_values_by_name() {
         ("spectral", "--keep", "inf"),
     ] {
         let mut c = organ();
-        c.arg("purify").arg(&m).args(["--method", method, &format!("{flag}={value}"), "--out"]).arg(&out);
+        c.arg("purify").arg(&m).args(["--method", method, "--all", &format!("{flag}={value}"), "--out"]).arg(&out);
         let e = refused(c);
         assert!(e.contains(&format!("{flag} ")) && e.contains("from 0 to 1"), "{flag} {value}: {e}");
         assert!(!out.exists());

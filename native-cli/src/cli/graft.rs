@@ -18,6 +18,9 @@ pub struct GraftArgs {
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub select: SelectArgs,
+    /// Every tensor: what no --layers, --type or --name is never taken to mean.
+    #[arg(long, conflicts_with_all = ["layers", "types", "names"])]
+    pub all: bool,
     /// Print the plan and check it; write nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -44,7 +47,7 @@ impl<'a> TryFrom<&'a GraftArgs> for cmd::graft::Options<'a> {
             donor: &a.donor,
             recipient: &a.recipient,
             out: a.out.as_deref(),
-            selection: (&a.select).try_into()?,
+            selection: a.select.required(a.all, "graft")?,
             layers_arg: a.select.layers.clone(),
             dry_run: a.dry_run,
             split_max: split_max(a.split_max_size.as_deref())?,
@@ -73,6 +76,7 @@ impl ToArgs for GraftArgs {
             .value("--recipient", &self.recipient)
             .opt("--out", self.out.as_ref())
             .flags(&self.select)
+            .switch("--all", self.all)
             .switch("--dry-run", self.dry_run)
             .opt("--split-max-size", self.split_max_size.as_ref())
             .switch("--sha256", self.sha256)

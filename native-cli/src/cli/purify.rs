@@ -24,6 +24,9 @@ pub struct PurifyArgs {
     pub out: PathBuf,
     #[command(flatten)]
     pub select: SelectArgs,
+    /// Every tensor: what no --layers, --type or --name is never taken to mean.
+    #[arg(long, conflicts_with_all = ["layers", "types", "names"])]
+    pub all: bool,
     /// fractal: 0..1, how far incoherent coefficients are pulled to 0.
     #[arg(long, default_value_t = DEFAULT_STRENGTH)]
     pub strength: f64,
@@ -56,6 +59,7 @@ impl PurifyArgs {
             method,
             out,
             select: SelectArgs::default(),
+            all: false,
             strength: DEFAULT_STRENGTH,
             keep: DEFAULT_KEEP,
             as_type: None,
@@ -89,7 +93,7 @@ impl<'a> TryFrom<&'a PurifyArgs> for cmd::purify::Options<'a> {
             model: &a.model,
             out: &a.out,
             method,
-            selection: (&a.select).try_into()?,
+            selection: a.select.required(a.all, "purify")?,
             as_type,
             only_if_improves: a.only_if_improves,
             split_max: split_max(a.split_max_size.as_deref())?,
@@ -115,6 +119,7 @@ impl ToArgs for PurifyArgs {
             .value("--method", &self.method)
             .value("--out", &self.out)
             .flags(&self.select)
+            .switch("--all", self.all)
             .number("--strength", Some(self.strength))
             .number("--keep", Some(self.keep))
             .opt("--as", self.as_type.as_ref())

@@ -17,6 +17,30 @@ pub struct SelectArgs {
     pub names: Vec<String>,
 }
 
+impl SelectArgs {
+    /// Whether no criterion is given.
+    pub fn is_empty(&self) -> bool {
+        self.layers.is_none() && self.types.is_empty() && self.names.is_empty()
+    }
+
+    /// The selection of a command that changes tensors (graft, purify): at least one
+    /// criterion, or `all` (`--all`). Nothing given is refused rather than read as every
+    /// tensor: a graft without a selection wrote the donor, a purify every norm and the
+    /// embedding.
+    ///
+    /// # Errors
+    /// Neither a criterion nor `all`; a criterion that does not parse.
+    pub fn required(&self, all: bool, command: &str) -> anyhow::Result<Selection> {
+        if self.is_empty() && !all {
+            anyhow::bail!(
+                "{command}: which tensors? Choose with --layers, --type or --name (e.g. --layers 5-20 --type organ), \
+                 or give --all for every tensor"
+            );
+        }
+        Selection::try_from(self)
+    }
+}
+
 impl TryFrom<&SelectArgs> for Selection {
     type Error = anyhow::Error;
 

@@ -43,11 +43,25 @@ struct Select {
     types: Vec<String>,
     #[serde(default)]
     names: Vec<String>,
+    /// Every tensor; with none of the above and not `all`, the request is refused (a
+    /// selection is never read into "everything").
+    #[serde(default)]
+    all: bool,
 }
 
-impl From<Select> for SelectArgs {
-    fn from(s: Select) -> SelectArgs {
-        SelectArgs { layers: s.layers, types: s.types, names: s.names }
+impl Select {
+    /// The selection flags and `--all`, or a 400 naming the fields when neither is given
+    /// or both are.
+    fn required(self, command: &str) -> ApiResult<(SelectArgs, bool)> {
+        let all = self.all;
+        let s = SelectArgs { layers: self.layers, types: self.types, names: self.names };
+        match (s.is_empty(), all) {
+            (true, false) => Err(bad(format!(
+                "{command}: which tensors? Give layers, types or names, or \"all\": true for every tensor"
+            ))),
+            (false, true) => Err(bad(format!("{command}: \"all\" and layers, types or names: give one or the other"))),
+            _ => Ok((s, all)),
+        }
     }
 }
 
@@ -166,6 +180,7 @@ pub(super) async fn graft(
 ) -> ApiResult<(StatusCode, Json<JobStatus>)> {
     let Json(r) = body?;
     let (donor, recipient) = (s.model(&r.donor)?, s.path(&r.recipient)?);
+    let (select, all) = r.select.required("graft")?;
     let out = out_name(r.out.as_deref(), "graft.gguf")?;
     let o2 = out.clone();
     start_job(
@@ -176,7 +191,8 @@ pub(super) async fn graft(
                 donor,
                 recipient,
                 out: (!r.dry_run).then(|| dir.join(&o2)),
-                select: r.select.into(),
+                select,
+                all,
                 dry_run: r.dry_run,
                 split_max_size: r.split_max_size,
                 ..Default::default()
@@ -238,6 +254,7 @@ pub(super) async fn purify(
     if !matches!(r.method.as_str(), "fractal" | "spectral") {
         return Err(bad(format!("method {:?}: use fractal or spectral", r.method)));
     }
+    let (select, all) = r.select.required("purify")?;
     let out = out_name(r.out.as_deref(), "purified.gguf")?;
     let o2 = out.clone();
     start_job(
@@ -245,7 +262,7 @@ pub(super) async fn purify(
         "purify",
         move |dir| {
             let mut p = cli::PurifyArgs::new(model, r.method, dir.join(&o2));
-            p.select = r.select.into();
+            (p.select, p.all) = (select, all);
             p.strength = r.strength.unwrap_or(p.strength);
             p.keep = r.keep.unwrap_or(p.keep);
             p.as_type = r.as_type;

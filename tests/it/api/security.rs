@@ -96,6 +96,16 @@ fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
         ("POST", "/api/check", &json, br#"{"path": "smol.gguf", "paths": ["smol.gguf"]}"#, 400, "give one of them"),
         ("POST", "/api/check", &json, br#"{"path": "smol.gguf", "json": "/x"}"#, 400, "unknown field"),
         ("POST", "/api/purify", &json, br#"{"path": "smol.gguf", "method": "magic"}"#, 400, "fractal or spectral"),
+        ("POST", "/api/purify", &json, br#"{"path": "smol.gguf", "method": "fractal"}"#, 400, "which tensors?"),
+        (
+            "POST",
+            "/api/purify",
+            &json,
+            br#"{"path": "smol.gguf", "method": "fractal", "all": true, "layers": "1"}"#,
+            400,
+            "one or the other",
+        ),
+        ("POST", "/api/graft", &json, br#"{"donor": "smol.gguf", "recipient": "smol.gguf"}"#, 400, "which tensors?"),
         // eval hands llama.cpp only files it opened inside the root (api::eval has the race).
         ("POST", "/api/eval", &json, br#"{"path": "escape/passwd", "text": "smol.gguf"}"#, 404, "no such model"),
         ("POST", "/api/eval", &json, br#"{"path": "smol.gguf", "text": "fifo.gguf"}"#, 400, "not a regular file"),

@@ -169,7 +169,15 @@ fn run_one(d: &std::path::Path, case: &Case, cmd: &str, text: &std::path::Path, 
             out.as_os_str(),
         ],
         "purify" => {
-            vec!["purify".as_ref(), input, "--method".as_ref(), "fractal".as_ref(), "--out".as_ref(), out.as_os_str()]
+            vec![
+                "purify".as_ref(),
+                input,
+                "--method".as_ref(),
+                "fractal".as_ref(),
+                "--all".as_ref(),
+                "--out".as_ref(),
+                out.as_os_str(),
+            ]
         }
         // The input as its own two experts.
         "moe" => vec![

@@ -229,3 +229,31 @@ fn measure_warns_of_values_that_are_not_finite() {
     let out = organ().arg("measure").arg(f32_model("finite.gguf", &v)).output().unwrap();
     assert!(!String::from_utf8_lossy(&out.stderr).contains("not finite"));
 }
+
+/// graft and purify change only what they are told to: no selection is refused before any
+/// work, naming the ways to choose and `--all`; `--all` is every tensor and says so.
+#[test]
+fn surgery_without_a_selection_is_refused_and_all_says_what_it_took() {
+    let v: Vec<f32> = (0..256).map(|i| (i as f32 * 0.37).sin()).collect();
+    let m = f32_model("select-required.gguf", &v);
+    let out = tmp("select-required-out.gguf");
+    let graft = ["graft".as_ref(), "--donor".as_ref(), m.as_os_str(), "--recipient".as_ref(), m.as_os_str()];
+    let e = err_of(&[&graft[..], &["--out".as_ref(), out.as_os_str()]].concat());
+    assert!(
+        e.contains("graft: which tensors?") && e.contains("--layers, --type or --name") && e.contains("--all"),
+        "{e}"
+    );
+    let purify = ["purify".as_ref(), m.as_os_str(), "--method".as_ref(), "fractal".as_ref()];
+    let e = err_of(&[&purify[..], &["--out".as_ref(), out.as_os_str()]].concat());
+    assert!(e.contains("purify: which tensors?") && e.contains("--all"), "{e}");
+    assert!(!out.exists());
+    // --all: every tensor, and the run says so.
+    let done = organ().args(purify).arg("--all").arg("--out").arg(&out).output().unwrap();
+    let text = String::from_utf8(done.stdout).unwrap();
+    assert_eq!(done.status.code(), Some(0), "{}", String::from_utf8_lossy(&done.stderr));
+    assert!(text.contains("of 1 tensors of select-required.gguf (all tensors)"), "{text}");
+    // --all with a criterion is a usage error (clap's exit 2).
+    let both = organ().args(purify).args(["--all", "--layers", "0", "--out"]).arg(&out).output().unwrap();
+    assert_eq!(both.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&both.stderr).contains("--all"));
+}

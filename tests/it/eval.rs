@@ -210,6 +210,35 @@ fn graft_judge_gives_the_verdict_against_the_recipient() {
     assert_eq!(report["judge"]["evaluation"]["base"], model.display().to_string());
     assert_eq!(report["tensors"].as_array().unwrap().len(), SMOLLM2_ORGANS_5_20);
     no_temp_left(&dir);
+    // The ranking of the two shows the verdict beside the graft's θ_mean, and says what
+    // θ_mean is not; the JSON keeps it in the ranking's row.
+    let ranked = dir.join("ranked.json");
+    let mut c = organ();
+    c.arg("measure").arg(&model).arg(&out).arg("--verdict").arg(&json).arg("--json").arg(&ranked);
+    let stdout = String::from_utf8(ok(c).stdout).unwrap();
+    let grade = report["judge"]["verdict"].as_str().unwrap();
+    let ratio = report["judge"]["ppl_ratio"].as_f64().unwrap();
+    let line = stdout.lines().find(|l| l.contains("graft.gguf") && l.contains(grade)).unwrap_or_default();
+    assert!(line.contains(&format!("{grade} ×{ratio:.3}")), "{stdout}");
+    assert!(stdout.contains("Neither measures quality") && stdout.contains("signal: the mean of sin θ"), "{stdout}");
+    let r: Value = serde_json::from_slice(&std::fs::read(&ranked).unwrap()).unwrap();
+    let rows = r["ranking"].as_array().unwrap();
+    let graft_row = rows.iter().find(|x| x["model"] == "graft.gguf").unwrap();
+    assert_eq!(
+        (graft_row["measured"]["verdict"].as_str(), graft_row["measured"]["source"].as_str()),
+        (Some(grade), Some("graft.json"))
+    );
+    assert!(rows.iter().any(|x| x["model"] != "graft.gguf" && x.get("measured").is_none()), "{r}");
+    // A verdict on a model not measured is refused, naming the models; a file with none,
+    // before any work.
+    let mut c = organ();
+    c.arg("measure").arg(&model).arg("--verdict").arg(&json);
+    let e = fails(c);
+    assert!(e.contains("graft.json: a verdict on graft.gguf, which is none of the models measured"), "{e}");
+    let mut c = organ();
+    c.arg("measure").arg(&model).arg("--verdict").arg(&ranked);
+    let e = fails(c);
+    assert!(e.contains("ranked.json: no verdict in it"), "{e}");
 }
 
 #[test]

@@ -31,7 +31,7 @@ fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
         "<div class=\"cards\"><div class=\"card\">architecture<b>{}</b></div><div class=\"card\">name<b>{}</b></div>\
          <div class=\"card\">parameters<b>{}</b></div><div class=\"card\">file<b>{}</b></div>\
          <div class=\"card\">tensors<b>{}</b></div><div class=\"card\">θ mean<b class=\"theta-mean\"{}>{:.3}°{}</b></div>\
-         <div class=\"card\">θ weighted<b>{:.3}°</b></div><div class=\"card\">signal<b>{:.4}</b></div></div>\
+         <div class=\"card\">θ weighted<b>{:.3}°</b></div><div class=\"card\" title=\"the mean of sin θ over the tensors, from 0 to 1\">signal (mean sin θ)<b>{:.4}</b></div></div>\
          <p class=\"mute\">types: {types}; measured {}, degenerate {}, not measurable {}</p>",
         escape(m.architecture.as_deref().unwrap_or("?")),
         escape(m.name.as_deref().unwrap_or("?")),
@@ -212,11 +212,16 @@ pub fn render(report: &Report) -> String {
         escape(&report.generator)
     );
     if report.models.len() > 1 {
-        out.push_str("<h2>Ranking</h2><table class=\"sortable ranking\"><thead><tr><th data-num>rank</th><th>model</th><th data-num>parameters</th><th data-num>θ mean</th><th data-num>θ weighted</th><th data-num>signal</th><th data-num>tensors</th></tr></thead><tbody>");
+        out.push_str("<h2>Ranking</h2><table class=\"sortable ranking\"><thead><tr><th data-num>rank</th><th>model</th><th data-num>parameters</th><th data-num>θ mean</th><th data-num>θ weighted</th><th data-num>signal</th><th data-num>tensors</th>");
+        let measured = report.ranking.iter().any(|r| r.measured.is_some());
+        if measured {
+            out.push_str("<th>measured (organ eval)</th>");
+        }
+        out.push_str("</tr></thead><tbody>");
         for r in &report.ranking {
             let _ = write!(
                 out,
-                "<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\">{:.3}{}{}</td><td class=\"n\">{:.3}</td><td class=\"n\">{:.4}</td><td class=\"n\">{}</td></tr>",
+                "<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\">{:.3}{}{}</td><td class=\"n\">{:.3}</td><td class=\"n\">{:.4}</td><td class=\"n\">{}</td>",
                 r.rank,
                 escape(&r.model),
                 r.parameters,
@@ -232,8 +237,16 @@ pub fn render(report: &Report) -> String {
                 r.signal,
                 r.tensors
             );
+            if measured {
+                let (text, title) = r
+                    .measured
+                    .as_ref()
+                    .map_or_else(|| (String::from("-"), String::new()), |m| (m.short(), format!("from {}", m.source)));
+                let _ = write!(out, "<td class=\"measured\" title=\"{}\">{}</td>", escape(&title), escape(&text));
+            }
+            out.push_str("</tr>");
         }
-        out.push_str("</tbody></table>");
+        let _ = write!(out, "</tbody></table><p class=\"mute ranking-note\">{}</p>", escape(super::RANKING_NOTE));
     }
     for (i, m) in report.models.iter().enumerate() {
         model_section(&mut out, i, m);

@@ -35,6 +35,6 @@ pub use formats::{AnyReport, Format, Kind, Shown, FORMATS};
 pub use heatmap::{sigma_color, Heatmap, NOISY_STYLE, SIGMA_MARK};
 pub use histogram::Histogram;
 pub use scatter::theta_scatter_svg;
-pub use schema::{ModelReport, RankRow, Report};
+pub use schema::{Measured, ModelReport, RankRow, Report, RANKING_NOTE};
 pub use summary::{GroupSummary, Summary, Well, WELLS};
 pub use tensor_report::{Status, TensorReport};

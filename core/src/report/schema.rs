@@ -64,6 +64,35 @@ impl ModelReport {
     }
 }
 
+/// What the ranking's figures are and are not, printed under every ranking (text, page):
+/// a fleet once ranked first the copy `organ eval` graded degraded.
+pub const RANKING_NOTE: &str = "θ_mean: the mean θ of the model's tensors, a data-free statistic of their values, from 0° \
+(noise) to 90° (structure); signal: the mean of sin θ, from 0 to 1. Neither measures quality: θ ranked SmolLM2's tensors \
+by measured damage with ρ = +0.12 (docs/validity.md). What running a model says is organ eval --base PARENT; give its \
+--json with --verdict to show it here.";
+
+/// A measured verdict on a ranked model, read from the JSON of `organ eval --base` (or of a
+/// surgery's `--judge`): what running the model said, beside what θ_mean says of its values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    /// `close`, `changed`, `degraded` or `broken` (docs/judge.md).
+    pub verdict: String,
+    /// PPL(model) / PPL(parent) over the same tokens; `None` when not finite.
+    pub ppl_ratio: Option<f64>,
+    /// The file it was read from.
+    pub source: String,
+}
+
+impl Measured {
+    /// The verdict and the perplexity ratio: `degraded ×1.320`.
+    pub fn short(&self) -> String {
+        match self.ppl_ratio {
+            Some(r) => alloc::format!("{} ×{r:.3}", self.verdict),
+            None => self.verdict.clone(),
+        }
+    }
+}
+
 /// A row of the ranking across models.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RankRow {
@@ -89,6 +118,9 @@ pub struct RankRow {
     /// and when neither has a σ.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub distinguishable_from_next: Option<bool>,
+    /// The model's measured verdict, when one was given (`--verdict`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<Measured>,
 }
 
 impl RankRow {
@@ -134,6 +166,7 @@ impl Report {
                 tensors: m.summary.tensors,
                 theta_mean_sigma: m.summary.theta_mean_sigma,
                 distinguishable_from_next: None,
+                measured: None,
             })
             .collect();
         for i in 1..ranking.len() {

@@ -58,7 +58,7 @@ fn measure(report: &Report, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Res
         )?;
         writeln!(
             out,
-            "  θ_mean {:.4}°{}  θ_weighted {:.4}°  signal {:.4}  (measured {}, degenerate {}, not measurable {})",
+            "  θ_mean {:.4}°{}  θ_weighted {:.4}°  signal (mean sin θ) {:.4}  (measured {}, degenerate {}, not measurable {})",
             s.theta_mean,
             s.theta_mean_sigma.map_or_else(String::new, |x| format!(" ± {x:.4}°")),
             s.theta_weighted,
@@ -146,7 +146,12 @@ fn measure(report: &Report, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Res
         if sigma {
             write!(out, " {:>9}", "σ°")?;
         }
-        writeln!(out, " {:>9} {:>8}", "signal", "tensors")?;
+        let measured = report.ranking.iter().any(|r| r.measured.is_some());
+        write!(out, " {:>9} {:>8}", "signal", "tensors")?;
+        if measured {
+            write!(out, "  {:<20}", "measured")?;
+        }
+        writeln!(out)?;
         for r in &report.ranking {
             write!(
                 out,
@@ -160,6 +165,13 @@ fn measure(report: &Report, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Res
                 write!(out, " {}", opt(r.theta_mean_sigma, 9, 4))?;
             }
             write!(out, " {:>9.4} {:>8}", r.signal, r.tensors)?;
+            if measured {
+                write!(
+                    out,
+                    "  {:<20}",
+                    r.measured.as_ref().map_or_else(|| "-".to_owned(), super::schema::Measured::short)
+                )?;
+            }
             if r.distinguishable_from_next == Some(false) {
                 write!(out, "  ≈ next (within 2σ)")?;
             }
@@ -168,6 +180,7 @@ fn measure(report: &Report, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Res
         if report.ranking.iter().any(|r| r.distinguishable_from_next == Some(false)) {
             writeln!(out, "  ≈: θ_mean within twice the larger σ of the next model's: not distinguishable")?;
         }
+        writeln!(out, "  {}", super::RANKING_NOTE)?;
     }
     Ok(())
 }

@@ -83,7 +83,7 @@ impl TryFrom<&MeasureArgs> for cmd::measure::Options {
             (_, true) => Mode::Exact,
             _ => Mode::Sampled,
         };
-        Ok(options(a.models.clone(), &a.report, a.work.stream, cache, a.force, mode, a.experts))
+        options(a.models.clone(), &a.report, a.work.stream, cache, a.force, mode, a.experts)
     }
 }
 
@@ -96,19 +96,20 @@ fn options(
     force: Force,
     mode: Mode,
     experts: bool,
-) -> cmd::measure::Options {
-    cmd::measure::Options {
+) -> Result<cmd::measure::Options> {
+    Ok(cmd::measure::Options {
         models,
         files: r.files.files.clone(),
         summary_only: r.summary_only,
         wells: r.wells,
         all_wells: r.all_wells,
+        verdicts: cmd::measure::verdicts::read_all(&r.verdicts)?,
         stream,
         cache,
         force: force.force,
         mode,
         experts,
-    }
+    })
 }
 
 pub(super) fn run(a: &MeasureArgs, out: &mut Out) -> Result<Exit> {
@@ -165,7 +166,7 @@ impl TryFrom<&MergeArgs> for cmd::measure::Options {
     type Error = anyhow::Error;
 
     fn try_from(a: &MergeArgs) -> Result<Self> {
-        Ok(options(Vec::new(), &a.report, false, None, a.force, Mode::Sampled, false))
+        options(Vec::new(), &a.report, false, None, a.force, Mode::Sampled, false)
     }
 }
 

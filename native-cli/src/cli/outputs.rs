@@ -141,11 +141,21 @@ pub struct ReportOutputs {
     /// summary does), not only among the weight matrices.
     #[arg(long)]
     pub all_wells: bool,
+    /// The JSON of `organ eval MODEL --base PARENT` (or of a surgery's --judge): its
+    /// verdict is shown beside the model in the ranking (repeatable).
+    #[arg(long = "verdict", value_name = "FILE")]
+    pub verdicts: Vec<PathBuf>,
 }
 
 impl Default for ReportOutputs {
     fn default() -> Self {
-        ReportOutputs { files: ReportFiles::default(), summary_only: false, wells: DEFAULT_WELLS, all_wells: false }
+        ReportOutputs {
+            files: ReportFiles::default(),
+            summary_only: false,
+            wells: DEFAULT_WELLS,
+            all_wells: false,
+            verdicts: Vec::new(),
+        }
     }
 }
 
@@ -154,6 +164,7 @@ impl ToArgs for ReportOutputs {
         a.flags(&self.files)
             .switch("--summary-only", self.summary_only)
             .number("--wells", Some(self.wells))
-            .switch("--all-wells", self.all_wells);
+            .switch("--all-wells", self.all_wells)
+            .each("--verdict", &self.verdicts);
     }
 }

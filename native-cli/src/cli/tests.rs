@@ -37,7 +37,13 @@ fn report() -> ReportOutputs {
         .with(&CSV, Some(p("/r/a.csv")))
         .with(&HTML, Some(p("/r/a.html")))
         .with(&RANKING_CSV, Some(p("/r/rank.csv")));
-    ReportOutputs { files, summary_only: true, wells: 3, all_wells: true }
+    ReportOutputs {
+        files,
+        summary_only: true,
+        wells: 3,
+        all_wells: true,
+        verdicts: vec![p("/r/eval.json"), p("/r/eval2.json")],
+    }
 }
 
 const FORCE: Force = Force { force: true };
@@ -103,6 +109,7 @@ fn surgery_round_trips() {
         recipient: p("/r"),
         out: Some(p("/g.gguf")),
         select: select(),
+        all: false,
         dry_run: true,
         split_max_size: Some("1G".into()),
         sha256: true,
@@ -115,6 +122,15 @@ fn surgery_round_trips() {
     (u.select, u.strength, u.keep, u.as_type, u.only_if_improves) = (select(), 0.25, 0.8, Some("f16".into()), true);
     (u.json, u.split_max_size, u.force, u.judge) = (Some(p("/p.json")), Some("2G".into()), FORCE, judge());
     assert_eq!(reparsed(&u), Command::Purify(u.clone()));
+    let every = GraftArgs { select: SelectArgs::default(), all: true, ..g.clone() };
+    assert_eq!(reparsed(&every), Command::Graft(every.clone()));
+    let every = PurifyArgs { select: SelectArgs::default(), all: true, ..u.clone() };
+    assert_eq!(reparsed(&every), Command::Purify(every.clone()));
+    // --all and a criterion contradict each other.
+    assert!(Cli::try_parse_from([
+        "organ", "purify", "/m", "--method", "fractal", "--out", "/o", "--all", "--layers", "1"
+    ])
+    .is_err());
     let mut m = MoeArgs::new(p("/base"), vec![p("/e0"), p("/e1")], p("/moe.gguf"));
     (m.experts_used, m.router, m.seed, m.ty) = (1, "embed".into(), 9, Some("q8_0".into()));
     (m.prompts, m.negative_prompts) = (vec![p("/p0"), p("/p1")], vec![p("/n0"), p("/n1")]);

@@ -22,6 +22,7 @@ mod merge;
 mod results;
 pub mod shard;
 mod stream;
+pub mod verdicts;
 
 pub use cache::{CacheKey, Definition};
 
@@ -33,6 +34,8 @@ pub struct Options {
     pub summary_only: bool,
     pub wells: usize,
     pub all_wells: bool,
+    /// Measured verdicts to show in the ranking (`--verdict`), read before any work.
+    pub verdicts: Vec<verdicts::Given>,
     pub stream: bool,
     /// Where finished model reports are kept, keyed by the model's BLAKE3 and the
     /// measure's definition ([`CacheKey`]; fleets resume from it).
@@ -211,6 +214,14 @@ fn warn_not_finite(m: &ModelReport, path: &Path) {
 /// Writes `report`'s files (those asked for) and prints it: what `organ measure` does with
 /// its models' reports, and `organ report merge` with a fleet's.
 pub fn present(report: &Report, opts: &Options, out: &mut dyn Write) -> Result<()> {
+    let mut with_verdicts;
+    let report = if opts.verdicts.is_empty() {
+        report
+    } else {
+        with_verdicts = report.clone();
+        verdicts::attach(&mut with_verdicts, &opts.verdicts)?;
+        &with_verdicts
+    };
     let report = AnyReport::Measure(report);
     let shown = Shown { summary_only: opts.summary_only, wells: opts.wells, all_wells: opts.all_wells, top: 0 };
     super::outputs::write_all(report, &opts.files, &shown, opts.force)?;

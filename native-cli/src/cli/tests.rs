@@ -88,7 +88,7 @@ fn diff_check_inspect_round_trip() {
     let reports = ReportFiles::default().with(&JSON, Some(p("-")));
     let c = CheckArgs { model: p("/m"), reports, work: work(), exit_zero: true, force: FORCE };
     assert_eq!(reparsed(&c), Command::Check(c.clone()));
-    let i = InspectArgs { model: p("/m.gguf"), json: true };
+    let i = InspectArgs::new(p("/m.gguf"), true);
     assert_eq!(reparsed(&i), Command::Inspect(i.clone()));
 }
 
@@ -171,7 +171,12 @@ fn global_flags_round_trip() {
         remote,
         max_header_bytes: Some(1 << 20),
     };
-    let inspect = InspectArgs { model: p("/m"), json: false };
+    let inspect = InspectArgs {
+        layers: Some("5-20".into()),
+        groups: vec!["organ".into()],
+        names: vec!["*ffn*".into()],
+        ..InspectArgs::new(p("/m"), false)
+    };
     let mut args = vec!["organ".into()];
     args.extend(argv(&inspect));
     args.extend(argv(&g));

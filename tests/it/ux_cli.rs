@@ -1,0 +1,125 @@
+//! Issue 35's terminal points: `inspect` of an organ directory and its tensor filters
+//! (points 10, 17).
+
+use crate::build::*;
+use crate::common::*;
+use organ_core::GgmlType;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Output;
+
+/// A dense llama of `layers` layers, width 64, its FFN weights in `ffn` (Q8_0 or Q4_0):
+/// small enough to build in milliseconds, with as many layers as a real model.
+fn llama(name: &str, layers: u32, ffn: GgmlType) -> PathBuf {
+    let mut ts = vec![t("token_embd.weight", &[64, 32], GgmlType::F32, noise(1, 64 * 32))];
+    for l in 0..layers {
+        ts.push(t(&format!("blk.{l}.attn_norm.weight"), &[64], GgmlType::F32, noise(2, 64)));
+        ts.push(t(&format!("blk.{l}.attn_q.weight"), &[64, 64], GgmlType::Q8_0, noise(5, 64 * 64)));
+        for k in ["gate", "up"] {
+            ts.push(t(&format!("blk.{l}.ffn_{k}.weight"), &[64, 128], ffn, noise(3, 64 * 128)));
+        }
+        ts.push(t(&format!("blk.{l}.ffn_down.weight"), &[128, 64], ffn, noise(4, 64 * 128)));
+    }
+    ts.push(t("output_norm.weight", &[64], GgmlType::F32, noise(6, 64)));
+    write_model(name, "llama", &ts)
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn inspect(args: &[&std::ffi::OsStr]) -> Output {
+    let mut c = organ();
+    c.arg("inspect").args(args);
+    ok(c)
+}
+
+fn json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// An organ directory is inspected as the GGUF `organ assemble` writes from it: the same
+/// header, metadata, tensors and offsets as that file (here, the dissected original), and
+/// `--json` the same document but for the name and `"offsets": "assembled"`.
+#[test]
+fn inspect_shows_an_organ_directory_as_the_gguf_it_assembles_into() {
+    let model = llama("ux-inspect.gguf", 3, GgmlType::Q8_0);
+    let dir = dissect(&model, "ux-inspect.organs", &["--force"]);
+    let mut file = json(&inspect(&[model.as_os_str(), "--json".as_ref()]));
+    let mut organs = json(&inspect(&[dir.as_os_str(), "--json".as_ref()]));
+    assert_eq!(organs["offsets"], "assembled");
+    assert_eq!(organs["file"], "ux-inspect.organs");
+    assert_eq!(organs["tensors"].as_array().unwrap().len(), 17);
+    for v in [&mut file, &mut organs] {
+        let o = v.as_object_mut().unwrap();
+        o.remove("file");
+        o.remove("offsets");
+    }
+    assert_eq!(file, organs);
+    // The text: the same lines after the header line, which says what the offsets are.
+    let (f, d) = (stdout(&inspect(&[model.as_os_str()])), stdout(&inspect(&[dir.as_os_str()])));
+    let head = d.lines().next().unwrap();
+    assert!(
+        head.starts_with("ux-inspect.organs: organ directory, as the GGUF organ assemble writes: GGUF v3"),
+        "{head}"
+    );
+    assert_eq!(f.lines().skip(1).collect::<Vec<_>>(), d.lines().skip(1).collect::<Vec<_>>());
+    // A GGUF assembled from it has those very offsets.
+    let assembled = tmp("ux-inspect-assembled.gguf");
+    let mut c = organ();
+    c.arg("assemble").arg(&dir).arg("--out").arg(&assembled).arg("--force");
+    ok(c);
+    let a = stdout(&inspect(&[assembled.as_os_str()]));
+    assert_eq!(a.lines().skip(1).collect::<Vec<_>>(), d.lines().skip(1).collect::<Vec<_>>());
+}
+
+/// `--layers`, `--group` and `--name` narrow the tensors shown, through graft's selection;
+/// `#` keeps each tensor's place in the model; a selection of nothing says what would match.
+#[test]
+fn inspect_filters_tensors_by_layer_group_and_name() {
+    let model = llama("ux-filter.gguf", 30, GgmlType::Q8_0);
+    let m = model.as_os_str();
+    let names = |o: &Output| -> Vec<String> {
+        json(o)["tensors"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+    };
+    let o = inspect(&[m, "--json".as_ref(), "--layers".as_ref(), "5-6".as_ref(), "--group".as_ref(), "organ".as_ref()]);
+    let want: Vec<String> =
+        (5..=6).flat_map(|l| ["gate", "up", "down"].map(|k| format!("blk.{l}.ffn_{k}.weight"))).collect();
+    let mut got = names(&o);
+    got.sort();
+    let mut want_sorted = want.clone();
+    want_sorted.sort();
+    assert_eq!(got, want_sorted);
+    assert_eq!(json(&o)["selection"], "layers 5-6; types organ");
+    let o = inspect(&[m, "--json".as_ref(), "--name".as_ref(), "*norm*".as_ref()]);
+    assert_eq!(names(&o).len(), 31);
+    // The table: how many of all are shown, each row numbered by its place in the model.
+    let text = stdout(&inspect(&[m, "--layers".as_ref(), "29".as_ref(), "--name".as_ref(), "*attn_q*".as_ref()]));
+    assert!(text.contains("\ntensors: 1 of 152 (layers 29; names *attn_q*)\n"), "{text}");
+    let row = text.lines().find(|l| l.contains("blk.29.attn_q.weight")).unwrap();
+    assert_eq!(row.split_whitespace().next(), Some("148"), "{row}");
+    // Nothing matched: the core's hints, exit 1.
+    let mut c = organ();
+    c.args(["inspect"]).arg(&model).args(["--layers", "40-50"]);
+    let e = fails(c);
+    assert!(e.contains("layers 40-50 matches no tensor: the model has layers 0-29"), "{e}");
+    let mut c = organ();
+    c.args(["inspect"]).arg(&model).args(["--name", "ffn_up"]);
+    assert!(fails(c).contains("did you mean *ffn_up*?"));
+    // `--type` is not inspect's: it would read as the ggml type.
+    let o = organ().arg("inspect").arg(&model).args(["--type", "organ"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    // A directory, filtered alike.
+    let dir = dissect(&model, "ux-filter.organs", &["--force"]);
+    let o = inspect(&[
+        dir.as_os_str(),
+        "--json".as_ref(),
+        "--layers".as_ref(),
+        "5-6".as_ref(),
+        "--group".as_ref(),
+        "organ".as_ref(),
+    ]);
+    let mut got = names(&o);
+    got.sort();
+    assert_eq!(got, want_sorted);
+}

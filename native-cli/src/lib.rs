@@ -18,4 +18,5 @@ pub mod progress;
 pub mod remote;
 pub mod serve;
 pub mod source;
+pub mod summary;
 pub mod write;

@@ -1,12 +1,13 @@
 //! Issue 35's terminal points: `inspect` of an organ directory and its tensor filters
-//! (points 10, 17).
+//! (points 10, 17), lists summarized unless `--verbose`, the global flags under their own
+//! help headings (point 14).
 
 use crate::build::*;
 use crate::common::*;
 use organ_core::GgmlType;
 use serde_json::Value;
-use std::path::PathBuf;
-use std::process::Output;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 /// A dense llama of `layers` layers, width 64, its FFN weights in `ffn` (Q8_0 or Q4_0):
 /// small enough to build in milliseconds, with as many layers as a real model.
@@ -122,4 +123,85 @@ fn inspect_filters_tensors_by_layer_group_and_name() {
     let mut got = names(&o);
     got.sort();
     assert_eq!(got, want_sorted);
+}
+
+/// `organ moe --base B --expert E…` of donors whose FFN types differ from the base's.
+fn moe(base: &Path, experts: &[&Path], out: &Path) -> Command {
+    let mut c = organ();
+    c.arg("moe").arg("--base").arg(base);
+    for e in experts {
+        c.arg("--expert").arg(e);
+    }
+    c.arg("--out").arg(out).arg("--force");
+    c
+}
+
+/// A refusal's 90 problems alike but for their layer are 3 lines with a count; `--verbose`
+/// lists each tensor (the first 50, then how many more).
+#[test]
+fn a_refusal_groups_problems_alike_but_for_their_layer() {
+    let (a, b) = (llama("ux-moe-q8.gguf", 30, GgmlType::Q8_0), llama("ux-moe-q4.gguf", 30, GgmlType::Q4_0));
+    let out = tmp("ux-moe.gguf");
+    let e = fails(moe(&a, &[&a, &b], &out));
+    assert!(e.contains("(90 problems)"), "{e}");
+    let lines: Vec<&str> = e.lines().filter(|l| l.starts_with("  blk.")).collect();
+    assert_eq!(lines.len(), 3, "{e}");
+    assert!(
+        lines[0].starts_with("  blk.*.ffn_gate.weight: types differ (")
+            && lines[0].ends_with("; give --type to requantize ×30 (layers 0-29)"),
+        "{e}"
+    );
+    assert!(e.contains("  (90 problems in all; --verbose lists each tensor)"), "{e}");
+    let mut c = moe(&a, &[&a, &b], &out);
+    c.arg("--verbose");
+    let e = fails(c);
+    assert!(e.contains("  blk.0.ffn_gate.weight: types differ (") && e.contains("  … and 40 more"), "{e}");
+    assert!(!out.exists());
+}
+
+/// `experts extract`'s plan: 90 sliced tensors are 3 rows with a count, 90 with `-v`.
+#[test]
+fn an_experts_plan_is_one_row_per_kind_of_tensor() {
+    let a = llama("ux-experts-dense.gguf", 30, GgmlType::Q8_0);
+    let moe4 = tmp("ux-experts-moe.gguf");
+    ok(moe(&a, &[&a, &a], &moe4));
+    let plan = |extra: &[&str]| {
+        let mut c = organ();
+        c.args(["experts", "extract"]).arg(&moe4).args(["--expert", "1", "--dry-run"]).args(extra);
+        stdout(&ok(c))
+    };
+    let short = plan(&[]);
+    let rows: Vec<&str> = short.lines().filter(|l| l.starts_with("  blk.")).collect();
+    assert_eq!(rows.len(), 3, "{short}");
+    assert!(rows.iter().all(|r| r.starts_with("  blk.*.ffn_") && r.ends_with(" bytes ×30 (layers 0-29)")), "{short}");
+    assert!(short.contains("90 tensors sliced"), "{short}");
+    let long = plan(&["-v"]);
+    assert_eq!(long.lines().filter(|l| l.starts_with("  blk.")).count(), 90, "{long}");
+    assert!(long.contains("  blk.29.ffn_down.weight"), "{long}");
+}
+
+/// The remote and fsync options are not in a subcommand's `-h`; `--help` shows them once,
+/// under one heading.
+#[test]
+fn global_options_are_under_their_own_headings() {
+    for cmd in ["measure", "inspect", "graft"] {
+        let short = stdout(&ok({
+            let mut c = organ();
+            c.args([cmd, "-h"]);
+            c
+        }));
+        assert!(!short.contains("--remote-gap") && !short.contains("--fsync"), "{cmd} -h:\n{short}");
+        assert!(short.contains("Global options:") && short.contains("--verbose"), "{cmd} -h:\n{short}");
+        let long = stdout(&ok({
+            let mut c = organ();
+            c.args([cmd, "--help"]);
+            c
+        }));
+        assert_eq!(long.matches("\nRemote models (").count(), 1, "{cmd} --help:\n{long}");
+        let remote = &long[long.find("\nRemote models (").unwrap()..];
+        for flag in ["--remote-gap", "--remote-concurrency", "--remote-retries", "--remote-max-whole"] {
+            assert!(remote.contains(flag), "{cmd} --help: {flag} not under the remote heading");
+        }
+        assert!(long.contains("--fsync"), "{cmd} --help");
+    }
 }

@@ -167,6 +167,7 @@ fn global_flags_round_trip() {
     let g = Global {
         no_verify: true,
         progress: crate::progress::Format::Jsonl,
+        verbose: true,
         fsync: true,
         remote,
         max_header_bytes: Some(1 << 20),

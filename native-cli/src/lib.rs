@@ -13,6 +13,7 @@ pub mod llama_cpp;
 pub mod location;
 pub mod model;
 pub mod model_file;
+pub mod paint;
 pub mod predict;
 pub mod progress;
 pub mod remote;

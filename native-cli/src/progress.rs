@@ -162,7 +162,7 @@ pub fn emit(ev: &Event) {
         },
         Format::Human => match ev {
             Event::Progress { .. } => return, // the bar shows it
-            Event::Warning { message } => format!("organ: warning: {message}"),
+            Event::Warning { message } => format!("organ: {}: {message}", paint("warning", crate::paint::WARN)),
             Event::Note { message } => message.clone(),
             Event::Stats { tensor_bytes_read, peak_rss_kib } => {
                 format!("stats: tensor bytes read by positioned reads {tensor_bytes_read}, peak RSS {peak_rss_kib} KiB")
@@ -173,13 +173,18 @@ pub fn emit(ev: &Event) {
             Event::RemoteStats { bytes_fetched, requests, retries, framing } => format!(
                 "stats: remote bytes fetched {bytes_fetched}, requests {requests}, retries {retries}, of the bytes multipart framing {framing}"
             ),
-            Event::Error(e) => format!("organ: error: {}", e.message),
+            Event::Error(e) => format!("organ: {}: {}", paint("error", crate::paint::BAD), e.message),
         },
     };
     // A URL's credentials (`http://user:password@…`) are never repeated.
     let line = redact(&line);
     let mut err = std::io::stderr().lock();
     let _ = err.write_all(format!("{line}\n").as_bytes());
+}
+
+/// `word` coloured on stderr when it takes colour ([`crate::paint`]).
+fn paint(word: &str, style: anstyle::Style) -> String {
+    crate::paint::paint(word, style, crate::paint::Stream::Stderr)
 }
 
 /// A warning: `organ: warning: …`, or a warning event.

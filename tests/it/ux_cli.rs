@@ -1,6 +1,6 @@
 //! Issue 35's terminal points: `inspect` of an organ directory and its tensor filters
 //! (points 10, 17), lists summarized unless `--verbose`, the global flags under their own
-//! help headings (point 14).
+//! help headings, colour only where it is wanted (point 14).
 
 use crate::build::*;
 use crate::common::*;
@@ -203,5 +203,55 @@ fn global_options_are_under_their_own_headings() {
             assert!(remote.contains(flag), "{cmd} --help: {flag} not under the remote heading");
         }
         assert!(long.contains("--fsync"), "{cmd} --help");
+    }
+}
+
+/// The escape for red, as anstyle writes it.
+const RED: &str = "\x1b[31m";
+
+/// `organ: error:` is red with `CLICOLOR_FORCE=1`, plain with `NO_COLOR=1` besides, and
+/// plain when stderr is a pipe (as here) without either.
+#[test]
+fn errors_are_coloured_only_where_wanted() {
+    let run = |env: &[(&str, &str)]| {
+        let mut c = organ();
+        c.env_remove("NO_COLOR").env_remove("CLICOLOR_FORCE").env_remove("CLICOLOR");
+        c.arg("inspect").arg(tmp("ux-no-such.gguf")).envs(env.iter().copied());
+        fails(c)
+    };
+    let forced = run(&[("CLICOLOR_FORCE", "1")]);
+    assert!(forced.starts_with(&format!("organ: \x1b[1m{RED}error\x1b[0m: ")), "{forced:?}");
+    for env in [&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")][..], &[]] {
+        let plain = run(env);
+        assert!(plain.starts_with("organ: error: ") && !plain.contains('\x1b'), "{env:?}: {plain:?}");
+    }
+}
+
+/// `check`'s BROKEN and its error findings are red on a coloured stdout, and only there.
+#[test]
+fn check_colours_its_verdict() {
+    let mut nan = noise(7, 64 * 64);
+    nan[3] = f32::NAN;
+    let model = write_model(
+        "ux-broken.gguf",
+        "llama",
+        &[
+            t("blk.0.attn_q.weight", &[64, 64], GgmlType::F32, nan),
+            t("output_norm.weight", &[64], GgmlType::F32, noise(6, 64)),
+        ],
+    );
+    let run = |env: &[(&str, &str)]| {
+        let mut c = organ();
+        c.env_remove("NO_COLOR").env_remove("CLICOLOR_FORCE").arg("check").arg(&model).envs(env.iter().copied());
+        let o = c.output().unwrap();
+        assert_eq!(o.status.code(), Some(1));
+        stdout(&o)
+    };
+    let forced = run(&[("CLICOLOR_FORCE", "1")]);
+    assert!(forced.contains(&format!("\n\x1b[1m{RED}BROKEN\x1b[0m: ")), "{forced:?}");
+    assert!(forced.contains(&format!("  \x1b[1m{RED}error\x1b[0m ")), "{forced:?}");
+    for env in [&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")][..], &[]] {
+        let plain = run(env);
+        assert!(plain.contains("\nBROKEN: ") && !plain.contains('\x1b'), "{env:?}: {plain:?}");
     }
 }

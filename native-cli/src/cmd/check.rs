@@ -138,7 +138,11 @@ fn for_chunks(
 pub fn run(opts: &Options, out: &mut dyn Write) -> Result<bool> {
     let report = check_path(&opts.model, opts.stream)?;
     let shown = Shown { summary_only: false, wells: 0, top: 0 };
-    super::outputs::print(AnyReport::Check(&report), &shown, out)?;
+    // The verdict and severities coloured on a terminal (crate::paint).
+    let mut text = Vec::new();
+    super::outputs::print(AnyReport::Check(&report), &shown, &mut text)?;
+    let text = String::from_utf8_lossy(&text);
+    out.write_all(crate::paint::check_text(&text, crate::paint::on(crate::paint::Stream::Stdout)).as_bytes())?;
     super::outputs::write_all(AnyReport::Check(&report), &opts.files, &shown, opts.force)?;
     Ok(report.has_errors())
 }

@@ -1,6 +1,7 @@
 //! Issue 35's terminal points: `inspect` of an organ directory and its tensor filters
 //! (points 10, 17), lists summarized unless `--verbose`, the global flags under their own
-//! help headings, colour only where it is wanted (point 14).
+//! help headings, colour only where it is wanted (point 14), and the progress bars and
+//! events, eval's from llama.cpp's chunk lines (point 12).
 
 use crate::build::*;
 use crate::common::*;
@@ -254,4 +255,74 @@ fn check_colours_its_verdict() {
         let plain = run(env);
         assert!(plain.contains("\nBROKEN: ") && !plain.contains('\x1b'), "{env:?}: {plain:?}");
     }
+}
+
+/// `cmd` run with its stdout and stderr on a terminal (util-linux `script`): what the
+/// terminal showed, or `None` where `script` is missing.
+fn on_terminal(cmd: &str) -> Option<String> {
+    let o = Command::new("script").args(["-qec", cmd, "/dev/null"]).env("TERM", "xterm").output().ok()?;
+    Some(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+fn shell_quote(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
+}
+
+/// On a terminal, `check`'s bar names the file, and no bar is drawn at "0/0" (a full bar
+/// of no length, measure's first frame before).
+#[test]
+fn a_bar_names_its_file_and_starts_with_its_length() {
+    let model = llama("ux-bar.gguf", 30, GgmlType::Q8_0);
+    let organ_bin = env!("CARGO_BIN_EXE_organ");
+    let Some(shown) = on_terminal(&format!("{organ_bin} check {} --exit-zero", shell_quote(&model))) else {
+        eprintln!("skipped: no script(1)");
+        return;
+    };
+    assert!(shown.contains(" errors, "), "{shown}");
+    let frames: Vec<&str> = shown.split(['\r', '\n']).filter(|f| f.contains(" tensors, ")).collect();
+    assert!(!frames.is_empty(), "no bar drawn: {shown:?}");
+    assert!(frames.iter().all(|f| f.contains("ux-bar.gguf") && f.contains("/152 tensors")), "{frames:?}");
+    assert!(!shown.contains("0/0"), "{shown:?}");
+    // measure's bar was drawn before its model was opened: full, at "0/0".
+    let shown = on_terminal(&format!("{organ_bin} measure {} --no-cache --summary-only", shell_quote(&model))).unwrap();
+    let frames: Vec<&str> = shown.split(['\r', '\n']).filter(|f| f.contains(" tensors, ")).collect();
+    assert!(!frames.is_empty(), "no bar drawn: {shown:?}");
+    assert!(frames.iter().all(|f| f.contains("ux-bar.gguf") && f.contains("/152 tensors")), "{frames:?}");
+    assert!(!shown.contains("0/0"), "{shown:?}");
+}
+
+/// `organ eval` with `--progress jsonl`: a progress event per chunk llama.cpp scored, its
+/// total known before the first, the last at done = total; with a base, its run and the
+/// model's counted as one (twice the chunks). The figures are those of the run without.
+#[test]
+fn eval_reports_progress_by_chunk() {
+    let Some(model) = need::smollm2_and_llama() else { return };
+    let bin = Path::new(llama_tool("llama-perplexity").get_program()).parent().unwrap().to_owned();
+    let text = repo().join("tests/data/perplexity.txt");
+    let run = |base: Option<&Path>| {
+        let mut c = organ();
+        c.arg("eval").arg(&model).arg("--text").arg(&text).args(["--ctx", "128", "--chunks", "3", "-j", LLAMA_THREADS]);
+        c.arg("--llama-cpp").arg(&bin).args(["--progress", "jsonl"]);
+        if let Some(b) = base {
+            c.arg("--base").arg(b);
+        }
+        let o = ok(c);
+        let events: Vec<(u64, u64)> = String::from_utf8_lossy(&o.stderr)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["event"] == "progress")
+            .map(|v| (v["done"].as_u64().unwrap(), v["total"].as_u64().unwrap()))
+            .collect();
+        (events, stdout(&o))
+    };
+    let (events, printed) = run(None);
+    assert_eq!(events.last(), Some(&(3, 3)), "{events:?}");
+    assert!(events.iter().all(|&(_, t)| t == 3), "{events:?}");
+    assert!(events.windows(2).all(|w| w[0].0 < w[1].0), "{events:?}");
+    assert!(printed.contains("perplexity"), "{printed}");
+    let (events, printed) = run(Some(&model));
+    assert_eq!(events.last(), Some(&(6, 6)), "{events:?}");
+    assert!(events.iter().any(|&(d, _)| d == 3), "the base's run ends at 3 of 6: {events:?}");
+    assert!(events.windows(2).all(|w| w[0].0 < w[1].0), "{events:?}");
+    assert!(printed.contains("verdict: close"), "{printed}");
 }

@@ -48,7 +48,8 @@ pub fn check_path(path: &Path, stream: bool) -> Result<CheckReport> {
         }
     }
     let progress = crate::progress::tensor_bar();
-    progress.inc_length(model.tensors.len() as u64);
+    progress.set_message(model.label.clone());
+    crate::progress::grow(&progress, model.tensors.len() as u64);
     let scanned: Vec<Scanned> = model
         .tensors
         .par_iter()

@@ -108,8 +108,13 @@ pub fn judge(output: &Path, parent: &Path, s: &Settings) -> Result<Verdict> {
 /// Prints a verdict after the evaluation's figures.
 pub fn print(v: &Verdict, w: &mut dyn Write) -> Result<()> {
     eval::print(&v.evaluation, w)?;
-    writeln!(w, "verdict: {} ({})", v.verdict.name(), v.reason)?;
+    writeln!(w, "verdict: {} ({})", verdict_word(v.verdict), v.reason)?;
     Ok(())
+}
+
+/// A verdict's word as printed on stdout: coloured on a terminal ([`crate::paint`]).
+pub fn verdict_word(g: Grade) -> String {
+    crate::paint::paint(g.name(), crate::paint::grade(g), crate::paint::Stream::Stdout)
 }
 
 /// Before any work: refuses what `--judge` cannot evaluate once the output is written, so

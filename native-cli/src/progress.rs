@@ -162,7 +162,7 @@ pub fn emit(ev: &Event) {
         },
         Format::Human => match ev {
             Event::Progress { .. } => return, // the bar shows it
-            Event::Warning { message } => format!("organ: warning: {message}"),
+            Event::Warning { message } => format!("organ: {}: {message}", paint("warning", crate::paint::WARN)),
             Event::Note { message } => message.clone(),
             Event::Stats { tensor_bytes_read, peak_rss_kib } => {
                 format!("stats: tensor bytes read by positioned reads {tensor_bytes_read}, peak RSS {peak_rss_kib} KiB")
@@ -173,13 +173,18 @@ pub fn emit(ev: &Event) {
             Event::RemoteStats { bytes_fetched, requests, retries, framing } => format!(
                 "stats: remote bytes fetched {bytes_fetched}, requests {requests}, retries {retries}, of the bytes multipart framing {framing}"
             ),
-            Event::Error(e) => format!("organ: error: {}", e.message),
+            Event::Error(e) => format!("organ: {}: {}", paint("error", crate::paint::BAD), e.message),
         },
     };
     // A URL's credentials (`http://user:password@…`) are never repeated.
     let line = redact(&line);
     let mut err = std::io::stderr().lock();
     let _ = err.write_all(format!("{line}\n").as_bytes());
+}
+
+/// `word` coloured on stderr when it takes colour ([`crate::paint`]).
+fn paint(word: &str, style: anstyle::Style) -> String {
+    crate::paint::paint(word, style, crate::paint::Stream::Stderr)
 }
 
 /// A warning: `organ: warning: …`, or a warning event.
@@ -197,20 +202,56 @@ pub fn error(e: &anyhow::Error) {
     emit(&Event::Error(ErrorEvent::from_error(e)));
 }
 
-/// The progress bar over tensors: drawn on stderr for people (when it is a terminal),
-/// hidden with `--progress jsonl`, where [`tensor_done`] writes events instead.
+/// The progress bar over tensors, for people (on stderr, when it is a terminal), hidden
+/// with `--progress jsonl`, where [`tensor_done`] writes events instead. It is not drawn
+/// before [`grow`] gives it a length: a bar of no length is drawn full, at "0/0".
 pub fn tensor_bar() -> ProgressBar {
-    let target = match format() {
-        Format::Human => ProgressDrawTarget::stderr(),
-        Format::Jsonl => ProgressDrawTarget::hidden(),
-    };
-    let bar = ProgressBar::with_draw_target(Some(0), target);
+    bar("{spinner} {msg} [{bar:30}] {pos}/{len} tensors, {elapsed} (eta {eta})")
+}
+
+/// A hidden bar of `template`, [`grow`] or [`chunks_done`] shows it.
+fn bar(template: &str) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden());
     bar.set_style(
-        ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} tensors, {elapsed} (eta {eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
+        ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()).progress_chars("=> "),
     );
     bar
+}
+
+/// `n` more units to do: the bar's length grows, and a bar for people is shown once it has
+/// a length (so its first frame is never a full bar at "0/0").
+pub fn grow(bar: &ProgressBar, n: u64) {
+    bar.inc_length(n);
+    show(bar);
+}
+
+/// Draws `bar` on stderr from now on, for people, once it has a length.
+fn show(bar: &ProgressBar) {
+    if format() == Format::Human && bar.length().unwrap_or(0) > 0 && bar.is_hidden() {
+        bar.set_draw_target(ProgressDrawTarget::stderr());
+    }
+}
+
+/// The progress bar over the chunks llama.cpp's llama-perplexity scores (`eval`,
+/// `--judge`), `what` it runs on as its message; shown once the number of chunks is known.
+pub fn chunk_bar(what: String) -> ProgressBar {
+    let bar = bar("{spinner} {msg} [{bar:30}] {pos}/{len} chunks, {elapsed} (eta {eta})");
+    bar.set_message(what);
+    bar
+}
+
+/// `done` of `total` chunks scored: the bar, or with `--progress jsonl` a progress event
+/// (only when the count moved, so every event is a step forward).
+pub fn chunks_done(bar: &ProgressBar, done: u64, total: u64) {
+    if (bar.position(), bar.length()) == (done, Some(total)) {
+        return;
+    }
+    bar.set_length(total);
+    bar.set_position(done);
+    show(bar);
+    if format() == Format::Jsonl {
+        emit(&Event::Progress { done, total });
+    }
 }
 
 /// One more tensor done: the bar advances, and with `--progress jsonl` a progress event

@@ -120,6 +120,9 @@ fn q4_1_and_its_q8_0_requant_under_each_router_load_and_generate() {
     let _ = std::fs::remove_file(&out);
     let err = fails(moe(&model, &[&model, &q8], &out, &[]));
     assert!(err.contains("(90 problems)"), "{err}");
+    let kind = "blk.*.ffn_down.weight: types differ (expert 0 Q4_1, expert 1 Q8_0); give --type to requantize ×30";
+    assert!(err.contains(kind), "one line per kind of tensor: {err}");
+    let err = fails(moe(&model, &[&model, &q8], &out, &["--verbose"]));
     assert!(err.contains("blk.0.ffn_down.weight: types differ (expert 0 Q4_1, expert 1 Q8_0); give --type"), "{err}");
     assert!(err.contains("  … and 40 more"), "the first 50 problems, then a count: {err}");
     assert!(!out.exists());
@@ -216,7 +219,13 @@ fn bad_input_is_refused_with_every_problem_and_nothing_written() {
     assert!(err.contains("general.architecture: expert 1 (moe-qwen2.gguf) is qwen2, the base llama"), "{err}");
     let err = fails(moe(&model, &[&model, &tiny], &out, &[]));
     assert!(err.contains("token_embd.weight: shape [64, 32] in expert 1 (moe-tiny-llama.gguf), [576, 49152]"), "{err}");
-    // The first 50 of the 272 problems are listed, then a count of the rest.
+    // Problems alike but for their layer are one line with a count (ux_cli.rs); with
+    // --verbose, the first 50 of the 272 problems are listed, then a count of the rest.
+    assert!(
+        err.contains("(272 problems)") && err.contains("(272 problems in all; --verbose lists each tensor)"),
+        "{err}"
+    );
+    let err = fails(moe(&model, &[&model, &tiny], &out, &["--verbose"]));
     assert!(err.contains("(272 problems)") && err.contains("  … and 222 more"), "{err}");
     let err = fails(moe(&qwen, &[&qwen, &qwen], &out, &[]));
     assert!(err.contains("base moe-qwen2.gguf is qwen2; organ moe builds llama (Mixtral) models"), "{err}");

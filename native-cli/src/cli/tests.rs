@@ -94,7 +94,7 @@ fn diff_check_inspect_round_trip() {
     let reports = ReportFiles::default().with(&JSON, Some(p("-")));
     let c = CheckArgs { model: p("/m"), reports, work: work(), exit_zero: true, force: FORCE };
     assert_eq!(reparsed(&c), Command::Check(c.clone()));
-    let i = InspectArgs { model: p("/m.gguf"), json: true };
+    let i = InspectArgs::new(p("/m.gguf"), true);
     assert_eq!(reparsed(&i), Command::Inspect(i.clone()));
 }
 
@@ -183,11 +183,17 @@ fn global_flags_round_trip() {
     let g = Global {
         no_verify: true,
         progress: crate::progress::Format::Jsonl,
+        verbose: true,
         fsync: true,
         remote,
         max_header_bytes: Some(1 << 20),
     };
-    let inspect = InspectArgs { model: p("/m"), json: false };
+    let inspect = InspectArgs {
+        layers: Some("5-20".into()),
+        groups: vec!["organ".into()],
+        names: vec!["*ffn*".into()],
+        ..InspectArgs::new(p("/m"), false)
+    };
     let mut args = vec!["organ".into()];
     args.extend(argv(&inspect));
     args.extend(argv(&g));

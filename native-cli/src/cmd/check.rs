@@ -48,7 +48,8 @@ pub fn check_path(path: &Path, stream: bool) -> Result<CheckReport> {
         }
     }
     let progress = crate::progress::tensor_bar();
-    progress.inc_length(model.tensors.len() as u64);
+    progress.set_message(model.label.clone());
+    crate::progress::grow(&progress, model.tensors.len() as u64);
     let scanned: Vec<Scanned> = model
         .tensors
         .par_iter()
@@ -138,7 +139,11 @@ fn for_chunks(
 pub fn run(opts: &Options, out: &mut dyn Write) -> Result<bool> {
     let report = check_path(&opts.model, opts.stream)?;
     let shown = Shown { summary_only: false, wells: 0, all_wells: false, top: 0 };
-    super::outputs::print(AnyReport::Check(&report), &shown, out)?;
+    // The verdict and severities coloured on a terminal (crate::paint).
+    let mut text = Vec::new();
+    super::outputs::print(AnyReport::Check(&report), &shown, &mut text)?;
+    let text = String::from_utf8_lossy(&text);
+    out.write_all(crate::paint::check_text(&text, crate::paint::on(crate::paint::Stream::Stdout)).as_bytes())?;
     super::outputs::write_all(AnyReport::Check(&report), &opts.files, &shown, opts.force)?;
     Ok(report.has_errors())
 }

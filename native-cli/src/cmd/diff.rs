@@ -56,7 +56,7 @@ pub fn compare_models(a_path: &Path, b_path: &Path, stream: bool) -> Result<Comp
     }
     let pairing = compare::pair(&a.model, &b.model);
     let progress = crate::progress::tensor_bar();
-    progress.inc_length(pairing.pairs.len() as u64);
+    crate::progress::grow(&progress, pairing.pairs.len() as u64);
     let rows: Vec<Result<PairReport>> = pairing
         .pairs
         .par_iter()

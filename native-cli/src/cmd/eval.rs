@@ -4,6 +4,7 @@
 //! [`crate::judge`]'s. Also `--judge`'s flags, which every command that writes a model
 //! flattens.
 
+use crate::judge::verdict_word;
 pub use crate::llama_cpp::perplexity::{evaluate, print, Settings, MAX_CTX, MIN_CTX};
 use anyhow::Result;
 use std::io::Write;
@@ -58,7 +59,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     // Against a base, the judge's rule (crate::judge) grades the model.
     let verdict = crate::judge::grade(&e);
     if let Some((g, reason, _)) = &verdict {
-        writeln!(w, "verdict: {} ({reason})", g.name())?;
+        writeln!(w, "verdict: {} ({reason})", verdict_word(*g))?;
     }
     if let Some(p) = o.json {
         let mut doc = serde_json::to_value(&e)?;

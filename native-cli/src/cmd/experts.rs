@@ -4,6 +4,7 @@
 //! atomically. Nothing is requantized.
 
 use crate::model::Model;
+use crate::summary::{self, Line};
 use anyhow::{bail, Context, Result};
 use organ_core::gguf::writer::{padding, plan as lay_out, TensorSpec};
 use organ_core::gguf::MetaValue;
@@ -128,19 +129,22 @@ fn print_plan(plan: &ExpertsPlan, source: &Model, w: &mut dyn Write) -> Result<(
         plan.sliced.len(),
         plan.dropped.len()
     )?;
-    for t in plan
+    // The tensors cut, those alike but for their layer as one row ([`crate::summary`]).
+    let cut = plan
         .tensors
         .iter()
         .filter(|t| t.pieces.len() != 1 || t.pieces[0].len != source.tensors[t.pieces[0].tensor].n_bytes)
-    {
-        writeln!(
-            w,
-            "  {:<40} {:>7} {:<22} {:>12} bytes",
-            organ_core::gguf::display::printable(&t.name),
-            t.ty.name(),
-            format!("{:?}", t.dims),
-            t.n_bytes()
-        )?;
+        .map(|t| Line {
+            tensor: organ_core::gguf::display::printable(&t.name).into_owned(),
+            text: format!("{:>7} {:<22} {:>12} bytes", t.ty.name(), format!("{:?}", t.dims), t.n_bytes()),
+        })
+        .collect();
+    let rows = summary::lines(cut);
+    for r in &rows {
+        writeln!(w, "  {:<40} {}{}", r.tensor, r.text, r.count())?;
+    }
+    if summary::any_grouped(&rows) {
+        writeln!(w, "  (each row of a count stands for that many tensors, one per layer; --verbose lists each)")?;
     }
     Ok(())
 }

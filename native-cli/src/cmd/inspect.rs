@@ -1,31 +1,97 @@
 //! `organ inspect`: metadata (long arrays summarized, like gguf-dump) and one row per
-//! tensor; `--json` gives everything in full.
+//! tensor; `--json` gives everything in full. A GGUF file, a split GGUF (every shard as
+//! one model), or an organ directory, shown as the GGUF `organ assemble` makes of it.
+//! A selection (`--layers`, `--group`, `--name`) narrows the tensors shown.
 
 use crate::location::{Location, Reach};
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 use organ_core::anatomy::classify;
 use organ_core::gguf::display::{preview, printable, ValueJson};
 use organ_core::gguf::{MetaValue, ValueType};
+use organ_core::surgery::select::Selection;
 use organ_core::Gguf;
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
 
-pub fn run(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<()> {
-    let at = Location::of(path);
+/// What `organ inspect` shows: the model, in which form, and which tensors.
+pub struct Options<'a> {
+    pub model: &'a Path,
+    pub json: bool,
+    /// The tensors shown (every one when empty); metadata is always shown whole.
+    pub selection: Selection,
+}
+
+pub fn run(o: &Options<'_>, out: &mut dyn Write) -> Result<()> {
+    let at = Location::of(o.model);
+    if at.is_dir() {
+        return run_dir(o, out);
+    }
     if at.shards().is_some() {
-        return run_split(path, as_json, out);
+        return run_split(o, out);
     }
-    let model = at.open_file(path, Reach::Ranged)?;
+    let model = at.open_file(o.model, Reach::Ranged)?;
     let g = model.parse()?;
-    if as_json {
-        let file = model.file_name();
-        serde_json::to_writer_pretty(&mut *out, &document(&file, &g))?;
+    show(&model.file_name(), &g, Offsets::File, o, out)
+}
+
+/// What a single GGUF's offsets are: the file's own, or those of the GGUF an organ
+/// directory assembles into.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Offsets {
+    File,
+    Assembled,
+}
+
+/// One GGUF's header (a file's, or the one an organ directory assembles into), as text or
+/// JSON, its tensors narrowed to the selection.
+fn show(file: &str, g: &Gguf<'_>, offsets: Offsets, o: &Options<'_>, out: &mut dyn Write) -> Result<()> {
+    let shown = selected(file, g.tensors.iter().map(|t| t.name), &o.selection)?;
+    if o.json {
+        serde_json::to_writer_pretty(&mut *out, &document_of(file, g, offsets, &o.selection, &shown))?;
         writeln!(out)?;
-    } else {
-        print_text(&model.file_name(), &g, out)?;
+        return Ok(());
     }
-    Ok(())
+    print_text(file, g, offsets, out)?;
+    let rows: Vec<Row<'_>> = shown
+        .iter()
+        .filter_map(|&i| g.tensors.get(i).map(|t| (i, t)))
+        .map(|(i, t)| Row {
+            index: i,
+            name: t.name,
+            dims: t.shape(),
+            ty: t.ty,
+            shard: None,
+            offset: t.file_offset,
+            bytes: t.n_bytes,
+        })
+        .collect();
+    print_tensors(out, &rows, g.tensors.len(), &o.selection)
+}
+
+/// The indices of the tensors `sel` selects, of all named `names` in order (of `model`).
+///
+/// # Errors
+/// A selection that matches no tensor, with the core's hints (the layers the model has,
+/// a pattern that needs `*`).
+fn selected<'a>(model: &str, names: impl Iterator<Item = &'a str> + Clone, sel: &Selection) -> Result<Vec<usize>> {
+    let shown: Vec<usize> = names.clone().enumerate().filter(|(_, n)| sel.matches(n)).map(|(i, _)| i).collect();
+    if shown.is_empty() && names.clone().next().is_some() {
+        bail!("{model}: {}", sel.none_matched(names));
+    }
+    Ok(shown)
+}
+
+/// An organ directory as the GGUF `organ assemble` writes from it (byte-identical to the
+/// dissected original): its header is planned by the same core function the writer uses,
+/// then shown as a file's. Only the manifest and the organ files' headers are read; the
+/// digests are not compared (no tensor byte is shown; `check` and `assemble` compare them).
+fn run_dir(o: &Options<'_>, out: &mut dyn Write) -> Result<()> {
+    let (m, _unread) = crate::model::organ_dir::open_unchecked(o.model)?;
+    let layout = crate::write::plan_gguf(m.version, &m.kvs, &m.tensors, o.model)?;
+    let g = Gguf::parse(&layout.header, layout.file_len)
+        .with_context(|| format!("{}: the GGUF it assembles into cannot be read back", o.model.display()))?;
+    show(&m.label, &g, Offsets::Assembled, o, out)
 }
 
 /// gguf-py's list of types for a field: `["ARRAY", "STRING"]` for an array of strings.
@@ -42,10 +108,18 @@ fn type_path(v: &MetaValue<'_>) -> Vec<&'static str> {
     types
 }
 
-/// `inspect --json` of one file, written straight to the output as it is serialized:
+/// `inspect --json` of one GGUF, written straight to the output as it is serialized:
 /// nothing is built per metadata element or per tensor. Fields are in the order
-/// serde_json's sorted maps gave them, so the text is what it always was.
-pub fn document<'a>(file: &'a str, g: &'a Gguf<'a>) -> impl Serialize + 'a {
+/// serde_json's sorted maps gave them, so the text is what it always was. An organ
+/// directory's adds `"offsets": "assembled"`; a selection, `"selection"` (its description)
+/// and only the tensors at `shown`.
+fn document_of<'a>(
+    file: &'a str,
+    g: &'a Gguf<'a>,
+    offsets: Offsets,
+    sel: &Selection,
+    shown: &'a [usize],
+) -> impl Serialize + 'a {
     #[derive(Serialize)]
     struct Doc<'a, M: Serialize, T: Serialize> {
         alignment: u64,
@@ -53,7 +127,11 @@ pub fn document<'a>(file: &'a str, g: &'a Gguf<'a>) -> impl Serialize + 'a {
         file: &'a str,
         file_bytes: u64,
         metadata: M,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        offsets: Option<&'static str>,
         parameters: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        selection: Option<String>,
         tensors: T,
         version: u32,
     }
@@ -73,9 +151,11 @@ pub fn document<'a>(file: &'a str, g: &'a Gguf<'a>) -> impl Serialize + 'a {
                 value: ValueJson(kv.value),
             })
         }),
+        offsets: (offsets == Offsets::Assembled).then_some("assembled"),
         parameters: g.parameter_count(),
+        selection: (*sel != Selection::default()).then(|| sel.describe()),
         tensors: Seq(move || {
-            g.tensors.iter().map(|t| {
+            shown.iter().filter_map(|&i| g.tensors.get(i)).map(|t| {
                 let a = classify(t.name);
                 TensorJson {
                     bytes: t.n_bytes,
@@ -141,6 +221,8 @@ struct TensorJson<'a> {
 
 /// One row of the tensor table.
 struct Row<'a> {
+    /// Its place among all the model's tensors (the table's `#` column counts from 1).
+    index: usize,
     name: &'a str,
     dims: &'a [u64],
     ty: organ_core::GgmlType,
@@ -163,11 +245,16 @@ fn print_metadata<'a>(out: &mut dyn Write, kvs: impl Iterator<Item = (&'a str, M
     Ok(())
 }
 
-/// The tensor table: name, anatomy group, layer, type, shape, (shard,) file offset, bytes.
-fn print_tensors(out: &mut dyn Write, rows: &[Row<'_>]) -> Result<()> {
+/// The tensor table: name, anatomy group, layer, type, shape, (shard,) file offset, bytes;
+/// `#` is a tensor's place in the whole model, and a selection says how many it shows.
+fn print_tensors(out: &mut dyn Write, rows: &[Row<'_>], of: usize, sel: &Selection) -> Result<()> {
     let split = rows.iter().any(|r| r.shard.is_some());
     let shard_col = |s: &str| if split { format!(" {s:>5}") } else { String::new() };
-    writeln!(out, "\ntensors:")?;
+    if *sel == Selection::default() {
+        writeln!(out, "\ntensors:")?;
+    } else {
+        writeln!(out, "\ntensors: {} of {of} ({})", rows.len(), sel.describe())?;
+    }
     writeln!(
         out,
         "  {:>4}  {:<36} {:<9} {:>5}  {:<8} {:<22}{} {:>12} {:>12}",
@@ -181,14 +268,14 @@ fn print_tensors(out: &mut dyn Write, rows: &[Row<'_>]) -> Result<()> {
         "offset",
         "bytes"
     )?;
-    for (i, r) in rows.iter().enumerate() {
+    for r in rows {
         let a = classify(r.name);
         let layer = a.layer.map_or_else(|| "-".to_string(), |l| l.to_string());
         let shard = shard_col(&r.shard.map(|s| s.to_string()).unwrap_or_default());
         writeln!(
             out,
             "  {:>4}  {:<36} {:<9} {:>5}  {:<8} {:<22}{shard} {:>12} {:>12}",
-            i + 1,
+            r.index + 1,
             printable(r.name),
             a.group.name(),
             layer,
@@ -201,10 +288,16 @@ fn print_tensors(out: &mut dyn Write, rows: &[Row<'_>]) -> Result<()> {
     Ok(())
 }
 
-fn print_text(file: &str, g: &Gguf<'_>, out: &mut dyn Write) -> Result<()> {
+/// The header line and the metadata. An organ directory's line says that its offsets are
+/// those of the GGUF it assembles into.
+fn print_text(file: &str, g: &Gguf<'_>, offsets: Offsets, out: &mut dyn Write) -> Result<()> {
+    let what = match offsets {
+        Offsets::File => "GGUF",
+        Offsets::Assembled => "organ directory, as the GGUF organ assemble writes: GGUF",
+    };
     writeln!(
         out,
-        "{file}: GGUF v{}, {} metadata keys, {} tensors, {} parameters, alignment {}, data at offset {}",
+        "{file}: {what} v{}, {} metadata keys, {} tensors, {} parameters, alignment {}, data at offset {}",
         g.version,
         g.kvs.len(),
         g.tensors.len(),
@@ -212,31 +305,28 @@ fn print_text(file: &str, g: &Gguf<'_>, out: &mut dyn Write) -> Result<()> {
         g.alignment,
         g.data_offset
     )?;
-    print_metadata(out, g.kvs.iter().map(|kv| (kv.key, kv.value)))?;
-    let rows: Vec<Row<'_>> = g
-        .tensors
-        .iter()
-        .map(|t| Row { name: t.name, dims: t.shape(), ty: t.ty, shard: None, offset: t.file_offset, bytes: t.n_bytes })
-        .collect();
-    print_tensors(out, &rows)
+    print_metadata(out, g.kvs.iter().map(|kv| (kv.key, kv.value)))
 }
 
 /// A split model as one: every shard's header line, the merged metadata (first shard's,
 /// less `split.*`), and every tensor with the shard that holds it.
-fn run_split(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<()> {
-    let m = crate::model::Model::open_any(path)?;
+fn run_split(o: &Options<'_>, out: &mut dyn Write) -> Result<()> {
+    let m = crate::model::Model::open_any(o.model)?;
+    let shown = selected(&m.label, m.tensors.iter().map(|t| t.name.as_str()), &o.selection)?;
     let shard_of = |t: &crate::model::Tensor| t.file + 1;
     let mut metadata = Vec::new();
     for (k, v) in &m.kvs {
         let v = v.view()?;
         metadata.push((k.as_str(), v));
     }
-    if as_json {
+    if o.json {
         #[derive(Serialize)]
         struct Doc<'a, M: Serialize, T: Serialize> {
             file: &'a str,
             metadata: M,
             parameters: u64,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            selection: Option<String>,
             shards: Vec<String>,
             tensors: T,
             version: u32,
@@ -247,9 +337,10 @@ fn run_split(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<()> {
                 metadata.iter().map(|(k, v)| MetaJson { key: k, len: None, types: type_path(v), value: ValueJson(*v) })
             }),
             parameters: m.tensors.iter().map(|t| t.n_elements).sum::<u64>(),
+            selection: (o.selection != Selection::default()).then(|| o.selection.describe()),
             shards: m.shards.iter().map(|p| p.display().to_string()).collect(),
             tensors: Seq(|| {
-                m.tensors.iter().map(|t| {
+                shown.iter().filter_map(|&i| m.tensors.get(i)).map(|t| {
                     let a = classify(&t.name);
                     TensorJson {
                         bytes: t.n_bytes,
@@ -285,10 +376,11 @@ fn run_split(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<()> {
         writeln!(out, "  shard {}: {}", i + 1, s.display())?;
     }
     print_metadata(out, metadata.iter().map(|(k, v)| (*k, *v)))?;
-    let rows: Vec<Row<'_>> = m
-        .tensors
+    let rows: Vec<Row<'_>> = shown
         .iter()
-        .map(|t| Row {
+        .filter_map(|&i| m.tensors.get(i).map(|t| (i, t)))
+        .map(|(i, t)| Row {
+            index: i,
             name: &t.name,
             dims: &t.dims,
             ty: t.ty,
@@ -297,5 +389,5 @@ fn run_split(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<()> {
             bytes: t.n_bytes,
         })
         .collect();
-    print_tensors(out, &rows)
+    print_tensors(out, &rows, m.tensors.len(), &o.selection)
 }

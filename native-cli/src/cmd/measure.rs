@@ -126,7 +126,7 @@ fn measure_opened(
             let _ = rustix::fs::fadvise(f, 0, None, rustix::fs::Advice::Random);
         }
     }
-    progress.inc_length(model.tensors.len() as u64);
+    crate::progress::grow(progress, model.tensors.len() as u64);
     let tick = || crate::progress::tensor_done(progress);
     let (measured, per_expert): (Vec<Option<Measured>>, _) = if stream {
         let reads = if remote { stream::Reads::remote() } else { stream::Reads::LOCAL };

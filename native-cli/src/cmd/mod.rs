@@ -26,13 +26,18 @@ pub(crate) fn problems(n: usize) -> String {
     }
 }
 
-/// The lines of a refusal: one per problem the core found, the first
+/// The lines of a refusal: one per problem the core found, those alike but for their
+/// layer as one with a count ([`crate::summary`]; every one with `--verbose`), the first
 /// [`MAX_PROBLEMS_SHOWN`] of them, then how many more there are.
 pub(crate) fn problem_lines(bad: &[organ_core::surgery::graft::Mismatch]) -> String {
-    let mut lines: Vec<String> =
-        bad.iter().take(MAX_PROBLEMS_SHOWN).map(|m| format!("  {}: {}", m.tensor, m.reason)).collect();
-    if bad.len() > MAX_PROBLEMS_SHOWN {
-        lines.push(format!("  … and {} more", bad.len() - MAX_PROBLEMS_SHOWN));
+    use crate::summary::{self, Line};
+    let g = summary::lines(bad.iter().map(|m| Line { tensor: m.tensor.clone(), text: m.reason.clone() }).collect());
+    let mut lines: Vec<String> = g.iter().take(MAX_PROBLEMS_SHOWN).map(|g| format!("  {g}")).collect();
+    if g.len() > MAX_PROBLEMS_SHOWN {
+        lines.push(format!("  … and {} more", g.len() - MAX_PROBLEMS_SHOWN));
+    }
+    if summary::any_grouped(&g) {
+        lines.push(format!("  ({} problems in all; --verbose lists each tensor)", bad.len()));
     }
     lines.join("\n")
 }

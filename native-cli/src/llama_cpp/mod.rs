@@ -19,6 +19,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::time::Duration;
 
 /// The environment variable that names llama.cpp's bin directory.
@@ -161,7 +162,16 @@ pub struct Printed {
 /// # Errors
 /// It cannot start, was interrupted, or ended by a signal or with a non-zero status (the
 /// error then quotes the end of its stderr).
-pub fn run(mut c: Command) -> Result<Printed> {
+pub fn run(c: Command) -> Result<Printed> {
+    run_metered(c, &mut |_, _| {})
+}
+
+/// [`run`], telling `progress` how many chunks llama-perplexity has scored of how many, as
+/// it prints them ([`output::Meter`]).
+///
+/// # Errors
+/// As [`run`].
+pub fn run_metered(mut c: Command, progress: &mut dyn FnMut(u32, u32)) -> Result<Printed> {
     catch_interrupts();
     let name = c.get_program().to_string_lossy().into_owned();
     c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -179,17 +189,34 @@ pub fn run(mut c: Command) -> Result<Printed> {
         });
     }
     let mut child = c.spawn().with_context(|| format!("{name}: cannot start"))?;
-    let read = |s: Option<Box<dyn Read + Send>>| {
+    // Each stream is read whole by a thread of its own, which also passes every piece on,
+    // as it comes, to this thread's meter.
+    let (pieces, arrived) = mpsc::channel::<(Stream, Vec<u8>)>();
+    let read = |s: Option<Box<dyn Read + Send>>, stream: Stream| {
+        let pieces = pieces.clone();
         std::thread::spawn(move || {
             let mut buf = Vec::new();
-            if let Some(s) = s {
-                let _ = s.take(MAX_OUTPUT).read_to_end(&mut buf);
+            let Some(s) = s else { return String::new() };
+            let mut s = s.take(MAX_OUTPUT);
+            let mut piece = [0u8; 8192];
+            loop {
+                match s.read(&mut piece) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        buf.extend_from_slice(&piece[..n]);
+                        let _ = pieces.send((stream, piece[..n].to_vec()));
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
             }
             String::from_utf8_lossy(&buf).into_owned()
         })
     };
-    let out = read(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
-    let err = read(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let out = read(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>), Stream::Out);
+    let err = read(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>), Stream::Err);
+    drop(pieces);
+    let mut meter = output::Meter::default();
     let status = loop {
         if INTERRUPTED.load(Ordering::SeqCst) {
             let _ = child.kill();
@@ -199,10 +226,22 @@ pub fn run(mut c: Command) -> Result<Printed> {
         if let Some(s) = child.try_wait().with_context(|| format!("{name}: cannot wait for it"))? {
             break s;
         }
-        std::thread::sleep(Duration::from_millis(50));
+        match arrived.recv_timeout(Duration::from_millis(50)) {
+            Ok(p) => {
+                feed(&mut meter, p);
+                arrived.try_iter().for_each(|p| feed(&mut meter, p));
+            }
+            // Both streams closed, the tool not yet reaped.
+            Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(50)),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if let Some((done, total)) = meter.progress() {
+            progress(done, total);
+        }
     };
     let stdout = out.join().unwrap_or_default();
     let stderr = err.join().unwrap_or_default();
+    arrived.try_iter().for_each(|p| feed(&mut meter, p));
     if INTERRUPTED.load(Ordering::SeqCst) {
         bail!("interrupted: {name} stopped");
     }
@@ -210,5 +249,23 @@ pub fn run(mut c: Command) -> Result<Printed> {
         let tail: Vec<&str> = stderr.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect();
         bail!("{name} failed ({status}):\n{}", tail.join("\n"));
     }
+    if let Some((done, total)) = meter.progress() {
+        progress(done, total);
+    }
     Ok(Printed { stdout, stderr })
+}
+
+/// Reads a piece of a tool's output into `meter`.
+fn feed(meter: &mut output::Meter, (stream, bytes): (Stream, Vec<u8>)) {
+    match stream {
+        Stream::Out => meter.stdout(&bytes),
+        Stream::Err => meter.stderr(&bytes),
+    }
+}
+
+/// Which of a tool's output streams a piece came from.
+#[derive(Clone, Copy)]
+enum Stream {
+    Out,
+    Err,
 }

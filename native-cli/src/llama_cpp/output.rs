@@ -181,6 +181,79 @@ fn last_error(stderr: &str) -> Option<Error> {
         .map(|m| Error::Failed(m.to_owned()))
 }
 
+/// How far a run of llama-perplexity is, read from its text as it is printed (in pieces of
+/// any size, from both streams): the chunks it will score (stderr's `calculating
+/// perplexity over N chunks` or `kl_divergence: computing over N chunks`), and the last
+/// chunk scored (stdout's `[N]12.3,` in a perplexity run, a table row `   N   12.6 ± …`
+/// in a KL run).
+#[derive(Debug, Default)]
+pub struct Meter {
+    total: Option<u32>,
+    done: u32,
+    /// What follows the last complete piece of each stream.
+    out: Vec<u8>,
+    err: Vec<u8>,
+}
+
+/// The longest piece kept waiting for its end: a line longer than this is no chunk line.
+const MAX_PIECE: usize = 4096;
+
+impl Meter {
+    /// Reads more of stdout.
+    pub fn stdout(&mut self, bytes: &[u8]) {
+        let done = &mut self.done;
+        pieces(&mut self.out, bytes, b",\n", |p| {
+            if let Some(n) = chunk_scored(p) {
+                *done = (*done).max(n);
+            }
+        });
+    }
+
+    /// Reads more of stderr.
+    pub fn stderr(&mut self, bytes: &[u8]) {
+        let total = &mut self.total;
+        pieces(&mut self.err, bytes, b"\n", |line| {
+            let labels = ["calculating perplexity over ", "kl_divergence: computing over "];
+            if let Some((n, _)) = labels.iter().find_map(|l| chunks(line, l)) {
+                *total = Some(n);
+            }
+        });
+    }
+
+    /// Chunks scored and to score, once the total is known.
+    pub fn progress(&self) -> Option<(u32, u32)> {
+        self.total.map(|t| (self.done.min(t), t))
+    }
+}
+
+/// Appends `bytes` to `pending` and hands `each` every piece that ended (at one of `ends`).
+fn pieces(pending: &mut Vec<u8>, bytes: &[u8], ends: &[u8], mut each: impl FnMut(&str)) {
+    pending.extend_from_slice(bytes);
+    if let Some(cut) = pending.iter().rposition(|b| ends.contains(b)) {
+        for piece in pending[..cut].split(|b| ends.contains(b)) {
+            each(&String::from_utf8_lossy(piece));
+        }
+        pending.drain(..=cut);
+    }
+    if pending.len() > MAX_PIECE {
+        pending.clear();
+    }
+}
+
+/// The chunk a piece of stdout says was scored: `[N]PPL` (a perplexity run) or a KL run's
+/// table row, `N  PPL ± E  …`.
+fn chunk_scored(piece: &str) -> Option<u32> {
+    let p = piece.trim();
+    if let Some(rest) = p.strip_prefix('[') {
+        let (n, ppl) = rest.split_once(']')?;
+        return (!ppl.is_empty()).then(|| n.parse().ok()).flatten();
+    }
+    let mut words = p.split_whitespace();
+    let n = words.next()?.parse().ok()?;
+    words.next()?.parse::<f64>().ok()?;
+    p.contains('±').then_some(n)
+}
+
 /// `N chunks, n_ctx=C` after `label`.
 fn chunks(stderr: &str, label: &str) -> Option<(u32, u32)> {
     let s = after(&[stderr], label)?;
@@ -223,6 +296,44 @@ mod tests {
                 include_str!(concat!("../../../tests/data/llama-perplexity/", $name, ".stderr")),
             )
         };
+    }
+
+    /// The captured runs fed in pieces of every size: the total first (stderr), then every
+    /// chunk, to the last.
+    #[test]
+    fn the_meter_follows_every_chunk_in_pieces_of_any_size() {
+        for name in ["ppl", "base", "kl-q8_0"] {
+            let (out, err) = match name {
+                "ppl" => captured!("ppl"),
+                "base" => captured!("base"),
+                _ => captured!("kl-q8_0"),
+            };
+            for size in [1, 2, 7, 64, 100_000] {
+                let mut m = Meter::default();
+                assert_eq!(m.progress(), None);
+                for piece in err.as_bytes().chunks(size) {
+                    m.stderr(piece);
+                }
+                assert_eq!(m.progress(), Some((0, 9)), "{name} in pieces of {size}");
+                let mut seen = Vec::new();
+                for piece in out.as_bytes().chunks(size) {
+                    m.stdout(piece);
+                    seen.push(m.progress().unwrap().0);
+                }
+                assert_eq!(m.progress(), Some((9, 9)), "{name} in pieces of {size}");
+                assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{name}: went back");
+                if size == 1 {
+                    let mut steps = seen.clone();
+                    steps.dedup();
+                    assert_eq!(steps, (0..=9).collect::<Vec<u32>>(), "{name}: a chunk skipped");
+                }
+            }
+        }
+        // Neither the header row, nor times, nor a line without its end are chunks.
+        let mut m = Meter::default();
+        m.stderr(b"0.1 I perplexity: calculating perplexity over 40 chunks, n_ctx=512, batch_size=512\n");
+        m.stdout(b"chunk   PPL   ln(PPL(Q)/PPL(base))\n0.37 minutes\n[1]12.4,[2]1");
+        assert_eq!(m.progress(), Some((1, 40)));
     }
 
     #[test]

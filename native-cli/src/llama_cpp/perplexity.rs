@@ -117,17 +117,35 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
         kl_divergence: None,
         llama_perplexity: label(&tool),
     };
+    // A bar over the chunks scored, or progress events: one run, or two (the base's, then
+    // the model's on the same chunks), counted as one task.
+    let name = |p: &Path| p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let bar = Cleared(crate::progress::chunk_bar(match base {
+        Some(b) => format!("{} (the base)", name(b)),
+        None => name(model),
+    }));
+    let runs = if base.is_some() { 2 } else { 1 };
+    let step = |run: u64| {
+        let bar = bar.0.clone();
+        move |done: u32, total: u32| {
+            let total = u64::from(total);
+            crate::progress::chunks_done(&bar, run * total + u64::from(done), runs * total);
+        }
+    };
     let (Some(base), Some(base_file)) = (base, base_file) else {
         let mut c = command(&tool, &model_file, &[&text], s);
         c.arg("-f").arg(&text.arg);
-        let p = llama_cpp::run(c).with_context(|| format!("{}", model.display()))?;
+        let p = llama_cpp::run_metered(c, &mut step(0)).with_context(|| format!("{}", model.display()))?;
         let r = output::perplexity(&p.stdout, &p.stderr).with_context(|| format!("{}", model.display()))?;
         (e.chunks, e.perplexity) = (r.chunks, r.ppl);
         return Ok(e);
     };
     let logits = Handed::file(create_private(&dir.path.join("base-logits.kld"))?)?;
-    let b = run_base(&tool, &base_file, &text, &logits, s).with_context(|| format!("{} (the base)", base.display()))?;
-    let k = run_divergence(&tool, &model_file, &logits, &b, s).with_context(|| format!("{}", model.display()))?;
+    let b = run_base(&tool, &base_file, &text, &logits, s, &mut step(0))
+        .with_context(|| format!("{} (the base)", base.display()))?;
+    bar.0.set_message(format!("{} against the base", name(model)));
+    let k = run_divergence(&tool, &model_file, &logits, &b, s, &mut step(1))
+        .with_context(|| format!("{}", model.display()))?;
     drop((logits, text, dir));
     e.chunks = k.chunks;
     e.perplexity = k.ppl;
@@ -141,6 +159,15 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
         ln_ppl_ratio: k.ln_ppl_ratio,
     });
     Ok(e)
+}
+
+/// A bar cleared from the terminal however the evaluation ends.
+struct Cleared(indicatif::ProgressBar);
+
+impl Drop for Cleared {
+    fn drop(&mut self) {
+        self.0.finish_and_clear();
+    }
 }
 
 /// llama-perplexity on the handed model `m` with the settings' context (also its batch),
@@ -159,10 +186,18 @@ fn command(tool: &Path, m: &Handed, also: &[&Handed], s: &Settings) -> Command {
 }
 
 /// Scores the base on the text and saves its tokens and log-probabilities into `logits`.
-fn run_base(tool: &Path, base: &Handed, text: &Handed, logits: &Handed, s: &Settings) -> Result<output::Perplexity> {
+/// `progress` hears of each chunk scored ([`llama_cpp::run_metered`]).
+fn run_base(
+    tool: &Path,
+    base: &Handed,
+    text: &Handed,
+    logits: &Handed,
+    s: &Settings,
+    progress: &mut dyn FnMut(u32, u32),
+) -> Result<output::Perplexity> {
     let mut c = command(tool, base, &[text, logits], s);
     c.arg("-f").arg(&text.arg).arg("--kl-divergence-base").arg(&logits.arg);
-    let p = llama_cpp::run(c)?;
+    let p = llama_cpp::run_metered(c, progress)?;
     Ok(output::perplexity(&p.stdout, &p.stderr)?)
 }
 
@@ -174,10 +209,11 @@ fn run_divergence(
     logits: &Handed,
     base: &output::Perplexity,
     s: &Settings,
+    progress: &mut dyn FnMut(u32, u32),
 ) -> Result<output::KlDivergence> {
     let mut c = command(tool, model, &[logits], s);
     c.arg("--kl-divergence-base").arg(&logits.arg).arg("--kl-divergence");
-    let p = llama_cpp::run(c)?;
+    let p = llama_cpp::run_metered(c, progress)?;
     let k = output::kl_divergence(&p.stdout, &p.stderr)?;
     if (k.chunks, k.ctx) != (base.chunks, base.ctx) {
         bail!(
@@ -219,8 +255,8 @@ impl SavedBase {
         drop(read);
         let text = copy_text(&s.text, &dir.path)?;
         let out = Handed::file(create_private(logits)?)?;
-        let scored =
-            run_base(&tool, &base_file, &text, &out, s).with_context(|| format!("{} (the base)", base.display()));
+        let scored = run_base(&tool, &base_file, &text, &out, s, &mut |_, _| {})
+            .with_context(|| format!("{} (the base)", base.display()));
         if scored.is_err() {
             let _ = std::fs::remove_file(logits);
         }
@@ -259,7 +295,7 @@ impl SavedBase {
         let saved = std::fs::File::open(&self.logits)
             .with_context(|| format!("{}: cannot open the base's saved logits", self.logits.display()))?;
         let logits = Handed::file(saved)?;
-        run_divergence(&self.tool, &model_file, &logits, &self.scored, s)
+        run_divergence(&self.tool, &model_file, &logits, &self.scored, s, &mut |_, _| {})
             .with_context(|| format!("{}", model.display()))
     }
 }

@@ -46,7 +46,7 @@ pub(super) async fn inspect(
         .map_err(|e| internal(format!("{RESULTS}/: cannot make a file for the answer: {}", e.kind())))?;
     let stdout = out.try_clone().map_err(|e| internal(format!("inspect: {e}")))?;
     let max = s.inspect_max_bytes;
-    let inspect = crate::cli::InspectArgs { model: path, json: true };
+    let inspect = crate::cli::InspectArgs::new(path, true);
     let mut cmd = child::child_command(&s, crate::cli::argv(&inspect));
     cmd.stdout(stdout).stderr(std::process::Stdio::piped());
     child::limit_file_size(&mut cmd, max.saturating_add(1));

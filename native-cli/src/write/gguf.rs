@@ -36,6 +36,21 @@ pub(super) fn lay_out<'a>(
     plan(version, &views, &specs).with_context(|| format!("{}: cannot lay out the GGUF", dest.display()))
 }
 
+/// The GGUF [`stage_gguf`] writes for these metadata and tensors: its header and where
+/// each tensor goes, nothing written (`inspect` of an organ directory shows it).
+///
+/// # Errors
+/// What the core's [`plan`] refuses, named after `dest`.
+pub fn plan_gguf(
+    version: u32,
+    kvs: &[(String, OwnedValue)],
+    tensors: &[Tensor],
+    dest: &Path,
+) -> Result<organ_core::gguf::writer::Layout> {
+    let specs = tensors.iter().map(|t| TensorSpec { name: &t.name, dims: &t.dims, ty: t.ty });
+    lay_out(version, kvs, specs, dest)
+}
+
 /// Writes the GGUF into a temp path beside `dest` and returns it uncommitted, with the
 /// file's length: the caller commits it (or drops it, which removes it).
 pub fn stage_gguf(
@@ -45,8 +60,7 @@ pub fn stage_gguf(
     dest: &Path,
     force: bool,
 ) -> Result<(Temp, u64)> {
-    let specs = tensors.iter().map(|t| TensorSpec { name: &t.name, dims: &t.dims, ty: t.ty });
-    let layout = lay_out(version, kvs, specs, dest)?;
+    let layout = plan_gguf(version, kvs, tensors, dest)?;
     let (tmp, mut f) = Temp::file(dest, force)?;
     f.write_all(&layout.header)?;
     let zeros = vec![0u8; layout.alignment as usize];

@@ -10,7 +10,7 @@ pub mod organ_dir;
 pub mod pieces;
 
 pub use copy::copy_range;
-pub use gguf::{stage_gguf, write_gguf};
+pub use gguf::{plan_gguf, stage_gguf, write_gguf};
 pub use gguf_split::{parse_size, stage_gguf_split, write_gguf_split};
 pub use organ_dir::{file_name, group_dir, write_dir};
 

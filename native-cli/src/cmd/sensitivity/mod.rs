@@ -177,7 +177,7 @@ fn measure_text(
     }
     let bar = crate::progress::tensor_bar();
     bar.set_message(format!("{} on {}", o.change.label(), file_name(&s.text)));
-    bar.inc_length(todo.len() as u64);
+    crate::progress::grow(&bar, todo.len() as u64);
     let job = Job { model, donor, base: &base, s, dir: &dir, keep: o.keep_models, force: o.force };
     let pool = rayon::ThreadPoolBuilder::new().num_threads(o.jobs.max(1)).build()?;
     let failed: Vec<String> = pool.install(|| {

@@ -5,7 +5,7 @@
 
 use leptos::prelude::*;
 use organ_core::anatomy::OrganKind;
-use organ_core::report::{theta_color, ExpertHeatmap, ModelReport};
+use organ_core::report::{cell_style, theta_legend, theta_rgb, ExpertHeatmap, ModelReport, THETA_SCALE};
 use std::sync::Arc;
 
 /// A number's attribute value: every digit (the shortest form that reads back the same).
@@ -15,13 +15,6 @@ fn full(x: Option<f64>) -> String {
 
 /// One FFN kind's heatmap: a row per layer, a column per expert.
 fn heatmap(m: &ModelReport, h: &ExpertHeatmap) -> impl IntoView {
-    let (lo, hi) = h.range;
-    let legend = format!(
-        "background:linear-gradient(90deg,{},{},{})",
-        theta_color(lo, lo, hi),
-        theta_color((lo + hi) / 2.0, lo, hi),
-        theta_color(hi, lo, hi)
-    );
     let kind = h.kind.clone();
     // Each row's tensor, by layer, for the cells' names.
     let tensor = |layer: u32| {
@@ -37,8 +30,9 @@ fn heatmap(m: &ModelReport, h: &ExpertHeatmap) -> impl IntoView {
                 .map(|e| match h.cell(r, e) {
                     None => view! { <td></td> }.into_any(),
                     Some(c) => {
-                        let outline = if c.outlier { ";outline:2px solid #000;outline-offset:-2px" } else { "" };
-                        let style = format!("background:{}{outline}", theta_color(c.theta, lo, hi));
+                        let outline =
+                            if c.outlier { ";outline:2px solid currentColor;outline-offset:-2px" } else { "" };
+                        let style = format!("{}{outline}", cell_style(theta_rgb(c.theta)));
                         let sigma = c.sigma.map_or_else(String::new, |s| format!(" ± {s:.3}°"));
                         let dup = c.duplicate_of.map_or_else(String::new, |d| format!("={d}"));
                         let title = format!(
@@ -64,8 +58,7 @@ fn heatmap(m: &ModelReport, h: &ExpertHeatmap) -> impl IntoView {
         .collect_view();
     view! {
         <h4>{format!("{} experts", h.kind)}</h4>
-        <p class="mute">{format!("{lo:.2}° ")}<span class="legend" style=legend></span>{format!(" {hi:.2}°")}</p>
-        <div class="scroll">
+        <div class="hscroll">
             <table class="heat experts" data-kind=h.kind.clone()>
                 <thead><tr><th>"layer"</th>{(0..h.experts).map(|e| view! { <th>{e}</th> }).collect_view()}</tr></thead>
                 <tbody>{rows}</tbody>
@@ -107,6 +100,8 @@ pub fn ExpertsView(m: Arc<ModelReport>) -> impl IntoView {
                  per expert. Outlined: an outlier (over 3 MAD from its tensor's median), {outliers} of them; =k: \
                  byte-identical to expert k, {dups} of them."
             )}</p>
+            <p class="mute legend-line">{format!("{:.0}° ", THETA_SCALE.0)}<span class="legend" style:background=theta_legend()></span>
+                {format!(" {:.0}° (the fixed θ scale of the layer heatmap: gate, up and down compare)", THETA_SCALE.1)}</p>
             {maps.iter().map(|h| heatmap(&m, h)).collect_view()}
             <h4>"Routers and shared experts"</h4>
             <table id="routers" class="routers">

@@ -27,8 +27,14 @@ fn theta_table(page: &str) -> &str {
     &page[start..start + end]
 }
 
-/// Each row of a heatmap: its label and its cells' (style, data-v, attributes).
-fn rows(table: &str) -> Vec<(String, Vec<(String, f64, String)>)> {
+/// A heatmap cell with a value: its style, its `data-v` and its opening tag's attributes.
+type Cell = (String, f64, String);
+
+/// Per tensor of a heatmap cell: its θ and its 8 draws.
+type Draws = Vec<(f64, Vec<f64>)>;
+
+/// Each row of a heatmap: its label and its cells.
+fn rows(table: &str) -> Vec<(String, Vec<Cell>)> {
     table
         .split("<tr")
         .skip(2) // before the head, the head
@@ -106,7 +112,7 @@ fn with_sigma_the_cells_within_the_noise_of_their_neighbours_are_marked() {
     let Some(model) = need::smollm2() else { return };
     let (page, report) = measure(&model, &["--sigma"], "sigma");
     // (layer, group) → per tensor, θ and its 8 draws.
-    let mut by_cell: BTreeMap<(u64, String), Vec<(f64, Vec<f64>)>> = BTreeMap::new();
+    let mut by_cell: BTreeMap<(u64, String), Draws> = BTreeMap::new();
     for t in report["models"][0]["tensors"].as_array().unwrap() {
         let (Some(layer), Some(theta)) = (t["layer"].as_u64(), t["theta"].as_f64()) else { continue };
         let draws = t["draws"].as_array().map_or(vec![theta; 8], |d| d.iter().map(|x| x.as_f64().unwrap()).collect());

@@ -38,7 +38,7 @@ pub fn HeatmapView(m: Arc<ModelReport>) -> impl IntoView {
                     "°"</label>
                 <span class="mute" id="noisy-count">{move || {
                     let t = threshold.get();
-                    format!("{} cells marked: their colour is within the sampling noise.", hc.count_noisy(t))
+                    format!("{} cells dashed: the σ of their own θ is above the mark.", hc.count_noisy(t))
                 }}</span>
             </p>
         }

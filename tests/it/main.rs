@@ -45,3 +45,4 @@ mod store;
 mod surgery;
 mod tokenizer;
 mod ux_cli;
+mod ux_look;

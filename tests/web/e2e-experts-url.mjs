@@ -208,6 +208,16 @@ try {
       .map((t) => [t.name, t.organ === 'router' ? 'router' : 'shared expert', t.theta]);
     check(routers.length > 0 && JSON.stringify(routers) === JSON.stringify(wantRouters),
       `routers and shared experts listed as such with the CLI's θ: ${routers.map((r) => `${r[0]} (${r[1]})`).join(', ')}`);
+    // Every layer shows: no box around a heatmap scrolls it vertically; one fixed θ legend.
+    const cut = await page.$$eval('#experts table.experts', (ts) => ts.filter((t) => {
+      for (let e = t.parentElement; e && e.id !== 'experts'; e = e.parentElement) {
+        if (e.clientHeight < t.offsetHeight && getComputedStyle(e).overflowY !== 'visible') return true;
+      }
+      return false;
+    }).length);
+    const legend = await page.textContent('#experts .legend-line');
+    check(cut === 0 && legend.startsWith('0°') && legend.includes('90°'),
+      `the expert heatmaps show every layer (${cut} cut by a scrolling box) on the fixed θ scale ("${legend.slice(0, 30)}…")`);
     await page.locator('#experts').screenshot({ path: path.join(outDir, 'experts.png') });
     const ex = await exportJson(page, 'export-experts.json');
     check(strip(ex) === strip(cli), `the exported JSON is organ measure --experts --json's report field for field (generator "${ex.generator}")`);

@@ -265,6 +265,49 @@ try {
   check(threads > 1, `the worker pool measured with ${threads} threads (> 1)`);
   compare('page vs organ measure --json', cli, await domThetas(page));
   await page.screenshot({ path: path.join(outDir, 'report.png'), fullPage: true });
+  // The look (issue 35, points 15, 2, 17): a fixed θ scale with its legend, nothing
+  // uppercased, the embedding's row, the noise caption, the metadata filter.
+  {
+    const legend = await page.textContent('#heatmap-legend');
+    const gradient = await page.$eval('#heatmap-legend .legend', (e) => getComputedStyle(e).backgroundImage);
+    check(/^0°\s.*\s90°$/.test(legend.trim()) && gradient.includes('rgb(68, 1, 84)') && gradient.includes('rgb(253, 231, 37)'),
+      `the heatmap's legend is the fixed viridis scale from 0° to 90° ("${legend.trim()}")`);
+    const upper = await page.evaluate(() => [...document.querySelectorAll('h1, h2, h3, h4, th, td, code')]
+      .filter((e) => getComputedStyle(e).textTransform !== 'none').map((e) => e.textContent));
+    const h3 = await page.$$eval('h3', (hs) => hs.map((h) => h.textContent));
+    check(upper.length === 0 && h3.includes('θ by layer and group'),
+      `no heading or name is uppercased (${upper.length} transformed; headings read "${h3.slice(0, 3).join('", "')}")`);
+    const outside = await page.$$eval('#heatmap tbody tr.outside td', (tds) => tds.map((t) => [t.textContent, t.dataset.v]));
+    const embd = cli.get('token_embd.weight');
+    check(outside[0]?.[0] === 'no layer' && outside.some((c) => Number(c[1]) === embd),
+      `the heatmap has a row for the tensors outside the layers, with token_embd's θ ${embd} (${outside.map((c) => c[0]).join(' | ')})`);
+    const caption = await page.textContent('#noise-caption');
+    check(caption.includes('may be sampling noise') && caption.includes('--sigma'), `without σ the caption says: "${caption}"`);
+    // Text on every coloured cell contrasts 4.5:1 at least with its background (WCAG 2).
+    const worst = await page.$$eval('#heatmap tbody td[data-v]', (tds) => {
+      const lum = (c) => { const [r, g, b] = c.match(/\d+/g).slice(0, 3).map((x) => { const v = Number(x) / 255; return v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; }); return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+      return Math.min(...tds.map((td) => { const s = getComputedStyle(td); const [a, b] = [lum(s.color), lum(s.backgroundColor)]; return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05); }));
+    });
+    check(worst >= 4.5, `every heatmap cell's text contrasts at least 4.5:1 with its colour (lowest ${worst.toFixed(2)})`);
+    await page.click('details.meta summary');
+    const allKeys = await page.$$eval('#metadata tbody tr', (rs) => rs.length);
+    await page.fill('#meta-filter', 'chat_template');
+    const shownKeys = await page.$$eval('#metadata tbody tr:not([hidden])', (rs) => rs.map((r) => r.dataset.key));
+    check(shownKeys.length >= 1 && shownKeys.length < allKeys && shownKeys.every((k) => k.includes('chat_template')),
+      `the metadata filter "chat_template" leaves ${shownKeys.length} of ${allKeys} keys (${shownKeys.join(', ')})`);
+    const summary = await page.textContent('#metadata tr[data-key="tokenizer.chat_template"] details.whole summary');
+    await page.click('#metadata tr[data-key="tokenizer.chat_template"] details.whole summary');
+    const whole = await page.textContent('#metadata tr[data-key="tokenizer.chat_template"] details.whole pre');
+    const bytes = Number(summary.match(/\((\d+) bytes\)/)?.[1]);
+    const shownWhole = await page.isVisible('#metadata tr[data-key="tokenizer.chat_template"] details.whole pre');
+    const inspected = JSON.parse(execFileSync(organ, ['inspect', model, '--json'], { maxBuffer: 1 << 28 }).toString())
+      .metadata.find((kv) => kv.key === 'tokenizer.chat_template')?.value;
+    check(shownWhole && Buffer.byteLength(whole, 'utf8') === bytes && whole === inspected,
+      `the chat template, cut to a line, expands whole on demand, as organ inspect --json gives it (${Buffer.byteLength(whole, 'utf8')} bytes, the line said ${bytes})`);
+    await page.locator('details.meta').screenshot({ path: path.join(outDir, 'metadata.png') });
+    await page.fill('#meta-filter', '');
+    await page.click('details.meta summary');
+  }
   await page.click('#tensors tbody tr:nth-child(3)');
   await page.waitForSelector('#histogram svg rect');
   const bars = await page.$$eval('#histogram svg rect', (r) => r.length);
@@ -386,7 +429,7 @@ try {
     const wantCell = new Map([...cellDraws].map(([k, ds]) => [k, popStd([...Array(8).keys()].map((d) => ds.reduce((a, x) => a + x[d], 0) / ds.length))]));
     const heatCells = () => page.evaluate(() => {
       const groups = [...document.querySelectorAll('#heatmap thead th')].slice(1).map((th) => th.textContent);
-      return [...document.querySelectorAll('#heatmap tbody tr')].flatMap((r) => [...r.cells].slice(1)
+      return [...document.querySelectorAll('#heatmap tbody tr:not(.outside)')].flatMap((r) => [...r.cells].slice(1)
         .map((td, i) => [`${r.cells[0].textContent}|${groups[i]}`, td.dataset.v, td.dataset.noisy !== undefined]))
         .filter((c) => c[1] !== undefined);
     });
@@ -409,6 +452,13 @@ try {
       `the θ heatmap marks the cells whose σ exceeds the threshold: ${m1[0]} above 1° (${m1[1]} expected), ${m05[0]} above 0.5° (${m05[1]})`);
     await page.locator('#heatmap').screenshot({ path: path.join(outDir, 'heatmap-marked.png') });
     await page.fill('#sigma-mark', '1');
+    // The default view says how many cells are within the noise of their neighbours and
+    // hatches them (the CLI's static page is held to the draws in tests/it/ux_look.rs).
+    const noise = await page.textContent('#noise-caption');
+    const hatched = await page.$$eval('#heatmap tbody td[data-within-noise]', (tds) => tds.filter((t) => getComputedStyle(t).backgroundImage.includes('repeating-linear-gradient')).length);
+    const [within, of] = (noise.match(/^(\d+) of (\d+) cells within the sampling noise of their neighbours/) ?? []).slice(1).map(Number);
+    check(within > 0 && within === hatched && of >= within,
+      `with σ the θ heatmap hatches ${hatched} cells and says "${noise}"`);
     const wells = await page.$$eval('#wells li', (ls) => ls.map((l) => l.textContent));
     check(wells.length > 0 && wells.every((w) => w.includes('±')), `the wells show σ_θ beside θ ("${wells[0]}")`);
     // By default the weight matrices; the checkbox adds norm vectors and routers (SmolLM2's
@@ -568,7 +618,11 @@ try {
   await offline.goto('file://' + path.resolve(htmlPath));
   const htmlRows = await offline.$$eval('table.tensors tbody tr', (rs) => rs.map((r) => [r.dataset.name, r.dataset.theta]));
   compare('static HTML (offline) vs CLI', cli, new Map(htmlRows.map(([n, t]) => [n, t === '' ? null : Number(t)])));
-  const heat = await offline.$$eval('table.heat tbody tr', (r) => r.length);
+  const heat = await offline.$$eval('table.heat tbody tr:not(.outside)', (r) => r.length);
+  const staticLook = await offline.evaluate(() => [document.querySelectorAll('table.heat tbody tr.outside').length,
+    getComputedStyle(document.querySelector('h3')).textTransform, document.querySelector('.legend-line')?.textContent ?? '']);
+  check(staticLook[0] === 1 && staticLook[1] === 'none' && staticLook[2].startsWith('0°') && staticLook[2].includes('90°'),
+    `the static page has the embedding's row, headings as written (${staticLook[1]}) and the fixed legend ("${staticLook[2].slice(0, 40)}…")`);
   const groups = await offline.$$eval('table.groups tbody tr', (r) => r.length);
   check(heat === 30 && groups >= 3, `the static page shows the heatmap (${heat} layers) and the group summary (${groups} groups)`);
   check(offlineRequests.every((u) => u.startsWith('file://')), `the static page made no network request (${offlineRequests.length} loads, all file://)`);

@@ -5,7 +5,7 @@
 //! joined from the shards there. Only where the bytes are ([`Src`]) is the browser's own.
 
 use crate::url_source::UrlFile;
-use organ_core::gguf::display::preview;
+use organ_core::gguf::display::{preview, whole_string};
 use organ_core::gguf::MetaValue;
 use organ_core::gguf::{HeaderRead, Step};
 use organ_core::limits::HEADER_FIRST_READ;
@@ -51,7 +51,10 @@ impl Src {
 pub struct MetaRow {
     pub key: String,
     pub ty: String,
+    /// The value on one line, long strings cut and arrays summarized.
     pub value: String,
+    /// The whole string, when `value` cut it (a chat template), shown on demand.
+    pub whole: Option<String>,
 }
 
 /// A model: one file, or every shard of a split model, read as one. It derefs to the
@@ -126,9 +129,10 @@ fn meta_row(key: &str, v: &model::OwnedValue) -> MetaRow {
                 v => v.value_type().name().to_owned(),
             },
             value: preview(&v),
+            whole: whole_string(&v),
         },
         // Not reached: values come from a parsed header.
-        Err(e) => MetaRow { key: key.to_owned(), ty: "?".into(), value: e.to_string() },
+        Err(e) => MetaRow { key: key.to_owned(), ty: "?".into(), value: e.to_string(), whole: None },
     }
 }
 

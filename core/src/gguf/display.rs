@@ -97,9 +97,29 @@ pub fn preview(v: &MetaValue<'_>) -> String {
     }
 }
 
+/// The whole of a string value that [`preview`] cuts (a chat template, a license), for a
+/// face that shows it on demand; `None` for a value that [`preview`] shows whole.
+pub fn whole_string(v: &MetaValue<'_>) -> Option<String> {
+    let MetaValue::Str(s) = *v else { return None };
+    let s = String::from_utf8_lossy(s);
+    (s.chars().nth(STRING_PREVIEW).is_some()).then(|| s.into_owned())
+}
+
 #[cfg(test)]
 mod preview_tests {
-    use super::{preview, MetaValue};
+    use super::{preview, whole_string, MetaValue, STRING_PREVIEW};
+
+    #[test]
+    fn long_strings_are_cut_and_kept_whole_on_demand() {
+        let long = "{% for m in messages %}".repeat(10);
+        let v = MetaValue::Str(long.as_bytes());
+        assert!(preview(&v).ends_with(&alloc::format!("… ({} bytes)", long.len())), "{}", preview(&v));
+        assert_eq!(whole_string(&v).as_deref(), Some(long.as_str()));
+        let edge = "x".repeat(STRING_PREVIEW);
+        assert_eq!(whole_string(&MetaValue::Str(edge.as_bytes())), None, "a string preview shows whole");
+        assert_eq!(whole_string(&MetaValue::Str(alloc::format!("{edge}y").as_bytes())).map(|s| s.len()), Some(61));
+        assert_eq!(whole_string(&MetaValue::U32(7)), None);
+    }
 
     #[test]
     fn scalars_preview_as_json_numbers_and_literals() {

@@ -9,7 +9,9 @@
 //! the app again; each pair row carries its exact figures in `data-*` attributes.
 
 use super::page::{embeddable_json, escape, opt, SCRIPT, STYLE};
-use super::{diff_color, human_bytes, human_count, sci, theta_scatter_svg, CompareHeatmap, IDENTICAL_COLOR};
+use super::{
+    cell_style, diff_color, diff_rgb, human_bytes, human_count, sci, theta_scatter_svg, CompareHeatmap, IDENTICAL_COLOR,
+};
 use crate::compare::{CompareReport, PairReport, Side};
 use alloc::format;
 use alloc::string::String;
@@ -122,10 +124,10 @@ fn heatmap(out: &mut String, r: &CompareReport) {
                 }
                 Some(c) => {
                     let d = c.one_minus_cos;
-                    let bg = d.map_or_else(|| String::from("#fff"), |d| diff_color(d, lo, hi));
+                    let bg = d.map_or_else(|| String::from("background:#fff"), |d| cell_style(diff_rgb(d, lo, hi)));
                     let _ = write!(
                         out,
-                        "<td style=\"background:{bg}\" data-v=\"{}\" title=\"{} pairs, {} identical, mean 1 − cos {}\">{}</td>",
+                        "<td style=\"{bg}\" data-v=\"{}\" title=\"{} pairs, {} identical, mean 1 − cos {}\">{}</td>",
                         exact(d),
                         c.pairs,
                         c.identical,

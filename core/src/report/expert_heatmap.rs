@@ -4,7 +4,7 @@
 //! as such.
 
 use super::page::escape;
-use super::{theta_color, ModelReport};
+use super::{cell_style, theta_legend, theta_rgb, ModelReport, THETA_SCALE};
 use crate::anatomy::OrganKind;
 use crate::zmeasure::experts::{slices_sampled, standings, ExpertTheta, Standing};
 use alloc::collections::BTreeMap;
@@ -29,8 +29,6 @@ pub struct ExpertHeatmap {
     /// As `cells`: how a display marks each expert ([`Standing`]: an outlier only beyond
     /// the noise, never a copy).
     pub standings: Vec<Standing>,
-    /// Lowest and highest θ (the colour scale's ends).
-    pub range: (f64, f64),
 }
 
 /// The FFN kind of an expert tensor's name: `blk.3.ffn_gate_exps.weight` → `gate`.
@@ -66,12 +64,8 @@ impl ExpertHeatmap {
                         marks[i * experts as usize + e] = mark;
                     }
                 }
-                let thetas = cells.iter().flatten().map(|c| c.theta);
-                let lo = thetas.clone().fold(f64::INFINITY, f64::min);
-                let hi = thetas.fold(f64::NEG_INFINITY, f64::max);
-                let range = if lo <= hi { (lo, hi) } else { (0.0, 90.0) };
                 let layers = rows.iter().map(|r| r.0).collect();
-                ExpertHeatmap { kind, layers, experts, cells, standings: marks, range }
+                ExpertHeatmap { kind, layers, experts, cells, standings: marks }
             })
             .collect()
     }
@@ -92,9 +86,9 @@ impl ExpertHeatmap {
     pub fn marks(&self, row: usize, e: usize) -> (&'static str, String, String) {
         let Some(c) = self.cell(row, e) else { return ("", String::new(), String::new()) };
         let (outline, words) = match self.standing(row, e) {
-            Standing::Outlier => (";outline:2px solid #000;outline-offset:-2px", ", outlier beyond the noise"),
+            Standing::Outlier => (";outline:2px solid currentColor;outline-offset:-2px", ", outlier beyond the noise"),
             Standing::Unconfirmed => {
-                (";outline:2px dotted #000;outline-offset:-2px", ", over 3 MAD: noise not measured")
+                (";outline:2px dotted currentColor;outline-offset:-2px", ", over 3 MAD: noise not measured")
             }
             Standing::Ordinary => ("", ""),
         };
@@ -137,16 +131,19 @@ pub fn html_section(m: &ModelReport) -> String {
         return out;
     }
     let _ = write!(out, "<h3>θ per expert</h3><p class=\"mute\">{}</p>", escape(&caption(&maps)));
+    let _ = write!(
+        out,
+        "<p class=\"mute legend-line\">{:.0}° <span class=\"legend\" style=\"background:{}\"></span> {:.0}° \
+         <span class=\"mute\">(the fixed θ scale of the layer heatmap: gate, up and down compare)</span></p>",
+        THETA_SCALE.0,
+        theta_legend(),
+        THETA_SCALE.1
+    );
     for h in &maps {
-        let (lo, hi) = h.range;
         let _ = write!(
             out,
-            "<h4>{} experts</h4><p class=\"mute\">{lo:.2}° <span class=\"legend\" style=\"background:linear-gradient(90deg,{},{},{})\"></span> {hi:.2}°</p>\
-             <div class=\"scroll\"><table class=\"heat experts\" data-kind=\"{}\"><thead><tr><th>layer</th>",
+            "<h4>{} experts</h4><div class=\"hscroll\"><table class=\"heat experts\" data-kind=\"{}\"><thead><tr><th>layer</th>",
             escape(&h.kind),
-            theta_color(lo, lo, hi),
-            theta_color((lo + hi) / 2.0, lo, hi),
-            theta_color(hi, lo, hi),
             escape(&h.kind),
         );
         for e in 0..h.experts {
@@ -164,8 +161,8 @@ pub fn html_section(m: &ModelReport) -> String {
                 let (outline, words, dup) = h.marks(r, e);
                 let _ = write!(
                     out,
-                    "<td style=\"background:{}{outline}\" title=\"layer {l} expert {e}: θ {:.3}°{sigma}{words}\" data-v=\"{}\">{:.1}{dup}</td>",
-                    theta_color(c.theta, lo, hi),
+                    "<td style=\"{}{outline}\" title=\"layer {l} expert {e}: θ {:.3}°{sigma}{words}\" data-v=\"{}\">{:.1}{dup}</td>",
+                    cell_style(theta_rgb(c.theta)),
                     c.theta,
                     c.theta,
                     c.theta,
@@ -239,9 +236,15 @@ mod tests {
         assert_eq!(up.cell(0, 1).unwrap().duplicate_of, Some(0));
         assert!(up.cell(0, 2).is_none());
         assert_eq!(up.cell(1, 2).unwrap().theta, 43.0);
-        assert_eq!(up.range, (30.0, 43.0));
         let html = html_section(&m);
         assert!(html.contains("data-kind=\"up\"") && html.contains("30.0=0"), "{html}");
+        // The fixed θ scale, and every layer shown: no inner box that scrolls vertically.
+        assert!(
+            html.contains("0° <span class=\"legend\" style=\"background:linear-gradient(90deg,#440154 0%"),
+            "{html}"
+        );
+        assert!(html.contains("90° <span") && !html.contains("class=\"scroll\""), "{html}");
+        assert!(html.contains(&format!("style=\"{}\"", cell_style(theta_rgb(43.0)))), "{html}");
         assert!(html.contains("blk.0.ffn_gate_inp.weight</td><td>router"), "{html}");
         assert!(html.contains("blk.0.ffn_up_shexp.weight</td><td>shared expert"), "{html}");
         assert_eq!(kind_of("blk.0.ffn_gate_up_exps.weight"), "gate_up");

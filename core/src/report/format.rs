@@ -30,24 +30,148 @@ pub fn human_count(n: u64) -> String {
     }
 }
 
-/// The colour of θ on a scale from `lo` (warm: noise-like) to `hi` (cool: structured), as
-/// a CSS `hsl()`.
-pub fn theta_color(theta: f64, lo: f64, hi: f64) -> String {
-    let x = if hi > lo { ((theta - lo) / (hi - lo)).clamp(0.0, 1.0) } else { 0.5 };
-    let hue = 10.0 + 200.0 * x;
-    format!("hsl({hue:.0},70%,{:.0}%)", 62.0 - 14.0 * x)
+/// Viridis (matplotlib's perceptual scale) at ten evenly spaced points, as sRGB: its
+/// lightness rises evenly from end to end and it reads the same to colour-blind eyes.
+const VIRIDIS: [[u8; 3]; 10] = [
+    [0x44, 0x01, 0x54],
+    [0x48, 0x28, 0x78],
+    [0x3e, 0x49, 0x89],
+    [0x31, 0x68, 0x8e],
+    [0x26, 0x82, 0x8e],
+    [0x1f, 0x9e, 0x89],
+    [0x35, 0xb7, 0x79],
+    [0x6e, 0xce, 0x58],
+    [0xb5, 0xde, 0x2b],
+    [0xfd, 0xe7, 0x25],
+];
+
+/// The θ scale's ends, fixed for every report so that colours compare across reports and
+/// across tensors: 0° (noise) and 90° (structure).
+pub const THETA_SCALE: (f64, f64) = (0.0, 90.0);
+
+/// The colour at `x` (0 to 1, clamped; NaN is 0) of a scale given by evenly spaced stops,
+/// interpolated linearly between them.
+pub(crate) fn ramp(stops: &[[u8; 3]], x: f64) -> [u8; 3] {
+    let Some(last) = stops.len().checked_sub(1) else { return [0; 3] };
+    let x = if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) } * last as f64;
+    // x is in [0, last]: the cast is exact for the integer part.
+    let i = (libm::floor(x) as usize).min(last.saturating_sub(1));
+    let f = x - i as f64;
+    let (a, b) = (stops[i], stops[(i + 1).min(last)]);
+    core::array::from_fn(|k| libm::round(f64::from(a[k]) + (f64::from(b[k]) - f64::from(a[k])) * f) as u8)
+}
+
+/// A colour as CSS: `#rrggbb`.
+pub fn hex(c: [u8; 3]) -> String {
+    format!("#{:02x}{:02x}{:02x}", c[0], c[1], c[2])
+}
+
+/// θ's colour as sRGB, on viridis fixed from 0° (dark purple) to 90° (yellow); outside
+/// that range the nearest end.
+pub fn theta_rgb(theta: f64) -> [u8; 3] {
+    let (lo, hi) = THETA_SCALE;
+    ramp(&VIRIDIS, (theta - lo) / (hi - lo))
+}
+
+/// θ's colour as CSS (see [`theta_rgb`]).
+pub fn theta_color(theta: f64) -> String {
+    hex(theta_rgb(theta))
+}
+
+/// The CSS `background` of the θ scale's legend: every stop of the scale from 0° to 90°.
+pub fn theta_legend() -> String {
+    let stops: alloc::vec::Vec<String> = (VIRIDIS.iter().enumerate())
+        .map(|(i, c)| format!("{} {:.0}%", hex(*c), 100.0 * i as f64 / (VIRIDIS.len() - 1) as f64))
+        .collect();
+    format!("linear-gradient(90deg,{})", stops.join(","))
+}
+
+/// The WCAG 2 relative luminance of an sRGB colour, from 0 (black) to 1 (white).
+pub fn relative_luminance(c: [u8; 3]) -> f64 {
+    let lin = |v: u8| {
+        let s = f64::from(v) / 255.0;
+        if s <= 0.04045 {
+            s / 12.92
+        } else {
+            libm::pow((s + 0.055) / 1.055, 2.4)
+        }
+    };
+    0.2126 * lin(c[0]) + 0.7152 * lin(c[1]) + 0.0722 * lin(c[2])
+}
+
+/// The WCAG 2 contrast ratio of two colours, from 1 (the same) to 21 (black on white).
+pub fn contrast_ratio(a: [u8; 3], b: [u8; 3]) -> f64 {
+    let (x, y) = (relative_luminance(a), relative_luminance(b));
+    (x.max(y) + 0.05) / (x.min(y) + 0.05)
+}
+
+/// Black and white, the two colours text on a coloured cell is written in.
+pub const BLACK: [u8; 3] = [0; 3];
+/// See [`BLACK`].
+pub const WHITE: [u8; 3] = [255; 3];
+
+/// The text colour for a cell of background `bg`: black or white, whichever contrasts
+/// more. One of them always reaches 4.58:1 (they tie at a luminance of 0.179), above the
+/// 4.5:1 WCAG asks of normal text.
+pub fn ink(bg: [u8; 3]) -> [u8; 3] {
+    if contrast_ratio(bg, BLACK) >= contrast_ratio(bg, WHITE) {
+        BLACK
+    } else {
+        WHITE
+    }
+}
+
+/// The CSS for a cell of background `bg`: the background and its [`ink`].
+pub fn cell_style(bg: [u8; 3]) -> String {
+    format!("background:{};color:{}", hex(bg), hex(ink(bg)))
 }
 
 /// The colour of a cell or pair whose bytes are identical: outside the scale of
 /// [`diff_color`], so "no change at all" never looks like "a tiny change".
 pub const IDENTICAL_COLOR: &str = "#dfe3e8";
 
+/// ColorBrewer's single-hue Oranges, sequential from pale to deep (9 classes): the σ scale.
+pub(crate) const SIGMA_STOPS: [[u8; 3]; 9] = [
+    [0xff, 0xf5, 0xeb],
+    [0xfe, 0xe6, 0xce],
+    [0xfd, 0xd0, 0xa2],
+    [0xfd, 0xae, 0x6b],
+    [0xfd, 0x8d, 0x3c],
+    [0xf1, 0x69, 0x13],
+    [0xd9, 0x48, 0x01],
+    [0xa6, 0x36, 0x03],
+    [0x7f, 0x27, 0x04],
+];
+
+/// ColorBrewer's YlOrRd, sequential from pale yellow to deep red (9 classes): the scale of
+/// changes (1 − cos, KL divergence).
+pub(crate) const DIFF_STOPS: [[u8; 3]; 9] = [
+    [0xff, 0xff, 0xcc],
+    [0xff, 0xed, 0xa0],
+    [0xfe, 0xd9, 0x76],
+    [0xfe, 0xb2, 0x4c],
+    [0xfd, 0x8d, 0x3c],
+    [0xfc, 0x4e, 0x2a],
+    [0xe3, 0x1a, 0x1c],
+    [0xbd, 0x00, 0x26],
+    [0x80, 0x00, 0x26],
+];
+
+/// The colour of a σ on a scale from 0 (pale) to `max` (deep orange), as sRGB.
+pub fn sigma_rgb(sigma: f64, max: f64) -> [u8; 3] {
+    ramp(&SIGMA_STOPS, if max > 0.0 { sigma / max } else { 0.0 })
+}
+
 /// The colour of a change `d` (1 − cos, or any positive figure spanning decades) on a
-/// logarithmic scale from `lo` (pale: a tiny change) to `hi` (deep red: a large one), as a
-/// CSS `hsl()`. `d` at or below 0 takes `lo`'s colour.
+/// logarithmic scale from `lo` (pale yellow: a tiny change) to `hi` (deep red: a large
+/// one), as sRGB. `d` at or below 0 takes `lo`'s colour.
+pub fn diff_rgb(d: f64, lo: f64, hi: f64) -> [u8; 3] {
+    ramp(&DIFF_STOPS, diff_position(d, lo, hi))
+}
+
+/// [`diff_rgb`] as CSS.
 pub fn diff_color(d: f64, lo: f64, hi: f64) -> String {
-    let x = diff_position(d, lo, hi);
-    format!("hsl({:.0},{:.0}%,{:.0}%)", 55.0 - 55.0 * x, 75.0 + 10.0 * x, 86.0 - 42.0 * x)
+    hex(diff_rgb(d, lo, hi))
 }
 
 /// Where `d` lies between `lo` and `hi` on a log scale, from 0 to 1 (0.5 for an empty scale).
@@ -90,10 +214,54 @@ mod tests {
         assert_eq!(sci(None), "");
     }
 
+    /// The θ scale is fixed: 0° and 90° are its ends whatever the report, and the
+    /// colours between them get steadily lighter (viridis' lightness is monotone).
     #[test]
-    fn colours_run_from_warm_to_cool() {
-        assert_eq!(theta_color(0.0, 0.0, 90.0), "hsl(10,70%,62%)");
-        assert_eq!(theta_color(90.0, 0.0, 90.0), "hsl(210,70%,48%)");
-        assert_eq!(theta_color(200.0, 0.0, 90.0), theta_color(90.0, 0.0, 90.0));
+    fn the_theta_scale_is_fixed_and_monotone() {
+        assert_eq!(theta_color(0.0), "#440154");
+        assert_eq!(theta_color(90.0), "#fde725");
+        // Halfway between the fifth and sixth stops.
+        assert_eq!(theta_color(45.0), "#23908c");
+        assert_eq!(theta_color(-5.0), theta_color(0.0));
+        assert_eq!(theta_color(200.0), theta_color(90.0));
+        assert_eq!(theta_color(f64::NAN), theta_color(0.0));
+        // Each degree is lighter than the one before; between them, 8-bit rounding may
+        // darken a tenth of a degree by under 1%.
+        let lum = |t: f64| relative_luminance(theta_rgb(t));
+        for deg in 1..=90 {
+            let t = f64::from(deg);
+            assert!(lum(t) > lum(t - 1.0), "luminance falls from {}° to {t}°", t - 1.0);
+        }
+        for tenth in 1..=900 {
+            let t = f64::from(tenth) / 10.0;
+            assert!(lum(t) > 0.99 * lum(t - 0.1), "luminance falls at {t}°");
+        }
+        let legend = theta_legend();
+        assert!(
+            legend.starts_with("linear-gradient(90deg,#440154 0%,") && legend.ends_with("#fde725 100%)"),
+            "{legend}"
+        );
+    }
+
+    /// Every colour of the θ scale (a tenth of a degree apart) gets a text colour that
+    /// contrasts at least 4.5:1 with it.
+    #[test]
+    fn text_on_every_colour_of_the_scale_is_readable() {
+        assert!((contrast_ratio(BLACK, WHITE) - 21.0).abs() < 1e-12);
+        assert_eq!(ink(theta_rgb(0.0)), WHITE);
+        assert_eq!(ink(theta_rgb(90.0)), BLACK);
+        let mut worst = f64::INFINITY;
+        for tenth in 0..=900 {
+            let bg = theta_rgb(f64::from(tenth) / 10.0);
+            worst = worst.min(contrast_ratio(bg, ink(bg)));
+        }
+        assert!(worst >= 4.5, "worst contrast {worst}");
+        for x in 0..=1000 {
+            for stops in [&VIRIDIS[..], &SIGMA_STOPS[..], &DIFF_STOPS[..]] {
+                let bg = ramp(stops, f64::from(x) / 1000.0);
+                assert!(contrast_ratio(bg, ink(bg)) >= 4.5, "{}", hex(bg));
+            }
+        }
+        assert_eq!(cell_style([0x44, 0x01, 0x54]), "background:#440154;color:#ffffff");
     }
 }

@@ -10,11 +10,16 @@
 pub use super::compare_html::render_compare;
 pub use super::page::{embeddable_json, escape, extract_json};
 use super::page::{opt, SCRIPT, STYLE};
-use super::{human_bytes, human_count, sigma_color, theta_color, Heatmap, ModelReport, Report, Status};
-use super::{NOISY_STYLE, SIGMA_MARK};
+use super::{cell_style, hatch_style, human_bytes, human_count, ink, sigma_legend, sigma_rgb, theta_legend, theta_rgb};
+use super::{Heatmap, ModelReport, Report, Status, NOISY_STYLE, SIGMA_MARK, THETA_SCALE};
 use alloc::format;
 use alloc::string::String;
 use core::fmt::Write;
+
+/// An end of the θ legend: `0°`.
+fn legend_end(theta: f64) -> String {
+    format!("{theta:.0}°")
+}
 
 /// ` ± σ` after a θ, when there is a σ (§7: every list of tensors shows σ_θ beside θ).
 fn pm(sigma: Option<f64>, digits: usize) -> String {
@@ -81,32 +86,38 @@ fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
     out.push_str("</details>");
     let h = Heatmap::of(m);
     if !h.layers.is_empty() {
-        let (lo, hi) = h.range;
         let _ = write!(
             out,
-            "<h3>θ by layer and group</h3><p class=\"mute\">{lo:.2}° <span class=\"legend\" style=\"background:linear-gradient(90deg,{},{},{})\"></span> {hi:.2}°</p>\
-             <table class=\"heat\"><thead><tr><th>layer</th>",
-            theta_color(lo, lo, hi),
-            theta_color((lo + hi) / 2.0, lo, hi),
-            theta_color(hi, lo, hi)
+            "<h3>θ by layer and group</h3><p class=\"mute legend-line\">{} <span class=\"legend\" style=\"background:{}\"></span> {} \
+             <span class=\"mute\">(a fixed scale: the same colour is the same θ in every report)</span></p>\
+             <p class=\"mute noise-caption\">{}</p><table class=\"heat\"><thead><tr><th>layer</th>",
+            legend_end(THETA_SCALE.0),
+            theta_legend(),
+            legend_end(THETA_SCALE.1),
+            escape(&h.noise_caption()),
         );
         for g in &h.groups {
             let _ = write!(out, "<th>{}</th>", g.name());
         }
         out.push_str("</tr></thead><tbody>");
-        for (r, l) in h.layers.iter().enumerate() {
-            let _ = write!(out, "<tr><td>{l}</td>");
+        for (r, label) in h.rows() {
+            let outside = h.is_outside(r);
+            let _ = write!(out, "<tr{}><td>{label}</td>", if outside { " class=\"outside\"" } else { "" });
             for c in 0..h.groups.len() {
                 match h.cell(r, c) {
                     Some((t, _)) => {
                         let noisy = h.noisy(r, c, SIGMA_MARK);
+                        let within = h.within_neighbours_noise(r, c) == Some(true);
+                        let bg = theta_rgb(t);
                         let _ = write!(
                             out,
-                            "<td style=\"background:{}{}\" title=\"{}\" data-v=\"{t}\"{}>{t:.1}</td>",
-                            theta_color(t, lo, hi),
+                            "<td style=\"{}{}{}\" title=\"{}\" data-v=\"{t}\"{}{}>{t:.1}</td>",
+                            cell_style(bg),
                             if noisy { format!(";{NOISY_STYLE}") } else { String::new() },
+                            if within { format!(";{}", hatch_style(ink(bg))) } else { String::new() },
                             escape(&h.title(r, c, SIGMA_MARK)),
-                            if noisy { " data-noisy" } else { "" }
+                            if noisy { " data-noisy" } else { "" },
+                            if within { " data-within-noise" } else { "" },
                         );
                     }
                     None => out.push_str("<td></td>"),
@@ -161,26 +172,25 @@ fn sigma_heatmap(out: &mut String, h: &Heatmap) {
         out,
         "<p class=\"mute\"><span style=\"display:inline-block;width:1.2em;{NOISY_STYLE}\">&nbsp;</span> {} cells whose \
          mean θ has a σ above {SIGMA_MARK}°: their colour is within the sampling noise.</p>\
-         <h3>σ of θ by layer and group</h3><p class=\"mute\">0° <span class=\"legend\" style=\"background:linear-gradient(90deg,{},{})\">\
+         <h3>σ of θ by layer and group</h3><p class=\"mute\">0° <span class=\"legend\" style=\"background:{}\">\
          </span> {:.2}°</p><table class=\"heat sigma\"><thead><tr><th>layer</th>",
         h.count_noisy(SIGMA_MARK),
-        sigma_color(0.0, h.sigma_max),
-        sigma_color(h.sigma_max, h.sigma_max),
+        sigma_legend(),
         h.sigma_max
     );
     for g in &h.groups {
         let _ = write!(out, "<th>{}</th>", g.name());
     }
     out.push_str("</tr></thead><tbody>");
-    for (r, l) in h.layers.iter().enumerate() {
-        let _ = write!(out, "<tr><td>{l}</td>");
+    for (r, label) in h.rows() {
+        let _ = write!(out, "<tr{}><td>{label}</td>", if h.is_outside(r) { " class=\"outside\"" } else { "" });
         for c in 0..h.groups.len() {
             match h.cell_sigma(r, c) {
                 Some(s) => {
                     let _ = write!(
                         out,
-                        "<td style=\"background:{}\" title=\"{}\" data-v=\"{s}\">{s:.2}</td>",
-                        sigma_color(s, h.sigma_max),
+                        "<td style=\"{}\" title=\"{}\" data-v=\"{s}\">{s:.2}</td>",
+                        cell_style(sigma_rgb(s, h.sigma_max)),
                         escape(&h.title(r, c, SIGMA_MARK))
                     );
                 }

@@ -30,9 +30,13 @@ pub use compare_html::{render_compare, SAME_POSITIONS};
 pub use csv::prediction as prediction_csv;
 pub use csv::sensitivity as sensitivity_csv;
 pub use expert_heatmap::{caption as experts_caption, ExpertHeatmap};
-pub use format::{diff_color, diff_position, human_bytes, human_count, sci, theta_color, IDENTICAL_COLOR};
+pub use format::{cell_style, contrast_ratio, diff_color, diff_position, diff_rgb, hex, human_bytes, human_count, ink};
+pub use format::{
+    relative_luminance, sci, sigma_rgb, theta_color, theta_legend, theta_rgb, IDENTICAL_COLOR, THETA_SCALE,
+};
 pub use formats::{AnyReport, Format, Kind, Shown, FORMATS};
-pub use heatmap::{sigma_color, Heatmap, NOISY_STYLE, SIGMA_MARK};
+pub use heatmap::{hatch_style, sigma_color, sigma_legend, Heatmap, NEIGHBOUR_SIGMAS, NOISY_STYLE, OUTSIDE_LABEL};
+pub use heatmap::{SIGMA_MARK, TYPICAL_SIGMA};
 pub use histogram::Histogram;
 pub use scatter::theta_scatter_svg;
 pub use schema::{Measured, ModelReport, RankRow, Report, RANKING_NOTE};

@@ -32,14 +32,14 @@ pub(crate) const STYLE: &str = "
 :root{--bg:#fbfaf7;--fg:#1d232b;--mute:#5b6673;--line:#d9dde2;--card:#fff}
 *{box-sizing:border-box}body{margin:0;font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;background:var(--bg);color:var(--fg)}
 header{padding:18px 28px;border-bottom:1px solid var(--line);background:var(--card)}h1{font-size:20px;margin:0}
-h2{font-size:17px;margin:28px 0 8px}h3{font-size:14px;margin:18px 0 6px;color:var(--mute);text-transform:uppercase;letter-spacing:.04em}
+h2{font-size:17px;margin:28px 0 8px}h3{font-size:15px;margin:18px 0 6px;color:var(--mute)}
 main{padding:0 28px 40px;max-width:1400px}.mute{color:var(--mute)}
 .cards{display:flex;flex-wrap:wrap;gap:10px}.card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:10px 14px;min-width:130px}
 .card b{display:block;font-size:18px}table{border-collapse:collapse;background:var(--card)}
 th,td{border:1px solid var(--line);padding:3px 8px;text-align:left;white-space:nowrap}th{background:#eef0f3;cursor:pointer;user-select:none}
 td.n{text-align:right;font-variant-numeric:tabular-nums}.heat td{width:64px;text-align:center;font-size:12px}
 .scroll{max-height:640px;overflow:auto;border:1px solid var(--line)}input.filter{padding:5px 8px;margin:4px 0 8px;width:320px;border:1px solid var(--line);border-radius:6px}
-.legend{display:inline-block;width:160px;height:10px;vertical-align:middle;border-radius:3px}
+.legend{display:inline-block;width:160px;height:10px;vertical-align:middle;border-radius:3px}.hscroll{overflow-x:auto}
 ";
 
 pub(crate) const SCRIPT: &str = "

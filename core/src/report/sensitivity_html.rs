@@ -2,7 +2,7 @@
 //! divergence as a layer × kind heatmap on a fixed logarithmic scale (so that pages compare),
 //! the sortable table of every tensor, and the report itself embedded as JSON.
 
-use super::format::diff_color;
+use super::format::{cell_style, diff_color, diff_rgb};
 use super::page::{embeddable_json, escape, SCRIPT, STYLE};
 use crate::sensitivity::report::{Report, Row};
 use alloc::collections::BTreeSet;
@@ -44,6 +44,11 @@ pub fn render(r: &Report, out: &mut dyn Write) -> fmt::Result {
     write!(out, "<script>{SCRIPT}</script></main></body></html>")
 }
 
+/// A cell's CSS: its colour on the fixed KL scale and the text colour that reads on it.
+fn cell_css(kld: f64) -> String {
+    cell_style(diff_rgb(kld, KLD_SCALE.0, KLD_SCALE.1))
+}
+
 fn cell_color(kld: f64) -> String {
     diff_color(kld, KLD_SCALE.0, KLD_SCALE.1)
 }
@@ -74,8 +79,8 @@ fn heatmap(r: &Report, out: &mut dyn Write) -> fmt::Result {
             match r.tensors.iter().find(|t| t.layer == Some(*l) && t.kind == *k) {
                 Some(t) => write!(
                     out,
-                    "<td style=\"background:{}\" title=\"{} {:.6} ± {:.6}\">{}</td>",
-                    cell_color(t.kld.value),
+                    "<td style=\"{}\" title=\"{} {:.6} ± {:.6}\">{}</td>",
+                    cell_css(t.kld.value),
                     escape(&t.name),
                     t.kld.value,
                     t.kld.error,
@@ -89,10 +94,10 @@ fn heatmap(r: &Report, out: &mut dyn Write) -> fmt::Result {
     for t in others {
         writeln!(
             out,
-            "<tr><th>{}</th><td colspan=\"{}\" style=\"background:{}\">{:.6} ± {:.6}</td></tr>",
+            "<tr><th>{}</th><td colspan=\"{}\" style=\"{}\">{:.6} ± {:.6}</td></tr>",
             escape(&t.kind),
             kinds.len().max(1),
-            cell_color(t.kld.value),
+            cell_css(t.kld.value),
             t.kld.value,
             t.kld.error
         )?;
@@ -123,7 +128,7 @@ fn table(rows: &[Row], out: &mut dyn Write) -> fmt::Result {
         writeln!(
             out,
             "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td>\
-             <td class=\"n\" style=\"background:{}\">{:.6}</td><td class=\"n\">{:.6}</td><td class=\"n\">{:.4}</td>\
+             <td class=\"n\" style=\"{}\">{:.6}</td><td class=\"n\">{:.6}</td><td class=\"n\">{:.4}</td>\
              <td class=\"n\">{:.2}%</td></tr>",
             escape(&t.name),
             escape(&t.kind),
@@ -131,7 +136,7 @@ fn table(rows: &[Row], out: &mut dyn Write) -> fmt::Result {
             escape(&t.ty),
             escape(&t.changed_type),
             t.changed_bytes,
-            cell_color(t.kld.value),
+            cell_css(t.kld.value),
             t.kld.value,
             t.kld.error,
             t.ppl.value,

@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 use organ_core::compare::CompareReport;
-use organ_core::report::{diff_color, sci, CompareHeatmap, IDENTICAL_COLOR};
+use organ_core::report::{cell_style, diff_color, diff_rgb, sci, CompareHeatmap, IDENTICAL_COLOR};
 use std::sync::Arc;
 
 /// One row per layer, one column per group, each cell the mean 1 − cos of its pairs, with
@@ -38,10 +38,10 @@ pub fn DiffHeatmapView(r: Arc<CompareReport>) -> impl IntoView {
                         }.into_any(),
                         Some(c) => {
                             let d = c.one_minus_cos;
-                            let bg = d.map_or_else(|| "#fff".to_owned(), |d| diff_color(d, lo, hi));
+                            let style = d.map_or_else(|| "background:#fff".to_owned(), |d| cell_style(diff_rgb(d, lo, hi)));
                             let title = format!("{} pairs, {} identical, mean 1 − cos {}", c.pairs, c.identical, d.map_or_else(|| "n/a".to_owned(), |d| d.to_string()));
                             view! {
-                                <td style:background=bg data-v=d.map(|d| d.to_string()).unwrap_or_default() title=title>
+                                <td style=style data-v=d.map(|d| d.to_string()).unwrap_or_default() title=title>
                                     {d.map_or_else(|| "n/m".to_owned(), |d| sci(Some(d)))}
                                 </td>
                             }.into_any()

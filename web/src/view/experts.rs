@@ -5,7 +5,7 @@
 
 use leptos::prelude::*;
 use organ_core::anatomy::OrganKind;
-use organ_core::report::{experts_caption, theta_color, ExpertHeatmap, ModelReport};
+use organ_core::report::{cell_style, experts_caption, theta_legend, theta_rgb, ExpertHeatmap, ModelReport, THETA_SCALE};
 use std::sync::Arc;
 
 /// A number's attribute value: every digit (the shortest form that reads back the same).
@@ -15,13 +15,6 @@ fn full(x: Option<f64>) -> String {
 
 /// One FFN kind's heatmap: a row per layer, a column per expert.
 fn heatmap(m: &ModelReport, h: &ExpertHeatmap) -> impl IntoView {
-    let (lo, hi) = h.range;
-    let legend = format!(
-        "background:linear-gradient(90deg,{},{},{})",
-        theta_color(lo, lo, hi),
-        theta_color((lo + hi) / 2.0, lo, hi),
-        theta_color(hi, lo, hi)
-    );
     let kind = h.kind.clone();
     // Each row's tensor, by layer, for the cells' names.
     let tensor = |layer: u32| {
@@ -38,7 +31,7 @@ fn heatmap(m: &ModelReport, h: &ExpertHeatmap) -> impl IntoView {
                     None => view! { <td></td> }.into_any(),
                     Some(c) => {
                         let (outline, words, dup) = h.marks(r, e);
-                        let style = format!("background:{}{outline}", theta_color(c.theta, lo, hi));
+                        let style = format!("{}{outline}", cell_style(theta_rgb(c.theta)));
                         let sigma = c.sigma.map_or_else(String::new, |s| format!(" ± {s:.3}°"));
                         let title = format!("layer {l} expert {e}: θ {:.3}°{sigma}{words}", c.theta);
                         let standing = serde_json::to_value(h.standing(r, e))
@@ -62,8 +55,7 @@ fn heatmap(m: &ModelReport, h: &ExpertHeatmap) -> impl IntoView {
         .collect_view();
     view! {
         <h4>{format!("{} experts", h.kind)}</h4>
-        <p class="mute">{format!("{lo:.2}° ")}<span class="legend" style=legend></span>{format!(" {hi:.2}°")}</p>
-        <div class="scroll">
+        <div class="hscroll">
             <table class="heat experts" data-kind=h.kind.clone()>
                 <thead><tr><th>"layer"</th>{(0..h.experts).map(|e| view! { <th>{e}</th> }).collect_view()}</tr></thead>
                 <tbody>{rows}</tbody>
@@ -98,6 +90,8 @@ pub fn ExpertsView(m: Arc<ModelReport>) -> impl IntoView {
         <section id="experts" class="card">
             <h3>"θ per expert"</h3>
             <p class="mute" id="experts-caption">{experts_caption(&maps)}</p>
+            <p class="mute legend-line">{format!("{:.0}° ", THETA_SCALE.0)}<span class="legend" style:background=theta_legend()></span>
+                {format!(" {:.0}° (the fixed θ scale of the layer heatmap: gate, up and down compare)", THETA_SCALE.1)}</p>
             {maps.iter().map(|h| heatmap(&m, h)).collect_view()}
             <h4>"Routers and shared experts"</h4>
             <table id="routers" class="routers">

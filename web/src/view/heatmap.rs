@@ -1,10 +1,13 @@
-//! θ by layer and group: the heatmap, colored on the report's own θ range. With σ (§7) it
-//! can show the σ of each cell's mean instead, and in the θ view it marks the cells whose
-//! σ exceeds a threshold the viewer sets (the core's `Heatmap` decides which).
+//! θ by layer and group: the heatmap, coloured on the core's fixed θ scale (0° to 90°), with
+//! the tensors outside the layers in a row of their own. With σ (§7) it can show the σ of
+//! each cell's mean instead, and in the θ view it marks the cells whose σ exceeds a
+//! threshold the viewer sets and hatches those within the noise of their neighbours (the
+//! core's `Heatmap` decides which, and writes the caption).
 
 use leptos::prelude::*;
 use organ_core::report::ModelReport;
-use organ_core::report::{sigma_color, theta_color, Heatmap, NOISY_STYLE, SIGMA_MARK};
+use organ_core::report::{cell_style, hatch_style, ink, sigma_legend, sigma_rgb, theta_legend, theta_rgb};
+use organ_core::report::{Heatmap, NOISY_STYLE, SIGMA_MARK, THETA_SCALE};
 use std::sync::Arc;
 
 /// One row per layer, one column per group, each cell the mean θ of its tensors (or its
@@ -35,7 +38,7 @@ pub fn HeatmapView(m: Arc<ModelReport>) -> impl IntoView {
                     "°"</label>
                 <span class="mute" id="noisy-count">{move || {
                     let t = threshold.get();
-                    format!("{} cells marked: their colour is within the sampling noise.", hc.count_noisy(t))
+                    format!("{} cells dashed: the σ of their own θ is above the mark.", hc.count_noisy(t))
                 }}</span>
             </p>
         }
@@ -43,22 +46,10 @@ pub fn HeatmapView(m: Arc<ModelReport>) -> impl IntoView {
     let legend = {
         let h = h.clone();
         move || {
-            let (lo, hi) = h.range;
             if show_sigma.get() {
-                let g = format!(
-                    "linear-gradient(90deg,{},{})",
-                    sigma_color(0.0, h.sigma_max),
-                    sigma_color(h.sigma_max, h.sigma_max)
-                );
-                (String::from("0° "), g, format!(" {:.2}°", h.sigma_max))
+                (String::from("0° "), sigma_legend(), format!(" {:.2}°", h.sigma_max))
             } else {
-                let g = format!(
-                    "linear-gradient(90deg,{},{},{})",
-                    theta_color(lo, lo, hi),
-                    theta_color((lo + hi) / 2.0, lo, hi),
-                    theta_color(hi, lo, hi)
-                );
-                (format!("{lo:.2}° "), g, format!(" {hi:.2}°"))
+                (format!("{:.0}° ", THETA_SCALE.0), theta_legend(), format!(" {:.0}°", THETA_SCALE.1))
             }
         }
     };
@@ -66,12 +57,11 @@ pub fn HeatmapView(m: Arc<ModelReport>) -> impl IntoView {
         let h = h.clone();
         move || {
             let (sigma, t) = (show_sigma.get(), threshold.get());
-            h.layers
-                .iter()
-                .enumerate()
-                .map(|(r, l)| {
+            h.rows()
+                .into_iter()
+                .map(|(r, label)| {
                     view! {
-                        <tr><td>{*l}</td>
+                        <tr class=h.is_outside(r).then_some("outside")><td>{label}</td>
                         {(0..h.groups.len()).map(|c| cell(&h, r, c, sigma, t)).collect_view()}
                         </tr>
                     }
@@ -87,7 +77,8 @@ pub fn HeatmapView(m: Arc<ModelReport>) -> impl IntoView {
         <div>
             <h3>{move || if show_sigma.get() { "σ of θ by layer and group" } else { "θ by layer and group" }}</h3>
             {controls}
-            <p class="mute">{legend_parts}</p>
+            <p class="mute" id="heatmap-legend">{legend_parts}</p>
+            <p class="mute" id="noise-caption" hidden=move || show_sigma.get()>{h.noise_caption()}</p>
             <table id="heatmap" class="heat" data-view=move || if show_sigma.get() { "sigma" } else { "theta" }>
                 <thead><tr><th>"layer"</th>{h.groups.iter().map(|g| view! { <th>{g.name()}</th> }).collect_view()}</tr></thead>
                 <tbody>{body}</tbody>
@@ -97,24 +88,30 @@ pub fn HeatmapView(m: Arc<ModelReport>) -> impl IntoView {
     .into_any()
 }
 
-/// Cell (`r`, `c`): its mean θ, marked when noisier than `threshold`, or its σ.
+/// Cell (`r`, `c`): its mean θ, marked when noisier than `threshold` and hatched when within
+/// the noise of its neighbours, or its σ.
 fn cell(h: &Heatmap, r: usize, c: usize, sigma: bool, threshold: f64) -> AnyView {
-    let (lo, hi) = h.range;
     let title = h.title(r, c, threshold);
     match (h.cell(r, c), h.cell_sigma(r, c)) {
         (Some(_), Some(s)) if sigma => view! {
-            <td style:background=sigma_color(s, h.sigma_max) title=title data-v=s.to_string()>{format!("{s:.2}")}</td>
+            <td style=cell_style(sigma_rgb(s, h.sigma_max)) title=title data-v=s.to_string()>{format!("{s:.2}")}</td>
         }
         .into_any(),
         (Some((t, _)), _) => {
             let noisy = h.noisy(r, c, threshold);
+            let within = h.within_neighbours_noise(r, c) == Some(true);
+            let bg = theta_rgb(t);
             let style = format!(
-                "background:{}{}",
-                theta_color(t, lo, hi),
-                if noisy { format!(";{NOISY_STYLE}") } else { String::new() }
+                "{}{}{}",
+                cell_style(bg),
+                if noisy { format!(";{NOISY_STYLE}") } else { String::new() },
+                if within { format!(";{}", hatch_style(ink(bg))) } else { String::new() }
             );
-            view! { <td style=style title=title data-v=t.to_string() data-noisy=noisy.then_some("1")>{format!("{t:.1}")}</td> }
-                .into_any()
+            view! {
+                <td style=style title=title data-v=t.to_string() data-noisy=noisy.then_some("1")
+                    data-within-noise=within.then_some("1")>{format!("{t:.1}")}</td>
+            }
+            .into_any()
         }
         _ => view! { <td></td> }.into_any(),
     }

@@ -44,3 +44,4 @@ mod split;
 mod store;
 mod surgery;
 mod tokenizer;
+mod ux_clicks;

@@ -1,8 +1,10 @@
 //! θ by layer and group: the heatmap, colored on the report's own θ range. With σ (§7) it
 //! can show the σ of each cell's mean instead, and in the θ view it marks the cells whose
-//! σ exceeds a threshold the viewer sets (the core's `Heatmap` decides which).
+//! σ exceeds a threshold the viewer sets (the core's `Heatmap` decides which). A cell
+//! clicked shows its tensors in the table.
 
 use leptos::prelude::*;
+use organ_core::anatomy::Group;
 use organ_core::report::ModelReport;
 use organ_core::report::{sigma_color, theta_color, Heatmap, NOISY_STYLE, SIGMA_MARK};
 use std::sync::Arc;
@@ -10,7 +12,11 @@ use std::sync::Arc;
 /// One row per layer, one column per group, each cell the mean θ of its tensors (or its
 /// σ), with a legend; nothing for a model without layers.
 #[component]
-pub fn HeatmapView(m: Arc<ModelReport>) -> impl IntoView {
+pub fn HeatmapView(
+    m: Arc<ModelReport>,
+    /// A cell clicked: its layer and group.
+    on_cell: Callback<(u32, Group)>,
+) -> impl IntoView {
     let h = Arc::new(Heatmap::of(&m));
     if h.layers.is_empty() {
         return ().into_any();
@@ -72,7 +78,7 @@ pub fn HeatmapView(m: Arc<ModelReport>) -> impl IntoView {
                 .map(|(r, l)| {
                     view! {
                         <tr><td>{*l}</td>
-                        {(0..h.groups.len()).map(|c| cell(&h, r, c, sigma, t)).collect_view()}
+                        {(0..h.groups.len()).map(|c| cell(&h, r, c, sigma, t, on_cell)).collect_view()}
                         </tr>
                     }
                 })
@@ -97,13 +103,16 @@ pub fn HeatmapView(m: Arc<ModelReport>) -> impl IntoView {
     .into_any()
 }
 
-/// Cell (`r`, `c`): its mean θ, marked when noisier than `threshold`, or its σ.
-fn cell(h: &Heatmap, r: usize, c: usize, sigma: bool, threshold: f64) -> AnyView {
+/// Cell (`r`, `c`): its mean θ, marked when noisier than `threshold`, or its σ; clicking
+/// it calls `on_cell` with its layer and group.
+fn cell(h: &Heatmap, r: usize, c: usize, sigma: bool, threshold: f64, on_cell: Callback<(u32, Group)>) -> AnyView {
     let (lo, hi) = h.range;
     let title = h.title(r, c, threshold);
+    let (layer, group) = (h.layers[r], h.groups[c]);
+    let click = move |_| on_cell.run((layer, group));
     match (h.cell(r, c), h.cell_sigma(r, c)) {
         (Some(_), Some(s)) if sigma => view! {
-            <td style:background=sigma_color(s, h.sigma_max) title=title data-v=s.to_string()>{format!("{s:.2}")}</td>
+            <td style:background=sigma_color(s, h.sigma_max) title=title data-v=s.to_string() on:click=click>{format!("{s:.2}")}</td>
         }
         .into_any(),
         (Some((t, _)), _) => {
@@ -113,7 +122,7 @@ fn cell(h: &Heatmap, r: usize, c: usize, sigma: bool, threshold: f64) -> AnyView
                 theta_color(t, lo, hi),
                 if noisy { format!(";{NOISY_STYLE}") } else { String::new() }
             );
-            view! { <td style=style title=title data-v=t.to_string() data-noisy=noisy.then_some("1")>{format!("{t:.1}")}</td> }
+            view! { <td style=style title=title data-v=t.to_string() data-noisy=noisy.then_some("1") data-layer=layer.to_string() data-group=group.name() on:click=click>{format!("{t:.1}")}</td> }
                 .into_any()
         }
         _ => view! { <td></td> }.into_any(),

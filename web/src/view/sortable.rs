@@ -75,8 +75,8 @@ pub(super) fn group_select(
     let groups: Vec<&'static str> = Group::ALL.iter().filter(|g| has(**g)).map(|g| g.name()).collect();
     view! {
         <select id=id on:change=move |ev| on_group(event_target_value(&ev))>
-            <option value="" selected=move || current().is_empty()>"all groups"</option>
-            {groups.into_iter().map(|g| view! { <option value=g selected=move || current() == g>{g}</option> }).collect_view()}
+            <option value="" prop:selected=move || current().is_empty()>"all groups"</option>
+            {groups.into_iter().map(|g| view! { <option value=g prop:selected=move || current() == g>{g}</option> }).collect_view()}
         </select>
     }
 }

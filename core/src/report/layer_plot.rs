@@ -14,13 +14,13 @@ use alloc::vec::Vec;
 use core::fmt::Write;
 
 /// The drawing's size in SVG units (it scales to its container).
-const WIDTH: f64 = 620.0;
+const WIDTH: f64 = 660.0;
 const HEIGHT: f64 = 280.0;
 /// Room for the y axis' labels, the x axis' labels, and the legend on the right.
 const LEFT: f64 = 46.0;
 const BOTTOM: f64 = 30.0;
 const TOP: f64 = 12.0;
-const LEGEND: f64 = 150.0;
+const LEGEND: f64 = 190.0;
 
 /// The lines' colours, one per kind in order of first appearance (then again).
 const PALETTE: [&str; 10] =
@@ -48,7 +48,7 @@ pub fn theta_by_layer_svg(m: &ModelReport) -> String {
         .filter_map(|t| Some(Point { name: &t.name, layer: t.layer?, y: t.theta?, band: t.sigma }))
         .collect();
     let label = "θ by layer, one line per tensor kind";
-    plot(&pts, "theta-by-layer", label, "θ", false)
+    plot(&pts, "theta-by-layer", label, "θ", Some((0.0, 90.0)))
 }
 
 /// dθ = θ(B) − θ(A) by layer of `r`, one line per kind, around a line at 0; an empty
@@ -58,11 +58,13 @@ pub fn d_theta_by_layer_svg(r: &CompareReport) -> String {
         .filter_map(|p| Some(Point { name: &p.name, layer: p.layer?, y: p.d_theta?, band: None }))
         .collect();
     let label = "dθ = θ(B) − θ(A) by layer, one line per tensor kind";
-    plot(&pts, "d-theta-by-layer", label, "dθ", true)
+    plot(&pts, "d-theta-by-layer", label, "dθ", None)
 }
 
-/// The plot of `pts` grouped by kind; with `zero`, the y range holds 0 and a line marks it.
-fn plot(pts: &[Point], class: &str, label: &str, axis: &str, zero: bool) -> String {
+/// The plot of `pts` grouped by kind. With `bounds` (θ's 0° to 90°), the y axis stays
+/// within them (a band is cut at them); without, the y range holds 0 and a line marks it.
+fn plot(pts: &[Point], class: &str, label: &str, axis: &str, bounds: Option<(f64, f64)>) -> String {
+    let zero = bounds.is_none();
     let pts: Vec<&Point> = pts.iter().filter(|p| p.y.is_finite()).collect();
     if pts.is_empty() {
         return String::new();
@@ -89,12 +91,15 @@ fn plot(pts: &[Point], class: &str, label: &str, axis: &str, zero: bool) -> Stri
         (lo, hi) = (lo.min(0.0), hi.max(0.0));
     }
     let pad = ((hi - lo) * 0.05).max(1e-3);
-    let (lo, hi) = (lo - pad, hi + pad);
+    let (mut lo, mut hi) = (lo - pad, hi + pad);
+    if let Some((a, b)) = bounds.filter(|&(a, b)| lo.max(a) < hi.min(b)) {
+        (lo, hi) = (lo.max(a), hi.min(b));
+    }
     let (l0, l1) = pts.iter().fold((u32::MAX, 0), |(a, b), p| (a.min(p.layer), b.max(p.layer)));
     let plot_w = WIDTH - LEFT - LEGEND;
     let plot_h = HEIGHT - TOP - BOTTOM;
     let x = |l: u32| LEFT + if l1 > l0 { plot_w * f64::from(l - l0) / f64::from(l1 - l0) } else { plot_w / 2.0 };
-    let y = |v: f64| TOP + plot_h * (hi - v) / (hi - lo);
+    let y = |v: f64| TOP + plot_h * (hi - v.clamp(lo, hi)) / (hi - lo);
     let mut out = String::with_capacity(1024 + pts.len() * 200);
     let _ = write!(
         out,
@@ -273,7 +278,7 @@ mod tests {
     #[test]
     fn sigma_draws_a_band_around_the_line() {
         let draws = [40.0, 42.5, 40.0, 42.5, 40.0, 42.5, 40.0, 42.5];
-        let m = model(&[("blk.0.attn_q.weight", 0.0), ("blk.1.attn_q.weight", 0.0)], Some(&draws));
+        let m = model(&[("blk.0.attn_q.weight", 41.25), ("blk.1.attn_q.weight", 41.25)], Some(&draws));
         let svg = theta_by_layer_svg(&m);
         assert_eq!(svg.matches("class=\"band\"").count(), 1);
         let band = points(&svg, "band");
@@ -283,6 +288,12 @@ mod tests {
         assert!(band[0].1 < line[0].1 && band[3].1 > line[0].1);
         assert!(((line[0].1 - band[0].1) - (band[3].1 - line[0].1)).abs() < 0.02);
         assert!(svg.contains("± 1.250°"));
+        // θ's axis stays within 0° to 90°: a band reaching past 90° is cut there.
+        let draws = [88.0, 92.0, 88.0, 92.0, 88.0, 92.0, 88.0, 92.0];
+        let m = model(&[("blk.0.attn_q.weight", 90.0), ("blk.1.attn_q.weight", 89.0)], Some(&draws));
+        let svg = theta_by_layer_svg(&m);
+        assert!(svg.contains(">90.0°</text>"));
+        assert!(points(&svg, "band").iter().all(|p| p.1 >= TOP - 1e-9));
     }
 
     #[test]

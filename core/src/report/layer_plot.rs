@@ -106,7 +106,11 @@ fn plot(pts: &[Point], class: &str, label: &str, axis: &str, bounds: Option<(f64
         "<svg class=\"{class}\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" width=\"100%\" role=\"img\" aria-label=\"{label}\">\
          <rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{plot_w}\" height=\"{plot_h}\" fill=\"#fff\" stroke=\"#d9dde2\"/>"
     );
+    // Digits enough to tell the axis' ends apart on a small range (dθ is often < 0.1°).
+    let d = if hi - lo < 2.0 { 3 } else { 1 };
     if zero {
+        let zy = y(0.0) + 4.0;
+        let _ = write!(out, r#"<text x="{:.1}" y="{zy:.1}" font-size="11" text-anchor="end">0°</text>"#, LEFT - 4.0);
         let _ = write!(
             out,
             "<line class=\"zero\" x1=\"{LEFT}\" y1=\"{0:.2}\" x2=\"{1:.2}\" y2=\"{0:.2}\" stroke=\"#9aa5b1\" stroke-dasharray=\"4 3\"/>",
@@ -172,8 +176,8 @@ fn plot(pts: &[Point], class: &str, label: &str, axis: &str, bounds: Option<(f64
     }
     let _ = write!(
         out,
-        "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\">{hi:.1}°</text>\
-         <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\">{lo:.1}°</text>\
+        "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\">{hi:.d$}°</text>\
+         <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\">{lo:.d$}°</text>\
          <text x=\"{LEFT}\" y=\"{:.1}\" font-size=\"11\">{l0}</text>\
          <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\">{l1}</text>\
          <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"middle\">layer</text>\
@@ -345,5 +349,6 @@ mod tests {
         // +1° above the zero line, −2° below it.
         assert!(line[0].1 < y0 && line[1].1 > y0);
         assert!(svg.contains("dθ 1.000°") && svg.contains("dθ -2.000°"));
+        assert!(svg.contains(">0°</text>"), "the zero line is labelled");
     }
 }

@@ -46,3 +46,4 @@ mod surgery;
 mod tokenizer;
 mod ux_cli;
 mod ux_look;
+mod ux_clicks;

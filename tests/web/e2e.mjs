@@ -24,6 +24,11 @@
 // Check mode, per --check M: the exported JSON is `organ check M --json`'s report field for
 // field (findings and every tensor's scan; but the generator), and the page lists the
 // same findings and counts.
+// The clicks (issue 35, point 16): a heatmap cell shows its tensors and a well selects its
+// tensor, θ by layer (σ bands with σ) and dθ by layer are drawn, the view lives in the URL
+// fragment and comes back on a reload with the same file and on the static page, "Compare
+// with…" makes the model A, the drop zone is a bar after a run, and "most changed" carries
+// organ diff's cos and rel_l2.
 // Screenshots go to OUT_DIR. With ORGAN_WEB_BENCH=N it only times N runs and prints JSON.
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -341,6 +346,76 @@ try {
     `the sort and ${kept[0]} of ${kept[1]} after the filter, ${kept[2]} changes inside rows (${sorted[2]} after the sort)`);
   await page.fill('#filter', '');
 
+  // 1a. The clicks people expect (issue 35, point 16): a heatmap cell shows its tensors, a
+  // well selects its tensor, θ by layer is drawn, the view lives in the URL fragment and a
+  // reload with the same file restores it, "Compare with…" makes this model A, and the
+  // drop zone is a bar after the run.
+  {
+    const cliR = JSON.parse(fs.readFileSync(path.join(outDir, `cli-${path.basename(model)}.json`), 'utf8')).models[0];
+    const drop = await page.$eval('#drop', (d) => [d.classList.contains('slim'), d.getBoundingClientRect().height]);
+    check(drop[0] && drop[1] < 50, `after a run the drop zone is a bar (${drop[1].toFixed(0)} px high)`);
+    const kinds = await page.$$eval('#theta-by-layer svg g.series', (g) => g.map((x) => x.dataset.kind));
+    const points = await page.$$eval('#theta-by-layer svg circle', (c) => c.length);
+    const layered = cliR.tensors.filter((t) => t.layer !== null && t.layer !== undefined && t.theta !== null);
+    check(kinds.includes('attn_q.weight') && kinds.includes('ffn_down.weight') && points === layered.length,
+      `θ by layer draws ${kinds.length} kinds, a point per layered tensor (${points} of ${layered.length})`);
+    // A cell: the table shows its layer and group, the first of them selected, with its histogram.
+    const cell = await page.$eval('#heatmap tbody tr:nth-child(4) td[data-group]', (td) => [td.dataset.layer, td.dataset.group]);
+    await page.click(`#heatmap td[data-layer="${cell[0]}"][data-group="${cell[1]}"]`);
+    await page.waitForSelector('#histogram svg rect');
+    const want = cliR.tensors.filter((t) => String(t.layer) === cell[0] && t.group === cell[1]).map((t) => t.name);
+    const shown = await page.$$eval('#tensors tbody tr', (rs) => rs.map((r) => [r.dataset.name, r.classList.contains('sel')]));
+    const histTitle = await page.textContent('#histogram h3');
+    const selected = shown.filter((r) => r[1]).map((r) => r[0]);
+    check(shown.length === want.length && shown.every(([n]) => want.includes(n)) && selected.join() === want[0] &&
+      histTitle.startsWith(want[0]) && await page.isVisible('#layer-filter') && await page.inputValue('#group-filter') === cell[1],
+      `clicking the heatmap cell of layer ${cell[0]}, ${cell[1]} shows its ${shown.length} tensors (${want.length} in the CLI's report), the first selected, its histogram ("${histTitle}")`);
+    await page.screenshot({ path: path.join(outDir, 'clicks-cell.png') });
+    // A well: its tensor selected, every filter cleared.
+    const well = await page.getAttribute('#wells li:first-child', 'data-name');
+    await page.click('#wells li:first-child');
+    await page.waitForFunction((n) => document.querySelector('#histogram h3')?.textContent.startsWith(n), well);
+    const sel = await page.$$eval('#tensors tbody tr.sel', (rs) => rs.map((r) => r.dataset.name));
+    const all = await page.$$eval('#tensors tbody tr', (rs) => rs.length);
+    check(sel.length === 1 && sel[0] === well && all === cliR.tensors.length && !(await page.isVisible('#layer-filter')),
+      `clicking the well ${well} selects it in the table (${sel.join(', ')}), all ${all} rows shown`);
+    // The fragment follows the sort, the filter and the selection.
+    await page.click('#tensors thead th:nth-child(1)');
+    await page.click('#tensors thead th:nth-child(6)');
+    await page.click('#tensors thead th:nth-child(6)');
+    await page.fill('#filter', 'attn_q');
+    const pick = await page.getAttribute('#tensors tbody tr:nth-child(2)', 'data-name');
+    await page.click('#tensors tbody tr:nth-child(2)');
+    const hash = decodeURIComponent(new URL(page.url()).hash);
+    check(hash.includes('mode=measure') && hash.includes('sort=-theta') && hash.includes('q=attn_q') && hash.includes(`tensor=${pick}`),
+      `the URL fragment follows the view: "${hash}"`);
+    const order = () => page.$$eval('#tensors tbody tr', (rs) => rs.map((r) => r.dataset.name));
+    const before = await order();
+    // A reload with that fragment and the same file: the same view.
+    await page.reload();
+    await page.waitForFunction(() => Number(document.querySelector('#threads')?.dataset.threads) > 0, null, { timeout: 60_000 });
+    await measureIn(page, model);
+    await page.waitForSelector('#histogram svg rect');
+    const after = await order();
+    const restored = [await page.inputValue('#filter'), await page.$eval('#tensors tbody tr.sel', (r) => r.dataset.name),
+      await page.textContent('#tensors thead th:nth-child(6)')];
+    check(JSON.stringify(after) === JSON.stringify(before) && restored[0] === 'attn_q' && restored[1] === pick && restored[2].includes('▼'),
+      `reloading with the fragment and the same file restores the view: filter "${restored[0]}", ${after.length} rows in the same order, ${restored[1]} selected, header "${restored[2]}"`);
+    await page.screenshot({ path: path.join(outDir, 'clicks-restored.png') });
+    // "Compare with…": compare mode, this model as A, B asked for.
+    await page.click('#compare-with');
+    await page.waitForSelector('#drop-a');
+    const a = await page.textContent('#drop-a b');
+    const b = await page.textContent('#drop-b b');
+    const pressed = await page.getAttribute('#mode-compare', 'aria-pressed');
+    check(pressed === 'true' && a.includes(path.basename(model)) && b.includes('drop'),
+      `"Compare with…" opens compare mode with A filled ("${a}") and B to choose ("${b}")`);
+    await page.screenshot({ path: path.join(outDir, 'clicks-compare-with.png') });
+    await page.click('#mode-measure');
+    await page.fill('#filter', '');
+    await page.click('#tensors thead th:nth-child(1)');
+  }
+
   // 1b. Sensitivity beside θ: the data-free prediction made in the page is organ
   // sensitivity --predict's, weight for weight; a measured report opened puts its figures
   // in the table, with ρ against θ and against the prediction as the core ranks them.
@@ -416,6 +491,14 @@ try {
     const meanSigma = num(await page.getAttribute('#theta-mean-sigma', 'data-v'));
     sameSigma(`σ in the page (${ms} ms) vs organ measure --sigma --json`, cliS, await domSigmas(page, '#tensors tbody tr'), meanSigma);
     await page.screenshot({ path: path.join(outDir, 'report-sigma.png'), fullPage: true });
+    const bands = await page.$$eval('#theta-by-layer svg polygon.band', (b) => b.length);
+    const kindsS = await page.$$eval('#theta-by-layer svg g.series', (g) => g.length);
+    // Norm vectors are measured whole: no σ, no band.
+    const sigmaKinds = new Set(cliS.models[0].tensors.filter((t) => t.layer !== null && t.layer !== undefined && t.sigma > 0)
+      .map((t) => t.name.replace(/^blk\.\d+\./, '')));
+    check(bands > 0 && bands === sigmaKinds.size,
+      `with σ, θ by layer has a σ band per kind with σ (${bands}; ${sigmaKinds.size} kinds of ${kindsS} have σ in the CLI's report)`);
+    await page.locator('#theta-by-layer').screenshot({ path: path.join(outDir, 'theta-by-layer-sigma.png') });
     // The heatmap's σ view: each cell's σ is the spread over the 8 draws of its mean θ,
     // worked out here from the CLI's draws; the θ view marks the cells above the threshold.
     const cellDraws = new Map();
@@ -534,6 +617,15 @@ try {
     const dots = await page.$$eval('#scatter svg circle', (c) => c.length);
     const withTheta = cliR.pairs.filter((p) => p.theta_a !== null && p.theta_b !== null).length;
     check(dots === withTheta, `${tag}: the θ(A)/θ(B) scatter has a point per measured pair (${dots} of ${withTheta})`);
+    const most = await page.$$eval('#most-changed li', (ls) => ls.map((l) => [l.dataset.name, l.dataset.cos, l.dataset.relL2, l.textContent]));
+    const byName = pairMap(cliR);
+    const mostOk = most.length === cliR.most_changed.length && most.every(([n, c, r, text], i) => n === cliR.most_changed[i] &&
+      num(c) === byName.get(n).cos && num(r) === byName.get(n).rel_l2 && text.includes('cos') && text.includes('rel_l2'));
+    check(mostOk, `${tag}: "most changed" lists ${most.length} pairs with organ diff's cos and rel_l2 ("${most[0]?.[3]}")`);
+    const dpts = await page.$$eval('#d-theta-by-layer svg circle', (c) => c.length);
+    const withD = cliR.pairs.filter((p) => p.layer !== null && p.layer !== undefined && p.d_theta !== null).length;
+    check(dpts === withD && dpts > 0, `${tag}: dθ by layer has a point per layered pair with a dθ (${dpts} of ${withD})`);
+    await page.locator('#d-theta-by-layer').screenshot({ path: path.join(outDir, 'd-theta-by-layer.png') });
     await page.check('#changed-only');
     const changed = await page.$$eval('#pairs tbody tr', (rs) => rs.map((r) => r.dataset.identical));
     check(changed.length === cliR.counts.changed && changed.every((x) => x === 'false'), `${tag}: "changed only" leaves the ${changed.length} changed pairs`);
@@ -627,6 +719,24 @@ try {
   check(heat === 30 && groups >= 3, `the static page shows the heatmap (${heat} layers) and the group summary (${groups} groups)`);
   check(offlineRequests.every((u) => u.startsWith('file://')), `the static page made no network request (${offlineRequests.length} loads, all file://)`);
   await offline.screenshot({ path: path.join(outDir, 'static-page.png'), fullPage: false });
+  {
+    // The app's fragment reopens the same view on the static page; θ by layer is there.
+    const pick = 'blk.3.attn_q.weight';
+    await offline.goto('about:blank');
+    await offline.goto('file://' + path.resolve(htmlPath) + `#mode=measure&sort=-theta&q=attn_q&tensor=${pick}`);
+    const view = await offline.evaluate(() => {
+      const rows = [...document.querySelectorAll('table.tensors tbody tr')].filter((r) => !r.hidden);
+      return [document.querySelector('input.filter').value, rows.map((r) => Number(r.dataset.theta)), rows.every((r) => r.dataset.name.includes('attn_q')),
+        rows.filter((r) => r.style.outline !== '').map((r) => r.dataset.name), document.querySelectorAll('svg.theta-by-layer g.series').length];
+    });
+    const desc = view[1].every((t, i) => i === 0 || view[1][i - 1] >= t);
+    check(view[0] === 'attn_q' && view[1].length === 30 && view[2] && desc && view[3].join() === pick && view[4] > 0,
+      `the static page reopens the app's fragment: filter "${view[0]}", ${view[1].length} rows by θ descending (${desc}), ${view[3].join()} selected; θ by layer with ${view[4]} kinds`);
+    await offline.click('table.tensors thead th[data-key="name"]');
+    const h = decodeURIComponent(new URL(offline.url()).hash);
+    check(h.includes('sort=name') && h.includes('q=attn_q') && h.includes(`tensor=${pick}`), `the static page keeps its view in the fragment too: "${h}"`);
+    await offline.screenshot({ path: path.join(outDir, 'static-page-fragment.png'), fullPage: false });
+  }
   await offline.close();
   await context.setOffline(false);
 

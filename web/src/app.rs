@@ -1,7 +1,8 @@
 //! The page's controller: what the app is doing ([`Phase`], the progress, the report on
-//! screen) and what the user can do (measure a model, compare two, open an export,
-//! cancel), in [`Controller`]; [`App`] lays the views of `view/` out over it. Every number
-//! comes from organ-core.
+//! screen, the tensor table's view) and what the user can do (measure a model, compare
+//! two, compare the one measured with another, open an export, cancel), in
+//! [`Controller`]; [`App`] lays the views of `view/` out over it and keeps the view in the
+//! URL fragment (`organ_core::report::ViewState`). Every number comes from organ-core.
 
 use crate::check;
 use crate::compare;
@@ -11,13 +12,14 @@ use crate::pool;
 use crate::reads::Progress;
 use crate::sensitivity;
 use crate::source;
-use crate::state::{CheckData, CompareData, Mode, Phase, Role, SensData, ViewData};
+use crate::state::{CheckData, CompareData, Mode, Phase, Role, SensData, TensorView, ViewData};
 use crate::view::{
     CheckView, CompareInputs, CompareView, DropZone, Header, MeasureModePicker, ModeTabs, ReportView, StatusLine,
     UrlField,
 };
 use leptos::prelude::*;
 use leptos::task::spawn_local;
+use organ_core::report::ViewState;
 use organ_core::zmeasure;
 use organ_core::GgmlType;
 use std::rc::Rc;
@@ -53,6 +55,13 @@ pub struct Controller {
     model: RwSignal<Option<Rc<source::Model>>, LocalStorage>,
     /// Sensitivity beside θ, for the model on screen.
     sens: RwSignal<SensData>,
+    /// The files of the model measured last (for "Compare with…").
+    files: RwSignal<Option<Vec<web_sys::File>>, LocalStorage>,
+    /// The tensor table's sort, filters and selection, kept in the URL fragment.
+    tensors: TensorView,
+    /// Whether the next report keeps the table's view: the page opened with one in its
+    /// fragment, and no report was shown since.
+    restore: RwSignal<bool>,
 }
 
 impl Controller {
@@ -70,7 +79,17 @@ impl Controller {
             chosen_names: RwSignal::new([String::new(), String::new()]),
             model: RwSignal::new_local(None),
             sens: RwSignal::new(SensData::default()),
+            files: RwSignal::new_local(None),
+            tensors: TensorView::default(),
+            restore: RwSignal::new(false),
         };
+        // The view a link or a reload names, shown once a model or report is opened.
+        let v = ViewState::parse(&window().location().hash().unwrap_or_default());
+        if let Some(m) = v.mode.as_deref().and_then(Mode::from_key) {
+            c.mode.set(m);
+        }
+        c.tensors.set(&v);
+        c.restore.set(ViewState { mode: None, ..v } != ViewState::default());
         spawn_local(async move {
             match pool::start().await {
                 Ok(n) => c.threads.set(n),
@@ -134,6 +153,30 @@ impl Controller {
             self.phase.get_untracked(),
             Phase::Reading(_) | Phase::Measuring(_) | Phase::Comparing(_) | Phase::Checking(_) | Phase::Predicting(_)
         )
+    }
+
+    /// The tensor table's sort, filters and selection.
+    pub fn tensors(&self) -> TensorView {
+        self.tensors
+    }
+
+    /// Whether the model on screen can be compared with another: its files were measured
+    /// in this tab (a model read from a URL or a report opened cannot).
+    pub fn can_compare(&self) -> bool {
+        self.files.with_untracked(Option::is_some)
+    }
+
+    /// "Compare with…": compare mode, with the model measured last as A, waiting for B.
+    pub fn compare_with(self) {
+        let Some(files) = self.files.get_untracked() else { return };
+        if self.busy() {
+            return;
+        }
+        let mut names: Vec<String> = files.iter().map(|f| f.name()).collect();
+        names.sort();
+        self.chosen_names.set([names.join(", "), String::new()]);
+        self.chosen.set([Some(files), None]);
+        self.mode.set(Mode::Compare);
     }
 
     /// Sensitivity beside θ, for the model on screen.
@@ -233,6 +276,11 @@ impl Controller {
         self.cancel.set(false);
         self.data.set(None);
         self.model.set(None);
+        // A new report starts with the table as it comes, unless a link named its view.
+        if !self.restore.get_untracked() {
+            self.tensors.set(&ViewState::default());
+        }
+        self.restore.set(false);
         self.sens.set(SensData::default());
         self.progress.set(Progress::default());
         self.phase.set(Phase::Reading(first));
@@ -259,6 +307,8 @@ impl Controller {
         if files.is_empty() || self.busy() {
             return;
         }
+        let export = files.len() == 1 && export::is_export(&files[0].name());
+        self.files.set((!export).then(|| files.clone()));
         let files: Vec<gloo_file::File> = files.into_iter().map(gloo_file::File::from).collect();
         let first = files[0].name();
         self.run_job(first.clone(), move |c| async move {
@@ -327,6 +377,7 @@ impl Controller {
         if url.is_empty() || self.busy() {
             return;
         }
+        self.files.set(None);
         self.run_job(url.clone(), move |c| async move {
             let chosen = pool::now_ms();
             let model = source::open_url(&url).await?;
@@ -367,6 +418,27 @@ pub fn App() -> impl IntoView {
     let c = Controller::start();
     let data = c.data();
     let mode = c.mode();
+    // The view in the URL fragment, as it changes (replaced, not pushed: no history entry
+    // per click). Never bytes: the mode, and in measure mode the table's view.
+    Effect::new(move |_| {
+        let m = mode.get();
+        let mut v = if m == Mode::Measure { c.tensors().get() } else { ViewState::default() };
+        v.mode = Some(m.key().to_owned());
+        if let Ok(h) = window().history() {
+            let _ = h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&v.to_fragment()));
+        }
+    });
+    // After a run, the drop zone of the mode whose report is on screen is a thin bar.
+    let slim = Signal::derive(move || {
+        data.with(|d| {
+            matches!(
+                (mode.get(), d),
+                (Mode::Measure, Some(Shown::Measure(_)))
+                    | (Mode::Compare, Some(Shown::Compare(_)))
+                    | (Mode::Check, Some(Shown::Check(_)))
+            )
+        })
+    });
     view! {
         <Header threads=c.threads() />
         <main>
@@ -374,15 +446,15 @@ pub fn App() -> impl IntoView {
             {move || match mode.get() {
                 Mode::Measure => view! {
                     <MeasureModePicker mode=c.measure_mode() on_mode=Callback::new(move |m| c.set_measure_mode(m)) />
-                    <DropZone on_files=Callback::new(move |files| c.open(files)) />
+                    <DropZone on_files=Callback::new(move |files| c.open(files)) slim />
                     <UrlField on_url=Callback::new(move |url| c.open_url(url)) />
                 }.into_any(),
                 Mode::Check => view! {
-                    <DropZone on_files=Callback::new(move |files| c.check(files))
+                    <DropZone on_files=Callback::new(move |files| c.check(files)) slim
                         hint="All the shards of a split model together. Every byte is read: non-finite values or scales, zero, constant and copied tensors, and the metadata llama.cpp needs." />
                 }.into_any(),
                 Mode::Compare => view! {
-                    <CompareInputs names=c.chosen_names() on_files=Callback::new(move |(role, files)| c.choose(role, files)) />
+                    <CompareInputs names=c.chosen_names() on_files=Callback::new(move |(role, files)| c.choose(role, files)) slim />
                 }.into_any(),
             }}
             <StatusLine phase=c.phase() progress=c.progress() on_cancel=Callback::new(move |()| c.cancel()) />
@@ -391,9 +463,10 @@ pub fn App() -> impl IntoView {
             {move || data.get().and_then(|d| match (mode.get(), d) {
                 // Only a model measured in this tab can be read again for its sensitivity.
                 (Mode::Measure, Shown::Measure(d)) => Some(view! {
-                    <ReportView can_predict=d.run.is_some() data=d sens=c.sens()
+                    <ReportView can_predict=d.run.is_some() can_compare=d.run.is_some() && c.can_compare() data=d sens=c.sens()
                         on_predict=Callback::new(move |ty| c.predict(ty))
-                        on_open=Callback::new(move |files| c.open_sensitivity(files)) />
+                        on_open=Callback::new(move |files| c.open_sensitivity(files))
+                        view=c.tensors() on_compare=Callback::new(move |()| c.compare_with()) />
                 }.into_any()),
                 (Mode::Compare, Shown::Compare(d)) => Some(view! { <CompareView data=d /> }.into_any()),
                 (Mode::Check, Shown::Check(d)) => Some(view! { <CheckView data=d /> }.into_any()),

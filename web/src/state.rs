@@ -4,8 +4,9 @@
 
 use crate::sensitivity::Measured;
 use crate::source::MetaRow;
+use leptos::prelude::*;
 use organ_core::compare::CompareReport;
-use organ_core::report::Report;
+use organ_core::report::{Report, ViewState};
 use organ_core::sensitivity::predicted::PredictionReport;
 use std::sync::Arc;
 
@@ -75,4 +76,118 @@ pub struct ViewData {
 pub struct SensData {
     pub predicted: Option<Arc<PredictionReport>>,
     pub measured: Option<Arc<Measured>>,
+}
+
+impl Mode {
+    /// The mode's name in the URL fragment.
+    pub fn key(self) -> &'static str {
+        match self {
+            Mode::Measure => "measure",
+            Mode::Compare => "compare",
+            Mode::Check => "check",
+        }
+    }
+
+    /// The mode a fragment names.
+    pub fn from_key(k: &str) -> Option<Mode> {
+        [Mode::Measure, Mode::Compare, Mode::Check].into_iter().find(|m| m.key() == k)
+    }
+}
+
+/// A column of the tensor table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TensorCol {
+    Index,
+    Name,
+    Group,
+    Layer,
+    Type,
+    Theta,
+    Sigma,
+    H,
+    K,
+    C,
+    Predicted,
+    Measured,
+}
+
+impl TensorCol {
+    /// Every column with its key in the URL fragment (the static page's `data-key`).
+    const KEYS: [(TensorCol, &'static str); 12] = [
+        (TensorCol::Index, "index"),
+        (TensorCol::Name, "name"),
+        (TensorCol::Group, "group"),
+        (TensorCol::Layer, "layer"),
+        (TensorCol::Type, "type"),
+        (TensorCol::Theta, "theta"),
+        (TensorCol::Sigma, "sigma"),
+        (TensorCol::H, "h"),
+        (TensorCol::K, "k"),
+        (TensorCol::C, "c"),
+        (TensorCol::Predicted, "predicted"),
+        (TensorCol::Measured, "measured"),
+    ];
+
+    /// The column's key.
+    pub fn key(self) -> &'static str {
+        Self::KEYS.iter().find(|(c, _)| *c == self).map_or("index", |(_, k)| k)
+    }
+
+    /// The column a key names.
+    pub fn from_key(k: &str) -> Option<TensorCol> {
+        Self::KEYS.iter().find(|(_, x)| *x == k).map(|(c, _)| *c)
+    }
+}
+
+/// What the tensor table shows: its sort, its filters and the selected tensor. The
+/// heatmap and the wells set it too, and the URL fragment keeps it.
+#[derive(Clone, Copy)]
+pub struct TensorView {
+    /// The column sorted by, and whether ascending.
+    pub sort: RwSignal<(TensorCol, bool)>,
+    /// A name's substring or a whole type.
+    pub query: RwSignal<String>,
+    /// A group's name, or empty for all.
+    pub group: RwSignal<String>,
+    pub layer: RwSignal<Option<u32>>,
+    /// The selected tensor's name.
+    pub selected: RwSignal<Option<String>>,
+}
+
+impl Default for TensorView {
+    /// The table in file order, unfiltered, nothing selected.
+    fn default() -> Self {
+        Self {
+            sort: RwSignal::new((TensorCol::Index, true)),
+            query: RwSignal::new(String::new()),
+            group: RwSignal::new(String::new()),
+            layer: RwSignal::new(None),
+            selected: RwSignal::new(None),
+        }
+    }
+}
+
+impl TensorView {
+    /// Shows what `v` says (a column it does not name sorts in file order).
+    pub fn set(&self, v: &ViewState) {
+        let sort = v.sort.as_ref().and_then(|(k, asc)| Some((TensorCol::from_key(k)?, *asc)));
+        self.sort.set(sort.unwrap_or((TensorCol::Index, true)));
+        self.query.set(v.query.clone());
+        self.group.set(v.group.clone());
+        self.layer.set(v.layer);
+        self.selected.set(v.tensor.clone());
+    }
+
+    /// What is shown, as a fragment says it (no mode); tracked.
+    pub fn get(&self) -> ViewState {
+        let (col, asc) = self.sort.get();
+        ViewState {
+            mode: None,
+            sort: (col != TensorCol::Index).then(|| (col.key().to_owned(), asc)),
+            query: self.query.get(),
+            group: self.group.get(),
+            layer: self.layer.get(),
+            tensor: self.selected.get(),
+        }
+    }
 }

@@ -303,6 +303,12 @@ impl CompareReport {
         }
     }
 
+    /// The pairs of [`CompareReport::most_changed`], in its order (a name no pair has, in
+    /// a report edited by hand, is left out).
+    pub fn most_changed_pairs(&self) -> impl Iterator<Item = &PairReport> {
+        (self.most_changed.iter()).filter_map(|n| self.pairs.iter().find(|p| &p.name == n))
+    }
+
     /// Whether anything differs: a changed pair, an unmatched name or a shape mismatch
     /// (`organ diff --fail-on-change`).
     pub fn any_change(&self) -> bool {

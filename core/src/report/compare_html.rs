@@ -1,8 +1,8 @@
 //! A compare report (`docs/compare.md`) as one self-contained static HTML page, like the θ
-//! report's ([`super::html`]): inline data, CSS, the 1 − cos heatmap and the θ scatter
-//! ([`CompareHeatmap`], [`theta_scatter_svg`], shared with the browser app), a few lines of
-//! script for sorting and filtering, and a Content-Security-Policy that forbids every
-//! network fetch. The browser app exports it and `organ diff --html` writes it.
+//! report's ([`super::html`]): inline data, CSS, the 1 − cos heatmap, the θ scatter and dθ
+//! by layer ([`CompareHeatmap`], [`theta_scatter_svg`], [`d_theta_by_layer_svg`], shared
+//! with the browser app), a few lines of script for sorting and filtering, and a
+//! Content-Security-Policy that forbids every network fetch. The browser app exports it and `organ diff --html` writes it.
 //!
 //! The full report is embedded as JSON (`<script type="application/json"
 //! id="organ-report">`, read back by [`super::page::extract_json`]), so the page opens in
@@ -10,7 +10,8 @@
 
 use super::page::{embeddable_json, escape, opt, SCRIPT, STYLE};
 use super::{
-    cell_style, diff_color, diff_rgb, human_bytes, human_count, sci, theta_scatter_svg, CompareHeatmap, IDENTICAL_COLOR,
+    cell_style, d_theta_by_layer_svg, diff_color, diff_rgb, human_bytes, human_count, sci, theta_scatter_svg,
+    CompareHeatmap, IDENTICAL_COLOR,
 };
 use crate::compare::{CompareReport, PairReport, Side};
 use alloc::format;
@@ -28,6 +29,12 @@ const COMPARE_STYLE: &str = "
 .heat.diff td{width:70px}.same{background:#dfe3e8;color:#5b6673}.cols{display:flex;flex-wrap:wrap;gap:32px;align-items:flex-start}
 .scatterbox{width:380px}ul.warnings li{color:#8a4b00}td.yes{color:#5b6673}.sides td:first-child{font-weight:600}
 ";
+
+/// A most changed pair's figures, as the most changed lists show them beside its name
+/// (here and in the browser app): `cos 0.99900000 · rel_l2 1.00e-2`.
+pub fn changed_figures(p: &PairReport) -> String {
+    format!("cos {} · rel_l2 {}", opt(p.cos, 8), sci(p.rel_l2))
+}
 
 /// An exact figure for a `data-*` attribute (shortest round-trip form; empty for none).
 fn exact(v: Option<f64>) -> String {
@@ -56,8 +63,8 @@ fn pair_row(out: &mut String, p: &PairReport) {
         .map_or_else(String::new, |e| format!("{} ({} identical)", e.len(), e.iter().filter(|x| x.identical).count()));
     let _ = write!(
         out,
-        "<tr data-name=\"{name}\" data-identical=\"{}\" data-cos=\"{}\" data-rel-l2=\"{}\" data-max-abs=\"{}\" data-d-theta=\"{}\">\
-         <td>{name}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{shape}</td><td{}>{}</td>\
+        "<tr data-name=\"{name}\" data-group=\"{group}\" data-layer=\"{layer}\" data-identical=\"{}\" data-cos=\"{}\" data-rel-l2=\"{}\" data-max-abs=\"{}\" data-d-theta=\"{}\">\
+         <td>{name}</td><td>{group}</td><td class=\"n\">{layer}</td><td>{}</td><td>{}</td><td>{shape}</td><td{}>{}</td>\
          <td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\" data-v=\"{}\">{}</td>\
          <td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{experts}</td></tr>",
         p.identical,
@@ -65,8 +72,6 @@ fn pair_row(out: &mut String, p: &PairReport) {
         exact(p.rel_l2),
         exact(p.max_abs),
         exact(p.d_theta),
-        p.group.name(),
-        p.layer.map_or_else(String::new, |l| format!("{l}")),
         escape(&p.type_a),
         escape(&p.type_b),
         if p.identical { " class=\"yes\"" } else { "" },
@@ -85,6 +90,8 @@ fn pair_row(out: &mut String, p: &PairReport) {
         opt(p.theta_b, 3),
         p.dropped,
         name = escape(&p.name),
+        group = p.group.name(),
+        layer = p.layer.map_or_else(String::new, |l| format!("{l}")),
     );
 }
 
@@ -202,17 +209,31 @@ pub fn render_compare(r: &CompareReport) -> String {
         );
     }
     out.push_str("</tbody></table><h3>Most changed</h3><ol class=\"most-changed\">");
-    for n in &r.most_changed {
-        let _ = write!(out, "<li><code>{}</code></li>", escape(n));
+    for p in r.most_changed_pairs() {
+        let _ = write!(
+            out,
+            "<li data-name=\"{name}\" data-cos=\"{}\" data-rel-l2=\"{}\"><code>{name}</code> <span class=\"mute\">{}</span></li>",
+            exact(p.cos),
+            exact(p.rel_l2),
+            changed_figures(p),
+            name = escape(&p.name),
+        );
     }
     out.push_str("</ol></div>");
     heatmap(&mut out, r);
     let _ = write!(out, "<div class=\"scatterbox\"><h3>θ(A) against θ(B)</h3>{}</div></div>", theta_scatter_svg(r));
+    let plot = d_theta_by_layer_svg(r);
+    if !plot.is_empty() {
+        let _ = write!(out, "<h3>dθ by layer</h3><div class=\"layer-plot\" style=\"max-width:680px\">{plot}</div>");
+    }
     out.push_str(
         "<h2>Pairs</h2><input class=\"filter\" placeholder=\"filter by name, group, type…\" data-table=\"pairs\">\
-         <div class=\"scroll\"><table class=\"sortable pairs\" id=\"pairs\"><thead><tr><th>name</th><th>group</th><th data-num>layer</th>\
-         <th>type A</th><th>type B</th><th>shape</th><th>bytes</th><th data-num>cos</th><th data-num>1 − cos</th><th data-num>rel_l2</th>\
-         <th data-num>max_abs</th><th data-num>dθ</th><th data-num>θ(A)</th><th data-num>θ(B)</th><th data-num>dropped</th><th>experts</th></tr></thead><tbody>",
+         <div class=\"scroll\"><table class=\"sortable pairs\" id=\"pairs\"><thead><tr><th data-key=\"name\">name</th>\
+         <th data-key=\"group\">group</th><th data-num data-key=\"layer\">layer</th><th>type A</th><th>type B</th><th>shape</th>\
+         <th data-key=\"identical\">bytes</th><th data-num data-key=\"cos\">cos</th><th data-num>1 − cos</th>\
+         <th data-num data-key=\"rel_l2\">rel_l2</th><th data-num data-key=\"max_abs\">max_abs</th><th data-num data-key=\"d_theta\">dθ</th>\
+         <th data-num data-key=\"theta_a\">θ(A)</th><th data-num data-key=\"theta_b\">θ(B)</th><th data-num>dropped</th><th>experts</th>\
+         </tr></thead><tbody>",
     );
     for p in &r.pairs {
         pair_row(&mut out, p);
@@ -339,10 +360,14 @@ mod tests {
         for needle in ["src=", "href=", "url(", "@import"] {
             assert!(!page.contains(needle), "{needle}");
         }
-        assert_eq!(page.matches("data-cos=\"0.999\"").count(), 2);
+        assert_eq!(page.matches("data-cos=\"0.999\"").count(), 4, "two pair rows, two most changed");
         assert!(page.contains("id=\"diff-heatmap\"") && page.contains("<svg class=\"scatter\""));
-        assert_eq!(page.matches("<circle").count(), 2);
+        assert_eq!(page.matches("<circle class=\"pt").count(), 2);
         assert!(page.contains("data-count=\"only_in_a\">only in A<b>1</b>"));
         assert!(page.contains("<h3>Experts</h3>"));
+        // The most changed list names each pair with its cos and rel_l2; dθ by layer.
+        assert_eq!(page.matches("<li data-name=").count(), 2);
+        assert_eq!(page.matches("cos 0.99900000 · rel_l2 1.0e-2</span></li>").count(), 2);
+        assert!(page.contains("<h3>dθ by layer</h3>") && page.contains("<svg class=\"d-theta-by-layer\""));
     }
 }

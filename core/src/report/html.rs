@@ -1,4 +1,5 @@
-//! A θ report as one self-contained static HTML page: inline data, CSS, charts and a few
+//! A θ report as one self-contained static HTML page: inline data, CSS, charts (the
+//! heatmap, θ by layer) and a few
 //! lines of script for sorting and filtering; a Content-Security-Policy that forbids every
 //! network fetch, so the page opens offline and can be shared as a file. The browser app
 //! exports it and `organ measure --html` writes it: the same function for both.
@@ -11,7 +12,7 @@ pub use super::compare_html::render_compare;
 pub use super::page::{embeddable_json, escape, extract_json};
 use super::page::{opt, SCRIPT, STYLE};
 use super::{cell_style, hatch_style, human_bytes, human_count, ink, sigma_legend, sigma_rgb, theta_legend, theta_rgb};
-use super::{Heatmap, ModelReport, Report, Status, NOISY_STYLE, SIGMA_MARK, THETA_SCALE};
+use super::{theta_by_layer_svg, Heatmap, ModelReport, Report, Status, NOISY_STYLE, SIGMA_MARK, THETA_SCALE};
 use alloc::format;
 use alloc::string::String;
 use core::fmt::Write;
@@ -130,13 +131,18 @@ fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
             sigma_heatmap(out, &h);
         }
     }
+    let plot = theta_by_layer_svg(m);
+    if !plot.is_empty() {
+        let _ = write!(out, "<h3>θ by layer</h3><div class=\"layer-plot\" style=\"max-width:680px\">{plot}</div>");
+    }
     out.push_str(&super::expert_heatmap::html_section(m));
     let _ = write!(
         out,
         "<h3>Tensors</h3><input class=\"filter\" placeholder=\"filter by name, group, type…\" data-table=\"tensors-{idx}\">\
-         <div class=\"scroll\"><table class=\"sortable tensors\" id=\"tensors-{idx}\"><thead><tr><th>name</th><th>group</th>\
-         <th data-num>layer</th><th>type</th><th>shape</th><th data-num>θ</th><th data-num>H</th><th data-num>K</th>\
-         <th data-num>C</th><th>status</th></tr></thead><tbody>"
+         <div class=\"scroll\"><table class=\"sortable tensors\" id=\"tensors-{idx}\"><thead><tr><th data-key=\"name\">name</th>\
+         <th data-key=\"group\">group</th><th data-num data-key=\"layer\">layer</th><th data-key=\"type\">type</th><th>shape</th>\
+         <th data-num data-key=\"theta\">θ</th><th data-num data-key=\"h\">H</th><th data-num data-key=\"k\">K</th>\
+         <th data-num data-key=\"c\">C</th><th>status</th></tr></thead><tbody>"
     );
     for t in &m.tensors {
         let shape: String = t.shape.iter().map(|d| format!("{d}")).collect::<alloc::vec::Vec<_>>().join("×");
@@ -149,9 +155,11 @@ fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
         let sigma_attr = t.sigma.map_or_else(String::new, |x| format!(" data-sigma=\"{x}\""));
         let _ = write!(
             out,
-            "<tr data-name=\"{}\" data-theta=\"{theta_attr}\"{sigma_attr}><td>{}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td><td>{shape}</td>\
+            "<tr data-name=\"{}\" data-group=\"{}\" data-layer=\"{}\" data-theta=\"{theta_attr}\"{sigma_attr}><td>{}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td><td>{shape}</td>\
              <td class=\"n\" data-v=\"{theta_attr}\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{status}</td></tr>",
             escape(&t.name),
+            t.group.name(),
+            t.layer.map_or_else(String::new, |l| format!("{l}")),
             escape(&t.name),
             t.group.name(),
             t.layer.map_or_else(String::new, |l| format!("{l}")),
@@ -315,6 +323,8 @@ mod tests {
         assert_eq!(page.matches("data-theta=\"41.25\"").count(), 2);
         assert!(page.contains("<table class=\"heat\">"));
         assert!(!page.contains('±'), "no σ without --sigma");
+        assert!(page.contains("<h3>θ by layer</h3>") && page.contains("<svg class=\"theta-by-layer\""));
+        assert!(!page.contains("class=\"band\""));
     }
 
     /// With σ (§7), θ shows its σ beside it in the card, the wells, the table and the
@@ -340,5 +350,7 @@ mod tests {
         assert_eq!(page.matches("<table class=\"heat sigma\">").count(), 2);
         assert_eq!(page.matches("data-v=\"1.25\">1.25</td>").count(), 4);
         assert_eq!(page.matches(" data-sigma=\"1.25\"").count(), 6, "4 tensor rows and 2 θ mean cards");
+        // θ by layer: each model's plot has a σ band per kind (two kinds of one layer each).
+        assert_eq!(page.matches("<polygon class=\"band\"").count(), 4);
     }
 }

@@ -1,10 +1,10 @@
 //! θ reports and how they are shown: the one JSON schema every face writes (CLI `--json`,
 //! browser export, HTTP API; `docs/report.schema.json`), a model's summary (§4 of
-//! `docs/z-measure.md`), what the faces draw (heatmap, histogram, colours, number
-//! formats) and the static HTML page; and how a compare report ([`crate::compare`]) is
-//! shown: its 1 − cos heatmap, θ(A)/θ(B) scatter and static page. The measure itself is
-//! [`crate::zmeasure`]'s, the comparison [`crate::compare`]'s; this module only presents
-//! what they return.
+//! `docs/z-measure.md`), what the faces draw (heatmap, θ by layer, histogram, colours,
+//! number formats) and the static HTML page; and how a compare report
+//! ([`crate::compare`]) is shown: its 1 − cos heatmap, θ(A)/θ(B) scatter, dθ by layer and
+//! static page. The measure itself is [`crate::zmeasure`]'s, the comparison
+//! [`crate::compare`]'s; this module only presents what they return.
 
 mod compare_heatmap;
 mod compare_html;
@@ -12,11 +12,13 @@ mod csv;
 mod expert_heatmap;
 mod format;
 pub mod formats;
+mod fragment;
 mod heatmap;
 mod histogram;
 pub mod html;
 mod json;
 mod kinds;
+mod layer_plot;
 mod page;
 mod scatter;
 mod schema;
@@ -26,7 +28,7 @@ mod tensor_report;
 mod text;
 
 pub use compare_heatmap::{CompareHeatmap, DiffCell, DIFF_FLOOR};
-pub use compare_html::{render_compare, SAME_POSITIONS};
+pub use compare_html::{changed_figures, render_compare, SAME_POSITIONS};
 pub use csv::prediction as prediction_csv;
 pub use csv::sensitivity as sensitivity_csv;
 pub use expert_heatmap::{caption as experts_caption, ExpertHeatmap};
@@ -35,9 +37,11 @@ pub use format::{
     relative_luminance, sci, sigma_rgb, theta_color, theta_legend, theta_rgb, IDENTICAL_COLOR, THETA_SCALE,
 };
 pub use formats::{AnyReport, Format, Kind, Shown, FORMATS};
+pub use fragment::ViewState;
 pub use heatmap::{hatch_style, sigma_color, sigma_legend, Heatmap, NEIGHBOUR_SIGMAS, NOISY_STYLE, OUTSIDE_LABEL};
 pub use heatmap::{SIGMA_MARK, TYPICAL_SIGMA};
 pub use histogram::Histogram;
+pub use layer_plot::{d_theta_by_layer_svg, kind_of, theta_by_layer_svg};
 pub use scatter::theta_scatter_svg;
 pub use schema::{Measured, ModelReport, RankRow, Report, RANKING_NOTE};
 pub use summary::{GroupSummary, Summary, Well, WELLS};

@@ -1,6 +1,8 @@
 //! What every static page shares (the θ report's, [`super::html`], and the compare
 //! report's, [`super::render_compare`]): HTML escaping, the report embedded as JSON and read
-//! back, the CSS, and the script that sorts and filters tables.
+//! back, the CSS, and the script that sorts and filters tables and keeps the first table's
+//! view in the URL fragment, with the app's keys ([`super::ViewState`]): a link to the page
+//! with a fragment reopens its view.
 
 use alloc::format;
 use alloc::string::String;
@@ -48,8 +50,24 @@ var b=t.tBodies[0],rows=Array.prototype.slice.call(b.rows),num=th.hasAttribute('
 rows.sort(function(x,y){var a=x.cells[i].getAttribute('data-v'),c=y.cells[i].getAttribute('data-v');if(a===null)a=x.cells[i].textContent;if(c===null)c=y.cells[i].textContent;
 if(num){a=parseFloat(a);c=parseFloat(c);if(isNaN(a))a=-1e300;if(isNaN(c))c=-1e300;return dir==='asc'?a-c:c-a}return dir==='asc'?a.localeCompare(c):c.localeCompare(a)});
 rows.forEach(function(r){b.appendChild(r)})})})});
-document.querySelectorAll('input.filter').forEach(function(inp){inp.addEventListener('input',function(){var q=inp.value.toLowerCase();
-document.getElementById(inp.dataset.table).querySelectorAll('tbody tr').forEach(function(r){r.hidden=q!==''&&r.textContent.toLowerCase().indexOf(q)<0})})});
+function organFilter(inp){var q=inp.value.toLowerCase(),g=inp.dataset.group||'',l=inp.dataset.layer||'';
+document.getElementById(inp.dataset.table).querySelectorAll('tbody tr').forEach(function(r){
+r.hidden=(q!==''&&r.textContent.toLowerCase().indexOf(q)<0)||(g!==''&&r.dataset.group!==g)||(l!==''&&r.dataset.layer!==l)})}
+document.querySelectorAll('input.filter').forEach(function(inp){inp.addEventListener('input',function(){organFilter(inp)})});
+(function(){var inp=document.querySelector('input.filter');if(!inp)return;var t=document.getElementById(inp.dataset.table),v={},cur=null,sel=null;
+location.hash.slice(1).split('&').forEach(function(p){var i=p.indexOf('=');if(i>0)try{v[p.slice(0,i)]=decodeURIComponent(p.slice(i+1).replace(/\\+/g,' '))}catch(e){}});
+var ths=Array.prototype.slice.call(t.tHead.rows[0].cells);
+function select(r){if(sel)sel.style.outline='';sel=r;r.style.outline='2px solid #4a78b5'}
+function save(){var p=[];function a(k,x){if(x)p.push(k+'='+encodeURIComponent(x))}a('mode',v.mode);a('sort',cur);a('q',inp.value);
+a('group',inp.dataset.group);a('layer',inp.dataset.layer);a('tensor',sel&&sel.dataset.name);
+history.replaceState(null,'',p.length?'#'+p.join('&'):location.pathname+location.search)}
+ths.forEach(function(th){th.addEventListener('click',function(){if(th.dataset.key)cur=(th.dataset.dir==='desc'?'-':'')+th.dataset.key;save()})});
+inp.addEventListener('input',save);
+t.tBodies[0].addEventListener('click',function(e){var r=e.target.closest('tr');if(r){select(r);save()}});
+if(v.group)inp.dataset.group=v.group;if(/^[0-9]+$/.test(v.layer||''))inp.dataset.layer=v.layer;if(v.q)inp.value=v.q;organFilter(inp);
+if(v.sort){var d=v.sort.charAt(0)==='-',k=d?v.sort.slice(1):v.sort;ths.forEach(function(th){if(th.dataset.key===k){th.click();if(d)th.click()}})}
+Array.prototype.forEach.call(t.tBodies[0].rows,function(r){if(v.tensor&&r.dataset.name===v.tensor){select(r);r.scrollIntoView({block:'center'})}});
+})();
 ";
 
 pub(crate) fn opt(v: Option<f64>, digits: usize) -> String {

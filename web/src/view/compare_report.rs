@@ -1,15 +1,16 @@
 //! A compare report on screen: which model is A and which B, the exports, the counts and
-//! warnings, the groups, the 1 − cos heatmap beside the θ(A)/θ(B) scatter, every pair in
-//! a table, and the names that did not pair.
+//! warnings, the groups and the most changed pairs (with their cos and rel_l2), the 1 − cos
+//! heatmap beside the θ(A)/θ(B) scatter, dθ by layer, every pair in a table, and the names
+//! that did not pair.
 
 use super::diff_heatmap::DiffHeatmapView;
-use super::pair_table::PairTable;
+use super::pair_table::{exact, PairTable};
 use crate::export;
 use crate::state::CompareData;
 use leptos::prelude::*;
 use organ_core::compare::Side;
 use organ_core::report::formats::{AnyReport, Format, Kind};
-use organ_core::report::{human_bytes, human_count, sci, theta_scatter_svg};
+use organ_core::report::{changed_figures, d_theta_by_layer_svg, human_bytes, human_count, sci, theta_scatter_svg};
 use std::sync::Arc;
 
 /// One model's row in the table of the two.
@@ -56,6 +57,7 @@ pub fn CompareView(data: Arc<CompareData>) -> impl IntoView {
     let (ms, bytes, n) = data.run.unwrap_or((0.0, 0, 0));
     let counts = r.counts.labelled();
     let scatter = theta_scatter_svg(&r);
+    let d_theta = d_theta_by_layer_svg(&r);
     view! {
         <section id="compare" data-done="1" data-elapsed-ms=ms.to_string() data-bytes-read=bytes.to_string() data-threads=n.to_string()>
             <div class="row">
@@ -86,7 +88,11 @@ pub fn CompareView(data: Arc<CompareData>) -> impl IntoView {
                     }).collect_view()}
                     </tbody></table>
                     <h3>"Most changed"</h3>
-                    <ol id="most-changed" class="wells">{r.most_changed.iter().map(|n| view! { <li><code>{n.clone()}</code></li> }).collect_view()}</ol>
+                    <ol id="most-changed" class="wells">{r.most_changed_pairs().map(|p| view! {
+                        <li data-name=p.name.clone() data-cos=exact(p.cos) data-rel-l2=exact(p.rel_l2)>
+                            <code>{p.name.clone()}</code>" "<span class="mute">{changed_figures(p)}</span>
+                        </li>
+                    }).collect_view()}</ol>
                 </div>
                 <div>
                     <DiffHeatmapView r=r.clone() />
@@ -94,6 +100,10 @@ pub fn CompareView(data: Arc<CompareData>) -> impl IntoView {
                     <div id="scatter" class="scatterbox" inner_html=scatter></div>
                 </div>
             </div>
+            {(!d_theta.is_empty()).then(|| view! {
+                <h3>"dθ by layer"</h3>
+                <div id="d-theta-by-layer" class="layer-plot" inner_html=d_theta></div>
+            })}
             <PairTable r=r.clone() />
             <h3>"Unmatched"</h3>
             <div class="two three">

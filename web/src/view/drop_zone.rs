@@ -1,5 +1,6 @@
-//! Where files come in: a drop target that is also a file chooser, and the page's mode
-//! tabs and the two drop targets of a comparison (A, the base; B, the other).
+//! Where files come in: a drop target that is also a file chooser (a thin bar once a
+//! report is on screen), and the page's mode tabs and the two drop targets of a
+//! comparison (A, the base; B, the other).
 
 use crate::state::{Mode, Role};
 use leptos::prelude::*;
@@ -28,6 +29,9 @@ pub fn DropZone(
         default = "All the shards of a split model together, or a report exported earlier (.json or .html). Any size: only the sampled blocks are read."
     )]
     hint: &'static str,
+    /// Shrinks the zone to a thin bar (after a run: it still takes another file).
+    #[prop(into, default = Signal::stored(false))]
+    slim: Signal<bool>,
 ) -> impl IntoView {
     let dragging = RwSignal::new(false);
     let on_change = move |ev: web_sys::Event| {
@@ -41,7 +45,7 @@ pub fn DropZone(
         on_files.run(file_list(ev.data_transfer().and_then(|d| d.files())));
     };
     view! {
-        <label id=id class="drop" class:over=move || dragging.get()
+        <label id=id class="drop" class:over=move || dragging.get() class:slim=move || slim.get()
             on:dragover=move |ev: web_sys::DragEvent| { ev.prevent_default(); dragging.set(true); }
             on:dragleave=move |_| dragging.set(false)
             on:drop=on_drop>
@@ -78,6 +82,9 @@ pub fn CompareInputs(
     names: ReadSignal<[String; 2]>,
     /// Called with the role and the files dropped or chosen.
     on_files: Callback<(Role, Vec<web_sys::File>)>,
+    /// Shrinks both zones to thin bars (after a run).
+    #[prop(into, default = Signal::stored(false))]
+    slim: Signal<bool>,
 ) -> impl IntoView {
     let title = move |k: usize, role: &'static str| {
         Signal::derive(move || {
@@ -92,10 +99,10 @@ pub fn CompareInputs(
     view! {
         <div class="two pair-inputs">
             <DropZone id="drop-a" input_id="file-a" title=title(0, "A · the base")
-                hint="The model compared against (e.g. the original). All shards of a split model together."
+                hint="The model compared against (e.g. the original). All shards of a split model together." slim
                 on_files=Callback::new(move |f| on_files.run((Role::A, f))) />
             <DropZone id="drop-b" input_id="file-b" title=title(1, "B · the other")
-                hint="The model compared with A (a finetune, a requantization, a graft…). Or drop a compare report (.json, .html)."
+                hint="The model compared with A (a finetune, a requantization, a graft…). Or drop a compare report (.json, .html)." slim
                 on_files=Callback::new(move |f| on_files.run((Role::B, f))) />
         </div>
     }

@@ -2,9 +2,11 @@
 //! the tensors outside the layers in a row of their own. With σ (§7) it can show the σ of
 //! each cell's mean instead, and in the θ view it marks the cells whose σ exceeds a
 //! threshold the viewer sets and hatches those within the noise of their neighbours (the
-//! core's `Heatmap` decides which, and writes the caption).
+//! core's `Heatmap` decides which, and writes the caption). A layer's cell clicked shows its
+//! tensors in the table.
 
 use leptos::prelude::*;
+use organ_core::anatomy::Group;
 use organ_core::report::ModelReport;
 use organ_core::report::{cell_style, hatch_style, ink, sigma_legend, sigma_rgb, theta_legend, theta_rgb};
 use organ_core::report::{Heatmap, NOISY_STYLE, SIGMA_MARK, THETA_SCALE};
@@ -13,7 +15,11 @@ use std::sync::Arc;
 /// One row per layer, one column per group, each cell the mean θ of its tensors (or its
 /// σ), with a legend; nothing for a model without layers.
 #[component]
-pub fn HeatmapView(m: Arc<ModelReport>) -> impl IntoView {
+pub fn HeatmapView(
+    m: Arc<ModelReport>,
+    /// A cell clicked: its layer and group.
+    on_cell: Callback<(u32, Group)>,
+) -> impl IntoView {
     let h = Arc::new(Heatmap::of(&m));
     if h.layers.is_empty() {
         return ().into_any();
@@ -62,7 +68,7 @@ pub fn HeatmapView(m: Arc<ModelReport>) -> impl IntoView {
                 .map(|(r, label)| {
                     view! {
                         <tr class=h.is_outside(r).then_some("outside")><td>{label}</td>
-                        {(0..h.groups.len()).map(|c| cell(&h, r, c, sigma, t)).collect_view()}
+                        {(0..h.groups.len()).map(|c| cell(&h, r, c, sigma, t, on_cell)).collect_view()}
                         </tr>
                     }
                 })
@@ -89,12 +95,19 @@ pub fn HeatmapView(m: Arc<ModelReport>) -> impl IntoView {
 }
 
 /// Cell (`r`, `c`): its mean θ, marked when noisier than `threshold` and hatched when within
-/// the noise of its neighbours, or its σ.
-fn cell(h: &Heatmap, r: usize, c: usize, sigma: bool, threshold: f64) -> AnyView {
+/// the noise of its neighbours, or its σ; clicking a layer's cell calls `on_cell` with its
+/// layer and group (the row outside the layers has no layer to filter by).
+fn cell(h: &Heatmap, r: usize, c: usize, sigma: bool, threshold: f64, on_cell: Callback<(u32, Group)>) -> AnyView {
     let title = h.title(r, c, threshold);
+    let (layer, group) = (h.layers.get(r).copied(), h.groups.get(c).copied().unwrap_or(Group::Other));
+    let click = move |_| {
+        if let Some(l) = layer {
+            on_cell.run((l, group));
+        }
+    };
     match (h.cell(r, c), h.cell_sigma(r, c)) {
         (Some(_), Some(s)) if sigma => view! {
-            <td style=cell_style(sigma_rgb(s, h.sigma_max)) title=title data-v=s.to_string()>{format!("{s:.2}")}</td>
+            <td style=cell_style(sigma_rgb(s, h.sigma_max)) title=title data-v=s.to_string() on:click=click>{format!("{s:.2}")}</td>
         }
         .into_any(),
         (Some((t, _)), _) => {
@@ -109,7 +122,8 @@ fn cell(h: &Heatmap, r: usize, c: usize, sigma: bool, threshold: f64) -> AnyView
             );
             view! {
                 <td style=style title=title data-v=t.to_string() data-noisy=noisy.then_some("1")
-                    data-within-noise=within.then_some("1")>{format!("{t:.1}")}</td>
+                    data-within-noise=within.then_some("1") data-layer=layer.map(|l| l.to_string())
+                    data-group=group.name() on:click=click>{format!("{t:.1}")}</td>
             }
             .into_any()
         }

@@ -89,6 +89,7 @@ pub fn PairTable(r: Arc<CompareReport>) -> impl IntoView {
         group_select(
             "pair-group-filter",
             move |g| r.pairs.iter().any(|p| p.group == g),
+            move || filters.with(|f| f.group.clone()),
             move |g| filters.update(|f| f.group = g),
         )
     };
@@ -129,7 +130,7 @@ pub fn PairTable(r: Arc<CompareReport>) -> impl IntoView {
 }
 
 /// An exact figure for a `data-*` attribute (shortest round-trip form; empty for none).
-fn exact(v: Option<f64>) -> String {
+pub(super) fn exact(v: Option<f64>) -> String {
     v.map_or_else(String::new, |x| x.to_string())
 }
 

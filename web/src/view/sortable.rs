@@ -27,6 +27,11 @@ impl<C: Copy + PartialEq + Send + Sync + 'static> Sort<C> {
         Self(RwSignal::new((col, true)))
     }
 
+    /// Sorted as `sort` says (a signal kept outside the table).
+    pub fn of(sort: RwSignal<(C, bool)>) -> Self {
+        Self(sort)
+    }
+
     /// The column and whether ascending (tracked).
     pub fn get(self) -> (C, bool) {
         self.0.get()
@@ -60,17 +65,18 @@ pub(super) fn visible<R, C: Column<R>>(rows: &[R], keep: impl Fn(&R) -> bool, (c
 }
 
 /// The select of the groups some row is in (`has`), in the anatomy's order, after "all
-/// groups" (value ""); `on_group` gets the value chosen.
+/// groups" (value ""), showing `current`; `on_group` gets the value chosen.
 pub(super) fn group_select(
     id: &'static str,
     has: impl Fn(Group) -> bool,
+    current: impl Fn() -> String + Copy + Send + Sync + 'static,
     on_group: impl Fn(String) + 'static,
 ) -> impl IntoView {
     let groups: Vec<&'static str> = Group::ALL.iter().filter(|g| has(**g)).map(|g| g.name()).collect();
     view! {
         <select id=id on:change=move |ev| on_group(event_target_value(&ev))>
-            <option value="">"all groups"</option>
-            {groups.into_iter().map(|g| view! { <option value=g>{g}</option> }).collect_view()}
+            <option value="" prop:selected=move || current().is_empty()>"all groups"</option>
+            {groups.into_iter().map(|g| view! { <option value=g prop:selected=move || current() == g>{g}</option> }).collect_view()}
         </select>
     }
 }

@@ -1,5 +1,6 @@
 //! Every tensor of the model in a table that sorts by any column and filters by name,
-//! type or group, beside the histogram of the tensor clicked; with a predicted and a
+//! type, group or layer, beside the histogram of the tensor clicked (or chosen in the
+//! heatmap or the wells: the sort, filters and selection are the page's [`TensorView`]); with a predicted and a
 //! measured sensitivity beside θ when there are (`super::sensitivity`).
 //!
 //! The rows are a keyed list (`<For>`, keyed by tensor index): a sort or a filter moves
@@ -8,7 +9,7 @@
 
 use super::histogram::HistogramView;
 use super::sortable::{self, by_figure, group_select, Column, Sort};
-use crate::state::SensData;
+use crate::state::{SensData, TensorCol as Col, TensorView};
 use leptos::prelude::*;
 use organ_core::report::Histogram;
 use organ_core::report::{ModelReport, Status, TensorReport};
@@ -21,23 +22,6 @@ struct Row {
     t: TensorReport,
     predicted: Option<f64>,
     measured: Option<f64>,
-}
-
-/// Table columns that sort.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Col {
-    Index,
-    Name,
-    Group,
-    Layer,
-    Type,
-    Theta,
-    Sigma,
-    H,
-    K,
-    C,
-    Predicted,
-    Measured,
 }
 
 impl Column<Row> for Col {
@@ -63,12 +47,13 @@ impl Column<Row> for Col {
 
 /// The indices of the tensors that pass the filters, in the chosen order (ties in file
 /// order). `query` matches a name's substring or a whole type, case-insensitively;
-/// `group` is a group's name, or empty for all.
-fn visible(rows: &[Row], query: &str, group: &str, sort: (Col, bool)) -> Vec<usize> {
+/// `group` is a group's name, or empty for all; `layer`, when there is one, the layer.
+fn visible(rows: &[Row], query: &str, group: &str, layer: Option<u32>, sort: (Col, bool)) -> Vec<usize> {
     let q = query.to_lowercase();
     let keep = |r: &Row| {
         let t = &r.t;
         (group.is_empty() || t.group.name() == group)
+            && (layer.is_none() || t.layer == layer)
             && (q.is_empty() || t.name.to_lowercase().contains(&q) || t.ty.to_lowercase() == q)
     };
     sortable::visible(rows, keep, sort)
@@ -97,29 +82,37 @@ pub fn TensorTable(
     histograms: Arc<Vec<Option<Histogram>>>,
     /// Predicted and measured sensitivity, as columns beside θ.
     sens: SensData,
+    /// The sort, the filters and the selected tensor (the heatmap and the wells set them too).
+    view: TensorView,
 ) -> impl IntoView {
-    let sort = Sort::new(Col::Index);
+    let TensorView { sort, query: filter, group, layer, selected } = view;
+    let sort = Sort::of(sort);
     let all = Arc::new(rows_of(&m, &sens));
     let (has_predicted, has_measured) = (sens.predicted.is_some(), sens.measured.is_some());
-    let filter = RwSignal::new(String::new());
-    let group = RwSignal::new(String::new());
-    let selected: RwSignal<Option<usize>> = RwSignal::new(None);
     let rows = {
         let all = all.clone();
-        move || filter.with(|q| group.with(|g| visible(&all, q, g, sort.get())))
+        move || filter.with(|q| group.with(|g| visible(&all, q, g, layer.get(), sort.get())))
     };
     let header = move |label, col| sort.header(label, col);
     let groups = {
         let m = m.clone();
-        group_select("group-filter", move |g| m.tensors.iter().any(|t| t.group == g), move |g| group.set(g))
+        let has = move |g| m.tensors.iter().any(|t| t.group == g);
+        group_select("group-filter", has, move || group.get(), move |g| group.set(g))
+    };
+    // A layer chosen by a heatmap cell: a button that shows all layers again.
+    let layer_chip = move || {
+        layer.get().map(|l| {
+            view! { <button id="layer-filter" title="show every layer" on:click=move |_| layer.set(None)>{format!("layer {l} ✕")}</button> }
+        })
     };
     // σ_θ stands beside θ when the report has it (§7).
     let sigma = m.tensors.iter().any(|t| t.sigma.is_some());
     view! {
         <h3>"Tensors"</h3>
         <div class="row filters">
-            <input id="filter" type="search" placeholder="filter by name or type" on:input=move |ev| filter.set(event_target_value(&ev)) />
-            {groups}
+            <input id="filter" type="search" placeholder="filter by name or type" prop:value=move || filter.get()
+                on:input=move |ev| filter.set(event_target_value(&ev)) />
+            {groups}{layer_chip}
             <span class="mute">"Click a column to sort, a row for its histogram."</span>
         </div>
         <div class="two wide">
@@ -137,7 +130,7 @@ pub fn TensorTable(
                 </table>
             </div>
             <div id="histogram" class="hist">
-                {move || match selected.get() {
+                {move || match selected.with(|n| n.as_ref().and_then(|n| m.tensors.iter().position(|t| &t.name == n))) {
                     None => view! { <p class="mute">"Click a tensor to see the histogram of its sampled values."</p> }.into_any(),
                     Some(i) => {
                         let t = &m.tensors[i];
@@ -153,8 +146,9 @@ pub fn TensorTable(
 /// measured KLD columns when `kld` says; clicking it selects the tensor. Built once per
 /// tensor shown: a sort or filter moves it, only the selection restyles it. Its
 /// `data-theta`, `data-sigma`, `data-predicted` and `data-measured` carry the figures in full.
-fn tensor_row(i: usize, r: &Row, sigma: bool, kld: (bool, bool), selected: RwSignal<Option<usize>>) -> impl IntoView {
+fn tensor_row(i: usize, r: &Row, sigma: bool, kld: (bool, bool), selected: RwSignal<Option<String>>) -> impl IntoView {
     let t = &r.t;
+    let (is, pick) = (t.name.clone(), t.name.clone());
     let sci = |v: Option<f64>| v.map_or_else(String::new, |x| format!("{x:.2e}"));
     let full = |v: Option<f64>| v.map_or_else(String::new, |x| x.to_string());
     let fmt = |v: Option<f64>, d: usize| v.map_or_else(String::new, |x| format!("{x:.d$}"));
@@ -166,7 +160,7 @@ fn tensor_row(i: usize, r: &Row, sigma: bool, kld: (bool, bool), selected: RwSig
         Status::NotMeasurable => "not measurable",
     };
     view! {
-        <tr data-name=t.name.clone() data-theta=theta_attr data-sigma=sigma_attr data-predicted=full(r.predicted) data-measured=full(r.measured) class:sel=move || selected.get() == Some(i) on:click=move |_| selected.set(Some(i))>
+        <tr data-name=t.name.clone() data-theta=theta_attr data-sigma=sigma_attr data-predicted=full(r.predicted) data-measured=full(r.measured) class:sel=move || selected.with(|s| s.as_ref() == Some(&is)) on:click=move |_| selected.set(Some(pick.clone()))>
             <td class="n">{i}</td><td><code>{t.name.clone()}</code></td><td>{t.group.name()}</td>
             <td class="n">{t.layer.map(|l| l.to_string()).unwrap_or_default()}</td><td>{t.ty.clone()}</td>
             <td class="n" title=status>{if t.status == Status::NotMeasurable { "n/m".to_owned() } else { fmt(t.theta, 3) }}</td>

@@ -114,7 +114,14 @@ pub fn print(v: &Verdict, w: &mut dyn Write) -> Result<()> {
 
 /// A verdict's word as printed on stdout: coloured on a terminal ([`crate::paint`]).
 pub fn verdict_word(g: Grade) -> String {
-    crate::paint::paint(g.name(), crate::paint::grade(g), crate::paint::Stream::Stdout)
+    use crate::paint::{BAD, GOOD, NOTE, WARN};
+    let style = match g {
+        Grade::Close => GOOD,
+        Grade::Changed => NOTE,
+        Grade::Degraded => WARN,
+        Grade::Broken => BAD,
+    };
+    crate::paint::paint(g.name(), style, crate::paint::Stream::Stdout)
 }
 
 /// Before any work: refuses what `--judge` cannot evaluate once the output is written, so

@@ -50,17 +50,6 @@ pub fn styled(text: &str, style: Style, on: bool) -> String {
     }
 }
 
-/// The style of a judge's verdict word.
-pub fn grade(g: crate::judge::Grade) -> Style {
-    use crate::judge::Grade;
-    match g {
-        Grade::Close => GOOD,
-        Grade::Changed => NOTE,
-        Grade::Degraded => WARN,
-        Grade::Broken => BAD,
-    }
-}
-
 /// `check`'s text report with its verdict word (`BROKEN`, `ok`) and each finding's severity
 /// (`error`, `warning`) coloured when `on`. The core writes the report (the same text goes
 /// to a file); only what reaches a terminal is coloured, here.

@@ -45,5 +45,5 @@ mod store;
 mod surgery;
 mod tokenizer;
 mod ux_cli;
-mod ux_look;
 mod ux_clicks;
+mod ux_look;

@@ -5,7 +5,9 @@
 
 use leptos::prelude::*;
 use organ_core::anatomy::OrganKind;
-use organ_core::report::{cell_style, experts_caption, theta_legend, theta_rgb, ExpertHeatmap, ModelReport, THETA_SCALE};
+use organ_core::report::{
+    cell_style, experts_caption, theta_legend, theta_rgb, ExpertHeatmap, ModelReport, THETA_SCALE,
+};
 use std::sync::Arc;
 
 /// A number's attribute value: every digit (the shortest form that reads back the same).

@@ -149,7 +149,7 @@ fn measure(report: &Report, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Res
         let measured = report.ranking.iter().any(|r| r.measured.is_some());
         write!(out, " {:>9} {:>8}", "signal", "tensors")?;
         if measured {
-            write!(out, "  {:<20}", "measured")?;
+            write!(out, "  measured")?;
         }
         writeln!(out)?;
         for r in &report.ranking {
@@ -166,11 +166,13 @@ fn measure(report: &Report, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Res
             }
             write!(out, " {:>9.4} {:>8}", r.signal, r.tensors)?;
             if measured {
-                write!(
-                    out,
-                    "  {:<20}",
-                    r.measured.as_ref().map_or_else(|| "-".to_owned(), super::schema::Measured::short)
-                )?;
+                let m = r.measured.as_ref().map_or_else(|| "-".to_owned(), super::schema::Measured::short);
+                // Padded only when the ≈ mark follows: no line ends in blanks.
+                if r.distinguishable_from_next == Some(false) {
+                    write!(out, "  {m:<20}")?;
+                } else {
+                    write!(out, "  {m}")?;
+                }
             }
             if r.distinguishable_from_next == Some(false) {
                 write!(out, "  ≈ next (within 2σ)")?;
@@ -180,7 +182,9 @@ fn measure(report: &Report, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Res
         if report.ranking.iter().any(|r| r.distinguishable_from_next == Some(false)) {
             writeln!(out, "  ≈: θ_mean within twice the larger σ of the next model's: not distinguishable")?;
         }
-        writeln!(out, "  {}", super::RANKING_NOTE)?;
+        for line in wrap(super::RANKING_NOTE, 96) {
+            writeln!(out, "  {line}")?;
+        }
     }
     Ok(())
 }
@@ -327,6 +331,21 @@ fn compare(r: &CompareReport, top: usize, out: &mut dyn fmt::Write) -> fmt::Resu
     Ok(())
 }
 
+/// `text`'s words in lines of at most `width` characters (a longer word stands alone).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for word in text.split_whitespace() {
+        match lines.last_mut() {
+            Some(l) if l.chars().count() + 1 + word.chars().count() <= width => {
+                l.push(' ');
+                l.push_str(word);
+            }
+            _ => lines.push(word.to_owned()),
+        }
+    }
+    lines
+}
+
 /// How many findings of one severity and kind the text prints in full.
 const FINDINGS_SHOWN: usize = 3;
 
@@ -423,5 +442,13 @@ mod tests {
         );
         assert!(lines[4].starts_with("  info    duplicate") && lines[4].contains("blk.1.attn_norm.weight"), "{out}");
         assert!(out.contains("BROKEN: 30 errors"), "{out}");
+    }
+
+    #[test]
+    fn a_note_wraps_at_word_boundaries() {
+        let lines = wrap("θ_mean: the mean θ of the tensors; neither measures quality", 20);
+        assert_eq!(lines, ["θ_mean: the mean θ", "of the tensors;", "neither measures", "quality"]);
+        assert!(wrap(super::super::RANKING_NOTE, 96).iter().all(|l| l.chars().count() <= 96));
+        assert_eq!(wrap("", 10), Vec::<String>::new());
     }
 }

@@ -42,10 +42,13 @@ const LENIENT: &[&str] = &["graft", "purify", "moe", "experts-extract", "experts
 /// What a valid GGUF may go through (assemble takes organ directories only).
 const GGUF_OK: &[&str] = &["inspect", "measure", "dissect"];
 /// What a valid organ directory may go through.
-const DIR_OK: &[&str] = &["measure", "assemble"];
+const DIR_OK: &[&str] = &["inspect", "measure", "assemble"];
 /// A directory that only assemble checks closely enough to refuse (digests, versions,
 /// names, alignment): measure reads the tensors, which are fine.
 const MEASURE_OK: &[&str] = &["measure"];
+/// A directory whose organ files' digests are wrong: inspect reads no tensor byte and
+/// compares no digest (docs/ux.md, point 10); measure reads the tensors, which are fine.
+const DIGESTS_UNREAD_OK: &[&str] = &["inspect", "measure"];
 
 #[test]
 fn hostile_inputs() {

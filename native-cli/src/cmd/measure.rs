@@ -184,7 +184,7 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
     }
     let mut report = Report::new(organ_core::zmeasure::GENERATOR, models);
     report.measure = opts.mode.label().to_owned();
-    present(&report, opts, out)
+    present(report, opts, out)
 }
 
 /// Warns, naming the tensors, when values that are not finite were left out of θ: the
@@ -213,16 +213,9 @@ fn warn_not_finite(m: &ModelReport, path: &Path) {
 
 /// Writes `report`'s files (those asked for) and prints it: what `organ measure` does with
 /// its models' reports, and `organ report merge` with a fleet's.
-pub fn present(report: &Report, opts: &Options, out: &mut dyn Write) -> Result<()> {
-    let mut with_verdicts;
-    let report = if opts.verdicts.is_empty() {
-        report
-    } else {
-        with_verdicts = report.clone();
-        verdicts::attach(&mut with_verdicts, &opts.verdicts)?;
-        &with_verdicts
-    };
-    let report = AnyReport::Measure(report);
+pub fn present(mut report: Report, opts: &Options, out: &mut dyn Write) -> Result<()> {
+    verdicts::attach(&mut report, &opts.verdicts)?;
+    let report = AnyReport::Measure(&report);
     let shown = Shown { summary_only: opts.summary_only, wells: opts.wells, all_wells: opts.all_wells, top: 0 };
     super::outputs::write_all(report, &opts.files, &shown, opts.force)?;
     super::outputs::print(report, &shown, out)

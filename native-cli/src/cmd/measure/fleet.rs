@@ -179,5 +179,5 @@ pub fn measure_shard(opts: &Options, fleet: &Path, shard: Shard, store: &dyn Sto
 pub fn merge(results: &Path, opts: &Options, out: &mut dyn Write) -> Result<()> {
     let store = results::open(results, false)?;
     let report = super::merge::merged(store.as_ref())?;
-    super::present(&report, opts, out)
+    super::present(report, opts, out)
 }

@@ -4,6 +4,7 @@
 //! and a refusal (moe, graft, experts) its problems.
 
 use organ_core::anatomy::classify;
+use organ_core::surgery::select::Layers;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -81,31 +82,11 @@ pub fn lines(lines: Vec<Line>) -> Vec<Grouped> {
     by_layer(lines)
 }
 
-/// `0-3,5,7-9`.
-pub fn layer_ranges(layers: &[u32]) -> String {
-    let mut sorted = layers.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < sorted.len() {
-        let start = sorted[i];
-        let mut end = start;
-        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
-            i += 1;
-            end = sorted[i];
-        }
-        parts.push(if start == end { start.to_string() } else { format!("{start}-{end}") });
-        i += 1;
-    }
-    parts.join(",")
-}
-
 impl Grouped {
     /// What follows the line's text: ` ×30 (layers 0-29)` for a group, nothing for one line.
     pub fn count(&self) -> String {
         if self.layers.len() > 1 {
-            format!(" ×{} (layers {})", self.layers.len(), layer_ranges(&self.layers))
+            format!(" ×{} (layers {})", self.layers.len(), Layers::of(&self.layers))
         } else {
             String::new()
         }
@@ -167,8 +148,9 @@ mod tests {
 
     #[test]
     fn layer_ranges_are_compact() {
-        assert_eq!(layer_ranges(&[5, 0, 1, 2, 3, 7, 8, 9, 3]), "0-3,5,7-9");
-        assert_eq!(layer_ranges(&[4]), "4");
-        assert_eq!(layer_ranges(&[]), "");
+        assert_eq!(Layers::of(&[5, 0, 1, 2, 3, 7, 8, 9, 3]).to_string(), "0-3,5,7-9");
+        assert_eq!(Layers::of(&[4]).to_string(), "4");
+        assert_eq!(Layers::of(&[]).to_string(), "");
+        assert_eq!(Layers::of(&[u32::MAX, u32::MAX - 1]).to_string(), format!("{}-{}", u32::MAX - 1, u32::MAX));
     }
 }

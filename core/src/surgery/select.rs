@@ -2,7 +2,7 @@
 //! (`organ`, `skeleton`, …) and name patterns (`*` matches any run of characters).
 
 use crate::anatomy::{classify, Group};
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::vec::Vec;
 
 /// A set of layers: inclusive ranges.
@@ -36,6 +36,36 @@ impl Layers {
     /// Whether `layer` is in the set.
     pub fn contains(&self, layer: u32) -> bool {
         self.0.iter().any(|&(a, b)| (a..=b).contains(&layer))
+    }
+
+    /// The set of `layers` (any order, repeats allowed) as the fewest ascending ranges.
+    pub fn of(layers: &[u32]) -> Layers {
+        let mut sorted = layers.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let mut out: Vec<(u32, u32)> = Vec::new();
+        for n in sorted {
+            match out.last_mut() {
+                Some((_, b)) if b.checked_add(1) == Some(n) => *b = n,
+                _ => out.push((n, n)),
+            }
+        }
+        Layers(out)
+    }
+}
+
+/// `0-3,5,7-9`: the form [`Layers::parse`] reads.
+impl core::fmt::Display for Layers {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for (i, &(a, b)) in self.0.iter().enumerate() {
+            let sep = if i > 0 { "," } else { "" };
+            if a == b {
+                write!(f, "{sep}{a}")?;
+            } else {
+                write!(f, "{sep}{a}-{b}")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -86,9 +116,7 @@ impl Selection {
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
         if let Some(l) = &self.layers {
-            let r: Vec<String> =
-                l.0.iter().map(|&(a, b)| if a == b { a.to_string() } else { alloc::format!("{a}-{b}") }).collect();
-            parts.push(alloc::format!("layers {}", r.join(",")));
+            parts.push(alloc::format!("layers {l}"));
         }
         if !self.groups.is_empty() {
             let g: Vec<&str> = self.groups.iter().map(|g| g.name()).collect();
@@ -163,6 +191,7 @@ pub fn glob(pattern: &str, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::string::ToString;
 
     #[test]
     fn layers_and_globs() {
@@ -174,6 +203,14 @@ mod tests {
         assert!(glob("*", ""));
         assert!(!glob("blk.*.attn_*", "blk.3.ffn_up.weight"));
         assert!(glob("*weight", "a.weight") && !glob("*weight", "a.bias"));
+    }
+
+    #[test]
+    fn layers_of_a_list_write_the_form_parse_reads() {
+        let l = Layers::of(&[9, 3, 7, 10, 11, 3]);
+        assert_eq!(l.to_string(), "3,7,9-11");
+        assert_eq!(Layers::parse(&l.to_string()), Ok(l));
+        assert_eq!(Layers::parse("5-20, 22").unwrap().to_string(), "5-20,22");
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod ggml_type;
 pub mod gguf;
 pub mod imatrix;
 pub mod limits;
+pub mod lora;
 pub mod model;
 pub mod predict;
 pub mod quant;

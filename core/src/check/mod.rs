@@ -14,6 +14,7 @@
 //! [`check_model`] joins both into a [`CheckReport`] of findings graded error, warning
 //! and info, each naming the tensor or metadata key and what was expected.
 
+pub mod adapter;
 mod arch;
 pub mod digest;
 mod meta;
@@ -78,6 +79,8 @@ pub enum Kind {
     Architecture,
     /// A tensor whose bytes could not be scanned.
     Unscanned,
+    /// A LoRA adapter's metadata or pairs, alone or against its base.
+    Adapter,
 }
 
 /// One thing the check found.
@@ -217,6 +220,10 @@ pub fn duplicate_findings<T: Borrow<TensorEntry>>(tensors: &[T], digests: &[Opti
 /// the architecture's shapes were checked.
 pub fn model_findings<T: Borrow<TensorEntry>>(model: &Model<T>) -> (Vec<Finding>, bool) {
     let mut out = Vec::new();
+    if crate::lora::is_adapter(model) {
+        adapter::check(model, &mut out);
+        return (out, true);
+    }
     let shapes = arch::check(model, &mut out);
     meta::check(model, &mut out);
     (out, shapes)
@@ -249,17 +256,7 @@ pub fn check_model<T: Borrow<TensorEntry>>(
         }
     }
     findings.extend(duplicate_findings(&model.tensors, digests));
-    // Stable: within a severity, the order the checks found them in.
-    findings.sort_by_key(|f| f.severity);
-    let mut counts = Counts::default();
-    for f in &findings {
-        match f.severity {
-            Severity::Error => counts.error += 1,
-            Severity::Warning => counts.warning += 1,
-            Severity::Info => counts.info += 1,
-        }
-    }
-    CheckReport {
+    let mut r = CheckReport {
         check: CHECK_VERSION.into(),
         generator: generator.into(),
         model: label.into(),
@@ -267,9 +264,30 @@ pub fn check_model<T: Borrow<TensorEntry>>(
         shapes_checked,
         tensors: model.tensors.len(),
         bytes_scanned,
-        counts,
-        findings,
+        counts: Counts::default(),
+        findings: Vec::new(),
         scans: rows,
+    };
+    r.add(findings);
+    r
+}
+
+impl CheckReport {
+    /// Adds `more` findings (a check against another model: an adapter's base), kept in
+    /// order of severity and counted.
+    pub fn add(&mut self, more: Vec<Finding>) {
+        self.findings.extend(more);
+        // Stable: within a severity, the order the checks found them in.
+        self.findings.sort_by_key(|f| f.severity);
+        let mut counts = Counts::default();
+        for f in &self.findings {
+            match f.severity {
+                Severity::Error => counts.error += 1,
+                Severity::Warning => counts.warning += 1,
+                Severity::Info => counts.info += 1,
+            }
+        }
+        self.counts = counts;
     }
 }
 

@@ -18,8 +18,10 @@
 //! whole ([`Factors::sample`], [`Factors::frobenius`]).
 
 mod factors;
+pub mod measure;
 
 pub use factors::Factors;
+pub use measure::{Facts, Update};
 
 use crate::ggml_type::GgmlType;
 use crate::gguf::MetaValue;
@@ -218,9 +220,10 @@ impl Adapter {
         r
     }
 
-    /// The problems of applying this adapter to `base` (also an [`Adapter`]'s own
-    /// problems are not repeated): another architecture, a weight the base lacks, a shape
-    /// that is not the weight's, a base that is itself an adapter.
+    /// The problems of applying this adapter to `base` (the adapter's own problems are
+    /// not repeated): errors for another architecture, a weight the base lacks, a shape
+    /// that is not the weight's, a base that is itself an adapter; a warning for a
+    /// token_embd pair on a base whose output is tied to token_embd.
     pub fn against<T: Borrow<TensorEntry>>(&self, base: &Model<T>) -> Vec<Problem> {
         let mut out = Vec::new();
         if is_adapter(base) {
@@ -248,11 +251,12 @@ impl Adapter {
                 Some(_) => {}
             }
             if p.embedding && !base.tensors.iter().any(|t| t.borrow().name == "output.weight") {
-                out.push(Problem::error(
+                // A warning, not an error: merging such a pair is sound (it changes both uses).
+                out.push(Problem::warning(
                     &p.target,
                     "the base ties its output to token_embd (it has no output.weight), and llama.cpp 11434 then \
-                     applies this pair to the output too, in the wrong layout: it aborts (GGML_ASSERT \
-                     ggml_can_mul_mat). Merging it (organ lora merge, llama-export-lora) changes both."
+                     applies this pair to the output too, in the wrong layout: --lora aborts (GGML_ASSERT \
+                     ggml_can_mul_mat). Merging it (organ lora merge, llama-export-lora) works and changes both."
                         .into(),
                 ));
             }

@@ -124,6 +124,7 @@ fn a_base_is_checked_against_the_pairs() {
     let said = tied.against(&base);
     assert_eq!(said.len(), 1);
     assert!(said[0].message.starts_with("the base ties its output to token_embd"), "{said:?}");
+    assert_eq!(said[0].severity, Severity::Warning);
     base.tensors.push(entry("output.weight", GgmlType::Q4_0, &[64, 100]));
     assert_eq!(tied.against(&base), vec![]);
     let said = a.against(&adapter(Some(1.0), vec![]));

@@ -30,6 +30,9 @@ pub struct ModelReport {
     pub summary: Summary,
     /// Every tensor, in file order.
     pub tensors: Vec<TensorReport>,
+    /// For an adapter (its rows are the updates of its pairs): α, ranks, pairs, base.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<crate::lora::Facts>,
 }
 
 impl ModelReport {
@@ -60,6 +63,7 @@ impl ModelReport {
             types,
             summary: Summary::of(&tensors),
             tensors,
+            adapter: None,
         }
     }
 }

@@ -66,6 +66,10 @@ pub struct TensorReport {
     /// Per-expert θ of an expert tensor (§6), when asked for (`--experts`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub experts: Option<Vec<crate::zmeasure::experts::ExpertTheta>>,
+    /// For a row of an adapter's report (ΔW of a pair, named `TARGET.lora`): its rank,
+    /// scale and norms. Absent for a model's tensors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update: Option<crate::lora::Update>,
 }
 
 impl TensorReport {
@@ -107,6 +111,7 @@ impl TensorReport {
             sigma: None,
             draws: None,
             experts: None,
+            update: None,
         }
     }
 

@@ -30,6 +30,14 @@ pub fn render(report: AnyReport<'_>, shown: &Shown, out: &mut dyn fmt::Write) ->
     }
 }
 
+/// An adapter's ranks: `rank 8`, or `ranks 4, 8` when its pairs differ.
+fn ranks(r: &[u64]) -> String {
+    match r {
+        [one] => format!("rank {one}"),
+        _ => format!("ranks {}", r.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")),
+    }
+}
+
 fn opt(v: Option<f64>, width: usize, prec: usize) -> String {
     v.map_or_else(|| format!("{:>width$}", "-"), |v| format!("{v:>width$.prec$}"))
 }
@@ -47,15 +55,28 @@ fn measure(report: &Report, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Res
     for m in &report.models {
         let s = &m.summary;
         let types: Vec<String> = m.types.iter().map(|(t, n)| format!("{t}×{n}")).collect();
-        writeln!(
-            out,
-            "{}  {}  {} params  {} tensors ({})",
-            printable(&m.model),
-            printable(m.architecture.as_deref().unwrap_or("?")),
-            human_count(m.parameters),
-            s.tensors,
-            types.join(", ")
-        )?;
+        match &m.adapter {
+            Some(a) => writeln!(
+                out,
+                "{}  {}  LoRA adapter: {} pairs, {}, {}{}; rows are the updates ΔW = (α/r)·B·A, {} values",
+                printable(&m.model),
+                printable(m.architecture.as_deref().unwrap_or("?")),
+                a.pairs,
+                ranks(&a.ranks),
+                a.alpha.map_or_else(|| "α missing".into(), |x| format!("α {x}")),
+                a.base.as_deref().map_or_else(String::new, |b| format!(", against the base {}", printable(b))),
+                human_count(m.parameters),
+            )?,
+            None => writeln!(
+                out,
+                "{}  {}  {} params  {} tensors ({})",
+                printable(&m.model),
+                printable(m.architecture.as_deref().unwrap_or("?")),
+                human_count(m.parameters),
+                s.tensors,
+                types.join(", ")
+            )?,
+        }
         writeln!(
             out,
             "  θ_mean {:.4}°{}  θ_weighted {:.4}°  signal (mean sin θ) {:.4}  (measured {}, degenerate {}, not measurable {})",
@@ -72,11 +93,20 @@ fn measure(report: &Report, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Res
             if sigma {
                 write!(out, " {:>8}", "σ°")?;
             }
-            writeln!(out, " {:>8} {:>10} {:>9}", "H", "K", "C")?;
+            write!(out, " {:>8} {:>10} {:>9}", "H", "K", "C")?;
+            let adapter = m.adapter.is_some();
+            let base = m.adapter.as_ref().is_some_and(|a| a.base.is_some());
+            if adapter {
+                write!(out, " {:>5} {:>9}", "rank", "‖ΔW‖_F")?;
+            }
+            if base {
+                write!(out, " {:>10}", "‖ΔW‖/‖W‖")?;
+            }
+            writeln!(out)?;
             for t in &m.tensors {
                 let layer = t.layer.map_or_else(|| "-".into(), |l| l.to_string());
                 let sigma_col = if sigma { format!(" {}", opt(t.sigma, 8, 4)) } else { String::new() };
-                writeln!(
+                write!(
                     out,
                     "  {:<40} {:<9} {:>5} {:<7} {}{} {} {} {}",
                     printable(&t.name),
@@ -89,6 +119,13 @@ fn measure(report: &Report, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Res
                     opt(t.kurtosis, 10, 3),
                     opt(t.cv, 9, 3)
                 )?;
+                if let (true, Some(u)) = (adapter, &t.update) {
+                    write!(out, " {:>5} {:>9.4}", u.rank, u.frobenius)?;
+                    if base {
+                        write!(out, " {}", opt(u.relative(), 10, 5))?;
+                    }
+                }
+                writeln!(out)?;
             }
             experts(m, out)?;
         }

@@ -16,6 +16,10 @@ pub struct CheckArgs {
     /// Exit 0 even when a finding is an error (the report still says so).
     #[arg(long)]
     pub exit_zero: bool,
+    /// For a LoRA adapter: its base model, to check each pair against the weight it
+    /// updates (present, same shape, same architecture).
+    #[arg(long, value_name = "MODEL")]
+    pub base: Option<PathBuf>,
     #[command(flatten)]
     pub force: Force,
 }
@@ -29,12 +33,15 @@ impl TryFrom<&CheckArgs> for cmd::check::Options {
             files: a.reports.files.clone(),
             stream: a.work.stream,
             force: a.force.force,
+            base: a.base.clone(),
         })
     }
 }
 
 pub(super) fn run(a: &CheckArgs, out: &mut Out) -> Result<Exit> {
-    guard(&[a.model.as_path()], &a.reports.paths(), a.force.force)?;
+    let mut inputs = vec![a.model.as_path()];
+    inputs.extend(a.base.as_deref());
+    guard(&inputs, &a.reports.paths(), a.force.force)?;
     let printed = out.text(&a.reports.paths())?;
     a.work.start()?;
     let broken = cmd::check::run(&cmd::check::Options::try_from(a)?, printed)?;
@@ -53,6 +60,7 @@ impl ToArgs for CheckArgs {
             .flags(&self.reports)
             .flags(&self.work)
             .switch("--exit-zero", self.exit_zero)
+            .opt("--base", self.base.as_ref())
             .flags(&self.force);
     }
 }

@@ -44,6 +44,10 @@ pub struct MeasureArgs {
     /// expert: about E times the work of an expert tensor.
     #[arg(long)]
     pub experts: bool,
+    /// With LoRA adapters: their base model. Each pair is checked against its weight,
+    /// and each update's ‖ΔW‖_F set against the weight's ‖W‖_F.
+    #[arg(long, value_name = "MODEL", conflicts_with = "fleet")]
+    pub base: Option<PathBuf>,
     /// Measure a fleet in shards (docs/fleet.md): every model below DIR, or those LIST
     /// names (a path or URL a line), sorted by name, model j going to shard j mod N.
     /// This process measures its shard's models into --results; `organ report merge`
@@ -83,7 +87,9 @@ impl TryFrom<&MeasureArgs> for cmd::measure::Options {
             (_, true) => Mode::Exact,
             _ => Mode::Sampled,
         };
-        options(a.models.clone(), &a.report, a.work.stream, cache, a.force, mode, a.experts)
+        let mut o = options(a.models.clone(), &a.report, a.work.stream, cache, a.force, mode, a.experts)?;
+        o.base = a.base.clone();
+        Ok(o)
     }
 }
 
@@ -109,11 +115,13 @@ fn options(
         force: force.force,
         mode,
         experts,
+        base: None,
     })
 }
 
 pub(super) fn run(a: &MeasureArgs, out: &mut Out) -> Result<Exit> {
-    let models: Vec<&Path> = a.models.iter().map(PathBuf::as_path).collect();
+    let mut models: Vec<&Path> = a.models.iter().map(PathBuf::as_path).collect();
+    models.extend(a.base.as_deref());
     guard(&models, &a.report.files.paths(), a.force.force)?;
     let printed = out.text(&a.report.files.paths())?;
     a.work.start()?;
@@ -144,6 +152,7 @@ impl ToArgs for MeasureArgs {
             .switch("--sigma", self.sigma)
             .switch("--exact", self.exact)
             .switch("--experts", self.experts)
+            .opt("--base", self.base.as_ref())
             .opt("--fleet", self.fleet.as_ref())
             .opt("--shard", self.shard.as_ref())
             .number("--shards", self.shards)

@@ -58,6 +58,7 @@ fn measure_and_merge_round_trip() {
         force: FORCE,
         sigma: true,
         experts: true,
+        base: Some(p("/base.gguf")),
         ..Default::default()
     };
     assert_eq!(reparsed(&m), Command::Measure(m.clone()));
@@ -92,7 +93,7 @@ fn diff_check_inspect_round_trip() {
     };
     assert_eq!(reparsed(&d), Command::Diff(d.clone()));
     let reports = ReportFiles::default().with(&JSON, Some(p("-")));
-    let c = CheckArgs { model: p("/m"), reports, work: work(), exit_zero: true, force: FORCE };
+    let c = CheckArgs { model: p("/m"), reports, work: work(), exit_zero: true, force: FORCE, base: Some(p("/b")) };
     assert_eq!(reparsed(&c), Command::Check(c.clone()));
     let i = InspectArgs::new(p("/m.gguf"), true);
     assert_eq!(reparsed(&i), Command::Inspect(i.clone()));

@@ -23,6 +23,8 @@ pub struct Options {
     /// Positioned reads only, never mapping tensor data.
     pub stream: bool,
     pub force: bool,
+    /// An adapter's base (`--base`): its pairs are checked against the base's weights.
+    pub base: Option<PathBuf>,
 }
 
 /// Bytes read by positioned reads, for `--stats`.
@@ -137,7 +139,17 @@ fn for_chunks(
 /// Runs the check, prints the report and writes the JSON; returns whether any finding is
 /// an error.
 pub fn run(opts: &Options, out: &mut dyn Write) -> Result<bool> {
-    let report = check_path(&opts.model, opts.stream)?;
+    let mut report = check_path(&opts.model, opts.stream)?;
+    if let Some(base) = &opts.base {
+        let (m, b) = (Model::open(&opts.model)?, Model::open_any(base)?);
+        if !organ_core::lora::is_adapter(&m.model) {
+            anyhow::bail!(
+                "{}: --base is for adapters, and this is not one (general.type is not \"adapter\")",
+                opts.model.display()
+            );
+        }
+        report.add(organ_core::check::adapter::against_base(&m.model, &b.model));
+    }
     let shown = Shown { summary_only: false, wells: 0, all_wells: false, top: 0 };
     // The verdict and severities coloured on a terminal (crate::paint).
     let mut text = Vec::new();

@@ -15,6 +15,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 
+mod adapter;
 mod cache;
 mod experts;
 pub mod fleet;
@@ -46,6 +47,9 @@ pub struct Options {
     pub mode: Mode,
     /// Also each expert's θ (§6), outliers and duplicates (`--experts`).
     pub experts: bool,
+    /// The base of the adapters measured (`--base`): their pairs are checked against it,
+    /// and each update's norm set against its weight's.
+    pub base: Option<PathBuf>,
 }
 
 /// One tensor's measurement and, with `--sigma`, its alternate draws.
@@ -74,6 +78,9 @@ fn measure_identified(path: &Path, model: &Model, opts: &Options, progress: &Pro
 /// Measures a model, or takes its report from the cache when an identical model was
 /// measured before.
 fn measure_cached(path: &Path, opts: &Options, progress: &ProgressBar) -> Result<(ModelReport, bool)> {
+    if let Some(base) = &opts.base {
+        return Ok((measure_against(path, base, opts, progress)?, false));
+    }
     let Some(cache) = &opts.cache else {
         return Ok((measure_model(path, opts.stream, opts.mode, opts.experts, progress)?, false));
     };
@@ -85,6 +92,29 @@ fn measure_cached(path: &Path, opts: &Options, progress: &ProgressBar) -> Result
     let r = measure_identified(path, &opened, opts, progress)?;
     key.store(cache, &r)?;
     Ok((r, false))
+}
+
+/// Measures the adapter at `path` against the base at `base` (never cached: the report
+/// depends on both).
+fn measure_against(path: &Path, base: &Path, opts: &Options, progress: &ProgressBar) -> Result<ModelReport> {
+    let model = Model::open_any(path)?;
+    if !organ_core::lora::is_adapter(&model.model) {
+        anyhow::bail!(
+            "{}: --base is for adapters, and this is not one (general.type is not \"adapter\")",
+            path.display()
+        );
+    }
+    let b = Model::open_any(base)?;
+    crate::progress::grow(progress, model.tensors.len() as u64 / 2);
+    let tick = || crate::progress::tensor_done(progress);
+    adapter::measure_adapter(&model, path, opts.mode, Some((&b, base)), file_bytes(&model), &tick)
+}
+
+/// The bytes of a model's files.
+fn file_bytes(model: &Model) -> u64 {
+    let mut files: Vec<&crate::model_file::ModelFile> = model.tensors.iter().map(|t| &*t.in_file).collect();
+    files.dedup_by_key(|f| f.path.clone());
+    files.iter().map(|f| f.file_len()).sum()
 }
 
 /// Bytes read by the streaming path, for benchmarks (`--stats`).
@@ -114,6 +144,11 @@ fn measure_opened(
     experts: bool,
     progress: &ProgressBar,
 ) -> Result<ModelReport> {
+    if organ_core::lora::is_adapter(&model.model) {
+        crate::progress::grow(progress, model.tensors.len() as u64 / 2);
+        let tick = || crate::progress::tensor_done(progress);
+        return adapter::measure_adapter(model, path, mode, None, file_bytes(model), &tick);
+    }
     let layouts = if experts { experts::layouts(model, path)? } else { vec![None; model.tensors.len()] };
     let mut files: Vec<&crate::model_file::ModelFile> = model.tensors.iter().map(|t| &*t.in_file).collect();
     files.dedup_by_key(|f| f.path.clone());

@@ -33,6 +33,9 @@ pub(super) struct MeasureReq {
     /// Also each expert's θ (§6), outliers and duplicates, as `organ measure --experts`.
     #[serde(default)]
     experts: bool,
+    /// The base of the adapters measured, as `organ measure --base`.
+    #[serde(default)]
+    base: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -63,6 +66,9 @@ pub(super) struct CheckReq {
     /// The model as a list of one, as measure names its models.
     #[serde(default)]
     paths: Option<Vec<String>>,
+    /// An adapter's base, as `organ check --base`.
+    #[serde(default)]
+    base: Option<String>,
 }
 
 /// A request's models, named by `paths` (a list) or `path` (one): both forms are taken
@@ -105,6 +111,7 @@ pub(super) async fn measure(
         return Err(bad("sigma and exact: give one of them (exact θ has no sampling, so no σ)"));
     }
     let paths = named.iter().map(|p| s.model(p)).collect::<ApiResult<Vec<_>>>()?;
+    let base = r.base.as_deref().map(|b| s.model(b)).transpose()?;
     // Each entry is a model the child holds: the same one twice (however it is spelled)
     // would cost its memory twice and measure nothing more.
     let mut seen = std::collections::HashSet::with_capacity(paths.len());
@@ -129,6 +136,7 @@ pub(super) async fn measure(
                 sigma: r.sigma,
                 exact: r.exact,
                 experts: r.experts,
+                base,
                 ..Default::default()
             })
         },
@@ -178,12 +186,20 @@ pub(super) async fn check(
     let [path] = <[String; 1]>::try_from(models_named(r.path, r.paths)?)
         .map_err(|_| bad("paths: check takes one model; give a list of one, or path"))?;
     let model = s.path(&path)?;
+    let base = r.base.as_deref().map(|b| s.model(b)).transpose()?;
     start_job(
         &s,
         "check",
         |dir| {
             let reports = CHECK_OUT.files(dir).into();
-            argv(&cli::CheckArgs { model, reports, work: Work::default(), exit_zero: true, force: Force::default() })
+            argv(&cli::CheckArgs {
+                model,
+                reports,
+                work: Work::default(),
+                exit_zero: true,
+                force: Force::default(),
+                base,
+            })
         },
         CHECK_OUT.names(),
         Some(&CHECK_OUT.report()),

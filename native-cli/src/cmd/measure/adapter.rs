@@ -1,0 +1,91 @@
+//! `organ measure ADAPTER.gguf [--base BASE]`: an adapter measured as a model of its
+//! updates, one row per pair (ΔW named `TARGET.lora`, sampled as Z-measure v1 samples a
+//! tensor of that name and shape), with its rank, scale, ‖ΔW‖_F and, with a base,
+//! ‖W‖_F of the weight it updates (core: [`organ_core::lora::measure`]). The pairs are
+//! small (r rows or columns each): each is read whole, and ΔW is never made whole.
+
+use crate::model::{Model, Tensor};
+use anyhow::{bail, Context, Result};
+use organ_core::lora::{measure, Adapter, Factors};
+use organ_core::report::ModelReport;
+use organ_core::zmeasure::Mode;
+use rayon::prelude::*;
+use std::borrow::Cow;
+use std::path::Path;
+
+/// Reads an adapter (and checks it against `base`, when given) before any work.
+///
+/// # Errors
+/// The first problem that stops llama.cpp from applying it, or organ from applying it as
+/// llama.cpp does, naming the file.
+pub fn read(model: &Model, path: &Path, base: Option<(&Model, &Path)>) -> Result<Adapter> {
+    let adapter = Adapter::read(&model.model);
+    if let Some(e) = adapter.first_error() {
+        bail!("{}: {e}", path.display());
+    }
+    if let Some((b, bp)) = base {
+        let problems = adapter.against(&b.model);
+        if let Some(p) = problems.iter().find(|p| p.severity == organ_core::lora::Severity::Error) {
+            bail!("{}: against the base {}: {}", path.display(), bp.display(), p.sentence());
+        }
+    }
+    Ok(adapter)
+}
+
+/// A tensor's bytes: a slice of the map, or read from a file that is not in memory.
+pub fn bytes_of(t: &Tensor) -> Result<Cow<'_, [u8]>> {
+    if t.owned.is_some() || t.in_file.in_memory() {
+        return Ok(Cow::Borrowed(t.bytes()));
+    }
+    let len = usize::try_from(t.n_bytes).context("a tensor larger than memory")?;
+    let mut buf = vec![0; len];
+    t.in_file.read_exact_at(&mut buf, t.offset)?;
+    Ok(Cow::Owned(buf))
+}
+
+/// The factors of pair `i` of `adapter`, read from `model`, at user scale `scale`.
+pub fn factors(model: &Model, adapter: &Adapter, i: usize, scale: f64) -> Result<Factors> {
+    let p = &adapter.pairs[i];
+    let (a, b) = (&model.tensors[p.a], &model.tensors[p.b]);
+    let (ab, bb) = (bytes_of(a)?, bytes_of(b)?);
+    Factors::of(p, a.ty, &ab, b.ty, &bb, adapter.scale(p.rank, scale))
+        .with_context(|| format!("{}: the pair of {:?}", model.label, p.target))
+}
+
+/// Measures the adapter `model` (read from `path`) in `mode`, against `base` if given;
+/// the progress bar advances per pair.
+pub fn measure_adapter(
+    model: &Model,
+    path: &Path,
+    mode: Mode,
+    base: Option<(&Model, &Path)>,
+    file_bytes: u64,
+    tick: &(dyn Fn() + Sync),
+) -> Result<ModelReport> {
+    let adapter = read(model, path, base)?;
+    let rows = (0..adapter.pairs.len())
+        .into_par_iter()
+        .map(|i| {
+            let p = &adapter.pairs[i];
+            let f = factors(model, &adapter, i, 1.0)?;
+            let measured = measure::measure(&p.delta_name(), &f, mode);
+            let base_frobenius = match base {
+                Some((b, bp)) => Some(weight_frobenius(b, &p.target).with_context(|| format!("{}", bp.display()))?),
+                None => None,
+            };
+            let halves = model.tensors[p.a].n_bytes + model.tensors[p.b].n_bytes;
+            tick();
+            Ok(measure::row(p, halves, &measured, mode, measure::update(p, &f, base_frobenius)))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut r = ModelReport::new(&model.label, model, file_bytes, rows);
+    r.adapter = Some(adapter.facts(base.map(|(b, _)| b.label.as_str())));
+    Ok(r)
+}
+
+/// ‖W‖_F of the base's weight `name`.
+fn weight_frobenius(base: &Model, name: &str) -> Result<f64> {
+    let t = base.tensors.iter().find(|t| t.name == name).with_context(|| format!("no tensor {name:?}"))?;
+    let values = organ_core::quant::dequantize(t.ty, &bytes_of(t)?).with_context(|| format!("tensor {name:?}"))?;
+    Ok(measure::frobenius_of(&values))
+}

@@ -138,3 +138,35 @@ fn a_token_embd_pair_on_a_tied_model_is_a_warning_against_the_base() {
     );
     assert!(text.contains("0 errors, 1 warnings"), "{text}");
 }
+
+#[test]
+fn inspect_shows_an_adapter_as_its_pairs() {
+    let Some(model) = need::smollm2_and_oracle() else { return };
+    let a = make_lora(
+        &model,
+        "inspect.gguf",
+        &["--rank", "8", "--type", "q8_0", "--targets", "attn_v,token_embd", "--layers", "3"],
+    );
+    let mut c = organ();
+    c.arg("inspect").arg(&a);
+    let text = String::from_utf8(ok(c).stdout).unwrap();
+    assert!(text.contains("LoRA adapter for llama: α 16, rank 8, 2 pairs"), "{text}");
+    // token_embd's pair updates the [n_embd, n_vocab] weight; q8_0 rows of 8 values cannot
+    // be blocks of 32, so B (and token_embd's halves) fall back to F16 as the converter does.
+    let row = |words: &[&str]| text.lines().any(|l| l.split_whitespace().collect::<Vec<_>>().starts_with(words));
+    assert!(row(&["token_embd.weight", "[576,", "49152]", "8", "F16", "F16"]), "{text}");
+    assert!(row(&["blk.3.attn_v.weight", "[576,", "192]", "8", "Q8_0", "F16"]), "{text}");
+    let mut c = organ();
+    c.arg("inspect").arg(&a).arg("--json");
+    let doc: Value = serde_json::from_slice(&ok(c).stdout).unwrap();
+    let pairs = doc["adapter"]["pairs"].as_array().unwrap();
+    assert_eq!(pairs[1]["target"], "blk.3.attn_v.weight");
+    assert_eq!(pairs[1]["shape"], serde_json::json!([576, 192]));
+    assert_eq!(pairs[1]["a"], "blk.3.attn_v.weight.lora_a");
+    assert_eq!(doc["adapter"]["problems"], serde_json::json!([]));
+    // A model's inspect has no adapter part.
+    let mut c = organ();
+    c.arg("inspect").arg(&model).arg("--json");
+    let doc: Value = serde_json::from_slice(&ok(c).stdout).unwrap();
+    assert!(doc.get("adapter").is_none());
+}

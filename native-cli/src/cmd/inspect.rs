@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use organ_core::anatomy::classify;
 use organ_core::gguf::display::{preview, printable, ValueJson};
 use organ_core::gguf::{MetaValue, ValueType};
+use organ_core::lora::Adapter;
 use organ_core::surgery::select::Selection;
 use organ_core::Gguf;
 use serde::Serialize;
@@ -53,6 +54,9 @@ fn show(file: &str, g: &Gguf<'_>, offsets: Offsets, o: &Options<'_>, out: &mut d
         return Ok(());
     }
     print_text(file, g, offsets, out)?;
+    if let Some(a) = adapter_of(g) {
+        print_adapter(out, g, &a)?;
+    }
     let rows: Vec<Row<'_>> = shown
         .iter()
         .filter_map(|&i| g.tensors.get(i).map(|t| (i, t)))
@@ -122,6 +126,8 @@ fn document_of<'a>(
 ) -> impl Serialize + 'a {
     #[derive(Serialize)]
     struct Doc<'a, M: Serialize, T: Serialize> {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        adapter: Option<AdapterJson<'a>>,
         alignment: u64,
         data_offset: u64,
         file: &'a str,
@@ -136,6 +142,7 @@ fn document_of<'a>(
         version: u32,
     }
     Doc {
+        adapter: adapter_of(g).map(|a| AdapterJson::of(g, a)),
         alignment: g.alignment,
         data_offset: g.data_offset,
         file,
@@ -174,6 +181,108 @@ fn document_of<'a>(
         }),
         version: g.version,
     }
+}
+
+/// The adapter a GGUF is, when its metadata says it is one (`general.type = adapter`).
+fn adapter_of(g: &Gguf<'_>) -> Option<Adapter> {
+    let m = organ_core::model::Model::from_gguf(g, 0);
+    organ_core::lora::is_adapter(&m).then(|| Adapter::read(&m))
+}
+
+/// `inspect --json`'s view of an adapter: what it is, its pairs, and its problems.
+#[derive(Serialize)]
+struct AdapterJson<'a> {
+    alpha: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    invocation_tokens: Option<u64>,
+    pairs: Vec<PairJson<'a>>,
+    problems: Vec<organ_core::lora::Problem>,
+    ranks: Vec<u64>,
+}
+
+/// One pair of `inspect --json`: the weight it updates, the update's shape (the
+/// weight's, ggml order), the rank, and its two halves.
+#[derive(Serialize)]
+struct PairJson<'a> {
+    a: &'a str,
+    b: &'a str,
+    bytes: u64,
+    rank: u64,
+    shape: [u64; 2],
+    target: String,
+}
+
+impl<'a> AdapterJson<'a> {
+    fn of(g: &'a Gguf<'a>, a: Adapter) -> AdapterJson<'a> {
+        let pairs = a
+            .pairs
+            .iter()
+            .filter_map(|p| {
+                let (ta, tb) = (g.tensors.get(p.a)?, g.tensors.get(p.b)?);
+                Some(PairJson {
+                    a: ta.name,
+                    b: tb.name,
+                    bytes: ta.n_bytes + tb.n_bytes,
+                    rank: p.rank,
+                    shape: p.shape(),
+                    target: p.target.clone(),
+                })
+            })
+            .collect();
+        AdapterJson {
+            alpha: a.alpha,
+            invocation_tokens: a.invocation_tokens,
+            ranks: a.ranks(),
+            pairs,
+            problems: a.problems,
+        }
+    }
+}
+
+/// An adapter's summary and its pairs (the weight each updates, the update's shape, the
+/// rank, the halves' types and bytes), after the metadata.
+fn print_adapter(out: &mut dyn Write, g: &Gguf<'_>, a: &Adapter) -> Result<()> {
+    let bytes: u64 =
+        a.pairs.iter().filter_map(|p| Some(g.tensors.get(p.a)?.n_bytes + g.tensors.get(p.b)?.n_bytes)).sum();
+    let updated: u64 = a.pairs.iter().map(|p| p.n_elements()).sum();
+    let ranks = a.ranks().iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+    writeln!(
+        out,
+        "\nLoRA adapter for {}: {}, rank{} {ranks}, {} pairs, {} of factors updating {} weight values \
+         (ΔW = (α/r)·B·A)",
+        printable(a.architecture.as_deref().unwrap_or("?")),
+        a.alpha.map_or_else(|| "α missing".to_string(), |x| format!("α {x}")),
+        if a.ranks().len() > 1 { "s" } else { "" },
+        a.pairs.len(),
+        organ_core::report::human_bytes(bytes),
+        organ_core::report::human_count(updated),
+    )?;
+    if let Some(n) = a.invocation_tokens {
+        writeln!(out, "  aLoRA: active after an invocation sequence of {n} tokens")?;
+    }
+    if !a.problems.is_empty() {
+        writeln!(
+            out,
+            "  {} problems (organ check lists them), the first: {}",
+            a.problems.len(),
+            a.problems[0].sentence()
+        )?;
+    }
+    writeln!(out, "  {:<36} {:<14} {:>5}  {:<6} {:<6} {:>10}", "updates", "shape", "rank", "A", "B", "bytes")?;
+    for p in &a.pairs {
+        let (Some(ta), Some(tb)) = (g.tensors.get(p.a), g.tensors.get(p.b)) else { continue };
+        writeln!(
+            out,
+            "  {:<36} {:<14} {:>5}  {:<6} {:<6} {:>10}",
+            printable(&p.target),
+            format!("{:?}", p.shape()),
+            p.rank,
+            ta.ty.name(),
+            tb.ty.name(),
+            ta.n_bytes + tb.n_bytes
+        )?;
+    }
+    Ok(())
 }
 
 /// A JSON array of what `F` iterates, serialized as it is iterated.

@@ -18,6 +18,7 @@
 //! whole ([`Factors::sample`], [`Factors::frobenius`]).
 
 mod factors;
+pub mod merge;
 
 pub use factors::Factors;
 
@@ -218,10 +219,33 @@ impl Adapter {
         r
     }
 
-    /// The problems of applying this adapter to `base` (also an [`Adapter`]'s own
-    /// problems are not repeated): another architecture, a weight the base lacks, a shape
-    /// that is not the weight's, a base that is itself an adapter.
+    /// The problems of applying this adapter to `base` at run time, as llama.cpp does
+    /// (also an [`Adapter`]'s own problems are not repeated): those of [`Adapter::fits`],
+    /// and a `token_embd` pair on a base that ties its output to `token_embd`, which
+    /// llama.cpp 11434 aborts on.
     pub fn against<T: Borrow<TensorEntry>>(&self, base: &Model<T>) -> Vec<Problem> {
+        let mut out = self.fits(base);
+        if is_adapter(base) {
+            return out;
+        }
+        for p in &self.pairs {
+            if p.embedding && !base.tensors.iter().any(|t| t.borrow().name == "output.weight") {
+                out.push(Problem::error(
+                    &p.target,
+                    "the base ties its output to token_embd (it has no output.weight), and llama.cpp 11434 then \
+                     applies this pair to the output too, in the wrong layout: it aborts (GGML_ASSERT \
+                     ggml_can_mul_mat). Merging it (organ lora merge, llama-export-lora) changes both."
+                        .into(),
+                ));
+            }
+        }
+        out
+    }
+
+    /// The problems of merging this adapter into `base` (its own problems are not
+    /// repeated): another architecture, a weight the base lacks, a shape that is not the
+    /// weight's, a base that is itself an adapter.
+    pub fn fits<T: Borrow<TensorEntry>>(&self, base: &Model<T>) -> Vec<Problem> {
         let mut out = Vec::new();
         if is_adapter(base) {
             out.push(Problem::error("", "the base is itself an adapter (general.type = \"adapter\")".into()));
@@ -246,15 +270,6 @@ impl Adapter {
                     format!("the pair makes a {:?} update, the base's weight is {:?}", p.shape(), t.dims),
                 )),
                 Some(_) => {}
-            }
-            if p.embedding && !base.tensors.iter().any(|t| t.borrow().name == "output.weight") {
-                out.push(Problem::error(
-                    &p.target,
-                    "the base ties its output to token_embd (it has no output.weight), and llama.cpp 11434 then \
-                     applies this pair to the output too, in the wrong layout: it aborts (GGML_ASSERT \
-                     ggml_can_mul_mat). Merging it (organ lora merge, llama-export-lora) changes both."
-                        .into(),
-                ));
             }
         }
         out

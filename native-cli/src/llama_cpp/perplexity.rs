@@ -106,7 +106,9 @@ pub struct Divergence {
 /// What `organ eval` measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct Evaluation {
+    /// The model's path, then ` + lora FILE:S` for each adapter applied to it.
     pub model: String,
+    /// The base's, likewise.
     pub base: Option<String>,
     pub text: String,
     pub ctx: u32,
@@ -153,9 +155,11 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
     drop(read);
     let text = copy_text(&s.text, &dir.path)?;
     let label = |p: &Path| p.display().to_string();
+    // A side run with adapters says so: `MODEL + lora FILE:S…`.
+    let with = |p: &Path, adapters: &[Scaled]| adapters.iter().fold(label(p), |l, a| format!("{l} + lora {a}"));
     let mut e = Evaluation {
-        model: label(model),
-        base: base.map(label),
+        model: with(model, &s.adapters.model),
+        base: base.map(|b| with(b, &s.adapters.base)),
         text: label(&s.text),
         ctx: s.ctx,
         chunks: 0,

@@ -588,3 +588,22 @@ pub fn print(e: &Evaluation, w: &mut dyn Write) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Scaled;
+    use std::path::PathBuf;
+
+    #[test]
+    fn an_adapter_argument_is_a_file_and_an_optional_scale() {
+        let s = |path: &str, scale| Scaled { path: PathBuf::from(path), scale };
+        assert_eq!(Scaled::parse("a.gguf").unwrap(), s("a.gguf", 1.0));
+        assert_eq!(Scaled::parse("a.gguf:0.5").unwrap(), s("a.gguf", 0.5));
+        assert_eq!(Scaled::parse("dir:x/a.gguf:-2").unwrap(), s("dir:x/a.gguf", -2.0));
+        // A suffix that is not a number is part of the name.
+        assert_eq!(Scaled::parse("dir:x/a.gguf").unwrap(), s("dir:x/a.gguf", 1.0));
+        assert!(Scaled::parse("a.gguf:inf").is_err());
+        assert!(Scaled::parse("a.gguf:NaN").is_err());
+        assert_eq!(s("a.gguf", 0.5).to_string(), "a.gguf:0.5");
+    }
+}

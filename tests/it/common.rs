@@ -58,8 +58,15 @@ fn oracle_path() -> PathBuf {
 }
 
 /// The llama.cpp tools the tests run.
-const LLAMA_TOOLS: [&str; 6] =
-    ["llama-completion", "llama-perplexity", "llama-quantize", "llama-gguf-split", "llama-tokenize", "llama-imatrix"];
+const LLAMA_TOOLS: [&str; 7] = [
+    "llama-completion",
+    "llama-perplexity",
+    "llama-quantize",
+    "llama-gguf-split",
+    "llama-tokenize",
+    "llama-imatrix",
+    "llama-export-lora",
+];
 
 /// Where the llama.cpp tools the tests run are (ORGAN_LLAMA_BIN, or the cache's build).
 pub fn llama_dir() -> PathBuf {

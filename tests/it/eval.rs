@@ -28,7 +28,7 @@ fn llama_bin() -> PathBuf {
 /// cores and then spins at its barriers beside the other test running (see
 /// [`LLAMA_THREADS`]). It execs, so the descriptors organ hands the tool stay open, as
 /// eval_handed's wrapper shows.
-fn one_thread_llama_bin() -> PathBuf {
+pub(crate) fn one_thread_llama_bin() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = tmp("llama-one-thread");

@@ -123,7 +123,7 @@ fn check_finds_what_llama_cpp_refuses_and_measure_stops_on_it() {
 }
 
 #[test]
-fn a_token_embd_pair_on_a_tied_model_is_a_warning_against_the_base() {
+fn a_token_embd_pair_on_a_tied_model_is_an_error_against_the_base_at_run_time() {
     let Some(model) = need::smollm2_and_oracle() else { return };
     let tied = make_lora(&model, "tied.gguf", &["--rank", "4", "--targets", "attn_q,token_embd", "--layers", "0"]);
     let mut c = organ();

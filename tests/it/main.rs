@@ -28,6 +28,7 @@ mod hostile;
 mod hub;
 mod llama;
 mod lora_measure;
+mod lora_merge;
 mod moe;
 mod moto;
 mod predict;

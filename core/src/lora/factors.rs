@@ -112,6 +112,12 @@ impl Factors {
     /// Adds ΔW's rows `first..first + w.len() / cols` to `w` (those rows of the weight,
     /// row-major, f32): W' = W + ΔW, each element's dot product and scaling in f32.
     ///
+    /// Each element's dot product sums its r terms in order from 0, as a plain loop over
+    /// them would, but a row of ΔW is built as r passes of `delta += L[i][t] · Rᵀ[t]` over
+    /// contiguous columns, which the compiler vectorizes (the per-element loop of r terms
+    /// it cannot: f32 addition does not reassociate). Rᵀ is made once per call, so callers
+    /// give many rows at a time.
+    ///
     /// # Errors
     /// [`Error::SizeMismatch`] when `w` is not whole rows within ΔW.
     pub fn add_to(&self, first: usize, w: &mut [f32]) -> Result<()> {
@@ -125,11 +131,17 @@ impl Factors {
             });
         }
         let s = self.scale as f32;
+        let rt = transpose(&self.r, cols, k);
+        let mut delta = vec![0f32; cols];
         for (i, row) in (first..).zip(w.chunks_exact_mut(cols.max(1))) {
-            let li = &self.l[i * k..(i + 1) * k];
-            for (x, rj) in row.iter_mut().zip(self.r.chunks_exact(k)) {
-                let dot: f32 = li.iter().zip(rj).map(|(&a, &b)| a * b).sum();
-                *x += s * dot;
+            delta.fill(0.0);
+            for (&a, rt_t) in self.l[i * k..(i + 1) * k].iter().zip(rt.chunks_exact(cols.max(1))) {
+                for (d, &b) in delta.iter_mut().zip(rt_t) {
+                    *d += a * b;
+                }
+            }
+            for (x, &d) in row.iter_mut().zip(&delta) {
+                *x += s * d;
             }
         }
         Ok(())

@@ -19,6 +19,7 @@
 
 mod factors;
 pub mod measure;
+pub mod merge;
 
 pub use factors::Factors;
 pub use measure::{Facts, Update};
@@ -220,11 +221,33 @@ impl Adapter {
         r
     }
 
-    /// The problems of applying this adapter to `base` (the adapter's own problems are
-    /// not repeated): errors for another architecture, a weight the base lacks, a shape
-    /// that is not the weight's, a base that is itself an adapter; a warning for a
-    /// token_embd pair on a base whose output is tied to token_embd.
+    /// The problems of applying this adapter to `base` at run time, as llama.cpp does
+    /// (also an [`Adapter`]'s own problems are not repeated): those of [`Adapter::fits`],
+    /// and a `token_embd` pair on a base that ties its output to `token_embd`, which
+    /// llama.cpp 11434 aborts on.
     pub fn against<T: Borrow<TensorEntry>>(&self, base: &Model<T>) -> Vec<Problem> {
+        let mut out = self.fits(base);
+        if is_adapter(base) {
+            return out;
+        }
+        for p in &self.pairs {
+            if p.embedding && !base.tensors.iter().any(|t| t.borrow().name == "output.weight") {
+                out.push(Problem::error(
+                    &p.target,
+                    "the base ties its output to token_embd (it has no output.weight), and llama.cpp 11434 then \
+                     applies this pair to the output too, in the wrong layout: --lora aborts (GGML_ASSERT \
+                     ggml_can_mul_mat). Merging it (organ lora merge, llama-export-lora) works and changes both."
+                        .into(),
+                ));
+            }
+        }
+        out
+    }
+
+    /// The problems of merging this adapter into `base` (its own problems are not
+    /// repeated): another architecture, a weight the base lacks, a shape that is not the
+    /// weight's, a base that is itself an adapter.
+    pub fn fits<T: Borrow<TensorEntry>>(&self, base: &Model<T>) -> Vec<Problem> {
         let mut out = Vec::new();
         if is_adapter(base) {
             out.push(Problem::error("", "the base is itself an adapter (general.type = \"adapter\")".into()));
@@ -249,16 +272,6 @@ impl Adapter {
                     format!("the pair makes a {:?} update, the base's weight is {:?}", p.shape(), t.dims),
                 )),
                 Some(_) => {}
-            }
-            if p.embedding && !base.tensors.iter().any(|t| t.borrow().name == "output.weight") {
-                // A warning, not an error: merging such a pair is sound (it changes both uses).
-                out.push(Problem::warning(
-                    &p.target,
-                    "the base ties its output to token_embd (it has no output.weight), and llama.cpp 11434 then \
-                     applies this pair to the output too, in the wrong layout: --lora aborts (GGML_ASSERT \
-                     ggml_can_mul_mat). Merging it (organ lora merge, llama-export-lora) works and changes both."
-                        .into(),
-                ));
             }
         }
         out

@@ -124,7 +124,8 @@ fn a_base_is_checked_against_the_pairs() {
     let said = tied.against(&base);
     assert_eq!(said.len(), 1);
     assert!(said[0].message.starts_with("the base ties its output to token_embd"), "{said:?}");
-    assert_eq!(said[0].severity, Severity::Warning);
+    assert_eq!(said[0].severity, Severity::Error);
+    assert_eq!(tied.fits(&base), vec![], "merging it is sound");
     base.tensors.push(entry("output.weight", GgmlType::Q4_0, &[64, 100]));
     assert_eq!(tied.against(&base), vec![]);
     let said = a.against(&adapter(Some(1.0), vec![]));

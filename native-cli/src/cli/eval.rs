@@ -3,6 +3,7 @@
 
 use super::{guard, Argv, Exit, Force, Out, ToArgs};
 use crate::cmd::{self, eval::JudgeArgs};
+use crate::llama_cpp::perplexity::{Adapters, Scaled};
 use anyhow::Result;
 use std::path::PathBuf;
 
@@ -16,6 +17,13 @@ pub struct EvalArgs {
     /// The model to compare with (its parent): same vocabulary, same context.
     #[arg(long, value_name = "PARENT")]
     pub base: Option<PathBuf>,
+    /// A LoRA adapter llama-perplexity applies to the model, at scale S (default 1); repeat
+    /// for several.
+    #[arg(long = "lora", value_name = "FILE[:S]")]
+    pub lora: Vec<String>,
+    /// A LoRA adapter applied to the base, at scale S (default 1); repeat for several.
+    #[arg(long = "base-lora", value_name = "FILE[:S]", requires = "base")]
+    pub base_lora: Vec<String>,
     /// Tokens per context (llama-perplexity's -c; the second half of each is scored).
     #[arg(long, value_name = "N", default_value_t = cmd::eval::DEFAULT_CTX)]
     pub ctx: u32,
@@ -42,6 +50,8 @@ impl EvalArgs {
             model,
             text,
             base: None,
+            lora: Vec::new(),
+            base_lora: Vec::new(),
             ctx: cmd::eval::DEFAULT_CTX,
             threads: None,
             chunks: None,
@@ -62,6 +72,7 @@ impl<'a> TryFrom<&'a EvalArgs> for cmd::eval::Options<'a> {
             threads: a.threads,
             chunks: a.chunks,
             llama_cpp: a.llama_cpp.clone(),
+            adapters: Adapters { model: scaled(&a.lora)?, base: scaled(&a.base_lora)? },
         };
         Ok(cmd::eval::Options {
             model: &a.model,
@@ -73,9 +84,16 @@ impl<'a> TryFrom<&'a EvalArgs> for cmd::eval::Options<'a> {
     }
 }
 
+/// `FILE[:S]` arguments as adapters with their scales.
+pub(super) fn scaled(args: &[String]) -> Result<Vec<Scaled>> {
+    args.iter().map(|s| Scaled::parse(s)).collect()
+}
+
 pub(super) fn run(a: &EvalArgs, out: &mut Out) -> Result<Exit> {
     let o = cmd::eval::Options::try_from(a)?;
-    let inputs: Vec<_> = [Some(o.model), o.base, Some(a.text.as_path())].into_iter().flatten().collect();
+    let adapters = o.settings.adapters.model.iter().chain(&o.settings.adapters.base).map(|s| s.path.as_path());
+    let inputs: Vec<_> =
+        [Some(o.model), o.base, Some(a.text.as_path())].into_iter().flatten().chain(adapters).collect();
     guard(&inputs, &[o.json], o.force)?;
     cmd::eval::run(&o, out.text(&[o.json])?)?;
     Ok(Exit::Done)
@@ -87,6 +105,8 @@ impl ToArgs for EvalArgs {
             .arg(&self.model)
             .value("--text", &self.text)
             .opt("--base", self.base.as_ref())
+            .each("--lora", &self.lora)
+            .each("--base-lora", &self.base_lora)
             .number("--ctx", Some(self.ctx))
             .number("--threads", self.threads)
             .number("--chunks", self.chunks)

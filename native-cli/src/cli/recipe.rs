@@ -106,6 +106,7 @@ impl<'a> TryFrom<&'a RecipeArgs> for cmd::recipe::Options<'a> {
                 threads: None,
                 chunks: a.chunks,
                 llama_cpp: a.llama_cpp.clone(),
+                adapters: Default::default(),
             }),
             llama_cpp: a.llama_cpp.as_deref(),
         });

@@ -183,6 +183,7 @@ impl<'a> TryFrom<&'a SensitivityArgs> for cmd::sensitivity::Options<'a> {
                 threads: Some(1),
                 chunks: a.chunks,
                 llama_cpp: a.llama_cpp.clone(),
+                adapters: Default::default(),
             },
             repeat_text: a.repeat_text.clone(),
             jobs,

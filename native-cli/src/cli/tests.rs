@@ -152,10 +152,26 @@ fn surgery_round_trips() {
 }
 
 #[test]
+fn lora_merge_round_trips() {
+    let m = lora::LoraMergeArgs {
+        base: p("/base.gguf"),
+        lora: vec!["/a.gguf".into(), "/b.gguf:0.5".into()],
+        out: p("/m.gguf"),
+        ty: "f16".into(),
+        json: Some(p("/m.json")),
+        force: FORCE,
+        judge: judge(),
+    };
+    let op = lora::Op::Merge(m);
+    assert_eq!(reparsed(&op), Command::Lora { op: op.clone() });
+}
+
+#[test]
 fn eval_and_defaults_round_trip() {
     let mut e = EvalArgs::new(p("/m.gguf"), p("/text"));
     (e.base, e.ctx, e.threads, e.chunks) = (Some(p("/base")), 128, Some(2), Some(5));
     (e.json, e.llama_cpp, e.force) = (Some(p("/e.json")), Some(p("/bin")), FORCE);
+    (e.lora, e.base_lora) = (vec!["/a.gguf".into(), "/b.gguf:0.5".into()], vec!["/c.gguf:2".into()]);
     assert_eq!(reparsed(&e), Command::Eval(e.clone()));
     // The constructors the server starts from are clap's defaults.
     let plain = EvalArgs::new(p("/m.gguf"), p("/text"));

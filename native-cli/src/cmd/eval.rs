@@ -38,6 +38,7 @@ impl JudgeArgs {
             threads: None,
             chunks: None,
             llama_cpp: self.llama_cpp.clone(),
+            adapters: Default::default(),
         })
     }
 }

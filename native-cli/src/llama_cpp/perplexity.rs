@@ -35,6 +35,51 @@ pub struct Settings {
     pub chunks: Option<u32>,
     /// llama.cpp's bin directory (default: ORGAN_LLAMA_CPP, then PATH).
     pub llama_cpp: Option<PathBuf>,
+    /// LoRA adapters llama-perplexity applies at run time, to either side.
+    pub adapters: Adapters,
+}
+
+/// The adapters applied to each side of an evaluation (`--lora-scaled FILE:S`): the model
+/// `organ eval --lora` names, or the base `--base-lora` names (`organ lora merge --judge`
+/// compares its output with the base and the adapters merged).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Adapters {
+    /// Applied to the model.
+    pub model: Vec<Scaled>,
+    /// Applied to the base.
+    pub base: Vec<Scaled>,
+}
+
+/// An adapter file and the scale it is applied at (1 for llama.cpp's `--lora`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scaled {
+    pub path: PathBuf,
+    pub scale: f32,
+}
+
+impl Scaled {
+    /// `FILE` (scale 1) or `FILE:S`, as `--lora` takes them: a suffix after the last `:`
+    /// that reads as a number is the scale, so a file name with a colon still works.
+    ///
+    /// # Errors
+    /// A scale that is not finite.
+    pub fn parse(s: &str) -> Result<Scaled> {
+        if let Some((path, scale)) = s.rsplit_once(':') {
+            if let Ok(v) = scale.parse::<f32>() {
+                if !v.is_finite() {
+                    bail!("{s:?}: the scale {scale} is not a finite number");
+                }
+                return Ok(Scaled { path: PathBuf::from(path), scale: v });
+            }
+        }
+        Ok(Scaled { path: PathBuf::from(s), scale: 1.0 })
+    }
+}
+
+impl std::fmt::Display for Scaled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.path.display(), self.scale)
+    }
 }
 
 /// The contexts organ asks llama-perplexity for.
@@ -61,7 +106,9 @@ pub struct Divergence {
 /// What `organ eval` measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct Evaluation {
+    /// The model's path, then ` + lora FILE:S` for each adapter applied to it.
     pub model: String,
+    /// The base's, likewise.
     pub base: Option<String>,
     pub text: String,
     pub ctx: u32,
@@ -94,21 +141,25 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
     // would resolve again.
     let dir = scratch_dir(scratch)?;
     let (model_file, read) = hand_model(model, &dir.path.join("model"))?;
-    let base_file = match base {
+    let model_adapters = hand_adapters(&s.adapters.model, model, &read)?;
+    let (base_file, base_adapters) = match base {
         Some(b) => {
             let (handed, base_read) = hand_model(b, &dir.path.join("base"))?;
             same_vocabulary(b, &base_read, model, &read)?;
-            Some(handed)
+            (Some(handed), hand_adapters(&s.adapters.base, b, &base_read)?)
         }
-        None => None,
+        None if !s.adapters.base.is_empty() => bail!("adapters for the base need a base to apply them to"),
+        None => (None, Vec::new()),
     };
     // The maps go before llama.cpp runs: it reads the files itself.
     drop(read);
     let text = copy_text(&s.text, &dir.path)?;
     let label = |p: &Path| p.display().to_string();
+    // A side run with adapters says so: `MODEL + lora FILE:S…`.
+    let with = |p: &Path, adapters: &[Scaled]| adapters.iter().fold(label(p), |l, a| format!("{l} + lora {a}"));
     let mut e = Evaluation {
-        model: label(model),
-        base: base.map(label),
+        model: with(model, &s.adapters.model),
+        base: base.map(|b| with(b, &s.adapters.base)),
         text: label(&s.text),
         ctx: s.ctx,
         chunks: 0,
@@ -133,7 +184,7 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
         }
     };
     let (Some(base), Some(base_file)) = (base, base_file) else {
-        let mut c = command(&tool, &model_file, &[&text], s);
+        let mut c = command(&tool, &model_file, &model_adapters, &[&text], s);
         c.arg("-f").arg(&text.arg);
         let p = llama_cpp::run_metered(c, &mut step(0)).with_context(|| format!("{}", model.display()))?;
         let r = output::perplexity(&p.stdout, &p.stderr).with_context(|| format!("{}", model.display()))?;
@@ -141,10 +192,10 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
         return Ok(e);
     };
     let logits = Handed::file(create_private(&dir.path.join("base-logits.kld"))?)?;
-    let b = run_base(&tool, &base_file, &text, &logits, s, &mut step(0))
+    let b = run_base(&tool, &base_file, &base_adapters, &text, &logits, s, &mut step(0))
         .with_context(|| format!("{} (the base)", base.display()))?;
     bar.0.set_message(format!("{} against the base", name(model)));
-    let k = run_divergence(&tool, &model_file, &logits, &b, s, &mut step(1))
+    let k = run_divergence(&tool, &model_file, &model_adapters, &logits, &b, s, &mut step(1))
         .with_context(|| format!("{}", model.display()))?;
     drop((logits, text, dir));
     e.chunks = k.chunks;
@@ -170,12 +221,24 @@ impl Drop for Cleared {
     }
 }
 
-/// llama-perplexity on the handed model `m` with the settings' context (also its batch),
-/// threads and chunks; `also` are the other files it inherits.
-fn command(tool: &Path, m: &Handed, also: &[&Handed], s: &Settings) -> Command {
+/// An adapter handed to llama.cpp, with the scale it applies it at.
+type HandedAdapter = (Handed, f32);
+
+/// llama-perplexity on the handed model `m` with its `adapters` (`--lora-scaled FILE:S`),
+/// the settings' context (also its batch), threads and chunks; `also` are the other files
+/// it inherits.
+fn command(tool: &Path, m: &Handed, adapters: &[HandedAdapter], also: &[&Handed], s: &Settings) -> Command {
     let mut c = Command::new(tool);
     c.arg("-m").arg(&m.arg).arg("-c").arg(s.ctx.to_string()).arg("-b").arg(s.ctx.to_string());
-    llama_cpp::inherit(&mut c, &[&[m], also].concat());
+    for (a, scale) in adapters {
+        // A handed file is /proc/self/fd/N: no ':' or ',' for llama.cpp to split on.
+        let mut arg = a.arg.clone().into_os_string();
+        arg.push(format!(":{scale}"));
+        c.arg("--lora-scaled").arg(arg);
+    }
+    let files: Vec<&Handed> =
+        [m].into_iter().chain(adapters.iter().map(|(a, _)| a)).chain(also.iter().copied()).collect();
+    llama_cpp::inherit(&mut c, &files);
     if let Some(t) = s.threads {
         c.arg("-t").arg(t.max(1).to_string());
     }
@@ -190,12 +253,13 @@ fn command(tool: &Path, m: &Handed, also: &[&Handed], s: &Settings) -> Command {
 fn run_base(
     tool: &Path,
     base: &Handed,
+    adapters: &[HandedAdapter],
     text: &Handed,
     logits: &Handed,
     s: &Settings,
     progress: &mut dyn FnMut(u32, u32),
 ) -> Result<output::Perplexity> {
-    let mut c = command(tool, base, &[text, logits], s);
+    let mut c = command(tool, base, adapters, &[text, logits], s);
     c.arg("-f").arg(&text.arg).arg("--kl-divergence-base").arg(&logits.arg);
     let p = llama_cpp::run_metered(c, progress)?;
     Ok(output::perplexity(&p.stdout, &p.stderr)?)
@@ -206,12 +270,13 @@ fn run_base(
 fn run_divergence(
     tool: &Path,
     model: &Handed,
+    adapters: &[HandedAdapter],
     logits: &Handed,
     base: &output::Perplexity,
     s: &Settings,
     progress: &mut dyn FnMut(u32, u32),
 ) -> Result<output::KlDivergence> {
-    let mut c = command(tool, model, &[logits], s);
+    let mut c = command(tool, model, adapters, &[logits], s);
     c.arg("--kl-divergence-base").arg(&logits.arg).arg("--kl-divergence");
     let p = llama_cpp::run_metered(c, progress)?;
     let k = output::kl_divergence(&p.stdout, &p.stderr)?;
@@ -252,10 +317,11 @@ impl SavedBase {
         let dir = scratch_dir(Some(scratch))?;
         let (base_file, read) = hand_model(base, &dir.path.join("base"))?;
         let vocabulary = vocabulary(base, &read)?;
+        let adapters = hand_adapters(&s.adapters.base, base, &read)?;
         drop(read);
         let text = copy_text(&s.text, &dir.path)?;
         let out = Handed::file(create_private(logits)?)?;
-        let scored = run_base(&tool, &base_file, &text, &out, s, &mut |_, _| {})
+        let scored = run_base(&tool, &base_file, &adapters, &text, &out, s, &mut |_, _| {})
             .with_context(|| format!("{} (the base)", base.display()));
         if scored.is_err() {
             let _ = std::fs::remove_file(logits);
@@ -284,6 +350,7 @@ impl SavedBase {
         let dir = scratch_dir(Some(scratch))?;
         let (model_file, read) = hand_model(model, &dir.path.join("model"))?;
         let m = vocabulary(model, &read)?;
+        let adapters = hand_adapters(&s.adapters.model, model, &read)?;
         if m != self.vocabulary {
             bail!(
                 "{} has {m} tokens, the base {}: KL divergence compares the same tokens' probabilities",
@@ -295,7 +362,7 @@ impl SavedBase {
         let saved = std::fs::File::open(&self.logits)
             .with_context(|| format!("{}: cannot open the base's saved logits", self.logits.display()))?;
         let logits = Handed::file(saved)?;
-        run_divergence(&self.tool, &model_file, &logits, &self.scored, s, &mut |_, _| {})
+        run_divergence(&self.tool, &model_file, &adapters, &logits, &self.scored, s, &mut |_, _| {})
             .with_context(|| format!("{}", model.display()))
     }
 }
@@ -405,6 +472,32 @@ pub(crate) fn hand_model(path: &Path, links: &Path) -> Result<(Handed, Model)> {
     Ok((handed, within_tensors(path, Model::from_open_files(path, opened)?)?))
 }
 
+/// The adapters `list` names, each opened as any input, read by organ and checked as
+/// llama.cpp would apply it to `side` (read as `side_model`): an adapter llama.cpp
+/// refuses or aborts on is refused here, named, before any run. Handed with their scales.
+///
+/// # Errors
+/// A file cannot be opened or read, is not an adapter llama.cpp loads, or does not fit
+/// the side's model.
+fn hand_adapters(list: &[Scaled], side: &Path, side_model: &Model) -> Result<Vec<HandedAdapter>> {
+    use organ_core::lora::{Adapter, Severity};
+    let mut out = Vec::with_capacity(list.len());
+    for a in list {
+        let file = crate::input::open(&a.path)?;
+        let handed = file.try_clone().with_context(|| format!("{}: cannot duplicate", a.path.display()))?;
+        let m = Model::from_open_files(&a.path, vec![(a.path.clone(), file)])?;
+        let adapter = Adapter::read(&m.model);
+        if let Some(e) = adapter.first_error() {
+            bail!("{}: not a LoRA adapter llama.cpp loads: {e}", a.path.display());
+        }
+        if let Some(p) = adapter.against(&side_model.model).iter().find(|p| p.severity == Severity::Error) {
+            bail!("{}: cannot be applied to {}: {}", a.path.display(), side.display(), p.sentence());
+        }
+        out.push((Handed::file(handed)?, a.scale));
+    }
+    Ok(out)
+}
+
 /// `model`, unless it has more than [`MAX_HANDED_TENSORS`] tensors.
 fn within_tensors(path: &Path, model: Model) -> Result<Model> {
     let n = model.tensors.len();
@@ -494,4 +587,23 @@ pub fn print(e: &Evaluation, w: &mut dyn Write) -> Result<()> {
         writeln!(w, "  ln(PPL/PPL base)  {:>10.6} ± {:.6}", k.ln_ppl_ratio.value, k.ln_ppl_ratio.error)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Scaled;
+    use std::path::PathBuf;
+
+    #[test]
+    fn an_adapter_argument_is_a_file_and_an_optional_scale() {
+        let s = |path: &str, scale| Scaled { path: PathBuf::from(path), scale };
+        assert_eq!(Scaled::parse("a.gguf").unwrap(), s("a.gguf", 1.0));
+        assert_eq!(Scaled::parse("a.gguf:0.5").unwrap(), s("a.gguf", 0.5));
+        assert_eq!(Scaled::parse("dir:x/a.gguf:-2").unwrap(), s("dir:x/a.gguf", -2.0));
+        // A suffix that is not a number is part of the name.
+        assert_eq!(Scaled::parse("dir:x/a.gguf").unwrap(), s("dir:x/a.gguf", 1.0));
+        assert!(Scaled::parse("a.gguf:inf").is_err());
+        assert!(Scaled::parse("a.gguf:NaN").is_err());
+        assert_eq!(s("a.gguf", 0.5).to_string(), "a.gguf:0.5");
+    }
 }

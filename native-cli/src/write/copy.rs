@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::Write;
 
 /// Appends a tensor's bytes to `dst`: in memory ones directly, file-backed ones in the kernel.
-pub(super) fn write_tensor_data(t: &Tensor, dst: &mut File) -> Result<()> {
+pub(crate) fn write_tensor_data(t: &Tensor, dst: &mut File) -> Result<()> {
     match &t.owned {
         Some(b) => Ok(dst.write_all(b)?),
         None => t.in_file.with_file(|src| copy_range(src, t.offset, t.n_bytes, dst)),

@@ -25,7 +25,7 @@ pub fn write_gguf(
 }
 
 /// The layout of the GGUF of `kvs` and `specs`, to be written at `dest` (named by errors).
-pub(super) fn lay_out<'a>(
+pub(crate) fn lay_out<'a>(
     version: u32,
     kvs: &[(String, OwnedValue)],
     specs: impl Iterator<Item = TensorSpec<'a>>,

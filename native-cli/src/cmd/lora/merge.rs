@@ -1,0 +1,341 @@
+//! `organ lora merge`: LoRA adapters merged into their base (the core's
+//! [`organ_core::lora::merge`]): every adapter read and checked against the base before any
+//! work, then one GGUF written through a temp file, untouched tensors copied byte for byte
+//! and merged ones computed a few at a time (rows in parallel), so memory holds a few
+//! tensors, never the model.
+
+use crate::llama_cpp::perplexity::{Scaled, Settings};
+use crate::model::{Model, Tensor};
+use anyhow::{bail, Context, Result};
+use organ_core::gguf::writer::{padding, TensorSpec};
+use organ_core::lora::merge::{file_type, merge_rows, plan, Merge, OutputType};
+use organ_core::lora::{is_adapter, Adapter, Factors, Severity};
+use organ_core::model::OwnedValue;
+use organ_core::{GgmlType, MetaValue};
+use rayon::prelude::*;
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::io::Write;
+use std::path::Path;
+
+/// Values merged per task: a block of rows of one tensor.
+const CHUNK_VALUES: usize = 1 << 16;
+
+/// The prefix of the metadata organ adds to a merged model.
+const KEY_PREFIX: &str = "organ.lora_merge.";
+
+pub struct Options<'a> {
+    pub base: &'a Path,
+    /// The adapters, each with its scale.
+    pub adapters: Vec<Scaled>,
+    /// One GGUF file.
+    pub out: &'a Path,
+    pub ty: OutputType,
+    pub json: Option<&'a Path>,
+    /// Replace outputs that exist (never an input).
+    pub force: bool,
+    /// `--judge`: the output against the base with the adapters applied by llama.cpp
+    /// (`adapters.base` holds them).
+    pub judge: Option<Settings>,
+}
+
+/// An adapter as the report shows it.
+#[derive(Serialize)]
+struct AdapterRow {
+    file: String,
+    scale: f32,
+    alpha: Option<f32>,
+    ranks: Vec<u64>,
+    pairs: usize,
+}
+
+/// A merged tensor as the report shows it.
+#[derive(Serialize)]
+struct TensorRow {
+    name: String,
+    #[serde(rename = "type")]
+    from: String,
+    written_as: String,
+    /// Why that type: kept (the base's), --type, or F16 (organ cannot write the base's).
+    why: &'static str,
+    /// The adapters (indices in `adapters`) whose pairs were added.
+    adapters: Vec<usize>,
+}
+
+pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
+    if !o.out.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) {
+        bail!("{}: lora merge writes one GGUF file: give a name ending in .gguf", o.out.display());
+    }
+    if let Some(s) = &o.judge {
+        crate::judge::check(o.base, o.out, false, s)?;
+    }
+    let base = Model::open(o.base)?;
+    if is_adapter(&base.model) {
+        bail!(
+            "{}: a LoRA adapter (general.type = \"adapter\"), not a model: give the base model first, the adapter \
+             with --lora",
+            o.base.display()
+        );
+    }
+    let adapters = open_adapters(o, &base)?;
+    let list: Vec<(&Adapter, f64)> =
+        adapters.iter().zip(&o.adapters).map(|((_, a), s)| (a, f64::from(s.scale))).collect();
+    let merges = plan(&base.model, &list, o.ty).with_context(|| format!("{}: cannot merge", o.base.display()))?;
+
+    let rows = adapter_rows(o, &adapters);
+    let tensors = tensor_rows(&base, &merges);
+    let copied = base.tensors.len() - merges.len();
+    report(o, &base, &rows, &tensors, copied, w)?;
+
+    let kvs = metadata(o, &base, &merges);
+    let len = write(o, &base, &adapters, &merges, &kvs)?;
+    writeln!(w, "wrote {} ({len} bytes)", o.out.display())?;
+
+    let verdict = match &o.judge {
+        Some(s) => {
+            let v = crate::judge::judge(o.out, o.base, s)?;
+            crate::judge::print(&v, w)?;
+            Some(v)
+        }
+        None => None,
+    };
+    if let Some(p) = o.json {
+        let doc = serde_json::json!({
+            "base": o.base.display().to_string(),
+            "out": o.out.display().to_string(),
+            "adapters": rows,
+            "tensors": tensors,
+            "copied": copied,
+            "judge": verdict,
+        });
+        crate::atomic::write_json(p, o.force, &doc)?;
+    }
+    Ok(())
+}
+
+/// Opens and checks every adapter before any work: llama.cpp's own refusals
+/// ([`Adapter::first_error`]), then its fit to the base ([`Adapter::fits`]); with
+/// `--judge`, also what llama.cpp cannot apply at run time ([`Adapter::against`]).
+fn open_adapters(o: &Options<'_>, base: &Model) -> Result<Vec<(Model, Adapter)>> {
+    let mut out = Vec::with_capacity(o.adapters.len());
+    for s in &o.adapters {
+        let p = s.path.as_path();
+        let m = Model::open(p)?;
+        let a = Adapter::read(&m.model);
+        if let Some(e) = a.first_error() {
+            bail!("{}: not a LoRA adapter organ can merge: {e}", p.display());
+        }
+        let errors: Vec<String> =
+            a.fits(&base.model).iter().filter(|p| p.severity == Severity::Error).map(|p| p.sentence()).collect();
+        if let Some(first) = errors.first() {
+            let more =
+                if errors.len() > 1 { format!(" (and {} more problems)", errors.len() - 1) } else { String::new() };
+            bail!("{}: does not fit the base {}: {first}{more}", p.display(), o.base.display());
+        }
+        if o.judge.is_some() {
+            if let Some(e) = a.against(&base.model).iter().find(|p| p.severity == Severity::Error) {
+                bail!(
+                    "{}: --judge compares the merge with llama.cpp applying the adapter to {}, which it cannot: {}",
+                    p.display(),
+                    o.base.display(),
+                    e.sentence()
+                );
+            }
+        }
+        out.push((m, a));
+    }
+    Ok(out)
+}
+
+fn adapter_rows(o: &Options<'_>, adapters: &[(Model, Adapter)]) -> Vec<AdapterRow> {
+    adapters
+        .iter()
+        .zip(&o.adapters)
+        .map(|((_, a), s)| AdapterRow {
+            file: s.path.display().to_string(),
+            scale: s.scale,
+            alpha: a.alpha,
+            ranks: a.ranks(),
+            pairs: a.pairs.len(),
+        })
+        .collect()
+}
+
+fn tensor_rows(base: &Model, merges: &[Merge]) -> Vec<TensorRow> {
+    merges
+        .iter()
+        .map(|m| {
+            let mut adapters: Vec<usize> = m.parts.iter().map(|p| p.adapter).collect();
+            adapters.dedup();
+            TensorRow {
+                name: base.tensors[m.tensor].name.clone(),
+                from: m.from.name().into(),
+                written_as: m.to.name().into(),
+                why: why(m),
+                adapters,
+            }
+        })
+        .collect()
+}
+
+fn why(m: &Merge) -> &'static str {
+    match (m.kept, m.to == GgmlType::F16 && !organ_core::quant::quantize::can_quantize(m.from)) {
+        (true, _) => "kept",
+        (false, true) => "F16: organ cannot write the base's type",
+        (false, false) => "--type",
+    }
+}
+
+fn report(
+    o: &Options<'_>,
+    base: &Model,
+    adapters: &[AdapterRow],
+    tensors: &[TensorRow],
+    copied: usize,
+    w: &mut dyn Write,
+) -> Result<()> {
+    let n = adapters.len();
+    writeln!(
+        w,
+        "lora merge: {n} adapter{} into {} ({})",
+        if n == 1 { "" } else { "s" },
+        o.base.display(),
+        base.architecture().as_deref().unwrap_or("?")
+    )?;
+    for a in adapters {
+        let ranks: Vec<String> = a.ranks.iter().map(u64::to_string).collect();
+        writeln!(
+            w,
+            "  {}  scale {}  α {}  rank {}  {} pairs",
+            a.file,
+            a.scale,
+            a.alpha.map_or_else(|| "-".into(), |a| a.to_string()),
+            ranks.join(","),
+            a.pairs
+        )?;
+    }
+    // One line per (type, written as, why): the per-tensor list is in --json.
+    let mut groups: Vec<(&str, &str, &str, usize)> = Vec::new();
+    for t in tensors {
+        match groups.iter_mut().find(|g| (g.0, g.1, g.2) == (t.from.as_str(), t.written_as.as_str(), t.why)) {
+            Some(g) => g.3 += 1,
+            None => groups.push((&t.from, &t.written_as, t.why, 1)),
+        }
+    }
+    writeln!(w, "merged {} tensors, copied {copied} byte for byte", tensors.len())?;
+    for (from, to, why, count) in groups {
+        writeln!(w, "  {count:>4} {from} -> {to} ({why})")?;
+    }
+    Ok(())
+}
+
+/// The base's metadata, `general.file_type` set to the forced type's (as llama-quantize
+/// and llama-export-lora do) when `--type` changed a tensor's type, and what was merged.
+fn metadata(o: &Options<'_>, base: &Model, merges: &[Merge]) -> Vec<(String, OwnedValue)> {
+    let mut kvs: Vec<(String, OwnedValue)> =
+        base.kvs.iter().filter(|(k, _)| !k.starts_with(KEY_PREFIX)).cloned().collect();
+    if let OutputType::Forced(ty) = o.ty {
+        if let (true, Some(ft)) = (merges.iter().any(|m| m.to != m.from), file_type(ty)) {
+            let v = OwnedValue::Scalar(MetaValue::U32(ft));
+            match kvs.iter_mut().find(|(k, _)| k == "general.file_type") {
+                Some(kv) => kv.1 = v,
+                None => kvs.push(("general.file_type".into(), v)),
+            }
+        }
+    }
+    let adapters: Vec<String> = o.adapters.iter().map(Scaled::to_string).collect();
+    // Strings of at most a path each: OwnedValue::strings refuses none of them.
+    if let Ok(v) = OwnedValue::strings(&adapters) {
+        kvs.push((format!("{KEY_PREFIX}adapters"), v));
+    }
+    kvs
+}
+
+/// Writes the merged model through a temp file; returns its length.
+fn write(
+    o: &Options<'_>,
+    base: &Model,
+    adapters: &[(Model, Adapter)],
+    merges: &[Merge],
+    kvs: &[(String, OwnedValue)],
+) -> Result<u64> {
+    let mut merge_of: Vec<Option<usize>> = vec![None; base.tensors.len()];
+    for (i, m) in merges.iter().enumerate() {
+        merge_of[m.tensor] = Some(i);
+    }
+    let specs = base.tensors.iter().enumerate().map(|(i, t)| TensorSpec {
+        name: &t.name,
+        dims: &t.dims,
+        ty: merge_of[i].map_or(t.ty, |m| merges[m].to),
+    });
+    let layout = crate::write::gguf::lay_out(base.version, kvs, specs, o.out)?;
+    let (tmp, mut f) = crate::atomic::Temp::file(o.out, o.force)?;
+    f.write_all(&layout.header)?;
+    let zeros = vec![0u8; layout.alignment as usize];
+    // Merged tensors are made a window at a time, in parallel, and written in order.
+    let window = 2 * rayon::current_num_threads();
+    let mut ready: VecDeque<Vec<u8>> = VecDeque::new();
+    for (i, (t, &(_, n))) in base.tensors.iter().zip(&layout.tensors).enumerate() {
+        match merge_of[i] {
+            None => crate::write::copy::write_tensor_data(t, &mut f)
+                .with_context(|| format!("{}: copying tensor {:?}", tmp.path.display(), t.name))?,
+            Some(m) => {
+                if ready.is_empty() {
+                    let end = (m + window).min(merges.len());
+                    let made: Vec<Vec<u8>> =
+                        merges[m..end].par_iter().map(|m| merged(base, adapters, m)).collect::<Result<_>>()?;
+                    ready.extend(made);
+                }
+                let bytes = ready.pop_front().unwrap_or_default();
+                if bytes.len() as u64 != n {
+                    bail!(
+                        "{}: merged tensor {:?} is {} bytes, its header says {n}",
+                        o.out.display(),
+                        t.name,
+                        bytes.len()
+                    );
+                }
+                f.write_all(&bytes)?;
+            }
+        }
+        f.write_all(&zeros[..padding(n, layout.alignment) as usize])?;
+    }
+    tmp.commit()?;
+    Ok(layout.file_len)
+}
+
+/// One merged tensor's bytes: blocks of rows in parallel.
+fn merged(base: &Model, adapters: &[(Model, Adapter)], m: &Merge) -> Result<Vec<u8>> {
+    let t: &Tensor = &base.tensors[m.tensor];
+    let factors: Vec<Factors> = m
+        .parts
+        .iter()
+        .map(|p| {
+            let (am, a) = &adapters[p.adapter];
+            let pair = &a.pairs[p.pair];
+            let (ta, tb) = (&am.tensors[pair.a], &am.tensors[pair.b]);
+            Factors::of(pair, ta.ty, ta.bytes(), tb.ty, tb.bytes(), p.scale)
+                .with_context(|| format!("{}: the pair of {}", am.label, pair.target))
+        })
+        .collect::<Result<_>>()?;
+    let cols = usize::try_from(t.dims.first().copied().unwrap_or(0))?;
+    let bytes = t.bytes();
+    let (bs, ts) = (t.ty.block_size(), t.ty.type_size());
+    let row_bytes = cols / bs.max(1) * ts;
+    if cols == 0 || cols % bs != 0 || bytes.len() % row_bytes != 0 {
+        bail!("{}: tensor {:?} is not whole rows of {cols} {} values", base.label, t.name, t.ty);
+    }
+    let rows = bytes.len() / row_bytes;
+    let per = (CHUNK_VALUES / cols).max(1);
+    let pieces: Vec<Vec<u8>> = (0..rows.div_ceil(per))
+        .into_par_iter()
+        .map(|c| {
+            let (first, last) = (c * per, ((c + 1) * per).min(rows));
+            let mut out = Vec::new();
+            merge_rows(t.ty, &bytes[first * row_bytes..last * row_bytes], first, cols, &factors, m.to, &mut out)
+                .with_context(|| format!("{}: merging tensor {:?}", base.label, t.name))?;
+            Ok(out)
+        })
+        .collect::<Result<_>>()?;
+    Ok(pieces.concat())
+}

@@ -1,0 +1,2 @@
+//! `organ lora …`: one module per operation.
+pub mod merge;

@@ -18,6 +18,7 @@
 //! whole ([`Factors::sample`], [`Factors::frobenius`]).
 
 mod factors;
+pub mod svd;
 
 pub use factors::Factors;
 

@@ -20,6 +20,7 @@ pub mod experts;
 pub mod global;
 mod graft;
 mod inspect;
+pub mod lora;
 mod measure;
 mod moe;
 pub mod outputs;
@@ -100,6 +101,12 @@ pub enum Command {
         #[command(subcommand)]
         op: experts::Op,
     },
+    /// Adapters (LoRA, llama.cpp's format) as organs: extract one from a finetune
+    /// (docs/adapters.md).
+    Lora {
+        #[command(subcommand)]
+        op: lora::Op,
+    },
     /// Build a mixture of experts (llama's Mixtral layout) from a dense llama base and
     /// dense donors of its shapes, one expert each (docs/moe.md).
     Moe(MoeArgs),
@@ -163,6 +170,7 @@ pub fn run(cli: Cli, serve: fn(&ServeArgs) -> Result<()>) -> Result<Exit> {
         Command::Assemble(a) => assemble::run(a, &mut out)?,
         Command::Graft(a) => graft::run(a, &mut out)?,
         Command::Experts { op } => experts::run(op, &mut out)?,
+        Command::Lora { op } => lora::run(op, &mut out)?,
         Command::Moe(a) => moe::run(a, &mut out)?,
         Command::Purify(a) => purify::run(a, &mut out)?,
         Command::Eval(a) => eval::run(a, &mut out)?,

@@ -269,7 +269,7 @@ fn print(
 ) -> Result<()> {
     writeln!(
         w,
-        "lora extract of {} into {}: {} weights differ ({unchanged} selected are unchanged); rank {}, α = {} (α/r = 1), {}",
+        "lora extract of {} − {}: {} weights differ ({unchanged} selected are unchanged); rank {}, α = {} (α/r = 1), {}",
         tuned.label,
         base.label,
         rows.len(),

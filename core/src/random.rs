@@ -1,5 +1,6 @@
 //! Seeded random values, the same on every platform: SplitMix64 and standard normals from
-//! it (the routers of `organ moe`, the noise of `organ sensitivity --ablate noise`).
+//! it (the routers of `organ moe`, the noise of `organ sensitivity --ablate noise`, the test
+//! matrices of `organ lora extract`).
 
 const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 
@@ -21,4 +22,9 @@ pub fn normal(seed: u64, i: u64) -> f32 {
     let u1 = ((a >> 11) + 1) as f64 * scale;
     let u2 = (b >> 11) as f64 * scale;
     (libm::sqrt(-2.0 * libm::log(u1)) * libm::cos(2.0 * core::f64::consts::PI * u2)) as f32
+}
+
+/// A seed of a name (64-bit FNV-1a of its bytes), for a stream per tensor.
+pub fn seed_of(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }

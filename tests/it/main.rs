@@ -27,6 +27,7 @@ mod harden;
 mod hostile;
 mod hub;
 mod llama;
+mod lora_extract;
 mod lora_measure;
 mod lora_merge;
 mod moe;

@@ -69,6 +69,17 @@ impl Factors {
         }
     }
 
+    /// The same ΔW with `scale` in front: L and R each multiplied by √(self.scale / scale),
+    /// for an adapter whose α / r is `scale` (both scales positive).
+    pub fn rescaled(mut self, scale: f64) -> Factors {
+        let f = libm::sqrt(self.scale / scale) as f32;
+        if f != 1.0 {
+            self.l.iter_mut().chain(self.r.iter_mut()).for_each(|x| *x *= f);
+        }
+        self.scale = scale;
+        self
+    }
+
     /// Element `(i, j)` of ΔW (row i, column j), the dot product in f64 times the scale,
     /// rounded to f32 once. `i < rows`, `j < cols`.
     #[inline]

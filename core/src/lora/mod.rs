@@ -20,6 +20,7 @@
 mod factors;
 pub mod measure;
 pub mod merge;
+pub mod svd;
 
 pub use factors::Factors;
 pub use measure::{Facts, Update};

@@ -199,3 +199,18 @@ fn a_large_update_is_sampled_as_a_tensor_of_its_name() {
     let want: Vec<f32> = ix.iter().map(|&i| all[i as usize]).collect();
     assert_eq!(f.sample("w.lora"), want);
 }
+
+/// An adapter of α / r = 4 holds the same ΔW as scale 1 when each factor is halved.
+#[test]
+fn rescaling_keeps_the_product() {
+    let (a, b) = (values(3 * 5, 7), values(7 * 3, 8));
+    let pair = Pair { target: "w".into(), a: 0, b: 1, rank: 3, rows: 7, cols: 5, embedding: false };
+    let f = Factors::of(&pair, GgmlType::F32, &bytes(&a), GgmlType::F32, &bytes(&b), 1.0).unwrap();
+    let g = f.clone().rescaled(4.0);
+    assert_eq!(g.scale, 4.0);
+    assert_eq!(g.l, f.l.iter().map(|x| x * 0.5).collect::<Vec<_>>());
+    assert_eq!(g.r, f.r.iter().map(|x| x * 0.5).collect::<Vec<_>>());
+    for (i, j) in [(0, 0), (3, 4), (6, 2)] {
+        assert!((g.element(i, j) - f.element(i, j)).abs() <= 1e-6 * f.element(i, j).abs().max(1.0));
+    }
+}

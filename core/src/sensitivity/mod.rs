@@ -72,7 +72,7 @@ pub fn ablated(change: Change, name: &str, values: &[f32]) -> Option<Vec<f32>> {
         Change::Zero => Some(alloc::vec![0.0; values.len()]),
         Change::Noise { seed } => {
             let (mean, std) = mean_std(values);
-            let seed = seed ^ name_hash(name);
+            let seed = seed ^ crate::random::seed_of(name);
             Some((0..values.len() as u64).map(|i| (mean + std * f64::from(normal(seed, i))) as f32).collect())
         }
     }
@@ -94,10 +94,6 @@ pub fn mean_std(values: &[f32]) -> (f64, f64) {
 }
 
 /// FNV-1a of a name: each tensor's noise differs, reproducibly.
-fn name_hash(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-}
-
 /// Spearman's rank correlation of two paired samples (ties get their mean rank), or `None`
 /// when fewer than 3 pairs or either side is constant. Pairs with a non-finite side are left
 /// out. The ranking is the predictor's ([`crate::predict::spearman`]), one for both.

@@ -3,9 +3,10 @@
 
 use super::{eval::scaled, guard, Argv, Exit, Force, Out, ToArgs};
 use crate::cmd::{self, eval::JudgeArgs};
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use organ_core::lora::merge::OutputType;
 use organ_core::quant::quantize::can_quantize;
+use organ_core::surgery::select::Selection;
 use organ_core::GgmlType;
 use std::path::PathBuf;
 
@@ -16,6 +17,10 @@ pub enum Op {
     /// tensor written in its own type (or --type), every other tensor copied byte for
     /// byte. Adapters may adapt different tensors (docs/adapters.md).
     Merge(LoraMergeArgs),
+    /// Extract a LoRA adapter from a finetune: for each selected 2-D weight whose values
+    /// differ, a seeded truncated SVD of ΔW = TUNED − BASE at --rank, written as an adapter
+    /// llama.cpp loads (`--lora`), α = rank (docs/adapters.md).
+    Extract(ExtractArgs),
 }
 
 /// `organ lora merge`'s flags.
@@ -73,6 +78,71 @@ impl<'a> TryFrom<&'a LoraMergeArgs> for cmd::lora::merge::Options<'a> {
     }
 }
 
+/// `organ lora extract`.
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct ExtractArgs {
+    /// The base model: a GGUF, a split GGUF or an organ directory.
+    #[arg(long)]
+    pub base: PathBuf,
+    /// The finetune of the base (same tensors and shapes).
+    #[arg(long)]
+    pub tuned: PathBuf,
+    /// The rank of every pair (less where a weight is smaller); α is set to it, so α / r = 1.
+    #[arg(long)]
+    pub rank: u64,
+    /// Only weights whose name matches (`*` matches anything; repeatable) [default: every
+    /// 2-D weight].
+    #[arg(long = "name", value_name = "PATTERN")]
+    pub names: Vec<String>,
+    /// The halves' type: f32, f16, bf16 or q8_0 (a half whose rows are not whole q8_0
+    /// blocks is written f16, as convert_lora_to_gguf.py does).
+    #[arg(long = "type", value_name = "TYPE", default_value = "f16")]
+    pub ty: String,
+    /// The adapter (.gguf; must not exist).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Also write the per-tensor report as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub force: Force,
+}
+
+impl ExtractArgs {
+    /// `lora extract --base BASE --tuned TUNED --rank RANK --out OUT`, every other flag at
+    /// its default.
+    pub fn new(base: PathBuf, tuned: PathBuf, rank: u64, out: PathBuf) -> ExtractArgs {
+        ExtractArgs { base, tuned, rank, names: Vec::new(), ty: "f16".into(), out, json: None, force: Force::default() }
+    }
+}
+
+impl<'a> TryFrom<&'a ExtractArgs> for cmd::lora_extract::Options<'a> {
+    type Error = anyhow::Error;
+
+    fn try_from(a: &'a ExtractArgs) -> Result<Self> {
+        if a.rank == 0 {
+            bail!("--rank 0: an adapter keeps at least rank 1 (llama.cpp refuses rank 0)");
+        }
+        let rank = usize::try_from(a.rank).map_err(|_| anyhow!("--rank {}: too large", a.rank))?;
+        let ty = GgmlType::from_name(&a.ty)
+            .filter(|t| organ_core::lora::WRITTEN_TYPES.contains(t) && can_quantize(*t))
+            .ok_or_else(|| anyhow!("--type {:?}: an adapter's halves are f32, f16, bf16 or q8_0", a.ty))?;
+        if !a.out.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) {
+            bail!("{}: an adapter is one GGUF file (a name ending in .gguf)", a.out.display());
+        }
+        Ok(cmd::lora_extract::Options {
+            base: &a.base,
+            tuned: &a.tuned,
+            rank,
+            selection: Selection { patterns: a.names.clone(), ..Selection::default() },
+            ty,
+            out: &a.out,
+            json: a.json.as_deref(),
+            force: a.force.force,
+        })
+    }
+}
+
 pub(super) fn run(op: &Op, out: &mut Out) -> Result<Exit> {
     match op {
         Op::Merge(a) => {
@@ -81,6 +151,12 @@ pub(super) fn run(op: &Op, out: &mut Out) -> Result<Exit> {
             inputs.extend(o.adapters.iter().map(|s| s.path.as_path()));
             guard(&inputs, &[Some(o.out), o.json], o.force)?;
             cmd::lora::merge::run(&o, out.text(&[o.json])?)?;
+        }
+        Op::Extract(a) => {
+            let o = cmd::lora_extract::Options::try_from(a)?;
+            let printed = out.text(&[o.json])?;
+            guard(&[o.base, o.tuned], &[Some(o.out), o.json], o.force)?;
+            cmd::lora_extract::run(&o, printed)?;
         }
     }
     Ok(Exit::Done)
@@ -99,6 +175,17 @@ impl ToArgs for Op {
                     .opt("--json", m.json.as_ref())
                     .flags(&m.force)
                     .flags(&m.judge);
+            }
+            Op::Extract(x) => {
+                a.arg("extract")
+                    .value("--base", &x.base)
+                    .value("--tuned", &x.tuned)
+                    .number("--rank", Some(x.rank))
+                    .each("--name", &x.names)
+                    .value("--type", &x.ty)
+                    .value("--out", &x.out)
+                    .opt("--json", x.json.as_ref())
+                    .flags(&x.force);
             }
         }
     }

@@ -101,7 +101,8 @@ pub enum Command {
         #[command(subcommand)]
         op: experts::Op,
     },
-    /// LoRA adapters as organs: merge them into their base (docs/adapters.md).
+    /// LoRA adapters (llama.cpp's format) as organs: merge them into their base, extract
+    /// one from a finetune (docs/adapters.md).
     Lora {
         #[command(subcommand)]
         op: lora::Op,

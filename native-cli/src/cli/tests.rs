@@ -257,3 +257,14 @@ fn sensitivity_and_recipe_round_trip() {
     let want = RecipeArgs { target_bpw: Some(4.0), data_free: true, ..RecipeArgs::new(p("/m")) };
     assert_eq!(parsed.map(|c| c.command).ok(), Some(Command::Recipe(want)));
 }
+
+#[test]
+fn lora_extract_round_trips() {
+    let mut x = lora::ExtractArgs::new(p("/b.gguf"), p("/t.gguf"), 16, p("/a.gguf"));
+    assert_eq!(reparsed(&lora::Op::Extract(x.clone())), Command::Lora { op: lora::Op::Extract(x.clone()) });
+    x.names = vec!["blk.*.attn_*".into(), "*ffn_up*".into()];
+    x.ty = "q8_0".into();
+    x.json = Some(p("/a.json"));
+    x.force = FORCE;
+    assert_eq!(reparsed(&lora::Op::Extract(x.clone())), Command::Lora { op: lora::Op::Extract(x) });
+}

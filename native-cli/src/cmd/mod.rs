@@ -8,6 +8,7 @@ pub mod experts;
 pub mod graft;
 pub mod inspect;
 pub mod lora;
+pub mod lora_extract;
 pub mod measure;
 pub mod moe;
 pub mod outputs;

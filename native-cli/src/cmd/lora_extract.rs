@@ -1,0 +1,300 @@
+//! `organ lora extract`: an adapter from a finetune. For each selected 2-D weight whose
+//! values differ, ΔW = TUNED − BASE in f32, its seeded truncated SVD
+//! ([`organ_core::lora::svd`]), and the pair llama.cpp loads, in the layouts
+//! [`organ_core::lora`] documents; α = the rank asked for, so α / r = 1.
+//!
+//! Memory: one tensor at a time per thread (rayon over tensors): its bytes in both models
+//! (positioned reads, not the maps, so the models' pages are never resident) and their f32
+//! values, then the small factors; never the model.
+
+use crate::model::{Model, Tensor};
+use anyhow::{bail, Context, Result};
+use organ_core::gguf::MetaValue;
+use organ_core::lora::{self, svd, Factors};
+use organ_core::model::{OwnedValue, TensorEntry};
+use organ_core::quant::dequantize;
+use organ_core::quant::quantize::quantize;
+use organ_core::surgery::select::Selection;
+use organ_core::GgmlType;
+use rayon::prelude::*;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+pub struct Options<'a> {
+    pub base: &'a Path,
+    pub tuned: &'a Path,
+    /// The rank asked for (≥ 1): each pair's is min(rank, rows, columns).
+    pub rank: usize,
+    /// Which weights (`--name`); every 2-D weight when empty.
+    pub selection: Selection,
+    /// The halves' type (F16 where a half's rows are not whole blocks of it).
+    pub ty: GgmlType,
+    pub out: &'a Path,
+    pub json: Option<&'a Path>,
+    /// Replace outputs that exist (never an input).
+    pub force: bool,
+    // `--judge` (the KL divergence of `BASE --lora OUT` from TUNED) goes here: it runs
+    // llama-perplexity with an adapter, a seam of its own (docs/adapters.md).
+}
+
+/// One extracted weight.
+#[derive(Serialize, Debug, Clone)]
+pub struct Row {
+    /// The weight's name in the base (`blk.0.attn_q.weight`).
+    pub tensor: String,
+    /// Its shape in ggml order.
+    pub shape: [u64; 2],
+    /// The rank kept.
+    pub rank: usize,
+    /// ‖ΔW‖_F.
+    pub delta_norm: f64,
+    /// The share of ‖ΔW‖²_F the kept rank holds (Σ σᵢ² / ‖ΔW‖²_F).
+    pub retained: f64,
+    /// The types the halves are written in.
+    pub lora_a: String,
+    pub lora_b: String,
+}
+
+/// The JSON report.
+#[derive(Serialize)]
+struct Report<'a> {
+    base: &'a str,
+    tuned: &'a str,
+    rank: usize,
+    alpha: f32,
+    #[serde(rename = "type")]
+    ty: &'a str,
+    /// Selected 2-D weights whose values are the same in both models.
+    unchanged: usize,
+    tensors: &'a [Row],
+}
+
+pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
+    let base = Model::open(o.base)?;
+    let tuned = Model::open(o.tuned)?;
+    for (m, path, role) in [(&base, o.base, "--base"), (&tuned, o.tuned, "--tuned")] {
+        if lora::is_adapter(m) {
+            bail!("{}: {role} is an adapter (general.type = \"adapter\"); extract reads two models", path.display());
+        }
+    }
+    let Some(arch) = base.architecture() else {
+        bail!("{}: no general.architecture: not a model llama.cpp loads", o.base.display());
+    };
+    if tuned.architecture().as_deref() != Some(&*arch) {
+        bail!(
+            "{} is {:?}, {} is {arch:?}: a finetune keeps its base's architecture",
+            o.tuned.display(),
+            tuned.architecture().unwrap_or_default(),
+            o.base.display()
+        );
+    }
+    let pairs = pairs(&base, &tuned, o)?;
+    let alpha = o.rank as f32;
+
+    let progress = crate::progress::tensor_bar();
+    crate::progress::grow(&progress, pairs.len() as u64);
+    let done: Vec<Option<(Row, Factors)>> = pairs
+        .par_iter()
+        .map(|&(b, t)| {
+            let r = extract(b, t, o);
+            crate::progress::tensor_done(&progress);
+            r.with_context(|| format!("{} and {}: tensor {:?}", o.base.display(), o.tuned.display(), b.name))
+        })
+        .collect::<Result<_>>()?;
+    progress.finish_and_clear();
+    let unchanged = done.iter().filter(|d| d.is_none()).count();
+    let extracted: Vec<(&Tensor, Row, Factors)> =
+        pairs.iter().zip(done).filter_map(|(&(b, _), d)| d.map(|(row, f)| (b, row, f))).collect();
+    if extracted.is_empty() {
+        bail!(
+            "{} and {}: the {} selected 2-D weights have the same values in both: nothing to extract",
+            o.base.display(),
+            o.tuned.display(),
+            pairs.len()
+        );
+    }
+
+    let mut tensors = Vec::with_capacity(2 * extracted.len());
+    let mut rows = Vec::with_capacity(extracted.len());
+    for (b, mut row, f) in extracted {
+        // llama.cpp applies (α / r)·B·A: the factors carry r / α, split evenly.
+        let f = f.rescaled(f64::from(alpha) / row.rank as f64);
+        let embedding = b.name.ends_with("token_embd.weight");
+        let (a_vals, b_vals) = f.halves(embedding);
+        let (k, rows_, cols) = (row.rank as u64, f.rows as u64, f.cols as u64);
+        let (a_dims, b_dims) = if embedding { ([k, rows_], [k, cols]) } else { ([cols, k], [k, rows_]) };
+        let ha = half(b, format!("{}{}", b.name, lora::SUFFIX_A), a_dims, &a_vals, o.ty)?;
+        let hb = half(b, format!("{}{}", b.name, lora::SUFFIX_B), b_dims, &b_vals, o.ty)?;
+        row.lora_a = ha.ty.name().into();
+        row.lora_b = hb.ty.name().into();
+        tensors.extend([ha, hb]);
+        rows.push(row);
+    }
+
+    let kvs = vec![
+        ("general.architecture".to_owned(), OwnedValue::string(&arch)),
+        (lora::KEY_GENERAL_TYPE.to_owned(), OwnedValue::string(lora::GENERAL_TYPE)),
+        (lora::KEY_ADAPTER_TYPE.to_owned(), OwnedValue::string(lora::ADAPTER_TYPE)),
+        (lora::KEY_ALPHA.to_owned(), OwnedValue::from_meta(&MetaValue::F32(alpha))),
+    ];
+    print(w, o, &base, &tuned, &rows, unchanged)?;
+    let n = crate::write::write_gguf(3, &kvs, &tensors, o.out, o.force)?;
+    writeln!(w, "wrote {} ({n} bytes)", o.out.display())?;
+    if let Some(p) = o.json {
+        let report = Report {
+            base: &base.label,
+            tuned: &tuned.label,
+            rank: o.rank,
+            alpha,
+            ty: o.ty.name(),
+            unchanged,
+            tensors: &rows,
+        };
+        crate::atomic::write_json(p, o.force, &report)?;
+    }
+    Ok(())
+}
+
+/// The selected 2-D weights of the base, each with the finetune's tensor of its name;
+/// refused, before any work, when one is missing on either side or differs in shape.
+fn pairs<'m>(base: &'m Model, tuned: &'m Model, o: &Options<'_>) -> Result<Vec<(&'m Tensor, &'m Tensor)>> {
+    let selected = |t: &Tensor| t.dims.len() == 2 && o.selection.matches(&t.name);
+    let in_tuned: HashMap<&str, &Tensor> = tuned.tensors.iter().map(|t| (t.name.as_str(), t)).collect();
+    let mut out = Vec::new();
+    let mut bad = Vec::new();
+    for b in base.tensors.iter().filter(|t| selected(t)) {
+        match in_tuned.get(b.name.as_str()) {
+            None => bad.push(format!("{}: the finetune has no such tensor", b.name)),
+            Some(t) if t.dims != b.dims => bad.push(format!(
+                "{}: the base's is {:?}, the finetune's {:?} (an adapter changes values, not shapes)",
+                b.name, b.dims, t.dims
+            )),
+            Some(t) if !b.ty.can_dequantize() || !t.ty.can_dequantize() => {
+                bad.push(format!("{}: organ cannot dequantize {} or {}", b.name, b.ty, t.ty))
+            }
+            Some(t) => out.push((b, *t)),
+        }
+    }
+    let in_base: std::collections::HashSet<&str> = base.tensors.iter().map(|t| t.name.as_str()).collect();
+    for t in tuned.tensors.iter().filter(|t| selected(t) && !in_base.contains(t.name.as_str())) {
+        bad.push(format!("{}: the base has no such tensor", t.name));
+    }
+    if !bad.is_empty() {
+        bail!(
+            "{} and {} are not a base and its finetune ({}):\n  {}",
+            o.base.display(),
+            o.tuned.display(),
+            crate::cmd::problems(bad.len()),
+            bad.join("\n  ")
+        );
+    }
+    if out.is_empty() {
+        let names = base.tensors.iter().filter(|t| t.dims.len() == 2).map(|t| t.name.as_str());
+        bail!("{}: {}", base.label, o.selection.none_matched(names));
+    }
+    Ok(out)
+}
+
+/// The bytes of `t`, read from its file by a positioned read (not through the map).
+fn read(t: &Tensor) -> Result<Vec<u8>> {
+    if let Some(b) = &t.owned {
+        return Ok(b.to_vec());
+    }
+    let n = usize::try_from(t.n_bytes).context("tensor larger than memory")?;
+    let mut buf = vec![0u8; n];
+    t.in_file.read_exact_at(&mut buf, t.offset)?;
+    Ok(buf)
+}
+
+/// ΔW of one weight and its truncated SVD, or `None` when its values are the same.
+fn extract(b: &Tensor, t: &Tensor, o: &Options<'_>) -> Result<Option<(Row, Factors)>> {
+    let (bb, tb) = (read(b)?, read(t)?);
+    if b.ty == t.ty && bb == tb {
+        return Ok(None);
+    }
+    let base_values = dequantize(b.ty, &bb)?;
+    drop(bb);
+    let mut delta = dequantize(t.ty, &tb)?;
+    drop(tb);
+    for (d, x) in delta.iter_mut().zip(&base_values) {
+        *d -= x;
+    }
+    drop(base_values);
+    if delta.iter().all(|&d| d == 0.0) {
+        return Ok(None);
+    }
+    let cols = usize::try_from(b.dims[0]).context("too many columns")?;
+    let rows = usize::try_from(b.dims[1]).context("too many rows")?;
+    let s = svd::truncated(&delta, rows, cols, o.rank, organ_core::random::seed_of(&b.name))?;
+    let row = Row {
+        tensor: b.name.clone(),
+        shape: [b.dims[0], b.dims[1]],
+        rank: s.factors.rank,
+        delta_norm: s.total.sqrt(),
+        retained: s.retained(),
+        lora_a: String::new(),
+        lora_b: String::new(),
+    };
+    Ok(Some((row, s.factors)))
+}
+
+/// One half of a pair as a tensor of type `ty`, or F16 when its rows (ggml's `ne[0]`) are
+/// not whole blocks of `ty` (convert_lora_to_gguf.py falls back the same way).
+fn half(like: &Tensor, name: String, dims: [u64; 2], values: &[f32], ty: GgmlType) -> Result<Tensor> {
+    let ty = if dims[0] % ty.block_size() as u64 == 0 { ty } else { GgmlType::F16 };
+    let mut bytes = Vec::new();
+    quantize(ty, values, &mut bytes).with_context(|| format!("{name}: cannot write it as {ty}"))?;
+    let entry = TensorEntry {
+        name,
+        ty,
+        dims: dims.to_vec(),
+        n_elements: dims[0] * dims[1],
+        n_bytes: bytes.len() as u64,
+        file: 0,
+        offset: 0,
+    };
+    Ok(Tensor { entry, in_file: like.in_file.clone(), owned: Some(Arc::new(bytes)) })
+}
+
+fn print(
+    w: &mut dyn Write,
+    o: &Options<'_>,
+    base: &Model,
+    tuned: &Model,
+    rows: &[Row],
+    unchanged: usize,
+) -> Result<()> {
+    writeln!(
+        w,
+        "lora extract of {} − {}: {} weights differ ({unchanged} selected are unchanged); rank {}, α = {} (α/r = 1), {}",
+        tuned.label,
+        base.label,
+        rows.len(),
+        o.rank,
+        o.rank,
+        o.ty.name()
+    )?;
+    writeln!(w, "  {:<34} {:>11} {:>5} {:>10} {:>9}  halves", "tensor", "shape", "rank", "‖ΔW‖_F", "kept")?;
+    for r in rows {
+        writeln!(
+            w,
+            "  {:<34} {:>11} {:>5} {:>10.5} {:>8.4}%  {}/{}",
+            organ_core::gguf::display::printable(&r.tensor),
+            format!("{}×{}", r.shape[0], r.shape[1]),
+            r.rank,
+            r.delta_norm,
+            100.0 * r.retained,
+            r.lora_a,
+            r.lora_b
+        )?;
+    }
+    let total: f64 = rows.iter().map(|r| r.delta_norm * r.delta_norm).sum();
+    let kept: f64 = rows.iter().map(|r| r.retained * r.delta_norm * r.delta_norm).sum();
+    if total > 0.0 {
+        writeln!(w, "kept {:.4}% of ‖ΔW‖²_F over the {} weights", 100.0 * kept / total, rows.len())?;
+    }
+    Ok(())
+}

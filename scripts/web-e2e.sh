@@ -12,6 +12,9 @@
 # Then tests/web/e2e-experts-url.mjs: per-expert θ on a small MoE (tests/web/make-moe.py)
 # and models at URLs, served by Debian's nginx (scripts/setup-nginx.sh) with and without
 # CORS headers. ORGAN_WEB_E2E=experts-url runs only that part (and builds nothing else).
+# Then tests/web/e2e-adapter.mjs: a LoRA adapter of SmolLM2 (tests/oracle/make-lora.py,
+# rank 8 on attn_q, attn_k and ffn_up of layers 0 and 1), alone and with its base, and
+# one with half a pair; ORGAN_WEB_E2E=adapter runs only that part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -53,7 +56,20 @@ status=0
 if [ -z "$only" ]; then
   ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e.mjs dist "$model" "$organ" "$out" "${extra[@]}" || status=$?
 fi
-if [ -z "${ORGAN_WEB_BENCH:-}" ]; then
+if [ -z "${ORGAN_WEB_BENCH:-}" ] && { [ -z "$only" ] || [ "$only" = adapter ]; }; then
+  lora="$out/smollm2-lora-r8.gguf"
+  half="$out/smollm2-lora-half.gguf"
+  if [ ! -f "$half" ]; then
+    py=$(scripts/setup-oracle.sh)
+    lora_args=(--rank 8 --layers 0,1 --targets attn_q,attn_k,ffn_up --seed 31)
+    "$py" tests/oracle/make-lora.py "$model" "$lora.partial" "${lora_args[@]}" >/dev/null && mv "$lora.partial" "$lora"
+    "$py" tests/oracle/make-lora.py "$model" "$half.partial" "${lora_args[@]}" --break half >/dev/null &&
+      mv "$half.partial" "$half"
+  fi
+  ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e-adapter.mjs dist "$organ" "$out" "$lora" "$model" "$half" ||
+    status=$?
+fi
+if [ -z "${ORGAN_WEB_BENCH:-}" ] && [ "$only" != adapter ]; then
   moe="$out/browser-moe.gguf"
   [ -f "$moe" ] || { python3 tests/web/make-moe.py "$moe.partial" && mv "$moe.partial" "$moe"; }
   # A split model at a URL: the chimera's shards, when built above (or by an earlier run).

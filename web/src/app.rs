@@ -4,6 +4,7 @@
 //! [`Controller`]; [`App`] lays the views of `view/` out over it and keeps the view in the
 //! URL fragment (`organ_core::report::ViewState`). Every number comes from organ-core.
 
+use crate::adapter;
 use crate::check;
 use crate::compare;
 use crate::export::{self, Export};
@@ -390,8 +391,34 @@ impl Controller {
         // The run is timed from here, the file chosen, as `organ measure` is timed from
         // its start: reading and parsing the header count.
         let chosen = pool::now_ms();
-        let model = source::open(files).await?;
+        let (model, base) = source::open_measured(files).await?;
+        if organ_core::lora::is_adapter(&model.model) {
+            return self.measure_adapter(model, base, chosen).await;
+        }
         self.measure_model(model, chosen).await
+    }
+
+    /// Measures a LoRA adapter opened at `chosen` (ms), against `base` when dropped with it.
+    async fn measure_adapter(
+        self,
+        model: source::Model,
+        base: Option<source::Model>,
+        chosen: f64,
+    ) -> Result<ViewData, String> {
+        self.phase.set(Phase::Measuring(model.label.clone()));
+        let mode = self.measure_mode.get_untracked();
+        let (cancelled, progress) = (&|| self.cancel.get_untracked(), &|p| self.progress.set(p));
+        let o = adapter::measure(&model, base.as_ref(), mode, cancelled, progress).await?;
+        // Not kept as the model to predict or compare from: an adapter's rows are updates,
+        // not its tensors.
+        self.files.set(None);
+        Ok(ViewData {
+            report: o.report,
+            histograms: o.histograms,
+            version: Some(model.version),
+            metadata: model.metadata.clone(),
+            run: Some((pool::now_ms() - chosen, o.bytes_read, o.threads)),
+        })
     }
 
     /// Measures a model opened at `chosen` (ms).
@@ -409,6 +436,12 @@ impl Controller {
         self.model.set(Some(Rc::new(model)));
         Ok(data)
     }
+}
+
+/// Whether the report on screen is an adapter's (its rows are updates, not tensors to
+/// predict the sensitivity of).
+fn is_adapter(d: &ViewData) -> bool {
+    d.report.models.first().is_some_and(|m| m.adapter.is_some())
 }
 
 /// The page: the header, the mode tabs, the drop zone (or A's and B's), what is under
@@ -463,7 +496,7 @@ pub fn App() -> impl IntoView {
             {move || data.get().and_then(|d| match (mode.get(), d) {
                 // Only a model measured in this tab can be read again for its sensitivity.
                 (Mode::Measure, Shown::Measure(d)) => Some(view! {
-                    <ReportView can_predict=d.run.is_some() can_compare=d.run.is_some() && c.can_compare() data=d sens=c.sens()
+                    <ReportView can_predict=d.run.is_some() && !is_adapter(&d) can_compare=d.run.is_some() && c.can_compare() data=d sens=c.sens()
                         on_predict=Callback::new(move |ty| c.predict(ty))
                         on_open=Callback::new(move |files| c.open_sensitivity(files))
                         view=c.tensors() on_compare=Callback::new(move |()| c.compare_with()) />

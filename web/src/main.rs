@@ -3,6 +3,7 @@
 //! and measured or compared on a pool of Web Workers by the same organ-core functions as
 //! the CLI; nothing is uploaded.
 
+mod adapter;
 mod app;
 mod check;
 mod compare;

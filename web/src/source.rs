@@ -147,6 +147,37 @@ pub async fn open(mut files: Vec<gloo_file::File>) -> Result<Model, String> {
     joined(files, parts)
 }
 
+/// Opens the files dropped together to be measured: a model (one GGUF, or every shard of
+/// one split model), or a LoRA adapter, alone or with its base (every shard of it) beside
+/// it. The second is the base, when there is one.
+pub async fn open_measured(mut files: Vec<gloo_file::File>) -> Result<(Model, Option<Model>), String> {
+    files.sort_by_key(|f| f.name());
+    let files: Vec<Src> = files.into_iter().map(Src::File).collect();
+    let mut parts = Vec::with_capacity(files.len());
+    for (i, f) in files.iter().enumerate() {
+        parts.push(read_header(f, i, Vec::new()).await?);
+    }
+    let adapters: Vec<usize> = (0..parts.len()).filter(|&i| organ_core::lora::is_adapter(&parts[i])).collect();
+    let [k] = adapters[..] else { return Ok((joined(files, parts)?, None)) };
+    if files.len() == 1 {
+        return Ok((joined(files, parts)?, None));
+    }
+    let (mut files, mut parts) = (files, parts);
+    let mut adapter = parts.remove(k);
+    // Each model's files are numbered among its own: the adapter's one is 0, the base's
+    // shards follow it taken out.
+    for t in &mut adapter.tensors {
+        t.file = 0;
+    }
+    let adapter = joined(vec![files.remove(k)], vec![adapter])?;
+    for (i, p) in parts.iter_mut().enumerate() {
+        for t in &mut p.tensors {
+            t.file = i;
+        }
+    }
+    Ok((adapter, Some(joined(files, parts)?)))
+}
+
 /// Opens a model at a URL, its headers read by range requests: one GGUF, or, for the URL
 /// of a llama.cpp shard (`…/NAME-00002-of-00005.gguf`), every shard, its siblings by name
 /// (the core's `shard_urls`, the query kept).

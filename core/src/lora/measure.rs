@@ -5,8 +5,10 @@
 //! only [`Mode::Exact`], θ over every value, makes it whole.
 
 use super::{Adapter, Factors, Pair};
+use crate::error::Result;
 use crate::ggml_type::GgmlType;
-use crate::report::TensorReport;
+use crate::model::Model;
+use crate::report::{ModelReport, TensorReport};
 use crate::zmeasure::{draw_name, measure_values, Draws, Measurement, Mode, DRAWS, SAMPLE_SIZE};
 use alloc::vec::Vec;
 use serde::{Deserialize, Serialize};
@@ -69,6 +71,53 @@ pub fn row(
 /// The [`Update`] of `pair` from its factors, and ‖W‖_F of its weight in the base.
 pub fn update(pair: &Pair, f: &Factors, base_frobenius: Option<f64>) -> Update {
     Update { rank: pair.rank, scale: f.scale, frobenius: f.frobenius(), base_frobenius }
+}
+
+/// The report's row for pair `i` of `adapter` (at user scale 1, as `--lora` applies it),
+/// from the bytes of its two halves, each read whole (`a`: the bytes of `lora_a`, of type
+/// `a_ty`; `b`: `lora_b`'s), measured in `mode`; `base_frobenius` is ‖W‖_F of the
+/// weight it updates, when a base was given ([`weight_frobenius`]). The one path from a
+/// pair's bytes to its row, for every front end.
+///
+/// # Errors
+/// A half whose type has no dequantizer or whose bytes are not the size of its shape
+/// ([`Factors::of`]).
+pub fn pair_row(
+    adapter: &Adapter,
+    i: usize,
+    (a_ty, a): (GgmlType, &[u8]),
+    (b_ty, b): (GgmlType, &[u8]),
+    mode: Mode,
+    base_frobenius: Option<f64>,
+) -> Result<TensorReport> {
+    let p = &adapter.pairs[i];
+    let f = Factors::of(p, a_ty, a, b_ty, b, adapter.scale(p.rank, 1.0))?;
+    let measured = measure(&p.delta_name(), &f, mode);
+    let halves = (a.len() as u64).saturating_add(b.len() as u64);
+    Ok(row(p, halves, &measured, mode, update(p, &f, base_frobenius)))
+}
+
+/// ‖W‖_F of a base's weight of type `ty` from its bytes, read whole.
+///
+/// # Errors
+/// A type without a dequantizer, or bytes that are not whole blocks.
+pub fn weight_frobenius(ty: GgmlType, bytes: &[u8]) -> Result<f64> {
+    Ok(frobenius_of(&crate::quant::dequantize(ty, bytes)?))
+}
+
+/// The adapter's report as one model's: `rows` (from [`pair_row`], in pair order) under
+/// the adapter's facts, measured against the base labelled `base` if one was given.
+pub fn report<T>(
+    adapter: &Adapter,
+    label: &str,
+    m: &Model<T>,
+    file_bytes: u64,
+    rows: Vec<TensorReport>,
+    base: Option<&str>,
+) -> ModelReport {
+    let mut r = ModelReport::new(label, m, file_bytes, rows);
+    r.adapter = Some(adapter.facts(base));
+    r
 }
 
 /// What a report says of an adapter as a whole.

@@ -205,6 +205,13 @@ impl Adapter {
         self.problems.iter().find(|p| p.severity == Severity::Error).map(Problem::sentence)
     }
 
+    /// The first reason this adapter does not fit `base` ([`Adapter::fits`]: what merging
+    /// and measuring against it need, not what a run needs), as a sentence (`None`: it
+    /// fits; warnings are not errors).
+    pub fn first_error_against<T: Borrow<TensorEntry>>(&self, base: &Model<T>) -> Option<String> {
+        self.fits(base).iter().find(|p| p.severity == Severity::Error).map(Problem::sentence)
+    }
+
     /// The factor of B·A for a pair of rank `rank`, at user scale `scale` (1 for
     /// `--lora`): s · α / r, or s where α is absent or 0 (llama.cpp's rule, in f64 here).
     pub fn scale(&self, rank: u64, scale: f64) -> f64 {

@@ -1,8 +1,31 @@
 //! How numbers and θ are shown to people: byte counts, counts, and the θ colour scale
 //! shared by the browser app and the static HTML page.
 
+use crate::gguf::display::printable;
 use alloc::format;
-use alloc::string::String;
+use alloc::string::{String, ToString};
+
+/// An adapter's facts for people, as every report's header line says them: `LoRA
+/// adapter: 6 pairs, rank 8, α 16, against the base NAME` (`ranks 4, 8` when its pairs
+/// differ).
+pub fn adapter_facts(a: &crate::lora::Facts) -> String {
+    let ranks = match a.ranks.as_slice() {
+        [one] => format!("rank {one}"),
+        r => format!("ranks {}", r.iter().map(u64::to_string).collect::<alloc::vec::Vec<_>>().join(", ")),
+    };
+    format!(
+        "LoRA adapter: {} pairs, {ranks}, {}{}",
+        a.pairs,
+        a.alpha.map_or_else(|| "α missing".into(), |x| format!("α {x}")),
+        a.base.as_deref().map_or_else(String::new, |b| format!(", against the base {}", printable(b))),
+    )
+}
+
+/// An update's ‖ΔW‖_F and ‖ΔW‖/‖W‖ (`None` without a base, or with a zero weight) for
+/// people, as every report's table shows them.
+pub fn update_figures(u: &crate::lora::Update) -> (String, Option<String>) {
+    (format!("{:.4}", u.frobenius), u.relative().map(|r| format!("{r:.5}")))
+}
 
 /// A byte count for people: `93.8 MiB`.
 pub fn human_bytes(n: u64) -> String {

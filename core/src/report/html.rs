@@ -30,6 +30,13 @@ fn pm(sigma: Option<f64>, digits: usize) -> String {
 fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
     let s = &m.summary;
     let _ = write!(out, "<section class=\"model\" data-model=\"{}\"><h2>{}</h2>", escape(&m.model), escape(&m.model));
+    if let Some(a) = &m.adapter {
+        let _ = write!(
+            out,
+            "<p class=\"adapter-facts\">{}; rows are the updates ΔW = (α/r)·B·A</p>",
+            escape(&super::adapter_facts(a))
+        );
+    }
     let types: String =
         m.types.iter().map(|(t, n)| format!("{} × {n}", escape(t))).collect::<alloc::vec::Vec<_>>().join(", ");
     let _ = write!(
@@ -142,8 +149,17 @@ fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
          <div class=\"scroll\"><table class=\"sortable tensors\" id=\"tensors-{idx}\"><thead><tr><th data-key=\"name\">name</th>\
          <th data-key=\"group\">group</th><th data-num data-key=\"layer\">layer</th><th data-key=\"type\">type</th><th>shape</th>\
          <th data-num data-key=\"theta\">θ</th><th data-num data-key=\"h\">H</th><th data-num data-key=\"k\">K</th>\
-         <th data-num data-key=\"c\">C</th><th>status</th></tr></thead><tbody>"
+         <th data-num data-key=\"c\">C</th><th>status</th>"
     );
+    // An adapter's rows are updates: their rank and ‖ΔW‖_F, and with a base ‖ΔW‖/‖W‖.
+    let (update, base) = (m.adapter.is_some(), m.adapter.as_ref().is_some_and(|a| a.base.is_some()));
+    if update {
+        out.push_str("<th data-num>rank</th><th data-num>‖ΔW‖_F</th>");
+    }
+    if base {
+        out.push_str("<th data-num>‖ΔW‖/‖W‖</th>");
+    }
+    out.push_str("</tr></thead><tbody>");
     for t in &m.tensors {
         let shape: String = t.shape.iter().map(|d| format!("{d}")).collect::<alloc::vec::Vec<_>>().join("×");
         let status = match t.status {
@@ -156,7 +172,7 @@ fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
         let _ = write!(
             out,
             "<tr data-name=\"{}\" data-group=\"{}\" data-layer=\"{}\" data-theta=\"{theta_attr}\"{sigma_attr}><td>{}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td><td>{shape}</td>\
-             <td class=\"n\" data-v=\"{theta_attr}\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{status}</td></tr>",
+             <td class=\"n\" data-v=\"{theta_attr}\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{status}</td>",
             escape(&t.name),
             t.group.name(),
             t.layer.map_or_else(String::new, |l| format!("{l}")),
@@ -169,6 +185,18 @@ fn model_section(out: &mut String, idx: usize, m: &ModelReport) {
             opt(t.kurtosis, 3),
             opt(t.cv, 4),
         );
+        if let (true, Some(u)) = (update, &t.update) {
+            let (frobenius, relative) = super::update_figures(u);
+            let _ = write!(
+                out,
+                "<td class=\"n\">{}</td><td class=\"n\" data-v=\"{}\">{frobenius}</td>",
+                u.rank, u.frobenius
+            );
+            if base {
+                let _ = write!(out, "<td class=\"n\">{}</td>", relative.as_deref().unwrap_or("-"));
+            }
+        }
+        out.push_str("</tr>");
     }
     out.push_str("</tbody></table></div></section>");
 }
@@ -325,6 +353,32 @@ mod tests {
         assert!(!page.contains('±'), "no σ without --sigma");
         assert!(page.contains("<h3>θ by layer</h3>") && page.contains("<svg class=\"theta-by-layer\""));
         assert!(!page.contains("class=\"band\""));
+    }
+
+    /// An adapter's page says its facts and shows each update's rank, ‖ΔW‖_F and, with a
+    /// base, ‖ΔW‖/‖W‖, formatted as the text report formats them.
+    #[test]
+    fn an_adapter_shows_its_facts_and_updates() {
+        use crate::lora::{Facts, Update};
+        let mut r = report("blk.0.attn_q.weight.lora");
+        let m = &mut r.models[0];
+        let facts = Facts { alpha: Some(16.0), ranks: vec![8], pairs: 2, invocation_tokens: None, base: None };
+        m.adapter = Some(facts.clone());
+        for (t, f) in m.tensors.iter_mut().zip([0.125, 2.5]) {
+            t.update = Some(Update { rank: 8, scale: 2.0, frobenius: f, base_frobenius: Some(10.0) });
+        }
+        let page = render(&r);
+        assert!(page.contains("LoRA adapter: 2 pairs, rank 8, α 16; rows are the updates"));
+        assert!(page.contains("<th data-num>rank</th><th data-num>‖ΔW‖_F</th></tr>"), "no ‖ΔW‖/‖W‖ without a base");
+        assert!(page.contains("<td class=\"n\">8</td><td class=\"n\" data-v=\"0.125\">0.1250</td></tr>"));
+        r.models[0].adapter = Some(Facts { base: Some("base<1>.gguf".into()), ..facts });
+        let page = render(&r);
+        assert!(page.contains("rank 8, α 16, against the base base&lt;1&gt;.gguf;"));
+        assert!(
+            page.contains("<th>status</th><th data-num>rank</th><th data-num>‖ΔW‖_F</th><th data-num>‖ΔW‖/‖W‖</th>")
+        );
+        assert!(page.contains("data-v=\"2.5\">2.5000</td><td class=\"n\">0.25000</td></tr>"));
+        assert!(!render(&report("a.weight")).contains("‖ΔW‖"), "a model's page has no update columns");
     }
 
     /// With σ (§7), θ shows its σ beside it in the card, the wells, the table and the

@@ -32,6 +32,7 @@ pub use compare_html::{changed_figures, render_compare, SAME_POSITIONS};
 pub use csv::prediction as prediction_csv;
 pub use csv::sensitivity as sensitivity_csv;
 pub use expert_heatmap::{caption as experts_caption, ExpertHeatmap};
+pub use format::{adapter_facts, update_figures};
 pub use format::{cell_style, contrast_ratio, diff_color, diff_position, diff_rgb, hex, human_bytes, human_count, ink};
 pub use format::{
     relative_luminance, sci, sigma_rgb, theta_color, theta_legend, theta_rgb, IDENTICAL_COLOR, THETA_SCALE,

@@ -30,14 +30,6 @@ pub fn render(report: AnyReport<'_>, shown: &Shown, out: &mut dyn fmt::Write) ->
     }
 }
 
-/// An adapter's ranks: `rank 8`, or `ranks 4, 8` when its pairs differ.
-fn ranks(r: &[u64]) -> String {
-    match r {
-        [one] => format!("rank {one}"),
-        _ => format!("ranks {}", r.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")),
-    }
-}
-
 fn opt(v: Option<f64>, width: usize, prec: usize) -> String {
     v.map_or_else(|| format!("{:>width$}", "-"), |v| format!("{v:>width$.prec$}"))
 }
@@ -58,13 +50,10 @@ fn measure(report: &Report, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Res
         match &m.adapter {
             Some(a) => writeln!(
                 out,
-                "{}  {}  LoRA adapter: {} pairs, {}, {}{}; rows are the updates ΔW = (α/r)·B·A, {} values",
+                "{}  {}  {}; rows are the updates ΔW = (α/r)·B·A, {} values",
                 printable(&m.model),
                 printable(m.architecture.as_deref().unwrap_or("?")),
-                a.pairs,
-                ranks(&a.ranks),
-                a.alpha.map_or_else(|| "α missing".into(), |x| format!("α {x}")),
-                a.base.as_deref().map_or_else(String::new, |b| format!(", against the base {}", printable(b))),
+                super::format::adapter_facts(a),
                 human_count(m.parameters),
             )?,
             None => writeln!(
@@ -120,9 +109,10 @@ fn measure(report: &Report, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Res
                     opt(t.cv, 9, 3)
                 )?;
                 if let (true, Some(u)) = (adapter, &t.update) {
-                    write!(out, " {:>5} {:>9.4}", u.rank, u.frobenius)?;
+                    let (frobenius, relative) = super::format::update_figures(u);
+                    write!(out, " {:>5} {frobenius:>9}", u.rank)?;
                     if base {
-                        write!(out, " {}", opt(u.relative(), 10, 5))?;
+                        write!(out, " {:>10}", relative.as_deref().unwrap_or("-"))?;
                     }
                 }
                 writeln!(out)?;

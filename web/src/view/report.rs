@@ -16,7 +16,7 @@ use crate::state::{SensData, TensorView, ViewData};
 use leptos::prelude::*;
 use organ_core::anatomy::Group;
 use organ_core::report::formats::{AnyReport, Format, Kind};
-use organ_core::report::{human_bytes, theta_by_layer_svg};
+use organ_core::report::{adapter_facts, human_bytes, theta_by_layer_svg};
 use organ_core::GgmlType;
 use std::sync::Arc;
 
@@ -105,6 +105,7 @@ pub fn ReportView(
             </div>
             {run.map(|r| view! { <p class="mute" id="run">{r}</p> })}
             {exact.map(|r| view! { <p class="mute" id="measure-exact">{r}</p> })}
+            {m.adapter.as_ref().map(|a| view! { <p id="adapter-facts" class="facts">{adapter_facts(a)}"; rows are the updates ΔW = (α/r)·B·A"</p> })}
             <SummaryCards m=m.clone() version=data.version />
             <QuantMix m=m.clone() />
             <MetadataTable rows=data.metadata.clone() />

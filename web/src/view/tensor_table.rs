@@ -12,7 +12,7 @@ use super::sortable::{self, by_figure, group_select, Column, Sort};
 use crate::state::{SensData, TensorCol as Col, TensorView};
 use leptos::prelude::*;
 use organ_core::report::Histogram;
-use organ_core::report::{ModelReport, Status, TensorReport};
+use organ_core::report::{update_figures, ModelReport, Status, TensorReport};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -107,6 +107,8 @@ pub fn TensorTable(
     };
     // σ_θ stands beside θ when the report has it (§7).
     let sigma = m.tensors.iter().any(|t| t.sigma.is_some());
+    // An adapter's rows are updates: their rank and ‖ΔW‖_F, and with a base ‖ΔW‖/‖W‖.
+    let update = (m.adapter.is_some(), m.adapter.as_ref().is_some_and(|a| a.base.is_some()));
     view! {
         <h3>"Tensors"</h3>
         <div class="row filters">
@@ -123,9 +125,10 @@ pub fn TensorTable(
                         {header("type", Col::Type)}{header("θ", Col::Theta)}{sigma.then(|| header("σ", Col::Sigma))}
                         {has_predicted.then(|| header("KLD predicted", Col::Predicted))}{has_measured.then(|| header("KLD measured", Col::Measured))}
                         {header("H", Col::H)}{header("K", Col::K)}{header("C", Col::C)}
+                        {update.0.then(|| view! { <th>"rank"</th><th>"‖ΔW‖_F"</th> })}{update.1.then(|| view! { <th>"‖ΔW‖/‖W‖"</th> })}
                     </tr></thead>
                     <tbody>
-                        <For each=rows key=|i| *i children=move |i| tensor_row(i, &all[i], sigma, (has_predicted, has_measured), selected) />
+                        <For each=rows key=|i| *i children=move |i| tensor_row(i, &all[i], sigma, (has_predicted, has_measured), update, selected) />
                     </tbody>
                 </table>
             </div>
@@ -143,11 +146,28 @@ pub fn TensorTable(
 }
 
 /// The row of tensor `i`, `r`, with its σ_θ column when `sigma` and its predicted and
-/// measured KLD columns when `kld` says; clicking it selects the tensor. Built once per
+/// measured KLD columns when `kld` says, and an update's rank, ‖ΔW‖_F and ‖ΔW‖/‖W‖ when
+/// `update` says (`data-frobenius` and `data-base-frobenius` in full); clicking it selects the tensor. Built once per
 /// tensor shown: a sort or filter moves it, only the selection restyles it. Its
 /// `data-theta`, `data-sigma`, `data-predicted` and `data-measured` carry the figures in full.
-fn tensor_row(i: usize, r: &Row, sigma: bool, kld: (bool, bool), selected: RwSignal<Option<String>>) -> impl IntoView {
+fn tensor_row(
+    i: usize,
+    r: &Row,
+    sigma: bool,
+    kld: (bool, bool),
+    update: (bool, bool),
+    selected: RwSignal<Option<String>>,
+) -> impl IntoView {
     let t = &r.t;
+    let u = t.update.as_ref();
+    let figures = u.map(update_figures);
+    let (rank, frobenius, relative) = (
+        u.map(|u| u.rank.to_string()).unwrap_or_default(),
+        figures.as_ref().map(|f| f.0.clone()).unwrap_or_default(),
+        figures.and_then(|f| f.1).unwrap_or_else(|| "-".into()),
+    );
+    let frobenius_attr = u.map(|u| u.frobenius.to_string()).unwrap_or_default();
+    let base_attr = u.and_then(|u| u.base_frobenius).map(|x| x.to_string()).unwrap_or_default();
     let (is, pick) = (t.name.clone(), t.name.clone());
     let sci = |v: Option<f64>| v.map_or_else(String::new, |x| format!("{x:.2e}"));
     let full = |v: Option<f64>| v.map_or_else(String::new, |x| x.to_string());
@@ -160,13 +180,15 @@ fn tensor_row(i: usize, r: &Row, sigma: bool, kld: (bool, bool), selected: RwSig
         Status::NotMeasurable => "not measurable",
     };
     view! {
-        <tr data-name=t.name.clone() data-theta=theta_attr data-sigma=sigma_attr data-predicted=full(r.predicted) data-measured=full(r.measured) class:sel=move || selected.with(|s| s.as_ref() == Some(&is)) on:click=move |_| selected.set(Some(pick.clone()))>
+        <tr data-name=t.name.clone() data-frobenius=frobenius_attr data-base-frobenius=base_attr data-theta=theta_attr data-sigma=sigma_attr data-predicted=full(r.predicted) data-measured=full(r.measured) class:sel=move || selected.with(|s| s.as_ref() == Some(&is)) on:click=move |_| selected.set(Some(pick.clone()))>
             <td class="n">{i}</td><td><code>{t.name.clone()}</code></td><td>{t.group.name()}</td>
             <td class="n">{t.layer.map(|l| l.to_string()).unwrap_or_default()}</td><td>{t.ty.clone()}</td>
             <td class="n" title=status>{if t.status == Status::NotMeasurable { "n/m".to_owned() } else { fmt(t.theta, 3) }}</td>
             {sigma.then(|| view! { <td class="n">{fmt(t.sigma, 3)}</td> })}
             {kld.0.then(|| view! { <td class="n">{sci(r.predicted)}</td> })}{kld.1.then(|| view! { <td class="n">{sci(r.measured)}</td> })}
             <td class="n">{fmt(t.entropy, 4)}</td><td class="n">{fmt(t.kurtosis, 3)}</td><td class="n">{fmt(t.cv, 4)}</td>
+            {update.0.then(|| view! { <td class="n">{rank}</td><td class="n">{frobenius}</td> })}
+            {update.1.then(|| view! { <td class="n">{relative}</td> })}
         </tr>
     }
 }

@@ -6,7 +6,7 @@
 
 use crate::model::{Model, Tensor};
 use anyhow::{bail, Context, Result};
-use organ_core::lora::{measure, Adapter, Factors};
+use organ_core::lora::{measure, Adapter};
 use organ_core::report::ModelReport;
 use organ_core::zmeasure::Mode;
 use rayon::prelude::*;
@@ -23,11 +23,13 @@ pub fn read(model: &Model, path: &Path, base: Option<(&Model, &Path)>) -> Result
     if let Some(e) = adapter.first_error() {
         bail!("{}: {e}", path.display());
     }
-    if let Some((b, bp)) = base {
-        // What merging needs, not what a run needs: a tied token_embd pair is measured.
-        if let Some(p) = adapter.fits(&b.model).first() {
-            bail!("{}: against the base {}: {}", path.display(), bp.display(), p.sentence());
-        }
+    // What merging needs, not what a run needs: a tied token_embd pair is measured.
+    if let Some(e) = base.and_then(|(b, _)| adapter.first_error_against(&b.model)) {
+        bail!(
+            "{}: against the base {}: {e}",
+            path.display(),
+            base.map_or_else(String::new, |(_, bp)| bp.display().to_string())
+        );
     }
     Ok(adapter)
 }
@@ -41,15 +43,6 @@ pub fn bytes_of(t: &Tensor) -> Result<Cow<'_, [u8]>> {
     let mut buf = vec![0; len];
     t.in_file.read_exact_at(&mut buf, t.offset)?;
     Ok(Cow::Owned(buf))
-}
-
-/// The factors of pair `i` of `adapter`, read from `model`, at user scale `scale`.
-pub fn factors(model: &Model, adapter: &Adapter, i: usize, scale: f64) -> Result<Factors> {
-    let p = &adapter.pairs[i];
-    let (a, b) = (&model.tensors[p.a], &model.tensors[p.b]);
-    let (ab, bb) = (bytes_of(a)?, bytes_of(b)?);
-    Factors::of(p, a.ty, &ab, b.ty, &bb, adapter.scale(p.rank, scale))
-        .with_context(|| format!("{}: the pair of {:?}", model.label, p.target))
 }
 
 /// Measures the adapter `model` (read from `path`) in `mode`, against `base` if given;
@@ -67,25 +60,23 @@ pub fn measure_adapter(
         .into_par_iter()
         .map(|i| {
             let p = &adapter.pairs[i];
-            let f = factors(model, &adapter, i, 1.0)?;
-            let measured = measure::measure(&p.delta_name(), &f, mode);
             let base_frobenius = match base {
                 Some((b, bp)) => Some(weight_frobenius(b, &p.target).with_context(|| format!("{}", bp.display()))?),
                 None => None,
             };
-            let halves = model.tensors[p.a].n_bytes + model.tensors[p.b].n_bytes;
+            let (a, b) = (&model.tensors[p.a], &model.tensors[p.b]);
+            let row =
+                measure::pair_row(&adapter, i, (a.ty, &bytes_of(a)?), (b.ty, &bytes_of(b)?), mode, base_frobenius)
+                    .with_context(|| format!("{}: the pair of {:?}", model.label, p.target))?;
             tick();
-            Ok(measure::row(p, halves, &measured, mode, measure::update(p, &f, base_frobenius)))
+            Ok(row)
         })
         .collect::<Result<Vec<_>>>()?;
-    let mut r = ModelReport::new(&model.label, model, file_bytes, rows);
-    r.adapter = Some(adapter.facts(base.map(|(b, _)| b.label.as_str())));
-    Ok(r)
+    Ok(measure::report(&adapter, &model.label, model, file_bytes, rows, base.map(|(b, _)| b.label.as_str())))
 }
 
 /// ‖W‖_F of the base's weight `name`.
 fn weight_frobenius(base: &Model, name: &str) -> Result<f64> {
     let t = base.tensors.iter().find(|t| t.name == name).with_context(|| format!("no tensor {name:?}"))?;
-    let values = organ_core::quant::dequantize(t.ty, &bytes_of(t)?).with_context(|| format!("tensor {name:?}"))?;
-    Ok(measure::frobenius_of(&values))
+    measure::weight_frobenius(t.ty, &bytes_of(t)?).with_context(|| format!("tensor {name:?}"))
 }

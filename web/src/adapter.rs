@@ -2,15 +2,16 @@
 //! row per pair, ΔW measured from its two halves (small: r rows or columns each), read
 //! whole with `Blob.slice`; with the base dropped beside it, ‖W‖_F of each weight the
 //! adapter updates, its weight read whole. The checks, the rows and the report are the
-//! core's (`organ_core::lora`), the CLI's; only the reads are the browser's. Each pair is
+//! core's (`organ_core::lora`, `organ_core::report::adapter`), the CLI's; only the reads are the browser's. Each pair is
 //! measured on the worker pool.
 
 use crate::measure::Outcome;
 use crate::pool;
 use crate::reads::{worker_gone, Meter, Progress};
 use crate::source::{read_range, Model};
-use organ_core::lora::{measure, Adapter};
+use organ_core::lora::Adapter;
 use organ_core::model::TensorEntry;
+use organ_core::report::adapter as measure;
 use organ_core::report::Report;
 use organ_core::zmeasure::{Mode, GENERATOR};
 use std::sync::Arc;

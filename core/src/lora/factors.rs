@@ -6,7 +6,6 @@
 use super::Pair;
 use crate::error::{Error, Result};
 use crate::ggml_type::GgmlType;
-use crate::zmeasure::{Sampler, SAMPLE_SIZE};
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -93,25 +92,6 @@ impl Factors {
         self.rows as u64 * self.cols as u64
     }
 
-    /// The values of ΔW that Z-measure v1 samples of a tensor called `name` with ΔW's
-    /// shape (§1): every element in order when there are at most [`SAMPLE_SIZE`], else the
-    /// sampler's indices, each element computed from its two rows.
-    pub fn sample(&self, name: &str) -> Vec<f32> {
-        let n = self.n_elements();
-        let wide = Wide::of(self);
-        if n <= SAMPLE_SIZE as u64 {
-            return (0..n).map(|x| wide.at(x)).collect();
-        }
-        let mut sampler = Sampler::new(name, n);
-        let mut chunk = [0u64; 1000];
-        let mut out = Vec::with_capacity(SAMPLE_SIZE);
-        while out.len() < SAMPLE_SIZE {
-            sampler.fill(&mut chunk);
-            out.extend(chunk.iter().map(|&x| wide.at(x)));
-        }
-        out
-    }
-
     /// ‖ΔW‖_F without ΔW: |scale| · √(Σ (LᵀL) ∘ (RᵀR)), from the two r × r Gram matrices
     /// (‖L·Rᵀ‖²_F = tr(LᵀL · RᵀR)), in f64.
     pub fn frobenius(&self) -> f64 {
@@ -156,52 +136,6 @@ impl Factors {
             }
         }
         Ok(())
-    }
-}
-
-/// The factors in f64, for computing many elements: no conversion in the inner loop
-/// (twice the speed of converting each pair of values, on SmolLM2's adapters).
-struct Wide {
-    l: Vec<f64>,
-    r: Vec<f64>,
-    rank: usize,
-    cols: u64,
-    inv_cols: f64,
-    scale: f64,
-}
-
-impl Wide {
-    fn of(f: &Factors) -> Wide {
-        let wide = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect();
-        let cols = f.cols as u64;
-        Wide { l: wide(&f.l), r: wide(&f.r), rank: f.rank, cols, inv_cols: 1.0 / cols.max(1) as f64, scale: f.scale }
-    }
-
-    /// Element `x` of ΔW in row-major order (`x < rows · cols`), as
-    /// [`Factors::element`]; its row found without a 64-bit division (a multiply by
-    /// 1/cols in f64, exact below 2^53, then corrected by one either way).
-    #[inline(always)]
-    fn at(&self, x: u64) -> f32 {
-        let cols = self.cols;
-        // Through i64, whose conversions to and from f64 are one instruction each (x and
-        // the row are far below 2^63).
-        let mut i = ((x as i64) as f64 * self.inv_cols) as i64 as u64;
-        if i * cols > x {
-            i -= 1;
-        } else if x - i * cols >= cols {
-            i += 1;
-        }
-        let (i, j, k) = (i as usize, (x - i * cols) as usize, self.rank);
-        let (a, b) = (&self.l[i * k..(i + 1) * k], &self.r[j * k..(j + 1) * k]);
-        let mut acc = [0f64; 4];
-        let (ca, cb) = (a.chunks_exact(4), b.chunks_exact(4));
-        let tail: f64 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
-        for (x, y) in ca.zip(cb) {
-            for t in 0..4 {
-                acc[t] += x[t] * y[t];
-            }
-        }
-        (self.scale * ((acc[0] + acc[1]) + (acc[2] + acc[3]) + tail)) as f32
     }
 }
 

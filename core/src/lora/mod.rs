@@ -18,12 +18,10 @@
 //! whole ([`Factors::sample`], [`Factors::frobenius`]).
 
 mod factors;
-pub mod measure;
 pub mod merge;
 pub mod svd;
 
 pub use factors::Factors;
-pub use measure::{Facts, Update};
 
 use crate::ggml_type::GgmlType;
 use crate::gguf::MetaValue;

@@ -8,7 +8,7 @@ use alloc::string::{String, ToString};
 /// An adapter's facts for people, as every report's header line says them: `LoRA
 /// adapter: 6 pairs, rank 8, α 16, against the base NAME` (`ranks 4, 8` when its pairs
 /// differ).
-pub fn adapter_facts(a: &crate::lora::Facts) -> String {
+pub fn adapter_facts(a: &crate::report::adapter::Facts) -> String {
     let ranks = match a.ranks.as_slice() {
         [one] => format!("rank {one}"),
         r => format!("ranks {}", r.iter().map(u64::to_string).collect::<alloc::vec::Vec<_>>().join(", ")),
@@ -23,7 +23,7 @@ pub fn adapter_facts(a: &crate::lora::Facts) -> String {
 
 /// An update's ‖ΔW‖_F and ‖ΔW‖/‖W‖ (`None` without a base, or with a zero weight) for
 /// people, as every report's table shows them.
-pub fn update_figures(u: &crate::lora::Update) -> (String, Option<String>) {
+pub fn update_figures(u: &crate::report::adapter::Update) -> (String, Option<String>) {
     (format!("{:.4}", u.frobenius), u.relative().map(|r| format!("{r:.5}")))
 }
 

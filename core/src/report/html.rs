@@ -359,7 +359,7 @@ mod tests {
     /// base, ‖ΔW‖/‖W‖, formatted as the text report formats them.
     #[test]
     fn an_adapter_shows_its_facts_and_updates() {
-        use crate::lora::{Facts, Update};
+        use crate::report::adapter::{Facts, Update};
         let mut r = report("blk.0.attn_q.weight.lora");
         let m = &mut r.models[0];
         let facts = Facts { alpha: Some(16.0), ranks: vec![8], pairs: 2, invocation_tokens: None, base: None };

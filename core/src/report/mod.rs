@@ -6,6 +6,8 @@
 //! static page. The measure itself is [`crate::zmeasure`]'s, the comparison
 //! [`crate::compare`]'s; this module only presents what they return.
 
+pub mod adapter;
+mod adapter_figures;
 mod compare_heatmap;
 mod compare_html;
 mod csv;

@@ -32,7 +32,7 @@ pub struct ModelReport {
     pub tensors: Vec<TensorReport>,
     /// For an adapter (its rows are the updates of its pairs): α, ranks, pairs, base.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub adapter: Option<crate::lora::Facts>,
+    pub adapter: Option<crate::report::adapter::Facts>,
 }
 
 impl ModelReport {

@@ -69,7 +69,7 @@ pub struct TensorReport {
     /// For a row of an adapter's report (ΔW of a pair, named `TARGET.lora`): its rank,
     /// scale and norms. Absent for a model's tensors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub update: Option<crate::lora::Update>,
+    pub update: Option<crate::report::adapter::Update>,
 }
 
 impl TensorReport {

@@ -1,12 +1,13 @@
 //! `organ measure ADAPTER.gguf [--base BASE]`: an adapter measured as a model of its
 //! updates, one row per pair (ΔW named `TARGET.lora`, sampled as Z-measure v1 samples a
 //! tensor of that name and shape), with its rank, scale, ‖ΔW‖_F and, with a base,
-//! ‖W‖_F of the weight it updates (core: [`organ_core::lora::measure`]). The pairs are
+//! ‖W‖_F of the weight it updates (core: [`organ_core::report::adapter`]). The pairs are
 //! small (r rows or columns each): each is read whole, and ΔW is never made whole.
 
 use crate::model::{Model, Tensor};
 use anyhow::{bail, Context, Result};
-use organ_core::lora::{measure, Adapter};
+use organ_core::lora::Adapter;
+use organ_core::report::adapter as measure;
 use organ_core::report::ModelReport;
 use organ_core::zmeasure::Mode;
 use rayon::prelude::*;

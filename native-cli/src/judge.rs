@@ -96,13 +96,46 @@ pub fn grade(e: &Evaluation) -> Option<(Grade, String, f64)> {
 /// # Errors
 /// As [`eval::evaluate`].
 pub fn judge(output: &Path, parent: &Path, s: &Settings) -> Result<Verdict> {
-    let scratch = output.parent().filter(|p| !p.as_os_str().is_empty());
-    let e = eval::evaluate(output, Some(parent), s, scratch).with_context(|| {
+    judge_in(output, parent, s, output).with_context(|| {
         format!("{} was written, but --judge could not evaluate it against {}", output.display(), parent.display())
-    })?;
+    })
+}
+
+/// [`judge`] with the temp files beside `near` (an output organ wrote) rather than beside
+/// the model judged: for a model that is an input, judged with an adapter organ wrote
+/// (`lora extract --judge`).
+pub fn judge_near(output: &Path, parent: &Path, s: &Settings, near: &Path) -> Result<Verdict> {
+    judge_in(output, parent, s, near).with_context(|| {
+        format!(
+            "{} was written, but --judge could not evaluate {} with it against {}",
+            near.display(),
+            output.display(),
+            parent.display()
+        )
+    })
+}
+
+/// [`judge`]'s evaluation and grade, temp files beside `near`.
+fn judge_in(output: &Path, parent: &Path, s: &Settings, near: &Path) -> Result<Verdict> {
+    let scratch = near.parent().filter(|p| !p.as_os_str().is_empty());
+    let e = eval::evaluate(output, Some(parent), s, scratch)?;
     let (verdict, reason, ppl_ratio) =
         grade(&e).ok_or_else(|| anyhow::anyhow!("{}: no KL divergence figures", output.display()))?;
     Ok(Verdict { verdict, reason, ppl_ratio, evaluation: e })
+}
+
+/// `--judge`, when it was asked for (`s`): [`judge`] `output` against `parent`, and the
+/// verdict printed ([`print`]); `None` when it was not.
+///
+/// # Errors
+/// As [`judge`], or the verdict cannot be printed.
+pub fn judged(output: &Path, parent: &Path, s: Option<&Settings>, w: &mut dyn Write) -> Result<Option<Verdict>> {
+    s.map(|s| {
+        let v = judge(output, parent, s)?;
+        print(&v, w)?;
+        Ok(v)
+    })
+    .transpose()
 }
 
 /// Prints a verdict after the evaluation's figures.

@@ -203,6 +203,23 @@ fn llama_cpp_applies_the_extracted_adapter_and_matches_the_finetune() {
     eprintln!("KL divergence from the finetune: base {apart:.6}, base --lora extracted {applied:.6}");
     assert!(apart > 1e-3, "the finetune barely differs from its base: {apart}");
     assert!(applied < apart / 20.0, "base --lora extracted is {applied} from the finetune, the base {apart}");
+    // --judge runs the same comparison through organ's judge: the base with the adapter
+    // it wrote (llama.cpp's --lora on the model's side) against the finetune.
+    let text = tmp("heldout-head.txt");
+    let held = std::fs::read_to_string(repo().join("tests/data/texts/heldout.txt")).unwrap();
+    let cut = held.char_indices().nth(1200).map_or(held.len(), |(i, _)| i);
+    std::fs::write(&text, &held[..cut]).unwrap();
+    let (out, json) = (tmp("judged-r8.gguf"), tmp("judged-r8.json"));
+    let bin = crate::eval::one_thread_llama_bin();
+    let mut c = extract(8, &out, &["--json", json.to_str().unwrap(), "--judge", text.to_str().unwrap()]);
+    c.args(["--judge-ctx", "128", "--llama-cpp", bin.to_str().unwrap()]);
+    let printed = String::from_utf8(ok(c).stdout).unwrap();
+    let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let e = &r["judge"]["evaluation"];
+    let judged = e["kl_divergence"]["mean"]["value"].as_f64().unwrap();
+    assert_eq!(e["model"].as_str(), Some(format!("{} + lora {}:1", base.display(), out.display()).as_str()), "{e}");
+    assert!(judged < apart / 20.0, "--judge: base --lora extracted is {judged} from the finetune, the base {apart}");
+    assert!(printed.contains("verdict: "), "{printed}");
 }
 
 #[test]

@@ -35,13 +35,7 @@ pub async fn measure(
 ) -> Result<Outcome, String> {
     let t0 = pool::now_ms();
     let threads = pool::start().await?;
-    let adapter = Adapter::read(&model.model);
-    if let Some(e) = adapter.first_error() {
-        return Err(format!("{}: {e}", model.label));
-    }
-    if let Some(e) = base.and_then(|b| adapter.first_error_against(&b.model)) {
-        return Err(format!("{}: against the base {}: {e}", model.label, base.map_or("", |b| b.label.as_str())));
-    }
+    let adapter = Adapter::read_checked(&model.model, &model.label, base.map(|b| (&b.model, b.label.as_str())))?;
     let adapter = Arc::new(adapter);
     let mut meter = Meter::new(adapter.pairs.len(), t0, on_progress);
     // Every pair is read, then measured on the pool while the next is read.

@@ -203,6 +203,30 @@ impl Adapter {
         self.problems.iter().find(|p| p.severity == Severity::Error).map(Problem::sentence)
     }
 
+    /// Reads `m` (called `label` in messages) as an adapter to measure or merge, and
+    /// checks it, against `base` (a model and its label) when given: the adapter, or the
+    /// first error as `LABEL: …` / `LABEL: against the base BASE: …`. What every front end
+    /// does before any work.
+    ///
+    /// # Errors
+    /// As [`Adapter::first_error`], then [`Adapter::first_error_against`].
+    pub fn read_checked<T: Borrow<TensorEntry>, U: Borrow<TensorEntry>>(
+        m: &Model<T>,
+        label: &str,
+        base: Option<(&Model<U>, &str)>,
+    ) -> core::result::Result<Adapter, String> {
+        let a = Adapter::read(m);
+        if let Some(e) = a.first_error() {
+            return Err(format!("{label}: {e}"));
+        }
+        if let Some((b, name)) = base {
+            if let Some(e) = a.first_error_against(b) {
+                return Err(format!("{label}: against the base {name}: {e}"));
+            }
+        }
+        Ok(a)
+    }
+
     /// The first reason this adapter does not fit `base` ([`Adapter::fits`]: what merging
     /// and measuring against it need, not what a run needs), as a sentence (`None`: it
     /// fits; warnings are not errors).
@@ -441,6 +465,22 @@ fn pair(
     };
     if rank == 0 {
         problems.push(Problem::error(target, "rank 0: the pair changes nothing and llama.cpp cannot load it".into()));
+        return None;
+    }
+    // Bounds every later product of the update's sides (its elements, its Gram matrices).
+    if rows.checked_mul(cols).is_none_or(|n| n > crate::limits::MAX_TENSOR_ELEMENTS) {
+        problems
+            .push(Problem::error(target, format!("an update of {rows} × {cols} values: more than a tensor may hold")));
+        return None;
+    }
+    if rank > rows.min(cols) {
+        problems.push(Problem::error(
+            target,
+            format!(
+                "rank {rank} above the update's smaller side ({rows} × {cols}): such a pair is larger than the \
+                 weight it updates, and no converter writes one"
+            ),
+        ));
         return None;
     }
     Some(Pair { target: target.to_owned(), a: ai, b: bi, rank, rows, cols, embedding })

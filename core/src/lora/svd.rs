@@ -56,7 +56,11 @@ impl Truncated {
 /// [`Error::CountMismatch`] when `a` is not `rows × cols` values; [`Error::Unsupported`] for
 /// rank 0 or a non-finite value in `a`.
 pub fn truncated(a: &[f32], rows: usize, cols: usize, rank: usize, seed: u64) -> Result<Truncated> {
-    let n = rows.checked_mul(cols).ok_or(Error::CountMismatch { what: "matrix values", expected: 0, got: 0 })?;
+    let n = rows.checked_mul(cols).ok_or(Error::SizeMismatch {
+        what: "matrix values (rows × columns)",
+        expected: usize::MAX as u64,
+        got: rows as u64,
+    })?;
     if a.len() != n {
         return Err(Error::CountMismatch { what: "matrix values", expected: n as u64, got: a.len() as u64 });
     }
@@ -70,7 +74,7 @@ pub fn truncated(a: &[f32], rows: usize, cols: usize, rank: usize, seed: u64) ->
     }
     let total: f64 = a.iter().map(|&x| f64::from(x) * f64::from(x)).sum();
     let kept = rank.min(rows).min(cols);
-    let k = (rank + OVERSAMPLE).min(rows).min(cols);
+    let k = rank.saturating_add(OVERSAMPLE).min(rows).min(cols);
     if kept == 0 {
         let factors = Factors { rows, cols, rank: 0, l: Vec::new(), r: Vec::new(), scale: 1.0 };
         return Ok(Truncated { factors, singular: Vec::new(), total });

@@ -65,6 +65,8 @@ fn problems_are_named() {
             entry("blk.0.attn_q.weight", GgmlType::F32, &[64, 16]),
             entry("blk.0.ffn_up.weight.lora_a", GgmlType::Q4_0, &[64, 4]),
             entry("blk.0.ffn_up.weight.lora_b", GgmlType::F32, &[4, 96]),
+            entry("blk.0.ffn_down.weight.lora_a", GgmlType::F32, &[4, 8]),
+            entry("blk.0.ffn_down.weight.lora_b", GgmlType::F32, &[8, 16]),
         ],
     );
     let a = Adapter::read(&m);
@@ -75,6 +77,10 @@ fn problems_are_named() {
     assert!(said.iter().any(|s| s.starts_with("blk.0.attn_k.weight: lora_a [64, 4] and lora_b [8, 16] disagree")));
     assert!(said.iter().any(|s| s.starts_with("blk.0.attn_v.weight: rank 0")), "{said:?}");
     assert!(said.iter().any(|s| s.starts_with("blk.0.ffn_up.weight.lora_a: type Q4_0 is not one")), "{said:?}");
+    assert!(
+        said.iter().any(|s| s.starts_with("blk.0.ffn_down.weight: rank 8 above the update's smaller side")),
+        "{said:?}"
+    );
     assert_eq!(a.pairs.len(), 1);
     assert!(a.first_error().unwrap().starts_with("adapter.lora.alpha"));
     // α absent: llama.cpp's rule is then s alone.

@@ -3,6 +3,7 @@
 
 use super::{eval::scaled, guard, Argv, Exit, Force, Out, ToArgs};
 use crate::cmd::{self, eval::JudgeArgs};
+use crate::llama_cpp::perplexity::Scaled;
 use anyhow::{anyhow, bail, Result};
 use organ_core::lora::merge::OutputType;
 use organ_core::quant::quantize::can_quantize;
@@ -106,13 +107,27 @@ pub struct ExtractArgs {
     pub json: Option<PathBuf>,
     #[command(flatten)]
     pub force: Force,
+    /// Judge the adapter: the KL divergence of the base with it applied by llama.cpp
+    /// (`--lora`) from the finetune, on TEXT, and a verdict (docs/judge.md).
+    #[command(flatten)]
+    pub judge: JudgeArgs,
 }
 
 impl ExtractArgs {
     /// `lora extract --base BASE --tuned TUNED --rank RANK --out OUT`, every other flag at
     /// its default.
     pub fn new(base: PathBuf, tuned: PathBuf, rank: u64, out: PathBuf) -> ExtractArgs {
-        ExtractArgs { base, tuned, rank, names: Vec::new(), ty: "f16".into(), out, json: None, force: Force::default() }
+        ExtractArgs {
+            base,
+            tuned,
+            rank,
+            names: Vec::new(),
+            ty: "f16".into(),
+            out,
+            json: None,
+            force: Force::default(),
+            judge: JudgeArgs::default(),
+        }
     }
 }
 
@@ -139,6 +154,11 @@ impl<'a> TryFrom<&'a ExtractArgs> for cmd::lora_extract::Options<'a> {
             out: &a.out,
             json: a.json.as_deref(),
             force: a.force.force,
+            judge: a.judge.settings().map(|mut s| {
+                // The base with the extracted adapter, against the finetune.
+                s.adapters.model = vec![Scaled { path: a.out.clone(), scale: 1.0 }];
+                s
+            }),
         })
     }
 }
@@ -185,7 +205,8 @@ impl ToArgs for Op {
                     .value("--type", &x.ty)
                     .value("--out", &x.out)
                     .opt("--json", x.json.as_ref())
-                    .flags(&x.force);
+                    .flags(&x.force)
+                    .flags(&x.judge);
             }
         }
     }

@@ -142,12 +142,7 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<bool> {
     let mut report = check_path(&opts.model, opts.stream)?;
     if let Some(base) = &opts.base {
         let (m, b) = (Model::open(&opts.model)?, Model::open_any(base)?);
-        if !organ_core::lora::is_adapter(&m.model) {
-            anyhow::bail!(
-                "{}: --base is for adapters, and this is not one (general.type is not \"adapter\")",
-                opts.model.display()
-            );
-        }
+        super::measure::must_be_adapter(&m, &opts.model)?;
         report.add(organ_core::check::adapter::against_base(&m.model, &b.model));
     }
     let shown = Shown { summary_only: false, wells: 0, all_wells: false, top: 0 };

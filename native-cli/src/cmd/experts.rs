@@ -76,14 +76,7 @@ pub fn run(c: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     };
     let n = write(&plan, &source, out, c.force)?;
     writeln!(w, "wrote {} ({n} bytes)", out.display())?;
-    let verdict = match judge {
-        Some(s) => {
-            let v = crate::judge::judge(out, c.model, s)?;
-            crate::judge::print(&v, w)?;
-            Some(v)
-        }
-        None => None,
-    };
+    let verdict = crate::judge::judged(out, c.model, judge.as_ref(), w)?;
     if let Some(j) = c.json {
         let doc = serde_json::json!({
             "op": plan.op,

@@ -98,14 +98,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
 
     let result = recipient.derived(kvs, tensors);
     crate::write::write_model(&result, &recipient, out, o.split_max, o.force, w)?;
-    let verdict = match &o.judge {
-        Some(s) => {
-            let v = crate::judge::judge(out, o.recipient, s)?;
-            crate::judge::print(&v, w)?;
-            Some(v)
-        }
-        None => None,
-    };
+    let verdict = crate::judge::judged(out, o.recipient, o.judge.as_ref(), w)?;
     if let Some(p) = o.json {
         let doc = serde_json::json!({
             "donor": donor.label,

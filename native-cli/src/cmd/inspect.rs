@@ -185,8 +185,11 @@ fn document_of<'a>(
 
 /// The adapter a GGUF is, when its metadata says it is one (`general.type = adapter`).
 fn adapter_of(g: &Gguf<'_>) -> Option<Adapter> {
-    let m = organ_core::model::Model::from_gguf(g, 0);
-    organ_core::lora::is_adapter(&m).then(|| Adapter::read(&m))
+    // From the header as it is: a model's copy of the metadata (from_gguf) would hold its
+    // strings twice, and a hostile header's strings are the budget's size.
+    let key = organ_core::lora::KEY_GENERAL_TYPE;
+    let is = g.kvs.iter().any(|kv| kv.key == key && kv.value.as_str() == Some(organ_core::lora::GENERAL_TYPE));
+    is.then(|| Adapter::read(&organ_core::model::Model::from_gguf(g, 0)))
 }
 
 /// `inspect --json`'s view of an adapter: what it is, its pairs, and its problems.

@@ -36,8 +36,9 @@ pub struct Options<'a> {
     pub json: Option<&'a Path>,
     /// Replace outputs that exist (never an input).
     pub force: bool,
-    // `--judge` (the KL divergence of `BASE --lora OUT` from TUNED) goes here: it runs
-    // llama-perplexity with an adapter, a seam of its own (docs/adapters.md).
+    /// `--judge`: the base with the extracted adapter applied by llama.cpp (its settings
+    /// carry the adapter on the model's side) against the finetune.
+    pub judge: Option<crate::cmd::eval::Settings>,
 }
 
 /// One extracted weight.
@@ -70,9 +71,16 @@ struct Report<'a> {
     /// Selected 2-D weights whose values are the same in both models.
     unchanged: usize,
     tensors: &'a [Row],
+    /// `--judge`'s verdict: `BASE --lora OUT` against TUNED.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    judge: Option<&'a crate::judge::Verdict>,
 }
 
 pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
+    if let Some(s) = &o.judge {
+        // Before any work: the text, the tool, and the finetune llama.cpp is to load.
+        crate::judge::check(o.tuned, o.out, false, s)?;
+    }
     let base = Model::open(o.base)?;
     let tuned = Model::open(o.tuned)?;
     for (m, path, role) in [(&base, o.base, "--base"), (&tuned, o.tuned, "--tuned")] {
@@ -117,6 +125,15 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         );
     }
 
+    let tied = !base.tensors.iter().any(|t| t.name == "output.weight");
+    if o.judge.is_some() && tied && extracted.iter().any(|(b, _, _)| b.name == "token_embd.weight") {
+        // Before writing: llama.cpp would abort on the pair when --judge applies it.
+        bail!(
+            "{}: --judge applies the adapter with llama.cpp, which aborts on a token_embd pair when the base ties \
+             its output to token_embd (it has no output.weight); leave token_embd out, e.g. --name 'blk.*'",
+            o.base.display()
+        );
+    }
     let mut tensors = Vec::with_capacity(2 * extracted.len());
     let mut rows = Vec::with_capacity(extracted.len());
     for (b, mut row, f) in extracted {
@@ -143,8 +160,18 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     print(w, o, &base, &tuned, &rows, unchanged)?;
     let n = crate::write::write_gguf(3, &kvs, &tensors, o.out, o.force)?;
     writeln!(w, "wrote {} ({n} bytes)", o.out.display())?;
+    let verdict = match &o.judge {
+        Some(s) => {
+            // BASE --lora OUT against TUNED: what the adapter restores of the finetune.
+            let v = crate::judge::judge_near(o.base, o.tuned, s, o.out)?;
+            crate::judge::print(&v, w)?;
+            Some(v)
+        }
+        None => None,
+    };
     if let Some(p) = o.json {
         let report = Report {
+            judge: verdict.as_ref(),
             base: &base.label,
             tuned: &tuned.label,
             rank: o.rank,

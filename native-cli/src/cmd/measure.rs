@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 
 mod adapter;
+pub use adapter::must_be_adapter;
 mod cache;
 mod experts;
 pub mod fleet;
@@ -98,12 +99,7 @@ fn measure_cached(path: &Path, opts: &Options, progress: &ProgressBar) -> Result
 /// depends on both).
 fn measure_against(path: &Path, base: &Path, opts: &Options, progress: &ProgressBar) -> Result<ModelReport> {
     let model = Model::open_any(path)?;
-    if !organ_core::lora::is_adapter(&model.model) {
-        anyhow::bail!(
-            "{}: --base is for adapters, and this is not one (general.type is not \"adapter\")",
-            path.display()
-        );
-    }
+    adapter::must_be_adapter(&model, path)?;
     let b = Model::open_any(base)?;
     crate::progress::grow(progress, model.tensors.len() as u64 / 2);
     let tick = || crate::progress::tensor_done(progress);

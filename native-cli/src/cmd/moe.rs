@@ -201,14 +201,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     tmp.commit()?;
     writeln!(w, "wrote {} ({len} bytes)", o.out.display())?;
 
-    let verdict = match &o.judge {
-        Some(s) => {
-            let v = crate::judge::judge(o.out, o.base, s)?;
-            crate::judge::print(&v, w)?;
-            Some(v)
-        }
-        None => None,
-    };
+    let verdict = crate::judge::judged(o.out, o.base, o.judge.as_ref(), w)?;
     if let Some(path) = o.json {
         let doc = serde_json::json!({
             "base": base.label,

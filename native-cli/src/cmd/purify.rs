@@ -165,14 +165,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let out_model = model.derived(kvs, tensors);
     writeln!(w, "{} of {} selected tensors purified", touched.len(), selected.len())?;
     crate::write::write_model(&out_model, &model, o.out, o.split_max, o.force, w)?;
-    let verdict = match &o.judge {
-        Some(s) => {
-            let v = crate::judge::judge(o.out, o.model, s)?;
-            crate::judge::print(&v, w)?;
-            Some(v)
-        }
-        None => None,
-    };
+    let verdict = crate::judge::judged(o.out, o.model, o.judge.as_ref(), w)?;
     if let Some(p) = o.json {
         let rows: Vec<&Row> = results.iter().map(|(r, _)| r).collect();
         let mut doc =

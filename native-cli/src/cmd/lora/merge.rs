@@ -91,14 +91,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let len = write(o, &base, &adapters, &merges, &kvs)?;
     writeln!(w, "wrote {} ({len} bytes)", o.out.display())?;
 
-    let verdict = match &o.judge {
-        Some(s) => {
-            let v = crate::judge::judge(o.out, o.base, s)?;
-            crate::judge::print(&v, w)?;
-            Some(v)
-        }
-        None => None,
-    };
+    let verdict = crate::judge::judged(o.out, o.base, o.judge.as_ref(), w)?;
     if let Some(p) = o.json {
         let doc = serde_json::json!({
             "base": o.base.display().to_string(),

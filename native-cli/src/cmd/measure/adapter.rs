@@ -20,19 +20,18 @@ use std::path::Path;
 /// The first problem that stops llama.cpp from applying it, or organ from applying it as
 /// llama.cpp does, naming the file.
 pub fn read(model: &Model, path: &Path, base: Option<(&Model, &Path)>) -> Result<Adapter> {
-    let adapter = Adapter::read(&model.model);
-    if let Some(e) = adapter.first_error() {
-        bail!("{}: {e}", path.display());
-    }
     // What merging needs, not what a run needs: a tied token_embd pair is measured.
-    if let Some(e) = base.and_then(|(b, _)| adapter.first_error_against(&b.model)) {
-        bail!(
-            "{}: against the base {}: {e}",
-            path.display(),
-            base.map_or_else(String::new, |(_, bp)| bp.display().to_string())
-        );
+    let base_named = base.map(|(b, bp)| (&b.model, bp.display().to_string()));
+    Adapter::read_checked(&model.model, &path.display().to_string(), base_named.as_ref().map(|(b, n)| (*b, n.as_str())))
+        .map_err(anyhow::Error::msg)
+}
+
+/// Refuses a model that is not an adapter, for `--base`, which only adapters take.
+pub fn must_be_adapter(model: &Model, path: &Path) -> Result<()> {
+    if !organ_core::lora::is_adapter(&model.model) {
+        bail!("{}: --base is for adapters, and this is not one (general.type is not \"adapter\")", path.display());
     }
-    Ok(adapter)
+    Ok(())
 }
 
 /// A tensor's bytes: a slice of the map, or read from a file that is not in memory.

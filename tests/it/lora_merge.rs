@@ -405,3 +405,27 @@ fn eval_refuses_an_adapter_llama_cpp_would_refuse_or_abort_on_before_running_it(
     let err = eval("--base-lora", &base);
     assert!(err.contains(&format!("{}: not a LoRA adapter llama.cpp loads", base.display())), "{err}");
 }
+
+/// `organ diff BASE MERGED` reports the change as for any two models: exactly the weights
+/// the adapter updates are changed, every other tensor identical.
+#[test]
+fn diff_finds_exactly_the_adapted_weights_changed() {
+    let Some(model) = need::smollm2_oracle_and_llama() else { return };
+    let base = smollm2_f16(&model);
+    let a = adapter(&base, "diff-r4.gguf", &["--rank", "4", "--targets", "attn_q,ffn_down", "--layers", "0,5"]);
+    let (merged, _) = merge(&base, &[path(&a)], "diff-merged.gguf", &[]);
+    let json = tmp("diff-merged.json");
+    let mut c = organ();
+    c.arg("diff").arg(&base).arg(&merged).arg("--json").arg(&json);
+    ok(c);
+    let d: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let mut changed: Vec<&str> = (d["pairs"].as_array().unwrap().iter())
+        .filter(|p| p["identical"] == false)
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    changed.sort_unstable();
+    let want = ["blk.0.attn_q.weight", "blk.0.ffn_down.weight", "blk.5.attn_q.weight", "blk.5.ffn_down.weight"];
+    assert_eq!(changed, want);
+    assert_eq!(d["counts"]["changed"], 4);
+    assert_eq!(d["counts"]["identical"].as_u64().unwrap() + 4, d["counts"]["comparable"].as_u64().unwrap());
+}

@@ -27,6 +27,7 @@ use crate::ggml_type::GgmlType;
 use crate::gguf::MetaValue;
 use crate::model::{Model, OwnedValue, TensorEntry};
 use alloc::borrow::ToOwned;
+use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -294,8 +295,11 @@ impl Adapter {
                 ),
             ));
         }
+        // By name, once: a pair's lookup is then a search, not a scan of the base.
+        let by_name: BTreeMap<&str, &TensorEntry> =
+            base.tensors.iter().map(Borrow::borrow).map(|t| (t.name.as_str(), t)).collect();
         for p in &self.pairs {
-            match base.tensors.iter().map(Borrow::borrow).find(|t| t.name == p.target) {
+            match by_name.get(p.target.as_str()).copied() {
                 None => out.push(Problem::error(&p.target, "the base has no such weight".into())),
                 Some(t) if t.dims.len() != 2 || t.dims[..] != p.shape() => out.push(Problem::error(
                     &p.target,
@@ -362,6 +366,8 @@ fn read_alpha<T>(m: &Model<T>, problems: &mut Vec<Problem>) -> Option<f32> {
 /// The pairs of `tensors` (in the order of their A halves), the tensors llama.cpp skips,
 /// and every problem of their names and shapes.
 fn read_pairs<T: Borrow<TensorEntry>>(tensors: &[T], problems: &mut Vec<Problem>) -> (Vec<Pair>, Vec<usize>) {
+    // Each target's place in `halves`, so that pairing is a search, not a scan.
+    let mut at_of: BTreeMap<&str, usize> = BTreeMap::new();
     let mut halves: Vec<(&str, Option<usize>, Option<usize>)> = Vec::new();
     let mut skipped = Vec::new();
     for (i, t) in tensors.iter().enumerate() {
@@ -380,13 +386,10 @@ fn read_pairs<T: Borrow<TensorEntry>>(tensors: &[T], problems: &mut Vec<Problem>
             ));
             continue;
         };
-        let at = match halves.iter().position(|h| h.0 == target) {
-            Some(at) => at,
-            None => {
-                halves.push((target, None, None));
-                halves.len() - 1
-            }
-        };
+        let at = *at_of.entry(target).or_insert_with(|| {
+            halves.push((target, None, None));
+            halves.len() - 1
+        });
         let slot = if is_a { &mut halves[at].1 } else { &mut halves[at].2 };
         *slot = Some(i);
     }

@@ -61,6 +61,13 @@ pub fn is_adapter<T>(m: &Model<T>) -> bool {
     m.text(KEY_GENERAL_TYPE).as_deref() == Some(GENERAL_TYPE)
 }
 
+/// Whether a model ties its output to `token_embd` (it has no `output.weight`): llama.cpp
+/// 11434 then applies a `token_embd` pair to the output too, in the wrong layout, and
+/// aborts (`GGML_ASSERT ggml_can_mul_mat`).
+pub fn ties_output<T: Borrow<TensorEntry>>(m: &Model<T>) -> bool {
+    !m.tensors.iter().any(|t| t.borrow().name == "output.weight")
+}
+
 /// One adapted weight: its two halves and the shape of the update.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Pair {
@@ -261,8 +268,9 @@ impl Adapter {
         if is_adapter(base) {
             return out;
         }
+        let tied = ties_output(base);
         for p in &self.pairs {
-            if p.embedding && !base.tensors.iter().any(|t| t.borrow().name == "output.weight") {
+            if p.embedding && tied {
                 out.push(Problem::error(
                     &p.target,
                     "the base ties its output to token_embd (it has no output.weight), and llama.cpp 11434 then \

@@ -125,8 +125,10 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         );
     }
 
-    let tied = !base.tensors.iter().any(|t| t.name == "output.weight");
-    if o.judge.is_some() && tied && extracted.iter().any(|(b, _, _)| b.name == "token_embd.weight") {
+    if o.judge.is_some()
+        && lora::ties_output(&base.model)
+        && extracted.iter().any(|(b, _, _)| b.name == "token_embd.weight")
+    {
         // Before writing: llama.cpp would abort on the pair when --judge applies it.
         bail!(
             "{}: --judge applies the adapter with llama.cpp, which aborts on a token_embd pair when the base ties \

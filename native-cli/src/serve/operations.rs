@@ -92,6 +92,12 @@ pub(super) struct EvalReq {
     /// The parent to compare with.
     #[serde(default)]
     base: Option<String>,
+    /// Adapters llama.cpp applies to the model (`--lora`), each at its scale.
+    #[serde(default)]
+    lora: Vec<super::lora::AdapterReq>,
+    /// Adapters applied to the base (`--base-lora`).
+    #[serde(default)]
+    base_lora: Vec<super::lora::AdapterReq>,
     #[serde(default)]
     ctx: Option<u32>,
     #[serde(default)]
@@ -207,7 +213,7 @@ pub(super) async fn check(
     )
 }
 
-/// `organ eval MODEL --text TEXT [--base PARENT]` (docs/judge.md): llama.cpp's
+/// `organ eval MODEL --text TEXT [--base PARENT] [--lora A:S]… [--base-lora A:S]…` (docs/judge.md): llama.cpp's
 /// llama-perplexity, found in the server's environment (ORGAN_LLAMA_CPP, then PATH). The
 /// job's result is `organ eval --json`'s report; outputs eval.json and the text eval.txt.
 pub(super) async fn eval(
@@ -224,12 +230,18 @@ pub(super) async fn eval(
     if r.chunks == Some(0) {
         return Err(bad("chunks 0: give at least 1"));
     }
+    if base.is_none() && !r.base_lora.is_empty() {
+        return Err(bad("base_lora without base: give the base they apply to"));
+    }
+    let (lora, base_lora) =
+        (super::lora::adapters(&s, &r.lora, "lora")?, super::lora::adapters(&s, &r.base_lora, "base_lora")?);
     start_job(
         &s,
         "eval",
         |dir| {
             let mut e = cli::EvalArgs::new(model, text);
             e.base = base;
+            (e.lora, e.base_lora) = (lora, base_lora);
             e.ctx = r.ctx.unwrap_or(e.ctx);
             e.chunks = r.chunks;
             e.json = Some(dir.join("eval.json"));

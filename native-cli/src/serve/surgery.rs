@@ -125,7 +125,7 @@ pub(super) struct PurifyReq {
 }
 
 /// An output name for a job's directory: one plain file name.
-fn out_name(name: Option<&str>, default: &str) -> ApiResult<String> {
+pub(super) fn out_name(name: Option<&str>, default: &str) -> ApiResult<String> {
     let n = name.unwrap_or(default);
     let ok = !n.is_empty()
         && n.len() <= 200

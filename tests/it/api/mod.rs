@@ -13,6 +13,7 @@ mod experts;
 mod experts_surgery;
 mod jobs;
 mod limits;
+mod lora;
 mod memory;
 mod moe;
 mod quantize;

@@ -38,7 +38,8 @@ struct Case {
 }
 
 /// The commands a valid input may go through or be refused by (see `hostile_inputs`).
-const LENIENT: &[&str] = &["graft", "purify", "moe", "experts-extract", "experts-prune", "eval"];
+const LENIENT: &[&str] =
+    &["graft", "purify", "moe", "experts-extract", "experts-prune", "lora-merge", "lora-extract", "eval"];
 /// What a valid GGUF may go through (assemble takes organ directories only).
 const GGUF_OK: &[&str] = &["inspect", "measure", "dissect"];
 /// What a valid organ directory may go through.
@@ -81,6 +82,10 @@ fn hostile_inputs() {
         "moe",
         "experts-extract",
         "experts-prune",
+        // lora-merge: the input as the base and as its adapter; lora-extract: the input as
+        // the base and as its finetune.
+        "lora-merge",
+        "lora-extract",
         // eval: organ reads the model (its caps, its errors) before llama-perplexity is
         // handed the same open file.
         "eval",
@@ -216,6 +221,21 @@ fn run_one(d: &std::path::Path, case: &Case, cmd: &str, text: &std::path::Path, 
                 out.as_os_str(),
             ]
         }
+        "lora-merge" => {
+            vec!["lora".as_ref(), "merge".as_ref(), input, "--lora".as_ref(), input, "--out".as_ref(), out.as_os_str()]
+        }
+        "lora-extract" => vec![
+            "lora".as_ref(),
+            "extract".as_ref(),
+            "--base".as_ref(),
+            input,
+            "--tuned".as_ref(),
+            input,
+            "--rank".as_ref(),
+            "2".as_ref(),
+            "--out".as_ref(),
+            out.as_os_str(),
+        ],
         "eval" => vec![
             "eval".as_ref(),
             input,

@@ -87,7 +87,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let copied = base.tensors.len() - merges.len();
     report(o, &base, &rows, &tensors, copied, w)?;
 
-    let kvs = metadata(o, &base, &merges);
+    let kvs = metadata(o, &base, &adapters, &merges);
     let len = write(o, &base, &adapters, &merges, &kvs)?;
     writeln!(w, "wrote {} ({len} bytes)", o.out.display())?;
 
@@ -224,7 +224,12 @@ fn report(
 
 /// The base's metadata, `general.file_type` set to the forced type's (as llama-quantize
 /// and llama-export-lora do) when `--type` changed a tensor's type, and what was merged.
-fn metadata(o: &Options<'_>, base: &Model, merges: &[Merge]) -> Vec<(String, OwnedValue)> {
+fn metadata(
+    o: &Options<'_>,
+    base: &Model,
+    adapters: &[(Model, Adapter)],
+    merges: &[Merge],
+) -> Vec<(String, OwnedValue)> {
     let mut kvs: Vec<(String, OwnedValue)> =
         base.kvs.iter().filter(|(k, _)| !k.starts_with(KEY_PREFIX)).cloned().collect();
     if let OutputType::Forced(ty) = o.ty {
@@ -236,8 +241,11 @@ fn metadata(o: &Options<'_>, base: &Model, merges: &[Merge]) -> Vec<(String, Own
             }
         }
     }
-    let adapters: Vec<String> = o.adapters.iter().map(Scaled::to_string).collect();
-    // Strings of at most a path each: OwnedValue::strings refuses none of them.
+    // Each adapter by its file name, as graft names its donor: the file says what was
+    // merged, not where on the merging machine (or under a server's root) it lay.
+    let adapters: Vec<String> =
+        adapters.iter().zip(&o.adapters).map(|((m, _), s)| format!("{}:{}", m.label, s.scale)).collect();
+    // Strings of at most a file name each: OwnedValue::strings refuses none of them.
     if let Ok(v) = OwnedValue::strings(&adapters) {
         kvs.push((format!("{KEY_PREFIX}adapters"), v));
     }

@@ -165,15 +165,22 @@ fn transpose(m: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     t
 }
 
-/// MᵀM of `m` (`n × k` row-major) in f64, `k × k` row-major.
+/// MᵀM of `m` (`n × k` row-major) in f64, `k × k` row-major: each row converted once,
+/// the upper triangle summed (it is symmetric), then mirrored.
 fn gram(m: &[f32], k: usize) -> Vec<f64> {
     let mut g = vec![0f64; k * k];
+    let mut w = vec![0f64; k];
     for row in m.chunks_exact(k.max(1)) {
-        for (a, &x) in row.iter().enumerate() {
-            let x = f64::from(x);
-            for (b, &y) in row.iter().enumerate() {
-                g[a * k + b] += x * f64::from(y);
+        w.iter_mut().zip(row).for_each(|(w, &x)| *w = f64::from(x));
+        for (a, &x) in w.iter().enumerate() {
+            for (s, &y) in g[a * k + a..(a + 1) * k].iter_mut().zip(&w[a..]) {
+                *s += x * y;
             }
+        }
+    }
+    for a in 0..k {
+        for b in 0..a {
+            g[a * k + b] = g[b * k + a];
         }
     }
     g

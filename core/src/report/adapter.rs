@@ -129,9 +129,13 @@ pub fn sample(f: &Factors, name: &str) -> Vec<f32> {
     let mut sampler = Sampler::new(name, n);
     let mut chunk = [0u64; 1000];
     let mut out = Vec::with_capacity(SAMPLE_SIZE);
+    let mut at = [(0usize, 0usize); 1000];
     while out.len() < SAMPLE_SIZE {
         sampler.fill(&mut chunk);
-        out.extend(chunk.iter().map(|&x| wide.at(x)));
+        for (p, &x) in at.iter_mut().zip(&chunk) {
+            *p = wide.position(x);
+        }
+        out.extend(at.iter().map(|&(i, j)| wide.dot(i, j)));
     }
     out
 }
@@ -155,10 +159,18 @@ impl Wide {
     }
 
     /// Element `x` of ΔW in row-major order (`x < rows · cols`), as
-    /// [`Factors::element`]; its row found without a 64-bit division (a multiply by
-    /// 1/cols in f64, exact below 2^53, then corrected by one either way).
+    /// [`Factors::element`].
     #[inline(always)]
     fn at(&self, x: u64) -> f32 {
+        let (i, j) = self.position(x);
+        self.dot(i, j)
+    }
+
+    /// The row and column of element `x` in row-major order, found without a 64-bit
+    /// division (a multiply by 1/cols in f64, exact below 2^53, then corrected by one
+    /// either way).
+    #[inline(always)]
+    fn position(&self, x: u64) -> (usize, usize) {
         let cols = self.cols;
         // Through i64, whose conversions to and from f64 are one instruction each (x and
         // the row are far below 2^63).
@@ -168,18 +180,31 @@ impl Wide {
         } else if x - i * cols >= cols {
             i += 1;
         }
-        let (i, j, k) = (i as usize, (x - i * cols) as usize, self.rank);
-        let (a, b) = (&self.l[i * k..(i + 1) * k], &self.r[j * k..(j + 1) * k]);
-        let mut acc = [0f64; 4];
-        let (ca, cb) = (a.chunks_exact(4), b.chunks_exact(4));
-        let tail: f64 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
-        for (x, y) in ca.zip(cb) {
-            for t in 0..4 {
-                acc[t] += x[t] * y[t];
-            }
-        }
-        (self.scale * ((acc[0] + acc[1]) + (acc[2] + acc[3]) + tail)) as f32
+        (i as usize, (x - i * cols) as usize)
     }
+
+    /// Element (i, j): the dot product of L's row i and R's row j, times the scale.
+    #[inline(always)]
+    fn dot(&self, i: usize, j: usize) -> f32 {
+        let k = self.rank;
+        let (a, b) = (&self.l[i * k..(i + 1) * k], &self.r[j * k..(j + 1) * k]);
+        (self.scale * dot(a, b)) as f32
+    }
+}
+
+/// The dot product of two rows as [`crate::lora::Factors::element`] sums it: four
+/// running sums, then the tail.
+#[inline(always)]
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    let mut acc = [0f64; 4];
+    let (ca, cb) = (a.chunks_exact(4), b.chunks_exact(4));
+    let tail: f64 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ca.zip(cb) {
+        for t in 0..4 {
+            acc[t] += x[t] * y[t];
+        }
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
 
 #[cfg(test)]

@@ -68,6 +68,24 @@ pub enum Error {
         /// The largest value accepted here.
         limit: u64,
     },
+    /// A count the bytes left in the file cannot hold: a file cut short inside its
+    /// header, or not a GGUF.
+    #[error(
+        "offset {offset}: {what} is {value}, but the {remaining} bytes left in the file hold at most {limit}: \
+         the file is cut short inside its header (a partial download?)"
+    )]
+    CountPastEnd {
+        /// Where the number was read.
+        offset: u64,
+        /// Which number.
+        what: &'static str,
+        /// Its value.
+        value: u64,
+        /// Bytes of the file after the number.
+        remaining: u64,
+        /// How many the remaining bytes could hold.
+        limit: u64,
+    },
     /// A metadata value type code that GGUF does not define.
     #[error("offset {offset}: unknown metadata value type {code}")]
     BadValueType {

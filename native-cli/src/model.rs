@@ -132,6 +132,29 @@ impl Model {
         Self::from_opened(path, &paths, files, shards.unwrap_or_default())
     }
 
+    /// A local GGUF file cut short (a partial download): the model of the tensors it
+    /// holds whole, the model its header describes (every tensor, no bytes), and what it
+    /// lacks; `None` when the file is not one (whole, split, a directory, a URL, or not a
+    /// GGUF header at all: [`Self::open`]'s error says which).
+    pub fn open_cut_short(path: &Path) -> Option<CutShort> {
+        let at = Location::checked(path).ok()?;
+        if !matches!(at, Location::Local(_)) || at.is_dir() || at.shards().is_some() {
+            return None;
+        }
+        let file = Arc::new(at.open_file(path, Reach::Mapped).ok()?);
+        let g = file.parse_cut_short().ok()?;
+        let cut = organ_core::gguf::cut::Cut::of(&g)?;
+        let buf: model::SharedBuffer = file.clone();
+        let header = model::Model::from_gguf_in(&g, 0, &buf);
+        let core = model::Model::from_gguf_in(&g.within_file(), 0, &buf);
+        let model::Model { version, kvs, tensors } = core;
+        let tensors = tensors.into_iter().map(|entry| Tensor { entry, in_file: file.clone(), owned: None }).collect();
+        let model = model::Model { version, kvs, tensors };
+        let whole =
+            Model { label: file.file_name(), path: path.to_owned(), shards: Vec::new(), files: vec![file], model };
+        Some(CutShort { whole, header, cut })
+    }
+
     /// The model of GGUF files already opened (through [`crate::input::open`]): one, or
     /// every shard of a split model in order, each with the path it was opened from. For a
     /// caller that hands those very files on (eval, to llama.cpp) once organ has read them.
@@ -171,4 +194,14 @@ impl Model {
         let model = model::Model { version, kvs, tensors };
         Ok(Model { label, path: path.to_owned(), shards, files, model })
     }
+}
+
+/// A GGUF file cut short ([`Model::open_cut_short`]).
+pub struct CutShort {
+    /// The tensors it holds whole, readable.
+    pub whole: Model,
+    /// Every tensor its header names (their bytes not all there: never read them).
+    pub header: model::Model<TensorEntry>,
+    /// What it lacks.
+    pub cut: organ_core::gguf::cut::Cut,
 }

@@ -242,6 +242,12 @@ impl ModelFile {
         Gguf::parse(self.bytes(), self.file_len()).with_context(|| format!("{}: not a valid GGUF", self.path.display()))
     }
 
+    /// Parses the header of a file that may be cut short ([`Gguf::parse_cut_short`]).
+    pub fn parse_cut_short(&self) -> Result<Gguf<'_>> {
+        Gguf::parse_cut_short(self.bytes(), self.file_len())
+            .with_context(|| format!("{}: not a valid GGUF", self.path.display()))
+    }
+
     /// The file name, for reports.
     pub fn file_name(&self) -> String {
         if self.source.origin().is_some() {

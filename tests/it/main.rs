@@ -12,6 +12,7 @@ mod api;
 mod azure;
 mod check;
 mod cli_errors;
+mod cut_short;
 mod diff;
 mod digests;
 mod eval;

@@ -5,7 +5,7 @@ use crate::common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-fn split_model(name: &str) -> Vec<PathBuf> {
+pub(crate) fn split_model(name: &str) -> Vec<PathBuf> {
     let dir = tmp(&format!("{name}.organs"));
     let mut c = organ();
     c.arg("dissect").arg(smollm2()).arg("--out").arg(&dir);

@@ -81,6 +81,8 @@ pub enum Kind {
     Unscanned,
     /// A LoRA adapter's metadata or pairs, alone or against its base.
     Adapter,
+    /// A file cut short (a partial download): tensors' bytes past its end.
+    Incomplete,
 }
 
 /// One thing the check found.
@@ -288,6 +290,15 @@ impl CheckReport {
             }
         }
         self.counts = counts;
+    }
+
+    /// The report of a file cut short, its header checked whole and the tensors it holds
+    /// whole scanned: the tensors the cut took are not reported unscanned one by one but
+    /// in one error saying what the file lacks.
+    pub fn cut_short(&mut self, file: &str, cut: &crate::gguf::cut::Cut) {
+        let gone = |name: &str| cut.absent.iter().any(|a| a == name) || cut.cut.as_ref().is_some_and(|c| c.0 == name);
+        self.findings.retain(|f| !(f.kind == Kind::Unscanned && gone(&f.subject)));
+        self.add(alloc::vec![Finding::new(Severity::Error, Kind::Incomplete, file, cut.describe())]);
     }
 }
 

@@ -40,6 +40,15 @@ pub struct Gguf<'a> {
     pub file_len: u64,
 }
 
+/// Where the tensors' data must lie.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Data {
+    /// Inside the file.
+    InFile,
+    /// Anywhere: the file may be cut short.
+    MayBeCut,
+}
+
 impl<'a> Gguf<'a> {
     /// Parses the header of a GGUF file of `file_len` bytes from `prefix`, its first bytes.
     ///
@@ -56,15 +65,38 @@ impl<'a> Gguf<'a> {
         // incomplete prefix never asks for more than the budget.
         let limit = crate::limits::max_header_bytes();
         let over = |offset: u64, needed: u64| Error::HeaderBudget { offset, needed, limit };
-        match Self::parse_within(prefix, file_len, limit) {
+        match Self::parse_within(prefix, file_len, limit, Data::InFile) {
             Err(Error::Incomplete { offset, needed, .. }) if needed > limit => Err(over(offset, needed)),
             r => r,
         }
     }
 
+    /// [`Gguf::parse`] of a file that may be cut short (a partial download): the header
+    /// must be whole, but tensor data may lie past `file_len`. The tensors are all
+    /// located; [`super::cut::Cut::of`] says which are whole, cut or absent, and
+    /// [`Gguf::within_file`] keeps the whole ones, the only ones whose bytes may be read.
+    ///
+    /// # Errors
+    /// As [`Gguf::parse`], less the data lying past the end of the file.
+    pub fn parse_cut_short(prefix: &'a [u8], file_len: u64) -> Result<Gguf<'a>> {
+        let limit = crate::limits::max_header_bytes();
+        let over = |offset: u64, needed: u64| Error::HeaderBudget { offset, needed, limit };
+        match Self::parse_within(prefix, file_len, limit, Data::MayBeCut) {
+            Err(Error::Incomplete { offset, needed, .. }) if needed > limit => Err(over(offset, needed)),
+            r => r,
+        }
+    }
+
+    /// The header less the tensors whose bytes are not wholly in the file.
+    pub fn within_file(mut self) -> Gguf<'a> {
+        let len = self.file_len;
+        self.tensors.retain(|t| t.file_offset.checked_add(t.n_bytes).is_some_and(|e| e <= len));
+        self
+    }
+
     /// [`Gguf::parse`], the header reads of which stop at `limit` bytes: a read past it
     /// inside the file is [`Error::Incomplete`] with `needed` past `limit`.
-    fn parse_within(prefix: &'a [u8], file_len: u64, limit: u64) -> Result<Gguf<'a>> {
+    fn parse_within(prefix: &'a [u8], file_len: u64, limit: u64, data: Data) -> Result<Gguf<'a>> {
         let prefix = &prefix[..prefix.len().min(usize::try_from(limit).unwrap_or(usize::MAX))];
         let mut c = Cursor::new(prefix, file_len);
         let magic: [u8; 4] = c.array("magic")?;
@@ -122,11 +154,14 @@ impl<'a> Gguf<'a> {
         })?;
         // The padding is part of the header: a prefix must hold it, and so must the file
         // (a file with no tensors may end right after the infos).
-        if !tensors.is_empty() {
+        // A file cut short may end inside the padding, or before it.
+        let cut_before_data = data == Data::MayBeCut && data_offset > c.file_len();
+        if !tensors.is_empty() && !cut_before_data {
             c.skip(data_offset - header_end, "padding before the data section")?;
         }
+        let data_end = if data == Data::MayBeCut { u64::MAX } else { c.file_len() };
         for t in &mut tensors {
-            t.locate(data_offset, alignment, c.file_len())?;
+            t.locate(data_offset, alignment, data_end)?;
         }
         Ok(Gguf { version, kvs, tensors, alignment, data_offset, file_len: c.file_len() })
     }
@@ -153,9 +188,13 @@ impl<'a> Gguf<'a> {
 }
 
 fn check_count(c: &Cursor<'_>, offset: u64, what: &'static str, value: u64, cap: u64, min_size: u64) -> Result<()> {
-    let limit = cap.min(c.file_remaining() / min_size);
+    if value > cap {
+        return Err(Error::TooLarge { offset, what, value, limit: cap });
+    }
+    let remaining = c.file_remaining();
+    let limit = remaining / min_size;
     if value > limit {
-        return Err(Error::TooLarge { offset, what, value, limit });
+        return Err(Error::CountPastEnd { offset, what, value, remaining, limit });
     }
     Ok(())
 }

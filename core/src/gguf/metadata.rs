@@ -261,10 +261,14 @@ impl<'a> MetaArray<'a> {
         let len = c.u64("array length")?;
         // Every element takes at least min_size bytes: refuse counts the file cannot hold
         // before looping over them.
-        let fits = c.file_remaining() / elem_type.min_size();
-        let limit = MAX_ARRAY_LEN.min(fits);
-        if len > limit {
-            return Err(Error::TooLarge { offset: len_offset, what: "array length", value: len, limit });
+        if len > MAX_ARRAY_LEN {
+            return Err(Error::TooLarge { offset: len_offset, what: "array length", value: len, limit: MAX_ARRAY_LEN });
+        }
+        let remaining = c.file_remaining();
+        let fits = remaining / elem_type.min_size();
+        if len > fits {
+            let what = "array length";
+            return Err(Error::CountPastEnd { offset: len_offset, what, value: len, remaining, limit: fits });
         }
         let start = c.pos();
         match elem_type.fixed_size() {

@@ -5,6 +5,7 @@
 //! count, the key/value pairs, the tensor infos, padding to `general.alignment` (default
 //! 32), then the data section where each tensor's offset is relative to its start.
 
+pub mod cut;
 pub mod display;
 mod header;
 mod header_read;

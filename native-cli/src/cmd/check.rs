@@ -39,7 +39,15 @@ type Scanned = (std::result::Result<TensorScan, String>, Option<[u8; 32]>);
 
 /// Checks the model at `path` and returns the report (nothing written).
 pub fn check_path(path: &Path, stream: bool) -> Result<CheckReport> {
-    let model = Model::open(path)?;
+    let (model, cut) = match Model::open(path) {
+        Ok(m) => (m, None),
+        // A file cut short: the tensors it holds whole are scanned, the header is checked
+        // whole, and what the file lacks is one error.
+        Err(e) => match Model::open_cut_short(path) {
+            Some(c) => (c.whole, Some((c.header, c.cut))),
+            None => return Err(e),
+        },
+    };
     let mut files: Vec<&crate::model_file::ModelFile> = model.tensors.iter().map(|t| &*t.in_file).collect();
     files.dedup_by_key(|f| f.path.clone());
     // Model::open refuses URLs: every file is in memory.
@@ -67,7 +75,21 @@ pub fn check_path(path: &Path, stream: bool) -> Result<CheckReport> {
     progress.finish_and_clear();
     let (scans, heads): (Vec<_>, Vec<_>) = scanned.into_iter().unzip();
     let digests = full_digests(&model, &heads, stream)?;
-    Ok(check_model(GENERATOR, &model.label, &model.model, scans, &digests))
+    let Some((header, cut)) = cut else {
+        return Ok(check_model(GENERATOR, &model.label, &model.model, scans, &digests));
+    };
+    // The scans and digests of the whole tensors, in the header's order; the others are
+    // not in the file.
+    let mut by_name: std::collections::HashMap<&str, Scanned> =
+        model.tensors.iter().map(|t| t.name.as_str()).zip(scans.into_iter().zip(digests)).collect();
+    let (scans, digests): (Vec<_>, Vec<_>) = header
+        .tensors
+        .iter()
+        .map(|t| by_name.remove(t.name.as_str()).unwrap_or_else(|| (Err("not in the file".into()), None)))
+        .unzip();
+    let mut report = check_model(GENERATOR, &model.label, &header, scans, &digests);
+    report.cut_short(&model.label, &cut);
+    Ok(report)
 }
 
 /// The BLAKE3 of every tensor the core's rule says may be byte-identical to another

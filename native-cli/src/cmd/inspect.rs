@@ -6,6 +6,7 @@
 use crate::location::{Location, Reach};
 use anyhow::{bail, Context, Result};
 use organ_core::anatomy::classify;
+use organ_core::gguf::cut::Cut;
 use organ_core::gguf::display::{preview, printable, ValueJson};
 use organ_core::gguf::{MetaValue, ValueType};
 use organ_core::lora::Adapter;
@@ -32,7 +33,8 @@ pub fn run(o: &Options<'_>, out: &mut dyn Write) -> Result<()> {
         return run_split(o, out);
     }
     let model = at.open_file(o.model, Reach::Ranged)?;
-    let g = model.parse()?;
+    // A file cut short (a partial download) is still a header: shown, then what it lacks.
+    let g = model.parse_cut_short()?;
     show(&model.file_name(), &g, Offsets::File, o, out)
 }
 
@@ -53,6 +55,7 @@ fn show(file: &str, g: &Gguf<'_>, offsets: Offsets, o: &Options<'_>, out: &mut d
         writeln!(out)?;
         return Ok(());
     }
+    let cut = Cut::of(g);
     print_text(file, g, offsets, out)?;
     if let Some(a) = adapter_of(g) {
         print_adapter(out, g, &a)?;
@@ -70,7 +73,12 @@ fn show(file: &str, g: &Gguf<'_>, offsets: Offsets, o: &Options<'_>, out: &mut d
             bytes: t.n_bytes,
         })
         .collect();
-    print_tensors(out, &rows, g.tensors.len(), &o.selection)
+    print_tensors(out, &rows, g.tensors.len(), &o.selection)?;
+    if let Some(c) = cut {
+        writeln!(out, "\n{file}: {}", c.describe())?;
+        writeln!(out, "  (measure, diff, dissect and the surgeries need every byte: download the rest first)")?;
+    }
+    Ok(())
 }
 
 /// The indices of the tensors `sel` selects, of all named `names` in order (of `model`).
@@ -129,6 +137,8 @@ fn document_of<'a>(
         #[serde(skip_serializing_if = "Option::is_none")]
         adapter: Option<AdapterJson<'a>>,
         alignment: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cut: Option<Cut>,
         data_offset: u64,
         file: &'a str,
         file_bytes: u64,
@@ -144,6 +154,7 @@ fn document_of<'a>(
     Doc {
         adapter: adapter_of(g).map(|a| AdapterJson::of(g, a)),
         alignment: g.alignment,
+        cut: Cut::of(g),
         data_offset: g.data_offset,
         file,
         file_bytes: g.file_len,
@@ -423,7 +434,10 @@ fn print_text(file: &str, g: &Gguf<'_>, offsets: Offsets, out: &mut dyn Write) -
 /// A split model as one: every shard's header line, the merged metadata (first shard's,
 /// less `split.*`), and every tensor with the shard that holds it.
 fn run_split(o: &Options<'_>, out: &mut dyn Write) -> Result<()> {
-    let m = crate::model::Model::open_any(o.model)?;
+    let m = match crate::model::Model::open_any(o.model) {
+        Ok(m) => m,
+        Err(e) => return run_partial_split(o, out).unwrap_or(Err(e)),
+    };
     let shown = selected(&m.label, m.tensors.iter().map(|t| t.name.as_str()), &o.selection)?;
     let shard_of = |t: &crate::model::Tensor| t.file + 1;
     let mut metadata = Vec::new();
@@ -502,4 +516,113 @@ fn run_split(o: &Options<'_>, out: &mut dyn Write) -> Result<()> {
         })
         .collect();
     print_tensors(out, &rows, m.tensors.len(), &o.selection)
+}
+
+/// One shard of a split model that is not all there.
+enum Shard {
+    /// Its file is not there (or cannot be opened: the reason).
+    Absent(String),
+    /// Its header, and what its data lacks (`None`: nothing).
+    Read(crate::model_file::ModelFile, Option<Cut>),
+}
+
+/// A split model some of whose shards are absent or cut short (a download under way):
+/// each shard that is there shown as a file, then what the model lacks. `None` when every
+/// shard is whole (the model's error was another: the caller gives it).
+fn run_partial_split(o: &Options<'_>, out: &mut dyn Write) -> Option<Result<()>> {
+    let at = Location::of(o.model);
+    let paths = at.shards()?;
+    let shards: Vec<Shard> = paths
+        .iter()
+        .map(|p| match at.open_file(p, Reach::Ranged) {
+            Err(e) => Shard::Absent(format!("{e:#}")),
+            Ok(f) => {
+                let cut = f.parse_cut_short().ok().and_then(|g| Cut::of(&g));
+                Shard::Read(f, cut)
+            }
+        })
+        .collect();
+    if shards.iter().all(|s| matches!(s, Shard::Read(_, None))) {
+        return None;
+    }
+    Some(show_partial_split(o, &paths, &shards, out))
+}
+
+fn show_partial_split(
+    o: &Options<'_>,
+    paths: &[std::path::PathBuf],
+    shards: &[Shard],
+    out: &mut dyn Write,
+) -> Result<()> {
+    let n = shards.len();
+    let mut parsed = Vec::new();
+    for s in shards {
+        if let Shard::Read(f, _) = s {
+            parsed.push((f.file_name(), f.parse_cut_short()?));
+        }
+    }
+    // The first shard's split.tensors.count says how many tensors the model has.
+    let declared = parsed.first().and_then(|(_, g)| g.get("split.tensors.count")).and_then(|v| v.as_u64());
+    let whole = |g: &Gguf<'_>| g.tensors.iter().filter(|t| t.file_range().end <= g.file_len).count();
+    let present: usize = parsed.iter().map(|(_, g)| whole(g)).sum();
+    let state = |i: usize| match &shards[i] {
+        Shard::Absent(why) => format!("absent ({why})"),
+        Shard::Read(_, None) => "whole".to_owned(),
+        Shard::Read(_, Some(c)) => c.describe(),
+    };
+    if o.json {
+        #[derive(Serialize)]
+        struct ShardJson<'a> {
+            cut: Option<&'a Cut>,
+            path: String,
+            state: &'static str,
+        }
+        #[derive(Serialize)]
+        struct Doc<'a, H: Serialize> {
+            file: String,
+            headers: Vec<H>,
+            shards: Vec<ShardJson<'a>>,
+            tensors_declared: Option<u64>,
+            tensors_present: usize,
+        }
+        let every: Vec<Vec<usize>> = parsed.iter().map(|(_, g)| (0..g.tensors.len()).collect()).collect();
+        let headers: Vec<_> = parsed
+            .iter()
+            .zip(&every)
+            .map(|((name, g), all)| document_of(name, g, Offsets::File, &Selection::default(), all))
+            .collect();
+        let doc = Doc {
+            file: Location::of(o.model).label(),
+            headers,
+            shards: shards
+                .iter()
+                .zip(paths)
+                .map(|(s, p)| {
+                    let (state, cut) = match s {
+                        Shard::Absent(_) => ("absent", None),
+                        Shard::Read(_, None) => ("whole", None),
+                        Shard::Read(_, Some(c)) => ("cut", Some(c)),
+                    };
+                    ShardJson { cut, path: p.display().to_string(), state }
+                })
+                .collect(),
+            tensors_declared: declared,
+            tensors_present: present,
+        };
+        serde_json::to_writer_pretty(&mut *out, &doc)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    for (name, g) in &parsed {
+        show(name, g, Offsets::File, o, out)?;
+        writeln!(out)?;
+    }
+    let label = Location::of(o.model).label();
+    let declared = declared.map_or_else(|| "an unknown number of".to_owned(), |d| d.to_string());
+    writeln!(out, "{label}: a split model of {n} shards, incomplete: {present} of {declared} tensors are here whole")?;
+    for (i, p) in paths.iter().enumerate() {
+        writeln!(out, "  shard {}: {}: {}", i + 1, p.display(), state(i))?;
+    }
+    writeln!(out, "  (measure, diff, dissect and the surgeries need every shard whole: download the rest first)")?;
+    Ok(())
 }

@@ -93,3 +93,6 @@ pub const MAX_MANIFEST_PATH_LEN: usize = 4096;
 /// Most experts one expert tensor may hold to be compared or measured expert by expert
 /// (real MoE models have up to a few hundred; every expert is a row of a report).
 pub const MAX_EXPERTS: u64 = 1 << 16;
+/// Most layers `organ layers` takes (llama.cpp 11434's `LLAMA_MAX_LAYERS` is 512; this
+/// bounds a `--drop` list and the per-layer work on a crafted `block_count`).
+pub const MAX_LAYERS: u64 = 1 << 16;

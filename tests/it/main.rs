@@ -27,6 +27,7 @@ mod force;
 mod harden;
 mod hostile;
 mod hub;
+mod layers;
 mod llama;
 mod lora_extract;
 mod lora_measure;

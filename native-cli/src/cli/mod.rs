@@ -20,6 +20,7 @@ pub mod experts;
 pub mod global;
 mod graft;
 mod inspect;
+mod layers;
 pub mod lora;
 mod measure;
 mod moe;
@@ -40,6 +41,7 @@ pub use eval::EvalArgs;
 pub use global::{Global, RemoteFlags};
 pub use graft::GraftArgs;
 pub use inspect::InspectArgs;
+pub use layers::LayersArgs;
 pub use measure::{MeasureArgs, MergeArgs};
 pub use moe::MoeArgs;
 pub use outputs::{Check, Compare, ReportFiles, ReportKind, ReportOutputs, Theta, REPORTS_GROUP};
@@ -101,6 +103,10 @@ pub enum Command {
         #[command(subcommand)]
         op: experts::Op,
     },
+    /// Remove whole layers and renumber the rest: the kept tensors' bytes copied as they
+    /// are, `block_count` and every per-layer metadata array cut to the kept layers
+    /// (docs/surgery.md).
+    Layers(LayersArgs),
     /// LoRA adapters (llama.cpp's format) as organs: merge them into their base, extract
     /// one from a finetune (docs/adapters.md).
     Lora {
@@ -170,6 +176,7 @@ pub fn run(cli: Cli, serve: fn(&ServeArgs) -> Result<()>) -> Result<Exit> {
         Command::Assemble(a) => assemble::run(a, &mut out)?,
         Command::Graft(a) => graft::run(a, &mut out)?,
         Command::Experts { op } => experts::run(op, &mut out)?,
+        Command::Layers(a) => layers::run(a, &mut out)?,
         Command::Lora { op } => lora::run(op, &mut out)?,
         Command::Moe(a) => moe::run(a, &mut out)?,
         Command::Purify(a) => purify::run(a, &mut out)?,

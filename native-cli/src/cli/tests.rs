@@ -149,6 +149,22 @@ fn surgery_round_trips() {
     assert_eq!(reparsed(&x), Command::Experts { op: x.clone() });
     let y = experts::Op::Prune { common, keep: "0-3,6".into(), experts_used: Some(2) };
     assert_eq!(reparsed(&y), Command::Experts { op: y.clone() });
+    let l = LayersArgs {
+        model: p("/m"),
+        drop: Some("10-12,15".into()),
+        keep: None,
+        out: Some(p("/l.gguf")),
+        dry_run: true,
+        force: FORCE,
+        json: Some(p("/l.json")),
+        judge: judge(),
+    };
+    assert_eq!(reparsed(&l), Command::Layers(l.clone()));
+    let k = LayersArgs { drop: None, keep: Some("0-3".into()), ..l };
+    assert_eq!(reparsed(&k), Command::Layers(k.clone()));
+    // One of --drop and --keep, not both.
+    assert!(Cli::try_parse_from(["organ", "layers", "/m", "--out", "/o.gguf"]).is_err());
+    assert!(Cli::try_parse_from(["organ", "layers", "/m", "--drop", "1", "--keep", "2", "--out", "/o.gguf"]).is_err());
 }
 
 #[test]

@@ -8,7 +8,8 @@ use crate::summary::{self, Line};
 use anyhow::{bail, Context, Result};
 use organ_core::gguf::writer::{padding, plan as lay_out, TensorSpec};
 use organ_core::gguf::MetaValue;
-use organ_core::surgery::experts::{self, ExpertsPlan, Provenance};
+use organ_core::model::OwnedValue;
+use organ_core::surgery::experts::{self, ExpertsPlan, OutTensor, Provenance};
 use organ_core::surgery::graft::Mismatch;
 use std::io::Write;
 use std::path::Path;
@@ -74,7 +75,7 @@ pub fn run(c: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         writeln!(w, "dry run: nothing written")?;
         return Ok(());
     };
-    let n = write(&plan, &source, out, c.force)?;
+    let n = write(&plan.kvs, &plan.tensors, &source, out, c.force)?;
     writeln!(w, "wrote {} ({n} bytes)", out.display())?;
     let verdict = crate::judge::judged(out, c.model, judge.as_ref(), w)?;
     if let Some(j) = c.json {
@@ -142,19 +143,26 @@ fn print_plan(plan: &ExpertsPlan, source: &Model, w: &mut dyn Write) -> Result<(
     Ok(())
 }
 
-/// Writes the planned GGUF to `dest` through a temp file: the header, then each tensor's
-/// pieces copied from the source's files, padded to the alignment. Returns its length.
-fn write(plan: &ExpertsPlan, source: &Model, dest: &Path, force: bool) -> Result<u64> {
-    let views =
-        plan.kvs.iter().map(|(k, v)| Ok((k.as_str(), v.view()?))).collect::<Result<Vec<(&str, MetaValue<'_>)>>>()?;
+/// Writes a planned GGUF (`kvs`, then `tensors` made of byte ranges of `source`'s, as
+/// expert surgery and `organ layers` plan them) to `dest` through a temp file: the header,
+/// then each tensor's pieces copied from the source's files, padded to the alignment.
+/// Returns its length.
+pub(crate) fn write(
+    kvs: &[(String, OwnedValue)],
+    tensors: &[OutTensor],
+    source: &Model,
+    dest: &Path,
+    force: bool,
+) -> Result<u64> {
+    let views = kvs.iter().map(|(k, v)| Ok((k.as_str(), v.view()?))).collect::<Result<Vec<(&str, MetaValue<'_>)>>>()?;
     let specs: Vec<TensorSpec<'_>> =
-        plan.tensors.iter().map(|t| TensorSpec { name: &t.name, dims: &t.dims, ty: t.ty }).collect();
+        tensors.iter().map(|t| TensorSpec { name: &t.name, dims: &t.dims, ty: t.ty }).collect();
     let layout = lay_out(source.version, &views, &specs)
         .with_context(|| format!("{}: cannot lay out the GGUF", dest.display()))?;
     let (tmp, mut f) = crate::atomic::Temp::file(dest, force)?;
     f.write_all(&layout.header)?;
     let zeros = vec![0u8; layout.alignment as usize];
-    for (t, &(_, n)) in plan.tensors.iter().zip(&layout.tensors) {
+    for (t, &(_, n)) in tensors.iter().zip(&layout.tensors) {
         for p in &t.pieces {
             let src = source.tensors.get(p.tensor).context("a piece of no tensor")?;
             let in_src = p.start.checked_add(p.len).is_some_and(|end| end <= src.n_bytes);

@@ -7,6 +7,7 @@ pub mod eval;
 pub mod experts;
 pub mod graft;
 pub mod inspect;
+pub mod layers;
 pub mod lora;
 pub mod lora_extract;
 pub mod measure;

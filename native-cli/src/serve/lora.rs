@@ -54,7 +54,7 @@ pub(super) fn adapters(s: &AppState, list: &[AdapterReq], field: &str) -> ApiRes
 }
 
 /// `judge` and `judge_ctx` as the command's judge flags.
-fn judge(s: &AppState, text: Option<&str>, ctx: Option<u32>) -> ApiResult<JudgeArgs> {
+pub(super) fn judge(s: &AppState, text: Option<&str>, ctx: Option<u32>) -> ApiResult<JudgeArgs> {
     if let Some(c) = ctx.filter(|c| !(MIN_CTX..=MAX_CTX).contains(c)) {
         return Err(bad(format!("judge_ctx {c}: give {MIN_CTX} to {MAX_CTX}")));
     }

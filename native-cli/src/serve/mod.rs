@@ -4,7 +4,7 @@
 //!   paths, no symlink leading out; "missing" and "leads outside" get the same answer).
 //! - Quick reads (health, models, inspect) answer at once. Long operations (measure,
 //!   diff, check, eval, sensitivity, recipe, dissect, assemble, graft, moe, purify,
-//!   experts-extract, experts-prune, lora-merge, lora-extract) are
+//!   experts-extract, experts-prune, layers, lora-merge, lora-extract) are
 //!   jobs: each runs `organ` itself as a child process (argv, never a shell) under a
 //!   semaphore of `--jobs` permits, writing into `ROOT/results/JOB/` through the CLI's
 //!   atomic writers. Cancelling kills the child and removes the job's directory, so
@@ -45,6 +45,7 @@ mod flags;
 mod inspect;
 mod job;
 mod jobs;
+mod layers;
 mod lora;
 mod operations;
 mod outputs;

@@ -12,6 +12,7 @@ mod eval;
 mod experts;
 mod experts_surgery;
 mod jobs;
+mod layers;
 mod limits;
 mod lora;
 mod memory;

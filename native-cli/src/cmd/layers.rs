@@ -1,0 +1,140 @@
+//! `organ layers`: the core plans ([`organ_core::surgery::layers`]) which layers stay,
+//! their new numbers and the metadata cut to them; this copies the kept tensors' bytes,
+//! in the kernel where it can, into one GGUF written atomically. Nothing is decoded.
+
+use crate::model::Model;
+use anyhow::{bail, Result};
+use organ_core::surgery::experts::Provenance;
+use organ_core::surgery::layers::{self, Choice, LayersPlan};
+use std::io::Write;
+use std::path::Path;
+
+/// What `organ layers` does, its flags validated (crate::cli::layers).
+pub struct Options<'a> {
+    /// The model: a GGUF, a split GGUF or an organ directory.
+    pub model: &'a Path,
+    /// The GGUF to write; None with --dry-run.
+    pub out: Option<&'a Path>,
+    /// Print the plan and check it; write nothing.
+    pub dry_run: bool,
+    /// Replace outputs that exist (never an input).
+    pub force: bool,
+    /// Also write the report as JSON.
+    pub json: Option<&'a Path>,
+    /// `--judge`: evaluate the output against the source (crate::judge).
+    pub judge: Option<crate::cmd::eval::Settings>,
+    /// `--drop` or `--keep`, parsed.
+    pub keep: bool,
+    pub layers: Vec<u64>,
+    /// The list as given, for messages.
+    pub given: &'a str,
+}
+
+/// Runs `c`, writing what it did to `w`.
+pub fn run(c: &Options<'_>, w: &mut dyn Write) -> Result<()> {
+    let judge = &c.judge;
+    let out = match (c.out, c.dry_run) {
+        (Some(out), false) => {
+            if !out.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) {
+                bail!("--out {}: organ layers writes one GGUF file: give a name ending in .gguf", out.display());
+            }
+            if let Some(s) = judge {
+                crate::judge::check(c.model, out, false, s)?;
+            }
+            Some(out)
+        }
+        (None, false) => bail!("--out is required unless --dry-run"),
+        (_, true) => None,
+    };
+    let source = Model::open(c.model)?;
+    let blake3 = match out {
+        Some(_) => source.fingerprint(false)?.blake3,
+        None => String::new(),
+    };
+    let p = Provenance { source: &source.label, blake3: &blake3 };
+    let (flag, choice) = match c.keep {
+        true => ("--keep", Choice::Keep(&c.layers)),
+        false => ("--drop", Choice::Drop(&c.layers)),
+    };
+    let plan = layers::plan(&source.model, choice, &p).map_err(|bad| {
+        let n = match bad.len() {
+            1 => "1 problem".to_owned(),
+            n => format!("{n} problems"),
+        };
+        anyhow::anyhow!(
+            "{flag} {} on {} refused, nothing written ({n}):\n{}",
+            c.given,
+            source.label,
+            super::problem_lines(&bad)
+        )
+    })?;
+    print_plan(&plan, &source, w)?;
+    let Some(out) = out else {
+        writeln!(w, "dry run: nothing written")?;
+        return Ok(());
+    };
+    let n = super::experts::write(&plan.kvs, &plan.tensors, &source, out, c.force)?;
+    writeln!(w, "wrote {} ({n} bytes)", out.display())?;
+    let verdict = crate::judge::judged(out, c.model, judge.as_ref(), w)?;
+    if let Some(j) = c.json {
+        let changed: serde_json::Map<String, serde_json::Value> =
+            plan.changed.iter().map(|(k, what)| (k.clone(), what.clone().into())).collect();
+        let doc = serde_json::json!({
+            "source": source.label,
+            "source_blake3": blake3,
+            "out": out.display().to_string(),
+            "bytes": n,
+            "architecture": plan.architecture,
+            "block_count": plan.block_count,
+            "kept": plan.kept,
+            "dropped": plan.dropped,
+            "metadata_changed": changed,
+            "tensors_removed": plan.removed,
+            "judge": verdict,
+        });
+        crate::atomic::write_json(j, c.force, &doc)?;
+    }
+    Ok(())
+}
+
+/// "0-2,5" for [0, 1, 2, 5].
+fn ranges(ls: &[u64]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ls.len() {
+        let mut j = i;
+        while j + 1 < ls.len() && ls[j + 1] == ls[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j { ls[i].to_string() } else { format!("{}-{}", ls[i], ls[j]) });
+        i = j + 1;
+    }
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join(",")
+    }
+}
+
+fn print_plan(plan: &LayersPlan, source: &Model, w: &mut dyn Write) -> Result<()> {
+    writeln!(
+        w,
+        "{} ({}, {} layers): dropping {}, keeping {} ({} layers, renumbered 0-{}); {} tensors removed, {} kept",
+        source.label,
+        plan.architecture,
+        plan.block_count,
+        ranges(&plan.dropped),
+        ranges(&plan.kept),
+        plan.kept.len(),
+        plan.kept.len() - 1,
+        plan.removed.len(),
+        plan.tensors.len()
+    )?;
+    if plan.dropped.is_empty() {
+        writeln!(w, "  no layer dropped: the output is the input")?;
+    }
+    for (k, what) in &plan.changed {
+        writeln!(w, "  {:<44} {what}", organ_core::gguf::display::printable(k))?;
+    }
+    Ok(())
+}

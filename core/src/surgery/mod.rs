@@ -4,6 +4,7 @@
 
 pub mod experts;
 pub mod graft;
+pub mod meta;
 pub mod moe;
 pub mod purify;
 pub mod select;

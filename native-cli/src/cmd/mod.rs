@@ -10,6 +10,7 @@ pub mod inspect;
 pub mod lora;
 pub mod lora_extract;
 pub mod measure;
+pub mod meta;
 pub mod moe;
 pub mod outputs;
 pub mod purify;

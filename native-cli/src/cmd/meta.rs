@@ -88,7 +88,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     }
     for spec in &o.set {
         let (key, text, ty) = meta::parse_set(spec).with_context(|| format!("--set {:.80}", spec))?;
-        let value = meta::parse_value(key, text, ty.as_ref(), g.get(key)).with_context(|| format!("{label}"))?;
+        let value = meta::parse_value(key, text, ty.as_ref(), g.get(key)).with_context(|| label.clone())?;
         edits.push(Edit::Set { key: key.to_owned(), value });
     }
     for (key, path) in &o.set_file {

@@ -197,6 +197,15 @@ pub enum Error {
         /// What, and what it can do instead.
         reason: String,
     },
+    /// A metadata edit organ refuses (a key it does not change, one absent, a malformed
+    /// key or value).
+    #[error("metadata key {key:?}: {reason}")]
+    BadEdit {
+        /// The key (its first 80 characters).
+        key: String,
+        /// What is wrong, and what to do instead.
+        reason: String,
+    },
     /// Something a writer was asked to write cannot be represented.
     #[error("cannot write GGUF: {reason}")]
     Unwritable {

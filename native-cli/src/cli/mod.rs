@@ -23,6 +23,7 @@ mod inspect;
 mod layers;
 pub mod lora;
 mod measure;
+mod meta;
 mod moe;
 pub mod outputs;
 mod purify;
@@ -43,6 +44,7 @@ pub use graft::GraftArgs;
 pub use inspect::InspectArgs;
 pub use layers::LayersArgs;
 pub use measure::{MeasureArgs, MergeArgs};
+pub use meta::MetaArgs;
 pub use moe::MoeArgs;
 pub use outputs::{Check, Compare, ReportFiles, ReportKind, ReportOutputs, Theta, REPORTS_GROUP};
 pub use purify::PurifyArgs;
@@ -116,6 +118,9 @@ pub enum Command {
     /// Build a mixture of experts (llama's Mixtral layout) from a dense llama base and
     /// dense donors of its shapes, one expert each (docs/moe.md).
     Moe(MoeArgs),
+    /// Edit a GGUF's metadata (set, remove, rename keys; a chat template from a file) and
+    /// write it with its tensor data copied as is (docs/surgery.md).
+    Meta(MetaArgs),
     /// Denoise tensors (spectral FFT or fractal Haar, docs/purify.md), keeping each one's
     /// mean, std and type, and write the model with organ.purify.* metadata.
     Purify(PurifyArgs),
@@ -179,6 +184,7 @@ pub fn run(cli: Cli, serve: fn(&ServeArgs) -> Result<()>) -> Result<Exit> {
         Command::Layers(a) => layers::run(a, &mut out)?,
         Command::Lora { op } => lora::run(op, &mut out)?,
         Command::Moe(a) => moe::run(a, &mut out)?,
+        Command::Meta(a) => meta::run(a, &mut out)?,
         Command::Purify(a) => purify::run(a, &mut out)?,
         Command::Eval(a) => eval::run(a, &mut out)?,
         Command::Sensitivity(a) => sensitivity::run(a, &mut out)?,

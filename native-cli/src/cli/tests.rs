@@ -284,3 +284,24 @@ fn lora_extract_round_trips() {
     x.force = FORCE;
     assert_eq!(reparsed(&lora::Op::Extract(x.clone())), Command::Lora { op: lora::Op::Extract(x) });
 }
+
+#[test]
+fn meta_round_trips() {
+    let m = MetaArgs {
+        model: p("/m.gguf"),
+        set: vec!["general.name=a: b:str".into(), "x=[1, 2]:arr[u8]".into(), "y=-1".into()],
+        set_file: vec!["tokenizer.chat_template=/t.jinja".into()],
+        rm: vec!["general.url".into(), "general.license".into()],
+        rename: vec!["a=b".into()],
+        out: Some(p("/o.gguf")),
+        in_place: false,
+        json: Some(p("/o.json")),
+        force: FORCE,
+    };
+    assert_eq!(reparsed(&m), Command::Meta(m.clone()));
+    let in_place = MetaArgs { out: None, in_place: true, json: None, force: Force::default(), ..m.clone() };
+    assert_eq!(reparsed(&in_place), Command::Meta(in_place.clone()));
+    // One of --out and --in-place, never both.
+    assert!(Cli::try_parse_from(["organ", "meta", "/m.gguf", "--set", "a=1"]).is_err());
+    assert!(Cli::try_parse_from(["organ", "meta", "/m.gguf", "--out", "/o.gguf", "--in-place"]).is_err());
+}

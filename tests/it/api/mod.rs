@@ -16,6 +16,7 @@ mod layers;
 mod limits;
 mod lora;
 mod memory;
+mod meta;
 mod moe;
 mod quantize;
 mod remote;

@@ -1,0 +1,722 @@
+//! Metadata edits of a GGUF file (`organ meta`): set, remove and rename keys, as pure
+//! functions over a parsed header. The result is the new header, padding included, and
+//! the range of the input that follows it unchanged (the data section, tensor offsets
+//! being relative to its start): a writer copies that range after the header (the CLI in
+//! the kernel, the browser as a `Blob` of the header and a slice of the `File`), so no
+//! tensor byte is decoded or held in memory.
+//!
+//! What organ refuses to change ([`refusal`]): `general.alignment` (the data is laid out
+//! for it), `general.architecture`, `split.*`, gguf-py's virtual `GGUF.*` fields, and the
+//! counts the tensors fix (`ARCH.block_count`, `ARCH.expert_count`).
+//!
+//! Values are given as text ([`parse_value`]): a scalar as Rust parses it, an array as
+//! JSON, typed by a name like gguf-py's ([`Ty::parse`]) or by the key's current type.
+
+use crate::error::{Error, Result};
+use crate::gguf::metadata::encode_value;
+use crate::gguf::writer::padding;
+use crate::gguf::{Gguf, MetaValue, ValueType};
+use crate::limits::{MAX_ARRAY_LEN, MAX_DEPTH, MAX_KV_COUNT, MAX_STRING_LEN};
+use crate::model::OwnedValue;
+use alloc::borrow::ToOwned;
+use alloc::boxed::Box;
+use alloc::collections::BTreeSet;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::ops::Range;
+
+/// The longest key the GGUF specification allows ("at most 2^16-1 bytes").
+pub const MAX_KEY_LEN: usize = (1 << 16) - 1;
+
+/// One edit of the metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Edit {
+    /// Give `key` this value: in its place when it exists, else appended after the others.
+    Set {
+        /// The key.
+        key: String,
+        /// Its new value.
+        value: OwnedValue,
+    },
+    /// Remove `key` (which must exist).
+    Remove {
+        /// The key.
+        key: String,
+    },
+    /// Rename `from` (which must exist) to `to` (which must not), in its place.
+    Rename {
+        /// The key now.
+        from: String,
+        /// Its new name.
+        to: String,
+    },
+}
+
+impl Edit {
+    /// The keys the edit names.
+    fn keys(&self) -> impl Iterator<Item = &str> {
+        let (a, b) = match self {
+            Edit::Set { key, .. } | Edit::Remove { key } => (key.as_str(), None),
+            Edit::Rename { from, to } => (from.as_str(), Some(to.as_str())),
+        };
+        core::iter::once(a).chain(b)
+    }
+}
+
+/// What an edit did, for the report.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Change {
+    /// `set`, `added`, `removed` or `renamed`.
+    pub op: &'static str,
+    /// The key (for a rename, its old name).
+    pub key: String,
+    /// A rename's new name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// The value's type after the edit (gguf-py's name), for `set` and `added`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value_type: Option<&'static str>,
+}
+
+/// A header edited: write [`Edited::header`], then the input's bytes [`Edited::data`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edited {
+    /// The new header, padded to the alignment.
+    pub header: Vec<u8>,
+    /// The input's bytes that follow the header unchanged: its data section.
+    pub data: Range<u64>,
+    /// The input header's length, padding included (where its data section starts).
+    pub old_header_len: u64,
+    /// Each edit's effect, in the order applied.
+    pub changes: Vec<Change>,
+}
+
+impl Edited {
+    /// The output's length.
+    pub fn file_len(&self) -> u64 {
+        self.header.len() as u64 + (self.data.end - self.data.start)
+    }
+
+    /// Whether the header kept its exact length, so that it can be written over the
+    /// input's own (`--in-place`): the data section stays where it is.
+    pub fn same_size(&self) -> bool {
+        self.header.len() as u64 == self.old_header_len
+    }
+}
+
+/// Why organ will not edit `key` in a model of architecture `arch`, if it will not.
+pub fn refusal(key: &str, arch: Option<&str>) -> Option<String> {
+    let per_arch =
+        |suffix: &str| arch.is_some_and(|a| key.strip_prefix(a).and_then(|k| k.strip_prefix('.')) == Some(suffix));
+    Some(if key == "general.alignment" {
+        "the tensor data is laid out for this alignment; changing it would move every tensor, and organ meta copies \
+         the data as it is"
+            .to_owned()
+    } else if key == "general.architecture" {
+        "every ARCH.* key and every tensor is read by the architecture; another architecture is another conversion"
+            .to_owned()
+    } else if key.starts_with("split.") {
+        "split.* keys say how a model is cut into shards, and only a split writer (llama-gguf-split, organ \
+         --split-max-size) can keep them true"
+            .to_owned()
+    } else if key.starts_with("GGUF.") {
+        "GGUF.* are gguf-py's names for header fields (version, tensor and key counts), not metadata".to_owned()
+    } else if per_arch("block_count") {
+        "the number of blocks is fixed by the blk.N.* tensors; it changes only with them".to_owned()
+    } else if per_arch("expert_count") {
+        "the number of experts is fixed by the expert tensors' shapes; organ experts prunes them".to_owned()
+    } else {
+        return None;
+    })
+}
+
+/// Checks a key organ would write: non-empty, ASCII without spaces or control characters,
+/// at most [`MAX_KEY_LEN`] bytes (the GGUF specification's rules).
+///
+/// # Errors
+/// [`Error::BadEdit`] saying which rule it breaks.
+pub fn check_key(key: &str) -> Result<()> {
+    let bad = |reason: String| Err(Error::BadEdit { key: key.chars().take(80).collect(), reason });
+    if key.is_empty() {
+        return bad("a key cannot be empty".into());
+    }
+    if key.len() > MAX_KEY_LEN {
+        return bad(format!("a key of {} bytes; GGUF keys are at most {MAX_KEY_LEN} bytes", key.len()));
+    }
+    if let Some(c) = key.chars().find(|c| !c.is_ascii_graphic()) {
+        return bad(format!("{c:?} in a key; GGUF keys are ASCII with no spaces"));
+    }
+    Ok(())
+}
+
+/// Applies `edits` to the header `g` of a file of architecture `g.architecture()`: every
+/// removal first, then every rename, then every set, each in the order given. A key named
+/// by two edits is refused, as is any key [`refusal`] names.
+///
+/// # Errors
+/// [`Error::BadEdit`] naming the key: refused, absent (removed or renamed), already there
+/// (a rename's target), named twice, or malformed; or a header too large to write.
+pub fn edit(g: &Gguf<'_>, edits: &[Edit]) -> Result<Edited> {
+    let arch = g.architecture();
+    let bad = |key: &str, reason: String| Error::BadEdit { key: key.to_owned(), reason };
+    let mut named = BTreeSet::new();
+    for e in edits {
+        for k in e.keys() {
+            if let Some(why) = refusal(k, arch) {
+                return Err(bad(k, format!("organ does not change it: {why}")));
+            }
+            if !named.insert(k) {
+                return Err(bad(k, "named by two edits; give one edit per key".into()));
+            }
+        }
+    }
+    // The metadata as it will be written: keys with their values, in order.
+    let mut kvs: Vec<(String, OwnedValue)> =
+        g.kvs.iter().map(|kv| (kv.key.to_owned(), OwnedValue::from_meta(&kv.value))).collect();
+    let position = |kvs: &[(String, OwnedValue)], key: &str| kvs.iter().position(|(k, _)| k == key);
+    let mut changes = Vec::with_capacity(edits.len());
+    let order = |e: &Edit| match e {
+        Edit::Remove { .. } => 0,
+        Edit::Rename { .. } => 1,
+        Edit::Set { .. } => 2,
+    };
+    let mut sorted: Vec<&Edit> = edits.iter().collect();
+    sorted.sort_by_key(|e| order(e));
+    for e in sorted {
+        match e {
+            Edit::Remove { key } => {
+                let i = position(&kvs, key).ok_or_else(|| bad(key, "no such key to remove".into()))?;
+                kvs.remove(i);
+                changes.push(Change { op: "removed", key: key.clone(), to: None, value_type: None });
+            }
+            Edit::Rename { from, to } => {
+                check_key(to)?;
+                let i = position(&kvs, from).ok_or_else(|| bad(from, "no such key to rename".into()))?;
+                if position(&kvs, to).is_some() {
+                    return Err(bad(to, format!("cannot rename {from:?} to it: the key exists; remove it first")));
+                }
+                kvs[i].0 = to.clone();
+                changes.push(Change { op: "renamed", key: from.clone(), to: Some(to.clone()), value_type: None });
+            }
+            Edit::Set { key, value } => {
+                check_key(key)?;
+                check_value(key, value)?;
+                let ty = type_name(value);
+                match position(&kvs, key) {
+                    Some(i) => {
+                        kvs[i].1 = value.clone();
+                        changes.push(Change { op: "set", key: key.clone(), to: None, value_type: Some(ty) });
+                    }
+                    None => {
+                        kvs.push((key.clone(), value.clone()));
+                        changes.push(Change { op: "added", key: key.clone(), to: None, value_type: Some(ty) });
+                    }
+                }
+            }
+        }
+    }
+    if kvs.len() as u64 > MAX_KV_COUNT {
+        return Err(Error::Unwritable { reason: format!("{} metadata keys (organ reads {MAX_KV_COUNT})", kvs.len()) });
+    }
+    let header = encode_header(g, &kvs)?;
+    let data_start = g.data_offset.min(g.file_len);
+    Ok(Edited { header, data: data_start..g.file_len, old_header_len: g.data_offset, changes })
+}
+
+/// The header of `g` with metadata `kvs`: the same version, and the same tensor infos
+/// with the same offsets (the data section does not move relative to its start).
+fn encode_header(g: &Gguf<'_>, kvs: &[(String, OwnedValue)]) -> Result<Vec<u8>> {
+    let mut h = Vec::new();
+    h.extend_from_slice(b"GGUF");
+    h.extend_from_slice(&g.version.to_le_bytes());
+    h.extend_from_slice(&(g.tensors.len() as u64).to_le_bytes());
+    h.extend_from_slice(&(kvs.len() as u64).to_le_bytes());
+    for (key, value) in kvs {
+        h.extend_from_slice(&(key.len() as u64).to_le_bytes());
+        h.extend_from_slice(key.as_bytes());
+        let v = value.view()?;
+        h.extend_from_slice(&v.value_type().code().to_le_bytes());
+        encode_value(&v, &mut h);
+    }
+    for t in &g.tensors {
+        h.extend_from_slice(&(t.name.len() as u64).to_le_bytes());
+        h.extend_from_slice(t.name.as_bytes());
+        h.extend_from_slice(&t.n_dims.to_le_bytes());
+        for d in t.shape() {
+            h.extend_from_slice(&d.to_le_bytes());
+        }
+        h.extend_from_slice(&t.ty.id().to_le_bytes());
+        h.extend_from_slice(&t.offset.to_le_bytes());
+    }
+    let pad = padding(h.len() as u64, g.alignment);
+    h.resize(h.len() + pad as usize, 0);
+    Ok(h)
+}
+
+/// Checks a value against the caps organ reads with, so that its output opens again.
+fn check_value(key: &str, v: &OwnedValue) -> Result<()> {
+    let over = |what: &str, n: u64, cap: u64| {
+        Err(Error::BadEdit { key: key.to_owned(), reason: format!("{what} of {n}, more than the {cap} organ reads") })
+    };
+    match v {
+        OwnedValue::Str(s) if s.len() as u64 > MAX_STRING_LEN => over("a string", s.len() as u64, MAX_STRING_LEN),
+        OwnedValue::Array { len, .. } if *len > MAX_ARRAY_LEN => over("an array", *len, MAX_ARRAY_LEN),
+        _ => Ok(()),
+    }
+}
+
+/// gguf-py's name of a value's type, `ARRAY[UINT32]` for arrays.
+fn type_name(v: &OwnedValue) -> &'static str {
+    match v {
+        OwnedValue::Scalar(s) => s.value_type().name(),
+        OwnedValue::Str(_) => "STRING",
+        OwnedValue::Array { elem_type, .. } => match elem_type {
+            ValueType::U8 => "ARRAY[UINT8]",
+            ValueType::I8 => "ARRAY[INT8]",
+            ValueType::U16 => "ARRAY[UINT16]",
+            ValueType::I16 => "ARRAY[INT16]",
+            ValueType::U32 => "ARRAY[UINT32]",
+            ValueType::I32 => "ARRAY[INT32]",
+            ValueType::F32 => "ARRAY[FLOAT32]",
+            ValueType::Bool => "ARRAY[BOOL]",
+            ValueType::String => "ARRAY[STRING]",
+            ValueType::Array => "ARRAY[ARRAY]",
+            ValueType::U64 => "ARRAY[UINT64]",
+            ValueType::I64 => "ARRAY[INT64]",
+            ValueType::F64 => "ARRAY[FLOAT64]",
+        },
+    }
+}
+
+/// A value's type as a user names it: a scalar or string type, or an array of a type
+/// (`None`: the elements' type is inferred from the JSON).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ty {
+    /// A scalar or a string.
+    Scalar(ValueType),
+    /// An array.
+    Array(Option<Box<Ty>>),
+}
+
+/// The names a scalar type goes by: organ's short one, then gguf-py's.
+const SCALAR_NAMES: [(&str, &str, ValueType); 12] = [
+    ("u8", "uint8", ValueType::U8),
+    ("i8", "int8", ValueType::I8),
+    ("u16", "uint16", ValueType::U16),
+    ("i16", "int16", ValueType::I16),
+    ("u32", "uint32", ValueType::U32),
+    ("i32", "int32", ValueType::I32),
+    ("u64", "uint64", ValueType::U64),
+    ("i64", "int64", ValueType::I64),
+    ("f32", "float32", ValueType::F32),
+    ("f64", "float64", ValueType::F64),
+    ("bool", "bool", ValueType::Bool),
+    ("str", "string", ValueType::String),
+];
+
+/// The type names, for errors.
+pub const TYPE_NAMES: &str =
+    "u8, i8, u16, i16, u32, i32, u64, i64, f32, f64, bool, str (or gguf-py's uint32, float32, \
+                              string…), arr[TYPE] or arr";
+
+impl Ty {
+    /// Parses a type name: `u8` … `f64`, `bool`, `str` (or gguf-py's `UINT8` … `STRING`,
+    /// any case), `arr[TYPE]`, or `arr` (elements inferred).
+    ///
+    /// # Errors
+    /// [`Error::BadEdit`] naming the unknown type.
+    pub fn parse(name: &str) -> Result<Ty> {
+        Self::parse_at(name, 0)
+    }
+
+    fn parse_at(name: &str, depth: u32) -> Result<Ty> {
+        let lower = name.to_ascii_lowercase();
+        if let Some(&(_, _, t)) = SCALAR_NAMES.iter().find(|(s, l, _)| lower == *s || lower == *l) {
+            return Ok(Ty::Scalar(t));
+        }
+        if lower == "arr" || lower == "array" {
+            return Ok(Ty::Array(None));
+        }
+        let inner =
+            lower.strip_prefix("arr[").or_else(|| lower.strip_prefix("array[")).and_then(|s| s.strip_suffix(']'));
+        match inner {
+            Some(inner) if depth + 1 < MAX_DEPTH => Ok(Ty::Array(Some(Box::new(Self::parse_at(inner, depth + 1)?)))),
+            _ => Err(Error::BadEdit {
+                key: String::new(),
+                reason: format!("unknown type {name:?}; types: {TYPE_NAMES}"),
+            }),
+        }
+    }
+
+    /// The type of an existing value (arrays of arrays with their elements inferred).
+    pub fn of(v: &MetaValue<'_>) -> Ty {
+        match v {
+            MetaValue::Array(a) if a.elem_type == ValueType::Array => Ty::Array(None),
+            MetaValue::Array(a) => Ty::Array(Some(Box::new(Ty::Scalar(a.elem_type)))),
+            v => Ty::Scalar(v.value_type()),
+        }
+    }
+}
+
+/// Splits `KEY=VALUE[:TYPE]` (a `--set`): the key up to the first `=`, and a type when
+/// what follows the last `:` is a word (letters, digits, `_`, or `arr[…]`). A value with
+/// a `:` in it is then given its type explicitly (`--set general.url=http://x:8080:str`).
+///
+/// # Errors
+/// [`Error::BadEdit`]: no `=`, or an unknown type name.
+pub fn parse_set(spec: &str) -> Result<(&str, &str, Option<Ty>)> {
+    let Some((key, rest)) = spec.split_once('=') else {
+        return Err(Error::BadEdit {
+            key: spec.chars().take(80).collect(),
+            reason: "expected KEY=VALUE[:TYPE]".into(),
+        });
+    };
+    let word = |t: &str| {
+        let head = t.split('[').next().unwrap_or("");
+        !head.is_empty()
+            && head.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && (t.len() == head.len() || t.ends_with(']'))
+    };
+    match rest.rsplit_once(':') {
+        Some((value, ty)) if word(ty) => {
+            let ty = Ty::parse(ty).map_err(|e| match e {
+                Error::BadEdit { reason, .. } => Error::BadEdit {
+                    key: key.to_owned(),
+                    reason: format!("{reason} (a value with a ':' in it ends in its type, as in a:b:str)"),
+                },
+                e => e,
+            })?;
+            Ok((key, value, Some(ty)))
+        }
+        _ => Ok((key, rest, None)),
+    }
+}
+
+/// The value `text` means for `key`, typed by `ty`, else by `current` (the key's value
+/// now), else inferred: a JSON array (`[` first) of strings, bools, or numbers (u32 when
+/// every one fits, then i32, i64, u64, f32 when any has a fraction); `true` or `false` a
+/// bool; an integer u32 when it fits, else i32, i64, u64; a number with a fraction or
+/// exponent f32; anything else a string.
+///
+/// # Errors
+/// [`Error::BadEdit`] naming the key: a number out of its type's range, malformed JSON,
+/// an array whose elements' type cannot be inferred (empty, mixed).
+pub fn parse_value(key: &str, text: &str, ty: Option<&Ty>, current: Option<&MetaValue<'_>>) -> Result<OwnedValue> {
+    let bad = |reason: String| Error::BadEdit { key: key.to_owned(), reason };
+    let ty = match (ty, current) {
+        (Some(t), _) => t.clone(),
+        (None, Some(v)) => Ty::of(v),
+        (None, None) => infer(text),
+    };
+    match ty {
+        Ty::Scalar(ValueType::String) => Ok(OwnedValue::Str(text.as_bytes().to_vec().into())),
+        Ty::Scalar(t) => Ok(OwnedValue::Scalar(scalar(t, text).map_err(bad)?)),
+        Ty::Array(elem) => {
+            let json: serde_json::Value =
+                serde_json::from_str(text).map_err(|e| bad(format!("{text:.80?} is not a JSON array: {e}")))?;
+            let serde_json::Value::Array(items) = json else {
+                return Err(bad(format!("{text:.80?} is not a JSON array")));
+            };
+            array(elem.as_deref(), &items, 0).map_err(bad)
+        }
+    }
+}
+
+/// The type an untyped text is taken for (see [`parse_value`]).
+fn infer(text: &str) -> Ty {
+    if text.starts_with('[') {
+        return Ty::Array(None);
+    }
+    if text == "true" || text == "false" {
+        return Ty::Scalar(ValueType::Bool);
+    }
+    for t in [ValueType::U32, ValueType::I32, ValueType::I64, ValueType::U64] {
+        if scalar(t, text).is_ok() {
+            return Ty::Scalar(t);
+        }
+    }
+    let numeric = text.bytes().any(|b| b.is_ascii_digit())
+        && text.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'+' | b'e' | b'E'));
+    if numeric && text.parse::<f32>().is_ok() {
+        return Ty::Scalar(ValueType::F32);
+    }
+    Ty::Scalar(ValueType::String)
+}
+
+/// One scalar of type `t` from its text.
+fn scalar(t: ValueType, text: &str) -> Result<MetaValue<'static>, String> {
+    let range = |what: &str| format!("{text:.80?} is not a {what}");
+    Ok(match t {
+        ValueType::U8 => MetaValue::U8(text.parse().map_err(|_| range("u8 (0 to 255)"))?),
+        ValueType::I8 => MetaValue::I8(text.parse().map_err(|_| range("i8 (-128 to 127)"))?),
+        ValueType::U16 => MetaValue::U16(text.parse().map_err(|_| range("u16 (0 to 65535)"))?),
+        ValueType::I16 => MetaValue::I16(text.parse().map_err(|_| range("i16 (-32768 to 32767)"))?),
+        ValueType::U32 => MetaValue::U32(text.parse().map_err(|_| range("u32 (0 to 4294967295)"))?),
+        ValueType::I32 => MetaValue::I32(text.parse().map_err(|_| range("i32"))?),
+        ValueType::U64 => MetaValue::U64(text.parse().map_err(|_| range("u64"))?),
+        ValueType::I64 => MetaValue::I64(text.parse().map_err(|_| range("i64"))?),
+        ValueType::F32 => MetaValue::F32(text.parse().map_err(|_| range("f32 number"))?),
+        ValueType::F64 => MetaValue::F64(text.parse().map_err(|_| range("f64 number"))?),
+        ValueType::Bool => match text {
+            "true" => MetaValue::Bool(true),
+            "false" => MetaValue::Bool(false),
+            _ => return Err(range("bool (true or false)")),
+        },
+        ValueType::String | ValueType::Array => return Err(format!("{t:?} is not a scalar type")),
+    })
+}
+
+/// A GGUF array of `items`, its elements of type `elem` (inferred when `None`).
+fn array(elem: Option<&Ty>, items: &[serde_json::Value], depth: u32) -> Result<OwnedValue, String> {
+    if items.len() as u64 > MAX_ARRAY_LEN {
+        return Err(format!("an array of {} elements, more than the {MAX_ARRAY_LEN} organ reads", items.len()));
+    }
+    let elem = match elem {
+        Some(t) => t.clone(),
+        None => infer_elements(items)?,
+    };
+    let mut raw = Vec::new();
+    let elem_type = match &elem {
+        Ty::Scalar(t) => *t,
+        Ty::Array(_) => ValueType::Array,
+    };
+    for (i, item) in items.iter().enumerate() {
+        let at = |e: String| format!("element {i}: {e}");
+        match (&elem, item) {
+            (Ty::Scalar(ValueType::String), serde_json::Value::String(s)) => {
+                raw.extend_from_slice(&(s.len() as u64).to_le_bytes());
+                raw.extend_from_slice(s.as_bytes());
+            }
+            (Ty::Scalar(ValueType::Bool), serde_json::Value::Bool(b)) => raw.push(u8::from(*b)),
+            (Ty::Scalar(t), serde_json::Value::Number(n)) if *t != ValueType::String && *t != ValueType::Bool => {
+                encode_value(&scalar(*t, &n.to_string()).map_err(at)?, &mut raw);
+            }
+            (Ty::Array(inner), serde_json::Value::Array(sub)) => {
+                if depth + 2 >= MAX_DEPTH {
+                    return Err(at(format!("arrays nested more than {MAX_DEPTH} deep")));
+                }
+                let v = array(inner.as_deref(), sub, depth + 1).map_err(at)?;
+                encode_value(&v.view().map_err(|e| at(e.to_string()))?, &mut raw);
+            }
+            (t, v) => return Err(at(format!("{v:.40} is not a {}", ty_text(t)))),
+        }
+    }
+    Ok(OwnedValue::Array { elem_type, len: items.len() as u64, raw: raw.into() })
+}
+
+/// The elements' type of an untyped JSON array: every element of one kind.
+fn infer_elements(items: &[serde_json::Value]) -> Result<Ty, String> {
+    use serde_json::Value as J;
+    let Some(first) = items.first() else {
+        return Err("an empty array has no type to infer; give it one, as in []:arr[u32]".into());
+    };
+    let same = |f: fn(&J) -> bool| items.iter().all(f);
+    if same(|v| v.is_string()) {
+        return Ok(Ty::Scalar(ValueType::String));
+    }
+    if same(|v| v.is_boolean()) {
+        return Ok(Ty::Scalar(ValueType::Bool));
+    }
+    if same(|v| v.is_array()) {
+        return Ok(Ty::Array(None));
+    }
+    if same(|v| v.is_number()) {
+        for t in [ValueType::U32, ValueType::I32, ValueType::I64, ValueType::U64, ValueType::F32] {
+            if items.iter().all(|v| scalar(t, &v.to_string()).is_ok()) {
+                return Ok(Ty::Scalar(t));
+            }
+        }
+    }
+    Err(format!("elements of more than one kind (the first is {first:.40}); give the array its type, as in :arr[f32]"))
+}
+
+fn ty_text(t: &Ty) -> String {
+    match t {
+        Ty::Scalar(v) => v.name().to_ascii_lowercase(),
+        Ty::Array(_) => "array".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gguf::writer::{plan, TensorSpec};
+    use crate::GgmlType;
+    use alloc::vec;
+
+    /// A small GGUF: three keys, two F32 tensors of 8 values, their data (1.0, 2.0, …).
+    fn model() -> Vec<u8> {
+        let kvs = [
+            ("general.architecture", MetaValue::Str(b"llama")),
+            ("general.name", MetaValue::Str(b"tiny")),
+            ("llama.block_count", MetaValue::U32(1)),
+        ];
+        let tensors = [
+            TensorSpec { name: "a", dims: &[8], ty: GgmlType::F32 },
+            TensorSpec { name: "b", dims: &[8], ty: GgmlType::F32 },
+        ];
+        let layout = plan(3, &kvs, &tensors).unwrap();
+        let mut file = layout.header.clone();
+        for (i, &(off, n)) in layout.tensors.iter().enumerate() {
+            file.resize(layout.header.len() + off as usize, 0);
+            for j in 0..n / 4 {
+                file.extend_from_slice(&((i * 8) as f32 + j as f32).to_le_bytes());
+            }
+        }
+        file.resize(layout.file_len as usize, 0);
+        file
+    }
+
+    /// The file an edit makes of `file`.
+    fn apply(file: &[u8], edits: &[Edit]) -> Result<Vec<u8>> {
+        let g = Gguf::parse(file, file.len() as u64)?;
+        let e = edit(&g, edits)?;
+        let mut out = e.header.clone();
+        out.extend_from_slice(&file[e.data.start as usize..e.data.end as usize]);
+        assert_eq!(out.len() as u64, e.file_len());
+        Ok(out)
+    }
+
+    fn set(key: &str, text: &str, ty: Option<&str>) -> Edit {
+        let ty = ty.map(|t| Ty::parse(t).unwrap());
+        Edit::Set { key: key.into(), value: parse_value(key, text, ty.as_ref(), None).unwrap() }
+    }
+
+    #[test]
+    fn no_edit_gives_the_file_back_byte_for_byte() {
+        let file = model();
+        assert_eq!(apply(&file, &[]).unwrap(), file);
+    }
+
+    #[test]
+    fn set_keeps_a_key_in_its_place_and_adds_a_new_one_last() {
+        let file = model();
+        let out = apply(&file, &[set("general.name", "a longer name", None), set("x.y", "[1, 2]", None)]).unwrap();
+        let g = Gguf::parse(&out, out.len() as u64).unwrap();
+        let keys: Vec<&str> = g.kvs.iter().map(|kv| kv.key).collect();
+        assert_eq!(keys, ["general.architecture", "general.name", "llama.block_count", "x.y"]);
+        assert_eq!(g.get("general.name").unwrap().as_str(), Some("a longer name"));
+        let MetaValue::Array(a) = g.get("x.y").unwrap() else { panic!() };
+        assert_eq!(
+            (a.elem_type, a.iter().collect::<Vec<_>>()),
+            (ValueType::U32, vec![MetaValue::U32(1), MetaValue::U32(2)])
+        );
+        // The tensors' bytes did not change, whatever the header's length.
+        let old = Gguf::parse(&file, file.len() as u64).unwrap();
+        for (a, b) in old.tensors.iter().zip(&g.tensors) {
+            assert_eq!((a.name, a.data(&file).unwrap()), (b.name, b.data(&out).unwrap()));
+        }
+    }
+
+    #[test]
+    fn remove_and_rename() {
+        let out = apply(
+            &model(),
+            &[
+                Edit::Remove { key: "general.name".into() },
+                Edit::Rename { from: "llama.block_count".into(), to: "x".into() },
+            ],
+        );
+        // block_count is refused, even as a rename's source.
+        assert!(matches!(out, Err(Error::BadEdit { ref key, .. }) if key == "llama.block_count"), "{out:?}");
+        let out = apply(&model(), &[Edit::Remove { key: "general.name".into() }]).unwrap();
+        let g = Gguf::parse(&out, out.len() as u64).unwrap();
+        assert!(g.get("general.name").is_none());
+        let file = model();
+        let out = apply(&file, &[Edit::Rename { from: "general.name".into(), to: "general.basename".into() }]).unwrap();
+        let g = Gguf::parse(&out, out.len() as u64).unwrap();
+        assert_eq!(g.kvs[1].key, "general.basename");
+        assert_eq!(g.kvs[1].value.as_str(), Some("tiny"));
+    }
+
+    #[test]
+    fn rejects_what_it_cannot_do() {
+        let file = model();
+        let e = |edits: &[Edit]| apply(&file, edits).unwrap_err().to_string();
+        for key in
+            ["general.alignment", "general.architecture", "split.count", "GGUF.tensor_count", "llama.block_count"]
+        {
+            assert!(e(&[set(key, "1", Some("u32"))]).contains("organ does not change it"), "{key}");
+        }
+        assert!(e(&[Edit::Remove { key: "nope".into() }]).contains("no such key"));
+        assert!(e(&[Edit::Rename { from: "nope".into(), to: "x".into() }]).contains("no such key"));
+        assert!(e(&[Edit::Rename { from: "general.name".into(), to: "llama.block_count".into() }])
+            .contains("organ does not"));
+        assert!(e(&[set("general.name", "a", None), Edit::Remove { key: "general.name".into() }]).contains("two edits"));
+        let long = "k".repeat(MAX_KEY_LEN + 1);
+        assert!(e(&[set(&long, "a", None)]).contains("at most 65535 bytes"));
+        assert!(e(&[set("a key", "a", None)]).contains("no spaces"));
+        assert!(e(&[set("", "a", None)]).contains("empty"));
+    }
+
+    #[test]
+    fn same_size_when_a_value_keeps_its_length() {
+        let file = model();
+        let g = Gguf::parse(&file, file.len() as u64).unwrap();
+        assert!(edit(&g, &[set("general.name", "TINY", None)]).unwrap().same_size());
+        assert!(!edit(&g, &[set("general.name", "not so tiny a name at all, far longer", None)]).unwrap().same_size());
+    }
+
+    #[test]
+    fn values_of_every_type() {
+        let v = |text: &str, ty: &str| parse_value("k", text, Some(&Ty::parse(ty).unwrap()), None);
+        assert_eq!(v("255", "u8").unwrap(), OwnedValue::Scalar(MetaValue::U8(255)));
+        assert!(v("256", "u8").is_err());
+        assert_eq!(v("-128", "i8").unwrap(), OwnedValue::Scalar(MetaValue::I8(-128)));
+        assert_eq!(v("65535", "UINT16").unwrap(), OwnedValue::Scalar(MetaValue::U16(65535)));
+        assert_eq!(v("-2", "i16").unwrap(), OwnedValue::Scalar(MetaValue::I16(-2)));
+        assert_eq!(v("7", "u32").unwrap(), OwnedValue::Scalar(MetaValue::U32(7)));
+        assert_eq!(v("-7", "int32").unwrap(), OwnedValue::Scalar(MetaValue::I32(-7)));
+        assert_eq!(v("18446744073709551615", "u64").unwrap(), OwnedValue::Scalar(MetaValue::U64(u64::MAX)));
+        assert_eq!(v("-1", "i64").unwrap(), OwnedValue::Scalar(MetaValue::I64(-1)));
+        assert_eq!(v("0.5", "f32").unwrap(), OwnedValue::Scalar(MetaValue::F32(0.5)));
+        assert_eq!(v("1e300", "f64").unwrap(), OwnedValue::Scalar(MetaValue::F64(1e300)));
+        assert_eq!(v("true", "bool").unwrap(), OwnedValue::Scalar(MetaValue::Bool(true)));
+        assert!(v("yes", "bool").is_err());
+        assert_eq!(v("12", "str").unwrap(), OwnedValue::string("12"));
+        let arr = v("[[1, 2], []]", "arr[arr[i16]]").unwrap();
+        let MetaValue::Array(a) = arr.view().unwrap() else { panic!() };
+        let inner: Vec<_> = a.iter().collect();
+        assert_eq!((a.elem_type, inner.len()), (ValueType::Array, 2));
+        let MetaValue::Array(first) = inner[0] else { panic!() };
+        assert_eq!(first.iter().collect::<Vec<_>>(), [MetaValue::I16(1), MetaValue::I16(2)]);
+        assert!(v("[1, 2", "arr[u8]").unwrap_err().to_string().contains("not a JSON array"));
+        assert!(v("[300]", "arr[u8]").unwrap_err().to_string().contains("element 0"));
+        assert!(v("[\"a\"]", "arr[u32]").is_err());
+    }
+
+    #[test]
+    fn untyped_values_take_the_current_type_or_are_inferred() {
+        let cur = MetaValue::U64(3);
+        assert_eq!(parse_value("k", "9", None, Some(&cur)).unwrap(), OwnedValue::Scalar(MetaValue::U64(9)));
+        let i = |t: &str| parse_value("k", t, None, None).unwrap();
+        assert_eq!(i("9"), OwnedValue::Scalar(MetaValue::U32(9)));
+        assert_eq!(i("-9"), OwnedValue::Scalar(MetaValue::I32(-9)));
+        assert_eq!(i("1.5"), OwnedValue::Scalar(MetaValue::F32(1.5)));
+        assert_eq!(i("false"), OwnedValue::Scalar(MetaValue::Bool(false)));
+        assert_eq!(i("inf"), OwnedValue::string("inf"));
+        assert_eq!(i("hello"), OwnedValue::string("hello"));
+        let elem = |v: OwnedValue| match v {
+            OwnedValue::Array { elem_type, .. } => elem_type,
+            v => panic!("{v:?}"),
+        };
+        assert_eq!(elem(i("[\"x\", \"y\"]")), ValueType::String);
+        assert_eq!(elem(i("[1, -1]")), ValueType::I32);
+        assert_eq!(elem(i("[1, 0.5]")), ValueType::F32);
+        assert!(parse_value("k", "[]", None, None).unwrap_err().to_string().contains("no type to infer"));
+        assert!(parse_value("k", "[1, \"a\"]", None, None).unwrap_err().to_string().contains("more than one kind"));
+    }
+
+    #[test]
+    fn set_specs_split_at_the_last_colon_when_a_type_follows() {
+        assert_eq!(parse_set("a=b").unwrap(), ("a", "b", None));
+        assert_eq!(parse_set("a=1:u8").unwrap(), ("a", "1", Some(Ty::Scalar(ValueType::U8))));
+        assert_eq!(parse_set("a=x=y:z:str").unwrap(), ("a", "x=y:z", Some(Ty::Scalar(ValueType::String))));
+        assert_eq!(parse_set("a=[1]:arr[u8]").unwrap().2, Some(Ty::Array(Some(Box::new(Ty::Scalar(ValueType::U8))))));
+        assert_eq!(parse_set("a=http://x/").unwrap(), ("a", "http://x/", None));
+        assert!(parse_set("a=1:u33").unwrap_err().to_string().contains("unknown type \"u33\""));
+        assert!(parse_set("a=[1]:arr[q4]").unwrap_err().to_string().contains("unknown type"));
+        assert!(parse_set("novalue").unwrap_err().to_string().contains("KEY=VALUE"));
+    }
+}

@@ -1,0 +1,106 @@
+//! `organ meta`: flags to [`cmd::meta::Options`].
+
+use super::{guard, Argv, Exit, Force, Out, ToArgs};
+use crate::cmd;
+use anyhow::{bail, Result};
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug, Clone, Default, PartialEq)]
+pub struct MetaArgs {
+    /// A GGUF file (one file: not a split model's shard, nor an organ directory).
+    pub model: PathBuf,
+    /// Give KEY this value: in its place when it exists (typed as it is, unless TYPE is
+    /// given), else added last. TYPE: u8, i8, u16, i16, u32, i32, u64, i64, f32, f64,
+    /// bool, str, arr[TYPE]; an array's VALUE is JSON (docs/surgery.md).
+    #[arg(long = "set", value_name = "KEY=VALUE[:TYPE]")]
+    pub set: Vec<String>,
+    /// Give KEY the text of FILE (tokenizer.chat_template=template.jinja), typed as the key
+    /// is (a new key: a string).
+    #[arg(long = "set-file", value_name = "KEY=FILE")]
+    pub set_file: Vec<String>,
+    /// Remove KEY.
+    #[arg(long = "rm", value_name = "KEY")]
+    pub rm: Vec<String>,
+    /// Rename OLD to NEW, in its place.
+    #[arg(long, value_name = "OLD=NEW")]
+    pub rename: Vec<String>,
+    /// The edited model (.gguf; must not exist, nor be the input).
+    #[arg(long, required_unless_present = "in_place", conflicts_with = "in_place")]
+    pub out: Option<PathBuf>,
+    /// Write the new header over MODEL's own, when it keeps its exact length (as
+    /// gguf_set_metadata.py does); any other edit is refused.
+    #[arg(long)]
+    pub in_place: bool,
+    /// Also write what was changed as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub force: Force,
+}
+
+impl<'a> TryFrom<&'a MetaArgs> for cmd::meta::Options<'a> {
+    type Error = anyhow::Error;
+
+    fn try_from(a: &'a MetaArgs) -> Result<Self> {
+        let pair = |flag: &str, spec: &'a str, what: &str| -> Result<(&'a str, &'a str)> {
+            match spec.split_once('=') {
+                Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k, v)),
+                _ => bail!("{flag} {spec:?}: expected {what}"),
+            }
+        };
+        let set_file = a
+            .set_file
+            .iter()
+            .map(|s| pair("--set-file", s, "KEY=FILE").map(|(k, f)| (k, std::path::Path::new(f))))
+            .collect::<Result<_>>()?;
+        let rename = a.rename.iter().map(|s| pair("--rename", s, "OLD=NEW")).collect::<Result<_>>()?;
+        let target = match (&a.out, a.in_place) {
+            (Some(out), false) => {
+                if !out.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) {
+                    bail!("{}: organ meta writes a GGUF file, a name ending in .gguf", out.display());
+                }
+                cmd::meta::Target::Out(out)
+            }
+            (None, true) => cmd::meta::Target::InPlace,
+            _ => bail!("give --out NEW.gguf, or --in-place"),
+        };
+        Ok(cmd::meta::Options {
+            model: &a.model,
+            set: a.set.iter().map(String::as_str).collect(),
+            set_file,
+            rm: a.rm.iter().map(String::as_str).collect(),
+            rename,
+            target,
+            json: a.json.as_deref(),
+            force: a.force.force,
+        })
+    }
+}
+
+pub(super) fn run(a: &MetaArgs, out: &mut Out) -> Result<Exit> {
+    let o = cmd::meta::Options::try_from(a)?;
+    let model_out = match o.target {
+        cmd::meta::Target::Out(p) => Some(p),
+        cmd::meta::Target::InPlace => None,
+    };
+    let files: Vec<&std::path::Path> = o.set_file.iter().map(|(_, f)| *f).collect();
+    let inputs: Vec<&std::path::Path> = std::iter::once(o.model).chain(files).collect();
+    guard(&inputs, &[model_out, o.json], o.force)?;
+    cmd::meta::run(&o, out.text(&[o.json])?)?;
+    Ok(Exit::Done)
+}
+
+impl ToArgs for MetaArgs {
+    fn to_args(&self, a: &mut Argv) {
+        a.arg("meta")
+            .arg(&self.model)
+            .each("--set", &self.set)
+            .each("--set-file", &self.set_file)
+            .each("--rm", &self.rm)
+            .each("--rename", &self.rename)
+            .opt("--out", self.out.as_ref())
+            .switch("--in-place", self.in_place)
+            .opt("--json", self.json.as_ref())
+            .flags(&self.force);
+    }
+}

@@ -1,0 +1,148 @@
+//! The `meta` job: `organ meta MODEL --set … --set-file … --rm … --rename … --out OUT
+//! --json meta.json` (docs/surgery.md), its report as the job's result. Each field is
+//! checked here as the command checks its flag, so a bad one is a 400, not a failed job.
+
+use super::job::JobStatus;
+use super::jobs::start_job;
+use super::surgery::out_name;
+use super::{bad, ApiResult, AppState};
+use crate::cli::{self, argv, Force};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use organ_core::surgery::meta;
+use serde::Deserialize;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Edits one request may ask for (a header is rewritten once, whatever their number).
+const MAX_EDITS: usize = 4096;
+
+/// One key set to a value.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SetReq {
+    key: String,
+    /// The CLI's VALUE: a string as it is; a number, a bool or an array as its JSON text.
+    value: Value,
+    /// The CLI's TYPE (`u32`, `arr[str]`…); absent: the key's type, else inferred.
+    #[serde(default, rename = "type")]
+    ty: Option<String>,
+}
+
+/// One key set to the text of a file under the root.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SetFileReq {
+    key: String,
+    path: String,
+}
+
+/// One key renamed.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RenameReq {
+    from: String,
+    to: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct MetaReq {
+    /// The model: one GGUF file under the root.
+    path: String,
+    #[serde(default)]
+    set: Vec<SetReq>,
+    #[serde(default)]
+    set_file: Vec<SetFileReq>,
+    #[serde(default)]
+    rm: Vec<String>,
+    #[serde(default)]
+    rename: Vec<RenameReq>,
+    #[serde(default)]
+    out: Option<String>,
+}
+
+/// A `set` as the CLI's `KEY=VALUE[:TYPE]`, checked as the command parses it.
+fn set_spec(r: &SetReq) -> ApiResult<String> {
+    let field = |e: organ_core::Error| bad(format!("set {:?}: {e}", r.key));
+    meta::check_key(&r.key).map_err(field)?;
+    let text = match &r.value {
+        Value::String(s) => s.clone(),
+        v @ (Value::Number(_) | Value::Bool(_) | Value::Array(_)) => v.to_string(),
+        v => return Err(bad(format!("set {:?}: value {v}: give a string, a number, a bool or an array", r.key))),
+    };
+    let spec = match &r.ty {
+        Some(t) => {
+            // Typed, the value means the same whatever the model: checked whole here.
+            let ty = meta::Ty::parse(t).map_err(field)?;
+            meta::parse_value(&r.key, &text, Some(&ty), None).map_err(field)?;
+            format!("{}={text}:{t}", r.key)
+        }
+        None => format!("{}={text}", r.key),
+    };
+    // Without a type, a value ending in ':WORD' would be read as typed: it needs its type.
+    match meta::parse_set(&spec) {
+        Ok((_, _, Some(_))) if r.ty.is_none() => {
+            Err(bad(format!("set {:?}: a value ending in ':WORD' needs its \"type\" (\"str\" for a string)", r.key)))
+        }
+        Ok(_) => Ok(spec),
+        Err(e) => Err(field(e)),
+    }
+}
+
+/// `organ meta PATH … --out OUT --json meta.json`.
+pub(super) async fn meta(
+    State(s): State<Arc<AppState>>,
+    body: Result<Json<MetaReq>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    let Json(r) = body?;
+    let n = r.set.len() + r.set_file.len() + r.rm.len() + r.rename.len();
+    if n > MAX_EDITS {
+        return Err(bad(format!("{n} edits, at most {MAX_EDITS}")));
+    }
+    let model = s.path(&r.path)?;
+    let set = r.set.iter().map(set_spec).collect::<ApiResult<Vec<_>>>()?;
+    let mut set_file = Vec::with_capacity(r.set_file.len());
+    for f in &r.set_file {
+        meta::check_key(&f.key).map_err(|e| bad(format!("set_file {:?}: {e}", f.key)))?;
+        let path = s.path(&f.path)?;
+        let shown =
+            path.to_str().ok_or_else(|| bad(format!("set_file {:?}: a path that is not UTF-8", f.path)))?.to_owned();
+        set_file.push(format!("{}={shown}", f.key));
+    }
+    for key in r.rm.iter().chain(r.rename.iter().flat_map(|x| [&x.from, &x.to])) {
+        meta::check_key(key).map_err(|e| bad(format!("{e}")))?;
+        if let Some(why) = meta::refusal(key, None) {
+            return Err(bad(format!("key {key:?}: organ does not change it: {why}")));
+        }
+    }
+    let rename = r.rename.iter().map(|x| format!("{}={}", x.from, x.to)).collect();
+    let out = out_name(r.out.as_deref(), "meta.gguf")?;
+    let mut args = cli::MetaArgs {
+        model,
+        set,
+        set_file,
+        rm: r.rm,
+        rename,
+        out: Some(out.clone().into()),
+        in_place: false,
+        json: None,
+        force: Force::default(),
+    };
+    // The out name (.gguf) and the pairs are checked here: a 400, not a failed job.
+    crate::cmd::meta::Options::try_from(&args).map_err(|e| bad(format!("{e:#}")))?;
+    start_job(
+        &s,
+        "meta",
+        move |dir| {
+            args.out = args.out.as_ref().map(|o| dir.join(o));
+            args.json = Some(dir.join("meta.json"));
+            argv(&args)
+        },
+        vec![out, "meta.json".into()],
+        Some("meta.json"),
+        None,
+    )
+}

@@ -1,0 +1,328 @@
+//! `organ meta`: metadata edits against gguf-py 0.19.0's gguf_new_metadata.py (byte for
+//! byte, or the one difference docs/surgery.md states), read back by gguf-py, loaded by
+//! llama.cpp, tensors unchanged; bad input refused with nothing written.
+
+use crate::build::{noise, t, write_model_kvs};
+use crate::common::*;
+use organ_core::gguf::MetaValue;
+use organ_core::{GgmlType, Gguf};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `organ meta MODEL ARGS… --out tmp(NAME)`, which must succeed: the output.
+#[track_caller]
+fn meta(model: &Path, args: &[&str], name: &str) -> PathBuf {
+    let out = tmp(name);
+    let mut c = organ();
+    c.arg("meta").arg(model).args(args).arg("--out").arg(&out);
+    ok(c);
+    out
+}
+
+/// gguf_new_metadata.py of gguf-py 0.19.0 (`--force`: no questions asked), run on `model`.
+fn new_metadata(model: &Path, args: &[&str], name: &str) -> PathBuf {
+    let out = tmp(name);
+    let mut c = Command::new(oracle_python());
+    c.args(["-m", "gguf.scripts.gguf_new_metadata"]).arg(model).arg(&out).args(args).arg("--force");
+    ok(c);
+    out
+}
+
+/// Every field gguf-py reads in `model` (its virtual GGUF.* ones aside), in file order:
+/// name, gguf-py's type names (`["ARRAY", "UINT32"]`), value.
+fn gguf_py_fields(model: &Path) -> Vec<(String, Vec<String>, serde_json::Value)> {
+    let script = "import gguf, json, sys\n\
+        r = gguf.GGUFReader(sys.argv[1])\n\
+        out = [[f.name, [t.name for t in f.types], f.contents()] for f in r.fields.values() if not f.name.startswith('GGUF.')]\n\
+        print(json.dumps(out))";
+    let mut c = Command::new(oracle_python());
+    c.arg("-c").arg(script).arg(model);
+    serde_json::from_slice(&ok(c).stdout).unwrap()
+}
+
+/// Where the data section of the GGUF `bytes` starts.
+fn data_offset(bytes: &[u8]) -> usize {
+    Gguf::parse(bytes, bytes.len() as u64).unwrap().data_offset as usize
+}
+
+#[test]
+fn edits_gguf_new_metadata_supports_give_its_bytes() {
+    let Some(model) = need::smollm2_and_oracle() else { return };
+    // general.name, special token ids and a removal: the script's file, byte for byte.
+    let py = new_metadata(
+        &model,
+        &[
+            "--general-name",
+            "Renamed: SmolLM2",
+            "--special-token-by-id",
+            "eos",
+            "1",
+            "--special-token-by-id",
+            "padding",
+            "0",
+            "--remove-metadata",
+            "general.license",
+        ],
+        "py-ids.gguf",
+    );
+    let ours = meta(
+        &model,
+        &[
+            "--set",
+            "general.name=Renamed: SmolLM2:str",
+            "--set",
+            "tokenizer.ggml.eos_token_id=1",
+            "--set",
+            "tokenizer.ggml.padding_token_id=0",
+            "--rm",
+            "general.license",
+        ],
+        "ids.gguf",
+    );
+    let (py, ours) = (std::fs::read(py).unwrap(), std::fs::read(&ours).unwrap());
+    assert!(py == ours, "organ's output differs from gguf_new_metadata.py's");
+
+    // A chat template from a file: the script moves the key last, organ keeps it in its
+    // place (docs/surgery.md); the same keys and values, the same length, the same data.
+    let template = tmp("template.jinja");
+    std::fs::write(&template, "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}").unwrap();
+    let py = new_metadata(&model, &["--chat-template-file", template.to_str().unwrap()], "py-template.gguf");
+    let spec = format!("tokenizer.chat_template={}", template.display());
+    let ours = meta(&model, &["--set-file", &spec], "template.gguf");
+    let (py_fields, our_fields) = (gguf_py_fields(&py), gguf_py_fields(&ours));
+    let key = "tokenizer.chat_template";
+    let mut moved: Vec<_> = our_fields.iter().filter(|f| f.0 != key).cloned().collect();
+    moved.extend(our_fields.iter().filter(|f| f.0 == key).cloned());
+    assert_eq!(moved, py_fields, "the outputs differ by more than the template's place");
+    assert_eq!(our_fields.iter().find(|f| f.0 == key).unwrap().2, std::fs::read_to_string(&template).unwrap());
+    let (py, ours) = (std::fs::read(py).unwrap(), std::fs::read(&ours).unwrap());
+    assert_eq!(py.len(), ours.len());
+    assert_eq!(data_offset(&py), data_offset(&ours));
+    assert!(py[data_offset(&py)..] == ours[data_offset(&ours)..], "the tensor data differs");
+}
+
+#[test]
+fn gguf_py_reads_every_type_as_set_and_no_tensor_changes() {
+    let Some(model) = need::smollm2_and_oracle() else { return };
+    let sets = [
+        "x.u8=255:u8",
+        "x.i8=-128:i8",
+        "x.u16=65535:u16",
+        "x.i16=-2:i16",
+        "x.u32=4000000000:u32",
+        "x.i32=-7:i32",
+        "x.u64=18446744073709551615:u64",
+        "x.i64=-9000000000:i64",
+        "x.f32=0.5:f32",
+        "x.f64=1e300:f64",
+        "x.bool=true:bool",
+        "x.str=12:str",
+        "x.url=http://host:8080/a:str",
+        "x.arr=[1, 2, 3]:arr[u16]",
+        "x.words=[\"a\", \"b:c\"]",
+        "x.nested=[[1], [2, 3]]:arr[arr[i8]]",
+        "x.inferred=42",
+        "llama.context_length=4096",
+    ];
+    let mut args: Vec<&str> = sets.iter().flat_map(|s| ["--set", s]).collect();
+    args.extend(["--rename", "general.basename=general.base_name", "--rm", "general.size_label"]);
+    let out = meta(&model, &args, "typed.gguf");
+    let fields = gguf_py_fields(&out);
+    let field = |k: &str| fields.iter().find(|f| f.0 == k).unwrap_or_else(|| panic!("{k} missing"));
+    let expect: [(&str, &[&str], serde_json::Value); 18] = [
+        ("x.u8", &["UINT8"], 255.into()),
+        ("x.i8", &["INT8"], (-128).into()),
+        ("x.u16", &["UINT16"], 65535.into()),
+        ("x.i16", &["INT16"], (-2).into()),
+        ("x.u32", &["UINT32"], 4_000_000_000u32.into()),
+        ("x.i32", &["INT32"], (-7).into()),
+        ("x.u64", &["UINT64"], u64::MAX.into()),
+        ("x.i64", &["INT64"], (-9_000_000_000i64).into()),
+        ("x.f32", &["FLOAT32"], 0.5.into()),
+        ("x.f64", &["FLOAT64"], 1e300.into()),
+        ("x.bool", &["BOOL"], true.into()),
+        ("x.str", &["STRING"], "12".into()),
+        ("x.url", &["STRING"], "http://host:8080/a".into()),
+        ("x.arr", &["ARRAY", "UINT16"], serde_json::json!([1, 2, 3])),
+        ("x.words", &["ARRAY", "STRING"], serde_json::json!(["a", "b:c"])),
+        // gguf-py's contents() flattens an array of arrays (its types say the nesting).
+        ("x.nested", &["ARRAY", "ARRAY", "INT8"], serde_json::json!([1, 2, 3])),
+        ("x.inferred", &["UINT32"], 42.into()),
+        // An existing key keeps its type and its place.
+        ("llama.context_length", &["UINT32"], 4096.into()),
+    ];
+    for (key, types, value) in expect {
+        let f = field(key);
+        assert_eq!((&f.1, &f.2), (&types.iter().map(|t| t.to_string()).collect(), &value), "{key}");
+    }
+    let names: Vec<&str> = fields.iter().map(|f| f.0.as_str()).collect();
+    let before: Vec<String> = gguf_py_fields(&model).into_iter().map(|f| f.0).collect();
+    let at = |k: &str, list: &[&str]| list.iter().position(|n| *n == k);
+    // The keys before, with the removed one gone: where the kept ones must be.
+    let before: Vec<&str> = before.iter().map(String::as_str).filter(|k| *k != "general.size_label").collect();
+    assert_eq!(at("llama.context_length", &names), at("llama.context_length", &before));
+    assert_eq!(at("general.base_name", &names), at("general.basename", &before));
+    assert!(!names.contains(&"general.size_label") && !names.contains(&"general.basename"));
+    assert_eq!(
+        &names[names.len() - 17..],
+        &sets[..17].iter().map(|s| s.split('=').next().unwrap()).collect::<Vec<_>>()[..]
+    );
+    // Not one tensor changed.
+    let mut c = organ();
+    c.arg("diff").arg(&model).arg(&out).arg("--fail-on-change");
+    ok(c);
+}
+
+#[test]
+fn llama_cpp_generates_the_same_tokens_after_an_edit() {
+    let Some(model) = need::smollm2_and_llama() else { return };
+    let out = meta(
+        &model,
+        &[
+            "--set",
+            "general.name=SmolLM2 renamed",
+            "--set",
+            "organ.note=edited by organ meta",
+            "--rm",
+            "general.license",
+        ],
+        "llama.gguf",
+    );
+    assert_eq!(llama_generate(&out, 16), llama_generate(&model, 16));
+}
+
+/// A small model of two F32 tensors, and a copy of its bytes to check it is left alone.
+fn small(name: &str) -> (PathBuf, Vec<u8>) {
+    let kvs = [
+        ("general.architecture", MetaValue::Str(b"llama")),
+        ("general.name", MetaValue::Str(b"small")),
+        ("llama.block_count", MetaValue::U32(1)),
+    ];
+    let p = write_model_kvs(
+        name,
+        &kvs,
+        &[t("a", &[32], GgmlType::F32, noise(1, 32)), t("b", &[64], GgmlType::F32, noise(2, 64))],
+    );
+    let bytes = std::fs::read(&p).unwrap();
+    (p, bytes)
+}
+
+/// The entries of `dir` (outputs and temp files alike).
+fn entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn bad_input_is_refused_and_nothing_is_written() {
+    let (model, before) = small("meta-bad.gguf");
+    let dir = tmp("bad-out");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("o.gguf");
+    let text = tmp("not-a-model.gguf");
+    std::fs::write(&text, "hello, I am not a model\n").unwrap();
+    let long = format!("k{}=1", "x".repeat(70_000));
+    let cases: Vec<(PathBuf, Vec<&str>, &str)> = vec![
+        (model.clone(), vec!["--set", "general.name=x:u33"], "unknown type \"u33\""),
+        (model.clone(), vec!["--set", "x.a=[1, 2:arr[u8]"], "not a JSON array"),
+        (model.clone(), vec!["--set", "x.a=[1, \"two\"]"], "more than one kind"),
+        (model.clone(), vec!["--set", "x.a=300:u8"], "is not a u8"),
+        (model.clone(), vec!["--set", &long], "GGUF keys are at most 65535 bytes"),
+        (model.clone(), vec!["--set", "general.alignment=64:u32"], "organ does not change it"),
+        (model.clone(), vec!["--rm", "split.count"], "organ does not change it"),
+        (model.clone(), vec!["--set", "llama.block_count=2"], "fixed by the blk.N.* tensors"),
+        (model.clone(), vec!["--rm", "general.nothing"], "no such key to remove"),
+        (model.clone(), vec!["--rename", "general.name=llama.block_count"], "organ does not change it"),
+        (model.clone(), vec!["--rm", "general.name", "--set", "general.name=a"], "named by two edits"),
+        (text.clone(), vec!["--set", "general.name=a"], "not a valid GGUF"),
+    ];
+    for (input, args, want) in cases {
+        let mut c = organ();
+        c.arg("meta").arg(&input).args(&args).arg("--out").arg(&out);
+        let err = fails(c);
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(entries(&dir).is_empty(), "{args:?} wrote {:?}", entries(&dir));
+    }
+    // The output is the input.
+    let mut c = organ();
+    c.arg("meta").arg(&model).args(["--set", "general.name=a", "--out"]).arg(&model);
+    assert!(fails(c).contains("is an input of this run"));
+    // A shard of a split model.
+    let shard = tmp("m-00001-of-00002.gguf");
+    std::fs::copy(&model, &shard).unwrap();
+    let mut c = organ();
+    c.arg("meta").arg(&shard).args(["--set", "general.name=a", "--out"]).arg(&out);
+    assert!(fails(c).contains("a shard of a split model"));
+    assert!(entries(&dir).is_empty());
+    assert!(std::fs::read(&model).unwrap() == before, "the input changed");
+}
+
+#[test]
+fn in_place_only_when_the_header_keeps_its_length() {
+    let (model, before) = small("meta-in-place.gguf");
+    let data = data_offset(&before);
+    // A longer name makes a longer header: refused, the file untouched.
+    let mut c = organ();
+    c.arg("meta").arg(&model).args(["--set", &format!("general.name={}", "n".repeat(100)), "--in-place"]);
+    assert!(fails(c).contains("--in-place needs the header to keep its length"));
+    assert!(std::fs::read(&model).unwrap() == before);
+    // One of the same length: the header rewritten, the data where it was.
+    let mut c = organ();
+    c.arg("meta").arg(&model).args(["--set", "general.name=SMALL", "--in-place"]);
+    ok(c);
+    let after = std::fs::read(&model).unwrap();
+    assert_eq!(after.len(), before.len());
+    assert!(after[data..] == before[data..], "tensor data moved");
+    let g = Gguf::parse(&after, after.len() as u64).unwrap();
+    assert_eq!(g.get("general.name").and_then(|v| v.as_str()), Some("SMALL"));
+    // The same edit to a new file gives the same bytes.
+    let (copy, _) = small("meta-copy.gguf");
+    let out = meta(&copy, &["--set", "general.name=SMALL"], "meta-copy-out.gguf");
+    assert!(std::fs::read(out).unwrap() == after);
+}
+
+#[test]
+fn no_edit_copies_the_file_and_the_report_names_each_change() {
+    let (model, before) = small("meta-none.gguf");
+    let out = meta(&model, &[], "meta-none-out.gguf");
+    assert!(std::fs::read(out).unwrap() == before);
+    let json = tmp("meta-report.json");
+    let out = tmp("meta-report.gguf");
+    let mut c = organ();
+    c.arg("meta").arg(&model).args([
+        "--set",
+        "general.name=b",
+        "--set",
+        "x.new=1.5",
+        "--rename",
+        "general.name=general.title",
+    ]);
+    c.arg("--out").arg(&out).arg("--json").arg(&json);
+    // A key renamed and set is named by two edits.
+    assert!(fails(c).contains("named by two edits"));
+    let mut c = organ();
+    c.arg("meta").arg(&model).args([
+        "--set",
+        "x.new=1.5",
+        "--rename",
+        "general.name=general.title",
+        "--rm",
+        "llama.nothing",
+    ]);
+    c.arg("--out").arg(&out);
+    assert!(fails(c).contains("llama.nothing"));
+    let mut c = organ();
+    c.arg("meta").arg(&model).args(["--set", "x.new=1.5", "--rename", "general.name=general.title"]);
+    c.arg("--out").arg(&out).arg("--json").arg(&json);
+    let text = String::from_utf8(ok(c).stdout).unwrap();
+    assert!(
+        text.contains("renamed  general.name → general.title") && text.contains("added    x.new (FLOAT32)"),
+        "{text}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["changes"][0]["op"], "renamed");
+    assert_eq!(report["changes"][1]["value_type"], "FLOAT32");
+    assert_eq!(report["file_bytes"], std::fs::metadata(&out).unwrap().len());
+}

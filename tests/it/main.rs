@@ -30,6 +30,7 @@ mod llama;
 mod lora_extract;
 mod lora_measure;
 mod lora_merge;
+mod memory;
 mod moe;
 mod moto;
 mod predict;

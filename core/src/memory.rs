@@ -19,6 +19,7 @@ use alloc::borrow::Borrow;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use serde::Serialize;
 
 /// The largest context organ estimates for (2²⁴ cells; llama.cpp's own checks come later).
 pub const MAX_CTX: u32 = 1 << 24;
@@ -48,6 +49,26 @@ pub struct Settings {
     /// Layers offloaded to one device (`-ngl`), counted as llama.cpp counts them: the
     /// output layer first, then the repeating layers from the last.
     pub gpu_layers: u32,
+}
+
+impl Settings {
+    /// Whether the settings are in range, whatever the model ([`estimate`] checks the
+    /// context the model gives when `ctx` is `None`).
+    ///
+    /// # Errors
+    /// The first setting out of range.
+    pub fn check(&self) -> Result<(), MemoryError> {
+        if let Some(ctx) = self.ctx {
+            check_range("--ctx", u64::from(ctx), 1, u64::from(MAX_CTX))?;
+        }
+        check_range("--batch", u64::from(self.batch), 1, u64::from(MAX_BATCH))?;
+        check_range("--ubatch", u64::from(self.ubatch), 1, u64::from(MAX_BATCH))?;
+        if !KV_TYPES.contains(&self.kv_type) {
+            let names: Vec<String> = KV_TYPES.iter().map(|t| t.name().to_ascii_lowercase()).collect();
+            return Err(MemoryError::Setting("--kv-type", u64::from(self.kv_type.id()), names.join(", ")));
+        }
+        Ok(())
+    }
 }
 
 impl Default for Settings {
@@ -97,7 +118,7 @@ impl core::fmt::Display for MemoryError {
 }
 
 /// One KV cache (llama.cpp has one, or two with sliding-window layers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct KvCache {
     /// Cells: the padded context, or the window's for the sliding-window cache.
     pub cells: u32,
@@ -119,7 +140,7 @@ impl KvCache {
 }
 
 /// The weights' buffers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct Weights {
     /// The host's memory-mapped model buffer (`CPU_Mapped model buffer size`): from the
     /// first byte of the first host tensor to the last byte of the last, per file.
@@ -134,7 +155,7 @@ pub struct Weights {
 }
 
 /// What llama.cpp allocates, in bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Estimate {
     /// The context llama.cpp uses (asked, or the training context, padded to 256).
     pub ctx: u32,
@@ -191,14 +212,9 @@ pub fn estimate<T: Borrow<TensorEntry>>(m: &Model<T>, s: &Settings) -> Result<Es
         return Err(MemoryError::Adapter);
     }
     let h = Hparams::read(m)?;
+    s.check()?;
     let ctx_asked = s.ctx.unwrap_or(h.n_ctx_train);
     check_range("--ctx", u64::from(ctx_asked), 1, u64::from(MAX_CTX))?;
-    check_range("--batch", u64::from(s.batch), 1, u64::from(MAX_BATCH))?;
-    check_range("--ubatch", u64::from(s.ubatch), 1, u64::from(MAX_BATCH))?;
-    if !KV_TYPES.contains(&s.kv_type) {
-        let names: Vec<String> = KV_TYPES.iter().map(|t| t.name().to_ascii_lowercase()).collect();
-        return Err(MemoryError::Setting("--kv-type", u64::from(s.kv_type.id()), names.join(", ")));
-    }
     let ctx = pad(ctx_asked);
     let batch = s.batch.min(ctx);
     let ubatch = s.ubatch.min(batch);

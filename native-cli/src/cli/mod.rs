@@ -39,7 +39,7 @@ pub use dissect::DissectArgs;
 pub use eval::EvalArgs;
 pub use global::{Global, RemoteFlags};
 pub use graft::GraftArgs;
-pub use inspect::InspectArgs;
+pub use inspect::{memory_settings, InspectArgs};
 pub use measure::{MeasureArgs, MergeArgs};
 pub use moe::MoeArgs;
 pub use outputs::{Check, Compare, ReportFiles, ReportKind, ReportOutputs, Theta, REPORTS_GROUP};

@@ -15,6 +15,7 @@ mod jobs;
 mod limits;
 mod lora;
 mod memory;
+mod memory_estimate;
 mod moe;
 mod quantize;
 mod remote;

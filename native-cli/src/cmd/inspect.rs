@@ -561,7 +561,7 @@ fn print_memory(out: &mut dyn Write, file: &str, e: &Estimate) -> Result<()> {
         if w.output_on_device { " and the output" } else { "" }
     )?;
     let row = |out: &mut dyn Write, what: &str, bytes: u64, note: &str| -> Result<()> {
-        writeln!(out, "  {what:<28} {:>13}  {note}", mib(bytes))?;
+        writeln!(out, "{}", format!("  {what:<28} {:>13}  {note}", mib(bytes)).trim_end())?;
         Ok(())
     };
     row(out, "weights, host (mapped)", w.host_mapped, "")?;

@@ -380,7 +380,7 @@ impl Hparams {
             .ok_or_else(|| MemoryError::NotAModel(format!("no {}", key("attention.head_count"))))?;
         let head_kv = per_layer(m, &key("attention.head_count_kv"), n)?.unwrap_or_else(|| head.clone());
         let head0 = head.first().copied().unwrap_or(0);
-        let default_head = if head0 == 0 { 0 } else { n_embd / head0 };
+        let default_head = n_embd.checked_div(head0).unwrap_or(0);
         let head_k = optional(m, &key("attention.key_length"))?.unwrap_or(default_head);
         let head_v = optional(m, &key("attention.value_length"))?.unwrap_or(default_head);
         let head_k_swa = optional(m, &key("attention.key_length_swa"))?.unwrap_or(head_k);

@@ -21,7 +21,7 @@ struct Printed {
 
 fn value(line: &str, after: &str) -> String {
     let rest = &line[line.find(after).unwrap_or_else(|| panic!("{after} in {line}")) + after.len()..];
-    rest.trim_start().split_whitespace().next().unwrap().to_owned()
+    rest.split_whitespace().next().unwrap().to_owned()
 }
 
 /// llama-completion's buffers for `model` at `ctx` with a `kv` cache (one token).

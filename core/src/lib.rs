@@ -24,6 +24,7 @@ pub mod gguf;
 pub mod imatrix;
 pub mod limits;
 pub mod lora;
+pub mod memory;
 pub mod model;
 pub mod predict;
 pub mod quant;

@@ -225,6 +225,12 @@ fn global_flags_round_trip() {
         layers: Some("5-20".into()),
         groups: vec!["organ".into()],
         names: vec!["*ffn*".into()],
+        memory: true,
+        ctx: Some(8192),
+        kv_type: Some("q8_0".into()),
+        batch: Some(1024),
+        ubatch: Some(256),
+        gpu_layers: Some(12),
         ..InspectArgs::new(p("/m"), false)
     };
     let mut args = vec!["organ".into()];

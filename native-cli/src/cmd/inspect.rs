@@ -10,6 +10,7 @@ use organ_core::gguf::cut::Cut;
 use organ_core::gguf::display::{preview, printable, ValueJson};
 use organ_core::gguf::{MetaValue, ValueType};
 use organ_core::lora::Adapter;
+use organ_core::memory::{Estimate, Settings};
 use organ_core::surgery::select::Selection;
 use organ_core::Gguf;
 use serde::Serialize;
@@ -22,6 +23,9 @@ pub struct Options<'a> {
     pub json: bool,
     /// The tensors shown (every one when empty); metadata is always shown whole.
     pub selection: Selection,
+    /// The memory estimate's settings, when one is asked for: the estimate then replaces
+    /// the metadata and tensors in text, and is added as `memory` to the JSON.
+    pub memory: Option<Settings>,
 }
 
 pub fn run(o: &Options<'_>, out: &mut dyn Write) -> Result<()> {
@@ -50,10 +54,17 @@ enum Offsets {
 /// JSON, its tensors narrowed to the selection.
 fn show(file: &str, g: &Gguf<'_>, offsets: Offsets, o: &Options<'_>, out: &mut dyn Write) -> Result<()> {
     let shown = selected(file, g.tensors.iter().map(|t| t.name), &o.selection)?;
+    let memory = match &o.memory {
+        Some(s) => Some(estimate(file, &organ_core::model::Model::from_gguf(g, 0), s)?),
+        None => None,
+    };
     if o.json {
-        serde_json::to_writer_pretty(&mut *out, &document_of(file, g, offsets, &o.selection, &shown))?;
+        serde_json::to_writer_pretty(&mut *out, &document_of(file, g, offsets, &o.selection, &shown, memory))?;
         writeln!(out)?;
         return Ok(());
+    }
+    if let Some(e) = memory {
+        return print_memory(out, file, &e);
     }
     let cut = Cut::of(g);
     print_text(file, g, offsets, out)?;
@@ -131,6 +142,7 @@ fn document_of<'a>(
     offsets: Offsets,
     sel: &Selection,
     shown: &'a [usize],
+    memory: Option<Estimate>,
 ) -> impl Serialize + 'a {
     #[derive(Serialize)]
     struct Doc<'a, M: Serialize, T: Serialize> {
@@ -142,6 +154,8 @@ fn document_of<'a>(
         data_offset: u64,
         file: &'a str,
         file_bytes: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        memory: Option<Estimate>,
         metadata: M,
         #[serde(skip_serializing_if = "Option::is_none")]
         offsets: Option<&'static str>,
@@ -158,6 +172,7 @@ fn document_of<'a>(
         data_offset: g.data_offset,
         file,
         file_bytes: g.file_len,
+        memory,
         metadata: Seq(move || {
             g.kvs.iter().map(|kv| MetaJson {
                 key: kv.key,
@@ -439,6 +454,13 @@ fn run_split(o: &Options<'_>, out: &mut dyn Write) -> Result<()> {
         Err(e) => return run_partial_split(o, out).unwrap_or(Err(e)),
     };
     let shown = selected(&m.label, m.tensors.iter().map(|t| t.name.as_str()), &o.selection)?;
+    let memory = match &o.memory {
+        Some(s) => Some(estimate(&m.label, &m.model, s)?),
+        None => None,
+    };
+    if let (Some(e), false) = (&memory, o.json) {
+        return print_memory(out, &m.label, e);
+    }
     let shard_of = |t: &crate::model::Tensor| t.file + 1;
     let mut metadata = Vec::new();
     for (k, v) in &m.kvs {
@@ -449,6 +471,8 @@ fn run_split(o: &Options<'_>, out: &mut dyn Write) -> Result<()> {
         #[derive(Serialize)]
         struct Doc<'a, M: Serialize, T: Serialize> {
             file: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            memory: Option<Estimate>,
             metadata: M,
             parameters: u64,
             #[serde(skip_serializing_if = "Option::is_none")]
@@ -459,6 +483,7 @@ fn run_split(o: &Options<'_>, out: &mut dyn Write) -> Result<()> {
         }
         let doc = Doc {
             file: &m.label,
+            memory,
             metadata: Seq(|| {
                 metadata.iter().map(|(k, v)| MetaJson { key: k, len: None, types: type_path(v), value: ValueJson(*v) })
             }),
@@ -589,7 +614,7 @@ fn show_partial_split(
         let headers: Vec<_> = parsed
             .iter()
             .zip(&every)
-            .map(|((name, g), all)| document_of(name, g, Offsets::File, &Selection::default(), all))
+            .map(|((name, g), all)| document_of(name, g, Offsets::File, &Selection::default(), all, None))
             .collect();
         let doc = Doc {
             file: Location::of(o.model).label(),
@@ -624,5 +649,66 @@ fn show_partial_split(
         writeln!(out, "  shard {}: {}: {}", i + 1, p.display(), state(i))?;
     }
     writeln!(out, "  (measure, diff, dissect and the surgeries need every shard whole: download the rest first)")?;
+    Ok(())
+}
+
+/// The memory estimate of `m` (named `file` in errors).
+///
+/// # Errors
+/// What the core refuses: an adapter, a header that is not a model's, settings out of range.
+fn estimate<T: std::borrow::Borrow<organ_core::model::TensorEntry>>(
+    file: &str,
+    m: &organ_core::model::Model<T>,
+    s: &Settings,
+) -> Result<Estimate> {
+    organ_core::memory::estimate(m, s).map_err(|e| anyhow::anyhow!("{file}: --memory: {e}"))
+}
+
+/// Bytes in MiB as llama.cpp prints its buffers (two decimals).
+fn mib(bytes: u64) -> String {
+    format!("{:.2} MiB", bytes as f64 / 1048576.0)
+}
+
+/// The memory estimate, one line per buffer and the total.
+fn print_memory(out: &mut dyn Write, file: &str, e: &Estimate) -> Result<()> {
+    let kv = e.kv_type.name().to_ascii_lowercase();
+    let w = &e.weights;
+    writeln!(
+        out,
+        "{file}: what llama.cpp allocates at ctx {}, KV {kv}, batch {}, ubatch {}, {} of {} layers{} offloaded",
+        e.ctx,
+        e.batch,
+        e.ubatch,
+        w.layers_on_device,
+        e.n_layer,
+        if w.output_on_device { " and the output" } else { "" }
+    )?;
+    let row = |out: &mut dyn Write, what: &str, bytes: u64, note: &str| -> Result<()> {
+        writeln!(out, "{}", format!("  {what:<28} {:>13}  {note}", mib(bytes)).trim_end())?;
+        Ok(())
+    };
+    row(out, "weights, host (mapped)", w.host_mapped, "")?;
+    if w.device > 0 {
+        row(out, "weights, device", w.device, "")?;
+    }
+    let cache = |out: &mut dyn Write, what: &str, c: &organ_core::memory::KvCache| -> Result<()> {
+        let mut note = format!("{} cells × {} layers, K {}", c.cells, c.layers, mib(c.k));
+        if e.mla {
+            note.push_str(" (MLA latent), no V");
+        } else {
+            note.push_str(&format!(", V {}", mib(c.v)));
+        }
+        if c.device > 0 {
+            note.push_str(&format!("; {} on the device", mib(c.device)));
+        }
+        row(out, what, c.bytes(), &note)
+    };
+    cache(out, "KV cache", &e.kv)?;
+    if let Some(c) = &e.kv_swa {
+        cache(out, "KV cache, sliding window", c)?;
+    }
+    row(out, "output buffer", e.output, "one token's logits")?;
+    row(out, "compute buffer (approx.)", e.compute, "a batch's logits, the attention mask, activations")?;
+    row(out, "total", e.total, "")?;
     Ok(())
 }

@@ -16,6 +16,49 @@ use tokio::io::AsyncReadExt;
 #[derive(Deserialize)]
 pub(super) struct PathQuery {
     path: String,
+    /// `memory=true` adds inspect --memory's estimate; the settings below need it.
+    #[serde(default)]
+    memory: bool,
+    ctx: Option<u32>,
+    kv_type: Option<String>,
+    batch: Option<u32>,
+    ubatch: Option<u32>,
+    gpu_layers: Option<u32>,
+}
+
+impl PathQuery {
+    /// `organ inspect --json` of `path` with the query's memory settings, checked here so
+    /// a bad one is a 400 before any child starts.
+    fn args(&self, path: std::path::PathBuf) -> ApiResult<crate::cli::InspectArgs> {
+        let any = self.ctx.is_some()
+            || self.kv_type.is_some()
+            || self.batch.is_some()
+            || self.ubatch.is_some()
+            || self.gpu_layers.is_some();
+        if any && !self.memory {
+            return Err(bad("ctx, kv_type, batch, ubatch and gpu_layers are memory settings: add memory=true"));
+        }
+        if self.memory {
+            let s = crate::cli::memory_settings(
+                self.ctx,
+                self.kv_type.as_deref(),
+                self.batch,
+                self.ubatch,
+                self.gpu_layers,
+            )
+            .map_err(|e| bad(format!("{e:#}")))?;
+            s.check().map_err(|e| bad(e.to_string()))?;
+        }
+        Ok(crate::cli::InspectArgs {
+            memory: self.memory,
+            ctx: self.ctx,
+            kv_type: self.kv_type.clone(),
+            batch: self.batch,
+            ubatch: self.ubatch,
+            gpu_layers: self.gpu_layers,
+            ..crate::cli::InspectArgs::new(path, true)
+        })
+    }
 }
 
 /// `organ inspect --json PATH`, run as a child: at most MAX_INSPECTS at once, and killed
@@ -29,7 +72,7 @@ pub(super) async fn inspect(
     q: Result<Query<PathQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
     let Query(q) = q.map_err(|e| bad(format!("query: {}", e.body_text())))?;
-    let path = s.model(&q.path)?;
+    let inspect = q.args(s.model(&q.path)?)?;
     let rel = q.path;
     let limit = s.inspect_timeout;
     let deadline = tokio::time::Instant::now() + limit;
@@ -46,7 +89,6 @@ pub(super) async fn inspect(
         .map_err(|e| internal(format!("{RESULTS}/: cannot make a file for the answer: {}", e.kind())))?;
     let stdout = out.try_clone().map_err(|e| internal(format!("inspect: {e}")))?;
     let max = s.inspect_max_bytes;
-    let inspect = crate::cli::InspectArgs::new(path, true);
     let mut cmd = child::child_command(&s, crate::cli::argv(&inspect));
     cmd.stdout(stdout).stderr(std::process::Stdio::piped());
     child::limit_file_size(&mut cmd, max.saturating_add(1));

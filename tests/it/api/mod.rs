@@ -16,6 +16,7 @@ mod layers;
 mod limits;
 mod lora;
 mod memory;
+mod memory_estimate;
 mod meta;
 mod moe;
 mod quantize;

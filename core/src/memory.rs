@@ -1,0 +1,517 @@
+//! What llama.cpp (release 11434) allocates to run a model, from its header alone: the
+//! weights (the host's memory-mapped buffer, and what goes to a device when layers are
+//! offloaded), the KV cache as the architecture's attention lays it out, the output buffer
+//! and the compute buffer. Pure functions of the metadata, the tensor list and the
+//! [`Settings`], so a local file, a remote header, the browser and the API get one answer.
+//!
+//! Sources, all in llama.cpp's `src/`: `llama-model.cpp` (`load_tensors`: which layer goes
+//! to which device, the mapped range of a buffer), `llama-kv-cache.cpp` (one K and one V
+//! tensor per layer, `n_embd_k_gqa(il) × kv_size`, no V under MLA),
+//! `llama-kv-cache-iswa.cpp` (the sliding-window cache's size), `llama-hparams.cpp` and
+//! `llama-context.cpp` (context padding, batch clamping, the output buffer). The compute
+//! buffer is ggml's allocator's peak over the graph, which only building the graph gives
+//! exactly: it is approximated (see [`Estimate::compute`]).
+
+use crate::gguf::MetaValue;
+use crate::model::{Model, OwnedValue, TensorEntry};
+use crate::GgmlType;
+use alloc::borrow::Borrow;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use serde::Serialize;
+
+/// The largest context organ estimates for (2²⁴ cells; llama.cpp's own checks come later).
+pub const MAX_CTX: u32 = 1 << 24;
+/// The largest logical or physical batch organ estimates for.
+pub const MAX_BATCH: u32 = 1 << 20;
+/// llama.cpp pads the context, and the sliding-window cache, to this many cells.
+const CTX_PAD: u32 = 256;
+/// llama.cpp's default logical batch (`-b`).
+pub const DEFAULT_BATCH: u32 = 2048;
+/// llama.cpp's default physical batch (`-ub`).
+pub const DEFAULT_UBATCH: u32 = 512;
+
+/// The KV cache types `--kv-type` takes (llama.cpp's `-ctk`/`-ctv`).
+pub const KV_TYPES: [GgmlType; 5] = [GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F32, GgmlType::BF16];
+
+/// How llama.cpp is asked to run the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// Context length in tokens (`-c`); `None` is llama.cpp's 0, the model's training context.
+    pub ctx: Option<u32>,
+    /// The type of both K and V caches (`-ctk`, `-ctv`).
+    pub kv_type: GgmlType,
+    /// Logical batch (`-b`).
+    pub batch: u32,
+    /// Physical batch (`-ub`): the tokens one graph computes, what the compute buffer holds.
+    pub ubatch: u32,
+    /// Layers offloaded to one device (`-ngl`), counted as llama.cpp counts them: the
+    /// output layer first, then the repeating layers from the last.
+    pub gpu_layers: u32,
+}
+
+impl Settings {
+    /// Whether the settings are in range, whatever the model ([`estimate`] checks the
+    /// context the model gives when `ctx` is `None`).
+    ///
+    /// # Errors
+    /// The first setting out of range.
+    pub fn check(&self) -> Result<(), MemoryError> {
+        if let Some(ctx) = self.ctx {
+            check_range("--ctx", u64::from(ctx), 1, u64::from(MAX_CTX))?;
+        }
+        check_range("--batch", u64::from(self.batch), 1, u64::from(MAX_BATCH))?;
+        check_range("--ubatch", u64::from(self.ubatch), 1, u64::from(MAX_BATCH))?;
+        if !KV_TYPES.contains(&self.kv_type) {
+            let names: Vec<String> = KV_TYPES.iter().map(|t| t.name().to_ascii_lowercase()).collect();
+            return Err(MemoryError::Setting("--kv-type", u64::from(self.kv_type.id()), names.join(", ")));
+        }
+        Ok(())
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings { ctx: None, kv_type: GgmlType::F16, batch: DEFAULT_BATCH, ubatch: DEFAULT_UBATCH, gpu_layers: 0 }
+    }
+}
+
+/// Why a model's memory cannot be estimated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MemoryError {
+    /// The file is a LoRA adapter: llama.cpp loads it on a base model, not alone.
+    Adapter,
+    /// The header lacks what a model has (the key or tensor named).
+    NotAModel(String),
+    /// A metadata value is not what llama.cpp reads (key, what was expected).
+    BadKey(String, &'static str),
+    /// A setting is outside what organ estimates for (name, value, allowed range).
+    Setting(&'static str, u64, String),
+    /// llama.cpp refuses this KV type for this model's heads (type, which head size, size).
+    KvType(GgmlType, &'static str, u64),
+    /// The architecture keeps a recurrent state, which organ does not model.
+    Recurrent(String),
+}
+
+impl core::fmt::Display for MemoryError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            MemoryError::Adapter => {
+                write!(f, "is a LoRA adapter, not a model: llama.cpp loads it with --lora on its base model")
+            }
+            MemoryError::NotAModel(what) => write!(f, "is not a model llama.cpp can load: {what}"),
+            MemoryError::BadKey(key, expected) => write!(f, "metadata key {key}: expected {expected}"),
+            MemoryError::Setting(name, v, range) => write!(f, "{name} {v} is out of range ({range})"),
+            MemoryError::KvType(t, which, n) => write!(
+                f,
+                "llama.cpp refuses a {} KV cache here: its block of {} does not divide the {which} head size {n}",
+                t.name().to_ascii_lowercase(),
+                t.block_size()
+            ),
+            MemoryError::Recurrent(arch) => {
+                write!(f, "{arch} keeps a recurrent state, which the memory estimate does not model")
+            }
+        }
+    }
+}
+
+/// One KV cache (llama.cpp has one, or two with sliding-window layers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct KvCache {
+    /// Cells: the padded context, or the window's for the sliding-window cache.
+    pub cells: u32,
+    /// Layers it holds.
+    pub layers: u32,
+    /// Bytes of K.
+    pub k: u64,
+    /// Bytes of V (0 under MLA, where V is read from the compressed K).
+    pub v: u64,
+    /// Of `k + v`, the bytes of offloaded layers (on the device).
+    pub device: u64,
+}
+
+impl KvCache {
+    /// Its bytes, K and V.
+    pub fn bytes(&self) -> u64 {
+        self.k + self.v
+    }
+}
+
+/// The weights' buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Weights {
+    /// The host's memory-mapped model buffer (`CPU_Mapped model buffer size`): from the
+    /// first byte of the first host tensor to the last byte of the last, per file.
+    pub host_mapped: u64,
+    /// Bytes copied to the device: the offloaded layers' tensors, and the output layer's
+    /// (`token_embd` again when the output is tied to it).
+    pub device: u64,
+    /// Repeating layers on the device.
+    pub layers_on_device: u32,
+    /// Whether the output layer is on the device.
+    pub output_on_device: bool,
+}
+
+/// What llama.cpp allocates, in bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Estimate {
+    /// The context llama.cpp uses (asked, or the training context, padded to 256).
+    pub ctx: u32,
+    /// The logical batch, clamped to the context as llama.cpp does.
+    pub batch: u32,
+    /// The physical batch, clamped to the logical one.
+    pub ubatch: u32,
+    /// The KV cache type.
+    pub kv_type: GgmlType,
+    /// The repeating layers.
+    pub n_layer: u32,
+    /// Weights.
+    pub weights: Weights,
+    /// The KV cache of full-attention layers.
+    pub kv: KvCache,
+    /// The sliding-window layers' cache, if the model has such layers.
+    pub kv_swa: Option<KvCache>,
+    /// Whether K holds MLA's compressed latent (and there is no V).
+    pub mla: bool,
+    /// The host's output buffer (one token's logits, `CPU output buffer size`).
+    pub output: u64,
+    /// The compute buffer, approximated: the logits of a full physical batch
+    /// (`n_vocab × ubatch` f32), flash attention's f16 mask per cache
+    /// (`cells × ubatch`), and five `n_embd × ubatch` f32 activations live at the peak.
+    /// Within 0.05 MiB of llama.cpp's on SmolLM2 and the test-built families (docs/surgery.md).
+    pub compute: u64,
+    /// Everything.
+    pub total: u64,
+}
+
+/// The metadata and tensors llama.cpp reads to size its buffers.
+struct Hparams {
+    n_layer: u32,
+    n_embd: u64,
+    n_vocab: u64,
+    n_ctx_train: u32,
+    head_kv: Vec<u64>,
+    head_k: u64,
+    head_v: u64,
+    head_k_swa: u64,
+    head_v_swa: u64,
+    mla: bool,
+    swa: Vec<bool>,
+    n_swa: u64,
+}
+
+/// The estimate for `m` run as `s` says.
+///
+/// # Errors
+/// An adapter, a header without a model's keys, a setting out of range, a KV type whose
+/// block does not divide the head size (llama.cpp refuses it), a recurrent architecture.
+pub fn estimate<T: Borrow<TensorEntry>>(m: &Model<T>, s: &Settings) -> Result<Estimate, MemoryError> {
+    if crate::lora::is_adapter(m) {
+        return Err(MemoryError::Adapter);
+    }
+    let h = Hparams::read(m)?;
+    s.check()?;
+    let ctx_asked = s.ctx.unwrap_or(h.n_ctx_train);
+    check_range("--ctx", u64::from(ctx_asked), 1, u64::from(MAX_CTX))?;
+    let ctx = pad(ctx_asked);
+    let batch = s.batch.min(ctx);
+    let ubatch = s.ubatch.min(batch);
+    let bs = s.kv_type.block_size() as u64;
+    for (il, &kv) in h.head_kv.iter().enumerate() {
+        if kv == 0 {
+            continue;
+        }
+        let (k, v) = h.head_sizes(il);
+        if k % bs != 0 {
+            return Err(MemoryError::KvType(s.kv_type, "K", k));
+        }
+        if !h.mla && v % bs != 0 {
+            return Err(MemoryError::KvType(s.kv_type, "V", v));
+        }
+    }
+
+    // llama-model.cpp: i_gpu_start = n_layer + 1 - ngl; the output layer is index n_layer.
+    let gpu_start = (u64::from(h.n_layer) + 1).saturating_sub(u64::from(s.gpu_layers));
+    let on_device = |il: u64| il >= gpu_start;
+    let weights = weights(m, &h, on_device)?;
+
+    let swa_cells = pad_swa(ctx, h.n_swa, ubatch);
+    let mut kv = KvCache { cells: ctx, ..KvCache::default() };
+    let mut kv_swa = KvCache { cells: swa_cells, ..KvCache::default() };
+    for il in 0..h.n_layer {
+        let i = il as usize;
+        let n_kv = h.head_kv.get(i).copied().unwrap_or(0);
+        if n_kv == 0 {
+            continue;
+        }
+        let swa = h.swa.get(i).copied().unwrap_or(false);
+        let cache = if swa { &mut kv_swa } else { &mut kv };
+        let (hk, hv) = h.head_sizes(i);
+        let k = row_size(s.kv_type, mul(hk, n_kv)?)?;
+        let k = mul(k, u64::from(cache.cells))?;
+        let v = if h.mla { 0 } else { mul(row_size(s.kv_type, mul(hv, n_kv)?)?, u64::from(cache.cells))? };
+        cache.layers += 1;
+        cache.k = add(cache.k, k)?;
+        cache.v = add(cache.v, v)?;
+        if on_device(u64::from(il)) {
+            cache.device = add(cache.device, add(k, v)?)?;
+        }
+    }
+    let kv_swa = (kv_swa.layers > 0).then_some(kv_swa);
+
+    let output = mul(h.n_vocab, 4)?;
+    let t = u64::from(ubatch);
+    let logits = mul(mul(h.n_vocab, t)?, 4)?;
+    let mut mask = mul(mul(u64::from(ctx), t)?, 2)?;
+    if let Some(c) = kv_swa {
+        mask = add(mask, mul(mul(u64::from(c.cells), t)?, 2)?)?;
+    }
+    let activations = mul(mul(mul(h.n_embd, t)?, 4)?, 5)?;
+    let compute = add(add(logits, mask)?, activations)?;
+
+    let mut total = add(weights.host_mapped, weights.device)?;
+    total = add(total, kv.bytes())?;
+    total = add(total, kv_swa.map_or(0, |c| c.bytes()))?;
+    total = add(add(total, output)?, compute)?;
+    Ok(Estimate {
+        ctx,
+        batch,
+        ubatch,
+        kv_type: s.kv_type,
+        n_layer: h.n_layer,
+        weights,
+        kv,
+        kv_swa,
+        mla: h.mla,
+        output,
+        compute,
+        total,
+    })
+}
+
+/// The weights' buffers: host tensors' mapped range per file, offloaded tensors' bytes.
+fn weights<T: Borrow<TensorEntry>>(
+    m: &Model<T>,
+    h: &Hparams,
+    on_device: impl Fn(u64) -> bool,
+) -> Result<Weights, MemoryError> {
+    let output_layer = u64::from(h.n_layer);
+    let output_on_device = on_device(output_layer);
+    let mut ranges: Vec<(usize, u64, u64)> = Vec::new();
+    let mut device = 0u64;
+    let mut has_output = false;
+    let mut token_embd = 0u64;
+    for t in &m.tensors {
+        let t = t.borrow();
+        let layer = match layer_of(&t.name) {
+            Some(il) => Some(il),
+            None if t.name.starts_with("output.") || t.name.starts_with("output_norm.") => Some(output_layer),
+            None => None,
+        };
+        if t.name == "output.weight" {
+            has_output = true;
+        }
+        if t.name == "token_embd.weight" {
+            token_embd = t.n_bytes;
+        }
+        if layer.is_some_and(&on_device) {
+            device = add(device, t.n_bytes)?;
+            continue;
+        }
+        let end = add(t.offset, t.n_bytes)?;
+        match ranges.iter_mut().find(|r| r.0 == t.file) {
+            Some(r) => {
+                r.1 = r.1.min(t.offset);
+                r.2 = r.2.max(end);
+            }
+            None => ranges.push((t.file, t.offset, end)),
+        }
+    }
+    // A tied output is token_embd created again in the output layer's buffer.
+    if output_on_device && !has_output {
+        device = add(device, token_embd)?;
+    }
+    let mut host_mapped = 0u64;
+    for (_, first, last) in ranges {
+        host_mapped = add(host_mapped, last.saturating_sub(first))?;
+    }
+    let layers_on_device = (0..h.n_layer).filter(|&il| on_device(u64::from(il))).count() as u32;
+    Ok(Weights { host_mapped, device, layers_on_device, output_on_device })
+}
+
+/// The layer of a `blk.N.…` tensor.
+fn layer_of(name: &str) -> Option<u64> {
+    let rest = name.strip_prefix("blk.")?;
+    rest.split('.').next()?.parse().ok()
+}
+
+/// Architectures whose `sliding_window` key makes some layers sliding-window ones, and
+/// their default pattern (llama.cpp's `load_swa_pattern(ml, n)` calls in `src/models/`):
+/// with a pattern of n, every n-th layer (the last of each n) is full attention.
+const SWA_PATTERNS: [(&str, u32); 7] = [
+    ("gemma2", 2),
+    ("gemma3", 6),
+    ("gemma-embedding", 6),
+    ("cohere2", 4),
+    ("gpt-oss", 2),
+    ("exaone4", 4),
+    ("olmo2", 4),
+];
+
+impl Hparams {
+    fn read<T: Borrow<TensorEntry>>(m: &Model<T>) -> Result<Hparams, MemoryError> {
+        let arch =
+            m.architecture().ok_or_else(|| MemoryError::NotAModel("no general.architecture".to_string()))?.into_owned();
+        let key = |k: &str| format!("{arch}.{k}");
+        if m.kvs.iter().any(|(k, _)| k.starts_with(&key("ssm.")) || k.starts_with(&key("wkv."))) {
+            return Err(MemoryError::Recurrent(arch));
+        }
+        let n_layer = u32::try_from(required(m, &key("block_count"))?)
+            .map_err(|_| MemoryError::BadKey(key("block_count"), "a layer count below 2³²"))?;
+        if n_layer == 0 || u64::from(n_layer) > crate::limits::MAX_TENSOR_COUNT {
+            return Err(MemoryError::BadKey(key("block_count"), "between 1 and the tensor count's limit"));
+        }
+        let n = n_layer as usize;
+        let n_embd = required(m, &key("embedding_length"))?;
+        let n_ctx_train = u32::try_from(required(m, &key("context_length"))?).unwrap_or(u32::MAX);
+        let head = per_layer(m, &key("attention.head_count"), n)?
+            .ok_or_else(|| MemoryError::NotAModel(format!("no {}", key("attention.head_count"))))?;
+        let head_kv = per_layer(m, &key("attention.head_count_kv"), n)?.unwrap_or_else(|| head.clone());
+        let head0 = head.first().copied().unwrap_or(0);
+        let default_head = n_embd.checked_div(head0).unwrap_or(0);
+        let head_k = optional(m, &key("attention.key_length"))?.unwrap_or(default_head);
+        let head_v = optional(m, &key("attention.value_length"))?.unwrap_or(default_head);
+        let head_k_swa = optional(m, &key("attention.key_length_swa"))?.unwrap_or(head_k);
+        let head_v_swa = optional(m, &key("attention.value_length_swa"))?.unwrap_or(head_v);
+        let mla = optional(m, &key("attention.key_length_mla"))?.unwrap_or(0) != 0
+            && optional(m, &key("attention.value_length_mla"))?.unwrap_or(0) != 0;
+        let n_swa = optional(m, &key("attention.sliding_window"))?.unwrap_or(0);
+        let swa = match SWA_PATTERNS.iter().find(|(a, _)| *a == arch) {
+            Some(&(_, default)) if n_swa > 0 => swa_layers(m, &key("attention.sliding_window_pattern"), n, default)?,
+            _ => alloc::vec![false; n],
+        };
+        let n_vocab = match m.get("tokenizer.ggml.tokens") {
+            Some(OwnedValue::Array { len, .. }) => *len,
+            _ => {
+                let rows = |name: &str| {
+                    let t: &TensorEntry =
+                        m.tensors.iter().map(Borrow::borrow).find(|t: &&TensorEntry| t.name == name)?;
+                    t.dims.get(1).copied()
+                };
+                optional(m, &key("vocab_size"))?
+                    .or_else(|| rows("output.weight"))
+                    .or_else(|| rows("token_embd.weight"))
+                    .ok_or_else(|| MemoryError::NotAModel("no vocabulary (tokenizer.ggml.tokens)".to_string()))?
+            }
+        };
+        Ok(Hparams {
+            n_layer,
+            n_embd,
+            n_vocab,
+            n_ctx_train,
+            head_kv,
+            head_k,
+            head_v,
+            head_k_swa,
+            head_v_swa,
+            mla,
+            swa,
+            n_swa,
+        })
+    }
+
+    /// The K and V head sizes of layer `il` (the sliding-window ones on such layers).
+    fn head_sizes(&self, il: usize) -> (u64, u64) {
+        if self.swa.get(il).copied().unwrap_or(false) {
+            (self.head_k_swa, self.head_v_swa)
+        } else {
+            (self.head_k, self.head_v)
+        }
+    }
+}
+
+/// Which layers slide: the pattern key as an array of bools, or as a number n (every n-th
+/// layer full, llama-hparams.cpp `set_swa_pattern`), or the architecture's default n.
+fn swa_layers<T>(m: &Model<T>, key: &str, n: usize, default: u32) -> Result<Vec<bool>, MemoryError> {
+    let bad = || MemoryError::BadKey(key.to_string(), "a layer pattern (a number, or one bool per layer)");
+    let pattern = match m.get(key) {
+        None => u64::from(default),
+        Some(OwnedValue::Scalar(v)) => v.as_u64().ok_or_else(bad)?,
+        Some(v @ OwnedValue::Array { len, .. }) => {
+            if *len != n as u64 {
+                return Err(bad());
+            }
+            let MetaValue::Array(a) = v.view().map_err(|_| bad())? else { return Err(bad()) };
+            return a.iter().map(|x| if let MetaValue::Bool(b) = x { Ok(b) } else { Err(bad()) }).collect();
+        }
+        Some(_) => return Err(bad()),
+    };
+    Ok((0..n as u64).map(|il| pattern == 0 || il % pattern < pattern - 1).collect())
+}
+
+/// The value of `key`, one per layer: a number for all, or an array of `n` numbers.
+fn per_layer<T>(m: &Model<T>, key: &str, n: usize) -> Result<Option<Vec<u64>>, MemoryError> {
+    let bad = || MemoryError::BadKey(key.to_string(), "a count, or one count per layer");
+    match m.get(key) {
+        None => Ok(None),
+        Some(OwnedValue::Scalar(v)) => Ok(Some(alloc::vec![v.as_u64().ok_or_else(bad)?; n])),
+        Some(v @ OwnedValue::Array { len, .. }) => {
+            if *len != n as u64 {
+                return Err(bad());
+            }
+            let MetaValue::Array(a) = v.view().map_err(|_| bad())? else { return Err(bad()) };
+            a.iter().map(|x| x.as_u64().ok_or_else(bad)).collect::<Result<Vec<u64>, _>>().map(Some)
+        }
+        Some(_) => Err(bad()),
+    }
+}
+
+/// A numeric key that must be there.
+fn required<T>(m: &Model<T>, key: &str) -> Result<u64, MemoryError> {
+    optional(m, key)?.ok_or_else(|| MemoryError::NotAModel(format!("no {key}")))
+}
+
+/// A numeric key, if present.
+fn optional<T>(m: &Model<T>, key: &str) -> Result<Option<u64>, MemoryError> {
+    match m.get(key) {
+        None => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| MemoryError::BadKey(key.to_string(), "an unsigned integer")),
+    }
+}
+
+fn check_range(name: &'static str, v: u64, lo: u64, hi: u64) -> Result<(), MemoryError> {
+    if v < lo || v > hi {
+        return Err(MemoryError::Setting(name, v, format!("{lo} to {hi}")));
+    }
+    Ok(())
+}
+
+/// The context llama.cpp uses: padded to 256 cells (llama-context.cpp).
+fn pad(ctx: u32) -> u32 {
+    ctx.div_ceil(CTX_PAD).saturating_mul(CTX_PAD)
+}
+
+/// The sliding-window cache's cells (llama-kv-cache-iswa.cpp, one sequence):
+/// `min(ctx, n_swa + ubatch)` padded to 256.
+fn pad_swa(ctx: u32, n_swa: u64, ubatch: u32) -> u32 {
+    let want = n_swa.saturating_add(u64::from(ubatch)).min(u64::from(ctx));
+    pad(u32::try_from(want).unwrap_or(ctx))
+}
+
+/// ggml_row_size: bytes of `n` elements of `t`.
+fn row_size(t: GgmlType, n: u64) -> Result<u64, MemoryError> {
+    mul(n / t.block_size() as u64, t.type_size() as u64)
+}
+
+fn mul(a: u64, b: u64) -> Result<u64, MemoryError> {
+    a.checked_mul(b).ok_or_else(|| MemoryError::Setting("the estimate", a, "bytes that fit in 64 bits".to_string()))
+}
+
+fn add(a: u64, b: u64) -> Result<u64, MemoryError> {
+    a.checked_add(b).ok_or_else(|| MemoryError::Setting("the estimate", a, "bytes that fit in 64 bits".to_string()))
+}
+
+#[cfg(test)]
+mod tests;

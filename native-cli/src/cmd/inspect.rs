@@ -545,28 +545,33 @@ fn run_split(o: &Options<'_>, out: &mut dyn Write) -> Result<()> {
 
 /// One shard of a split model that is not all there.
 enum Shard {
-    /// Its file is not there (or cannot be opened: the reason).
-    Absent(String),
+    /// Its file is not there.
+    Absent,
     /// Its header, and what its data lacks (`None`: nothing).
     Read(crate::model_file::ModelFile, Option<Cut>),
 }
 
 /// A split model some of whose shards are absent or cut short (a download under way):
-/// each shard that is there shown as a file, then what the model lacks. `None` when every
-/// shard is whole (the model's error was another: the caller gives it).
+/// each shard that is there shown as a file, then what the model lacks. `None` when the
+/// model's error was another (every shard whole; a shard that cannot be opened for another
+/// reason than not being there, or whose header is broken): the caller gives it.
 fn run_partial_split(o: &Options<'_>, out: &mut dyn Write) -> Option<Result<()>> {
     let at = Location::of(o.model);
     let paths = at.shards()?;
-    let shards: Vec<Shard> = paths
-        .iter()
-        .map(|p| match at.open_file(p, Reach::Ranged) {
-            Err(e) => Shard::Absent(format!("{e:#}")),
-            Ok(f) => {
-                let cut = f.parse_cut_short().ok().and_then(|g| Cut::of(&g));
-                Shard::Read(f, cut)
-            }
-        })
-        .collect();
+    let mut shards = Vec::with_capacity(paths.len());
+    for p in &paths {
+        // Only a local file that is not there is absent: a URL's failure, a FIFO or a
+        // file that cannot be read is the model's error, not a download under way.
+        let missing = matches!(at, Location::Local(_))
+            && std::fs::symlink_metadata(p).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+        if missing {
+            shards.push(Shard::Absent);
+            continue;
+        }
+        let f = at.open_file(p, Reach::Ranged).ok()?;
+        let cut = Cut::of(&f.parse_cut_short().ok()?);
+        shards.push(Shard::Read(f, cut));
+    }
     if shards.iter().all(|s| matches!(s, Shard::Read(_, None))) {
         return None;
     }
@@ -591,7 +596,7 @@ fn show_partial_split(
     let whole = |g: &Gguf<'_>| g.tensors.iter().filter(|t| t.file_range().end <= g.file_len).count();
     let present: usize = parsed.iter().map(|(_, g)| whole(g)).sum();
     let state = |i: usize| match &shards[i] {
-        Shard::Absent(why) => format!("absent ({why})"),
+        Shard::Absent => "absent".to_owned(),
         Shard::Read(_, None) => "whole".to_owned(),
         Shard::Read(_, Some(c)) => c.describe(),
     };
@@ -624,7 +629,7 @@ fn show_partial_split(
                 .zip(paths)
                 .map(|(s, p)| {
                     let (state, cut) = match s {
-                        Shard::Absent(_) => ("absent", None),
+                        Shard::Absent => ("absent", None),
                         Shard::Read(_, None) => ("whole", None),
                         Shard::Read(_, Some(c)) => ("cut", Some(c)),
                     };

@@ -2,7 +2,7 @@
 //! counts and lengths, nested arrays, bad tensors, alignment and names.
 
 use super::gguf_bytes::*;
-use super::{Case, GGUF_OK, MAX_INPUT};
+use super::{Case, CUT_OK, GGUF_OK, MAX_INPUT};
 use std::path::Path;
 
 /// Every crafted GGUF file, written into `d`.
@@ -163,8 +163,19 @@ pub(super) fn gguf_cases(d: &Path) -> Vec<Case> {
         .map(|(name, bytes, valid)| {
             assert!((bytes.len() as u64) < MAX_INPUT, "{name}: input of {} bytes", bytes.len());
             let path = d.join(format!("{name}.gguf"));
-            std::fs::write(&path, bytes).unwrap();
-            Case { name, path, ok_for: if valid { GGUF_OK } else { &[] } }
+            std::fs::write(&path, &bytes).unwrap();
+            // A file whose header is whole but whose data is not all there (cut in its
+            // padding or data, a tensor past the end): inspect shows it and what is
+            // missing, as it does a partial download.
+            let cut_in_data = organ_core::Gguf::parse_cut_short(&bytes, bytes.len() as u64).is_ok();
+            let ok_for = if valid {
+                GGUF_OK
+            } else if cut_in_data {
+                CUT_OK
+            } else {
+                &[]
+            };
+            Case { name, path, ok_for }
         })
         .collect()
 }

@@ -38,10 +38,23 @@ struct Case {
 }
 
 /// The commands a valid input may go through or be refused by (see `hostile_inputs`).
-const LENIENT: &[&str] =
-    &["graft", "purify", "moe", "experts-extract", "experts-prune", "lora-merge", "lora-extract", "eval"];
+const LENIENT: &[&str] = &[
+    "graft",
+    "purify",
+    "moe",
+    "experts-extract",
+    "experts-prune",
+    "lora-merge",
+    "lora-extract",
+    "layers",
+    "meta",
+    "memory",
+    "eval",
+];
 /// What a valid GGUF may go through (assemble takes organ directories only).
 const GGUF_OK: &[&str] = &["inspect", "measure", "dissect"];
+/// What a GGUF cut in its data (a partial download: its header whole) may go through.
+const CUT_OK: &[&str] = &["inspect"];
 /// What a valid organ directory may go through.
 const DIR_OK: &[&str] = &["inspect", "measure", "assemble"];
 /// A directory that only assemble checks closely enough to refuse (digests, versions,
@@ -86,6 +99,11 @@ fn hostile_inputs() {
         // the base and as its finetune.
         "lora-merge",
         "lora-extract",
+        // layers: the first layer dropped; meta: general.name set; memory: `inspect
+        // --memory`, the estimate from the header alone.
+        "layers",
+        "meta",
+        "memory",
         // eval: organ reads the model (its caps, its errors) before llama-perplexity is
         // handed the same open file.
         "eval",
@@ -236,6 +254,13 @@ fn run_one(d: &std::path::Path, case: &Case, cmd: &str, text: &std::path::Path, 
             "--out".as_ref(),
             out.as_os_str(),
         ],
+        "layers" => {
+            vec!["layers".as_ref(), input, "--drop".as_ref(), "0".as_ref(), "--out".as_ref(), out.as_os_str()]
+        }
+        "meta" => {
+            vec!["meta".as_ref(), input, "--set".as_ref(), "general.name=x".as_ref(), "--out".as_ref(), out.as_os_str()]
+        }
+        "memory" => vec!["inspect".as_ref(), input, "--memory".as_ref()],
         "eval" => vec![
             "eval".as_ref(),
             input,

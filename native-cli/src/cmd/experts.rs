@@ -39,28 +39,44 @@ pub enum Op<'a> {
     Prune { keep: &'a str, experts_used: Option<u64> },
 }
 
-/// Runs `o`, writing what it did to `w`.
-pub fn run(c: &Options<'_>, w: &mut dyn Write) -> Result<()> {
-    let judge = &c.judge;
-    let out = match (c.out, c.dry_run) {
+/// The start of a surgery that writes one GGUF planned from one source (experts, layers):
+/// `out` checked (a .gguf, given unless `dry_run`; `judge`'s needs), the source opened,
+/// and its BLAKE3 for the provenance (empty on a dry run, which writes nothing).
+///
+/// # Errors
+/// An out that is not one GGUF, missing without `dry_run`; the judge's; the source's.
+pub(crate) fn open_source<'a>(
+    command: &str,
+    model: &Path,
+    out: Option<&'a Path>,
+    dry_run: bool,
+    judge: Option<&crate::cmd::eval::Settings>,
+) -> Result<(Option<&'a Path>, Model, String)> {
+    let out = match (out, dry_run) {
         (Some(out), false) => {
             if !out.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) {
-                bail!("--out {}: organ experts writes one GGUF file: give a name ending in .gguf", out.display());
+                bail!("--out {}: organ {command} writes one GGUF file: give a name ending in .gguf", out.display());
             }
             if let Some(s) = judge {
-                crate::judge::check(c.model, out, false, s)?;
+                crate::judge::check(model, out, false, s)?;
             }
             Some(out)
         }
         (None, false) => bail!("--out is required unless --dry-run"),
         (_, true) => None,
     };
-    let source = Model::open(c.model)?;
-    // Provenance records the source's identity; a dry run writes nothing, so needs none.
+    let source = Model::open(model)?;
     let blake3 = match out {
         Some(_) => source.fingerprint(false)?.blake3,
         None => String::new(),
     };
+    Ok((out, source, blake3))
+}
+
+/// Runs `o`, writing what it did to `w`.
+pub fn run(c: &Options<'_>, w: &mut dyn Write) -> Result<()> {
+    let judge = &c.judge;
+    let (out, source, blake3) = open_source("experts", c.model, c.out, c.dry_run, judge.as_ref())?;
     let p = Provenance { source: &source.label, blake3: &blake3 };
     let planned = match c.op {
         Op::Extract { expert } => experts::extract(&source.model, expert, &p),

@@ -3,7 +3,7 @@
 //! in the kernel where it can, into one GGUF written atomically. Nothing is decoded.
 
 use crate::model::Model;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use organ_core::surgery::experts::Provenance;
 use organ_core::surgery::layers::{self, Choice, LayersPlan};
 use std::io::Write;
@@ -33,24 +33,7 @@ pub struct Options<'a> {
 /// Runs `c`, writing what it did to `w`.
 pub fn run(c: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let judge = &c.judge;
-    let out = match (c.out, c.dry_run) {
-        (Some(out), false) => {
-            if !out.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) {
-                bail!("--out {}: organ layers writes one GGUF file: give a name ending in .gguf", out.display());
-            }
-            if let Some(s) = judge {
-                crate::judge::check(c.model, out, false, s)?;
-            }
-            Some(out)
-        }
-        (None, false) => bail!("--out is required unless --dry-run"),
-        (_, true) => None,
-    };
-    let source = Model::open(c.model)?;
-    let blake3 = match out {
-        Some(_) => source.fingerprint(false)?.blake3,
-        None => String::new(),
-    };
+    let (out, source, blake3) = super::experts::open_source("layers", c.model, c.out, c.dry_run, judge.as_ref())?;
     let p = Provenance { source: &source.label, blake3: &blake3 };
     let (flag, choice) = match c.keep {
         true => ("--keep", Choice::Keep(&c.layers)),

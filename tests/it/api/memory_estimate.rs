@@ -12,7 +12,7 @@ fn inspect_memory_equals_the_cli() {
     if need::smollm2().is_none() {
         return;
     }
-    let s = start(&make_root("api-memory"), &[]);
+    let s = start(&make_root("api-memory-estimate"), &[]);
     let (st, api) = get(&s, "/api/inspect?path=smol.gguf&memory=true&ctx=512&kv_type=q8_0&gpu_layers=12");
     assert_eq!(st, 200, "{api}");
     let mut c = organ();

@@ -43,6 +43,13 @@ pub(super) fn make_tiny_root(name: &str) -> PathBuf {
 }
 
 fn root_with(name: &str, write_model: impl FnOnce(&Path)) -> PathBuf {
+    // A root is removed and made again here: two tests with one name would delete each
+    // other's files under their running servers (a job's report gone, its result null).
+    static NAMES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    assert!(!names.iter().any(|n| n == name), "root {name:?} is used by two tests: give each its own name");
+    names.push(name.to_owned());
+    drop(names);
     let root = tmp(name);
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap();

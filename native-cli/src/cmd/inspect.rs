@@ -593,8 +593,12 @@ fn show_partial_split(
     }
     // The first shard's split.tensors.count says how many tensors the model has.
     let declared = parsed.first().and_then(|(_, g)| g.get("split.tensors.count")).and_then(|v| v.as_u64());
-    let whole = |g: &Gguf<'_>| g.tensors.iter().filter(|t| t.file_range().end <= g.file_len).count();
-    let present: usize = parsed.iter().map(|(_, g)| whole(g)).sum();
+    // Whole tensors: a shard's Cut counts them; a shard without one has every tensor whole.
+    let cuts = shards.iter().filter_map(|s| match s {
+        Shard::Read(_, c) => Some(c.as_ref()),
+        Shard::Absent => None,
+    });
+    let present: usize = parsed.iter().zip(cuts).map(|((_, g), c)| c.map_or(g.tensors.len(), |c| c.whole)).sum();
     let state = |i: usize| match &shards[i] {
         Shard::Absent => "absent".to_owned(),
         Shard::Read(_, None) => "whole".to_owned(),

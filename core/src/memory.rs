@@ -186,6 +186,79 @@ pub struct Estimate {
     pub total: u64,
 }
 
+/// One line of an estimate as every face shows it: the CLI's text, the browser's table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Line {
+    /// Its key (`weights_host`, `weights_device`, `kv`, `kv_swa`, `output`, `compute`,
+    /// `total`): the browser's `data-part`.
+    pub part: &'static str,
+    /// What it is, for people.
+    pub what: &'static str,
+    /// Its size.
+    pub bytes: u64,
+    /// What it holds (empty for the weights and the total).
+    pub note: String,
+}
+
+/// Bytes in MiB as llama.cpp prints its buffers (two decimals).
+pub fn mib(bytes: u64) -> String {
+    format!("{:.2} MiB", bytes as f64 / 1048576.0)
+}
+
+impl Estimate {
+    /// How llama.cpp was asked to run the model, as a phrase: `ctx 8192, KV f16, batch
+    /// 2048, ubatch 512, 0 of 30 layers offloaded`.
+    pub fn settings_text(&self) -> String {
+        let w = &self.weights;
+        format!(
+            "ctx {}, KV {}, batch {}, ubatch {}, {} of {} layers{} offloaded",
+            self.ctx,
+            self.kv_type.name().to_ascii_lowercase(),
+            self.batch,
+            self.ubatch,
+            w.layers_on_device,
+            self.n_layer,
+            if w.output_on_device { " and the output" } else { "" }
+        )
+    }
+
+    /// One line per buffer (the device's weights only when layers are offloaded, the
+    /// sliding-window cache only when there is one), then the total.
+    pub fn lines(&self) -> Vec<Line> {
+        let line = |part, what, bytes, note: String| Line { part, what, bytes, note };
+        let cache = |c: &KvCache| {
+            let mut note = format!("{} cells × {} layers, K {}", c.cells, c.layers, mib(c.k));
+            if self.mla {
+                note.push_str(" (MLA latent), no V");
+            } else {
+                note.push_str(&format!(", V {}", mib(c.v)));
+            }
+            if c.device > 0 {
+                note.push_str(&format!("; {} on the device", mib(c.device)));
+            }
+            note
+        };
+        let mut lines = Vec::with_capacity(7);
+        lines.push(line("weights_host", "weights, host (mapped)", self.weights.host_mapped, String::new()));
+        if self.weights.device > 0 {
+            lines.push(line("weights_device", "weights, device", self.weights.device, String::new()));
+        }
+        lines.push(line("kv", "KV cache", self.kv.bytes(), cache(&self.kv)));
+        if let Some(c) = &self.kv_swa {
+            lines.push(line("kv_swa", "KV cache, sliding window", c.bytes(), cache(c)));
+        }
+        lines.push(line("output", "output buffer", self.output, "one token's logits".into()));
+        lines.push(line(
+            "compute",
+            "compute buffer (approx.)",
+            self.compute,
+            "a batch's logits, the attention mask, activations".into(),
+        ));
+        lines.push(line("total", "total", self.total, String::new()));
+        lines
+    }
+}
+
 /// The metadata and tensors llama.cpp reads to size its buffers.
 struct Hparams {
     n_layer: u32,

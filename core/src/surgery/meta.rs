@@ -423,6 +423,41 @@ pub fn parse_value(key: &str, text: &str, ty: Option<&Ty>, current: Option<&Meta
     }
 }
 
+/// The text [`parse_value`] reads back to `v` when the key keeps its type (an editor's
+/// starting text): a string as it is, a scalar as Rust prints it (the shortest text of a
+/// float that reads back to it), an array as JSON. `None` when no text reads back to the
+/// same bytes: a string that is not UTF-8, an array holding one, or a non-finite float
+/// in an array (JSON has no NaN).
+pub fn value_text(v: &MetaValue<'_>) -> Option<String> {
+    Some(match *v {
+        MetaValue::Str(b) => core::str::from_utf8(b).ok()?.to_owned(),
+        MetaValue::Array(_) => {
+            let text = serde_json::to_string(&crate::gguf::display::ValueJson(*v)).ok()?;
+            // What the JSON could not keep (lossy UTF-8, null for NaN) shows as a change.
+            let back = parse_value("", &text, Some(&Ty::of(v)), None).ok()?;
+            (back == OwnedValue::from_meta(v)).then_some(text)?
+        }
+        MetaValue::U8(x) => x.to_string(),
+        MetaValue::I8(x) => x.to_string(),
+        MetaValue::U16(x) => x.to_string(),
+        MetaValue::I16(x) => x.to_string(),
+        MetaValue::U32(x) => x.to_string(),
+        MetaValue::I32(x) => x.to_string(),
+        MetaValue::U64(x) => x.to_string(),
+        MetaValue::I64(x) => x.to_string(),
+        MetaValue::F32(x) => x.to_string(),
+        MetaValue::F64(x) => x.to_string(),
+        MetaValue::Bool(x) => x.to_string(),
+    })
+}
+
+/// Why a header is not one whole model to edit: a shard of a split model (`split.count`
+/// above 1), which only a split writer can keep consistent with its other shards.
+pub fn shard_refusal(g: &Gguf<'_>) -> Option<String> {
+    let n = g.get("split.count").and_then(|v| v.as_u64()).filter(|&n| n > 1)?;
+    Some(format!("shard of a model split in {n} (split.count); organ meta edits one whole GGUF file"))
+}
+
 /// The type an untyped text is taken for (see [`parse_value`]).
 fn infer(text: &str) -> Ty {
     if text.starts_with('[') {
@@ -542,6 +577,7 @@ fn ty_text(t: &Ty) -> String {
 mod tests {
     use super::*;
     use crate::gguf::writer::{plan, TensorSpec};
+    use crate::gguf::MetaArray;
     use crate::GgmlType;
     use alloc::vec;
 
@@ -581,6 +617,49 @@ mod tests {
     fn set(key: &str, text: &str, ty: Option<&str>) -> Edit {
         let ty = ty.map(|t| Ty::parse(t).unwrap());
         Edit::Set { key: key.into(), value: parse_value(key, text, ty.as_ref(), None).unwrap() }
+    }
+
+    #[test]
+    fn value_text_reads_back_to_the_same_value() {
+        let mut raw = Vec::new();
+        MetaArray::encode_strings(&["a", "b\"c", "é"], &mut raw).unwrap();
+        let f32s: Vec<u8> = [0.1f32, -2.5e-7, 3.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let values = [
+            MetaValue::Str(b"{% for m in messages %}\n{{ m }}"),
+            MetaValue::U32(49152),
+            MetaValue::I64(-5),
+            MetaValue::F32(1e-5),
+            MetaValue::F64(0.1),
+            MetaValue::Bool(true),
+            MetaValue::U8(255),
+            MetaValue::Array(MetaArray::from_raw(ValueType::String, 3, &raw).unwrap()),
+            MetaValue::Array(MetaArray::from_raw(ValueType::F32, 3, &f32s).unwrap()),
+        ];
+        for v in &values {
+            let text = value_text(v).unwrap_or_else(|| panic!("{v:?} has a text"));
+            let back = parse_value("k", &text, None, Some(v)).unwrap();
+            assert_eq!(back, OwnedValue::from_meta(v), "{v:?} as {text:?}");
+        }
+        assert_eq!(value_text(&MetaValue::Str(b"\xff")), None, "not UTF-8");
+        let nan: Vec<u8> = [1.0f32, f32::NAN].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let nan = MetaValue::Array(MetaArray::from_raw(ValueType::F32, 2, &nan).unwrap());
+        assert_eq!(value_text(&nan), None, "JSON has no NaN");
+        assert_eq!(value_text(&MetaValue::F32(f32::NAN)).as_deref(), Some("NaN"), "a scalar NaN reads back");
+    }
+
+    #[test]
+    fn a_shard_is_refused_and_a_whole_file_is_not() {
+        let file = model();
+        let g = Gguf::parse(&file, file.len() as u64).unwrap();
+        assert_eq!(shard_refusal(&g), None);
+        for (n, refused) in [(1u16, false), (2, true)] {
+            let kvs = [("general.architecture", MetaValue::Str(b"llama")), ("split.count", MetaValue::U16(n))];
+            let layout = plan(3, &kvs, &[]).unwrap();
+            let g = Gguf::parse(&layout.header, layout.header.len() as u64).unwrap();
+            let why = shard_refusal(&g);
+            assert_eq!(why.is_some(), refused, "split.count {n}: {why:?}");
+            assert!(why.is_none_or(|w| w.contains("split in 2")));
+        }
     }
 
     #[test]

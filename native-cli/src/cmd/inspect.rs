@@ -673,51 +673,15 @@ fn estimate<T: std::borrow::Borrow<organ_core::model::TensorEntry>>(
     organ_core::memory::estimate(m, s).map_err(|e| anyhow::anyhow!("{file}: --memory: {e}"))
 }
 
-/// Bytes in MiB as llama.cpp prints its buffers (two decimals).
-fn mib(bytes: u64) -> String {
-    format!("{:.2} MiB", bytes as f64 / 1048576.0)
-}
-
 /// The memory estimate, one line per buffer and the total.
 fn print_memory(out: &mut dyn Write, file: &str, e: &Estimate) -> Result<()> {
-    let kv = e.kv_type.name().to_ascii_lowercase();
-    let w = &e.weights;
-    writeln!(
-        out,
-        "{file}: what llama.cpp allocates at ctx {}, KV {kv}, batch {}, ubatch {}, {} of {} layers{} offloaded",
-        e.ctx,
-        e.batch,
-        e.ubatch,
-        w.layers_on_device,
-        e.n_layer,
-        if w.output_on_device { " and the output" } else { "" }
-    )?;
-    let row = |out: &mut dyn Write, what: &str, bytes: u64, note: &str| -> Result<()> {
-        writeln!(out, "{}", format!("  {what:<28} {:>13}  {note}", mib(bytes)).trim_end())?;
-        Ok(())
-    };
-    row(out, "weights, host (mapped)", w.host_mapped, "")?;
-    if w.device > 0 {
-        row(out, "weights, device", w.device, "")?;
+    writeln!(out, "{file}: what llama.cpp allocates at {}", e.settings_text())?;
+    for l in e.lines() {
+        writeln!(
+            out,
+            "{}",
+            format!("  {:<28} {:>13}  {}", l.what, organ_core::memory::mib(l.bytes), l.note).trim_end()
+        )?;
     }
-    let cache = |out: &mut dyn Write, what: &str, c: &organ_core::memory::KvCache| -> Result<()> {
-        let mut note = format!("{} cells × {} layers, K {}", c.cells, c.layers, mib(c.k));
-        if e.mla {
-            note.push_str(" (MLA latent), no V");
-        } else {
-            note.push_str(&format!(", V {}", mib(c.v)));
-        }
-        if c.device > 0 {
-            note.push_str(&format!("; {} on the device", mib(c.device)));
-        }
-        row(out, what, c.bytes(), &note)
-    };
-    cache(out, "KV cache", &e.kv)?;
-    if let Some(c) = &e.kv_swa {
-        cache(out, "KV cache, sliding window", c)?;
-    }
-    row(out, "output buffer", e.output, "one token's logits")?;
-    row(out, "compute buffer (approx.)", e.compute, "a batch's logits, the attention mask, activations")?;
-    row(out, "total", e.total, "")?;
     Ok(())
 }

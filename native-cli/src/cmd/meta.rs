@@ -72,11 +72,8 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     }
     let file = ModelFile::open(o.model)?;
     let g = file.parse()?;
-    if let Some(n) = g.get("split.count").and_then(|v| v.as_u64()).filter(|&n| n > 1) {
-        bail!(
-            "{}: shard of a model split in {n} (split.count); organ meta edits one whole GGUF file",
-            o.model.display()
-        );
+    if let Some(why) = meta::shard_refusal(&g) {
+        bail!("{}: {why}", o.model.display());
     }
     let label = file.file_name();
     let mut edits = Vec::new();

@@ -15,6 +15,9 @@
 # Then tests/web/e2e-adapter.mjs: a LoRA adapter of SmolLM2 (tests/oracle/make-lora.py,
 # rank 8 on attn_q, attn_k and ffn_up of layers 0 and 1), alone and with its base, and
 # one with half a pair; ORGAN_WEB_E2E=adapter runs only that part.
+# Then tests/web/e2e-inspect.mjs: inspect mode on SmolLM2 (memory against organ inspect
+# --memory, the metadata editor's download against organ meta's output, bad edits), the
+# chimera's shards and the big sparse file when built; ORGAN_WEB_E2E=inspect runs only that.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -56,6 +59,14 @@ status=0
 if [ -z "$only" ]; then
   ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e.mjs dist "$model" "$organ" "$out" "${extra[@]}" || status=$?
 fi
+if [ -z "${ORGAN_WEB_BENCH:-}" ] && { [ -z "$only" ] || [ "$only" = inspect ]; }; then
+  inspect=()
+  split=$(ls "$out"/smollm2-chimera/chimera-*-of-*.gguf 2>/dev/null | paste -sd, - || true)
+  [ -z "$split" ] || inspect+=(--split "$split")
+  [ ! -f "$out/big-sparse.gguf" ] || inspect+=(--big "$out/big-sparse.gguf")
+  ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e-inspect.mjs dist "$organ" "$out" "$model" "${inspect[@]}" ||
+    status=$?
+fi
 if [ -z "${ORGAN_WEB_BENCH:-}" ] && { [ -z "$only" ] || [ "$only" = adapter ]; }; then
   lora="$out/smollm2-lora-r8.gguf"
   half="$out/smollm2-lora-half.gguf"
@@ -69,7 +80,7 @@ if [ -z "${ORGAN_WEB_BENCH:-}" ] && { [ -z "$only" ] || [ "$only" = adapter ]; }
   ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e-adapter.mjs dist "$organ" "$out" "$lora" "$model" "$half" ||
     status=$?
 fi
-if [ -z "${ORGAN_WEB_BENCH:-}" ] && [ "$only" != adapter ]; then
+if [ -z "${ORGAN_WEB_BENCH:-}" ] && [ "$only" != adapter ] && [ "$only" != inspect ]; then
   moe="$out/browser-moe.gguf"
   [ -f "$moe" ] || { python3 tests/web/make-moe.py "$moe.partial" && mv "$moe.partial" "$moe"; }
   # A split model at a URL: the chimera's shards, when built above (or by an earlier run).

@@ -7,16 +7,19 @@
 use crate::adapter;
 use crate::check;
 use crate::compare;
+use crate::edit;
 use crate::export::{self, Export};
 use crate::measure;
 use crate::pool;
 use crate::reads::Progress;
 use crate::sensitivity;
 use crate::source;
-use crate::state::{CheckData, CompareData, Mode, Phase, Role, SensData, TensorView, ViewData};
+use crate::state::{
+    CheckData, CompareData, InspectData, Mode, PendingEdit, Phase, Role, SensData, TensorView, ViewData, Writing,
+};
 use crate::view::{
-    CheckView, CompareInputs, CompareView, DropZone, Header, MeasureModePicker, ModeTabs, ReportView, StatusLine,
-    UrlField,
+    CheckView, CompareInputs, CompareView, DropZone, Header, InspectView, MeasureModePicker, ModeTabs, ReportView,
+    StatusLine, UrlField,
 };
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -32,6 +35,7 @@ pub enum Shown {
     Measure(Arc<ViewData>),
     Compare(Arc<CompareData>),
     Check(Arc<CheckData>),
+    Inspect(Arc<InspectData>),
 }
 
 /// The app's state and its actions. `Copy`: it holds only signal handles, so every event
@@ -60,6 +64,10 @@ pub struct Controller {
     files: RwSignal<Option<Vec<web_sys::File>>, LocalStorage>,
     /// The tensor table's sort, filters and selection, kept in the URL fragment.
     tensors: TensorView,
+    /// The files of the model inspected, which the metadata editor writes from.
+    inspected: RwSignal<Vec<source::Src>, LocalStorage>,
+    /// Where writing the edited model is.
+    writing: RwSignal<Writing>,
     /// Whether the next report keeps the table's view: the page opened with one in its
     /// fragment, and no report was shown since.
     restore: RwSignal<bool>,
@@ -82,6 +90,8 @@ impl Controller {
             sens: RwSignal::new(SensData::default()),
             files: RwSignal::new_local(None),
             tensors: TensorView::default(),
+            inspected: RwSignal::new_local(Vec::new()),
+            writing: RwSignal::new(Writing::Idle),
             restore: RwSignal::new(false),
         };
         // The view a link or a reload names, shown once a model or report is opened.
@@ -277,6 +287,8 @@ impl Controller {
         self.cancel.set(false);
         self.data.set(None);
         self.model.set(None);
+        self.inspected.set(Vec::new());
+        self.writing.set(Writing::Idle);
         // A new report starts with the table as it comes, unless a link named its view.
         if !self.restore.get_untracked() {
             self.tensors.set(&ViewState::default());
@@ -368,6 +380,77 @@ impl Controller {
             let o = check::check(&model, &|| c.cancel.get_untracked(), &|p| c.progress.set(p)).await?;
             let run = (pool::now_ms() - chosen, o.bytes_read, o.threads);
             Ok(Shown::Check(Arc::new(CheckData { report: o.report, run })))
+        });
+    }
+
+    /// Reads the header of a model (one file, or every shard of a split one) for inspect
+    /// mode: the memory view and the metadata editor.
+    pub fn inspect(self, files: Vec<web_sys::File>) {
+        if files.is_empty() || self.busy() {
+            return;
+        }
+        let files: Vec<gloo_file::File> = files.into_iter().map(gloo_file::File::from).collect();
+        self.run_job(files[0].name(), move |c| async move { Ok(c.inspected(source::open(files).await?)) });
+    }
+
+    /// Reads the header of the model at a URL for inspect mode (its metadata is shown,
+    /// not written: the bytes are not here to slice).
+    pub fn inspect_url(self, url: String) {
+        let url = url.trim().to_owned();
+        if url.is_empty() || self.busy() {
+            return;
+        }
+        self.run_job(url.clone(), move |c| async move { Ok(c.inspected(source::open_url(&url).await?)) });
+    }
+
+    /// Keeps the files of `model` for the editor, and its header for the view.
+    fn inspected(self, model: source::Model) -> Shown {
+        let source::Model { label, files, file_bytes, metadata, model } = model;
+        let split = model.kvs.iter().find(|(k, _)| k == "split.count").and_then(|(_, v)| v.as_u64()).unwrap_or(1);
+        let split = split.max(files.len() as u64);
+        let not_editable = if matches!(files.first(), Some(source::Src::Url(_))) {
+            Some(
+                "A model at a URL: its metadata is shown, not written. Download it and drop the file to edit it."
+                    .into(),
+            )
+        } else if split > 1 {
+            Some(format!(
+                "A split model ({split} shards): organ meta edits one whole GGUF file. Join the shards with \
+                 llama-gguf-split --merge, edit, and split again."
+            ))
+        } else {
+            None
+        };
+        let names = files.iter().map(source::Src::name).collect();
+        self.inspected.set(files);
+        Shown::Inspect(Arc::new(InspectData { label, files: names, file_bytes, metadata, model, not_editable }))
+    }
+
+    /// Where writing the edited model is.
+    pub fn writing(&self) -> ReadSignal<Writing> {
+        self.writing.read_only()
+    }
+
+    /// Writes the model inspected with `pending` applied, offered as a download.
+    pub fn write_edited(self, pending: Vec<PendingEdit>) {
+        let Some(file) = self.inspected.with_untracked(|f| f.first().cloned()) else { return };
+        if self.busy() || self.writing.get_untracked() == Writing::Busy {
+            return;
+        }
+        self.writing.set(Writing::Busy);
+        spawn_local(async move {
+            let t0 = pool::now_ms();
+            self.writing.set(match edit::write(&file, &pending).await {
+                Ok(w) => Writing::Wrote {
+                    name: w.name,
+                    bytes: w.bytes,
+                    header_before: w.header_before,
+                    header_after: w.header_after,
+                    changes: w.changes,
+                    ms: pool::now_ms() - t0,
+                },
+                Err(e) => Writing::Failed(e),
+            });
         });
     }
 
@@ -469,6 +552,7 @@ pub fn App() -> impl IntoView {
                 (Mode::Measure, Some(Shown::Measure(_)))
                     | (Mode::Compare, Some(Shown::Compare(_)))
                     | (Mode::Check, Some(Shown::Check(_)))
+                    | (Mode::Inspect, Some(Shown::Inspect(_)))
             )
         })
     });
@@ -485,6 +569,12 @@ pub fn App() -> impl IntoView {
                 Mode::Check => view! {
                     <DropZone on_files=Callback::new(move |files| c.check(files)) slim
                         hint="All the shards of a split model together. Every byte is read: non-finite values or scales, zero, constant and copied tensors, and the metadata llama.cpp needs." />
+                }.into_any(),
+                Mode::Inspect => view! {
+                    <DropZone on_files=Callback::new(move |files| c.inspect(files)) slim
+                        hint="Only the header is read: the memory llama.cpp needs to run the model, and its metadata to edit and write as a new file (the tensor data copied as it is, never read)." />
+                    <UrlField on_url=Callback::new(move |url| c.inspect_url(url)) button="Inspect"
+                        note="Only the header is read, by range requests; the host must allow this page to read it (CORS)." />
                 }.into_any(),
                 Mode::Compare => view! {
                     <CompareInputs names=c.chosen_names() on_files=Callback::new(move |(role, files)| c.choose(role, files)) slim />
@@ -503,6 +593,9 @@ pub fn App() -> impl IntoView {
                 }.into_any()),
                 (Mode::Compare, Shown::Compare(d)) => Some(view! { <CompareView data=d /> }.into_any()),
                 (Mode::Check, Shown::Check(d)) => Some(view! { <CheckView data=d /> }.into_any()),
+                (Mode::Inspect, Shown::Inspect(d)) => Some(view! {
+                    <InspectView data=d writing=c.writing() on_write=Callback::new(move |p| c.write_edited(p)) />
+                }.into_any()),
                 _ => None,
             })}
         </main>

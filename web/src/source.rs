@@ -6,7 +6,7 @@
 
 use crate::url_source::UrlFile;
 use organ_core::gguf::display::{preview, whole_string};
-use organ_core::gguf::MetaValue;
+use organ_core::gguf::{Gguf, MetaValue};
 use organ_core::gguf::{HeaderRead, Step};
 use organ_core::limits::HEADER_FIRST_READ;
 use organ_core::model;
@@ -102,21 +102,35 @@ pub async fn read_range(file: &Src, start: u64, end: u64) -> Result<Vec<u8>, Str
     Ok(js_sys::Uint8Array::new(&buf).to_vec())
 }
 
-/// One file's model, from its header read in growing pieces as the core's
-/// [`HeaderRead`] asks (`prefix`: bytes from its start already read).
-async fn read_header(file: &Src, index: usize, mut prefix: Vec<u8>) -> Result<model::Model, String> {
+/// One file's header bytes, read in growing pieces as the core's [`HeaderRead`] asks
+/// (`prefix`: bytes from its start already read), up to where it parses whole.
+pub async fn header_bytes(file: &Src, mut prefix: Vec<u8>) -> Result<Vec<u8>, String> {
     let header = HeaderRead::new(file.size());
     if prefix.is_empty() {
         prefix = read_range(file, 0, header.first()).await?;
     }
     loop {
         let want = match header.step(&prefix).map_err(|e| format!("{}: {e}", file.what()))? {
-            Step::Done(g) => return Ok(model::Model::from_gguf(&g, index)),
+            Step::Done(_) => return Ok(prefix),
             Step::Need(want) => want,
         };
         let more = read_range(file, prefix.len() as u64, want).await?;
         prefix.extend_from_slice(&more);
     }
+}
+
+/// The header `bytes` (from [`header_bytes`]) of `file`, parsed, handed to `f`.
+pub fn with_header<R>(file: &Src, bytes: &[u8], f: impl FnOnce(&Gguf<'_>) -> R) -> Result<R, String> {
+    match HeaderRead::new(file.size()).step(bytes).map_err(|e| format!("{}: {e}", file.what()))? {
+        Step::Done(g) => Ok(f(&g)),
+        Step::Need(want) => Err(format!("{}: the header needs {want} bytes, {} were read", file.what(), bytes.len())),
+    }
+}
+
+/// One file's model, from its header.
+async fn read_header(file: &Src, index: usize, prefix: Vec<u8>) -> Result<model::Model, String> {
+    let bytes = header_bytes(file, prefix).await?;
+    with_header(file, &bytes, |g| model::Model::from_gguf(g, index))
 }
 
 /// The model panel's row for one metadata entry.

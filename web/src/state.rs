@@ -17,6 +17,9 @@ pub enum Mode {
     Compare,
     /// One model's health (`organ check`).
     Check,
+    /// One model's header: its metadata, edited and written again (`organ meta`), and the
+    /// memory llama.cpp needs to run it (`organ inspect --memory`).
+    Inspect,
 }
 
 /// Which model of a comparison: A, the base, or B, the other.
@@ -58,6 +61,65 @@ pub enum Phase {
     Error(String),
 }
 
+/// A model's header on screen (inspect mode): what the memory view and the metadata
+/// editor read. The files stay with the controller, which writes the edited model.
+pub struct InspectData {
+    /// The (first shard's) file name.
+    pub label: String,
+    /// The shards' file names.
+    pub files: Vec<String>,
+    pub file_bytes: u64,
+    pub metadata: Vec<MetaRow>,
+    /// The core's model: its metadata and tensors, for the memory estimate and the
+    /// editor's starting values.
+    pub model: organ_core::model::Model,
+    /// Why the metadata cannot be written from here, if it cannot (a model at a URL, a
+    /// split model); the table is shown all the same.
+    pub not_editable: Option<String>,
+}
+
+/// One edit of the metadata as the editor lists it, before it is read against the
+/// header (typed, checked) by the core: `organ meta`'s `--set`, `--rm` and `--rename`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PendingEdit {
+    /// `--set KEY=TEXT[:TYPE]` (an empty type: the key's own, or inferred for a new key).
+    Set { key: String, text: String, ty: String },
+    /// `--rm KEY`.
+    Remove { key: String },
+    /// `--rename FROM=TO`.
+    Rename { from: String, to: String },
+}
+
+impl PendingEdit {
+    /// The key the edit is about (a rename's old name).
+    pub fn key(&self) -> &str {
+        match self {
+            PendingEdit::Set { key, .. } | PendingEdit::Remove { key } => key,
+            PendingEdit::Rename { from, .. } => from,
+        }
+    }
+}
+
+/// Where writing the edited model is.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub enum Writing {
+    #[default]
+    Idle,
+    /// Reading the header again and composing the new file.
+    Busy,
+    /// Offered as a download: its name, its size, the headers' sizes before and after,
+    /// and each change as `organ meta` prints it.
+    Wrote {
+        name: String,
+        bytes: u64,
+        header_before: u64,
+        header_after: u64,
+        changes: Vec<String>,
+        ms: f64,
+    },
+    Failed(String),
+}
+
 /// A report on screen, measured here or opened from an export.
 pub struct ViewData {
     pub report: Report,
@@ -85,12 +147,13 @@ impl Mode {
             Mode::Measure => "measure",
             Mode::Compare => "compare",
             Mode::Check => "check",
+            Mode::Inspect => "inspect",
         }
     }
 
     /// The mode a fragment names.
     pub fn from_key(k: &str) -> Option<Mode> {
-        [Mode::Measure, Mode::Compare, Mode::Check].into_iter().find(|m| m.key() == k)
+        [Mode::Measure, Mode::Compare, Mode::Check, Mode::Inspect].into_iter().find(|m| m.key() == k)
     }
 }
 

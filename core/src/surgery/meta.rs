@@ -79,6 +79,19 @@ pub struct Change {
     pub value_type: Option<&'static str>,
 }
 
+impl Change {
+    /// The change on one line, as `organ meta` prints it: `set      general.name (STRING)`,
+    /// `renamed  a → b` (keys made printable).
+    pub fn line(&self) -> String {
+        let key = crate::gguf::display::printable(&self.key);
+        match (&self.to, self.value_type) {
+            (Some(to), _) => format!("{:<8} {key} → {}", self.op, crate::gguf::display::printable(to)),
+            (None, Some(ty)) => format!("{:<8} {key} ({ty})", self.op),
+            (None, None) => format!("{:<8} {key}", self.op),
+        }
+    }
+}
+
 /// A header edited: write [`Edited::header`], then the input's bytes [`Edited::data`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Edited {

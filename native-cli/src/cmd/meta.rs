@@ -127,12 +127,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         }
     };
     for c in &edited.changes {
-        let key = organ_core::gguf::display::printable(&c.key);
-        match (c.op, &c.to, c.value_type) {
-            (op, Some(to), _) => writeln!(w, "{op:<8} {key} → {}", organ_core::gguf::display::printable(to))?,
-            (op, None, Some(ty)) => writeln!(w, "{op:<8} {key} ({ty})")?,
-            (op, None, None) => writeln!(w, "{op:<8} {key}")?,
-        }
+        writeln!(w, "{}", c.line())?;
     }
     writeln!(
         w,

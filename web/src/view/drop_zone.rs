@@ -70,6 +70,7 @@ pub fn ModeTabs(mode: ReadSignal<Mode>, on_mode: Callback<Mode>) -> impl IntoVie
             {tab(Mode::Measure, "mode-measure", "Measure one model")}
             {tab(Mode::Compare, "mode-compare", "Compare two models")}
             {tab(Mode::Check, "mode-check", "Check one model")}
+            {tab(Mode::Inspect, "mode-inspect", "Inspect and edit one model")}
         </nav>
     }
 }

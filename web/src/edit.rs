@@ -1,0 +1,111 @@
+//! The metadata editor's write (`organ meta` in the page): the file's header read again,
+//! the edits read against it and applied by the core (`organ_core::surgery::meta`, as the
+//! CLI applies them), and the edited model offered as a download: a `Blob` of the new
+//! header and a slice of the dropped `File` after the old one (the tensor data, its
+//! offsets relative to the data section's start). No tensor byte is read: a model of any
+//! size is written in the time its header takes, and its bytes go from the disk to the
+//! download by the browser.
+
+use crate::export;
+use crate::source::{self, Src};
+use crate::state::PendingEdit;
+use organ_core::error::Error;
+use organ_core::gguf::Gguf;
+use organ_core::surgery::meta::{self, Edit, Edited, Ty};
+
+/// What was written.
+pub struct Written {
+    /// The download's name.
+    pub name: String,
+    pub bytes: u64,
+    pub header_before: u64,
+    pub header_after: u64,
+    /// Each change as `organ meta` prints it.
+    pub changes: Vec<String>,
+}
+
+/// The download's name for an edit of `label`: `NAME-edited.gguf`.
+pub fn out_name(label: &str) -> String {
+    let stem = label.strip_suffix(".gguf").unwrap_or(label);
+    format!("{stem}-edited.gguf")
+}
+
+/// The core's edits for `pending`, read against the header `g` as `organ meta` reads its
+/// flags: a value typed by its type name, else by the key's current type, else inferred.
+fn core_edits(g: &Gguf<'_>, pending: &[PendingEdit]) -> Result<Vec<Edit>, Error> {
+    pending
+        .iter()
+        .map(|p| {
+            Ok(match p {
+                PendingEdit::Remove { key } => Edit::Remove { key: key.clone() },
+                PendingEdit::Rename { from, to } => Edit::Rename { from: from.clone(), to: to.clone() },
+                PendingEdit::Set { key, text, ty } => {
+                    let ty = match ty.trim() {
+                        "" => None,
+                        t => Some(Ty::parse(t).map_err(|e| match e {
+                            Error::BadEdit { reason, .. } => Error::BadEdit { key: key.clone(), reason },
+                            e => e,
+                        })?),
+                    };
+                    let value = meta::parse_value(key, text, ty.as_ref(), g.get(key))?;
+                    Edit::Set { key: key.clone(), value }
+                }
+            })
+        })
+        .collect()
+}
+
+/// The edits applied to the header of `file` (named `label`).
+fn edited(file: &Src, header: &[u8], pending: &[PendingEdit]) -> Result<Edited, String> {
+    let label = file.name();
+    source::with_header(file, header, |g| {
+        if let Some(why) = meta::shard_refusal(g) {
+            return Err(format!("{label}: {why}"));
+        }
+        let edits = core_edits(g, pending).map_err(|e| format!("{label}: {e}"))?;
+        meta::edit(g, &edits).map_err(|e| format!("{label}: cannot edit its metadata: {e}"))
+    })?
+}
+
+/// Applies `pending` to the model in `file` and offers the result as a download.
+///
+/// # Errors
+/// A model at a URL (its bytes are not here to slice), the header unreadable, an edit
+/// the core refuses (the CLI's message, naming the file and the key).
+pub async fn write(file: &Src, pending: &[PendingEdit]) -> Result<Written, String> {
+    let Src::File(f) = file else {
+        return Err(format!(
+            "{}: a model at a URL; download it and drop the file to write its edited copy",
+            file.what()
+        ));
+    };
+    let header = source::header_bytes(file, Vec::new()).await?;
+    let e = edited(file, &header, pending)?;
+    let head = js_sys::Uint8Array::from(&e.header[..]);
+    let data = f.slice(e.data.start, e.data.end);
+    let data: &web_sys::Blob = data.as_ref();
+    let parts = js_sys::Array::of2(&head, data);
+    let opts = web_sys::BlobPropertyBag::new();
+    opts.set_type("application/octet-stream");
+    let blob = web_sys::Blob::new_with_blob_sequence_and_options(&parts, &opts)
+        .map_err(|e| format!("{}: cannot compose the edited file: {e:?}", file.name()))?;
+    if blob.size() as u64 != e.file_len() {
+        return Err(format!("{}: the edited file is {} bytes, expected {}", file.name(), blob.size(), e.file_len()));
+    }
+    let name = out_name(&file.name());
+    export::download_blob(&name, &blob);
+    Ok(Written {
+        name,
+        bytes: e.file_len(),
+        header_before: e.old_header_len,
+        header_after: e.header.len() as u64,
+        changes: e.changes.iter().map(|c| c.line()).collect(),
+    })
+}
+
+/// The text the editor starts from for `key`'s value in `model` (`None`: none reads back
+/// to the same bytes, see the core's `value_text`).
+pub fn start_text(model: &organ_core::model::Model, key: &str) -> Option<String> {
+    let v = model.kvs.iter().find(|(k, _)| k == key)?.1.view().ok()?;
+    meta::value_text(&v)
+}

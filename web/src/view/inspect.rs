@@ -1,0 +1,306 @@
+//! Inspect mode: one model's header, read alone. The memory llama.cpp needs to run it, for
+//! the settings chosen (the core's estimate, `organ inspect --memory`'s rows), and its
+//! metadata as a table to edit (`organ meta`'s set, remove, rename and add), written as a
+//! new file the browser downloads: the new header and the dropped file's tensor data,
+//! never read (`crate::edit`).
+
+use crate::edit;
+use crate::state::{InspectData, PendingEdit, Writing};
+use leptos::prelude::*;
+use organ_core::memory::{self, Settings, KV_TYPES};
+use organ_core::report::human_bytes;
+use std::sync::Arc;
+
+/// The model's header on screen: its facts, the memory view and the metadata editor.
+#[component]
+pub fn InspectView(
+    data: Arc<InspectData>,
+    /// Where writing the edited model is.
+    writing: ReadSignal<Writing>,
+    /// Called with the edits to write.
+    on_write: Callback<Vec<PendingEdit>>,
+) -> impl IntoView {
+    let m = &data.model;
+    let arch = m.kvs.iter().find(|(k, _)| k == "general.architecture").and_then(|(_, v)| v.as_str().map(str::to_owned));
+    let shards = if data.files.len() > 1 { format!(" in {} shards", data.files.len()) } else { String::new() };
+    let facts = format!(
+        "GGUF v{} · {} tensors · {} keys · {}{shards}. Only the header was read.",
+        m.version,
+        m.tensors.len(),
+        m.kvs.len(),
+        human_bytes(data.file_bytes)
+    );
+    view! {
+        <section id="inspect" data-done="1">
+            <h2>{format!("{} · {}", data.label, arch.unwrap_or_else(|| "?".into()))}</h2>
+            <p class="mute" id="inspect-facts">{facts}</p>
+            <MemoryView data=data.clone() />
+            <MetaEditor data writing on_write />
+        </section>
+    }
+}
+
+/// A whole number from an input, or the setting's name and what was wrong.
+fn number(name: &str, text: &str) -> Result<u32, String> {
+    text.trim().parse().map_err(|_| format!("{name}: {text:?} is not a whole number"))
+}
+
+/// The estimate for the settings as the inputs hold them.
+fn estimate(
+    data: &InspectData,
+    ctx: &str,
+    kv: &str,
+    batch: &str,
+    ubatch: &str,
+    ngl: &str,
+) -> Result<memory::Estimate, String> {
+    let s = Settings {
+        ctx: if ctx.trim().is_empty() { None } else { Some(number("--ctx", ctx)?) },
+        kv_type: KV_TYPES
+            .iter()
+            .copied()
+            .find(|t| t.name().eq_ignore_ascii_case(kv))
+            .unwrap_or(organ_core::GgmlType::F16),
+        batch: number("--batch", batch)?,
+        ubatch: number("--ubatch", ubatch)?,
+        gpu_layers: number("--gpu-layers", ngl)?,
+    };
+    s.check().map_err(|e| e.to_string())?;
+    memory::estimate(&data.model, &s).map_err(|e| format!("{}: {e}", data.label))
+}
+
+/// What llama.cpp allocates to run the model, per buffer, for the settings chosen.
+#[component]
+fn MemoryView(data: Arc<InspectData>) -> impl IntoView {
+    let ctx = RwSignal::new(String::new());
+    let kv = RwSignal::new("f16".to_owned());
+    let batch = RwSignal::new(memory::DEFAULT_BATCH.to_string());
+    let ubatch = RwSignal::new(memory::DEFAULT_UBATCH.to_string());
+    let ngl = RwSignal::new("0".to_owned());
+    let result = Memo::new(move |_| estimate(&data, &ctx.get(), &kv.get(), &batch.get(), &ubatch.get(), &ngl.get()));
+    let field = |id: &'static str, label: &'static str, value: RwSignal<String>, placeholder: &'static str| {
+        view! {
+            <label>{label}" "<input id=id type="text" inputmode="numeric" size="7" placeholder=placeholder
+                prop:value=move || value.get() on:input=move |ev| value.set(event_target_value(&ev)) /></label>
+        }
+    };
+    view! {
+        <section id="memory-view">
+            <h3>"Memory to run it in llama.cpp"</h3>
+            <p class="row filters">
+                {field("mem-ctx", "context", ctx, "the model's")}
+                <label>"KV type "<select id="mem-kv" on:change=move |ev| kv.set(event_target_value(&ev))>
+                    {KV_TYPES.iter().map(|t| {
+                        let name = t.name().to_ascii_lowercase();
+                        view! { <option value=name.clone() selected=name == "f16">{name.clone()}</option> }
+                    }).collect_view()}
+                </select></label>
+                {field("mem-batch", "batch", batch, "")}
+                {field("mem-ubatch", "ubatch", ubatch, "")}
+                {field("mem-ngl", "GPU layers", ngl, "")}
+            </p>
+            {move || match result.get() {
+                Err(e) => view! { <p class="error" id="memory-error">{e}</p> }.into_any(),
+                Ok(e) => view! {
+                    <p id="memory-settings" class="mute">{format!("What llama.cpp allocates at {}:", e.settings_text())}</p>
+                    <table id="memory"><tbody>
+                        {e.lines().into_iter().map(|l| view! {
+                            <tr data-part=l.part data-bytes=l.bytes.to_string()>
+                                <td>{l.what}</td><td class="n">{memory::mib(l.bytes)}</td><td class="mute">{l.note}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody></table>
+                    <p class="mute">"Weights and KV cache as llama.cpp sizes them; the compute buffer approximated (organ inspect --memory, docs/surgery.md)."</p>
+                }.into_any(),
+            }}
+        </section>
+    }
+}
+
+/// Whether a key is shown for the filter `q`: every key for an empty filter, else the keys
+/// that contain it, case aside.
+fn shown(key: &str, q: &str) -> bool {
+    q.is_empty() || key.to_lowercase().contains(&q.to_lowercase())
+}
+
+/// An edit as the pending list says it.
+fn describe(p: &PendingEdit) -> String {
+    match p {
+        PendingEdit::Set { key, text, ty } => {
+            let cut: String = text.chars().take(60).collect();
+            let more = if cut.len() < text.len() { format!("… ({} bytes)", text.len()) } else { String::new() };
+            let ty = if ty.trim().is_empty() { String::new() } else { format!(" as {}", ty.trim()) };
+            format!("set {key} = {cut:?}{more}{ty}")
+        }
+        PendingEdit::Remove { key } => format!("remove {key}"),
+        PendingEdit::Rename { from, to } => format!("rename {from} → {to}"),
+    }
+}
+
+/// Adds `e` to the pending edits, in place of an edit of the same kind of the same key.
+fn push(pending: RwSignal<Vec<PendingEdit>>, e: PendingEdit) {
+    pending.update(|p| {
+        let same = |x: &PendingEdit| x.key() == e.key() && std::mem::discriminant(x) == std::mem::discriminant(&e);
+        match p.iter().position(same) {
+            Some(i) => p[i] = e,
+            None => p.push(e),
+        }
+    });
+}
+
+/// The metadata as a table to edit, the edits pending, and the write.
+#[component]
+fn MetaEditor(
+    data: Arc<InspectData>,
+    writing: ReadSignal<Writing>,
+    on_write: Callback<Vec<PendingEdit>>,
+) -> impl IntoView {
+    let query = RwSignal::new(String::new());
+    let pending: RwSignal<Vec<PendingEdit>> = RwSignal::new(Vec::new());
+    let total = data.metadata.len();
+    let editable = data.not_editable.is_none();
+    let rows = data.metadata.iter().map(|r| {
+        let key = r.key.clone();
+        // Which of the row's editors is open: the value's or the key's.
+        let open: RwSignal<Option<&'static str>> = RwSignal::new(None);
+        let text = RwSignal::new(String::new());
+        let data = data.clone();
+        let begin_edit = {
+            let key = key.clone();
+            move |_| {
+                text.set(edit::start_text(&data.model, &key).unwrap_or_default());
+                open.set(Some("edit"));
+            }
+        };
+        let begin_rename = {
+            let key = key.clone();
+            move |_| {
+                text.set(key.clone());
+                open.set(Some("rename"));
+            }
+        };
+        let keep = {
+            let key = key.clone();
+            move |_| {
+                let t = text.get_untracked();
+                match open.get_untracked() {
+                    Some("rename") => push(pending, PendingEdit::Rename { from: key.clone(), to: t }),
+                    _ => push(pending, PendingEdit::Set { key: key.clone(), text: t, ty: String::new() }),
+                }
+                open.set(None);
+            }
+        };
+        let remove = {
+            let key = key.clone();
+            move |_| push(pending, PendingEdit::Remove { key: key.clone() })
+        };
+        let touched = {
+            let key = key.clone();
+            move || pending.with(|p| p.iter().any(|e| e.key() == key))
+        };
+        let hidden = {
+            let key = key.clone();
+            move || !shown(&key, &query.get())
+        };
+        let value = match &r.whole {
+            None => r.value.clone().into_any(),
+            Some(whole) => view! {
+                <details class="whole"><summary>{r.value.clone()}" (show whole)"</summary><pre>{whole.clone()}</pre></details>
+            }
+            .into_any(),
+        };
+        let big = r.whole.is_some() || r.ty.starts_with("array");
+        view! {
+            <tr data-key=r.key.clone() hidden=hidden class:touched=touched>
+                <td><code>{r.key.clone()}</code></td><td>{r.ty.clone()}</td>
+                <td class="val">
+                    {value}
+                    {move || open.get().map(|what| view! {
+                        <div class="editing" data-editing=what>
+                            {if big || what == "edit" {
+                                view! { <textarea class="edit-text" rows=if big { 8 } else { 1 } cols="80"
+                                    prop:value=move || text.get() on:input=move |ev| text.set(event_target_value(&ev))></textarea> }.into_any()
+                            } else {
+                                view! { <input class="edit-text" type="text" prop:value=move || text.get()
+                                    on:input=move |ev| text.set(event_target_value(&ev)) /> }.into_any()
+                            }}
+                            <button class="keep" on:click=keep.clone()>"keep"</button>
+                            <button class="cancel" on:click=move |_| open.set(None)>"cancel"</button>
+                        </div>
+                    })}
+                </td>
+                {editable.then(|| view! {
+                    <td class="acts">
+                        <button class="edit" on:click=begin_edit.clone()>"edit"</button>
+                        <button class="rename" on:click=begin_rename.clone()>"rename"</button>
+                        <button class="rm" on:click=remove.clone()>"remove"</button>
+                    </td>
+                })}
+            </tr>
+        }
+    }).collect_view();
+    let keys: Vec<String> = data.metadata.iter().map(|r| r.key.clone()).collect();
+    let count = move || {
+        let q = query.get();
+        if q.is_empty() {
+            String::new()
+        } else {
+            format!("{} of {total} keys", keys.iter().filter(|k| shown(k, &q)).count())
+        }
+    };
+    let (add_key, add_text, add_ty) =
+        (RwSignal::new(String::new()), RwSignal::new(String::new()), RwSignal::new(String::new()));
+    let add = move |_| {
+        let key = add_key.get_untracked();
+        if !key.is_empty() {
+            push(pending, PendingEdit::Set { key, text: add_text.get_untracked(), ty: add_ty.get_untracked() });
+            add_key.set(String::new());
+            add_text.set(String::new());
+            add_ty.set(String::new());
+        }
+    };
+    let input = |id: &'static str, v: RwSignal<String>, placeholder: &'static str| {
+        view! { <input id=id type="text" placeholder=placeholder prop:value=move || v.get() on:input=move |ev| v.set(event_target_value(&ev)) /> }
+    };
+    let busy = move || writing.get() == Writing::Busy;
+    view! {
+        <section id="meta-editor">
+            <h3>{format!("Metadata ({total} keys)")}</h3>
+            {data.not_editable.clone().map(|why| view! { <p class="mute" id="meta-not-editable">{why}</p> })}
+            <p class="row filters"><input id="meta-filter" type="search" placeholder="filter keys (tokenizer, rope, chat_template…)"
+                on:input=move |ev| query.set(event_target_value(&ev)) />
+                <span class="mute" id="meta-count">{count}</span></p>
+            <table id="metadata"><thead><tr><th>"key"</th><th>"type"</th><th>"value"</th>{editable.then(|| view! { <th></th> })}</tr></thead>
+                <tbody>{rows}</tbody></table>
+            {editable.then(|| view! {
+                <p class="row filters" id="meta-add-row">"Add a key: "
+                    {input("meta-add-key", add_key, "key (general.url)")}
+                    <textarea id="meta-add-value" rows="1" cols="40" placeholder="value (an array as JSON)"
+                        prop:value=move || add_text.get() on:input=move |ev| add_text.set(event_target_value(&ev))></textarea>
+                    {input("meta-add-type", add_ty, "type: u32, f32, str, arr[i32]… (optional)")}
+                    <button id="meta-add" on:click=add>"add"</button>
+                </p>
+                <h3>"Edits"</h3>
+                <ol id="meta-pending">
+                    {move || pending.get().into_iter().enumerate().map(|(i, e)| view! {
+                        <li>{describe(&e)}" "<button class="undo" on:click=move |_| pending.update(|p| { p.remove(i); })>"undo"</button></li>
+                    }).collect_view()}
+                </ol>
+                <p class="row"><button id="meta-write" disabled=move || busy() || pending.with(Vec::is_empty)
+                    on:click=move |_| on_write.run(pending.get_untracked())>"Write the edited model"</button>
+                    <span class="mute">"The new header, then this file's tensor data as it is: nothing is read into memory or sent."</span></p>
+                {move || match writing.get() {
+                    Writing::Idle => None,
+                    Writing::Busy => Some(view! { <p id="meta-status" class="mute">"Writing…"</p> }.into_any()),
+                    Writing::Failed(e) => Some(view! { <p class="error" id="meta-error">{e}</p> }.into_any()),
+                    Writing::Wrote { name, bytes, header_before, header_after, changes, ms } => Some(view! {
+                        <div id="meta-status" data-done="1" data-bytes=bytes.to_string() data-ms=format!("{ms:.0}")>
+                            <pre id="meta-changes">{changes.join("\n")}</pre>
+                            <p>{format!("wrote {name} ({bytes} bytes): header {header_before} → {header_after} bytes, tensor data copied as is ({ms:.0} ms)")}</p>
+                        </div>
+                    }.into_any()),
+                }}
+            })}
+        </section>
+    }
+}

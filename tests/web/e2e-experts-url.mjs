@@ -283,6 +283,24 @@ try {
         `a split model by the URL of its last shard (${shards.length} shards, ${nginx.log().length} requests): ${gotSplit.length} tensors ` +
         `(CLI on the local shards ${wantSplit.size}), ${differSplit} θ differ`);
     }
+    // Inspect mode at a URL: the headers only, the memory rows organ inspect --memory's.
+    {
+      const json = JSON.parse(execFileSync(organ, ['inspect', model, '--memory', '--ctx', '2048', '--json'], { maxBuffer: 1 << 28 }).toString());
+      nginx.log();
+      await page.goto(`${origin}/`);
+      await page.click('#mode-inspect');
+      await page.fill('#url', nginx.url('cors/model.gguf'));
+      await page.click('#url-open');
+      await page.waitForSelector('#inspect[data-done], #error', { timeout: 60_000 });
+      await page.fill('#mem-ctx', '2048');
+      const rows = Object.fromEntries(await page.$$eval('#memory tr', (rs) => rs.map((r) => [r.dataset.part, Number(r.dataset.bytes)])));
+      const m = json.memory;
+      const read = nginx.log().filter((r) => r.method === 'GET').length;
+      const why = (await page.textContent('#meta-not-editable')) ?? '';
+      check(rows.total === m.total && rows.kv === m.kv.k + m.kv.v && rows.weights_host === m.weights.host_mapped &&
+        rows.compute === m.compute && why.includes('A model at a URL') && !(await page.$('#meta-write')),
+      `inspect mode on a URL (${read} range requests): memory at ctx 2048 as organ inspect --memory's (${(rows.total / 2 ** 20).toFixed(2)} MiB), the editor read-only`);
+    }
     const plain = nginx.url('plain/model.gguf');
     const msg = await urlError(page, plain);
     check(msg.startsWith(plain) && /does not allow reading/.test(msg) && /Download the file and drop it here/.test(msg) &&

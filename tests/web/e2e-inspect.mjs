@@ -11,7 +11,8 @@
 // 3. Bad edits (an unknown type name, a malformed JSON array, a refused key, a key too
 //    long) show the CLI's message and download nothing; a file that is not a model is an
 //    error.
-// 4. A split model: memory as the CLI's, the editor read-only with the reason.
+// 4. A split model: memory as the CLI's, the editor read-only with the reason. A file
+//    cut short at 50 MB: what it lacks as `organ inspect` says it, memory as its.
 // 5. BIG (tests/web/make-big.py, 4.5 GB, sparse): edited and written without reading its
 //    tensor data: the download has the new header and the old data (its last bytes, past
 //    4 GiB, equal the source's), the page's JS heap stays flat; the time is printed.
@@ -71,6 +72,8 @@ let downloads = 0;
 page.on('download', () => { downloads++; });
 
 async function inspectIn(files) {
+  // A fragment naming the mode opens the page in it (a reload, not a same-page jump).
+  await page.goto('about:blank');
   await page.goto(`${origin}/#mode=inspect`);
   await page.waitForSelector('#mode-inspect.on');
   await page.setInputFiles('#file-input', files);
@@ -178,6 +181,19 @@ try {
   await inspectIn(notModel);
   const e = (await page.textContent('#error')) ?? '';
   check(e.includes('inspect-not-a-model.gguf'), `a file that is not a model: "${e.slice(0, 120)}"`);
+
+  // A download cut short: the header shown, what is missing said as organ inspect says it.
+  const cut = path.join(outDir, 'inspect-cut.gguf');
+  fs.writeFileSync(cut, fs.readFileSync(model).subarray(0, 50_000_000));
+  await inspectIn(cut);
+  const cutLine = execFileSync(organ, ['inspect', cut]).toString().split('\n').find((l) => l.includes(': cut short: '));
+  const shownCut = (await page.textContent('#inspect-cut li')) ?? '';
+  const [wantCut] = cliMemory(cut, []);
+  const [gotCut] = await pageMemory(page);
+  const whyCut = (await page.textContent('#meta-not-editable')) ?? '';
+  check(shownCut === cutLine && JSON.stringify(Object.entries(gotCut).sort()) === JSON.stringify(Object.entries(wantCut).sort()) &&
+    whyCut.includes('Cut short') && !(await page.$('#meta-write')),
+  `a file cut short at 50 MB: "${shownCut.slice(0, 100)}…" as organ inspect says it, memory as its, the editor read-only`);
 
   // 4. A split model: memory as the CLI's, the editor read-only.
   if (split) {

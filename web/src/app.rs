@@ -390,7 +390,10 @@ impl Controller {
             return;
         }
         let files: Vec<gloo_file::File> = files.into_iter().map(gloo_file::File::from).collect();
-        self.run_job(files[0].name(), move |c| async move { Ok(c.inspected(source::open(files).await?)) });
+        self.run_job(files[0].name(), move |c| async move {
+            let (model, cuts) = source::open_headers(files).await?;
+            Ok(c.inspected(model, cuts))
+        });
     }
 
     /// Reads the header of the model at a URL for inspect mode (its metadata is shown,
@@ -400,11 +403,12 @@ impl Controller {
         if url.is_empty() || self.busy() {
             return;
         }
-        self.run_job(url.clone(), move |c| async move { Ok(c.inspected(source::open_url(&url).await?)) });
+        self.run_job(url.clone(), move |c| async move { Ok(c.inspected(source::open_url(&url).await?, Vec::new())) });
     }
 
-    /// Keeps the files of `model` for the editor, and its header for the view.
-    fn inspected(self, model: source::Model) -> Shown {
+    /// Keeps the files of `model` for the editor, and its header for the view; `cuts`
+    /// says what the files cut short lack.
+    fn inspected(self, model: source::Model, cuts: Vec<String>) -> Shown {
         let source::Model { label, files, file_bytes, metadata, model } = model;
         let split = model.kvs.iter().find(|(k, _)| k == "split.count").and_then(|(_, v)| v.as_u64()).unwrap_or(1);
         let split = split.max(files.len() as u64);
@@ -413,6 +417,8 @@ impl Controller {
                 "A model at a URL: its metadata is shown, not written. Download it and drop the file to edit it."
                     .into(),
             )
+        } else if !cuts.is_empty() {
+            Some("Cut short (a partial download): organ meta edits a whole file. Download the rest first.".into())
         } else if split > 1 {
             Some(format!(
                 "A split model ({split} shards): organ meta edits one whole GGUF file. Join the shards with \
@@ -423,7 +429,7 @@ impl Controller {
         };
         let names = files.iter().map(source::Src::name).collect();
         self.inspected.set(files);
-        Shown::Inspect(Arc::new(InspectData { label, files: names, file_bytes, metadata, model, not_editable }))
+        Shown::Inspect(Arc::new(InspectData { label, files: names, file_bytes, metadata, model, cuts, not_editable }))
     }
 
     /// Where writing the edited model is.

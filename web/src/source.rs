@@ -5,6 +5,7 @@
 //! joined from the shards there. Only where the bytes are ([`Src`]) is the browser's own.
 
 use crate::url_source::UrlFile;
+use organ_core::gguf::cut::Cut;
 use organ_core::gguf::display::{preview, whole_string};
 use organ_core::gguf::{Gguf, MetaValue};
 use organ_core::gguf::{HeaderRead, Step};
@@ -104,8 +105,11 @@ pub async fn read_range(file: &Src, start: u64, end: u64) -> Result<Vec<u8>, Str
 
 /// One file's header bytes, read in growing pieces as the core's [`HeaderRead`] asks
 /// (`prefix`: bytes from its start already read), up to where it parses whole.
-pub async fn header_bytes(file: &Src, mut prefix: Vec<u8>) -> Result<Vec<u8>, String> {
-    let header = HeaderRead::new(file.size());
+pub async fn header_bytes(file: &Src, prefix: Vec<u8>) -> Result<Vec<u8>, String> {
+    header_bytes_as(file, prefix, HeaderRead::new(file.size())).await
+}
+
+async fn header_bytes_as(file: &Src, mut prefix: Vec<u8>, header: HeaderRead) -> Result<Vec<u8>, String> {
     if prefix.is_empty() {
         prefix = read_range(file, 0, header.first()).await?;
     }
@@ -121,7 +125,16 @@ pub async fn header_bytes(file: &Src, mut prefix: Vec<u8>) -> Result<Vec<u8>, St
 
 /// The header `bytes` (from [`header_bytes`]) of `file`, parsed, handed to `f`.
 pub fn with_header<R>(file: &Src, bytes: &[u8], f: impl FnOnce(&Gguf<'_>) -> R) -> Result<R, String> {
-    match HeaderRead::new(file.size()).step(bytes).map_err(|e| format!("{}: {e}", file.what()))? {
+    with_header_as(file, bytes, HeaderRead::new(file.size()), f)
+}
+
+fn with_header_as<R>(
+    file: &Src,
+    bytes: &[u8],
+    header: HeaderRead,
+    f: impl FnOnce(&Gguf<'_>) -> R,
+) -> Result<R, String> {
+    match header.step(bytes).map_err(|e| format!("{}: {e}", file.what()))? {
         Step::Done(g) => Ok(f(&g)),
         Step::Need(want) => Err(format!("{}: the header needs {want} bytes, {} were read", file.what(), bytes.len())),
     }
@@ -131,6 +144,17 @@ pub fn with_header<R>(file: &Src, bytes: &[u8], f: impl FnOnce(&Gguf<'_>) -> R) 
 async fn read_header(file: &Src, index: usize, prefix: Vec<u8>) -> Result<model::Model, String> {
     let bytes = header_bytes(file, prefix).await?;
     with_header(file, &bytes, |g| model::Model::from_gguf(g, index))
+}
+
+/// One file's model from its header, the file possibly cut short (a partial download),
+/// and what it lacks if it is ("NAME: cut short: …", the core's sentence).
+async fn read_header_cut(file: &Src, index: usize, prefix: Vec<u8>) -> Result<(model::Model, Option<String>), String> {
+    let read = HeaderRead::cut_short(file.size());
+    let bytes = header_bytes_as(file, prefix, read).await?;
+    with_header_as(file, &bytes, read, |g| {
+        let cut = Cut::of(g).map(|c| format!("{}: {}", file.name(), c.describe()));
+        (model::Model::from_gguf(g, index), cut)
+    })
 }
 
 /// The model panel's row for one metadata entry.
@@ -190,6 +214,21 @@ pub async fn open_measured(mut files: Vec<gloo_file::File>) -> Result<(Model, Op
         }
     }
     Ok((adapter, Some(joined(files, parts)?)))
+}
+
+/// Opens the files dropped together for their headers alone (inspect mode): one GGUF, or
+/// every shard of one split model, any of them possibly cut short (a download under way).
+/// The model is as the headers say; each file cut short says what it lacks.
+pub async fn open_headers(mut files: Vec<gloo_file::File>) -> Result<(Model, Vec<String>), String> {
+    files.sort_by_key(|f| f.name());
+    let files: Vec<Src> = files.into_iter().map(Src::File).collect();
+    let (mut parts, mut cuts) = (Vec::with_capacity(files.len()), Vec::new());
+    for (i, f) in files.iter().enumerate() {
+        let (part, cut) = read_header_cut(f, i, Vec::new()).await?;
+        parts.push(part);
+        cuts.extend(cut);
+    }
+    Ok((joined(files, parts)?, cuts))
 }
 
 /// Opens a model at a URL, its headers read by range requests: one GGUF, or, for the URL

@@ -73,6 +73,8 @@ pub struct InspectData {
     /// The core's model: its metadata and tensors, for the memory estimate and the
     /// editor's starting values.
     pub model: organ_core::model::Model,
+    /// What each file cut short (a partial download) lacks, as `organ inspect` says it.
+    pub cuts: Vec<String>,
     /// Why the metadata cannot be written from here, if it cannot (a model at a URL, a
     /// split model); the table is shown all the same.
     pub not_editable: Option<String>,

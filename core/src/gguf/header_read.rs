@@ -25,12 +25,21 @@ pub enum Step<'a> {
 #[derive(Clone, Copy, Debug)]
 pub struct HeaderRead {
     file_len: u64,
+    /// Whether tensor data past the file's end is allowed ([`Gguf::parse_cut_short`]).
+    cut_short: bool,
 }
 
 impl HeaderRead {
     /// The header read of a file of `file_len` bytes.
     pub fn new(file_len: u64) -> HeaderRead {
-        HeaderRead { file_len }
+        HeaderRead { file_len, cut_short: false }
+    }
+
+    /// The header read of a file of `file_len` bytes that may be cut short (a partial
+    /// download): its header whole, its tensors' data ending past its end
+    /// ([`Gguf::parse_cut_short`]; [`crate::gguf::cut::Cut::of`] says what is missing).
+    pub fn cut_short(file_len: u64) -> HeaderRead {
+        HeaderRead { file_len, cut_short: true }
     }
 
     /// How many bytes to read first, from offset 0.
@@ -44,7 +53,12 @@ impl HeaderRead {
     /// The header is not a valid GGUF, it needs more bytes than the file has, or it is
     /// longer than the header budget ([`Error::HeaderBudget`]).
     pub fn step<'a>(&self, prefix: &'a [u8]) -> Result<Step<'a>, Error> {
-        let e = match Gguf::parse(prefix, self.file_len) {
+        let parsed = if self.cut_short {
+            Gguf::parse_cut_short(prefix, self.file_len)
+        } else {
+            Gguf::parse(prefix, self.file_len)
+        };
+        let e = match parsed {
             Ok(g) => return Ok(Step::Done(g)),
             Err(e) => e,
         };
@@ -76,6 +90,20 @@ mod tests {
         let mut out = plan(3, &kvs, &[]).expect("a header").header;
         out.resize(out.len() + data, 0);
         out
+    }
+
+    #[test]
+    fn a_file_cut_short_parses_only_when_asked() {
+        let kvs = [("k", crate::gguf::MetaValue::U32(1))];
+        let specs = [crate::gguf::writer::TensorSpec { name: "t", dims: &[64], ty: crate::GgmlType::F32 }];
+        let layout = plan(3, &kvs, &specs).expect("a header");
+        let mut file = layout.header.clone();
+        file.resize(layout.header.len() + 100, 0);
+        let len = file.len() as u64;
+        assert!(HeaderRead::new(len).step(&file).is_err(), "tensor data past the end");
+        let Ok(Step::Done(g)) = HeaderRead::cut_short(len).step(&file) else { panic!("the header parses") };
+        let cut = crate::gguf::cut::Cut::of(&g).expect("cut short");
+        assert_eq!(cut.missing_bytes(), 256 - 100);
     }
 
     /// Feeds `file` to a header read as a reader would; the lengths it held.

@@ -34,6 +34,12 @@ pub fn InspectView(
         <section id="inspect" data-done="1">
             <h2>{format!("{} · {}", data.label, arch.unwrap_or_else(|| "?".into()))}</h2>
             <p class="mute" id="inspect-facts">{facts}</p>
+            {(!data.cuts.is_empty()).then(|| view! {
+                <ul id="inspect-cut" class="warnings">
+                    {data.cuts.iter().map(|c| view! { <li>{c.clone()}</li> }).collect_view()}
+                    <li>"Measure, compare, check and the surgeries need every byte: download the rest first."</li>
+                </ul>
+            })}
             <MemoryView data=data.clone() />
             <MetaEditor data writing on_write />
         </section>

@@ -232,6 +232,7 @@ fn bad_input_is_refused_and_nothing_is_written() {
         (model.clone(), vec!["--set", &long], "GGUF keys are at most 65535 bytes"),
         (model.clone(), vec!["--set", "general.alignment=64:u32"], "organ does not change it"),
         (model.clone(), vec!["--rm", "split.count"], "organ does not change it"),
+        (model.clone(), vec!["--set", "organ.split.id=x"], "organ does not change it"),
         (model.clone(), vec!["--set", "llama.block_count=2"], "fixed by the blk.N.* tensors"),
         (model.clone(), vec!["--rm", "general.nothing"], "no such key to remove"),
         (model.clone(), vec!["--rename", "general.name=llama.block_count"], "organ does not change it"),
@@ -249,12 +250,12 @@ fn bad_input_is_refused_and_nothing_is_written() {
     let mut c = organ();
     c.arg("meta").arg(&model).args(["--set", "general.name=a", "--out"]).arg(&model);
     assert!(fails(c).contains("is an input of this run"));
-    // A shard of a split model.
+    // A shard of a split model whose second shard is missing.
     let shard = tmp("m-00001-of-00002.gguf");
     std::fs::copy(&model, &shard).unwrap();
     let mut c = organ();
     c.arg("meta").arg(&shard).args(["--set", "general.name=a", "--out"]).arg(&out);
-    assert!(fails(c).contains("a shard of a split model"));
+    assert!(fails(c).contains("m-00002-of-00002.gguf: cannot open"));
     assert!(entries(&dir).is_empty());
     assert!(std::fs::read(&model).unwrap() == before, "the input changed");
 }
@@ -325,4 +326,63 @@ fn no_edit_copies_the_file_and_the_report_names_each_change() {
     assert_eq!(report["changes"][0]["op"], "renamed");
     assert_eq!(report["changes"][1]["value_type"], "FLOAT32");
     assert_eq!(report["file_bytes"], std::fs::metadata(&out).unwrap().len());
+}
+
+#[test]
+fn split_models_and_organ_directories_are_edited_as_one_model() {
+    let (model, _) = small("meta-whole.gguf");
+    let edit = ["--set", "general.name=edited", "--set", "x.new=3"];
+    // The edit of the file itself, which the others must give.
+    let mut c = organ();
+    c.arg("meta").arg(&model).args(["--set", "general.name=edited", "--out"]).arg(tmp("meta-whole-file.gguf"));
+    ok(c);
+    let want = std::fs::read(tmp("meta-whole-file.gguf")).unwrap();
+    // An organ directory: edited as the GGUF it assembles into, written as that GGUF.
+    let dir = tmp("meta-whole-dir");
+    let mut c = organ();
+    c.arg("dissect").arg(&model).arg("--out").arg(&dir);
+    ok(c);
+    let from_dir = meta(&dir, &["--set", "general.name=edited"], "meta-whole-from-dir.gguf");
+    assert!(std::fs::read(&from_dir).unwrap() == want, "the directory's edit differs from the file's");
+    let mut c = organ();
+    c.arg("meta").arg(&dir).args(["--set", "general.name=x", "--in-place"]);
+    assert!(fails(c).contains("no GGUF header to edit in place"));
+    // A split model (two shards of one tensor each): the first shard's header edited, the
+    // second shard copied byte for byte, the tensors unchanged.
+    let split_dir = tmp("meta-whole-split");
+    std::fs::create_dir_all(&split_dir).unwrap();
+    let mut c = organ();
+    c.arg("assemble").arg(&dir).args(["--split-max-size", "150", "--out"]).arg(split_dir.join("s.gguf"));
+    ok(c);
+    let shards = [split_dir.join("s-00001-of-00002.gguf"), split_dir.join("s-00002-of-00002.gguf")];
+    let out_dir = tmp("meta-whole-split-out");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    for (named, n) in [(&shards[1], "e.gguf"), (&shards[0], "f-00001-of-00002.gguf")] {
+        let mut c = organ();
+        c.arg("meta").arg(named).args(edit).arg("--out").arg(out_dir.join(n));
+        let text = String::from_utf8(ok(c).stdout).unwrap();
+        assert!(text.contains("and 1 more shards copied as they are"), "{text}");
+    }
+    for prefix in ["e", "f"] {
+        let got: Vec<Vec<u8>> =
+            (1..=2).map(|i| std::fs::read(out_dir.join(format!("{prefix}-0000{i}-of-00002.gguf"))).unwrap()).collect();
+        assert!(got[1] == std::fs::read(&shards[1]).unwrap(), "{prefix}: the second shard changed");
+        let g = Gguf::parse(&got[0], got[0].len() as u64).unwrap();
+        assert_eq!(g.get("general.name").and_then(|v| v.as_str()), Some("edited"));
+        assert_eq!(g.get("x.new").and_then(|v| v.as_u64()), Some(3));
+        assert_eq!(g.get("split.count").and_then(|v| v.as_u64()), Some(2), "split.* kept");
+        let input = std::fs::read(&shards[0]).unwrap();
+        assert!(got[0][data_offset(&got[0])..] == input[data_offset(&input)..], "{prefix}: tensor data changed");
+        let mut c = organ();
+        c.arg("diff")
+            .arg(&shards[0])
+            .arg(out_dir.join(format!("{prefix}-00001-of-00002.gguf")))
+            .arg("--fail-on-change");
+        ok(c);
+    }
+    // An output naming a set of another size.
+    let mut c = organ();
+    c.arg("meta").arg(&shards[0]).args(edit).arg("--out").arg(out_dir.join("g-00001-of-00003.gguf"));
+    assert!(fails(c).contains("names a set of 3 shards; the model has 2"));
+    assert!(!out_dir.join("g-00001-of-00003.gguf").exists() && !out_dir.join("g-00001-of-00002.gguf").exists());
 }

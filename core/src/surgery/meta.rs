@@ -6,7 +6,8 @@
 //! tensor byte is decoded or held in memory.
 //!
 //! What organ refuses to change ([`refusal`]): `general.alignment` (the data is laid out
-//! for it), `general.architecture`, `split.*`, gguf-py's virtual `GGUF.*` fields, and the
+//! for it), `general.architecture`, `split.*` and organ's split set id, gguf-py's virtual
+//! `GGUF.*` fields, and the
 //! counts the tensors fix (`ARCH.block_count`, `ARCH.expert_count`).
 //!
 //! Values are given as text ([`parse_value`]): a scalar as Rust parses it, an array as
@@ -129,7 +130,7 @@ pub fn refusal(key: &str, arch: Option<&str>) -> Option<String> {
     } else if key == "general.architecture" {
         "every ARCH.* key and every tensor is read by the architecture; another architecture is another conversion"
             .to_owned()
-    } else if key.starts_with("split.") {
+    } else if key.starts_with("split.") || key == crate::gguf::split::SET_ID_KEY {
         "split.* keys say how a model is cut into shards, and only a split writer (llama-gguf-split, organ \
          --split-max-size) can keep them true"
             .to_owned()

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 #[derive(clap::Args, Debug, Clone, Default, PartialEq)]
 pub struct MetaArgs {
-    /// A GGUF file (one file: not a split model's shard, nor an organ directory).
+    /// A GGUF file; any shard of a split model (edited as one model: the first shard's
+    /// header, the others copied; --out NEW.gguf gives NEW-0000i-of-0000N.gguf); or an
+    /// organ directory (written as the GGUF it assembles into, with the new metadata).
     pub model: PathBuf,
     /// Give KEY this value: in its place when it exists (typed as it is, unless TYPE is
     /// given), else added last. TYPE: u8, i8, u16, i16, u32, i32, u64, i64, f32, f64,

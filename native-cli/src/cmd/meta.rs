@@ -1,16 +1,19 @@
 //! `organ meta`: edit a GGUF's metadata (the core's [`organ_core::surgery::meta`]) and
 //! write the new header, then the input's tensor data copied in the kernel, never decoded.
+//! A split model is edited as one: the first shard's header, the other shards copied. An
+//! organ directory is edited as the GGUF it assembles into, and written as that GGUF.
 
 use crate::atomic::Temp;
 use crate::model_file::ModelFile;
 use crate::write::copy_range;
+use crate::write::gguf_split::shard_paths;
 use anyhow::{bail, Context, Result};
 use organ_core::gguf::ValueType;
 use organ_core::limits::MAX_STRING_LEN;
 use organ_core::surgery::meta::{self, Change, Edit, Ty};
 use serde::Serialize;
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Where the edited model goes.
 #[derive(Clone, Copy)]
@@ -42,6 +45,8 @@ struct Report<'a> {
     model: String,
     out: String,
     in_place: bool,
+    /// Shards of the model (1: one file); a split model's first shard is the one edited.
+    shards: usize,
     header_bytes_before: u64,
     header_bytes_after: u64,
     file_bytes: u64,
@@ -59,23 +64,9 @@ fn read_value_file(key: &str, path: &Path) -> Result<String> {
     String::from_utf8(bytes).with_context(|| format!("--set-file {key}: {} is not UTF-8 text", path.display()))
 }
 
-pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
-    if crate::source::split_shards(o.model).is_some() {
-        bail!(
-            "{}: a shard of a split model; organ meta edits one GGUF file (join the shards with llama-gguf-split \
-             --merge, edit, and split again)",
-            o.model.display()
-        );
-    }
-    if o.model.is_dir() {
-        bail!("{}: an organ directory; organ meta edits a GGUF file (organ assemble makes one)", o.model.display());
-    }
-    let file = ModelFile::open(o.model)?;
-    let g = file.parse()?;
-    if let Some(why) = meta::shard_refusal(&g) {
-        bail!("{}: {why}", o.model.display());
-    }
-    let label = file.file_name();
+/// The core's edits for the flags of `o`, read against the header `g` (of the file named
+/// `label` in errors).
+fn edits(o: &Options<'_>, g: &organ_core::Gguf<'_>, label: &str) -> Result<Vec<Edit>> {
     let mut edits = Vec::new();
     for key in &o.rm {
         edits.push(Edit::Remove { key: (*key).to_owned() });
@@ -85,7 +76,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     }
     for spec in &o.set {
         let (key, text, ty) = meta::parse_set(spec).with_context(|| format!("--set {:.80}", spec))?;
-        let value = meta::parse_value(key, text, ty.as_ref(), g.get(key)).with_context(|| label.clone())?;
+        let value = meta::parse_value(key, text, ty.as_ref(), g.get(key)).with_context(|| label.to_owned())?;
         edits.push(Edit::Set { key: key.to_owned(), value });
     }
     for (key, path) in &o.set_file {
@@ -96,16 +87,102 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
             .with_context(|| format!("--set-file {key}={}", path.display()))?;
         edits.push(Edit::Set { key: (*key).to_owned(), value });
     }
+    Ok(edits)
+}
+
+/// The shards of the split model `shards` name, opened and checked to be one model (the
+/// core's shard check: counts, numbers, tensors, set id).
+fn open_split(shards: &[PathBuf]) -> Result<Vec<ModelFile>> {
+    let files: Vec<ModelFile> = shards.iter().map(|p| ModelFile::open(p)).collect::<Result<_>>()?;
+    let mut parts = Vec::with_capacity(files.len());
+    for (i, f) in files.iter().enumerate() {
+        parts.push(organ_core::model::Model::from_gguf(&f.parse()?, i));
+    }
+    organ_core::model::Model::join(parts).map_err(|e| {
+        anyhow::anyhow!("{}: {}", shards.get(e.file).map_or(String::new(), |p| p.display().to_string()), e.reason)
+    })?;
+    Ok(files)
+}
+
+/// An organ directory edited as the model it assembles into: the edits applied to the
+/// header `organ assemble` would write, and the GGUF written as assemble writes it (every
+/// organ file checked against its digest meanwhile), with the new metadata.
+fn run_dir(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
+    let Target::Out(out) = o.target else {
+        bail!(
+            "{}: an organ directory has no GGUF header to edit in place; write a new file with --out",
+            o.model.display()
+        );
+    };
+    let (m, digests) = crate::model::organ_dir::open_unchecked(o.model)?;
+    let layout = crate::write::plan_gguf(m.version, &m.kvs, &m.tensors, o.model)?;
+    let g = organ_core::Gguf::parse(&layout.header, layout.file_len)
+        .with_context(|| format!("{}: the GGUF it assembles into cannot be read back", o.model.display()))?;
+    let label = m.label.clone();
+    let edited =
+        meta::edit(&g, &edits(o, &g, &label)?).with_context(|| format!("{label}: cannot edit its metadata"))?;
+    let new = organ_core::Gguf::parse(&edited.header, edited.file_len())
+        .with_context(|| format!("{label}: the edited header cannot be read back"))?;
+    let kvs: Vec<_> =
+        new.kvs.iter().map(|kv| (kv.key.to_owned(), organ_core::model::OwnedValue::from_meta(&kv.value))).collect();
+    let (checked, staged) =
+        rayon::join(|| digests.check(), || crate::write::stage_gguf(m.version, &kvs, &m.tensors, out, o.force));
+    checked?;
+    let (tmp, len) = staged.with_context(|| format!("assembling {}", o.model.display()))?;
+    if len != edited.file_len() {
+        bail!("{label}: assembled {len} bytes, where the edited header says {}", edited.file_len());
+    }
+    tmp.commit()?;
+    finish(o, w, &edited, out.display().to_string(), 1, " (assembled from the organ directory)")
+}
+
+pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
+    if o.model.is_dir() {
+        return run_dir(o, w);
+    }
+    // A split model is edited as one: its metadata is in the first shard (the others hold
+    // only split.* keys), so the first shard gets the new header and the others are copied.
+    let files = match crate::source::split_shards(o.model) {
+        Some(shards) => open_split(&shards)?,
+        None => vec![ModelFile::open(o.model)?],
+    };
+    let file = &files[0];
+    let g = file.parse()?;
+    if files.len() == 1 {
+        if let Some(why) = meta::shard_refusal(&g) {
+            bail!("{}: {why}", o.model.display());
+        }
+    }
+    let label = file.file_name();
+    let edits = edits(o, &g, &label)?;
     let edited = meta::edit(&g, &edits).with_context(|| format!("{label}: cannot edit its metadata"))?;
     let len = edited.data.end - edited.data.start;
+    let first_path = files[0].path.clone();
     let out_name = match o.target {
         Target::Out(out) => {
-            let (tmp, mut f) = Temp::file(out, o.force)?;
-            f.write_all(&edited.header).with_context(|| format!("{}: cannot write", tmp.path.display()))?;
-            file.with_file(|src| copy_range(src, edited.data.start, len, &mut f))
-                .with_context(|| format!("{}: copying the tensor data of {label}", tmp.path.display()))?;
-            tmp.commit()?;
-            out.display().to_string()
+            let n = files.len();
+            let paths = match crate::source::split_shards(out) {
+                _ if n == 1 => vec![out.to_owned()],
+                Some(named) if named.len() == n => named,
+                Some(named) => bail!("{}: names a set of {} shards; the model has {n}", out.display(), named.len()),
+                None => shard_paths(out, n),
+            };
+            let mut staged = Vec::with_capacity(files.len());
+            for (i, (f, path)) in files.iter().zip(&paths).enumerate() {
+                let (tmp, mut dst) = Temp::file(path, o.force)?;
+                let what = || format!("{}: copying the tensor data of {}", tmp.path.display(), f.file_name());
+                if i == 0 {
+                    dst.write_all(&edited.header).with_context(|| format!("{}: cannot write", tmp.path.display()))?;
+                    f.with_file(|src| copy_range(src, edited.data.start, len, &mut dst)).with_context(what)?;
+                } else {
+                    f.with_file(|src| copy_range(src, 0, f.file_len(), &mut dst)).with_context(what)?;
+                }
+                staged.push(tmp);
+            }
+            for t in staged {
+                t.commit()?;
+            }
+            paths[0].display().to_string()
         }
         Target::InPlace => {
             if !edited.same_size() {
@@ -118,20 +195,38 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
             }
             let f = std::fs::OpenOptions::new()
                 .write(true)
-                .open(o.model)
-                .with_context(|| format!("{}: cannot open to write its header", o.model.display()))?;
+                .open(&first_path)
+                .with_context(|| format!("{}: cannot open to write its header", first_path.display()))?;
             std::os::unix::fs::FileExt::write_all_at(&f, &edited.header, 0)
                 .and_then(|()| f.sync_data())
-                .with_context(|| format!("{}: cannot write its header", o.model.display()))?;
-            o.model.display().to_string()
+                .with_context(|| format!("{}: cannot write its header", first_path.display()))?;
+            first_path.display().to_string()
         }
     };
+    let others = match files.len() {
+        1 => String::new(),
+        n if matches!(o.target, Target::InPlace) => format!(" (the first of {n} shards; the others unchanged)"),
+        n => format!(" and {} more shards copied as they are", n - 1),
+    };
+    finish(o, w, &edited, out_name, files.len(), &others)
+}
+
+/// Says what was changed and written (`others`: what follows the sentence), and writes the
+/// JSON report.
+fn finish(
+    o: &Options<'_>,
+    w: &mut dyn Write,
+    edited: &meta::Edited,
+    out_name: String,
+    shards: usize,
+    others: &str,
+) -> Result<()> {
     for c in &edited.changes {
         writeln!(w, "{}", c.line())?;
     }
     writeln!(
         w,
-        "wrote {out_name} ({} bytes): header {} → {} bytes, tensor data copied as is",
+        "wrote {out_name} ({} bytes): header {} → {} bytes, tensor data copied as is{others}",
         edited.file_len(),
         edited.old_header_len,
         edited.header.len()
@@ -141,6 +236,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
             model: o.model.display().to_string(),
             out: out_name,
             in_place: matches!(o.target, Target::InPlace),
+            shards,
             header_bytes_before: edited.old_header_len,
             header_bytes_after: edited.header.len() as u64,
             file_bytes: edited.file_len(),

@@ -31,6 +31,16 @@ pub fn write_gguf_split(
     Ok(paths)
 }
 
+/// The paths of `n` shards written for `dest`: `PREFIX-0000i-of-0000N.gguf` beside it,
+/// PREFIX being `dest` without `.gguf`.
+pub fn shard_paths(dest: &Path, n: usize) -> Vec<PathBuf> {
+    let name = dest.to_string_lossy();
+    let prefix = name.strip_suffix(".gguf").unwrap_or(&name);
+    let prefix_name = Path::new(prefix).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let dir = dest.parent().map(Path::to_owned).unwrap_or_default();
+    (1..=n).map(|i| dir.join(crate::source::split_name(&prefix_name, i, n))).collect()
+}
+
 /// [`write_gguf_split`]'s shards in their temp paths, uncommitted, with the paths they are
 /// for: the caller commits each (or drops them, which removes them).
 pub fn stage_gguf_split(
@@ -57,11 +67,7 @@ pub fn stage_gguf_split(
     if n > usize::from(u16::MAX) {
         bail!("{n} shards: more than the {} a split.count (u16) can hold", u16::MAX);
     }
-    let name = dest.to_string_lossy();
-    let prefix = name.strip_suffix(".gguf").unwrap_or(&name);
-    let prefix_name = Path::new(prefix).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let dir = dest.parent().map(Path::to_owned).unwrap_or_default();
-    let paths: Vec<PathBuf> = (1..=n).map(|i| dir.join(crate::source::split_name(&prefix_name, i, n))).collect();
+    let paths = shard_paths(dest, n);
     // Every shard is staged in its own temp path (refused if the shard exists); they are
     // renamed into place together once all are written. On any error the staged temps
     // are dropped, which removes them.

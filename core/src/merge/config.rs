@@ -112,7 +112,7 @@ impl Config {
     /// [`Error::BadConfig`] naming the key: one organ does not know or support, a value of
     /// the wrong kind, an unknown method or parameter, a missing base, a model given twice.
     pub fn from_json(v: &Value) -> Result<Config> {
-        let top = v.as_object().ok_or_else(|| bad("", "is not a mapping of keys to values"))?;
+        let top = v.as_object().ok_or_else(|| bad("(the whole)", "is not a mapping of keys to values"))?;
         for k in top.keys() {
             if !KNOWN.contains(&k.as_str()) {
                 return Err(bad(k, "organ does not support this key (it reads merge_method, base_model, models, parameters, dtype, out_dtype, tokenizer_source: base)"));
@@ -248,11 +248,21 @@ impl Config {
             Method::Slerp => number("parameters.t", global("t"), None)?,
             _ => 0.0,
         };
+        let normalize = flag("normalize", self.method.default_normalize())?;
+        // Sign election divides each value by the weights that agree there (1 when none
+        // do); the others divide by the sum of all, which must not be 0.
+        let total: f64 = weights.iter().sum();
+        if normalize && self.method != Method::Slerp && !self.method.consensus() && total.abs() < 1e-8 {
+            return Err(bad(
+                "weight",
+                &format!("the weights of tensor {name:?} sum to {total}, and normalize divides by their sum"),
+            ));
+        }
         Ok(TensorParams {
             weights,
             densities,
             t,
-            normalize: flag("normalize", self.method.default_normalize())?,
+            normalize,
             rescale: flag("rescale", self.method.default_rescale())?,
             lambda: number("parameters.lambda", global("lambda"), Some(1.0))?,
         })

@@ -48,12 +48,6 @@ fn trio() -> &'static (PathBuf, PathBuf, PathBuf) {
     })
 }
 
-fn merge(args: &[&std::ffi::OsStr]) -> Command {
-    let mut c = organ();
-    c.arg("merge").args(args);
-    c
-}
-
 /// Every tensor of a GGUF as f32 values, by name.
 fn values(p: &Path) -> Vec<(String, GgmlType, Vec<f32>)> {
     let bytes = std::fs::read(p).unwrap();
@@ -131,4 +125,219 @@ fn every_method_equals_the_numpy_oracle_to_1e_6() {
         assert_eq!(r["tensors"], 5, "{r}");
         assert!(r["max_rel"].as_f64().unwrap() <= 1e-6, "{r}");
     }
+}
+
+/// `organ merge ARGS… --out tmp(NAME)`, which must succeed: the output and stdout.
+fn merged(name: &str, args: &[&str]) -> (PathBuf, String) {
+    let out = tmp(name);
+    let _ = std::fs::remove_file(&out);
+    let mut c = organ();
+    c.arg("merge").args(args).arg("--out").arg(&out);
+    let o = ok(c);
+    (out, String::from_utf8(o.stdout).unwrap())
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn linear_of_a_model_with_itself_is_the_model() {
+    let (_, a, _) = trio();
+    let twin = tmp("merge-a-twin.gguf");
+    std::fs::copy(a, &twin).unwrap();
+    let (out, text) =
+        merged("merge-self.gguf", &["--method", "linear", "--model", s(a), "--model", &format!("{}:3", s(&twin))]);
+    assert!(text.contains("merged 0 tensors, copied 5 byte for byte"), "{text}");
+    assert_eq!(values(&out), values(a));
+}
+
+#[test]
+fn slerp_at_0_and_1_gives_the_endpoints() {
+    let (base, a, _) = trio();
+    for (t, want) in [("0", base), ("1", a)] {
+        let (out, _) = merged(
+            &format!("merge-slerp-{t}.gguf"),
+            &["--method", "slerp", "--base", s(base), "--model", s(a), "--t", t, "--type", "f32"],
+        );
+        let (got, want) = (values(&out), values(want));
+        for ((name, _, g), (_, _, w)) in got.iter().zip(&want) {
+            assert_eq!(g, w, "t = {t}: {name}");
+        }
+    }
+}
+
+#[test]
+fn ties_of_one_model_at_density_1_is_task_arithmetic() {
+    let (base, a, _) = trio();
+    let (ties, _) = merged(
+        "merge-ties-1.gguf",
+        &["--method", "ties", "--base", s(base), "--model", &format!("{}:1,density=1", s(a))],
+    );
+    let (ta, _) = merged("merge-ta-1.gguf", &["--method", "task_arithmetic", "--base", s(base), "--model", s(a)]);
+    let (x, y) = (values(&ties), values(&ta));
+    assert_eq!(x, y);
+    // And it is a merge: every tensor but output_norm differs from the base's.
+    let changed = x.iter().zip(values(base)).filter(|(m, b)| m.2 != b.2).count();
+    assert_eq!(changed, 4);
+}
+
+#[test]
+fn a_mergekit_config_with_filters_runs_as_written() {
+    let (base, a, _) = trio();
+    let config = tmp("merge-slerp.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "# a mergekit slerp config\nmodels:\n  - model: {b}\n  - model: {a}\nmerge_method: slerp\nbase_model: {b}\n\
+             parameters:\n  t:\n    - filter: self_attn\n      value: 0\n    - filter: mlp\n      value: [1, 1]\n    \
+             - value: 0.5\ndtype: float32\n",
+            b = s(base),
+            a = s(a)
+        ),
+    )
+    .unwrap();
+    let json = tmp("merge-slerp.json");
+    let _ = std::fs::remove_file(&json);
+    let (out, text) = merged("merge-config.gguf", &[s(&config), "--json", s(&json)]);
+    assert!(text.contains("merge: slerp of 1 model onto merge-base.gguf (llama)"), "{text}");
+    let (got, b, x) = (values(&out), values(base), values(a));
+    let find = |v: &[(String, GgmlType, Vec<f32>)], n: &str| v.iter().find(|t| t.0 == n).unwrap().clone();
+    // self_attn (attn_q) at t = 0 is the base, mlp (ffn_up) at t = 1 the model, the rest
+    // at 0.5 neither; every merged tensor is F32 (dtype).
+    assert_eq!(find(&got, "blk.0.attn_q.weight").2, find(&b, "blk.0.attn_q.weight").2);
+    assert_eq!(find(&got, "blk.1.ffn_up.weight").2, find(&x, "blk.1.ffn_up.weight").2);
+    let norm = find(&got, "blk.0.attn_norm.weight");
+    assert_eq!(norm.1, GgmlType::F32);
+    assert!(norm.2 != find(&b, "blk.0.attn_norm.weight").2 && norm.2 != find(&x, "blk.0.attn_norm.weight").2);
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["tensors"].as_array().unwrap().len(), 4, "{report}");
+    // The provenance: the method, each input by file name and BLAKE3.
+    let bytes = std::fs::read(&out).unwrap();
+    let g = Gguf::parse(&bytes, bytes.len() as u64).unwrap();
+    let text = |k: &str| match g.get(k) {
+        Some(MetaValue::Str(v)) => String::from_utf8(v.to_vec()).unwrap(),
+        other => panic!("{k}: {other:?}"),
+    };
+    assert_eq!(text("organ.merge.method"), "slerp");
+    assert_eq!(text("organ.merge.base"), "merge-base.gguf");
+    assert_eq!(text("organ.merge.base_blake3"), blake3::hash(&std::fs::read(base).unwrap()).to_hex().to_string());
+    assert!(text("organ.merge.parameters").contains("self_attn"));
+}
+
+#[test]
+fn bad_inputs_are_refused_by_name_and_nothing_is_written() {
+    let (base, a, b) = trio();
+    let k = kvs();
+    let mut other = tensors(3, 0.05, GgmlType::Q8_0);
+    let qwen = write_model_kvs(
+        "merge-qwen.gguf",
+        &[("general.architecture", MetaValue::Str(b"qwen2")), ("qwen2.block_count", MetaValue::U32(2))],
+        &other,
+    );
+    other[2] = t("blk.0.attn_q.weight", &[64, 4], GgmlType::F32, noise(9, 256));
+    let narrow = write_model_kvs("merge-narrow.gguf", &k, &other);
+    other.remove(2);
+    let missing = write_model_kvs("merge-missing.gguf", &k, &other);
+    let config = tmp("merge-bad.yml");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--method".into(), "frankenmerge".into(), "--model".into(), s(a).into()], "frankenmerge"),
+        (
+            vec![
+                "--method".into(),
+                "task_arithmetic".into(),
+                "--base".into(),
+                s(base).into(),
+                "--model".into(),
+                s(&qwen).into(),
+            ],
+            "qwen2",
+        ),
+        (
+            vec![
+                "--method".into(),
+                "task_arithmetic".into(),
+                "--base".into(),
+                s(base).into(),
+                "--model".into(),
+                s(&narrow).into(),
+            ],
+            "blk.0.attn_q.weight",
+        ),
+        (
+            vec![
+                "--method".into(),
+                "task_arithmetic".into(),
+                "--base".into(),
+                s(base).into(),
+                "--model".into(),
+                s(&missing).into(),
+            ],
+            "merge-missing.gguf: has no tensor \"blk.0.attn_q.weight\"",
+        ),
+        (
+            vec![
+                "--method".into(),
+                "ties".into(),
+                "--base".into(),
+                s(base).into(),
+                "--model".into(),
+                format!("{}:1,density=0", s(a)),
+            ],
+            "density",
+        ),
+        (
+            vec![
+                "--method".into(),
+                "dare_linear".into(),
+                "--base".into(),
+                s(base).into(),
+                "--model".into(),
+                format!("{}:1,density=1.5", s(a)),
+            ],
+            "outside (0, 1]",
+        ),
+        (
+            vec![
+                "--method".into(),
+                "linear".into(),
+                "--model".into(),
+                format!("{}:1", s(a)),
+                "--model".into(),
+                format!("{}:-1", s(b)),
+            ],
+            "sum to 0",
+        ),
+        (
+            vec![
+                "--method".into(),
+                "ties".into(),
+                "--base".into(),
+                s(base).into(),
+                "--model".into(),
+                s(a).into(),
+                "--param".into(),
+                "gamma=0.1".into(),
+            ],
+            "parameters.gamma",
+        ),
+        (vec![s(&config).into()], "slices"),
+    ];
+    std::fs::write(
+        &config,
+        format!("slices:\n  - sources: [{{model: {}, layer_range: [0, 2]}}]\nmerge_method: slerp\n", s(a)),
+    )
+    .unwrap();
+    let out = tmp("merge-refused.gguf");
+    for (args, want) in cases {
+        let mut c = organ();
+        c.arg("merge").args(&args).arg("--out").arg(&out);
+        let err = fails(c);
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?} wrote {}", out.display());
+    }
+    // An output that is an input is refused.
+    let mut c = organ();
+    c.args(["merge", "--method", "task_arithmetic", "--base", s(base), "--model", s(a), "--out", s(a), "--force"]);
+    fails(c);
 }

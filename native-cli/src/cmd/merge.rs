@@ -220,16 +220,10 @@ fn tensor_rows(
 fn report(o: &Options<'_>, models: &[Model], rows: &[TensorRow], copied: usize, w: &mut dyn Write) -> Result<()> {
     let c = &o.config;
     let r = &models[0];
-    writeln!(
-        w,
-        "merge: {} of {} models ({})",
-        c.method.name(),
-        c.merged().len(),
-        r.architecture().as_deref().unwrap_or("?")
-    )?;
-    if let Some(b) = &c.base {
-        writeln!(w, "  base   {b}")?;
-    }
+    let n = c.merged().len();
+    let onto = c.base.as_ref().map(|_| format!(" onto {}", r.label)).unwrap_or_default();
+    let arch = r.architecture().unwrap_or_default().into_owned();
+    writeln!(w, "merge: {} of {n} model{}{onto} ({arch})", c.method.name(), if n == 1 { "" } else { "s" })?;
     for i in c.merged() {
         writeln!(w, "  model  {}", c.models[i].model)?;
     }

@@ -152,7 +152,7 @@ mod tests {
                    "models": [{"model": "a.gguf", "parameters": {"weight": 0.5, "density": 0.7}}],
                    "parameters": {"normalize": true, "t": [0, 0.1], "name": "1"}})
         );
-        assert!(to_json("a: &x [1]\nb: *x\n").unwrap_err().to_string().contains("alias"));
+        assert!(format!("{:#}", to_json("a: &x [1]\nb: *x\n").unwrap_err()).contains("alias"));
         assert!(format!("{:#}", to_json("a: 1\na: 2\n").unwrap_err()).contains("twice"));
         assert!(to_json("a: [1\n").is_err());
     }

@@ -428,3 +428,44 @@ fn task_arithmetic_of_two_smollm2_finetunes_is_the_sum_of_their_deltas_and_runs_
     assert!(out.contains("verdict: "), "{out}");
     llama_generate(&judged, 16);
 }
+
+#[test]
+fn smollm2_q4_1_merged_with_its_q8_0_requant_is_nearer_each_than_they_are_to_each_other() {
+    let Some(model) = need::smollm2_and_llama() else { return };
+    let q8 = crate::build::smollm2_q8_0(&model);
+    // Linear 0.5/0.5 of two types, written F16 (a Q4_1 or Q8_0 output adds its own
+    // rounding: docs/merge.md has those figures too).
+    let (mix, text) = merged(
+        "merge-q4_1-q8_0.gguf",
+        &[
+            "--method",
+            "linear",
+            "--model",
+            &format!("{}:0.5", s(&model)),
+            "--model",
+            &format!("{}:0.5", s(&q8)),
+            "--type",
+            "f16",
+        ],
+    );
+    assert!(text.contains("Q4_1+Q8_0 -> F16 (--type)"), "{text}");
+    let text_file = tmp("merge-kl-heldout-head.txt");
+    let held = std::fs::read_to_string(repo().join("tests/data/texts/heldout.txt")).unwrap();
+    let cut = held.char_indices().nth(2400).map_or(held.len(), |(i, _)| i);
+    std::fs::write(&text_file, &held[..cut]).unwrap();
+    let bin = crate::eval::one_thread_llama_bin();
+    let kld = |m: &Path, base: &Path, name: &str| -> f64 {
+        let json = tmp(name);
+        let _ = std::fs::remove_file(&json);
+        let mut c = organ();
+        c.arg("eval").arg(m).arg("--base").arg(base).arg("--text").arg(&text_file);
+        c.args(["--ctx", "128", "-j", LLAMA_THREADS, "--llama-cpp", s(&bin), "--json", s(&json)]);
+        ok(c);
+        let e: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        e["kl_divergence"]["mean"]["value"].as_f64().unwrap()
+    };
+    let parents = kld(&q8, &model, "merge-kl-parents.json");
+    let (to_q4, to_q8) = (kld(&mix, &model, "merge-kl-q4_1.json"), kld(&mix, &q8, "merge-kl-q8_0.json"));
+    eprintln!("KL: Q8_0 from Q4_1 {parents}, the merge from Q4_1 {to_q4}, from Q8_0 {to_q8}");
+    assert!(to_q4 < parents && to_q8 < parents, "{to_q4} and {to_q8} against {parents}");
+}

@@ -22,6 +22,7 @@ step "bench: organ moe of 4 SmolLM2 donors >= 0.5x cp of the output size" bench/
 step "bench: measure of SmolLM2 over HTTP (nginx, loopback) vs local, and of the $HUGE_GB GiB model" bench/remote.sh 3 "$HUGE_GB"
 step "bench: purify throughput (figure only)" bench/purify.sh "" 1
 step "bench: organ lora merge >= 1.0x llama-export-lora (SmolLM2 F16, rank 16 on every linear weight)" bench/lora-merge.sh "" 5
+step "bench: organ merge (task arithmetic of three SmolLM2 F16) >= 3x the NumPy oracle" bench/merge.sh "" 3
 step "bench: lora extract --rank 16 of SmolLM2 >= 5x np.linalg.svd of the same ΔWs" bench/lora-extract.sh "" 3
 step "bench: organ check >= 0.5x cat on a 1.1 GB dense model" bench/check-vs-cat.sh 1100 5
 step "bench: browser vs native CLI on SmolLM2 (figure only)" bench/web-vs-cli.sh 5

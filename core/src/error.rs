@@ -206,6 +206,15 @@ pub enum Error {
         /// What is wrong, and what to do instead.
         reason: String,
     },
+    /// A merge configuration organ refuses (an unknown or unsupported key, a value of the
+    /// wrong kind, a parameter missing).
+    #[error("merge config {key}: {reason}")]
+    BadConfig {
+        /// Where in the configuration (`models[1].parameters.weight`).
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// Something a writer was asked to write cannot be represented.
     #[error("cannot write GGUF: {reason}")]
     Unwritable {

@@ -25,6 +25,7 @@ pub mod imatrix;
 pub mod limits;
 pub mod lora;
 pub mod memory;
+pub mod merge;
 pub mod model;
 pub mod predict;
 pub mod quant;

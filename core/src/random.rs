@@ -28,3 +28,16 @@ pub fn normal(seed: u64, i: u64) -> f32 {
 pub fn seed_of(name: &str) -> u64 {
     name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
+
+/// Uniform value `i` of the stream of `seed` in [0, 1): SplitMix64 output `i` shifted to
+/// its top 53 bits, times 2^-53 (exact in f64, so NumPy's `(z >> 11) * 2.0**-53` on the
+/// same outputs gives the same value; DARE's drop masks in `merge`).
+pub fn uniform(seed: u64, i: u64) -> f64 {
+    (splitmix64(seed, i) >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// Output 0 of SplitMix64 seeded with `seed`: a seed of a seed, for one stream per
+/// (seed, tensor, model).
+pub fn mix(seed: u64) -> u64 {
+    splitmix64(seed, 0)
+}

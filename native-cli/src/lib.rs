@@ -21,3 +21,4 @@ pub mod serve;
 pub mod source;
 pub mod summary;
 pub mod write;
+pub mod yaml;

@@ -33,6 +33,7 @@ mod lora_extract;
 mod lora_measure;
 mod lora_merge;
 mod memory;
+mod merge;
 mod meta;
 mod moe;
 mod moto;

@@ -23,6 +23,7 @@ mod inspect;
 mod layers;
 pub mod lora;
 mod measure;
+mod merge;
 mod meta;
 mod moe;
 pub mod outputs;
@@ -44,6 +45,7 @@ pub use graft::GraftArgs;
 pub use inspect::{memory_settings, InspectArgs};
 pub use layers::LayersArgs;
 pub use measure::{MeasureArgs, MergeArgs};
+pub use merge::ModelMergeArgs;
 pub use meta::MetaArgs;
 pub use moe::MoeArgs;
 pub use outputs::{Check, Compare, ReportFiles, ReportKind, ReportOutputs, Theta, REPORTS_GROUP};
@@ -118,6 +120,10 @@ pub enum Command {
     /// Build a mixture of experts (llama's Mixtral layout) from a dense llama base and
     /// dense donors of its shapes, one expert each (docs/moe.md).
     Moe(MoeArgs),
+    /// Merge finetunes of one base as mergekit does (linear, task_arithmetic, ties,
+    /// dare_linear, dare_ties, slerp), from a mergekit-style YAML configuration or flags,
+    /// models of any type organ reads (docs/merge.md).
+    Merge(ModelMergeArgs),
     /// Edit a GGUF's metadata (set, remove, rename keys; a chat template from a file) and
     /// write it with its tensor data copied as is (docs/surgery.md).
     Meta(MetaArgs),
@@ -184,6 +190,7 @@ pub fn run(cli: Cli, serve: fn(&ServeArgs) -> Result<()>) -> Result<Exit> {
         Command::Layers(a) => layers::run(a, &mut out)?,
         Command::Lora { op } => lora::run(op, &mut out)?,
         Command::Moe(a) => moe::run(a, &mut out)?,
+        Command::Merge(a) => merge::run(a, &mut out)?,
         Command::Meta(a) => meta::run(a, &mut out)?,
         Command::Purify(a) => purify::run(a, &mut out)?,
         Command::Eval(a) => eval::run(a, &mut out)?,

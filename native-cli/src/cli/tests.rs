@@ -311,3 +311,28 @@ fn meta_round_trips() {
     assert!(Cli::try_parse_from(["organ", "meta", "/m.gguf", "--set", "a=1"]).is_err());
     assert!(Cli::try_parse_from(["organ", "meta", "/m.gguf", "--out", "/o.gguf", "--in-place"]).is_err());
 }
+
+#[test]
+fn model_merge_round_trips() {
+    let flags = ModelMergeArgs {
+        config: None,
+        method: Some("dare_ties".into()),
+        base: Some(p("/b.gguf")),
+        models: vec!["/a.gguf:0.7,density=0.5".into(), "/c.gguf".into()],
+        t: Some(0.25),
+        params: vec!["normalize=true".into(), "lambda=0.5".into()],
+        out: p("/m.gguf"),
+        ty: Some("f16".into()),
+        seed: 7,
+        json: Some(p("/m.json")),
+        force: FORCE,
+        judge: judge(),
+    };
+    assert_eq!(reparsed(&flags), Command::Merge(flags.clone()));
+    let config =
+        ModelMergeArgs { config: Some(p("/ties.yml")), out: p("/m.gguf"), seed: 0, ..ModelMergeArgs::default() };
+    assert_eq!(reparsed(&config), Command::Merge(config.clone()));
+    // A config or --method, never both.
+    assert!(Cli::try_parse_from(["organ", "merge", "/c.yml", "--method", "ties", "--out", "/m.gguf"]).is_err());
+    assert!(Cli::try_parse_from(["organ", "merge", "--out", "/m.gguf"]).is_err());
+}

@@ -11,6 +11,7 @@ pub mod layers;
 pub mod lora;
 pub mod lora_extract;
 pub mod measure;
+pub mod merge;
 pub mod meta;
 pub mod moe;
 pub mod outputs;

@@ -4,7 +4,7 @@
 //!   paths, no symlink leading out; "missing" and "leads outside" get the same answer).
 //! - Quick reads (health, models, inspect) answer at once. Long operations (measure,
 //!   diff, check, eval, sensitivity, recipe, dissect, assemble, graft, moe, purify,
-//!   experts-extract, experts-prune, layers, lora-merge, lora-extract, meta) are
+//!   experts-extract, experts-prune, layers, lora-merge, lora-extract, merge, meta) are
 //!   jobs: each runs `organ` itself as a child process (argv, never a shell) under a
 //!   semaphore of `--jobs` permits, writing into `ROOT/results/JOB/` through the CLI's
 //!   atomic writers. Cancelling kills the child and removes the job's directory, so
@@ -32,7 +32,7 @@
 //! The modules, by what they define: [`router`] the routes and the state behind them
 //! ([`app`]); [`accept`] the connection loop and its timeouts; [`auth`] the Host, Origin and
 //! token checks; [`files`] paths under the root, the model listing and downloads;
-//! [`inspect`] inspect as a child; [`operations`], [`quantize`], [`surgery`], [`layers`], [`lora`] and [`meta`]
+//! [`inspect`] inspect as a child; [`operations`], [`quantize`], [`surgery`], [`layers`], [`lora`], [`merge`] and [`meta`]
 //! requests turned into `organ` argv; [`jobs`] the job table and each job's run; [`results`] a job's
 //! status and report sent (streamed from disk); [`retention`] finished jobs deleted and
 //! expired; [`child`] a child `organ` process and its event stream.
@@ -47,6 +47,7 @@ mod job;
 mod jobs;
 mod layers;
 mod lora;
+mod merge;
 mod meta;
 mod operations;
 mod outputs;

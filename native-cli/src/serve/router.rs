@@ -1,8 +1,8 @@
 //! The routes, and the shared state behind them: [`app`] builds both from [`Options`].
 
 use super::{
-    auth, files, inspect, layers, lora, meta, operations, quantize, results, retention, surgery, web_dir, AppState,
-    Options, MAX_INSPECTS, RESULTS,
+    auth, files, inspect, layers, lora, merge, meta, operations, quantize, results, retention, surgery, web_dir,
+    AppState, Options, MAX_INSPECTS, RESULTS,
 };
 use anyhow::{bail, Context};
 use axum::extract::DefaultBodyLimit;
@@ -90,6 +90,7 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         .route("/layers", post(layers::layers))
         .route("/lora-merge", post(lora::merge))
         .route("/lora-extract", post(lora::extract))
+        .route("/merge", post(merge::merge))
         .route("/meta", post(meta::meta))
         .route("/jobs/{id}", get(results::job_status).delete(retention::job_delete))
         .route("/jobs/{id}/result", get(results::job_result))
@@ -123,7 +124,7 @@ const INDEX: &str = concat!(
     "<h1>organ serve ",
     env!("CARGO_PKG_VERSION"),
     "</h1><p>The HTTP API of organ: POST a job under <code>/api/</code> (measure, diff, check, eval, ",
-    "sensitivity, recipe, dissect, assemble, graft, moe, purify, experts-extract, experts-prune, layers, lora-merge, lora-extract, ",
+    "sensitivity, recipe, dissect, assemble, graft, moe, purify, experts-extract, experts-prune, layers, lora-merge, lora-extract, merge, ",
     "meta), then ",
     "follow it at <code>/api/jobs/{id}</code>. Every route and field: <a href=\"/openapi.json\">/openapi.json</a>; ",
     "the reports' schema: <a href=\"/report.schema.json\">/report.schema.json</a>; health: ",

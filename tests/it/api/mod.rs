@@ -17,6 +17,7 @@ mod limits;
 mod lora;
 mod memory;
 mod memory_estimate;
+mod merge;
 mod meta;
 mod moe;
 mod quantize;

@@ -1,0 +1,383 @@
+//! `organ merge`: finetunes of one base merged as mergekit merges them (the core's
+//! [`organ_core::merge`]), read from GGUFs of any type organ dequantizes. Every model is
+//! opened and checked against the reference (the base, or linear's first model) before any
+//! work; tensors identical in every input are copied byte for byte; the others are
+//! dequantized, merged in f32/f64 and written in their output type, a window of tensors at
+//! a time in parallel, so memory holds a few tensors, never a model.
+
+use crate::llama_cpp::perplexity::Settings;
+use crate::model::{Model, Tensor};
+use anyhow::{bail, Context, Result};
+use organ_core::gguf::writer::{padding, TensorSpec};
+use organ_core::lora::merge::{file_type, OutputType};
+use organ_core::merge::config::{Config, TensorParams};
+use organ_core::merge::math::{self, Part};
+use organ_core::merge::Method;
+use organ_core::model::OwnedValue;
+use organ_core::quant::quantize::{can_quantize, quantize};
+use organ_core::{GgmlType, MetaValue};
+use rayon::prelude::*;
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The prefix of the metadata organ adds to a merged model.
+const KEY_PREFIX: &str = "organ.merge.";
+
+pub struct Options<'a> {
+    /// The merge, checked.
+    pub config: Config,
+    /// The configuration it was read from (JSON), for the provenance.
+    pub spec: serde_json::Value,
+    /// One GGUF file.
+    pub out: &'a Path,
+    /// The merged tensors' type (`--type`, else the configuration's `dtype`, else keep).
+    pub ty: OutputType,
+    /// DARE's seed.
+    pub seed: u64,
+    pub json: Option<&'a Path>,
+    /// Replace outputs that exist (never an input).
+    pub force: bool,
+    /// `--judge`: the output against the base (linear: its first model).
+    pub judge: Option<Settings>,
+}
+
+impl Options<'_> {
+    /// Every model's path, the base first when there is one, each once.
+    pub fn inputs(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = self.config.base.iter().map(PathBuf::from).collect();
+        for m in &self.config.models {
+            let p = PathBuf::from(&m.model);
+            if !v.contains(&p) {
+                v.push(p);
+            }
+        }
+        v
+    }
+}
+
+/// One tensor to merge.
+struct Job {
+    /// Its index among the reference's tensors.
+    tensor: usize,
+    to: GgmlType,
+    why: &'static str,
+    params: TensorParams,
+}
+
+/// A merged tensor as the report shows it.
+#[derive(Serialize)]
+struct TensorRow {
+    name: String,
+    /// Each input's type, in the order of `models`.
+    types: Vec<String>,
+    written_as: String,
+    /// Why that type: kept (the base's), --type (or dtype), or F16 (organ cannot write
+    /// the base's).
+    why: &'static str,
+    weights: Vec<f64>,
+    densities: Vec<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    t: Option<f64>,
+}
+
+pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
+    if !o.out.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) {
+        bail!("{}: merge writes one GGUF file: give a name ending in .gguf", o.out.display());
+    }
+    let inputs = o.inputs();
+    let reference = &inputs[0];
+    if let Some(s) = &o.judge {
+        crate::judge::check(reference, o.out, false, s)?;
+    }
+    let models: Vec<Model> = inputs.iter().map(|p| Model::open(p)).collect::<Result<_>>()?;
+    let at = |p: &str| inputs.iter().position(|i| i.as_path() == Path::new(p)).unwrap_or(0);
+    // The base (or linear's reference) and, in order, the models merged.
+    let base = o.config.base.as_deref().map(at);
+    let merged: Vec<usize> = o.config.merged().iter().map(|&i| at(&o.config.models[i].model)).collect();
+    check_models(&models)?;
+    let jobs = plan(o, &models, base, &merged)?;
+
+    let copied = models[0].tensors.len() - jobs.len();
+    let rows = tensor_rows(o, &models, base, &merged, &jobs);
+    report(o, &models, &rows, copied, w)?;
+    let kvs = metadata(o, &models, base, &merged)?;
+    let len = write(o, &models, base, &merged, &jobs, &kvs)?;
+    writeln!(w, "wrote {} ({len} bytes)", o.out.display())?;
+
+    let verdict = crate::judge::judged(o.out, reference, o.judge.as_ref(), w)?;
+    if let Some(p) = o.json {
+        let doc = serde_json::json!({
+            "method": o.config.method.name(),
+            "base": base.map(|b| models[b].label.clone()),
+            "models": merged.iter().map(|&m| models[m].label.clone()).collect::<Vec<_>>(),
+            "out": o.out.display().to_string(),
+            "seed": o.seed,
+            "tensors": rows,
+            "copied": copied,
+            "judge": verdict,
+        });
+        crate::atomic::write_json(p, o.force, &doc)?;
+    }
+    Ok(())
+}
+
+/// Every model has the reference's architecture and exactly its tensors, each of its shape.
+fn check_models(models: &[Model]) -> Result<()> {
+    let r = &models[0];
+    let arch = r.architecture().unwrap_or_default().into_owned();
+    for m in &models[1..] {
+        let a = m.architecture().unwrap_or_default();
+        if a != arch {
+            bail!("{}: architecture {a:?}, but {} is {arch:?}: merged models share one architecture", m.label, r.label);
+        }
+        if m.tensors.len() != r.tensors.len() {
+            for t in &m.tensors {
+                if !r.tensors.iter().any(|x| x.name == t.name) {
+                    bail!("{}: tensor {:?} is not in {}", m.label, t.name, r.label);
+                }
+            }
+        }
+        for t in &r.tensors {
+            let Some(x) = m.tensors.iter().find(|x| x.name == t.name) else {
+                bail!("{}: has no tensor {:?} (in {})", m.label, t.name, r.label);
+            };
+            if x.dims != t.dims {
+                bail!("{}: tensor {:?} is {:?}, in {} it is {:?}", m.label, t.name, x.dims, r.label, t.dims);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The tensors to merge (those not identical in every input), each with its parameters
+/// and output type; every refusal comes here, before anything is written.
+fn plan(o: &Options<'_>, models: &[Model], base: Option<usize>, merged: &[usize]) -> Result<Vec<Job>> {
+    let r = &models[0];
+    let arch = r.architecture().unwrap_or_default().into_owned();
+    let layers = r.model.get(&format!("{arch}.block_count")).and_then(OwnedValue::as_u64);
+    let layers = layers.and_then(|l| u32::try_from(l).ok());
+    let used: Vec<usize> = base.into_iter().chain(merged.iter().copied()).collect();
+    let mut jobs = Vec::new();
+    for (i, t) in r.tensors.iter().enumerate() {
+        let same = used.iter().all(|&m| {
+            let x = tensor(&models[m], &t.name);
+            x.ty == t.ty && x.bytes() == t.bytes()
+        });
+        if same {
+            continue;
+        }
+        for &m in &used {
+            let x = tensor(&models[m], &t.name);
+            if !x.ty.can_dequantize() {
+                bail!("{}: tensor {:?} is {}, which organ cannot dequantize", models[m].label, t.name, x.ty);
+            }
+        }
+        let params = o.config.resolve(&t.name, layers).with_context(|| format!("{}: cannot merge", r.label))?;
+        let (to, why) = match o.ty {
+            OutputType::Forced(ty) => (ty, "--type"),
+            OutputType::Keep if can_quantize(t.ty) => (t.ty, "kept"),
+            OutputType::Keep => (GgmlType::F16, "F16: organ cannot write the base's type"),
+        };
+        let cols = t.dims.first().copied().unwrap_or(0);
+        if cols % to.block_size() as u64 != 0 {
+            bail!("{}: tensor {:?}: its rows of {cols} values are not whole {to} blocks", r.label, t.name);
+        }
+        jobs.push(Job { tensor: i, to, why, params });
+    }
+    Ok(jobs)
+}
+
+/// Model `m`'s tensor `name` (every model was checked to have it).
+fn tensor<'a>(m: &'a Model, name: &str) -> &'a Tensor {
+    m.tensors.iter().find(|x| x.name == name).unwrap_or(&m.tensors[0])
+}
+
+fn tensor_rows(
+    o: &Options<'_>,
+    models: &[Model],
+    base: Option<usize>,
+    merged: &[usize],
+    jobs: &[Job],
+) -> Vec<TensorRow> {
+    jobs.iter()
+        .map(|j| {
+            let t = &models[0].tensors[j.tensor];
+            TensorRow {
+                name: t.name.clone(),
+                types: base.iter().chain(merged).map(|&m| tensor(&models[m], &t.name).ty.name().to_owned()).collect(),
+                written_as: j.to.name().into(),
+                why: j.why,
+                weights: j.params.weights.clone(),
+                densities: j.params.densities.clone(),
+                t: (o.config.method == Method::Slerp).then_some(j.params.t),
+            }
+        })
+        .collect()
+}
+
+fn report(o: &Options<'_>, models: &[Model], rows: &[TensorRow], copied: usize, w: &mut dyn Write) -> Result<()> {
+    let c = &o.config;
+    let r = &models[0];
+    let n = c.merged().len();
+    let onto = c.base.as_ref().map(|_| format!(" onto {}", r.label)).unwrap_or_default();
+    let arch = r.architecture().unwrap_or_default().into_owned();
+    writeln!(w, "merge: {} of {n} model{}{onto} ({arch})", c.method.name(), if n == 1 { "" } else { "s" })?;
+    for i in c.merged() {
+        writeln!(w, "  model  {}", c.models[i].model)?;
+    }
+    writeln!(w, "merged {} tensors, copied {copied} byte for byte", rows.len())?;
+    let mut groups: Vec<(String, &str, &str, usize)> = Vec::new();
+    for t in rows {
+        let from = t.types.join("+");
+        match groups.iter_mut().find(|g| (g.0.as_str(), g.1, g.2) == (from.as_str(), t.written_as.as_str(), t.why)) {
+            Some(g) => g.3 += 1,
+            None => groups.push((from, &t.written_as, t.why, 1)),
+        }
+    }
+    for (from, to, why, count) in groups {
+        writeln!(w, "  {count:>4} {from} -> {to} ({why})")?;
+    }
+    Ok(())
+}
+
+/// The reference's metadata, `general.file_type` set to the forced type's when it
+/// changed a tensor's type, and the provenance: method, every input by file name and
+/// BLAKE3, the parameters as given and the seed.
+fn metadata(
+    o: &Options<'_>,
+    models: &[Model],
+    base: Option<usize>,
+    merged: &[usize],
+) -> Result<Vec<(String, OwnedValue)>> {
+    let r = &models[0];
+    let mut kvs: Vec<(String, OwnedValue)> =
+        r.kvs.iter().filter(|(k, _)| !k.starts_with(KEY_PREFIX)).cloned().collect();
+    if let OutputType::Forced(ty) = o.ty {
+        if let Some(ft) = file_type(ty) {
+            let v = OwnedValue::Scalar(MetaValue::U32(ft));
+            match kvs.iter_mut().find(|(k, _)| k == "general.file_type") {
+                Some(kv) => kv.1 = v,
+                None => kvs.push(("general.file_type".into(), v)),
+            }
+        }
+    }
+    let hash = |m: usize| -> Result<String> { Ok(models[m].fingerprint(false)?.blake3) };
+    kvs.push((format!("{KEY_PREFIX}method"), OwnedValue::string(o.config.method.name())));
+    if let Some(b) = base {
+        kvs.push((format!("{KEY_PREFIX}base"), OwnedValue::string(&models[b].label)));
+        kvs.push((format!("{KEY_PREFIX}base_blake3"), OwnedValue::string(&hash(b)?)));
+    }
+    let names: Vec<String> = merged.iter().map(|&m| models[m].label.clone()).collect();
+    let hashes: Vec<String> = merged.iter().map(|&m| hash(m)).collect::<Result<_>>()?;
+    kvs.push((format!("{KEY_PREFIX}models"), OwnedValue::strings(&names)?));
+    kvs.push((format!("{KEY_PREFIX}models_blake3"), OwnedValue::strings(&hashes)?));
+    kvs.push((format!("{KEY_PREFIX}parameters"), OwnedValue::string(&parameters(o))));
+    Ok(kvs)
+}
+
+/// The parameters as given (the merge's, each merged model's in order), and the seed, as
+/// JSON: paths stay out, as in `models`, so the file says what was merged, not where it lay.
+fn parameters(o: &Options<'_>) -> String {
+    let c = &o.config;
+    let given = |v: Option<&serde_json::Value>| v.cloned().unwrap_or(serde_json::Value::Null);
+    let models: Vec<serde_json::Value> = c
+        .merged()
+        .iter()
+        .map(|&i| given(o.spec.get("models").and_then(|m| m.get(i)).and_then(|m| m.get("parameters"))))
+        .collect();
+    serde_json::json!({ "parameters": given(o.spec.get("parameters")), "models": models, "seed": o.seed }).to_string()
+}
+
+/// Writes the merged model through a temp file; returns its length.
+fn write(
+    o: &Options<'_>,
+    models: &[Model],
+    base: Option<usize>,
+    merged: &[usize],
+    jobs: &[Job],
+    kvs: &[(String, OwnedValue)],
+) -> Result<u64> {
+    let r = &models[0];
+    let mut job_of: Vec<Option<usize>> = vec![None; r.tensors.len()];
+    for (i, j) in jobs.iter().enumerate() {
+        job_of[j.tensor] = Some(i);
+    }
+    let specs = r.tensors.iter().enumerate().map(|(i, t)| TensorSpec {
+        name: &t.name,
+        dims: &t.dims,
+        ty: job_of[i].map_or(t.ty, |j| jobs[j].to),
+    });
+    let layout = crate::write::gguf::lay_out(r.version, kvs, specs, o.out)?;
+    let (tmp, mut f) = crate::atomic::Temp::file(o.out, o.force)?;
+    f.write_all(&layout.header)?;
+    let zeros = vec![0u8; layout.alignment as usize];
+    // Merged tensors are made a window at a time, in parallel, and written in order.
+    let window = 2 * rayon::current_num_threads();
+    let mut ready: VecDeque<Vec<u8>> = VecDeque::new();
+    for (i, (t, &(_, n))) in r.tensors.iter().zip(&layout.tensors).enumerate() {
+        match job_of[i] {
+            None => crate::write::copy::write_tensor_data(t, &mut f)
+                .with_context(|| format!("{}: copying tensor {:?}", tmp.path.display(), t.name))?,
+            Some(j) => {
+                if ready.is_empty() {
+                    let end = (j + window).min(jobs.len());
+                    let made: Vec<Vec<u8>> = jobs[j..end]
+                        .par_iter()
+                        .map(|j| merge_one(o, models, base, merged, j))
+                        .collect::<Result<_>>()?;
+                    ready.extend(made);
+                }
+                let bytes = ready.pop_front().unwrap_or_default();
+                if bytes.len() as u64 != n {
+                    bail!(
+                        "{}: merged tensor {:?} is {} bytes, its header says {n}",
+                        o.out.display(),
+                        t.name,
+                        bytes.len()
+                    );
+                }
+                f.write_all(&bytes)?;
+            }
+        }
+        f.write_all(&zeros[..padding(n, layout.alignment) as usize])?;
+    }
+    tmp.commit()?;
+    Ok(layout.file_len)
+}
+
+/// One merged tensor's bytes in its output type.
+fn merge_one(o: &Options<'_>, models: &[Model], base: Option<usize>, merged: &[usize], j: &Job) -> Result<Vec<u8>> {
+    let name = &models[0].tensors[j.tensor].name;
+    let values = |m: usize| -> Result<Vec<f32>> {
+        let t = tensor(&models[m], name);
+        organ_core::quant::dequantize(t.ty, t.bytes())
+            .with_context(|| format!("{}: dequantizing tensor {name:?}", models[m].label))
+    };
+    let inputs: Vec<Vec<f32>> = merged.iter().map(|&m| values(m)).collect::<Result<_>>()?;
+    let base_values = base.map(values).transpose()?;
+    let p = &j.params;
+    let n = inputs.first().map_or(0, Vec::len);
+    let mut out = vec![0f32; n];
+    let parts: Vec<Part<'_>> = inputs
+        .iter()
+        .zip(p.weights.iter().zip(&p.densities))
+        .map(|(v, (&weight, &density))| Part { values: v, weight, density })
+        .collect();
+    let method = o.config.method;
+    let done = match (method, base_values.as_deref()) {
+        (Method::Linear, _) => math::linear(name, &parts, p.normalize, &mut out),
+        (Method::Slerp, Some(b)) => math::slerp(name, p.t, b, &inputs[0], &mut out),
+        (_, Some(b)) => {
+            let s = math::Settings { normalize: p.normalize, rescale: p.rescale, lambda: p.lambda, seed: o.seed };
+            math::task_arithmetic(name, method, b, &parts, &s, &mut out)
+        }
+        (_, None) => bail!("{} merges onto a base: give one", method.name()),
+    };
+    done.with_context(|| format!("{}: merging", models[0].label))?;
+    let mut bytes = Vec::new();
+    quantize(j.to, &out, &mut bytes)
+        .with_context(|| format!("{}: writing merged tensor {name:?} as {}", o.out.display(), j.to))?;
+    Ok(bytes)
+}

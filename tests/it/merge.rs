@@ -1,0 +1,471 @@
+//! `organ merge` (issue 33, docs/merge.md): every method against the NumPy oracle
+//! (tests/oracle/merge_ref.py) on test-built models of mixed types, F32 output, to 1e-6
+//! relative; the identities that need no oracle; a mergekit YAML config; SmolLM2 F16
+//! finetunes made with gguf-py merged and run by llama.cpp; bad inputs refused by name
+//! with nothing written.
+
+use crate::build::{noise, t, write_model_kvs, T};
+use crate::common::*;
+use organ_core::gguf::{Gguf, MetaValue};
+use organ_core::GgmlType;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The tensors of a test model: the base's values plus `delta` times seeded noise (0: the
+/// base); token_embd of the second finetune is F16 where the others' is Q8_0, and
+/// output_norm is the same in every model.
+fn tensors(seed: u64, delta: f32, embd: GgmlType) -> Vec<T> {
+    let v = |k: u64, n: usize| -> Vec<f32> {
+        let base = noise(100 + k, n);
+        let d = noise(seed * 1000 + k, n);
+        base.iter().zip(d).map(|(b, d)| b + delta * d).collect()
+    };
+    vec![
+        t("token_embd.weight", &[64, 10], embd, v(1, 640)),
+        t("blk.0.attn_norm.weight", &[64], GgmlType::F32, v(2, 64)),
+        t("blk.0.attn_q.weight", &[64, 8], GgmlType::F32, v(3, 512)),
+        t("blk.1.ffn_up.weight", &[32, 16], GgmlType::F16, v(4, 512)),
+        t("output_norm.weight", &[64], GgmlType::F32, noise(5, 64)),
+    ]
+}
+
+fn kvs() -> Vec<(&'static str, MetaValue<'static>)> {
+    vec![("general.architecture", MetaValue::Str(b"llama")), ("llama.block_count", MetaValue::U32(2))]
+}
+
+/// The base and two finetunes of it, written once.
+fn trio() -> &'static (PathBuf, PathBuf, PathBuf) {
+    static P: OnceLock<(PathBuf, PathBuf, PathBuf)> = OnceLock::new();
+    P.get_or_init(|| {
+        let k = kvs();
+        (
+            write_model_kvs("merge-base.gguf", &k, &tensors(0, 0.0, GgmlType::Q8_0)),
+            write_model_kvs("merge-a.gguf", &k, &tensors(1, 0.05, GgmlType::Q8_0)),
+            write_model_kvs("merge-b.gguf", &k, &tensors(2, 0.08, GgmlType::F16)),
+        )
+    })
+}
+
+/// Every tensor of a GGUF as f32 values, by name.
+fn values(p: &Path) -> Vec<(String, GgmlType, Vec<f32>)> {
+    let bytes = std::fs::read(p).unwrap();
+    let g = Gguf::parse(&bytes, bytes.len() as u64).unwrap();
+    g.tensors
+        .iter()
+        .map(|ti| (ti.name.to_owned(), ti.ty, organ_core::quant::dequantize(ti.ty, ti.data(&bytes).unwrap()).unwrap()))
+        .collect()
+}
+
+#[test]
+fn every_method_equals_the_numpy_oracle_to_1e_6() {
+    let Some(python) = need::oracle() else { return };
+    let (base, a, b) = trio();
+    let m = |p: &Path, w: f64, d: f64| json!({"path": p, "weight": w, "density": d});
+    // (method, organ's flags, the oracle's parameters as organ resolves them)
+    let cases: Vec<(&str, Vec<String>, Value)> = vec![
+        ("linear", vec![], json!({"base": null, "models": [m(a, 0.6, 1.0), m(b, 0.3, 1.0)], "normalize": true})),
+        (
+            "task_arithmetic",
+            vec![],
+            json!({"models": [m(a, 0.7, 1.0), m(b, -0.4, 1.0)], "normalize": false, "lambda": 1.5}),
+        ),
+        ("ties", vec![], json!({"models": [m(a, 0.7, 0.5), m(b, 0.5, 0.3)], "normalize": true, "rescale": false})),
+        (
+            "dare_linear",
+            vec![],
+            json!({"models": [m(a, 0.7, 0.6), m(b, 0.5, 0.4)], "normalize": false, "rescale": true}),
+        ),
+        ("dare_ties", vec![], json!({"models": [m(a, 0.7, 0.6), m(b, 0.5, 0.4)], "normalize": false, "rescale": true})),
+        ("slerp", vec!["--t".into(), "0.3".into()], json!({"models": [m(a, 1.0, 1.0)], "t": 0.3})),
+    ];
+    let mut checks = Vec::new();
+    for (method, extra, mut spec) in cases {
+        let out = tmp(&format!("merge-oracle-{method}.gguf"));
+        let _ = std::fs::remove_file(&out);
+        let mut c = organ();
+        c.args(["merge", "--method", method, "--type", "f32", "--seed", "42", "--out"]).arg(&out).args(&extra);
+        if method != "linear" {
+            c.arg("--base").arg(base);
+        }
+        for e in spec["models"].as_array().unwrap() {
+            let p = e["path"].as_str().unwrap();
+            c.arg("--model").arg(match method {
+                "linear" => format!("{p}:{}", e["weight"]),
+                "slerp" => p.to_owned(),
+                _ => format!("{p}:{},density={}", e["weight"], e["density"]),
+            });
+        }
+        if spec.get("lambda").is_some() {
+            c.args(["--param", "lambda=1.5"]);
+        }
+        ok(c);
+        let o = spec.as_object_mut().unwrap();
+        o.insert("method".into(), json!(method));
+        o.entry("base").or_insert(json!(base));
+        o.entry("lambda").or_insert(json!(1.0));
+        o.entry("normalize").or_insert(json!(false));
+        o.entry("rescale").or_insert(json!(false));
+        o.entry("t").or_insert(json!(0.0));
+        o.insert("seed".into(), json!(42));
+        o.insert("merged".into(), json!(out));
+        checks.push(spec);
+    }
+    let list = tmp("merge-oracle-checks.json");
+    std::fs::write(&list, serde_json::to_vec(&checks).unwrap()).unwrap();
+    let res = tmp("merge-oracle-results.json");
+    let mut c = Command::new(python);
+    c.arg(repo().join("tests/oracle/merge_ref.py")).arg(&list).arg(&res);
+    ok(c);
+    let results: Vec<Value> = serde_json::from_slice(&std::fs::read(&res).unwrap()).unwrap();
+    assert_eq!(results.len(), 6);
+    for r in &results {
+        eprintln!("{}: max rel {} ({})", r["merged"], r["max_rel"], r["worst"]);
+        assert_eq!(r["tensors"], 5, "{r}");
+        assert!(r["max_rel"].as_f64().unwrap() <= 1e-6, "{r}");
+    }
+}
+
+/// `organ merge ARGS… --out tmp(NAME)`, which must succeed: the output and stdout.
+fn merged(name: &str, args: &[&str]) -> (PathBuf, String) {
+    let out = tmp(name);
+    let _ = std::fs::remove_file(&out);
+    let mut c = organ();
+    c.arg("merge").args(args).arg("--out").arg(&out);
+    let o = ok(c);
+    (out, String::from_utf8(o.stdout).unwrap())
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn linear_of_a_model_with_itself_is_the_model() {
+    let (_, a, _) = trio();
+    let twin = tmp("merge-a-twin.gguf");
+    std::fs::copy(a, &twin).unwrap();
+    let (out, text) =
+        merged("merge-self.gguf", &["--method", "linear", "--model", s(a), "--model", &format!("{}:3", s(&twin))]);
+    assert!(text.contains("merged 0 tensors, copied 5 byte for byte"), "{text}");
+    assert_eq!(values(&out), values(a));
+}
+
+#[test]
+fn slerp_at_0_and_1_gives_the_endpoints() {
+    let (base, a, _) = trio();
+    for (t, want) in [("0", base), ("1", a)] {
+        let (out, _) = merged(
+            &format!("merge-slerp-{t}.gguf"),
+            &["--method", "slerp", "--base", s(base), "--model", s(a), "--t", t, "--type", "f32"],
+        );
+        let (got, want) = (values(&out), values(want));
+        for ((name, _, g), (_, _, w)) in got.iter().zip(&want) {
+            assert_eq!(g, w, "t = {t}: {name}");
+        }
+    }
+}
+
+#[test]
+fn ties_of_one_model_at_density_1_is_task_arithmetic() {
+    let (base, a, _) = trio();
+    let (ties, _) = merged(
+        "merge-ties-1.gguf",
+        &["--method", "ties", "--base", s(base), "--model", &format!("{}:1,density=1", s(a))],
+    );
+    let (ta, _) = merged("merge-ta-1.gguf", &["--method", "task_arithmetic", "--base", s(base), "--model", s(a)]);
+    let (x, y) = (values(&ties), values(&ta));
+    assert_eq!(x, y);
+    // And it is a merge: every tensor but output_norm differs from the base's.
+    let changed = x.iter().zip(values(base)).filter(|(m, b)| m.2 != b.2).count();
+    assert_eq!(changed, 4);
+}
+
+#[test]
+fn a_mergekit_config_with_filters_runs_as_written() {
+    let (base, a, _) = trio();
+    let config = tmp("merge-slerp.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "# a mergekit slerp config\nmodels:\n  - model: {b}\n  - model: {a}\nmerge_method: slerp\nbase_model: {b}\n\
+             parameters:\n  t:\n    - filter: self_attn\n      value: 0\n    - filter: mlp\n      value: [1, 1]\n    \
+             - value: 0.5\ndtype: float32\n",
+            b = s(base),
+            a = s(a)
+        ),
+    )
+    .unwrap();
+    let json = tmp("merge-slerp.json");
+    let _ = std::fs::remove_file(&json);
+    let (out, text) = merged("merge-config.gguf", &[s(&config), "--json", s(&json)]);
+    assert!(text.contains("merge: slerp of 1 model onto merge-base.gguf (llama)"), "{text}");
+    let (got, b, x) = (values(&out), values(base), values(a));
+    let find = |v: &[(String, GgmlType, Vec<f32>)], n: &str| v.iter().find(|t| t.0 == n).unwrap().clone();
+    // self_attn (attn_q) at t = 0 is the base, mlp (ffn_up) at t = 1 the model, the rest
+    // at 0.5 neither; every merged tensor is F32 (dtype).
+    assert_eq!(find(&got, "blk.0.attn_q.weight").2, find(&b, "blk.0.attn_q.weight").2);
+    assert_eq!(find(&got, "blk.1.ffn_up.weight").2, find(&x, "blk.1.ffn_up.weight").2);
+    let norm = find(&got, "blk.0.attn_norm.weight");
+    assert_eq!(norm.1, GgmlType::F32);
+    assert!(norm.2 != find(&b, "blk.0.attn_norm.weight").2 && norm.2 != find(&x, "blk.0.attn_norm.weight").2);
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["tensors"].as_array().unwrap().len(), 4, "{report}");
+    // The provenance: the method, each input by file name and BLAKE3.
+    let bytes = std::fs::read(&out).unwrap();
+    let g = Gguf::parse(&bytes, bytes.len() as u64).unwrap();
+    let text = |k: &str| match g.get(k) {
+        Some(MetaValue::Str(v)) => String::from_utf8(v.to_vec()).unwrap(),
+        other => panic!("{k}: {other:?}"),
+    };
+    assert_eq!(text("organ.merge.method"), "slerp");
+    assert_eq!(text("organ.merge.base"), "merge-base.gguf");
+    assert_eq!(text("organ.merge.base_blake3"), blake3::hash(&std::fs::read(base).unwrap()).to_hex().to_string());
+    assert!(text("organ.merge.parameters").contains("self_attn"));
+}
+
+#[test]
+fn bad_inputs_are_refused_by_name_and_nothing_is_written() {
+    let (base, a, b) = trio();
+    let k = kvs();
+    let mut other = tensors(3, 0.05, GgmlType::Q8_0);
+    let qwen = write_model_kvs(
+        "merge-qwen.gguf",
+        &[("general.architecture", MetaValue::Str(b"qwen2")), ("qwen2.block_count", MetaValue::U32(2))],
+        &other,
+    );
+    other[2] = t("blk.0.attn_q.weight", &[64, 4], GgmlType::F32, noise(9, 256));
+    let narrow = write_model_kvs("merge-narrow.gguf", &k, &other);
+    other.remove(2);
+    let missing = write_model_kvs("merge-missing.gguf", &k, &other);
+    let config = tmp("merge-bad.yml");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--method".into(), "frankenmerge".into(), "--model".into(), s(a).into()], "frankenmerge"),
+        (
+            vec![
+                "--method".into(),
+                "task_arithmetic".into(),
+                "--base".into(),
+                s(base).into(),
+                "--model".into(),
+                s(&qwen).into(),
+            ],
+            "qwen2",
+        ),
+        (
+            vec![
+                "--method".into(),
+                "task_arithmetic".into(),
+                "--base".into(),
+                s(base).into(),
+                "--model".into(),
+                s(&narrow).into(),
+            ],
+            "blk.0.attn_q.weight",
+        ),
+        (
+            vec![
+                "--method".into(),
+                "task_arithmetic".into(),
+                "--base".into(),
+                s(base).into(),
+                "--model".into(),
+                s(&missing).into(),
+            ],
+            "merge-missing.gguf: has no tensor \"blk.0.attn_q.weight\"",
+        ),
+        (
+            vec![
+                "--method".into(),
+                "ties".into(),
+                "--base".into(),
+                s(base).into(),
+                "--model".into(),
+                format!("{}:1,density=0", s(a)),
+            ],
+            "density",
+        ),
+        (
+            vec![
+                "--method".into(),
+                "dare_linear".into(),
+                "--base".into(),
+                s(base).into(),
+                "--model".into(),
+                format!("{}:1,density=1.5", s(a)),
+            ],
+            "outside (0, 1]",
+        ),
+        (
+            vec![
+                "--method".into(),
+                "linear".into(),
+                "--model".into(),
+                format!("{}:1", s(a)),
+                "--model".into(),
+                format!("{}:-1", s(b)),
+            ],
+            "sum to 0",
+        ),
+        (
+            vec![
+                "--method".into(),
+                "ties".into(),
+                "--base".into(),
+                s(base).into(),
+                "--model".into(),
+                s(a).into(),
+                "--param".into(),
+                "gamma=0.1".into(),
+            ],
+            "parameters.gamma",
+        ),
+        (vec![s(&config).into()], "slices"),
+    ];
+    std::fs::write(
+        &config,
+        format!("slices:\n  - sources: [{{model: {}, layer_range: [0, 2]}}]\nmerge_method: slerp\n", s(a)),
+    )
+    .unwrap();
+    let out = tmp("merge-refused.gguf");
+    for (args, want) in cases {
+        let mut c = organ();
+        c.arg("merge").args(&args).arg("--out").arg(&out);
+        let err = fails(c);
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?} wrote {}", out.display());
+    }
+    // An output that is an input is refused.
+    let mut c = organ();
+    c.args(["merge", "--method", "task_arithmetic", "--base", s(base), "--model", s(a), "--out", s(a), "--force"]);
+    fails(c);
+}
+
+fn parse(f: &[u8]) -> Gguf<'_> {
+    Gguf::parse(f, f.len() as u64).unwrap()
+}
+
+/// `make-finetune.py BASE tmp(NAME) SEED 0.02 PARTS`.
+fn finetune(python: &Path, base: &Path, name: &str, seed: &str, parts: &str) -> PathBuf {
+    let out = tmp(name);
+    let mut c = Command::new(python);
+    c.arg(repo().join("tests/oracle/make-finetune.py")).arg(base).arg(&out).args([seed, "0.02", parts]);
+    ok(c);
+    out
+}
+
+#[test]
+fn task_arithmetic_of_two_smollm2_finetunes_is_the_sum_of_their_deltas_and_runs_in_llama_cpp() {
+    let Some(model) = need::smollm2_oracle_and_llama() else { return };
+    let python = oracle_python();
+    let base = smollm2_f16(&model);
+    // ΔA on attn_q and ffn_down, ΔB on attn_q and attn_v: attn_q gets both.
+    let a = finetune(&python, &base, "merge-smollm2-a.gguf", "1", "attn_q,ffn_down");
+    let b = finetune(&python, &base, "merge-smollm2-b.gguf", "2", "attn_q,attn_v");
+    let (sum, text) = merged(
+        "merge-smollm2-sum.gguf",
+        &[
+            "--method",
+            "task_arithmetic",
+            "--base",
+            s(&base),
+            "--model",
+            &format!("{}:1", s(&a)),
+            "--model",
+            &format!("{}:1", s(&b)),
+            "--type",
+            "f32",
+        ],
+    );
+    assert!(text.contains("merged 90 tensors, copied 182 byte for byte"), "{text}");
+    let map = |p: &Path| std::fs::read(p).unwrap();
+    let (fs, fb, fa, fbb) = (map(&sum), map(&base), map(&a), map(&b));
+    let (gs, gb, ga, gbb) = (parse(&fs), parse(&fb), parse(&fa), parse(&fbb));
+    let vals = |g: &Gguf<'_>, f: &[u8], name: &str| -> Vec<f32> {
+        let t = g.tensors.iter().find(|t| t.name == name).unwrap();
+        organ_core::quant::dequantize(t.ty, t.data(f).unwrap()).unwrap()
+    };
+    let (mut merged_count, mut exact) = (0, 0usize);
+    for t in &gs.tensors {
+        let raw =
+            |g: &Gguf<'_>, f: &'_ [u8]| g.tensors.iter().find(|x| x.name == t.name).unwrap().data(f).unwrap().to_vec();
+        if raw(&ga, &fa) == raw(&gb, &fb) && raw(&gbb, &fbb) == raw(&gb, &fb) {
+            // Untouched: the base's bytes, in its type.
+            assert_eq!(t.data(&fs).unwrap(), raw(&gb, &fb), "{}", t.name);
+            continue;
+        }
+        merged_count += 1;
+        assert_eq!(t.ty, GgmlType::F32, "{}", t.name);
+        let (m, x, y, z) =
+            (vals(&gs, &fs, t.name), vals(&gb, &fb, t.name), vals(&ga, &fa, t.name), vals(&gbb, &fbb, t.name));
+        // base + ΔA + ΔB, each Δ what its file holds, in f64.
+        let want: Vec<f32> = x
+            .iter()
+            .zip(&y)
+            .zip(&z)
+            .map(|((&x, &y), &z)| (f64::from(y) + f64::from(z) - f64::from(x)) as f32)
+            .collect();
+        // Exactly: each Δ of F16 values is exact in f32, their sum exact in f64, and the
+        // result rounded once, as here.
+        assert!(m == want, "{}: not base + ΔA + ΔB", t.name);
+        exact += m.len();
+    }
+    assert_eq!(merged_count, 90);
+    assert!(exact > 10_000_000, "{exact} values merged");
+    // In the base's type (F16), llama.cpp loads and runs the merge, and --judge grades it.
+    let judged = tmp("merge-smollm2-judged.gguf");
+    let _ = std::fs::remove_file(&judged);
+    let text_file = tmp("merge-heldout-head.txt");
+    let held = std::fs::read_to_string(repo().join("tests/data/texts/heldout.txt")).unwrap();
+    let cut = held.char_indices().nth(2400).map_or(held.len(), |(i, _)| i);
+    std::fs::write(&text_file, &held[..cut]).unwrap();
+    let bin = crate::eval::one_thread_llama_bin();
+    let mut c = organ();
+    c.args(["merge", "--method", "task_arithmetic", "--base", s(&base), "--model", s(&a), "--model", s(&b)]);
+    c.arg("--out").arg(&judged).arg("--judge").arg(&text_file).args(["--judge-ctx", "128", "--llama-cpp", s(&bin)]);
+    let out = String::from_utf8(ok(c).stdout).unwrap();
+    assert!(out.contains("verdict: "), "{out}");
+    llama_generate(&judged, 16);
+}
+
+#[test]
+fn smollm2_q4_1_merged_with_its_q8_0_requant_is_nearer_each_than_they_are_to_each_other() {
+    let Some(model) = need::smollm2_and_llama() else { return };
+    let q8 = crate::build::smollm2_q8_0(&model);
+    // Linear 0.5/0.5 of two types, written F16 (a Q4_1 or Q8_0 output adds its own
+    // rounding: docs/merge.md has those figures too).
+    let (mix, text) = merged(
+        "merge-q4_1-q8_0.gguf",
+        &[
+            "--method",
+            "linear",
+            "--model",
+            &format!("{}:0.5", s(&model)),
+            "--model",
+            &format!("{}:0.5", s(&q8)),
+            "--type",
+            "f16",
+        ],
+    );
+    assert!(text.contains("Q4_1+Q8_0 -> F16 (--type)"), "{text}");
+    let text_file = tmp("merge-kl-heldout-head.txt");
+    let held = std::fs::read_to_string(repo().join("tests/data/texts/heldout.txt")).unwrap();
+    let cut = held.char_indices().nth(2400).map_or(held.len(), |(i, _)| i);
+    std::fs::write(&text_file, &held[..cut]).unwrap();
+    let bin = crate::eval::one_thread_llama_bin();
+    let kld = |m: &Path, base: &Path, name: &str| -> f64 {
+        let json = tmp(name);
+        let _ = std::fs::remove_file(&json);
+        let mut c = organ();
+        c.arg("eval").arg(m).arg("--base").arg(base).arg("--text").arg(&text_file);
+        c.args(["--ctx", "128", "-j", LLAMA_THREADS, "--llama-cpp", s(&bin), "--json", s(&json)]);
+        ok(c);
+        let e: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        e["kl_divergence"]["mean"]["value"].as_f64().unwrap()
+    };
+    let parents = kld(&q8, &model, "merge-kl-parents.json");
+    let (to_q4, to_q8) = (kld(&mix, &model, "merge-kl-q4_1.json"), kld(&mix, &q8, "merge-kl-q8_0.json"));
+    eprintln!("KL: Q8_0 from Q4_1 {parents}, the merge from Q4_1 {to_q4}, from Q8_0 {to_q8}");
+    assert!(to_q4 < parents && to_q8 < parents, "{to_q4} and {to_q8} against {parents}");
+}

@@ -71,6 +71,36 @@ pub trait ByteSource: Send + Sync {
     fn file(&self) -> Option<&File> {
         None
     }
+
+    /// Gives back the memory `[offset, offset + len)` holds, once read and no longer
+    /// needed: a map's pages leave the process's resident set (read from the file again if
+    /// touched again). Nothing for bytes held in memory.
+    fn release(&self, _offset: u64, _len: u64) {}
+}
+
+/// Bytes that can give their memory back ([`ByteSource::release`]).
+pub trait Release {
+    /// Releases what `[offset, offset + len)` holds, if it can.
+    fn release(&self, _offset: u64, _len: u64) {}
+}
+
+impl Release for Vec<u8> {}
+
+impl Release for Mmap {
+    fn release(&self, offset: u64, len: u64) {
+        // Whole pages inside the range only: a page shared with a neighbour stays.
+        let page = rustix::param::page_size() as u64;
+        let start = offset.div_ceil(page) * page;
+        let end = offset.saturating_add(len).min(self.len() as u64) / page * page;
+        if end > start {
+            // SAFETY: the map is a read-only map of a file: dropping its pages loses
+            // nothing (they are read from the file again if touched), and the bytes any
+            // slice into the range reads stay the file's.
+            let _ = unsafe {
+                self.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start as usize, (end - start) as usize)
+            };
+        }
+    }
 }
 
 /// Above this many bytes, a command reads a model by positioned reads of what it needs
@@ -147,7 +177,7 @@ fn read_local(name: &str, file: Option<&File>, bytes: &[u8], buf: &mut [u8], off
     Ok(())
 }
 
-impl<B: std::ops::Deref<Target = [u8]> + Send + Sync> ByteSource for Local<B> {
+impl<B: std::ops::Deref<Target = [u8]> + Release + Send + Sync> ByteSource for Local<B> {
     fn what(&self) -> &str {
         &self.name
     }
@@ -165,6 +195,9 @@ impl<B: std::ops::Deref<Target = [u8]> + Send + Sync> ByteSource for Local<B> {
     }
     fn file(&self) -> Option<&File> {
         self.file.as_ref()
+    }
+    fn release(&self, offset: u64, len: u64) {
+        self.bytes.release(offset, len);
     }
 }
 

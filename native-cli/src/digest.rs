@@ -54,12 +54,22 @@ pub fn fingerprint_files(files: &[PathBuf], sha256: bool) -> Result<Fingerprint>
     Ok(fingerprint_maps(&maps.iter().collect::<Vec<_>>(), sha256))
 }
 
-/// The fingerprint of the opened files `maps`' bytes, one after the other.
+/// Bytes hashed between two releases of a map's pages.
+const HASH_CHUNK: usize = 64 << 20;
+
+/// The fingerprint of the opened files `maps`' bytes, one after the other. Without
+/// sha256, each chunk's pages are given back once hashed: hashing a map touches every
+/// page, which would otherwise stay resident (three 1 GiB inputs of a merge, 3 GiB).
 pub fn fingerprint_maps(maps: &[&ModelFile], sha256: bool) -> Fingerprint {
     let blake = || {
         let mut h = blake3::Hasher::new();
         for m in maps {
-            h.update(m.bytes());
+            for (i, chunk) in m.bytes().chunks(HASH_CHUNK).enumerate() {
+                h.update(chunk);
+                if !sha256 {
+                    m.release((i * HASH_CHUNK) as u64, chunk.len() as u64);
+                }
+            }
         }
         h.finalize().to_hex().to_string()
     };

@@ -48,6 +48,15 @@ impl Tensor {
         // Offsets and sizes were checked against the file when the model was opened.
         &b[self.offset as usize..(self.offset + self.n_bytes) as usize]
     }
+
+    /// Gives back the memory its bytes in the file hold, once read ([`ModelFile::release`]):
+    /// a command that reads tensor after tensor of a mapped file keeps a few in memory,
+    /// not every one it touched.
+    pub fn release(&self) {
+        if self.owned.is_none() {
+            self.in_file.release(self.offset, self.n_bytes);
+        }
+    }
 }
 
 /// An opened model: the core model over [`Tensor`]s (it derefs to it), and where it is.

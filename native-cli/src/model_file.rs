@@ -178,6 +178,12 @@ impl ModelFile {
         self.source.whole().unwrap_or(&self.header)
     }
 
+    /// Gives back the memory its bytes `[offset, offset + len)` hold, once read: a map's
+    /// pages leave the resident set ([`ByteSource::release`]).
+    pub fn release(&self, offset: u64, len: u64) {
+        self.source.release(offset, len);
+    }
+
     /// The file's length (for a file at a URL, the object's, whose header only is in
     /// [`Self::bytes`]).
     pub fn file_len(&self) -> u64 {

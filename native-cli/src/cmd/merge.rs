@@ -165,6 +165,10 @@ fn plan(o: &Options<'_>, models: &[Model], base: Option<usize>, merged: &[usize]
             let x = tensor(&models[m], &t.name);
             x.ty == t.ty && x.bytes() == t.bytes()
         });
+        // Read whole to be compared: their pages go back, or the map would hold them all.
+        for &m in &used {
+            tensor(&models[m], &t.name).release();
+        }
         if same {
             continue;
         }
@@ -352,8 +356,10 @@ fn merge_one(o: &Options<'_>, models: &[Model], base: Option<usize>, merged: &[u
     let name = &models[0].tensors[j.tensor].name;
     let values = |m: usize| -> Result<Vec<f32>> {
         let t = tensor(&models[m], name);
-        organ_core::quant::dequantize(t.ty, t.bytes())
-            .with_context(|| format!("{}: dequantizing tensor {name:?}", models[m].label))
+        let values = organ_core::quant::dequantize(t.ty, t.bytes())
+            .with_context(|| format!("{}: dequantizing tensor {name:?}", models[m].label));
+        t.release();
+        values
     };
     let inputs: Vec<Vec<f32>> = merged.iter().map(|&m| values(m)).collect::<Result<_>>()?;
     let base_values = base.map(values).transpose()?;

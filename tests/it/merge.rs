@@ -469,3 +469,40 @@ fn smollm2_q4_1_merged_with_its_q8_0_requant_is_nearer_each_than_they_are_to_eac
     eprintln!("KL: Q8_0 from Q4_1 {parents}, the merge from Q4_1 {to_q4}, from Q8_0 {to_q8}");
     assert!(to_q4 < parents && to_q8 < parents, "{to_q4} and {to_q8} against {parents}");
 }
+
+#[test]
+fn split_and_organ_directory_inputs_merge_as_their_files() {
+    let (base, a, b) = trio();
+    // `a` as a split model, `b` as an organ directory.
+    let dir = tmp("merge-b-dir");
+    let mut c = organ();
+    c.arg("dissect").arg(b).arg("--out").arg(&dir);
+    ok(c);
+    let a_dir = tmp("merge-a-dir");
+    let mut c = organ();
+    c.arg("dissect").arg(a).arg("--out").arg(&a_dir);
+    ok(c);
+    let split = tmp("merge-a-split");
+    std::fs::create_dir_all(&split).unwrap();
+    let mut c = organ();
+    c.arg("assemble").arg(&a_dir).args(["--split-max-size", "4K", "--out"]).arg(split.join("a.gguf"));
+    ok(c);
+    let shard = split.join("a-00001-of-00002.gguf");
+    assert!(shard.exists() && split.join("a-00002-of-00002.gguf").exists());
+    let args = |a: &Path, b: &Path| -> Vec<String> {
+        ["--method", "task_arithmetic", "--base", s(base), "--model"]
+            .iter()
+            .map(|x| x.to_string())
+            .chain([format!("{}:1", s(a)), "--model".into(), format!("{}:0.5", s(b)), "--type".into(), "f32".into()])
+            .collect()
+    };
+    let from_files = args(a, b);
+    let from_others = args(&shard, &dir);
+    let (want, _) = merged("merge-from-files.gguf", &from_files.iter().map(String::as_str).collect::<Vec<_>>());
+    let (got, _) = merged("merge-from-split-and-dir.gguf", &from_others.iter().map(String::as_str).collect::<Vec<_>>());
+    let (want, got) = (values(&want), values(&got));
+    assert_eq!(want.len(), got.len());
+    for (w, g) in want.iter().zip(&got) {
+        assert!(w == g, "tensor {:?} differs when the inputs are a split model and an organ directory", w.0);
+    }
+}

@@ -23,6 +23,7 @@ step "bench: measure of SmolLM2 over HTTP (nginx, loopback) vs local, and of the
 step "bench: purify throughput (figure only)" bench/purify.sh "" 1
 step "bench: organ lora merge >= 1.0x llama-export-lora (SmolLM2 F16, rank 16 on every linear weight)" bench/lora-merge.sh "" 5
 step "bench: organ merge (task arithmetic of three SmolLM2 F16) >= 3x the NumPy oracle" bench/merge.sh "" 3
+step "bench: organ merge of three 1 GiB models: peak RSS < 512 MiB" bench/merge-memory.sh 1
 step "bench: lora extract --rank 16 of SmolLM2 >= 5x np.linalg.svd of the same ΔWs" bench/lora-extract.sh "" 3
 step "bench: organ check >= 0.5x cat on a 1.1 GB dense model" bench/check-vs-cat.sh 1100 5
 step "bench: browser vs native CLI on SmolLM2 (figure only)" bench/web-vs-cli.sh 5

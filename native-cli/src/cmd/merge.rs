@@ -294,6 +294,10 @@ fn parameters(o: &Options<'_>) -> String {
     serde_json::json!({ "parameters": given(o.spec.get("parameters")), "models": models, "seed": o.seed }).to_string()
 }
 
+/// The f32 bytes the tensors merged at once may hold (inputs and outputs), beyond one
+/// tensor (a batch always holds one, however large).
+const MERGE_BUDGET: u64 = 192 << 20;
+
 /// Writes the merged model through a temp file; returns its length.
 fn write(
     o: &Options<'_>,
@@ -317,8 +321,13 @@ fn write(
     let (tmp, mut f) = crate::atomic::Temp::file(o.out, o.force)?;
     f.write_all(&layout.header)?;
     let zeros = vec![0u8; layout.alignment as usize];
-    // Merged tensors are made a window at a time, in parallel, and written in order.
+    // Merged tensors are made a batch at a time, in parallel, and written in order. A batch
+    // is at most 2 × threads tensors, and at most MERGE_BUDGET bytes of the f32 copies its
+    // tensors hold while merged (one per input, and the output), though never empty: so
+    // memory is bounded by a few tensors whatever the models' sizes.
     let window = 2 * rayon::current_num_threads();
+    let copies = base.map_or(0, |_| 1) + merged.len() as u64 + 1;
+    let held = |j: &Job| r.tensors[j.tensor].n_elements.saturating_mul(4 * copies);
     let mut ready: VecDeque<Vec<u8>> = VecDeque::new();
     for (i, (t, &(_, n))) in r.tensors.iter().zip(&layout.tensors).enumerate() {
         match job_of[i] {
@@ -326,7 +335,15 @@ fn write(
                 .with_context(|| format!("{}: copying tensor {:?}", tmp.path.display(), t.name))?,
             Some(j) => {
                 if ready.is_empty() {
-                    let end = (j + window).min(jobs.len());
+                    let mut end = j + 1;
+                    let mut bytes = held(&jobs[j]);
+                    while end < jobs.len() && end - j < window {
+                        bytes = bytes.saturating_add(held(&jobs[end]));
+                        if bytes > MERGE_BUDGET {
+                            break;
+                        }
+                        end += 1;
+                    }
                     let made: Vec<Vec<u8>> = jobs[j..end]
                         .par_iter()
                         .map(|j| merge_one(o, models, base, merged, j))

@@ -10,13 +10,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
-CACHE="${ORGAN_CACHE:-$HOME/.cache/organ}"
+CACHE=$(organ_cache)
 TOOLS="$CACHE/venv-maturin-$MATURIN_VERSION"
-if ! "$TOOLS/bin/maturin" --version 2>/dev/null | grep -q " $MATURIN_VERSION\$"; then
-  rm -rf "$TOOLS"
-  python3 -m venv "$TOOLS" >&2
-  "$TOOLS/bin/pip" install --quiet --disable-pip-version-check "maturin==$MATURIN_VERSION" >&2
-fi
+maturin_ok() { "$1/bin/maturin" --version | grep -q " $MATURIN_VERSION\$"; }
+maturin_install() { pip_venv "$1" "maturin==$MATURIN_VERSION"; }
+cached_install "$TOOLS" maturin_ok maturin_install
 target=$(realpath "${CARGO_TARGET_DIR:-target}")
 wheels="$target/wheels"
 rm -rf "$wheels"
@@ -24,6 +22,5 @@ rm -rf "$wheels"
 wheel=$(ls "$wheels"/organ-*.whl)
 VENV="${ORGAN_PY_VENV:-$CACHE/venv-python-test}"
 rm -rf "$VENV"
-python3 -m venv "$VENV" >&2
-"$VENV/bin/pip" install --quiet --disable-pip-version-check "$wheel" pytest numpy pandas gguf==0.19.0 >&2
+pip_venv "$VENV" "$wheel" pytest numpy pandas gguf==0.19.0 >&2
 echo "$VENV/bin/python"

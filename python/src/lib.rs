@@ -61,13 +61,14 @@ fn organ_error(py: Python<'_>, e: &anyhow::Error) -> PyErr {
 
 /// Runs `work` on a thread of its own, in a rayon pool of `threads` workers when given,
 /// while this one waits with the GIL released. Every [`POLL`] it takes the GIL to run
-/// Python's signal handlers (a KeyboardInterrupt is raised at once; the work is left to
-/// finish on its own thread and its result dropped) and, when `bar` and `progress` are
-/// given, calls `progress(done, total)` when the bar has moved.
+/// Python's signal handlers (a KeyboardInterrupt is raised at once) and, with a `bar`
+/// and a `callback`, calls `callback(done, total)` when the bar has moved. A call that
+/// ends early abandons the bar: work that watches it stops at its next tensor, the rest
+/// finishes on its own thread, its result dropped.
 fn run<T: Send + 'static>(
     py: Python<'_>,
     threads: Option<usize>,
-    bar: Option<(ProgressBar, Py<PyAny>)>,
+    bar: Option<(ProgressBar, Option<Py<PyAny>>)>,
     work: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> PyResult<T> {
     let (tx, rx) = mpsc::channel();
@@ -91,6 +92,17 @@ fn run<T: Send + 'static>(
             let _ = tx.send(r);
         })
         .map_err(|e| OrganError::new_err(format!("cannot start a thread: {e}")))?;
+    // However this call ends early (a signal, a callback's exception), the bar is
+    // abandoned, and the work stops at its next tensor (organ_cli::progress::stopped).
+    struct Abandon(Option<ProgressBar>);
+    impl Drop for Abandon {
+        fn drop(&mut self) {
+            if let Some(bar) = &self.0 {
+                bar.abandon();
+            }
+        }
+    }
+    let mut abandon = Abandon(bar.as_ref().map(|(b, _)| b.clone()));
     let mut shown = (u64::MAX, u64::MAX);
     let mut rx = rx;
     loop {
@@ -99,14 +111,15 @@ fn run<T: Send + 'static>(
         rx = back;
         match got {
             Ok(r) => {
-                if let Some((bar, callback)) = &bar {
+                abandon.0 = None;
+                if let Some((bar, Some(callback))) = &bar {
                     report_progress(py, bar, callback, &mut shown)?;
                 }
                 return r.map_err(|e| organ_error(py, &e));
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 py.check_signals()?;
-                if let Some((bar, callback)) = &bar {
+                if let Some((bar, Some(callback))) = &bar {
                     report_progress(py, bar, callback, &mut shown)?;
                 }
             }
@@ -185,8 +198,8 @@ fn measure(
         base: None,
     };
     let bar = quiet_bar();
-    let watched = progress.map(|p| (bar.clone(), p));
-    run(py, threads, watched, move || {
+    let watched = (bar.clone(), progress);
+    run(py, threads, Some(watched), move || {
         let report = cmd::measure::report(&opts, &bar)?;
         let report = AnyReport::Measure(&report);
         Ok((rendered(report, &JSON)?, rendered(report, &CSV)?))

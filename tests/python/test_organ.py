@@ -241,3 +241,22 @@ def test_ctrl_c_interrupts_a_measure(smollm2):
     out, err = p.communicate(timeout=30)
     assert "KeyboardInterrupt" in err and "finished" not in out
     assert time.perf_counter() - t0 < 0.5
+
+
+def test_an_interrupted_measure_stops_its_work(smollm2):
+    class Stop(Exception):
+        pass
+
+    def stop(done, total):
+        raise Stop
+
+    t0 = time.perf_counter()
+    with pytest.raises(Stop):
+        organ.measure(smollm2, sigma=True, threads=1, progress=stop)
+    assert time.perf_counter() - t0 < 0.5
+    # The worker looks at the abandoned bar before each tensor: it stops within one, where
+    # left running it would spend the rest of its second of CPU time.
+    time.sleep(0.1)
+    cpu = time.process_time()
+    time.sleep(0.5)
+    assert time.process_time() - cpu < 0.1

@@ -167,6 +167,9 @@ fn measure_opened(
             .tensors
             .par_iter()
             .map(|t| {
+                if crate::progress::stopped(progress) {
+                    anyhow::bail!("{}: stopped before tensor {:?}", path.display(), t.name);
+                }
                 let m = (t.ty.can_dequantize())
                     .then(|| measure_tensor_in(mode, &t.name, t.ty, t.n_elements, t.bytes()))
                     .transpose();

@@ -243,20 +243,26 @@ def test_ctrl_c_interrupts_a_measure(smollm2):
     assert time.perf_counter() - t0 < 0.5
 
 
-def test_an_interrupted_measure_stops_its_work(smollm2):
+@pytest.mark.parametrize("stream", [False, True], ids=["mapped", "stream"])
+def test_an_interrupted_measure_stops_its_work(smollm2, stream):
     class Stop(Exception):
         pass
 
     def stop(done, total):
         raise Stop
 
+    tasks = Path(f"/proc/{os.getpid()}/task")
+    before = len(list(tasks.iterdir()))
     t0 = time.perf_counter()
     with pytest.raises(Stop):
-        organ.measure(smollm2, sigma=True, threads=1, progress=stop)
+        organ.measure(smollm2, sigma=True, stream=stream, threads=1, progress=stop)
     assert time.perf_counter() - t0 < 0.5
-    # The worker looks at the abandoned bar before each tensor: it stops within one, where
-    # left running it would spend the rest of its second of CPU time.
-    time.sleep(0.1)
+    # The work looks at the abandoned bar before each tensor (streaming: before each plan
+    # and each read batch's measure): it stops within a few tenths of a second of CPU,
+    # where left running it would spend the next two seconds at it (the whole run takes
+    # 2 s mapped, 5 s streaming, on one thread).
     cpu = time.process_time()
-    time.sleep(0.5)
-    assert time.process_time() - cpu < 0.1
+    time.sleep(2)
+    assert time.process_time() - cpu < 1.0
+    # And its threads have ended (none left blocked on a channel no one reads).
+    assert len(list(tasks.iterdir())) == before

@@ -161,7 +161,8 @@ fn measure_opened(
     let tick = || crate::progress::tensor_done(progress);
     let (measured, per_expert): (Vec<Option<Measured>>, _) = if stream {
         let reads = if remote { stream::Reads::remote() } else { stream::Reads::LOCAL };
-        stream::measure(model, path, mode, &layouts, reads, &tick)?
+        let stopped = || crate::progress::stopped(progress);
+        stream::measure(model, path, mode, &layouts, reads, &tick, &stopped)?
     } else {
         let measured: Vec<Result<Option<Measured>>> = model
             .tensors

@@ -19,6 +19,7 @@ step "bench: organ diff within 2.5x of measure, >= 15x faster than compare_ref.p
 step "bench: --sigma within 8x of measure, --exact >= 5x faster than zref --exact, --sigma --stream on $HUGE_GB GiB in < 256 MiB" bench/sigma.sh "" 5 2 "$HUGE_GB"
 step "bench: dissect/assemble vs cp (figure only)" bench/dissect-vs-cp.sh "" 5
 step "bench: organ moe of 4 SmolLM2 donors >= 0.5x cp of the output size" bench/moe-vs-cp.sh "" 5
+step "bench: organ.measure from Python within 1.1x of the CLI, organ.tensor for every tensor >= 5x gguf-py" bench/python.sh "" 5
 step "bench: measure of SmolLM2 over HTTP (nginx, loopback) vs local, and of the $HUGE_GB GiB model" bench/remote.sh 3 "$HUGE_GB"
 step "bench: purify throughput (figure only)" bench/purify.sh "" 1
 step "bench: organ lora merge >= 1.0x llama-export-lora (SmolLM2 F16, rank 16 on every linear weight)" bench/lora-merge.sh "" 5

@@ -16,6 +16,7 @@ TRUNK_VERSION=0.21.14
 WASM_BINDGEN_VERSION=0.2.130 # must equal wasm-bindgen in Cargo.lock (web/Cargo.toml pins it)
 BINARYEN_VERSION=132.0.0
 PLAYWRIGHT_VERSION=1.64.1
+MATURIN_VERSION=1.16.0 # builds the Python wheel (scripts/build-python.sh)
 
 ensure_wasm_target() { # the core must build for wasm32 (the browser app's target)
   rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown

@@ -68,6 +68,9 @@ step "cargo test (release)" env CI=true bash -c "cargo test --release --workspac
 # The same package selection as the step above: another selection resolves other features
 # and compiles the core and the CLI again (it did: 5 of this step's 6 minutes).
 step "hostile inputs and requests: the counts" bash -c "CI=true cargo test --release --workspace --exclude organ-web --test it -- --nocapture --exact ${hostile[*]} 2>&1 | tee -a '$test_log' | grep -E '^hostile (inputs|requests):|FAILED|panicked'; exit \${PIPESTATUS[0]}"
+# The Python module: its wheel (release profile, the same target directory, so only its
+# crate compiles) installed into a fresh venv, then its tests against the CLI built above.
+step "Python module: the wheel (maturin $MATURIN_VERSION) in a fresh venv, then pytest" bash -c "py=\$(scripts/build-python.sh) && CI=true \"\$py\" -m pytest -q -p no:cacheprovider tests/python 2>&1 | tee -a '$test_log'; exit \${PIPESTATUS[0]}"
 # The test processes have ended: their scratch directories (organ-test-PID) can go.
 for d in "${TMPDIR:-/tmp}"/organ-test-*; do
   if [ -d "$d" ] && [ ! -d "/proc/${d##*-}" ]; then rm -rf "$d"; fi
@@ -97,5 +100,7 @@ step "bench: organ moe of 4 SmolLM2 donors >= 0.5x cp of the output size" bench/
 step "bench: organ check >= 0.5x cat on a 1.1 GB dense model" bench/check-vs-cat.sh 1100 5
 echo "all checks passed in $((SECONDS - t_all)) s"
 # One closing line with the totals of every cargo test binary.
-awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+# pytest's summary line (`12 passed, 1 failed in 20.1s`) is counted too.
+awk '/^test result:/ || /^=* *[0-9]+ (passed|failed).* in [0-9.]+s/ {
+       for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$test_log"

@@ -271,6 +271,13 @@ pub fn tensor_done(bar: &ProgressBar) {
     emit(&Event::Progress { done: bar.position(), total: bar.length().unwrap_or(0) });
 }
 
+/// Whether the work `bar` counts should stop: whoever waits for it has stopped waiting and
+/// abandoned the bar (the Python module, when its caller is interrupted). The commands
+/// never abandon their own bars; `measure` looks before each tensor.
+pub fn stopped(bar: &ProgressBar) -> bool {
+    bar.is_finished()
+}
+
 /// `text` with the credentials of every URL in it (`scheme://user:password@host`) written
 /// `***`: errors and warnings never repeat them.
 pub fn redact(text: &str) -> String {

@@ -161,12 +161,16 @@ fn measure_opened(
     let tick = || crate::progress::tensor_done(progress);
     let (measured, per_expert): (Vec<Option<Measured>>, _) = if stream {
         let reads = if remote { stream::Reads::remote() } else { stream::Reads::LOCAL };
-        stream::measure(model, path, mode, &layouts, reads, &tick)?
+        let stopped = || crate::progress::stopped(progress);
+        stream::measure(model, path, mode, &layouts, reads, &tick, &stopped)?
     } else {
         let measured: Vec<Result<Option<Measured>>> = model
             .tensors
             .par_iter()
             .map(|t| {
+                if crate::progress::stopped(progress) {
+                    anyhow::bail!("{}: stopped before tensor {:?}", path.display(), t.name);
+                }
                 let m = (t.ty.can_dequantize())
                     .then(|| measure_tensor_in(mode, &t.name, t.ty, t.n_elements, t.bytes()))
                     .transpose();
@@ -194,6 +198,17 @@ fn measure_opened(
 
 pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
     let progress = crate::progress::tensor_bar();
+    let report = report(opts, &progress)?;
+    present(report, opts, out)
+}
+
+/// The θ report of `opts`' models (each directory's models found, each model measured or
+/// taken from the cache), the progress bar advancing per tensor: what `organ measure`
+/// prints and writes, and what the Python module's `organ.measure` returns.
+///
+/// # Errors
+/// A model cannot be found, read or measured.
+pub fn report(opts: &Options, progress: &ProgressBar) -> Result<Report> {
     let mut paths = Vec::new();
     for p in &opts.models {
         paths.extend(crate::discover::discover(p)?);
@@ -202,7 +217,7 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
     let mut cached = 0;
     for path in &paths {
         progress.set_message(path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()));
-        let (r, hit) = measure_cached(path, opts, &progress)?;
+        let (r, hit) = measure_cached(path, opts, progress)?;
         cached += usize::from(hit);
         models.push(r);
     }
@@ -215,7 +230,7 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
     }
     let mut report = Report::new(organ_core::zmeasure::GENERATOR, models);
     report.measure = opts.mode.label().to_owned();
-    present(report, opts, out)
+    Ok(report)
 }
 
 /// Warns, naming the tensors, when values that are not finite were left out of θ: the

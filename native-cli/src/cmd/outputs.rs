@@ -80,6 +80,21 @@ pub fn print(report: AnyReport<'_>, shown: &Shown, out: &mut dyn Write) -> Resul
     render(report, &TEXT, shown, out)
 }
 
+/// `report` in `format`, whole, as the file `--NAME FILE` writes would hold it (the
+/// Python module's `to_json()`).
+///
+/// # Errors
+/// The format does not apply to the report's kind.
+pub fn rendered(report: AnyReport<'_>, format: &Format) -> Result<String> {
+    if !format.applies_to(report.kind()) {
+        bail!("a {:?} report has no {} form", report.kind(), format.name);
+    }
+    let shown = Shown { summary_only: false, wells: 0, all_wells: false, top: 0 };
+    let mut bytes = Vec::new();
+    render(report, format, &shown, &mut bytes)?;
+    Ok(String::from_utf8(bytes)?)
+}
+
 /// Renders `report` in `format` into `w`, keeping the writer's error when it fails.
 fn render(report: AnyReport<'_>, format: &Format, shown: &Shown, w: &mut dyn Write) -> Result<()> {
     struct Adapter<'a> {

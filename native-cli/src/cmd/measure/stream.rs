@@ -107,12 +107,14 @@ const PLANS_AHEAD: usize = 16;
 /// expert), so without it each expert is tens of thousands of reads of a block or two.
 const EXPERT_GAP: u64 = 4096;
 
-/// How the jobs are planned and read: the mode, the expert layouts per tensor, the reads.
+/// How the jobs are planned and read: the mode, the expert layouts per tensor, the reads,
+/// and whether to stop.
 #[derive(Clone, Copy)]
 struct How<'a> {
     mode: Mode,
     layouts: &'a [Option<ExpertLayout>],
     reads: Reads,
+    stopped: &'a (dyn Fn() -> bool + Sync),
 }
 
 /// A job whose ranges are all read: its index, plan and filled buffer.
@@ -124,8 +126,9 @@ pub(super) type Found = (Vec<Option<Measured>>, Vec<Option<Vec<Measured>>>);
 
 /// Measures every tensor of `model` by positioned reads in `mode`, and each expert of the
 /// expert tensors `layouts` names (`None`: measured whole only); `tick` is called once per
-/// tensor (measured or not measurable). The result is in tensor order, `None` where the
-/// type cannot be measured.
+/// tensor (measured or not measurable), and the work ends, an error, once `stopped` says
+/// so (looked at before each job). The result is in tensor order, `None` where the type
+/// cannot be measured.
 pub(super) fn measure(
     model: &Model,
     path: &Path,
@@ -133,6 +136,7 @@ pub(super) fn measure(
     layouts: &[Option<ExpertLayout>],
     reads: Reads,
     tick: &(dyn Fn() + Sync),
+    stopped: &(dyn Fn() -> bool + Sync),
 ) -> Result<Found> {
     // File order, measurable tensors only.
     let mut order: Vec<usize> = (0..model.tensors.len()).filter(|&i| model.tensors[i].ty.can_dequantize()).collect();
@@ -156,7 +160,7 @@ pub(super) fn measure(
         }
     };
     let mut found: Vec<Option<Measurement>> = vec![None; jobs.len()];
-    run_jobs(model, &jobs, How { mode, layouts, reads }, &named, &job_done, &mut found)?;
+    run_jobs(model, &jobs, How { mode, layouts, reads, stopped }, &named, &job_done, &mut found)?;
     let gathered: Gathered =
         jobs::gather(&jobs, &found, model.tensors.len()).with_context(|| format!("{}", path.display()))?;
     Ok(gathered)
@@ -194,10 +198,22 @@ fn run_jobs(
             .map(|_| {
                 s.spawn(move || {
                     let mut out = Vec::new();
+                    // After a failure, or once the caller stopped waiting, what the reader
+                    // still sends is drained, unmeasured, until it sees `stop` and ends: a
+                    // worker that left would leave it blocked on a full channel.
+                    let mut failed = None;
                     loop {
                         // The lock is let go before measuring.
                         let next = rx.lock().map_err(|_| anyhow::anyhow!("a measuring thread panicked"))?.recv();
                         let Ok(next) = next else { break };
+                        if failed.is_some() {
+                            continue;
+                        }
+                        if (how.stopped)() {
+                            stop.store(true, Ordering::Relaxed);
+                            failed = Some(anyhow::anyhow!("{}: stopped", model.path.display()));
+                            continue;
+                        }
                         let r = next.and_then(|(i, plan, buf)| {
                             let m = plan.values(&buf).map(measure_values);
                             Ok((i, m.map_err(|e| anyhow::Error::new(e).context(named(i)))?))
@@ -209,11 +225,11 @@ fn run_jobs(
                             }
                             Err(e) => {
                                 stop.store(true, Ordering::Relaxed);
-                                return Err(e);
+                                failed = Some(e);
                             }
                         }
                     }
-                    Ok(out)
+                    failed.map_or(Ok(out), Err)
                 })
             })
             .collect();
@@ -239,7 +255,7 @@ type Open = HashMap<usize, (ReadPlan, Vec<u8>, usize)>;
 
 /// Plans the jobs a few at a time, joins their ranges into batches, reads each batch, and
 /// sends every job whose ranges are all in. Returns early (`Ok`) when a worker met an
-/// error (`stop`).
+/// error (`stop`) or the caller stopped waiting (`how.stopped`: the workers then end).
 fn read_all(
     model: &Model,
     jobs: &[Job],
@@ -248,7 +264,7 @@ fn read_all(
     stop: &AtomicBool,
     named: &(dyn Fn(usize) -> String + Sync),
 ) -> Result<()> {
-    let How { mode, layouts, reads } = how;
+    let How { mode, layouts, reads, .. } = how;
     let mut batcher = Batcher::new(reads.gap, MAX_READ, reads.max_read);
     let mut open = Open::new();
     let mut bufs = Vec::new();
@@ -259,11 +275,14 @@ fn read_all(
     let ahead = if mode == Mode::Exact { 1 } else { PLANS_AHEAD };
     let index: Vec<usize> = (0..jobs.len()).collect();
     for chunk in index.chunks(ahead) {
-        if stop.load(Ordering::Relaxed) {
+        if stop.load(Ordering::Relaxed) || (how.stopped)() {
             return Ok(());
         }
         let plans = (chunk.par_iter())
             .map(|&j| {
+                if (how.stopped)() {
+                    anyhow::bail!("{}: stopped", model.path.display());
+                }
                 let t = &model.tensors[jobs[j].tensor];
                 let layout = layouts.get(jobs[j].tensor).and_then(Option::as_ref);
                 let plan = jobs[j].plan(mode, &t.name, t.ty, t.n_elements, layout, MAX_GAP, EXPERT_GAP, MAX_READ);

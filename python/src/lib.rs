@@ -1,0 +1,301 @@
+//! `organ._organ`: the native half of the Python package `organ` (python/organ/ is the
+//! other). Each function calls the function the CLI's command calls (`organ_cli::cmd`),
+//! with the GIL released, and returns what the command would write: a report as its JSON
+//! (and CSV) text, rendered by the same registry of formats, so that `to_json()` is the
+//! file `organ measure --json` writes, byte for byte. The Python side parses it on
+//! demand into rows, dicts and DataFrames.
+//!
+//! Work runs on a thread of its own while the calling thread waits with the GIL released,
+//! waking every [`POLL`] to run Python's signal handlers (Ctrl-C raises KeyboardInterrupt
+//! at once) and to pass progress to a callback.
+
+/// See native-cli/Cargo.toml: per-tensor buffers are reused instead of faulted in again.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget};
+use organ_cli::cmd;
+use organ_cli::model::Model;
+use organ_core::report::formats::{AnyReport, Format, CSV, JSON};
+use organ_core::zmeasure::Mode;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::PyByteArray;
+use rayon::prelude::*;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::Duration;
+
+pyo3::create_exception!(
+    _organ,
+    OrganError,
+    PyException,
+    "An error of organ's: the message names the file (and offset or tensor) and what was expected. \
+     Attributes: `kind` (\"format\", \"io\" or \"other\"), `path` and `offset` when known."
+);
+
+/// How often a waiting call looks at signals and progress.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Elements a dequantizing task takes at a time (a multiple of every block size).
+const DEQUANTIZE_CHUNK: usize = 1 << 20;
+
+/// `e` as an [`OrganError`], its message and the typed fields of `organ --progress
+/// jsonl`'s error event (credentials in URLs redacted there).
+fn organ_error(py: Python<'_>, e: &anyhow::Error) -> PyErr {
+    let ev = organ_cli::progress::ErrorEvent::from_error(e);
+    let err = OrganError::new_err(organ_cli::progress::redact(&ev.message));
+    let value = err.value(py);
+    let kind = match ev.kind {
+        organ_cli::progress::ErrorKind::Format => "format",
+        organ_cli::progress::ErrorKind::Io => "io",
+        _ => "other",
+    };
+    // Setting attributes on a fresh exception instance cannot fail but for memory.
+    let _ = value.setattr("kind", kind);
+    let _ = value.setattr("path", ev.path);
+    let _ = value.setattr("offset", ev.offset);
+    err
+}
+
+/// Runs `work` on a thread of its own, in a rayon pool of `threads` workers when given,
+/// while this one waits with the GIL released. Every [`POLL`] it takes the GIL to run
+/// Python's signal handlers (a KeyboardInterrupt is raised at once) and, with a `bar`
+/// and a `callback`, calls `callback(done, total)` when the bar has moved. A call that
+/// ends early abandons the bar: work that watches it stops at its next tensor, the rest
+/// finishes on its own thread, its result dropped.
+fn run<T: Send + 'static>(
+    py: Python<'_>,
+    threads: Option<usize>,
+    bar: Option<(ProgressBar, Option<Py<PyAny>>)>,
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> PyResult<T> {
+    let (tx, rx) = mpsc::channel();
+    let pool = match threads {
+        Some(n) => Some(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n.max(1))
+                .build()
+                .map_err(|e| OrganError::new_err(format!("cannot start {n} threads: {e}")))?,
+        ),
+        None => None,
+    };
+    std::thread::Builder::new()
+        .name("organ".into())
+        .spawn(move || {
+            let r = match pool {
+                Some(p) => p.install(work),
+                None => work(),
+            };
+            // The receiver is gone when the caller was interrupted: nobody wants the result.
+            let _ = tx.send(r);
+        })
+        .map_err(|e| OrganError::new_err(format!("cannot start a thread: {e}")))?;
+    // However this call ends early (a signal, a callback's exception), the bar is
+    // abandoned, and the work stops at its next tensor (organ_cli::progress::stopped).
+    struct Abandon(Option<ProgressBar>);
+    impl Drop for Abandon {
+        fn drop(&mut self) {
+            if let Some(bar) = &self.0 {
+                bar.abandon();
+            }
+        }
+    }
+    let mut abandon = Abandon(bar.as_ref().map(|(b, _)| b.clone()));
+    let mut shown = (u64::MAX, u64::MAX);
+    let mut rx = rx;
+    loop {
+        // The receiver is Send but not Sync: it goes into the closure and comes back.
+        let (got, back) = py.detach(move || (rx.recv_timeout(POLL), rx));
+        rx = back;
+        match got {
+            Ok(r) => {
+                abandon.0 = None;
+                if let Some((bar, Some(callback))) = &bar {
+                    report_progress(py, bar, callback, &mut shown)?;
+                }
+                return r.map_err(|e| organ_error(py, &e));
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                py.check_signals()?;
+                if let Some((bar, Some(callback))) = &bar {
+                    report_progress(py, bar, callback, &mut shown)?;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(OrganError::new_err("organ's worker thread panicked (a bug: please report it)"));
+            }
+        }
+    }
+}
+
+/// Calls `callback(done, total)` when `bar` has moved since `shown`.
+fn report_progress(py: Python<'_>, bar: &ProgressBar, callback: &Py<PyAny>, shown: &mut (u64, u64)) -> PyResult<()> {
+    let now = (bar.position(), bar.length().unwrap_or(0));
+    if now != *shown && now.1 > 0 {
+        *shown = now;
+        callback.call1(py, now)?;
+    }
+    Ok(())
+}
+
+/// A bar that counts and never draws: the module's progress goes to a callback.
+fn quiet_bar() -> ProgressBar {
+    ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden())
+}
+
+/// `report` in `format`, as `--NAME FILE` writes it.
+fn rendered(report: AnyReport<'_>, format: &Format) -> Result<String> {
+    cmd::outputs::rendered(report, format)
+}
+
+/// `organ inspect PATH --json`: the model's metadata and tensors, as JSON text.
+#[pyfunction]
+fn inspect(py: Python<'_>, path: PathBuf) -> PyResult<String> {
+    run(py, None, None, move || {
+        let opts = cmd::inspect::Options { model: &path, json: true, selection: Default::default(), memory: None };
+        let mut out = Vec::new();
+        cmd::inspect::run(&opts, &mut out)?;
+        Ok(String::from_utf8(out)?)
+    })
+}
+
+/// `organ measure PATH --json J --csv C`: the θ report's JSON and CSV texts.
+#[pyfunction]
+#[pyo3(signature = (path, sigma=false, exact=false, experts=false, stream=false, threads=None, progress=None))]
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    py: Python<'_>,
+    path: PathBuf,
+    sigma: bool,
+    exact: bool,
+    experts: bool,
+    stream: bool,
+    threads: Option<usize>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<(String, String)> {
+    if sigma && exact {
+        return Err(OrganError::new_err("sigma and exact cannot both be asked for (as --sigma and --exact)"));
+    }
+    let mode = match (sigma, exact) {
+        (true, _) => Mode::Sigma,
+        (_, true) => Mode::Exact,
+        _ => Mode::Sampled,
+    };
+    let opts = cmd::measure::Options {
+        models: vec![path],
+        files: Default::default(),
+        summary_only: false,
+        wells: organ_cli::cli::outputs::DEFAULT_WELLS,
+        all_wells: false,
+        verdicts: Vec::new(),
+        stream,
+        cache: None,
+        force: false,
+        mode,
+        experts,
+        base: None,
+    };
+    let bar = quiet_bar();
+    let watched = (bar.clone(), progress);
+    run(py, threads, Some(watched), move || {
+        let report = cmd::measure::report(&opts, &bar)?;
+        let report = AnyReport::Measure(&report);
+        Ok((rendered(report, &JSON)?, rendered(report, &CSV)?))
+    })
+}
+
+/// `organ diff A B --json J --csv C`: the compare report's JSON and CSV texts.
+#[pyfunction]
+#[pyo3(signature = (a, b, stream=false, threads=None))]
+fn diff(py: Python<'_>, a: PathBuf, b: PathBuf, stream: bool, threads: Option<usize>) -> PyResult<(String, String)> {
+    run(py, threads, None, move || {
+        let report = cmd::diff::compare_models(&a, &b, stream)?;
+        let report = AnyReport::Compare(&report);
+        Ok((rendered(report, &JSON)?, rendered(report, &CSV)?))
+    })
+}
+
+/// `organ check PATH --json J`: the check report's JSON text, and whether any finding is
+/// an error (the CLI's exit status 1).
+#[pyfunction]
+#[pyo3(signature = (path, stream=false, threads=None))]
+fn check(py: Python<'_>, path: PathBuf, stream: bool, threads: Option<usize>) -> PyResult<(String, bool)> {
+    run(py, threads, None, move || {
+        let report = cmd::check::check_path(&path, stream)?;
+        Ok((rendered(AnyReport::Check(&report), &JSON)?, report.has_errors()))
+    })
+}
+
+/// Tensor `name` of the model at `path`, dequantized to f32 by the core (the same bits as
+/// gguf-py's `dequantize`): its values as little-endian f32 bytes, its shape (ggml's
+/// order, innermost first) and its type's name.
+#[pyfunction]
+#[pyo3(signature = (path, name, threads=None))]
+fn tensor<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    name: String,
+    threads: Option<usize>,
+) -> PyResult<(Bound<'py, PyByteArray>, Vec<u64>, &'static str)> {
+    let (values, dims, ty) = run(py, threads, None, move || dequantized(&path, &name))?;
+    let bytes = PyByteArray::new_with(py, values.len() * 4, |b| {
+        for (o, v) in b.chunks_exact_mut(4).zip(&values) {
+            o.copy_from_slice(&v.to_le_bytes());
+        }
+        Ok(())
+    })?;
+    Ok((bytes, dims, ty))
+}
+
+/// [`tensor`]'s work: the model opened as the commands open it, the tensor's bytes (mapped,
+/// or read for a model at a URL), dequantized a chunk of whole blocks per task.
+fn dequantized(path: &std::path::Path, name: &str) -> Result<(Vec<f32>, Vec<u64>, &'static str)> {
+    let model = Model::open_any(path)?;
+    let Some(t) = model.tensors.iter().find(|t| t.name == name) else {
+        let near: Vec<&str> = model.tensors.iter().map(|t| t.name.as_str()).take(5).collect();
+        anyhow::bail!(
+            "{}: no tensor named {name:?} (it has {} tensors: {}{})",
+            path.display(),
+            model.tensors.len(),
+            near.join(", "),
+            if model.tensors.len() > near.len() { ", …" } else { "" }
+        );
+    };
+    let what = || format!("{}: tensor {:?}", path.display(), t.name);
+    if !t.ty.can_dequantize() {
+        anyhow::bail!("{}: organ cannot dequantize type {}", what(), t.ty.name());
+    }
+    let read;
+    let bytes: &[u8] = if t.owned.is_some() || t.in_file.in_memory() {
+        t.bytes()
+    } else {
+        let mut buf = vec![0u8; usize::try_from(t.n_bytes).with_context(|| format!("{}: larger than memory", what()))?];
+        t.in_file.read_exact_at(&mut buf, t.offset).with_context(what)?;
+        read = buf;
+        &read
+    };
+    let n = usize::try_from(t.n_elements).with_context(|| format!("{}: larger than memory", what()))?;
+    let mut out = vec![0f32; n];
+    let (bs, ts) = (t.ty.block_size(), t.ty.type_size());
+    let per_chunk = DEQUANTIZE_CHUNK / bs * ts;
+    out.par_chunks_mut(DEQUANTIZE_CHUNK / bs * bs)
+        .zip(bytes.par_chunks(per_chunk))
+        .try_for_each(|(o, b)| organ_core::quant::dequantize_into(t.ty, b, o))
+        .with_context(what)?;
+    Ok((out, t.dims.clone(), t.ty.name()))
+}
+
+/// The module: the functions above and [`OrganError`].
+#[pymodule]
+fn _organ(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("OrganError", m.py().get_type::<OrganError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(inspect, m)?)?;
+    m.add_function(wrap_pyfunction!(measure, m)?)?;
+    m.add_function(wrap_pyfunction!(diff, m)?)?;
+    m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor, m)?)?;
+    Ok(())
+}

@@ -115,8 +115,8 @@ class Model(_Json):
         return f"<organ.Model {d['file']}: {len(d['tensors'])} tensors, {d['parameters']} parameters>"
 
 
-class Report(_Json):
-    """A θ report (Z-measure v1), as ``organ measure --json`` writes it."""
+class _Table(_Json):
+    """A report held as organ's JSON and CSV texts, each parsed when first read."""
 
     def __init__(self, json_text, csv_text):
         super().__init__(json_text)
@@ -127,12 +127,19 @@ class Report(_Json):
         """The rows as organ writes them (``--csv FILE``), byte for byte."""
         return self._csv
 
-    @property
-    def tensors(self):
-        """One dict per tensor (and per expert, with experts=True): the CSV's rows."""
+    def _csv_rows(self):
         if self._rows is None:
             self._rows = _rows(self._csv)
         return self._rows
+
+
+class Report(_Table):
+    """A θ report (Z-measure v1), as ``organ measure --json`` writes it."""
+
+    @property
+    def tensors(self):
+        """One dict per tensor (and per expert, with experts=True): the CSV's rows."""
+        return self._csv_rows()
 
     @property
     def model(self):
@@ -161,24 +168,13 @@ class Report(_Json):
         )
 
 
-class Comparison(_Json):
+class Comparison(_Table):
     """Two models compared tensor by tensor, as ``organ diff --json`` writes it."""
-
-    def __init__(self, json_text, csv_text):
-        super().__init__(json_text)
-        self._csv = csv_text
-        self._rows = None
-
-    def to_csv(self):
-        """The pairs as organ writes them (``--csv FILE``), byte for byte."""
-        return self._csv
 
     @property
     def pairs(self):
         """One dict per pair of tensors (and per expert): the CSV's rows."""
-        if self._rows is None:
-            self._rows = _rows(self._csv)
-        return self._rows
+        return self._csv_rows()
 
     @property
     def counts(self):

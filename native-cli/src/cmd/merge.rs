@@ -7,8 +7,8 @@
 
 use crate::llama_cpp::perplexity::Settings;
 use crate::model::{Model, Tensor};
+use crate::write::Made;
 use anyhow::{bail, Context, Result};
-use organ_core::gguf::writer::{padding, TensorSpec};
 use organ_core::lora::merge::{file_type, OutputType};
 use organ_core::merge::config::{Config, TensorParams};
 use organ_core::merge::math::{self, Part};
@@ -16,9 +16,7 @@ use organ_core::merge::Method;
 use organ_core::model::OwnedValue;
 use organ_core::quant::quantize::{can_quantize, quantize};
 use organ_core::{GgmlType, MetaValue};
-use rayon::prelude::*;
 use serde::Serialize;
-use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -298,7 +296,9 @@ fn parameters(o: &Options<'_>) -> String {
 /// tensor (a batch always holds one, however large).
 const MERGE_BUDGET: u64 = 192 << 20;
 
-/// Writes the merged model through a temp file; returns its length.
+/// Writes the merged model through a temp file; returns its length. A merged tensor holds
+/// one f32 copy per input and its output while made: a batch holds at most MERGE_BUDGET
+/// bytes of them (always one tensor), so memory is a few tensors whatever the models.
 fn write(
     o: &Options<'_>,
     models: &[Model],
@@ -308,64 +308,18 @@ fn write(
     kvs: &[(String, OwnedValue)],
 ) -> Result<u64> {
     let r = &models[0];
-    let mut job_of: Vec<Option<usize>> = vec![None; r.tensors.len()];
-    for (i, j) in jobs.iter().enumerate() {
-        job_of[j.tensor] = Some(i);
-    }
-    let specs = r.tensors.iter().enumerate().map(|(i, t)| TensorSpec {
-        name: &t.name,
-        dims: &t.dims,
-        ty: job_of[i].map_or(t.ty, |j| jobs[j].to),
-    });
-    let layout = crate::write::gguf::lay_out(r.version, kvs, specs, o.out)?;
-    let (tmp, mut f) = crate::atomic::Temp::file(o.out, o.force)?;
-    f.write_all(&layout.header)?;
-    let zeros = vec![0u8; layout.alignment as usize];
-    // Merged tensors are made a batch at a time, in parallel, and written in order. A batch
-    // is at most 2 × threads tensors, and at most MERGE_BUDGET bytes of the f32 copies its
-    // tensors hold while merged (one per input, and the output), though never empty: so
-    // memory is bounded by a few tensors whatever the models' sizes.
-    let window = 2 * rayon::current_num_threads();
     let copies = base.map_or(0, |_| 1) + merged.len() as u64 + 1;
-    let held = |j: &Job| r.tensors[j.tensor].n_elements.saturating_mul(4 * copies);
-    let mut ready: VecDeque<Vec<u8>> = VecDeque::new();
-    for (i, (t, &(_, n))) in r.tensors.iter().zip(&layout.tensors).enumerate() {
-        match job_of[i] {
-            None => crate::write::copy::write_tensor_data(t, &mut f)
-                .with_context(|| format!("{}: copying tensor {:?}", tmp.path.display(), t.name))?,
-            Some(j) => {
-                if ready.is_empty() {
-                    let mut end = j + 1;
-                    let mut bytes = held(&jobs[j]);
-                    while end < jobs.len() && end - j < window {
-                        bytes = bytes.saturating_add(held(&jobs[end]));
-                        if bytes > MERGE_BUDGET {
-                            break;
-                        }
-                        end += 1;
-                    }
-                    let made: Vec<Vec<u8>> = jobs[j..end]
-                        .par_iter()
-                        .map(|j| merge_one(o, models, base, merged, j))
-                        .collect::<Result<_>>()?;
-                    ready.extend(made);
-                }
-                let bytes = ready.pop_front().unwrap_or_default();
-                if bytes.len() as u64 != n {
-                    bail!(
-                        "{}: merged tensor {:?} is {} bytes, its header says {n}",
-                        o.out.display(),
-                        t.name,
-                        bytes.len()
-                    );
-                }
-                f.write_all(&bytes)?;
-            }
-        }
-        f.write_all(&zeros[..padding(n, layout.alignment) as usize])?;
+    let mut job_of: Vec<Option<usize>> = vec![None; r.tensors.len()];
+    let mut made: Vec<Option<Made>> = vec![None; r.tensors.len()];
+    for (k, j) in jobs.iter().enumerate() {
+        job_of[j.tensor] = Some(k);
+        made[j.tensor] = Some(Made { ty: j.to, holds: r.tensors[j.tensor].n_elements.saturating_mul(4 * copies) });
     }
-    tmp.commit()?;
-    Ok(layout.file_len)
+    let make = |i: usize| match job_of[i] {
+        Some(k) => merge_one(o, models, base, merged, &jobs[k]),
+        None => bail!("tensor {i} has no merge"),
+    };
+    crate::write::write_made(o.out, o.force, r, kvs, &made, MERGE_BUDGET, make)
 }
 
 /// One merged tensor's bytes in its output type.

@@ -6,12 +6,14 @@
 pub mod copy;
 pub mod gguf;
 pub mod gguf_split;
+pub mod made;
 pub mod organ_dir;
 pub mod pieces;
 
 pub use copy::copy_range;
 pub use gguf::{plan_gguf, stage_gguf, write_gguf};
 pub use gguf_split::{parse_size, stage_gguf_split, write_gguf_split};
+pub use made::{write_made, Made};
 pub use organ_dir::{file_name, group_dir, write_dir};
 
 use crate::model::Model;

@@ -6,15 +6,14 @@
 
 use crate::llama_cpp::perplexity::{Scaled, Settings};
 use crate::model::{Model, Tensor};
+use crate::write::Made;
 use anyhow::{bail, Context, Result};
-use organ_core::gguf::writer::{padding, TensorSpec};
 use organ_core::lora::merge::{file_type, merge_rows, plan, Merge, OutputType};
 use organ_core::lora::{is_adapter, Adapter, Factors, Severity};
 use organ_core::model::OwnedValue;
 use organ_core::{GgmlType, MetaValue};
 use rayon::prelude::*;
 use serde::Serialize;
-use std::collections::VecDeque;
 use std::io::Write;
 use std::path::Path;
 
@@ -252,7 +251,8 @@ fn metadata(
     kvs
 }
 
-/// Writes the merged model through a temp file; returns its length.
+/// Writes the merged model through a temp file; returns its length. A merged tensor is
+/// made by blocks of rows, so it holds little beyond its output: batches of 2 × threads.
 fn write(
     o: &Options<'_>,
     base: &Model,
@@ -261,48 +261,16 @@ fn write(
     kvs: &[(String, OwnedValue)],
 ) -> Result<u64> {
     let mut merge_of: Vec<Option<usize>> = vec![None; base.tensors.len()];
-    for (i, m) in merges.iter().enumerate() {
-        merge_of[m.tensor] = Some(i);
+    let mut made: Vec<Option<Made>> = vec![None; base.tensors.len()];
+    for (k, m) in merges.iter().enumerate() {
+        merge_of[m.tensor] = Some(k);
+        made[m.tensor] = Some(Made { ty: m.to, holds: 0 });
     }
-    let specs = base.tensors.iter().enumerate().map(|(i, t)| TensorSpec {
-        name: &t.name,
-        dims: &t.dims,
-        ty: merge_of[i].map_or(t.ty, |m| merges[m].to),
-    });
-    let layout = crate::write::gguf::lay_out(base.version, kvs, specs, o.out)?;
-    let (tmp, mut f) = crate::atomic::Temp::file(o.out, o.force)?;
-    f.write_all(&layout.header)?;
-    let zeros = vec![0u8; layout.alignment as usize];
-    // Merged tensors are made a window at a time, in parallel, and written in order.
-    let window = 2 * rayon::current_num_threads();
-    let mut ready: VecDeque<Vec<u8>> = VecDeque::new();
-    for (i, (t, &(_, n))) in base.tensors.iter().zip(&layout.tensors).enumerate() {
-        match merge_of[i] {
-            None => crate::write::copy::write_tensor_data(t, &mut f)
-                .with_context(|| format!("{}: copying tensor {:?}", tmp.path.display(), t.name))?,
-            Some(m) => {
-                if ready.is_empty() {
-                    let end = (m + window).min(merges.len());
-                    let made: Vec<Vec<u8>> =
-                        merges[m..end].par_iter().map(|m| merged(base, adapters, m)).collect::<Result<_>>()?;
-                    ready.extend(made);
-                }
-                let bytes = ready.pop_front().unwrap_or_default();
-                if bytes.len() as u64 != n {
-                    bail!(
-                        "{}: merged tensor {:?} is {} bytes, its header says {n}",
-                        o.out.display(),
-                        t.name,
-                        bytes.len()
-                    );
-                }
-                f.write_all(&bytes)?;
-            }
-        }
-        f.write_all(&zeros[..padding(n, layout.alignment) as usize])?;
-    }
-    tmp.commit()?;
-    Ok(layout.file_len)
+    let make = |i: usize| match merge_of[i] {
+        Some(k) => merged(base, adapters, &merges[k]),
+        None => bail!("tensor {i} has no merge"),
+    };
+    crate::write::write_made(o.out, o.force, base, kvs, &made, u64::MAX, make)
 }
 
 /// One merged tensor's bytes: blocks of rows in parallel.

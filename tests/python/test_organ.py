@@ -233,7 +233,16 @@ def test_ctrl_c_interrupts_a_measure(smollm2):
         f"organ.measure({str(smollm2)!r}, sigma=True, threads=1)\n"
         "print('finished')\n"
     )
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Python raises KeyboardInterrupt only if SIGINT was not ignored when it started, and a
+    # command started in the background by a non-interactive shell (a CI runner's) ignores
+    # it: the child gets the default disposition back.
+    p = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     assert p.stdout.readline() == "start\n"
     time.sleep(0.3)
     t0 = time.perf_counter()

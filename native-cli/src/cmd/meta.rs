@@ -13,7 +13,7 @@ use organ_core::limits::MAX_STRING_LEN;
 use organ_core::surgery::meta::{self, Change, Edit, Ty};
 use serde::Serialize;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Where the edited model goes.
 #[derive(Clone, Copy)]
@@ -90,20 +90,6 @@ fn edits(o: &Options<'_>, g: &organ_core::Gguf<'_>, label: &str) -> Result<Vec<E
     Ok(edits)
 }
 
-/// The shards of the split model `shards` name, opened and checked to be one model (the
-/// core's shard check: counts, numbers, tensors, set id).
-fn open_split(shards: &[PathBuf]) -> Result<Vec<ModelFile>> {
-    let files: Vec<ModelFile> = shards.iter().map(|p| ModelFile::open(p)).collect::<Result<_>>()?;
-    let mut parts = Vec::with_capacity(files.len());
-    for (i, f) in files.iter().enumerate() {
-        parts.push(organ_core::model::Model::from_gguf(&f.parse()?, i));
-    }
-    organ_core::model::Model::join(parts).map_err(|e| {
-        anyhow::anyhow!("{}: {}", shards.get(e.file).map_or(String::new(), |p| p.display().to_string()), e.reason)
-    })?;
-    Ok(files)
-}
-
 /// An organ directory edited as the model it assembles into: the edits applied to the
 /// header `organ assemble` would write, and the GGUF written as assemble writes it (every
 /// organ file checked against its digest meanwhile), with the new metadata.
@@ -142,9 +128,10 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     }
     // A split model is edited as one: its metadata is in the first shard (the others hold
     // only split.* keys), so the first shard gets the new header and the others are copied.
+    // Model::open opens every shard and checks they are one model (the core's shard check).
     let files = match crate::source::split_shards(o.model) {
-        Some(shards) => open_split(&shards)?,
-        None => vec![ModelFile::open(o.model)?],
+        Some(_) => crate::model::Model::open(o.model)?.files,
+        None => vec![std::sync::Arc::new(ModelFile::open(o.model)?)],
     };
     let file = &files[0];
     let g = file.parse()?;

@@ -4,6 +4,7 @@
 //! new file the browser downloads: the new header and the dropped file's tensor data,
 //! never read (`crate::edit`).
 
+use super::metadata::shown;
 use crate::edit;
 use crate::state::{InspectData, PendingEdit, Writing};
 use leptos::prelude::*;
@@ -121,12 +122,6 @@ fn MemoryView(data: Arc<InspectData>) -> impl IntoView {
             }}
         </section>
     }
-}
-
-/// Whether a key is shown for the filter `q`: every key for an empty filter, else the keys
-/// that contain it, case aside.
-fn shown(key: &str, q: &str) -> bool {
-    q.is_empty() || key.to_lowercase().contains(&q.to_lowercase())
 }
 
 /// An edit as the pending list says it.

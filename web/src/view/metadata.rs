@@ -6,7 +6,7 @@ use leptos::prelude::*;
 
 /// Whether a key is shown for the filter `q`: every key for an empty filter, else the keys
 /// that contain it, case aside.
-fn shown(key: &str, q: &str) -> bool {
+pub(super) fn shown(key: &str, q: &str) -> bool {
     q.is_empty() || key.to_lowercase().contains(&q.to_lowercase())
 }
 

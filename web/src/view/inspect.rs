@@ -4,7 +4,7 @@
 //! new file the browser downloads: the new header and the dropped file's tensor data,
 //! never read (`crate::edit`).
 
-use super::metadata::shown;
+use super::metadata::{shown, value};
 use crate::edit;
 use crate::state::{InspectData, PendingEdit, Writing};
 use leptos::prelude::*;
@@ -203,13 +203,7 @@ fn MetaEditor(
             let key = key.clone();
             move || !shown(&key, &query.get())
         };
-        let value = match &r.whole {
-            None => r.value.clone().into_any(),
-            Some(whole) => view! {
-                <details class="whole"><summary>{r.value.clone()}" (show whole)"</summary><pre>{whole.clone()}</pre></details>
-            }
-            .into_any(),
-        };
+        let value = value(r);
         let big = r.whole.is_some() || r.ty.starts_with("array");
         view! {
             <tr data-key=r.key.clone() hidden=hidden class:touched=touched>

@@ -11,7 +11,7 @@ pub(super) fn shown(key: &str, q: &str) -> bool {
 }
 
 /// A value: its one-line form, and for a string cut there, the whole string under it.
-fn value(r: &MetaRow) -> impl IntoView {
+pub(super) fn value(r: &MetaRow) -> impl IntoView {
     match &r.whole {
         None => r.value.clone().into_any(),
         Some(whole) => view! {

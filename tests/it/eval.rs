@@ -265,3 +265,62 @@ fn purify_judge_gives_the_verdict_against_the_input() {
     assert!(err.contains("--judge evaluates one GGUF file"), "{err}");
     assert!(!tmp("purify-dir").exists());
 }
+
+/// A directory whose `llama-perplexity` is the real one, but whose first `cuts` runs with
+/// `--kl-divergence` print only their first 8 lines of stdout and exit 0, as a run does
+/// when llama.cpp loses its last lines at exit (its log thread is not waited for); every
+/// such run is counted in `runs`.
+fn losing_llama_bin(name: &str, cuts: u32) -> PathBuf {
+    let dir = test_dir(name);
+    let real = llama_bin().join("llama-perplexity");
+    let (runs, tool) = (dir.join("runs"), dir.join("llama-perplexity"));
+    let script = format!(
+        "#!/bin/sh\n\
+         case \" $* \" in *' --kl-divergence '*)\n\
+           echo run >> '{runs}'\n\
+           if [ \"$(wc -l < '{runs}')\" -le {cuts} ]; then\n\
+             '{real}' \"$@\" > '{dir}/out'; rc=$?; head -n 8 '{dir}/out'; exit $rc\n\
+           fi;;\n\
+         esac\n\
+         exec '{real}' \"$@\"\n",
+        runs = runs.display(),
+        real = real.display(),
+        dir = dir.display(),
+    );
+    std::fs::write(&tool, script).unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+#[test]
+fn a_run_whose_last_lines_were_lost_is_made_again() {
+    let Some(model) = need::smollm2_and_llama() else { return };
+    let run = |bin: &Path, dir: &Path| {
+        let mut c = organ();
+        c.arg("eval").arg(&model).arg("--base").arg(&model).arg("--text").arg(text());
+        c.args(["--ctx", CTX, "--chunks", "2", "-j", LLAMA_THREADS]).arg("--llama-cpp").arg(bin);
+        c.arg("--json").arg(dir.join("eval.json"));
+        c
+    };
+    let counted = |bin: &Path| std::fs::read_to_string(bin.join("runs")).unwrap().lines().count();
+    // Lost once: the second run gives the figures, and organ said why it ran again.
+    let (bin, dir) = (losing_llama_bin("lost-once", 1), test_dir("lost-once-out"));
+    let o = ok(run(&bin, &dir));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("stops before its `====== KL divergence statistics ======` block"), "{said}");
+    assert!(said.contains("running it again (2 of 3)"), "{said}");
+    assert_eq!(counted(&bin), 2);
+    let r: Value = serde_json::from_slice(&std::fs::read(dir.join("eval.json")).unwrap()).unwrap();
+    assert!(f(&r["kl_divergence"]["mean"]["value"]).abs() <= 1e-4, "{r}");
+    no_temp_left(&dir);
+    // Lost every time: three runs, then the error says what was missing and why.
+    let (bin, dir) = (losing_llama_bin("lost-always", 9), test_dir("lost-always-out"));
+    let o = run(&bin, &dir).output().unwrap();
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{said}");
+    assert!(said.contains("running it again (3 of 3)") && !said.contains("(4 of 3)"), "{said}");
+    assert!(said.contains("exited 0 with no error (llama.cpp can lose its last lines at exit)"), "{said}");
+    assert_eq!(counted(&bin), 3);
+    assert!(!dir.join("eval.json").exists());
+    no_temp_left(&dir);
+}

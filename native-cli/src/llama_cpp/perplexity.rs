@@ -184,10 +184,13 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
         }
     };
     let (Some(base), Some(base_file)) = (base, base_file) else {
-        let mut c = command(&tool, &model_file, &model_adapters, &[&text], s);
-        c.arg("-f").arg(&text.arg);
-        let p = llama_cpp::run_metered(c, &mut step(0)).with_context(|| format!("{}", model.display()))?;
-        let r = output::perplexity(&p.stdout, &p.stderr).with_context(|| format!("{}", model.display()))?;
+        let make = || {
+            let mut c = command(&tool, &model_file, &model_adapters, &[&text], s);
+            c.arg("-f").arg(&text.arg);
+            c
+        };
+        let r = run_read(make, output::perplexity, &label(model), &mut step(0))
+            .with_context(|| format!("{}", model.display()))?;
         (e.chunks, e.perplexity) = (r.chunks, r.ppl);
         return Ok(e);
     };
@@ -248,6 +251,40 @@ fn command(tool: &Path, m: &Handed, adapters: &[HandedAdapter], also: &[&Handed]
     c
 }
 
+/// How many times in all a run whose output was cut short ([`output::Error::cut_short`])
+/// is made.
+const RUNS: u32 = 3;
+
+/// Runs the command `make` builds and reads what it printed with `read`. A run whose
+/// output was cut short at exit is made again, up to [`RUNS`] in all, with a warning
+/// naming `who` (each run is the whole computation again: llama.cpp lost only the
+/// printing of it). `progress` hears of each chunk scored, never of one twice.
+fn run_read<T>(
+    make: impl Fn() -> Command,
+    read: fn(&str, &str) -> Result<T, output::Error>,
+    who: &str,
+    progress: &mut dyn FnMut(u32, u32),
+) -> Result<T> {
+    let mut heard: Option<u32> = None;
+    let mut hear = |done: u32, total: u32| {
+        if heard.is_none_or(|h| done > h) {
+            heard = Some(done);
+            progress(done, total);
+        }
+    };
+    let mut run = 1;
+    loop {
+        let p = llama_cpp::run_metered(make(), &mut hear)?;
+        match read(&p.stdout, &p.stderr) {
+            Err(e) if e.cut_short() && run < RUNS => {
+                run += 1;
+                crate::progress::warn(format!("{who}: {e}; running it again ({run} of {RUNS})"));
+            }
+            r => return Ok(r?),
+        }
+    }
+}
+
 /// Scores the base on the text and saves its tokens and log-probabilities into `logits`.
 /// `progress` hears of each chunk scored ([`llama_cpp::run_metered`]).
 fn run_base(
@@ -259,10 +296,12 @@ fn run_base(
     s: &Settings,
     progress: &mut dyn FnMut(u32, u32),
 ) -> Result<output::Perplexity> {
-    let mut c = command(tool, base, adapters, &[text, logits], s);
-    c.arg("-f").arg(&text.arg).arg("--kl-divergence-base").arg(&logits.arg);
-    let p = llama_cpp::run_metered(c, progress)?;
-    Ok(output::perplexity(&p.stdout, &p.stderr)?)
+    let make = || {
+        let mut c = command(tool, base, adapters, &[text, logits], s);
+        c.arg("-f").arg(&text.arg).arg("--kl-divergence-base").arg(&logits.arg);
+        c
+    };
+    run_read(make, output::perplexity, "the base", progress)
 }
 
 /// Scores the model on the tokens saved in `logits` and compares its distribution with the
@@ -276,10 +315,12 @@ fn run_divergence(
     s: &Settings,
     progress: &mut dyn FnMut(u32, u32),
 ) -> Result<output::KlDivergence> {
-    let mut c = command(tool, model, adapters, &[logits], s);
-    c.arg("--kl-divergence-base").arg(&logits.arg).arg("--kl-divergence");
-    let p = llama_cpp::run_metered(c, progress)?;
-    let k = output::kl_divergence(&p.stdout, &p.stderr)?;
+    let make = || {
+        let mut c = command(tool, model, adapters, &[logits], s);
+        c.arg("--kl-divergence-base").arg(&logits.arg).arg("--kl-divergence");
+        c
+    };
+    let k = run_read(make, output::kl_divergence, "the model", progress)?;
     if (k.chunks, k.ctx) != (base.chunks, base.ctx) {
         bail!(
             "scored {} chunks of {} tokens, the base {} of {}: not the same tokens",

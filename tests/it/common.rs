@@ -229,6 +229,25 @@ pub fn ok(mut c: Command) -> Output {
     out
 }
 
+/// Runs a llama.cpp tool that must succeed, again while its output (stderr, then stdout)
+/// lacks `last`, a line it prints at its end, up to 3 runs in all: llama.cpp's log thread is
+/// not waited for at exit, and a busy machine loses the last lines (organ runs
+/// llama-perplexity again for the same reason: llama_cpp::output::Error::CutShort).
+#[track_caller]
+pub fn ok_whole(mut c: Command, last: &str) -> Output {
+    let mut run = 1;
+    loop {
+        let out = c.output().expect("spawn");
+        assert!(out.status.success(), "{:?} failed:\n{}", c, String::from_utf8_lossy(&out.stderr));
+        let has = |b: &[u8]| String::from_utf8_lossy(b).contains(last);
+        if has(&out.stderr) || has(&out.stdout) || run == 3 {
+            return out;
+        }
+        run += 1;
+        eprintln!("{c:?}: no {last:?} in its output; running it again ({run} of 3)");
+    }
+}
+
 /// A path in this test process's scratch directory, `$TMPDIR/organ-test-PID/MODULE`, where
 /// MODULE is the file of the caller (`api`, `surgery`…), so modules never share a name.
 /// The first call also removes the scratch directories of test processes that have ended
@@ -277,7 +296,8 @@ pub fn llama_generate(model: &Path, n: usize) -> String {
     let mut c = llama_tool("llama-completion");
     c.arg("-m").arg(model).args(["-p", "The human heart has four chambers:", "-n", &n.to_string()]);
     c.args(["--temp", "0", "--seed", "1", "-no-cnv", "--no-display-prompt", "-t", LLAMA_THREADS]);
-    let text = String::from_utf8_lossy(&ok(c).stdout).trim().to_owned();
+    // common_perf_print's `total time` line follows the text.
+    let text = String::from_utf8_lossy(&ok_whole(c, "total time =").stdout).trim().to_owned();
     assert!(text.split_whitespace().count() >= n / 3, "{}: too little text: {text:?}", model.display());
     text
 }
@@ -287,7 +307,7 @@ pub fn llama_perplexity(model: &Path) -> f64 {
     let mut c = llama_tool("llama-perplexity");
     c.arg("-m").arg(model).arg("-f").arg(repo().join("tests/data/perplexity.txt"));
     c.args(["-c", "128", "-b", "128", "-t", LLAMA_THREADS]);
-    let out = ok(c);
+    let out = ok_whole(c, "Final estimate: PPL =");
     let log = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     let line = log.lines().find(|l| l.contains("Final estimate: PPL =")).unwrap_or_else(|| panic!("no PPL in:\n{log}"));
     line.split("PPL =").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap()

@@ -94,7 +94,7 @@ fn perplexity_is_the_final_estimate_llama_perplexity_prints() {
     // llama-perplexity itself, with the arguments eval documents (-c N -b N -t T --chunks N -f TEXT).
     let mut c = llama_tool("llama-perplexity");
     c.arg("-m").arg(&model).arg("-f").arg(text()).args(["-c", CTX, "-b", CTX, "-t", LLAMA_THREADS, "--chunks", CHUNKS]);
-    let o = ok(c);
+    let o = ok_whole(c, "Final estimate: PPL =");
     let log = String::from_utf8_lossy(&o.stderr).into_owned() + &String::from_utf8_lossy(&o.stdout);
     let line = &log[log.find("Final estimate: PPL = ").expect("a final estimate")..];
     let mut w = line["Final estimate: PPL = ".len()..].split_whitespace();

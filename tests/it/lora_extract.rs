@@ -3,7 +3,9 @@
 //! adapter's ΔW against the known one, the share of ‖ΔW‖²_F kept against NumPy's SVD
 //! (tests/oracle/lora_svd.py), reproducibility, llama.cpp loading the result, and bad input.
 
-use crate::common::{fails, llama_tool, need, ok, oracle_python, organ, repo, smollm2_f16, tmp, LLAMA_THREADS};
+use crate::common::{
+    fails, llama_tool, need, ok, ok_whole, oracle_python, organ, repo, smollm2_f16, tmp, LLAMA_THREADS,
+};
 use organ_core::gguf::Gguf;
 use organ_core::lora::{Adapter, Factors};
 use organ_core::model::Model;
@@ -183,7 +185,7 @@ fn kl_divergence(model: &Path, lora: Option<&Path>, logits: &Path, save: bool) -
     if !save {
         c.arg("--kl-divergence");
     }
-    let out = ok(c);
+    let out = ok_whole(c, if save { "Final estimate: PPL =" } else { "Same top p:" });
     if save {
         return 0.0;
     }

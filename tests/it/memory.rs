@@ -29,7 +29,7 @@ fn llama(model: &Path, ctx: u32, kv: &str) -> Printed {
     let mut c = llama_tool("llama-completion");
     c.arg("-m").arg(model).args(["-c", &ctx.to_string(), "-ctk", kv, "-ctv", kv]);
     c.args(["-n", "1", "-p", "hi", "-no-cnv", "-fit", "off", "-v", "--temp", "0"]);
-    let out = ok(c);
+    let out = ok_whole(c, "total time =");
     let log = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     let mut p = Printed::default();
     for line in log.lines() {

@@ -29,7 +29,7 @@ fn perplexity(model: &Path) -> f64 {
     let mut c = llama_tool("llama-perplexity");
     c.arg("-m").arg(model).arg("-f").arg(repo().join("tests/data/perplexity.txt"));
     c.args(["-c", "128", "-b", "128", "-t", LLAMA_THREADS, "--chunks", "4"]);
-    let out = ok(c);
+    let out = ok_whole(c, "Final estimate: PPL =");
     let log = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     let line = log.lines().find(|l| l.contains("Final estimate: PPL =")).unwrap_or_else(|| panic!("no PPL in:\n{log}"));
     line.split("PPL =").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap()

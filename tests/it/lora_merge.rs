@@ -429,3 +429,45 @@ fn diff_finds_exactly_the_adapted_weights_changed() {
     assert_eq!(d["counts"]["changed"], 4);
     assert_eq!(d["counts"]["identical"].as_u64().unwrap() + 4, d["counts"]["comparable"].as_u64().unwrap());
 }
+
+#[test]
+fn an_alora_is_merged_with_a_warning_and_never_judged() {
+    let Some(model) = need::smollm2_and_oracle() else { return };
+    let base = smollm2_f16_or_skip(&model);
+    let plain = q8_r8(&base);
+    // The same adapter, made an aLoRA by organ meta: active after 3 invocation tokens.
+    let alora = tmp("alora-q8-r8.gguf");
+    let _ = std::fs::remove_file(&alora);
+    let mut c = organ();
+    c.arg("meta").arg(&plain).args(["--set", "adapter.alora.invocation_tokens=[1,2,3]:arr[u32]", "--out"]).arg(&alora);
+    ok(c);
+    let run = |a: &Path, name: &str, extra: &[&std::ffi::OsStr]| {
+        let out = tmp(name);
+        let mut c = organ();
+        c.args(["lora", "merge"]).arg(&base).arg("--lora").arg(a).arg("--out").arg(&out).arg("--force").args(extra);
+        (out, c)
+    };
+    let (plain_out, c) = run(&plain, "merged-plain.gguf", &[]);
+    let said = String::from_utf8_lossy(&ok(c).stderr).into_owned();
+    assert!(!said.contains("aLoRA"), "{said}");
+    // Merged, with a warning naming the file and what merging loses; the weights are
+    // the plain adapter's (the invocation sequence is metadata only).
+    let (alora_out, c) = run(&alora, "merged-alora.gguf", &[]);
+    let said = String::from_utf8_lossy(&ok(c).stderr).into_owned();
+    let want = "an aLoRA, which llama.cpp applies only after its 3 invocation tokens \
+                (adapter.alora.invocation_tokens); merged, it changes every token";
+    assert!(said.contains(path(&alora)) && said.contains(want), "{said}");
+    let (ours, plain_merge) = (read(&alora_out), read(&plain_out));
+    assert!(ours.order == plain_merge.order && ours.tensors == plain_merge.tensors, "the aLoRA merged otherwise");
+    // --judge would compare with llama.cpp running it switched off: refused before any work.
+    if !llama_dir().join("llama-perplexity").exists() {
+        return;
+    }
+    let (text, bin) = (repo().join("tests/data/perplexity.txt"), llama_dir());
+    let judge = ["--judge".as_ref(), text.as_os_str(), "--llama-cpp".as_ref(), bin.as_os_str()];
+    let (out, c) = run(&alora, "judged-alora.gguf", &judge);
+    let _ = std::fs::remove_file(&out);
+    let err = fails(c);
+    assert!(err.contains(path(&alora)) && err.contains("differ by design"), "{err}");
+    assert!(!out.exists());
+}

@@ -9,7 +9,7 @@ use crate::model::{Model, Tensor};
 use crate::write::Made;
 use anyhow::{bail, Context, Result};
 use organ_core::lora::merge::{file_type, merge_rows, plan, Merge, OutputType};
-use organ_core::lora::{is_adapter, Adapter, Factors, Severity};
+use organ_core::lora::{is_adapter, Adapter, Factors, Severity, KEY_INVOCATION};
 use organ_core::model::OwnedValue;
 use organ_core::{GgmlType, MetaValue};
 use rayon::prelude::*;
@@ -124,7 +124,24 @@ fn open_adapters(o: &Options<'_>, base: &Model) -> Result<Vec<(Model, Adapter)>>
                 if errors.len() > 1 { format!(" (and {} more problems)", errors.len() - 1) } else { String::new() };
             bail!("{}: does not fit the base {}: {first}{more}", p.display(), o.base.display());
         }
+        if let Some(n) = a.invocation_tokens {
+            // llama.cpp applies an aLoRA only to the tokens after its invocation sequence;
+            // a merged weight has no such switch.
+            crate::progress::warn(format!(
+                "{}: an aLoRA, which llama.cpp applies only after its {n} invocation tokens ({KEY_INVOCATION}); \
+                 merged, it changes every token",
+                p.display()
+            ));
+        }
         if o.judge.is_some() {
+            if a.invocation_tokens.is_some() {
+                bail!(
+                    "{}: --judge compares the merge with llama.cpp applying the adapter at run time, where an aLoRA \
+                     is off until its invocation tokens: the two differ by design (merge without --judge, then \
+                     organ eval the output against the base)",
+                    p.display()
+                );
+            }
             if let Some(e) = a.against(&base.model).iter().find(|p| p.severity == Severity::Error) {
                 bail!(
                     "{}: --judge compares the merge with llama.cpp applying the adapter to {}, which it cannot: {}",

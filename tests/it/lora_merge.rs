@@ -470,4 +470,10 @@ fn an_alora_is_merged_with_a_warning_and_never_judged() {
     let err = fails(c);
     assert!(err.contains(path(&alora)) && err.contains("differ by design"), "{err}");
     assert!(!out.exists());
+    // organ eval applies it as asked, and says it may stay off.
+    let mut c = organ();
+    c.arg("eval").arg(&base).arg("--lora").arg(&alora).arg("--text").arg(&text);
+    c.args(["--ctx", "128", "--chunks", "2", "-j", LLAMA_THREADS]).arg("--llama-cpp").arg(&bin);
+    let said = String::from_utf8_lossy(&ok(c).stderr).into_owned();
+    assert!(said.contains("an aLoRA, which llama.cpp applies only after its 3 invocation tokens"), "{said}");
 }

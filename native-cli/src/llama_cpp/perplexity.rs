@@ -534,6 +534,14 @@ fn hand_adapters(list: &[Scaled], side: &Path, side_model: &Model) -> Result<Vec
         if let Some(p) = adapter.against(&side_model.model).iter().find(|p| p.severity == Severity::Error) {
             bail!("{}: cannot be applied to {}: {}", a.path.display(), side.display(), p.sentence());
         }
+        if let Some(n) = adapter.invocation_tokens {
+            crate::progress::warn(format!(
+                "{}: an aLoRA, which llama.cpp applies only after its {n} invocation tokens: where the text \
+                 does not hold them, the figures are {}'s without it",
+                a.path.display(),
+                side.display()
+            ));
+        }
         out.push((Handed::file(handed)?, a.scale));
     }
     Ok(out)

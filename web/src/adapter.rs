@@ -40,19 +40,20 @@ pub async fn measure(
     let mut meter = Meter::new(adapter.pairs.len(), t0, on_progress);
     // Every pair is read, then measured on the pool while the next is read.
     let mut pending = Vec::with_capacity(adapter.pairs.len());
+    let weights = base.map(|b| adapter.base_weights(b));
     for (i, p) in adapter.pairs.iter().enumerate() {
         if cancelled() {
             return Err("cancelled".into());
         }
-        let weight = match base {
-            Some(b) => {
-                let t = b.tensors.iter().find(|t| t.name == p.target);
+        let weight = match (base, &weights) {
+            (Some(b), Some(w)) => {
+                let t = w[i].and_then(|at| b.tensors.get(at));
                 let t = t.ok_or_else(|| format!("{}: no tensor {:?}", b.label, p.target))?;
                 let bytes = whole(b, t).await?;
                 meter.read_more(bytes.len() as u64);
                 Some((b.label.clone(), t.ty, bytes))
             }
-            None => None,
+            _ => None,
         };
         let (ta, tb) = (&model.tensors[p.a], &model.tensors[p.b]);
         let (a, b) = (whole(model, ta).await?, whole(model, tb).await?);

@@ -74,8 +74,7 @@ pub fn plan<T: Borrow<TensorEntry>>(
     }
     let mut parts: Vec<Vec<Part>> = vec![Vec::new(); base.tensors.len()];
     for (ai, (adapter, s)) in adapters.iter().enumerate() {
-        for (pi, p) in adapter.pairs.iter().enumerate() {
-            let found = base.tensors.iter().position(|t| t.borrow().name == p.target);
+        for ((pi, p), found) in adapter.pairs.iter().enumerate().zip(adapter.base_weights(base)) {
             let Some(ti) = found.filter(|&i| base.tensors[i].borrow().dims[..] == p.shape()) else {
                 return Err(bad(&p.target, format!("the base has no weight of shape {:?} by that name", p.shape())));
             };

@@ -283,6 +283,18 @@ impl Adapter {
         out
     }
 
+    /// Where each pair's weight is in `base.tensors`, by name (`None`: the base has no
+    /// tensor of that name; of two alike, the first). One map of the base's names, so a
+    /// pair's lookup is a search, not a scan. The one lookup that the checks, the merge,
+    /// and the CLI's and the browser's measures use.
+    pub fn base_weights<T: Borrow<TensorEntry>>(&self, base: &Model<T>) -> Vec<Option<usize>> {
+        let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
+        for (i, t) in base.tensors.iter().enumerate() {
+            by_name.entry(t.borrow().name.as_str()).or_insert(i);
+        }
+        self.pairs.iter().map(|p| by_name.get(p.target.as_str()).copied()).collect()
+    }
+
     /// The problems of merging this adapter into `base` (its own problems are not
     /// repeated): another architecture, a weight the base lacks, a shape that is not the
     /// weight's, a base that is itself an adapter.
@@ -303,11 +315,8 @@ impl Adapter {
                 ),
             ));
         }
-        // By name, once: a pair's lookup is then a search, not a scan of the base.
-        let by_name: BTreeMap<&str, &TensorEntry> =
-            base.tensors.iter().map(Borrow::borrow).map(|t| (t.name.as_str(), t)).collect();
-        for p in &self.pairs {
-            match by_name.get(p.target.as_str()).copied() {
+        for (p, at) in self.pairs.iter().zip(self.base_weights(base)) {
+            match at.map(|i| base.tensors[i].borrow()) {
                 None => out.push(Problem::error(&p.target, "the base has no such weight".into())),
                 Some(t) if t.dims.len() != 2 || t.dims[..] != p.shape() => out.push(Problem::error(
                     &p.target,

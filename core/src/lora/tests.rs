@@ -208,3 +208,31 @@ fn rescaling_keeps_the_product() {
         assert!((g.element(i, j) - f.element(i, j)).abs() <= 1e-6 * f.element(i, j).abs().max(1.0));
     }
 }
+
+#[test]
+fn each_pair_finds_its_base_weight_by_name() {
+    let a = Adapter::read(&adapter(
+        Some(4.0),
+        vec![
+            entry("blk.1.attn_q.weight.lora_a", GgmlType::F32, &[64, 4]),
+            entry("blk.1.attn_q.weight.lora_b", GgmlType::F32, &[4, 32]),
+            entry("blk.0.ffn_up.weight.lora_a", GgmlType::F32, &[64, 4]),
+            entry("blk.0.ffn_up.weight.lora_b", GgmlType::F32, &[4, 96]),
+            entry("blk.9.attn_k.weight.lora_a", GgmlType::F32, &[64, 4]),
+            entry("blk.9.attn_k.weight.lora_b", GgmlType::F32, &[4, 16]),
+        ],
+    ));
+    let base = Model {
+        version: 3,
+        kvs: vec![],
+        tensors: vec![
+            entry("blk.0.ffn_up.weight", GgmlType::F16, &[64, 96]),
+            entry("blk.1.attn_q.weight", GgmlType::F16, &[64, 32]),
+            // Of two alike, the first (as a scan would find).
+            entry("blk.1.attn_q.weight", GgmlType::F16, &[64, 32]),
+        ],
+    };
+    assert_eq!(a.base_weights(&base), vec![Some(1), Some(0), None]);
+    let fits: Vec<String> = a.fits(&base).iter().map(Problem::sentence).collect();
+    assert!(fits.contains(&"blk.9.attn_k.weight: the base has no such weight".into()), "{fits:?}");
+}

@@ -56,13 +56,16 @@ pub fn measure_adapter(
     tick: &(dyn Fn() + Sync),
 ) -> Result<ModelReport> {
     let adapter = read(model, path, base)?;
+    let weights = base.map(|(b, _)| adapter.base_weights(b));
     let rows = (0..adapter.pairs.len())
         .into_par_iter()
         .map(|i| {
             let p = &adapter.pairs[i];
-            let base_frobenius = match base {
-                Some((b, bp)) => Some(weight_frobenius(b, &p.target).with_context(|| format!("{}", bp.display()))?),
-                None => None,
+            let base_frobenius = match (base, &weights) {
+                (Some((b, bp)), Some(w)) => {
+                    Some(weight_frobenius(b, w[i], &p.target).with_context(|| format!("{}", bp.display()))?)
+                }
+                _ => None,
             };
             let (a, b) = (&model.tensors[p.a], &model.tensors[p.b]);
             let row =
@@ -75,8 +78,8 @@ pub fn measure_adapter(
     Ok(measure::report(&adapter, &model.label, model, file_bytes, rows, base.map(|(b, _)| b.label.as_str())))
 }
 
-/// ‖W‖_F of the base's weight `name`.
-fn weight_frobenius(base: &Model, name: &str) -> Result<f64> {
-    let t = base.tensors.iter().find(|t| t.name == name).with_context(|| format!("no tensor {name:?}"))?;
+/// ‖W‖_F of the base's weight `name`, found at `at` ([`Adapter::base_weights`]).
+fn weight_frobenius(base: &Model, at: Option<usize>, name: &str) -> Result<f64> {
+    let t = at.and_then(|i| base.tensors.get(i)).with_context(|| format!("no tensor {name:?}"))?;
     measure::weight_frobenius(t.ty, &bytes_of(t)?).with_context(|| format!("tensor {name:?}"))
 }

@@ -11,8 +11,8 @@
 // 3. Bad edits (an unknown type name, a malformed JSON array, a refused key, a key too
 //    long) show the CLI's message and download nothing; a file that is not a model is an
 //    error.
-// 4. A split model: memory as the CLI's, the editor read-only with the reason. A file
-//    cut short at 50 MB: what it lacks as `organ inspect` says it, memory as its.
+// 4. A split model: memory as the CLI's; an edit downloads every shard, each organ meta's
+//    (--out NAME-edited.gguf) byte for byte. A file cut short at 50 MB: what it lacks as `organ inspect` says it, memory as its.
 // 5. BIG (tests/web/make-big.py, 4.5 GB, sparse): edited and written without reading its
 //    tensor data: the download has the new header and the old data (its last bytes, past
 //    4 GiB, equal the source's), the page's JS heap stays flat; the time is printed.
@@ -195,17 +195,42 @@ try {
     whyCut.includes('Cut short') && !(await page.$('#meta-write')),
   `a file cut short at 50 MB: "${shownCut.slice(0, 100)}…" as organ inspect says it, memory as its, the editor read-only`);
 
-  // 4. A split model: memory as the CLI's, the editor read-only.
+  // 4. A split model: memory as the CLI's; an edit downloads every shard, the first with
+  // the new header, as organ meta --out NAME-edited.gguf writes them.
   if (split) {
     await inspectIn(split);
     const [want, wantLine] = cliMemory(split[0], ['--ctx', '4096']);
     await setMemory(page, { ctx: '4096' });
     const [gotS, gotLine] = await pageMemory(page);
-    const why = (await page.textContent('#meta-not-editable')) ?? '';
-    const buttons = await page.$$('#metadata button.edit');
     check(JSON.stringify(Object.entries(gotS).sort()) === JSON.stringify(Object.entries(want).sort()) && gotLine === wantLine &&
-      why.includes(`split model (${split.length} shards)`) && buttons.length === 0 && !(await page.$('#meta-write')),
-    `a split model of ${split.length} shards: memory as organ inspect --memory's, the editor read-only ("${why.slice(0, 60)}…")`);
+      !(await page.$('#meta-not-editable')),
+    `a split model of ${split.length} shards: memory as organ inspect --memory's, the editor open`);
+    await editRow('general.name', 'edit', 'a split chimera, renamed');
+    const shardDownloads = [];
+    const collect = (d) => shardDownloads.push(d);
+    page.on('download', collect);
+    await page.click('#meta-write');
+    await page.waitForSelector('#meta-status[data-done]');
+    for (let i = 0; i < 100 && shardDownloads.length < split.length; i++) await page.waitForTimeout(50);
+    page.off('download', collect);
+    const stem = path.basename(split[0]).replace(/-00001-of-\d{5}\.gguf$/, '');
+    const cliBase = path.join(outDir, `${stem}-cli-edited.gguf`);
+    const cliShards = split.map((_, i) => path.join(outDir, `${stem}-cli-edited-${String(i + 1).padStart(5, '0')}-of-${String(split.length).padStart(5, '0')}.gguf`));
+    for (const f of cliShards) fs.rmSync(f, { force: true });
+    const said = execFileSync(organ, ['meta', split[0], '--set', 'general.name=a split chimera, renamed', '--out', cliBase]).toString();
+    const wantNames = split.map((_, i) => `${stem}-edited-${String(i + 1).padStart(5, '0')}-of-${String(split.length).padStart(5, '0')}.gguf`);
+    const same = [];
+    for (const [i, d] of shardDownloads.entries()) {
+      const got = path.join(outDir, `inspect-split-${i}.gguf`);
+      await d.saveAs(got);
+      same.push(d.suggestedFilename() === wantNames[i] && sha(got) === sha(cliShards[i]));
+      fs.rmSync(got, { force: true });
+    }
+    const status = (await page.textContent('#meta-status')) ?? '';
+    check(shardDownloads.length === split.length && same.every(Boolean) &&
+      said.includes(`and ${split.length - 1} more shards copied as they are`) && status.includes(`and ${split.length - 1} more shards copied as they are`),
+    `the split model edited: ${shardDownloads.length} downloads (${wantNames.join(', ')}), each organ meta's shard byte for byte`);
+    for (const f of cliShards) fs.rmSync(f, { force: true });
   }
 
   // 5. A 4.5 GB model, its tensor data never read.

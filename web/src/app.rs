@@ -419,10 +419,10 @@ impl Controller {
             )
         } else if !cuts.is_empty() {
             Some("Cut short (a partial download): organ meta edits a whole file. Download the rest first.".into())
-        } else if split > 1 {
+        } else if split > files.len() as u64 {
             Some(format!(
-                "A split model ({split} shards): organ meta edits one whole GGUF file. Join the shards with \
-                 llama-gguf-split --merge, edit, and split again."
+                "{} of the {split} shards of a split model: drop them all to write the edited model.",
+                files.len()
             ))
         } else {
             None
@@ -439,17 +439,18 @@ impl Controller {
 
     /// Writes the model inspected with `pending` applied, offered as a download.
     pub fn write_edited(self, pending: Vec<PendingEdit>) {
-        let Some(file) = self.inspected.with_untracked(|f| f.first().cloned()) else { return };
-        if self.busy() || self.writing.get_untracked() == Writing::Busy {
+        let files = self.inspected.get_untracked();
+        if files.is_empty() || self.busy() || self.writing.get_untracked() == Writing::Busy {
             return;
         }
         self.writing.set(Writing::Busy);
         spawn_local(async move {
             let t0 = pool::now_ms();
-            self.writing.set(match edit::write(&file, &pending).await {
+            self.writing.set(match edit::write(&files, &pending).await {
                 Ok(w) => Writing::Wrote {
                     name: w.name,
                     bytes: w.bytes,
+                    more_shards: w.more_shards,
                     header_before: w.header_before,
                     header_after: w.header_after,
                     changes: w.changes,

@@ -15,9 +15,12 @@ use organ_core::surgery::meta::{self, Edit, Edited, Ty};
 
 /// What was written.
 pub struct Written {
-    /// The download's name.
+    /// The (first) download's name.
     pub name: String,
+    /// Its bytes.
     pub bytes: u64,
+    /// The shards after the first, each downloaded as it is (0: one file).
+    pub more_shards: usize,
     pub header_before: u64,
     pub header_after: u64,
     /// Each change as `organ meta` prints it.
@@ -28,6 +31,21 @@ pub struct Written {
 pub fn out_name(label: &str) -> String {
     let stem = label.strip_suffix(".gguf").unwrap_or(label);
     format!("{stem}-edited.gguf")
+}
+
+/// The downloads' names for an edit of the model in files `names` (in order): one file
+/// `NAME-edited.gguf`; a split model's shards named as `organ meta --out NAME-edited.gguf`
+/// names them, `NAME-edited-0000i-of-0000N.gguf` (NAME: the first shard's name before its
+/// `-00001-of-0000N.gguf`, or each file's own when they are not so named).
+pub fn out_names(names: &[String]) -> Vec<String> {
+    let n = names.len();
+    let first = names.first().map(String::as_str).unwrap_or("");
+    match first.strip_suffix(&organ_core::gguf::split::shard_name("", 1, n)) {
+        Some(prefix) if n > 1 => {
+            (1..=n).map(|i| organ_core::gguf::split::shard_name(&format!("{prefix}-edited"), i, n)).collect()
+        }
+        _ => names.iter().map(|l| out_name(l)).collect(),
+    }
 }
 
 /// The core's edits for `pending`, read against the header `g` as `organ meta` reads its
@@ -55,11 +73,12 @@ fn core_edits(g: &Gguf<'_>, pending: &[PendingEdit]) -> Result<Vec<Edit>, Error>
         .collect()
 }
 
-/// The edits applied to the header of `file` (named `label`).
-fn edited(file: &Src, header: &[u8], pending: &[PendingEdit]) -> Result<Edited, String> {
+/// The edits applied to the header of `file` (named `label`); `whole`: the file is the
+/// whole model (else the first shard of a split one, all of whose shards are here).
+fn edited(file: &Src, header: &[u8], pending: &[PendingEdit], whole: bool) -> Result<Edited, String> {
     let label = file.name();
     source::with_header(file, header, |g| {
-        if let Some(why) = meta::shard_refusal(g) {
+        if let Some(why) = meta::shard_refusal(g).filter(|_| whole) {
             return Err(format!("{label}: {why}"));
         }
         let edits = core_edits(g, pending).map_err(|e| format!("{label}: {e}"))?;
@@ -67,24 +86,31 @@ fn edited(file: &Src, header: &[u8], pending: &[PendingEdit]) -> Result<Edited, 
     })?
 }
 
-/// Applies `pending` to the model in `file` and offers the result as a download.
+/// Applies `pending` to the model in `files` (one file, or every shard of a split model in
+/// order) and offers the result as downloads, as `organ meta` writes it: the first file's
+/// new header and its tensor data, then each other shard as it is.
 ///
 /// # Errors
 /// A model at a URL (its bytes are not here to slice), the header unreadable, an edit
 /// the core refuses (the CLI's message, naming the file and the key).
-pub async fn write(file: &Src, pending: &[PendingEdit]) -> Result<Written, String> {
-    let Src::File(f) = file else {
-        return Err(format!(
-            "{}: a model at a URL; download it and drop the file to write its edited copy",
-            file.what()
-        ));
-    };
+pub async fn write(files: &[Src], pending: &[PendingEdit]) -> Result<Written, String> {
+    let mut blobs: Vec<web_sys::Blob> = Vec::with_capacity(files.len());
+    for file in files {
+        let Src::File(f) = file else {
+            return Err(format!(
+                "{}: a model at a URL; download it and drop the file to write its edited copy",
+                file.what()
+            ));
+        };
+        let whole: &web_sys::Blob = f.as_ref();
+        blobs.push(whole.clone());
+    }
+    let Some(file) = files.first() else { return Err("no file to write".into()) };
     let header = source::header_bytes(file, Vec::new()).await?;
-    let e = edited(file, &header, pending)?;
+    let e = edited(file, &header, pending, files.len() == 1)?;
     let head = js_sys::Uint8Array::from(&e.header[..]);
-    let data = f.slice(e.data.start, e.data.end);
-    let data: &web_sys::Blob = data.as_ref();
-    let parts = js_sys::Array::of2(&head, data);
+    let data = blobs[0].slice_with_f64_and_f64(e.data.start as f64, e.data.end as f64).map_err(|e| format!("{e:?}"))?;
+    let parts = js_sys::Array::of2(&head, &data);
     let opts = web_sys::BlobPropertyBag::new();
     opts.set_type("application/octet-stream");
     let blob = web_sys::Blob::new_with_blob_sequence_and_options(&parts, &opts)
@@ -92,11 +118,15 @@ pub async fn write(file: &Src, pending: &[PendingEdit]) -> Result<Written, Strin
     if blob.size() as u64 != e.file_len() {
         return Err(format!("{}: the edited file is {} bytes, expected {}", file.name(), blob.size(), e.file_len()));
     }
-    let name = out_name(&file.name());
-    export::download_blob(&name, &blob);
+    let names = out_names(&files.iter().map(Src::name).collect::<Vec<_>>());
+    blobs[0] = blob;
+    for (name, blob) in names.iter().zip(&blobs) {
+        export::download_blob(name, blob);
+    }
     Ok(Written {
-        name,
+        name: names[0].clone(),
         bytes: e.file_len(),
+        more_shards: files.len() - 1,
         header_before: e.old_header_len,
         header_after: e.header.len() as u64,
         changes: e.changes.iter().map(|c| c.line()).collect(),

@@ -114,6 +114,8 @@ pub enum Writing {
     Wrote {
         name: String,
         bytes: u64,
+        /// The shards after the first, downloaded as they are.
+        more_shards: usize,
         header_before: u64,
         header_after: u64,
         changes: Vec<String>,

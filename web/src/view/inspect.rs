@@ -160,6 +160,14 @@ fn MetaEditor(
     let pending: RwSignal<Vec<PendingEdit>> = RwSignal::new(Vec::new());
     let total = data.metadata.len();
     let editable = data.not_editable.is_none();
+    let what_is_written = match data.files.len() {
+        1 => "The new header, then this file's tensor data as it is: nothing is read into memory or sent.".to_owned(),
+        n => format!(
+            "The first shard's new header and tensor data, then the other {} shards as they are, each a download \
+             (the browser may ask to allow several): nothing is read into memory or sent.",
+            n - 1
+        ),
+    };
     let rows = data.metadata.iter().map(|r| {
         let key = r.key.clone();
         // Which of the row's editors is open: the value's or the key's.
@@ -283,15 +291,16 @@ fn MetaEditor(
                 </ol>
                 <p class="row"><button id="meta-write" disabled=move || busy() || pending.with(Vec::is_empty)
                     on:click=move |_| on_write.run(pending.get_untracked())>"Write the edited model"</button>
-                    <span class="mute">"The new header, then this file's tensor data as it is: nothing is read into memory or sent."</span></p>
+                    <span class="mute">{what_is_written.clone()}</span></p>
                 {move || match writing.get() {
                     Writing::Idle => None,
                     Writing::Busy => Some(view! { <p id="meta-status" class="mute">"Writing…"</p> }.into_any()),
                     Writing::Failed(e) => Some(view! { <p class="error" id="meta-error">{e}</p> }.into_any()),
-                    Writing::Wrote { name, bytes, header_before, header_after, changes, ms } => Some(view! {
+                    Writing::Wrote { name, bytes, more_shards, header_before, header_after, changes, ms } => Some(view! {
                         <div id="meta-status" data-done="1" data-bytes=bytes.to_string() data-ms=format!("{ms:.0}")>
                             <pre id="meta-changes">{changes.join("\n")}</pre>
-                            <p>{format!("wrote {name} ({bytes} bytes): header {header_before} → {header_after} bytes, tensor data copied as is ({ms:.0} ms)")}</p>
+                            <p>{format!("wrote {name} ({bytes} bytes): header {header_before} → {header_after} bytes, tensor data copied as is{} ({ms:.0} ms)",
+                                match more_shards { 0 => String::new(), n => format!(" and {n} more shards copied as they are") })}</p>
                         </div>
                     }.into_any()),
                 }}

@@ -447,15 +447,7 @@ impl Controller {
         spawn_local(async move {
             let t0 = pool::now_ms();
             self.writing.set(match edit::write(&files, &pending).await {
-                Ok(w) => Writing::Wrote {
-                    name: w.name,
-                    bytes: w.bytes,
-                    more_shards: w.more_shards,
-                    header_before: w.header_before,
-                    header_after: w.header_after,
-                    changes: w.changes,
-                    ms: pool::now_ms() - t0,
-                },
+                Ok(w) => Writing::Wrote { bytes: w.bytes, wrote: w.wrote, changes: w.changes, ms: pool::now_ms() - t0 },
                 Err(e) => Writing::Failed(e),
             });
         });

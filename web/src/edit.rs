@@ -15,14 +15,10 @@ use organ_core::surgery::meta::{self, Edit, Edited, Ty};
 
 /// What was written.
 pub struct Written {
-    /// The (first) download's name.
-    pub name: String,
-    /// Its bytes.
+    /// The (first) download's bytes.
     pub bytes: u64,
-    /// The shards after the first, each downloaded as it is (0: one file).
-    pub more_shards: usize,
-    pub header_before: u64,
-    pub header_after: u64,
+    /// What `organ meta` says it wrote (`Edited::wrote`), naming the (first) download.
+    pub wrote: String,
     /// Each change as `organ meta` prints it.
     pub changes: Vec<String>,
 }
@@ -124,11 +120,8 @@ pub async fn write(files: &[Src], pending: &[PendingEdit]) -> Result<Written, St
         export::download_blob(name, blob);
     }
     Ok(Written {
-        name: names[0].clone(),
         bytes: e.file_len(),
-        more_shards: files.len() - 1,
-        header_before: e.old_header_len,
-        header_after: e.header.len() as u64,
+        wrote: e.wrote(&names[0], &meta::copied_shards(files.len())),
         changes: e.changes.iter().map(|c| c.line()).collect(),
     })
 }

@@ -109,15 +109,11 @@ pub enum Writing {
     Idle,
     /// Reading the header again and composing the new file.
     Busy,
-    /// Offered as a download: its name, its size, the headers' sizes before and after,
-    /// and each change as `organ meta` prints it.
+    /// Offered as downloads: the (first) file's size, what `organ meta` says it wrote,
+    /// each change as it prints it, and the time taken.
     Wrote {
-        name: String,
         bytes: u64,
-        /// The shards after the first, downloaded as they are.
-        more_shards: usize,
-        header_before: u64,
-        header_after: u64,
+        wrote: String,
         changes: Vec<String>,
         ms: f64,
     },

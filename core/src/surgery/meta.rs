@@ -117,6 +117,27 @@ impl Edited {
     pub fn same_size(&self) -> bool {
         self.header.len() as u64 == self.old_header_len
     }
+
+    /// What `organ meta` (and the browser's editor) says it wrote to `out`:
+    /// `wrote OUT (N bytes): header A → B bytes, tensor data copied as is`, then `tail`
+    /// (what became of the rest: [`copied_shards`], for a split model).
+    pub fn wrote(&self, out: &str, tail: &str) -> String {
+        format!(
+            "wrote {out} ({} bytes): header {} → {} bytes, tensor data copied as is{tail}",
+            self.file_len(),
+            self.old_header_len,
+            self.header.len()
+        )
+    }
+}
+
+/// The tail of [`Edited::wrote`] for a model of `shards` files written whole: the shards
+/// after the first, copied (nothing for one file).
+pub fn copied_shards(shards: usize) -> String {
+    match shards {
+        0 | 1 => String::new(),
+        n => format!(" and {} more shards copied as they are", n - 1),
+    }
 }
 
 /// Why organ will not edit `key` in a model of architecture `arch`, if it will not.
@@ -749,6 +770,19 @@ mod tests {
         let g = Gguf::parse(&file, file.len() as u64).unwrap();
         assert!(edit(&g, &[set("general.name", "TINY", None)]).unwrap().same_size());
         assert!(!edit(&g, &[set("general.name", "not so tiny a name at all, far longer", None)]).unwrap().same_size());
+    }
+
+    #[test]
+    fn what_was_written_is_one_sentence_for_every_face() {
+        let file = model();
+        let g = Gguf::parse(&file, file.len() as u64).unwrap();
+        let e = edit(&g, &[set("general.name", "TINY", None)]).unwrap();
+        let (len, before, after) = (e.file_len(), e.old_header_len, e.header.len());
+        assert_eq!(
+            e.wrote("x.gguf", &copied_shards(1)),
+            format!("wrote x.gguf ({len} bytes): header {before} → {after} bytes, tensor data copied as is")
+        );
+        assert!(e.wrote("x-00001-of-00003.gguf", &copied_shards(3)).ends_with(" and 2 more shards copied as they are"));
     }
 
     #[test]

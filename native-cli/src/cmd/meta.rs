@@ -193,7 +193,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let others = match files.len() {
         1 => String::new(),
         n if matches!(o.target, Target::InPlace) => format!(" (the first of {n} shards; the others unchanged)"),
-        n => format!(" and {} more shards copied as they are", n - 1),
+        n => meta::copied_shards(n),
     };
     finish(o, w, &edited, out_name, files.len(), &others)
 }
@@ -211,13 +211,7 @@ fn finish(
     for c in &edited.changes {
         writeln!(w, "{}", c.line())?;
     }
-    writeln!(
-        w,
-        "wrote {out_name} ({} bytes): header {} → {} bytes, tensor data copied as is{others}",
-        edited.file_len(),
-        edited.old_header_len,
-        edited.header.len()
-    )?;
+    writeln!(w, "{}", edited.wrote(&out_name, others))?;
     if let Some(path) = o.json {
         let report = Report {
             model: o.model.display().to_string(),

@@ -296,11 +296,10 @@ fn MetaEditor(
                     Writing::Idle => None,
                     Writing::Busy => Some(view! { <p id="meta-status" class="mute">"Writing…"</p> }.into_any()),
                     Writing::Failed(e) => Some(view! { <p class="error" id="meta-error">{e}</p> }.into_any()),
-                    Writing::Wrote { name, bytes, more_shards, header_before, header_after, changes, ms } => Some(view! {
+                    Writing::Wrote { bytes, wrote, changes, ms } => Some(view! {
                         <div id="meta-status" data-done="1" data-bytes=bytes.to_string() data-ms=format!("{ms:.0}")>
                             <pre id="meta-changes">{changes.join("\n")}</pre>
-                            <p>{format!("wrote {name} ({bytes} bytes): header {header_before} → {header_after} bytes, tensor data copied as is{} ({ms:.0} ms)",
-                                match more_shards { 0 => String::new(), n => format!(" and {n} more shards copied as they are") })}</p>
+                            <p>{format!("{wrote} ({ms:.0} ms)")}</p>
                         </div>
                     }.into_any()),
                 }}

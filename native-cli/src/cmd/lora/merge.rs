@@ -124,15 +124,6 @@ fn open_adapters(o: &Options<'_>, base: &Model) -> Result<Vec<(Model, Adapter)>>
                 if errors.len() > 1 { format!(" (and {} more problems)", errors.len() - 1) } else { String::new() };
             bail!("{}: does not fit the base {}: {first}{more}", p.display(), o.base.display());
         }
-        if let Some(n) = a.invocation_tokens {
-            // llama.cpp applies an aLoRA only to the tokens after its invocation sequence;
-            // a merged weight has no such switch.
-            crate::progress::warn(format!(
-                "{}: an aLoRA, which llama.cpp applies only after its {n} invocation tokens ({KEY_INVOCATION}); \
-                 merged, it changes every token",
-                p.display()
-            ));
-        }
         if o.judge.is_some() {
             if a.invocation_tokens.is_some() {
                 bail!(
@@ -150,6 +141,15 @@ fn open_adapters(o: &Options<'_>, base: &Model) -> Result<Vec<(Model, Adapter)>>
                     e.sentence()
                 );
             }
+        }
+        if let Some(n) = a.invocation_tokens {
+            // llama.cpp applies an aLoRA only to the tokens after its invocation sequence;
+            // a merged weight has no such switch.
+            crate::progress::warn(format!(
+                "{}: an aLoRA, which llama.cpp applies only after its {n} invocation tokens ({KEY_INVOCATION}); \
+                 merged, it changes every token",
+                p.display()
+            ));
         }
         out.push((m, a));
     }

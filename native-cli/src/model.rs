@@ -49,6 +49,22 @@ impl Tensor {
         &b[self.offset as usize..(self.offset + self.n_bytes) as usize]
     }
 
+    /// The tensor's bytes wherever they are: made in memory or a slice of the map, else
+    /// read from a file that is not in memory (a model at a URL).
+    ///
+    /// # Errors
+    /// The tensor is larger than memory, or the read fails.
+    pub fn bytes_or_read(&self) -> anyhow::Result<std::borrow::Cow<'_, [u8]>> {
+        use anyhow::Context;
+        if self.owned.is_some() || self.in_file.in_memory() {
+            return Ok(std::borrow::Cow::Borrowed(self.bytes()));
+        }
+        let len = usize::try_from(self.n_bytes).context("a tensor larger than memory")?;
+        let mut buf = vec![0; len];
+        self.in_file.read_exact_at(&mut buf, self.offset)?;
+        Ok(std::borrow::Cow::Owned(buf))
+    }
+
     /// Gives back the memory its bytes in the file hold, once read ([`ModelFile::release`]):
     /// a command that reads tensor after tensor of a mapped file keeps a few in memory,
     /// not every one it touched.

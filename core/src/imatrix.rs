@@ -149,6 +149,11 @@ impl Imatrix {
     }
 }
 
+/// The largest mean square of an input column read (`in_sum2 / count`): real activations
+/// are below 1e5 (squares below 1e10); a bound far above them keeps every weighted error a
+/// prediction sums finite in f32.
+pub const MAX_MEAN_SQUARE: f32 = 1e20;
+
 fn bad_tensor(t: &TensorInfo<'_>, reason: String) -> Error {
     Error::BadTensor { tensor: t.name.to_string(), offset: t.info_offset, reason }
 }
@@ -176,7 +181,25 @@ fn entry(file: &[u8], name: &str, s: &TensorInfo<'_>, c: &TensorInfo<'_>) -> Res
         return Err(bad_tensor(c, format!("has dims {cd:?}, expected [1, {n_mat}] as {name}.in_sum2 has")));
     }
     let n_in = usize::try_from(n_in).map_err(|_| bad_tensor(s, "is too large".into()))?;
-    Ok(Entry { name: name.into(), n_in, counts: values(file, c)?, sum2: values(file, s)? })
+    let (counts, sum2) = (values(file, c)?, values(file, s)?);
+    // llama-imatrix counts tokens: a whole number, which every mean square divides by.
+    if let Some(m) = counts.iter().position(|x| x.fract() != 0.0) {
+        return Err(bad_tensor(c, format!("count {m} is {:e}, expected a whole number of tokens", counts[m])));
+    }
+    for (m, (&count, sums)) in counts.iter().zip(sum2.chunks_exact(n_in)).enumerate() {
+        if count == 0.0 {
+            continue;
+        }
+        if let Some(j) = sums.iter().position(|s| !(s / count <= MAX_MEAN_SQUARE)) {
+            let reason = format!(
+                "value {} is {:e}: over {count} tokens a mean square above {MAX_MEAN_SQUARE:e}",
+                m * n_in + j,
+                sums[j]
+            );
+            return Err(bad_tensor(s, reason));
+        }
+    }
+    Ok(Entry { name: name.into(), n_in, counts, sum2 })
 }
 
 #[cfg(test)]

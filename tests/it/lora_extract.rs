@@ -238,6 +238,15 @@ fn bad_input_is_refused_and_nothing_is_written() {
     let os = |s: &'static str| std::ffi::OsStr::new(s);
     let e = run(&[os("--base"), base.as_os_str(), os("--tuned"), tuned.as_os_str(), os("--rank"), os("0")]);
     assert!(e.contains("--rank 0"), "{e}");
+    // Before: 1e15 wrote an adapter 39 % off the finetune (α / r scaled its halves toward
+    // f16's underflow), 2⁶⁴ − 1 one of cosine −0.03; both "healthy" to check.
+    for huge in ["1000000000000000", "18446744073709551615"] {
+        let e = run(&[os("--base"), base.as_os_str(), os("--tuned"), tuned.as_os_str(), os("--rank"), os(huge)]);
+        assert!(e.contains(&format!("--rank {huge}: more than 65536")), "{e}");
+    }
+    // SmolLM2's widest weights are 576 on their smaller side.
+    let e = run(&[os("--base"), base.as_os_str(), os("--tuned"), tuned.as_os_str(), os("--rank"), os("577")]);
+    assert!(e.contains("--rank 577: above the full rank of every selected weight (at most 576"), "{e}");
     let e = run(&[os("--base"), base.as_os_str(), os("--tuned"), known.as_os_str(), os("--rank"), os("4")]);
     assert!(e.contains("is an adapter"), "{e}");
     let text = repo().join("tests/data/texts/heldout.txt");

@@ -70,13 +70,16 @@ fn refuses_legacy_files_models_and_broken_entries() {
     assert!(e.contains("legacy .dat format is not read"), "{e}");
     let model = file("model", &[("w.in_sum2", &[4], F, &[0.0; 4]), ("w.counts", &[1], F, &[1.0])]);
     assert!(Imatrix::parse(&model).unwrap_err().to_string().contains("general.type is Some(\"model\")"));
-    let cases: [(&[T<'_>], &str); 6] = [
+    let cases: [(&[T<'_>], &str); 8] = [
         (&[("w.in_sum2", &[4], F, &[0.0; 4])], "has no w.counts beside it"),
         (&[("w.counts", &[1], F, &[1.0])], "has no .in_sum2 beside it"),
         (&[("w.in_sum2", &[4, 2], F, &[0.0; 8]), ("w.counts", &[1], F, &[1.0])], "expected [1, 2]"),
         (&[("w.in_sum2", &[4], F, &[0.0, -1.0, 0.0, 0.0]), ("w.counts", &[1], F, &[1.0])], "value 1 is -1"),
         (&[("w.in_sum2", &[4], F, &[0.0; 4]), ("w.counts", &[1], F, &[f32::NAN])], "value 0 is NaN"),
         (&[("w.stats", &[12], F, &[0.0; 12])], "no weight was measured"),
+        // What llama-imatrix never writes: a fraction of a token, whose mean squares overflow.
+        (&[("w.in_sum2", &[4], F, &[3e38; 4]), ("w.counts", &[1], F, &[1e-45])], "count 0 is 1e-45"),
+        (&[("w.in_sum2", &[4], F, &[0.0, 3e38, 0.0, 0.0]), ("w.counts", &[1], F, &[2.0])], "value 1 is 3e38"),
     ];
     for (tensors, want) in cases {
         let e = Imatrix::parse(&file("imatrix", tensors)).unwrap_err().to_string();

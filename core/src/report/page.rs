@@ -7,6 +7,11 @@
 use alloc::format;
 use alloc::string::String;
 
+/// The Content-Security-Policy every static page carries: nothing is fetched (no network,
+/// no other file), only the page's own inline style and script run, images only as data.
+pub const CSP_META: &str = "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
+                            style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">";
+
 /// Escapes text for HTML element content and quoted attribute values.
 pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());

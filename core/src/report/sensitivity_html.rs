@@ -3,7 +3,7 @@
 //! the sortable table of every tensor, and the report itself embedded as JSON.
 
 use super::format::{cell_style, diff_color, diff_rgb};
-use super::page::{embeddable_json, escape, SCRIPT, STYLE};
+use super::page::{embeddable_json, escape, CSP_META, SCRIPT, STYLE};
 use crate::sensitivity::report::{Report, Row};
 use alloc::collections::BTreeSet;
 use alloc::format;
@@ -17,7 +17,13 @@ pub const KLD_SCALE: (f64, f64) = (1e-4, 10.0);
 /// Renders the page.
 pub fn render(r: &Report, out: &mut dyn Write) -> fmt::Result {
     let title = format!("Sensitivity of {} to {}", r.model, r.change);
-    write!(out, "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>", escape(&title))?;
+    // The same policy as the θ and compare pages: a page opened from a job's results
+    // fetches nothing, whatever a tensor's name holds.
+    write!(
+        out,
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">{CSP_META}<title>{}</title>",
+        escape(&title)
+    )?;
     write!(out, "<style>{STYLE}</style></head><body><header><h1>{}</h1>", escape(&title))?;
     writeln!(
         out,
@@ -144,4 +150,38 @@ fn table(rows: &[Row], out: &mut dyn Write) -> fmt::Result {
         )?;
     }
     writeln!(out, "</tbody></table></div>")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report of one tensor whose name tries to load a script from elsewhere.
+    fn report() -> Report {
+        let row = serde_json::json!({
+            "name": "blk.0.attn_q.weight<script src=//x></script>", "kind": "attn_q", "layer": 0, "type": "f32",
+            "dims": [4, 4], "n_elements": 16, "bytes": 64, "changed_type": "q4_0", "changed_bytes": 18,
+            "kld": {"value": 0.01, "error": 0.001}, "kld_median": 0.005, "kld_p99": 0.1,
+            "ppl": {"value": 10.0, "error": 0.1}, "same_top": {"value": 0.9, "error": 0.01}
+        });
+        let setup = serde_json::json!({
+            "text": "t.txt", "text_blake3": "00", "ctx": 128, "chunks": 2,
+            "base_perplexity": {"value": 9.0, "error": 0.1}
+        });
+        serde_json::from_value(serde_json::json!({
+            "organ_sensitivity": 1, "model": "m.gguf", "model_blake3": "00", "change": "q4_0",
+            "text": setup, "llama_perplexity": "llama-perplexity", "tensors": [row]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_page_forbids_every_fetch_as_the_other_pages_do() {
+        let mut page = String::new();
+        render(&report(), &mut page).unwrap();
+        let head = &page[..page.find("</head>").unwrap()];
+        assert!(head.contains(CSP_META), "{head}");
+        assert!(CSP_META.contains("default-src 'none'"));
+        assert!(!page.contains("<script src"), "the name is escaped");
+    }
 }

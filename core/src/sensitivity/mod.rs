@@ -125,6 +125,31 @@ mod tests {
     }
 
     #[test]
+    fn a_divergence_below_zero_or_past_the_cap_is_refused_with_its_field() {
+        use crate::model::TensorEntry;
+        use report::{check_rows, MeasuredRow, KLD_TOLERANCE, MAX_KLD};
+        let t = TensorEntry {
+            name: "w".into(),
+            ty: crate::ggml_type::GgmlType::F16,
+            dims: alloc::vec![32, 2],
+            n_elements: 64,
+            n_bytes: 128,
+            file: 0,
+            offset: 0,
+        };
+        let row = |kld| MeasuredRow { name: "w", ty: "f16", dims: &[32, 2], kld };
+        let check = |kld| check_rows([row(kld)], core::slice::from_ref(&t));
+        // What rounding gives for a change that changes nothing reads as 0.
+        assert_eq!(check(-KLD_TOLERANCE / 2.0).unwrap(), [("w".into(), 0.0)]);
+        assert_eq!(check(MAX_KLD).unwrap(), [("w".into(), MAX_KLD)]);
+        for bad in [-1.0, -1e308, MAX_KLD * 2.0, 1e308] {
+            let e = check(bad).unwrap_err();
+            assert_eq!((e.index, e.field), (0, "kld.value"), "{bad}: {e}");
+            assert!(e.to_string().contains("a mean KL divergence is ≥ 0"), "{e}");
+        }
+    }
+
+    #[test]
     fn kinds_and_default_selection() {
         assert_eq!(kind("blk.12.ffn_down.weight"), "ffn_down");
         assert_eq!(kind("token_embd.weight"), "token_embd");

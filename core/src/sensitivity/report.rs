@@ -110,6 +110,16 @@ impl Report {
     }
 }
 
+/// The largest mean KL divergence a row may hold, in nats per token: far above any real
+/// change (a tensor replaced by noise measures a few nats), and small enough that the sum
+/// over every tensor of a model stays finite.
+pub const MAX_KLD: f64 = 1e6;
+
+/// How far below zero a mean KL divergence may be and still be read (as 0): llama.cpp sums
+/// each token's `Σ p (log p − log q)` in floating point, so a change that alters nothing
+/// can print a tiny negative mean.
+pub const KLD_TOLERANCE: f64 = 1e-4;
+
 /// A measured row as read back from a report: what [`check_rows`] checks.
 #[derive(Clone, Copy, Debug)]
 pub struct MeasuredRow<'a> {
@@ -143,7 +153,8 @@ impl fmt::Display for RowError {
 }
 
 /// Each measured row's KL divergence, checked against the model's `tensors`: every row
-/// names a tensor the model has, in its type and shape, once, with a finite figure. What
+/// names a tensor the model has, in its type and shape, once, with a figure from
+/// −[`KLD_TOLERANCE`] (read as 0) to [`MAX_KLD`]. What
 /// `organ recipe --from` and the browser app read.
 ///
 /// # Errors
@@ -168,10 +179,18 @@ pub fn check_rows<'a, T: Borrow<TensorEntry>>(
         if !e.kld.is_finite() {
             return Err(err("kld.value", format!("{} is not a number", e.kld)));
         }
+        if !(-KLD_TOLERANCE..=MAX_KLD).contains(&e.kld) {
+            let reason = format!(
+                "{:e}: a mean KL divergence is ≥ 0 (−{KLD_TOLERANCE:e} tolerated) and at most {MAX_KLD:e}",
+                e.kld
+            );
+            return Err(err("kld.value", reason));
+        }
         if !seen.insert(t.name.as_str()) {
             return Err(err("name", "listed twice".into()));
         }
-        out.push((e.name.into(), e.kld));
+        // A divergence is never below 0: what rounding gave below it is 0.
+        out.push((e.name.into(), e.kld.max(0.0)));
     }
     Ok(out)
 }

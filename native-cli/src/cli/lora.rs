@@ -138,6 +138,12 @@ impl<'a> TryFrom<&'a ExtractArgs> for cmd::lora_extract::Options<'a> {
         if a.rank == 0 {
             bail!("--rank 0: an adapter keeps at least rank 1 (llama.cpp refuses rank 0)");
         }
+        // α = the rank, an f32 in the file, and the halves carry √(r / α) each: a rank past
+        // every weight's would scale them toward f16's underflow (1e15: the merged-back
+        // adapter was 39 % off the finetune).
+        if a.rank > cmd::lora_extract::MAX_RANK {
+            bail!("--rank {}: more than {}, the largest rank organ extracts", a.rank, cmd::lora_extract::MAX_RANK);
+        }
         let rank = usize::try_from(a.rank).map_err(|_| anyhow!("--rank {}: too large", a.rank))?;
         let ty = GgmlType::from_name(&a.ty)
             .filter(|t| organ_core::lora::WRITTEN_TYPES.contains(t) && can_quantize(*t))
@@ -169,13 +175,13 @@ pub(super) fn run(op: &Op, out: &mut Out) -> Result<Exit> {
             let o = cmd::lora::merge::Options::try_from(a)?;
             let mut inputs = vec![o.base];
             inputs.extend(o.adapters.iter().map(|s| s.path.as_path()));
-            guard(&inputs, &[Some(o.out), o.json], o.force)?;
+            guard(&super::with_judge(&inputs, &o.judge), &[Some(o.out), o.json], o.force)?;
             cmd::lora::merge::run(&o, out.text(&[o.json])?)?;
         }
         Op::Extract(a) => {
             let o = cmd::lora_extract::Options::try_from(a)?;
             let printed = out.text(&[o.json])?;
-            guard(&[o.base, o.tuned], &[Some(o.out), o.json], o.force)?;
+            guard(&super::with_judge(&[o.base, o.tuned], &o.judge), &[Some(o.out), o.json], o.force)?;
             cmd::lora_extract::run(&o, printed)?;
         }
     }

@@ -75,3 +75,58 @@ fn an_oversized_manifest_is_refused_before_it_is_read() {
     assert!(o.stderr.contains("manifest.json") && o.stderr.contains("bytes, more than"), "{}", o.stderr);
     assert!(o.peak_rss_kib < 64 << 10, "peak RSS {} KiB", o.peak_rss_kib);
 }
+
+/// `organ sensitivity --text`: before, the text was read whole by its name and tokenized
+/// whole. 8 MiB of 0xFF bytes took ~1.8 GB and ~40 s before any evaluation (4 MiB: 897 MB,
+/// 20 s); a FIFO blocked the run; a link swapped in under `organ serve` was read outside
+/// the root. Now it is opened as every input and tokenized until two contexts are had.
+#[test]
+fn a_sensitivity_text_is_opened_as_an_input_and_tokenized_in_bounded_memory() {
+    let Some(model) = crate::common::need::smollm2_and_llama() else { return };
+    let d = scratch("sens-text");
+    let llama = crate::common::llama_dir();
+    // A regular file as --cache: the run stops right after the texts are checked.
+    let cache = d.join("cache-is-a-file");
+    std::fs::write(&cache, b"").unwrap();
+    let sensitivity = |text: &std::path::Path| -> Vec<std::ffi::OsString> {
+        let mut a: Vec<std::ffi::OsString> = ["sensitivity".into(), model.clone().into(), "--text".into()].into();
+        a.extend([text.into(), "--to".into(), "q4_0".into(), "--ctx".into(), "128".into()]);
+        a.extend(["--cache".into(), cache.clone().into(), "--llama-cpp".into(), llama.clone().into()]);
+        a
+    };
+    let ff = d.join("ff.txt");
+    std::fs::write(&ff, vec![0xFFu8; 8 << 20]).unwrap();
+    let args = sensitivity(&ff);
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    let o = check("sensitivity-ff", &args, None, &d);
+    println!("sensitivity --text of 8 MiB of 0xFF: exit {:?}, peak RSS {} MiB", o.code, o.peak_rss_kib >> 10);
+    // The text passed (it holds many contexts); the cache, a file, is what stops the run.
+    assert!(o.stderr.contains("cache-is-a-file") && o.stderr.contains("cannot create"), "{}", o.stderr);
+    assert!(o.peak_rss_kib < 256 << 10, "peak RSS {} KiB", o.peak_rss_kib);
+
+    // A FIFO is refused at once, not waited on.
+    let fifo = d.join("fifo.txt");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let args = sensitivity(&fifo);
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    let o = check("sensitivity-fifo", &args, None, &d);
+    assert!(o.stderr.contains("fifo.txt") && o.stderr.contains("a FIFO, not a regular file"), "{}", o.stderr);
+
+    // Under `organ serve` (ORGAN_CONFINE): a text that leads out of the root is refused.
+    let root = d.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let inside = root.join("model.gguf");
+    if std::fs::hard_link(&model, &inside).is_err() {
+        std::fs::copy(&model, &inside).unwrap();
+    }
+    let outside = d.join("secret.txt");
+    std::fs::write(&outside, "The quick brown fox jumps over the lazy dog. ".repeat(400)).unwrap();
+    let link = root.join("text.txt");
+    std::os::unix::fs::symlink(&outside, &link).unwrap();
+    let mut c = crate::common::organ();
+    c.arg("sensitivity").arg(&inside).arg("--text").arg(&link).args(["--to", "q4_0", "--ctx", "128"]);
+    c.arg("--cache").arg(&cache).arg("--llama-cpp").arg(&llama);
+    c.env(organ_cli::input::CONFINE_ENV, &root);
+    let e = crate::harden::refused(c);
+    assert!(e.contains("text.txt") && e.contains("lies outside the served root"), "{e}");
+}

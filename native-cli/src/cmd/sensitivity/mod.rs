@@ -11,7 +11,7 @@ mod changed;
 pub mod predicted;
 mod run_dir;
 
-use crate::llama_cpp::perplexity::{SavedBase, Settings};
+use crate::llama_cpp::perplexity::{SavedBase, Settings, MAX_TEXT_BYTES};
 use crate::model::Model;
 use anyhow::{bail, Context, Result};
 use organ_core::sensitivity::report::{Estimate, Report, Row, Setup, SCHEMA};
@@ -52,23 +52,21 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<Report> {
     let model = Model::open(o.model)?;
     let tools = changed::Tools::find(o.change, o.settings.llama_cpp.as_deref())?;
     let picked = pick(&model, o)?;
-    check_text(&model, &o.settings.text, &o.settings)?;
-    if let Some(t) = &o.repeat_text {
-        check_text(&model, t, &o.settings)?;
-    }
+    let text_blake3 = check_text(&model, &o.settings.text, &o.settings)?;
+    let repeat_blake3 = o.repeat_text.as_ref().map(|t| check_text(&model, t, &o.settings)).transpose()?;
     let model_blake3 = crate::digest::fingerprint_files(&crate::digest::identity_files(o.model), false)?.blake3;
     let cache = run_dir::Cache::open(o.cache.as_deref(), &model_blake3)?;
     // The changed tensors' bytes: a donor made once (llama-quantize) for --to, values made
     // by organ for --ablate.
     let donor = changed::Donor::make(&model, o.model, o.change, &tools, &cache)?;
     let picked = donor.keep_possible(&model, picked, w)?;
-    let first = measure_text(&model, o, &donor, &picked, &o.settings, &cache)?;
-    let repeat = match &o.repeat_text {
-        Some(t) => {
+    let first = measure_text(&model, o, &donor, &picked, (&o.settings, &text_blake3), &cache)?;
+    let repeat = match (&o.repeat_text, &repeat_blake3) {
+        (Some(t), Some(b)) => {
             let s = Settings { text: t.clone(), ..o.settings.clone() };
-            Some(measure_text(&model, o, &donor, &picked, &s, &cache)?)
+            Some(measure_text(&model, o, &donor, &picked, (&s, b), &cache)?)
         }
-        None => None,
+        _ => None,
     };
     let mut tensors = first.rows;
     if let Some(r) = &repeat {
@@ -126,16 +124,52 @@ fn pick(model: &Model, o: &Options<'_>) -> Result<Vec<usize>> {
     Ok(picked)
 }
 
-/// Before any work: the text holds two contexts of tokens at least (counted with the
-/// model's own tokenizer where organ has it; llama.cpp checks again).
-fn check_text(model: &Model, text: &Path, s: &Settings) -> Result<()> {
-    let bytes = std::fs::read(text).with_context(|| format!("{}: cannot read (--text)", text.display()))?;
-    let Ok(tok) = organ_core::tokenizer::Tokenizer::from_model(&model.model) else { return Ok(()) };
-    let Ok(ids) = tok.encode(&String::from_utf8_lossy(&bytes)) else { return Ok(()) };
+/// Bytes of the text read, hashed and tokenized at a time.
+const TEXT_STEP: usize = 64 << 10;
+
+/// Before any work: the text, opened as every input is (a regular file, under `organ serve`
+/// inside the root, at most [`MAX_TEXT_BYTES`]), holds two contexts of tokens at least
+/// (counted with the model's own tokenizer where organ has it; llama.cpp checks again).
+/// Returns the BLAKE3 of its bytes, which keys its results.
+///
+/// The text is read a step at a time and tokenized only until two contexts are had: the
+/// memory and time the check takes are a step's, whatever the text holds (4 MiB of bytes
+/// that are no UTF-8, tokenized whole, took 897 MB and 20 s).
+fn check_text(model: &Model, text: &Path, s: &Settings) -> Result<String> {
+    use std::io::Read;
+    let f = crate::input::open(text).context("--text")?;
+    let n = f.metadata().with_context(|| format!("{}: cannot stat", text.display()))?.len();
+    if n > MAX_TEXT_BYTES {
+        bail!("{}: {n} bytes, more than the {MAX_TEXT_BYTES} organ evaluates (--text)", text.display());
+    }
+    let mut tok = organ_core::tokenizer::Tokenizer::from_model(&model.model).ok();
     // llama-perplexity adds the BOS token.
-    let have = ids.len() as u64 + 1;
-    let need = 2 * u64::from(s.ctx);
-    if have < need {
+    let (mut have, need) = (1u64, 2 * u64::from(s.ctx));
+    let mut hash = blake3::Hasher::new();
+    let (mut step, mut pending) = (vec![0u8; TEXT_STEP], Vec::with_capacity(2 * TEXT_STEP));
+    let mut f = f.take(MAX_TEXT_BYTES);
+    loop {
+        let got = match f.read(&mut step) {
+            Ok(g) => g,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e).with_context(|| format!("{}: cannot read (--text)", text.display())),
+        };
+        hash.update(&step[..got]);
+        if let Some(t) = tok.as_ref().filter(|_| have < need) {
+            pending.extend_from_slice(&step[..got]);
+            let cut = if got == 0 { pending.len() } else { cut_at(&pending) };
+            match t.encode(&String::from_utf8_lossy(&pending[..cut])) {
+                Ok(ids) => have = have.saturating_add(ids.len() as u64),
+                // A vocabulary organ cannot tokenize with: llama.cpp alone checks.
+                Err(_) => tok = None,
+            }
+            pending.drain(..cut);
+        }
+        if got == 0 {
+            break;
+        }
+    }
+    if tok.is_some() && have < need {
         bail!(
             "{}: {have} tokens, too short: a context of {} needs at least {need} (two contexts); give a longer \
              text or a smaller --ctx",
@@ -143,7 +177,31 @@ fn check_text(model: &Model, text: &Path, s: &Settings) -> Result<()> {
             s.ctx
         );
     }
-    Ok(())
+    Ok(hash.finalize().to_hex().to_string())
+}
+
+/// Where to end the part of `pending` tokenized now, so that cutting there splits no word
+/// the whole text would have kept: after the last newline between two characters that are
+/// not white space (a newline is a word of its own there), else, once a step is pending
+/// with no such newline, at its last character's start (a word that long is cut anyway).
+/// 0: wait for more.
+fn cut_at(pending: &[u8]) -> usize {
+    let ws = |b: u8| b.is_ascii_whitespace();
+    let line = (1..pending.len().saturating_sub(1))
+        .rev()
+        .find(|&i| pending[i] == b'\n' && !ws(pending[i - 1]) && !ws(pending[i + 1]));
+    match line {
+        Some(i) => i + 1,
+        None if pending.len() >= TEXT_STEP => {
+            // Back to a character's first byte (at most 3 continuation bytes).
+            let mut at = pending.len() - 1;
+            while at > 0 && pending.len() - at < 4 && pending[at] & 0xC0 == 0x80 {
+                at -= 1;
+            }
+            at
+        }
+        None => 0,
+    }
 }
 
 /// One text's measurement.
@@ -152,18 +210,18 @@ struct Measured {
     rows: Vec<Row>,
 }
 
-/// Measures every picked tensor on `s.text`: the base's logits once, then one evaluation
-/// per tensor, `o.jobs` at a time, each result kept as it comes.
+/// Measures every picked tensor on `s.text` (whose BLAKE3 [`check_text`] gave): the base's
+/// logits once, then one evaluation per tensor, `o.jobs` at a time, each result kept as it
+/// comes.
 fn measure_text(
     model: &Model,
     o: &Options<'_>,
     donor: &changed::Donor,
     picked: &[usize],
-    s: &Settings,
+    (s, text_blake3): (&Settings, &str),
     cache: &run_dir::Cache,
 ) -> Result<Measured> {
-    let text_blake3 = blake3::hash(&std::fs::read(&s.text)?).to_hex().to_string();
-    let dir = RunDir::open(cache, o.change, &text_blake3, s)?;
+    let dir = RunDir::open(cache, o.change, text_blake3, s)?;
     let base = dir.base(o.model, s)?;
     let todo: Vec<usize> = picked.iter().copied().filter(|&i| dir.result(&model.tensors[i].name).is_none()).collect();
     if todo.len() < picked.len() {
@@ -204,7 +262,7 @@ fn measure_text(
         .collect::<Result<Vec<Row>>>()?;
     let setup = Setup {
         text: s.text.display().to_string(),
-        text_blake3,
+        text_blake3: text_blake3.to_owned(),
         ctx: base.scored.ctx,
         chunks: base.scored.chunks,
         base_perplexity: Estimate { value: base.scored.ppl.value, error: base.scored.ppl.error },

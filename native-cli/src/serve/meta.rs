@@ -64,10 +64,23 @@ pub(super) struct MetaReq {
     out: Option<String>,
 }
 
+/// Checks a key the child reads from `KEY=…` (a set, a set-file, a rename's old name): a
+/// GGUF key, without the '=' the child splits at (`a=b` would name key `a`).
+fn paired_key(field: &str, key: &str) -> ApiResult<()> {
+    meta::check_key(key).map_err(|e| bad(format!("{field} {key:?}: {e}")))?;
+    if key.contains('=') {
+        let shown: String = key.chars().take(80).collect();
+        return Err(bad(format!(
+            "{field} {shown:?}: a key with '=' in it (organ meta reads KEY=… up to the first '=')"
+        )));
+    }
+    Ok(())
+}
+
 /// A `set` as the CLI's `KEY=VALUE[:TYPE]`, checked as the command parses it.
 fn set_spec(r: &SetReq) -> ApiResult<String> {
     let field = |e: organ_core::Error| bad(format!("set {:?}: {e}", r.key));
-    meta::check_key(&r.key).map_err(field)?;
+    paired_key("set", &r.key)?;
     let text = match &r.value {
         Value::String(s) => s.clone(),
         v @ (Value::Number(_) | Value::Bool(_) | Value::Array(_)) => v.to_string(),
@@ -106,11 +119,14 @@ pub(super) async fn meta(
     let set = r.set.iter().map(set_spec).collect::<ApiResult<Vec<_>>>()?;
     let mut set_file = Vec::with_capacity(r.set_file.len());
     for f in &r.set_file {
-        meta::check_key(&f.key).map_err(|e| bad(format!("set_file {:?}: {e}", f.key)))?;
+        paired_key("set_file", &f.key)?;
         let path = s.path(&f.path)?;
         let shown =
             path.to_str().ok_or_else(|| bad(format!("set_file {:?}: a path that is not UTF-8", f.path)))?.to_owned();
         set_file.push(format!("{}={shown}", f.key));
+    }
+    for x in &r.rename {
+        paired_key("rename", &x.from)?;
     }
     for key in r.rm.iter().chain(r.rename.iter().flat_map(|x| [&x.from, &x.to])) {
         meta::check_key(key).map_err(|e| bad(format!("{e}")))?;

@@ -136,6 +136,7 @@ pub(super) async fn meta(
     }
     let rename = r.rename.iter().map(|x| format!("{}={}", x.from, x.to)).collect();
     let out = out_name(r.out.as_deref(), "meta.gguf")?;
+    let outputs = written(&model, &out);
     let mut args = cli::MetaArgs {
         model,
         set,
@@ -157,8 +158,23 @@ pub(super) async fn meta(
             args.json = Some(dir.join("meta.json"));
             argv(&args)
         },
-        vec![out, "meta.json".into()],
+        outputs,
         Some("meta.json"),
         None,
     )
+}
+
+/// The files `organ meta MODEL --out OUT` writes, as the command names them: OUT for one
+/// file; for a shard of a split model (its set known by the name), one file per shard,
+/// OUT's own set of names when it is one, else `OUT-0000i-of-0000N.gguf`; and meta.json.
+fn written(model: &std::path::Path, out: &str) -> Vec<String> {
+    let n = crate::source::split_shards(model).map_or(1, |v| v.len());
+    let out_path = std::path::Path::new(out);
+    let shards = match crate::source::split_shards(out_path) {
+        _ if n == 1 => vec![out_path.to_owned()],
+        Some(named) => named,
+        None => crate::write::gguf_split::shard_paths(out_path, n),
+    };
+    let names = shards.iter().filter_map(|p| p.file_name()).map(|f| f.to_string_lossy().into_owned());
+    names.chain(["meta.json".to_owned()]).collect()
 }

@@ -19,10 +19,25 @@ const MAX_NODES: usize = 100_000;
 /// # Errors
 /// Text that is not YAML (with its line and column), or one of the refusals above.
 pub fn to_json(text: &str) -> Result<Value> {
+    // Event by event, not through `Parser::load`: load walks the document by recursion,
+    // one frame per level, so 100 KB of `- - - …` overflowed the stack before the depth
+    // was ever counted. The parser's own state machine keeps its stack on the heap, and
+    // this loop stops at the first refusal, so nothing here grows with the nesting past
+    // MAX_DEPTH.
+    let mut parser = Parser::new_from_str(text);
     let mut r = Receiver::default();
-    Parser::new_from_str(text).load(&mut r, false).map_err(|e| anyhow!("not YAML: {e}"))?;
-    if let Some(e) = r.error {
-        return Err(e);
+    loop {
+        let (ev, mark) = parser.next_token().map_err(|e| anyhow!("not YAML: {e}"))?;
+        if ev == Event::StreamEnd {
+            break;
+        }
+        r.on_event(ev, mark);
+        if let Some(e) = r.error {
+            return Err(e);
+        }
+        if r.done.is_some() {
+            break;
+        }
     }
     Ok(r.done.unwrap_or(Value::Null))
 }
@@ -155,5 +170,27 @@ mod tests {
         assert!(format!("{:#}", to_json("a: &x [1]\nb: *x\n").unwrap_err()).contains("alias"));
         assert!(format!("{:#}", to_json("a: 1\na: 2\n").unwrap_err()).contains("twice"));
         assert!(to_json("a: [1\n").is_err());
+    }
+
+    /// 100 KB of nesting, in each way YAML nests, is refused by its depth: it once
+    /// overflowed the stack (issue 46) before the depth was counted.
+    #[test]
+    fn refuses_deep_nesting_without_overflowing_the_stack() {
+        let n = 50_000;
+        let compact = format!("{}x\n", "- ".repeat(n));
+        let indented: String = (0..n.min(3_000)).map(|i| format!("{}-\n", " ".repeat(i))).collect();
+        let mapping: String = (0..n.min(3_000)).map(|i| format!("{}k:\n", " ".repeat(i))).collect();
+        let flow = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let param = format!("\n{}", compact);
+        for text in [&compact, &indented, &mapping, &flow, &param] {
+            let e = format!("{:#}", to_json(text).unwrap_err());
+            assert!(e.contains("deeper than 32") || e.contains("recursion"), "{e}");
+        }
+        let just = format!("{}x\n", "- ".repeat(MAX_DEPTH));
+        let mut v = to_json(&just).unwrap();
+        for _ in 0..MAX_DEPTH {
+            v = v.as_array().unwrap()[0].clone();
+        }
+        assert_eq!(v, json!("x"));
     }
 }

@@ -506,3 +506,29 @@ fn split_and_organ_directory_inputs_merge_as_their_files() {
         assert!(w == g, "tensor {:?} differs when the inputs are a split model and an organ directory", w.0);
     }
 }
+
+/// 100 KB of nested YAML lists, as a configuration or as a --param, is refused by its
+/// depth with exit 1 (issue 46: the parser's recursion overflowed the stack, exit 134).
+#[test]
+fn deeply_nested_yaml_is_refused_not_a_stack_overflow() {
+    let (base, a, _) = trio();
+    let deep = format!("{}x\n", "- ".repeat(50_000));
+    let config = tmp("merge-deep.yml");
+    std::fs::write(
+        &config,
+        format!("merge_method: linear\nmodels:\n  - model: {}\nparameters:\n  normalize:\n    {deep}", s(a)),
+    )
+    .unwrap();
+    let out = tmp("merge-deep.gguf");
+    let _ = std::fs::remove_file(&out);
+    let mut c = organ();
+    c.arg("merge").arg(&config).arg("--out").arg(&out);
+    let e = fails(c);
+    assert!(e.contains("merge-deep.yml") && e.contains("deeper than 32"), "{e}");
+    let mut c = organ();
+    c.args(["merge", "--method", "task_arithmetic", "--base", s(base), "--model", s(a)]);
+    c.arg("--param").arg(format!("normalize={deep}")).arg("--out").arg(&out);
+    let e = fails(c);
+    assert!(e.contains("--param") && e.contains("deeper than 32"), "{e}");
+    assert!(!out.exists(), "nothing is written");
+}

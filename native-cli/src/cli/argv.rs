@@ -37,12 +37,16 @@ impl Argv {
         self
     }
 
-    /// `--NAME VALUE`.
+    /// `--NAME=VALUE`, one argument: a value that starts with `-` (a key `--in-place`, a
+    /// name `-x`) is still the flag's value, never read as a flag of its own.
     pub fn value(&mut self, name: &str, value: impl AsRef<OsStr>) -> &mut Self {
-        self.arg(name).arg(value)
+        let mut both = OsString::from(name);
+        both.push("=");
+        both.push(value);
+        self.arg(both)
     }
 
-    /// `--NAME VALUE` when there is a value.
+    /// `--NAME=VALUE` when there is a value.
     pub fn opt(&mut self, name: &str, value: Option<impl AsRef<OsStr>>) -> &mut Self {
         if let Some(v) = value {
             self.value(name, v);
@@ -50,12 +54,12 @@ impl Argv {
         self
     }
 
-    /// `--NAME NUMBER` when there is a number.
+    /// `--NAME=NUMBER` when there is a number.
     pub fn number(&mut self, name: &str, value: Option<impl ToString>) -> &mut Self {
         self.opt(name, value.map(|v| v.to_string()))
     }
 
-    /// `--NAME VALUE` once per value.
+    /// `--NAME=VALUE` once per value.
     pub fn each<V: AsRef<OsStr>>(&mut self, name: &str, values: impl IntoIterator<Item = V>) -> &mut Self {
         for v in values {
             self.value(name, v);

@@ -101,8 +101,9 @@ impl ModelMergeArgs {
     }
 }
 
-/// `FILE[:W][,density=D]` as a configuration's model entry.
-fn model_flag(s: &str) -> Result<Value> {
+/// `FILE[:W][,density=D]` as a configuration's model entry (`organ serve` reads its own
+/// specs back through this, so the path it checked is the one the child opens).
+pub fn model_flag(s: &str) -> Result<Value> {
     let (path, rest) = match s.rsplit_once(':') {
         Some((p, r)) if !p.is_empty() && r.split(',').next().is_some_and(|w| w.parse::<f64>().is_ok()) => (p, Some(r)),
         _ => (s, None),

@@ -45,7 +45,7 @@ pub use graft::GraftArgs;
 pub use inspect::{memory_settings, InspectArgs};
 pub use layers::LayersArgs;
 pub use measure::{MeasureArgs, MergeArgs};
-pub use merge::ModelMergeArgs;
+pub use merge::{model_flag, ModelMergeArgs};
 pub use meta::MetaArgs;
 pub use moe::MoeArgs;
 pub use outputs::{Check, Compare, ReportFiles, ReportKind, ReportOutputs, Theta, REPORTS_GROUP};

@@ -288,6 +288,9 @@ fn lora_extract_round_trips() {
     x.ty = "q8_0".into();
     x.json = Some(p("/a.json"));
     x.force = FORCE;
+    assert_eq!(reparsed(&lora::Op::Extract(x.clone())), Command::Lora { op: lora::Op::Extract(x.clone()) });
+    // A pattern that starts with '-' is still --name's value (issue 46).
+    x.names = vec!["-x".into(), "--json".into()];
     assert_eq!(reparsed(&lora::Op::Extract(x.clone())), Command::Lora { op: lora::Op::Extract(x) });
 }
 
@@ -307,6 +310,15 @@ fn meta_round_trips() {
     assert_eq!(reparsed(&m), Command::Meta(m.clone()));
     let in_place = MetaArgs { out: None, in_place: true, json: None, force: Force::default(), ..m.clone() };
     assert_eq!(reparsed(&in_place), Command::Meta(in_place.clone()));
+    // Keys that start with '-' stay the flags' values, not flags of their own (issue 46).
+    let dashes = MetaArgs {
+        set: vec!["-x=1".into()],
+        set_file: vec!["--force=/t.jinja".into()],
+        rm: vec!["--in-place".into(), "-".into()],
+        rename: vec!["-a=--b".into()],
+        ..m.clone()
+    };
+    assert_eq!(reparsed(&dashes), Command::Meta(dashes.clone()));
     // One of --out and --in-place, never both.
     assert!(Cli::try_parse_from(["organ", "meta", "/m.gguf", "--set", "a=1"]).is_err());
     assert!(Cli::try_parse_from(["organ", "meta", "/m.gguf", "--out", "/o.gguf", "--in-place"]).is_err());

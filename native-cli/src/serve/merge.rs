@@ -87,12 +87,22 @@ pub(super) async fn merge(
                 None => {}
             }
         }
+        // FILE:W is split at the last ':': a path ending in ':2' with no weight given would
+        // be read as weight 2 of another file.
+        let read = crate::cli::model_flag(&spec).map_err(|e| bad(format!("models: {:?}: {e:#}", m.path)))?;
+        if read["model"].as_str() != Some(shown) {
+            return Err(bad(format!("models: {:?}: a path ending in ':NUMBER': give its weight too", m.path)));
+        }
         models.push(spec);
     }
     let mut params = Vec::with_capacity(r.parameters.len());
     for (k, v) in &r.parameters {
+        // The child splits --param KEY=VALUE at the first '=', and reads VALUE as YAML.
+        if k.contains('=') {
+            return Err(bad(format!("parameters.{:?}: a parameter's name has no '='", trunc(k))));
+        }
         if !(v.is_number() || v.is_boolean()) {
-            return Err(bad(format!("parameters.{k}: a number or true or false")));
+            return Err(bad(format!("parameters.{}: a number or true or false", trunc(k))));
         }
         params.push(format!("{k}={v}"));
     }
@@ -127,4 +137,9 @@ pub(super) async fn merge(
         Some("merge.json"),
         None,
     )
+}
+
+/// The first 80 characters of a request's name, for its error.
+fn trunc(k: &str) -> String {
+    k.chars().take(80).collect()
 }

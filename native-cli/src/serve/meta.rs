@@ -64,10 +64,23 @@ pub(super) struct MetaReq {
     out: Option<String>,
 }
 
+/// Checks a key the child reads from `KEY=…` (a set, a set-file, a rename's old name): a
+/// GGUF key, without the '=' the child splits at (`a=b` would name key `a`).
+fn paired_key(field: &str, key: &str) -> ApiResult<()> {
+    meta::check_key(key).map_err(|e| bad(format!("{field} {key:?}: {e}")))?;
+    if key.contains('=') {
+        let shown: String = key.chars().take(80).collect();
+        return Err(bad(format!(
+            "{field} {shown:?}: a key with '=' in it (organ meta reads KEY=… up to the first '=')"
+        )));
+    }
+    Ok(())
+}
+
 /// A `set` as the CLI's `KEY=VALUE[:TYPE]`, checked as the command parses it.
 fn set_spec(r: &SetReq) -> ApiResult<String> {
     let field = |e: organ_core::Error| bad(format!("set {:?}: {e}", r.key));
-    meta::check_key(&r.key).map_err(field)?;
+    paired_key("set", &r.key)?;
     let text = match &r.value {
         Value::String(s) => s.clone(),
         v @ (Value::Number(_) | Value::Bool(_) | Value::Array(_)) => v.to_string(),
@@ -106,11 +119,14 @@ pub(super) async fn meta(
     let set = r.set.iter().map(set_spec).collect::<ApiResult<Vec<_>>>()?;
     let mut set_file = Vec::with_capacity(r.set_file.len());
     for f in &r.set_file {
-        meta::check_key(&f.key).map_err(|e| bad(format!("set_file {:?}: {e}", f.key)))?;
+        paired_key("set_file", &f.key)?;
         let path = s.path(&f.path)?;
         let shown =
             path.to_str().ok_or_else(|| bad(format!("set_file {:?}: a path that is not UTF-8", f.path)))?.to_owned();
         set_file.push(format!("{}={shown}", f.key));
+    }
+    for x in &r.rename {
+        paired_key("rename", &x.from)?;
     }
     for key in r.rm.iter().chain(r.rename.iter().flat_map(|x| [&x.from, &x.to])) {
         meta::check_key(key).map_err(|e| bad(format!("{e}")))?;
@@ -120,6 +136,7 @@ pub(super) async fn meta(
     }
     let rename = r.rename.iter().map(|x| format!("{}={}", x.from, x.to)).collect();
     let out = out_name(r.out.as_deref(), "meta.gguf")?;
+    let outputs = written(&model, &out);
     let mut args = cli::MetaArgs {
         model,
         set,
@@ -141,8 +158,23 @@ pub(super) async fn meta(
             args.json = Some(dir.join("meta.json"));
             argv(&args)
         },
-        vec![out, "meta.json".into()],
+        outputs,
         Some("meta.json"),
         None,
     )
+}
+
+/// The files `organ meta MODEL --out OUT` writes, as the command names them: OUT for one
+/// file; for a shard of a split model (its set known by the name), one file per shard,
+/// OUT's own set of names when it is one, else `OUT-0000i-of-0000N.gguf`; and meta.json.
+fn written(model: &std::path::Path, out: &str) -> Vec<String> {
+    let n = crate::source::split_shards(model).map_or(1, |v| v.len());
+    let out_path = std::path::Path::new(out);
+    let shards = match crate::source::split_shards(out_path) {
+        _ if n == 1 => vec![out_path.to_owned()],
+        Some(named) => named,
+        None => crate::write::gguf_split::shard_paths(out_path, n),
+    };
+    let names = shards.iter().filter_map(|p| p.file_name()).map(|f| f.to_string_lossy().into_owned());
+    names.chain(["meta.json".to_owned()]).collect()
 }

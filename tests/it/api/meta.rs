@@ -104,3 +104,46 @@ fn bad_meta_requests_are_refused_before_a_job() {
         assert!(answer["error"].as_str().unwrap().contains(says), "{body:.200}: {answer}");
     }
 }
+
+/// A shard of a split model is edited as the whole model, and every shard written is
+/// among the job's outputs (issue 46: only meta.json was listed).
+#[test]
+fn the_meta_job_lists_every_shard_it_writes() {
+    let root = meta_root("api-meta-split");
+    let kvs = [("general.architecture", MetaValue::Str(b"llama")), ("llama.block_count", MetaValue::U32(1))];
+    let two = [
+        t("blk.0.attn_norm.weight", &[64], GgmlType::F32, noise(1, 64)),
+        t("blk.0.ffn_norm.weight", &[64], GgmlType::F32, noise(2, 64)),
+    ];
+    let model = write_model_kvs("api-meta-split-src.gguf", &kvs, &two);
+    let dir = tmp("api-meta-split-organs");
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut c = organ();
+    c.arg("dissect").arg(&model).arg("--out").arg(&dir);
+    ok(c);
+    let mut c = organ();
+    c.arg("assemble").arg(&dir).args(["--split-max-size", "150", "--out"]).arg(root.join("s.gguf"));
+    ok(c);
+    let s = start(&root, &[]);
+    for (path, out, prefix) in
+        [("s-00002-of-00002.gguf", "e.gguf", "e"), ("s-00001-of-00002.gguf", "f-00001-of-00002.gguf", "f")]
+    {
+        let end = run_job(
+            &s,
+            "/api/meta",
+            json!({ "path": path, "set": [{ "key": "general.name", "value": "x" }], "out": out }),
+        );
+        let outputs: Vec<&str> = end["outputs"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+        let names: Vec<&str> = outputs.iter().filter_map(|o| o.rsplit('/').next()).collect();
+        let want =
+            [format!("{prefix}-00001-of-00002.gguf"), format!("{prefix}-00002-of-00002.gguf"), "meta.json".into()];
+        assert_eq!(names, want, "{path} --out {out}: {end}");
+        for (o, shard) in outputs.iter().zip(["s-00001-of-00002.gguf", "s-00002-of-00002.gguf"]) {
+            let got = download(&s, o);
+            assert!(!got.is_empty(), "{o}");
+            if shard.ends_with("00002-of-00002.gguf") {
+                assert!(got == std::fs::read(root.join(shard)).unwrap(), "{o}: the second shard copied as it is");
+            }
+        }
+    }
+}

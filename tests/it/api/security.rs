@@ -12,6 +12,7 @@ fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
     let root = make_tiny_root("api-hostile");
     assert!(std::process::Command::new("mkfifo").arg(root.join("fifo.gguf")).status().unwrap().success());
     super::memory::many_tensors(&root.join("many.gguf"), 1 << 16);
+    std::fs::copy(root.join("smol.gguf"), root.join("w.gguf:2")).unwrap();
     // URLs (items 1 and 2 of the second hardening): the one host a request may name is the
     // test's trickling server, and the redirector, whose redirect leads to a loopback port.
     let (trickle, (target, reached)) = (crate::remote_limits::trickle(), crate::remote_limits::canary());
@@ -129,6 +130,47 @@ fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
         ("GET", "/api/inspect?path=http://%5B::ffff:127.0.0.1%5D:9/m.gguf", &[], b"", 400, "-private"),
         ("POST", "/api/dissect", &json, br#"{"path": "http://alice:hunter2@example.com/m"}"#, 400, "credentials"),
         ("POST", "/api/check", &json, br#"{"path": "http://alice:hunter2@example.com/m"}"#, 404, "no such model"),
+        // Issue 46, item 7: what the server checks is what the child reads.
+        (
+            "POST",
+            "/api/meta",
+            &json,
+            br#"{"path": "smol.gguf", "set_file": [{"key": "a=b", "path": "smol.gguf"}]}"#,
+            400,
+            "set_file \"a=b\": a key with '='",
+        ),
+        (
+            "POST",
+            "/api/meta",
+            &json,
+            br#"{"path": "smol.gguf", "rename": [{"from": "general.name=x", "to": "y"}]}"#,
+            400,
+            "rename \"general.name=x\"",
+        ),
+        (
+            "POST",
+            "/api/meta",
+            &json,
+            br#"{"path": "smol.gguf", "set": [{"key": "a=b", "value": 1}]}"#,
+            400,
+            "a key with '='",
+        ),
+        (
+            "POST",
+            "/api/merge",
+            &json,
+            br#"{"method": "linear", "models": [{"path": "smol.gguf"}], "parameters": {"normalize=\n- - x": true}}"#,
+            400,
+            "has no '='",
+        ),
+        (
+            "POST",
+            "/api/merge",
+            &json,
+            br#"{"method": "linear", "models": [{"path": "w.gguf:2"}, {"path": "smol.gguf"}]}"#,
+            400,
+            "give its weight too",
+        ),
         ("GET", &stalled, &[], b"", 422, "stalled"),
         ("GET", &redirected, &[], b"", 422, "no HTTP answer"),
     ];
@@ -177,6 +219,31 @@ fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("requires --token"));
+}
+
+/// Issue 46: a 12 KB parameter name of nested YAML lists once overflowed the server's
+/// stack (its parse of the child's --param ran in the server); keys that start with '-'
+/// reached the child as flags of their own. Now the first is a 400 and the server stays
+/// up, and the others are read by the child as the keys they are.
+#[test]
+fn deep_yaml_and_dashed_keys_reach_no_parser_unbounded() {
+    let root = make_tiny_root("api-deep-yaml");
+    let s = start(&root, &[]);
+    let deep = format!("normalize=\n{}x", "- ".repeat(6_000));
+    let body = json!({ "method": "linear", "models": [{ "path": "smol.gguf" }], "parameters": { deep: true } });
+    let (st, v) = post(&s, "/api/merge", &body);
+    assert_eq!(st, 400, "{v:.300}");
+    assert!(v["error"].as_str().unwrap().contains("has no '='"), "{v:.300}");
+    assert_eq!(get(&s, "/api/health").0, 200, "the server is still up");
+    // A key that starts with '-' is a key to the child, not a flag: removing one the model
+    // lacks fails with the command's reason, setting one adds it.
+    let (_, job) = post(&s, "/api/meta", &json!({ "path": "smol.gguf", "rm": ["--in-place"] }));
+    let end = follow(&s, job["id"].as_str().unwrap());
+    assert_eq!(end["state"], "failed", "{end}");
+    let error = end["error"].as_str().unwrap();
+    assert!(error.contains("--in-place") && !error.contains("--help"), "{end}");
+    let end = run_job(&s, "/api/meta", json!({ "path": "smol.gguf", "set": [{ "key": "-x", "value": 1 }] }));
+    assert!(end["result"].to_string().contains("\"-x\""), "{end}");
 }
 
 /// The paths item 8's and the job time limit's hostile requests aim at: a finished job,

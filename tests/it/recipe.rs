@@ -192,6 +192,17 @@ fn bad_input_is_a_clear_error_and_writes_nothing() {
             "90M",
             "nokld.json",
         ),
+        // Before: taken, and the recipe's predicted KLD was -inf (null in the JSON).
+        (
+            vec![report(&model, GgmlType::Q4_0, "negative.json", |r| r["tensors"][2]["kld"]["value"] = json!(-1e308))],
+            "90M",
+            "kld.value",
+        ),
+        (
+            vec![report(&model, GgmlType::Q4_0, "huge.json", |r| r["tensors"][2]["kld"]["value"] = json!(1e300))],
+            "90M",
+            "a mean KL divergence is ≥ 0",
+        ),
     ];
     for (from, size, says) in cases {
         let (txt, js) = (tmp("bad.txt"), tmp("bad.json"));

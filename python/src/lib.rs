@@ -25,7 +25,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 use rayon::prelude::*;
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 pyo3::create_exception!(
@@ -63,9 +64,14 @@ fn organ_error(py: Python<'_>, e: &anyhow::Error) -> PyErr {
 /// Runs `work` on a thread of its own, in a rayon pool of `threads` workers when given,
 /// while this one waits with the GIL released. Every [`POLL`] it takes the GIL to run
 /// Python's signal handlers (a KeyboardInterrupt is raised at once) and, with a `bar`
-/// and a `callback`, calls `callback(done, total)` when the bar has moved. A call that
-/// ends early abandons the bar: work that watches it stops at its next tensor, the rest
-/// finishes on its own thread, its result dropped.
+/// and a `callback`, calls `callback(done, total)` when the bar has moved.
+///
+/// The work's thread and the pool's are joined before this returns. A call that ends
+/// early (a signal, the callback's exception) abandons the bar: work that watches it (a
+/// measure) stops at its next tensor, or streaming its next read, and is waited for; the
+/// exception then carries `organ_tensors_after_stop`, the tensors finished after the stop
+/// (at most one per thread: those under way). Work with no bar finishes on its own
+/// thread, its result dropped.
 fn run<T: Send + 'static>(
     py: Python<'_>,
     threads: Option<usize>,
@@ -73,19 +79,30 @@ fn run<T: Send + 'static>(
     work: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> PyResult<T> {
     let (tx, rx) = mpsc::channel();
+    // A dropped rayon pool only tells its threads to end: they are spawned here, to be
+    // joined.
+    let pool_threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
     let pool = match threads {
-        Some(n) => Some(
-            rayon::ThreadPoolBuilder::new()
+        Some(n) => {
+            let handles = Arc::clone(&pool_threads);
+            let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(n.max(1))
+                .spawn_handler(move |t| {
+                    let h = std::thread::Builder::new().name("organ-pool".into()).spawn(move || t.run())?;
+                    handles.lock().unwrap_or_else(PoisonError::into_inner).push(h);
+                    Ok(())
+                })
                 .build()
-                .map_err(|e| OrganError::new_err(format!("cannot start {n} threads: {e}")))?,
-        ),
+                .map_err(|e| OrganError::new_err(format!("cannot start {n} threads: {e}")))?;
+            Some(pool)
+        }
         None => None,
     };
-    std::thread::Builder::new()
+    let worker = std::thread::Builder::new()
         .name("organ".into())
         .spawn(move || {
             let r = match pool {
+                // The pool is dropped when `install` returns, before the result is sent.
                 Some(p) => p.install(work),
                 None => work(),
             };
@@ -93,42 +110,56 @@ fn run<T: Send + 'static>(
             let _ = tx.send(r);
         })
         .map_err(|e| OrganError::new_err(format!("cannot start a thread: {e}")))?;
-    // However this call ends early (a signal, a callback's exception), the bar is
-    // abandoned, and the work stops at its next tensor (organ_cli::progress::stopped).
-    struct Abandon(Option<ProgressBar>);
-    impl Drop for Abandon {
-        fn drop(&mut self) {
-            if let Some(bar) = &self.0 {
-                bar.abandon();
+    // The work's thread, then the pool's, which end once the pool is dropped. A thread that
+    // panicked is joined all the same; the panic is reported below.
+    let join = move |py: Python<'_>| {
+        py.detach(move || {
+            let _ = worker.join();
+            let handles = std::mem::take(&mut *pool_threads.lock().unwrap_or_else(PoisonError::into_inner));
+            for h in handles {
+                let _ = h.join();
             }
-        }
-    }
-    let mut abandon = Abandon(bar.as_ref().map(|(b, _)| b.clone()));
+        })
+    };
     let mut shown = (u64::MAX, u64::MAX);
     let mut rx = rx;
-    loop {
+    let early = loop {
         // The receiver is Send but not Sync: it goes into the closure and comes back.
         let (got, back) = py.detach(move || (rx.recv_timeout(POLL), rx));
         rx = back;
         match got {
             Ok(r) => {
-                abandon.0 = None;
+                join(py);
                 if let Some((bar, Some(callback))) = &bar {
                     report_progress(py, bar, callback, &mut shown)?;
                 }
                 return r.map_err(|e| organ_error(py, &e));
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                py.check_signals()?;
-                if let Some((bar, Some(callback))) = &bar {
-                    report_progress(py, bar, callback, &mut shown)?;
+                let looked = py.check_signals().and_then(|()| match &bar {
+                    Some((bar, Some(callback))) => report_progress(py, bar, callback, &mut shown),
+                    _ => Ok(()),
+                });
+                if let Err(e) = looked {
+                    break e;
                 }
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
+                join(py);
                 return Err(OrganError::new_err("organ's worker thread panicked (a bug: please report it)"));
             }
         }
+    };
+    // Ended early: the work stops at its next tensor (organ_cli::progress::stopped).
+    if let Some((bar, _)) = &bar {
+        bar.abandon();
+        let at = bar.position();
+        join(py);
+        let after = bar.position().saturating_sub(at);
+        // An exception whose type refuses new attributes goes on without it.
+        let _ = early.value(py).setattr("organ_tensors_after_stop", after);
     }
+    Err(early)
 }
 
 /// Calls `callback(done, total)` when `bar` has moved since `shown`.

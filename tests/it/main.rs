@@ -32,6 +32,7 @@ mod llama;
 mod lora_extract;
 mod lora_measure;
 mod lora_merge;
+mod measure_stop;
 mod memory;
 mod merge;
 mod meta;

@@ -180,7 +180,8 @@ fn measure_opened(
                 Ok(m)
             })
             .collect();
-        (measured.into_iter().collect::<Result<_>>()?, experts::measure_mapped(model, path, mode, &layouts)?)
+        let stopped = || crate::progress::stopped(progress);
+        (measured.into_iter().collect::<Result<_>>()?, experts::measure_mapped(model, path, mode, &layouts, &stopped)?)
     };
     let duplicates = experts::duplicates(model, path, &layouts, stream)?;
     let rows = (model.tensors.iter().zip(&measured).zip(per_expert.iter().zip(&duplicates)))

@@ -37,12 +37,14 @@ pub(super) fn layouts(model: &Model, path: &Path) -> Result<Vec<Option<ExpertLay
 }
 
 /// Measures every expert of the tensors `layouts` names, from the memory map, all experts
-/// of all tensors in parallel.
+/// of all tensors in parallel; the work ends, an error, once `stopped` says so (looked at
+/// before each expert).
 pub(super) fn measure_mapped(
     model: &Model,
     path: &Path,
     mode: Mode,
     layouts: &[Option<ExpertLayout>],
+    stopped: &(dyn Fn() -> bool + Sync),
 ) -> Result<Vec<Option<Vec<Measured>>>> {
     let jobs: Vec<(usize, u64)> =
         (layouts.iter().enumerate()).flat_map(|(i, l)| (0..l.map_or(0, |l| l.count)).map(move |e| (i, e))).collect();
@@ -50,6 +52,9 @@ pub(super) fn measure_mapped(
         .par_iter()
         .map(|&(i, e)| {
             let (t, l) = (&model.tensors[i], layouts[i].as_ref().context("a job for a tensor without experts")?);
+            if stopped() {
+                anyhow::bail!("{}: stopped before tensor {:?} expert {e}", path.display(), t.name);
+            }
             measure_expert(mode, &t.name, t.ty, l, e, t.bytes())
                 .with_context(|| format!("{}: tensor {:?} expert {e}", path.display(), t.name))
         })

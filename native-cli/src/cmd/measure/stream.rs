@@ -3,8 +3,9 @@
 //!
 //! Each tensor's [`ReadPlan`] lists the ranges its sample needs; the core's [`Batcher`]
 //! joins the ranges of neighbouring tensors into one read (the browser batches its `Blob`
-//! reads with the same code). One thread reads the batches in file order and hands each
-//! tensor, once all its ranges are in, to the threads that measure it.
+//! reads with the same code). The calling thread reads the batches in file order and hands
+//! each tensor, once all its ranges are in, to the threads that measure it; all of them
+//! are joined before [`measure`] returns, a stop included.
 //!
 //! With `--sigma` each tensor is read once per draw (§7): draw k is a job of its own, with
 //! the plan of the sample seeded by `NAME@k`, so a draw holds no more memory than a plain
@@ -188,12 +189,6 @@ fn run_jobs(
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let (stop, rx) = (&stop, &rx);
-        // The reader owns the sender: when it is done, the workers' loops end.
-        s.spawn(move || {
-            if let Err(e) = read_all(model, jobs, how, &tx, stop, named) {
-                let _ = tx.send(Err(e));
-            }
-        });
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(move || {
@@ -233,6 +228,15 @@ fn run_jobs(
                 })
             })
             .collect();
+        // The reader is this thread, which is in the caller's rayon pool (the Python
+        // module's `threads=`): its plans are made there. On a thread of its own they were
+        // made on rayon's global pool, whose threads were started for them and outlived
+        // the call. Its sender goes with it: when it is done, the workers' loops end.
+        let read = read_all(model, jobs, how, &tx, stop, named);
+        if let Err(e) = read {
+            let _ = tx.send(Err(e));
+        }
+        drop(tx);
         for w in workers {
             let done = w.join().map_err(|_| anyhow::anyhow!("a measuring thread panicked"))??;
             for (j, m) in done {
@@ -265,6 +269,7 @@ fn read_all(
     named: &(dyn Fn(usize) -> String + Sync),
 ) -> Result<()> {
     let How { mode, layouts, reads, .. } = how;
+    let halted = || stop.load(Ordering::Relaxed) || (how.stopped)();
     let mut batcher = Batcher::new(reads.gap, MAX_READ, reads.max_read);
     let mut open = Open::new();
     let mut bufs = Vec::new();
@@ -275,7 +280,7 @@ fn read_all(
     let ahead = if mode == Mode::Exact { 1 } else { PLANS_AHEAD };
     let index: Vec<usize> = (0..jobs.len()).collect();
     for chunk in index.chunks(ahead) {
-        if stop.load(Ordering::Relaxed) || (how.stopped)() {
+        if halted() {
             return Ok(());
         }
         let plans = (chunk.par_iter())
@@ -307,7 +312,7 @@ fn read_all(
             open.insert(i, (plan, buf, left));
             let full = reads.at_once.saturating_mul(reads.ranges);
             if batches.len() >= full || pending >= reads.max_read.saturating_mul(reads.at_once as u64) {
-                if !read_batches(model, jobs, reads, &mut batches, &mut bufs, &mut open, tx, named)? {
+                if !read_batches(model, jobs, reads, &mut batches, &mut bufs, &mut open, tx, &halted, named)? {
                     return Ok(());
                 }
                 pending = 0;
@@ -315,7 +320,7 @@ fn read_all(
         }
     }
     batches.extend(batcher.finish());
-    read_batches(model, jobs, reads, &mut batches, &mut bufs, &mut open, tx, named)?;
+    read_batches(model, jobs, reads, &mut batches, &mut bufs, &mut open, tx, &halted, named)?;
     Ok(())
 }
 
@@ -323,7 +328,8 @@ fn read_all(
 /// `reads.ranges` of them and `reads.max_read` bytes) are one read each, `reads.at_once`
 /// reads at a time (each on a thread of its own when more than one, into buffers of `bufs`
 /// kept from one call to the next); their bytes are handed on in order, and `batches` is
-/// left empty. `false` when the measuring side stopped listening.
+/// left empty. `false` when the measuring side stopped listening, or `halted` says to stop
+/// (looked at before each group of reads, so a stop waits for one read at most).
 #[allow(clippy::too_many_arguments)]
 fn read_batches(
     model: &Model,
@@ -333,6 +339,7 @@ fn read_batches(
     bufs: &mut Vec<Vec<u8>>,
     open: &mut Open,
     tx: &SyncSender<Result<Filled>>,
+    halted: &dyn Fn() -> bool,
     named: &(dyn Fn(usize) -> String + Sync),
 ) -> Result<bool> {
     let at_once = reads.at_once.max(1);
@@ -354,6 +361,9 @@ fn read_batches(
     }
     bufs.resize_with(at_once, Vec::new);
     for group in runs.chunks(at_once) {
+        if halted() {
+            return Ok(false);
+        }
         // Sized here, on this thread: the reading threads only fill them.
         for (run, buf) in group.iter().zip(bufs.iter_mut()) {
             let n: u64 = batches[run.clone()].iter().map(Batch::len).sum();

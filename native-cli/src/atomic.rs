@@ -52,6 +52,8 @@ pub struct Temp {
     force: bool,
     /// What the entry becomes: what `force` may replace ([`input::check_dest_of`]).
     kind: input::Output,
+    /// It replaces an input of the run on purpose ([`Temp::over_input`]).
+    over_input: bool,
     done: bool,
 }
 
@@ -168,7 +170,41 @@ impl Temp {
         let pid = std::process::id();
         let start = start_time(pid).unwrap_or(0);
         let path = dir.join(format!(".{name}{MARK}{pid}.{start}.{:016x}", random_u64()?));
-        Ok(Temp { path, dest: dest.to_owned(), force, kind, done: false })
+        Ok(Temp { path, dest: dest.to_owned(), force, kind, over_input: false, done: false })
+    }
+
+    /// A new temp file that will replace `input`, a regular file this run reads, whole
+    /// (`organ meta --in-place`, when its edit cannot be made by one write that a kill
+    /// leaves whole), with `input`'s permissions: a kill leaves the old file or the new.
+    ///
+    /// # Errors
+    /// `input` is not a regular file, or the temp file cannot be created.
+    pub fn over_input(input: &Path) -> Result<(Temp, File)> {
+        let md = std::fs::symlink_metadata(input).with_context(|| format!("{}: cannot stat", input.display()))?;
+        if !md.is_file() {
+            bail!("{}: not a regular file (a link is not replaced); edit it with --out", input.display());
+        }
+        let (dir, name) = split(input)?;
+        sweep(&dir);
+        let pid = std::process::id();
+        let start = start_time(pid).unwrap_or(0);
+        let path = dir.join(format!(".{name}{MARK}{pid}.{start}.{:016x}", random_u64()?));
+        let t = Temp {
+            path,
+            dest: input.to_owned(),
+            force: true,
+            kind: input::Output::File,
+            over_input: true,
+            done: false,
+        };
+        let f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .mode(std::os::unix::fs::PermissionsExt::mode(&md.permissions()) & 0o7777)
+            .open(&t.path)
+            .with_context(|| format!("{}: cannot create its temp file {}", input.display(), t.path.display()))?;
+        Ok((t, f))
     }
 
     /// A new temp file for `dest`, created exclusively, never through a link.
@@ -208,7 +244,9 @@ impl Temp {
     /// The destination appeared meanwhile (without `force`), became an input, a flush
     /// failed, or the rename failed.
     pub fn commit(mut self) -> Result<()> {
-        input::check_dest_of(&self.dest, self.force, self.kind)?;
+        if !self.over_input {
+            input::check_dest_of(&self.dest, self.force, self.kind)?;
+        }
         let exists = std::fs::symlink_metadata(&self.dest).is_ok();
         let durable = exists || FSYNC.load(Ordering::Relaxed);
         if durable {

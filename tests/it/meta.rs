@@ -261,6 +261,45 @@ fn bad_input_is_refused_and_nothing_is_written() {
 }
 
 #[test]
+fn metadata_is_held_to_the_header_budget_it_is_read_with() {
+    let (model, before) = small("meta-budget.gguf");
+    let dir = tmp("meta-budget-out");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("o.gguf");
+    let budget = 1u64 << 20;
+    let value = tmp("meta-budget-value.txt");
+    std::fs::write(&value, "v".repeat(200 << 10)).unwrap();
+    let meta_within = |args: &[String]| {
+        let mut c = organ();
+        c.args(["--max-header-bytes", &budget.to_string(), "meta"]).arg(&model).args(args).arg("--out").arg(&out);
+        c
+    };
+    let files = |n: usize| -> Vec<String> {
+        (0..n).flat_map(|i| ["--set-file".to_owned(), format!("x.f{i}={}", value.display())]).collect()
+    };
+    // Six files of 200 KiB pass the 1 MiB budget at the sixth, refused from their sizes.
+    let err = fails(meta_within(&files(6)));
+    assert!(err.contains("--set-file x.f5="), "{err}");
+    assert!(err.contains(&format!("more than the header budget of {budget} bytes")), "{err}");
+    assert!(entries(&dir).is_empty(), "wrote {:?}", entries(&dir));
+    // Five fit the sizes, and the header they make (with the keys and the rest) still fits.
+    ok(meta_within(&files(5)));
+    let mut c = organ();
+    c.args(["--max-header-bytes", &budget.to_string(), "inspect"]).arg(&out);
+    ok(c);
+    std::fs::remove_file(&out).unwrap();
+    // Values given on the command line count too, held to it in the core: the header
+    // crosses the budget at the last file's key (the --set values are added first).
+    let mut args = files(5);
+    args.extend(["--set".to_owned(), format!("x.long={}", "w".repeat(100 << 10))]);
+    let err = fails(meta_within(&args));
+    assert!(err.contains("metadata key \"x.f4\""), "{err}");
+    assert!(err.contains(&format!("more than the header budget of {budget} bytes")), "{err}");
+    assert!(entries(&dir).is_empty(), "wrote {:?}", entries(&dir));
+    assert!(std::fs::read(&model).unwrap() == before, "the input changed");
+}
+
+#[test]
 fn in_place_only_when_the_header_keeps_its_length() {
     let (model, before) = small("meta-in-place.gguf");
     let data = data_offset(&before);
@@ -385,4 +424,101 @@ fn split_models_and_organ_directories_are_edited_as_one_model() {
     c.arg("meta").arg(&shards[0]).args(edit).arg("--out").arg(out_dir.join("g-00001-of-00003.gguf"));
     assert!(fails(c).contains("names a set of 3 shards; the model has 2"));
     assert!(!out_dir.join("g-00001-of-00003.gguf").exists() && !out_dir.join("g-00001-of-00002.gguf").exists());
+}
+
+/// `organ meta MODEL ARGS --in-place` killed (SIGKILL, or SIGTERM) at `tries` random
+/// instants of its run: every time the model left is the old one or the new one, byte for
+/// byte, and gguf-py and organ read it.
+fn kill_at_random_instants(model: &Path, args: &[&str], new: &[u8], tries: u32, py: &mut GgufPy) {
+    let old = std::fs::read(model).unwrap();
+    let run = || {
+        let mut c = organ();
+        c.arg("meta").arg(model).args(args).arg("--in-place");
+        c.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+        c
+    };
+    // How long a whole run takes: the kills land anywhere in it, and a little after.
+    let t0 = std::time::Instant::now();
+    assert!(run().status().unwrap().success());
+    let whole = t0.elapsed().as_micros() as u64;
+    assert!(std::fs::read(model).unwrap() == new, "{args:?}: the edit in place differs from --out's");
+    let mut seed = 0x2545_F491_4F6C_DD1Du64 ^ whole;
+    let (mut olds, mut news) = (0, 0);
+    for i in 0..tries {
+        std::fs::write(model, &old).unwrap();
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let mut child = run().spawn().unwrap();
+        std::thread::sleep(std::time::Duration::from_micros(seed % (whole + whole / 4 + 1)));
+        let signal = if i % 4 == 3 { "TERM" } else { "KILL" };
+        drop(Command::new("kill").arg(format!("-{signal}")).arg(child.id().to_string()).status());
+        drop(child.wait());
+        let got = std::fs::read(model).unwrap();
+        match () {
+            _ if got == old => olds += 1,
+            _ if got == new => news += 1,
+            _ => panic!("{args:?}: SIG{signal} left a model that is neither the old nor the new one"),
+        }
+        py.read(model);
+        let mut c = organ();
+        c.arg("inspect").arg(model).stdout(std::process::Stdio::null());
+        ok(c);
+    }
+    eprintln!("{args:?}: {tries} kills left {olds} old models and {news} new ones");
+    std::fs::write(model, &old).unwrap();
+}
+
+/// One gguf-py process that reads the models it is given, one a line, and says ok.
+struct GgufPy(std::process::Child);
+
+impl GgufPy {
+    fn start() -> GgufPy {
+        let script = "import gguf, sys\n\
+            for line in sys.stdin:\n    \
+                r = gguf.GGUFReader(line.strip())\n    \
+                n = sum(1 for f in r.fields.values())\n    \
+                print('ok', n, len(r.tensors), flush=True)";
+        let mut c = Command::new(oracle_python());
+        c.arg("-c").arg(script).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+        GgufPy(c.spawn().unwrap())
+    }
+
+    #[track_caller]
+    fn read(&mut self, model: &Path) {
+        use std::io::{BufRead, Write};
+        let stdin = self.0.stdin.as_mut().unwrap();
+        writeln!(stdin, "{}", model.display()).unwrap();
+        let mut line = String::new();
+        let mut out = std::io::BufReader::new(self.0.stdout.as_mut().unwrap());
+        out.read_line(&mut line).unwrap();
+        assert!(line.starts_with("ok "), "gguf-py cannot read {}: {line:?}", model.display());
+    }
+}
+
+#[test]
+fn a_killed_edit_in_place_leaves_the_old_model_or_the_new() {
+    let Some(_) = need::oracle() else { return };
+    // A header of two pages (a long value between the edited ones) before 1 MiB of data.
+    let pad = "p".repeat(5000);
+    let kvs = [
+        ("general.architecture", MetaValue::Str(b"llama")),
+        ("general.name", MetaValue::Str(b"small")),
+        ("llama.block_count", MetaValue::U32(1)),
+        ("x.pad", MetaValue::Str(pad.as_bytes())),
+        ("x.tail", MetaValue::Str(b"a longer tail")),
+    ];
+    let model = write_model_kvs("meta-kill.gguf", &kvs, &[t("a", &[1 << 18], GgmlType::F32, noise(3, 1 << 18))]);
+    let mut py = GgufPy::start();
+    // One value of the same length, in one page: patched where it is.
+    // Two values that swap lengths, a page apart: the bytes between move, the length stays.
+    let cases: [&[&str]; 2] =
+        [&["--set", "general.name=SMALL"], &["--set", "general.name=a small model!", "--set", "x.tail=tail"]];
+    for (i, args) in cases.into_iter().enumerate() {
+        let copy = tmp("meta-kill-copy.gguf");
+        std::fs::copy(&model, &copy).unwrap();
+        let new = std::fs::read(meta(&copy, args, &format!("meta-kill-new{i}.gguf"))).unwrap();
+        assert_eq!(new.len(), std::fs::metadata(&model).unwrap().len() as usize, "{args:?} keeps the length");
+        kill_at_random_instants(&model, args, &new, 100, &mut py);
+    }
 }

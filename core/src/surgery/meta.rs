@@ -260,8 +260,18 @@ pub fn edit(g: &Gguf<'_>, edits: &[Edit]) -> Result<Edited> {
 }
 
 /// The header of `g` with metadata `kvs`: the same version, and the same tensor infos
-/// with the same offsets (the data section does not move relative to its start).
+/// with the same offsets (the data section does not move relative to its start). It is
+/// held to the header budget as it grows, as the reader holds it: organ writes no header
+/// it would refuse to read, and never holds much more of one than that.
 fn encode_header(g: &Gguf<'_>, kvs: &[(String, OwnedValue)]) -> Result<Vec<u8>> {
+    let limit = crate::limits::max_header_bytes();
+    let over = |len: usize, at: &str| Error::BadEdit {
+        key: at.chars().take(80).collect(),
+        reason: format!(
+            "with the edits the header reaches {len} bytes at this key, more than the header budget of {limit} bytes \
+             (--max-header-bytes): organ writes no header it would refuse to read"
+        ),
+    };
     let mut h = Vec::new();
     h.extend_from_slice(b"GGUF");
     h.extend_from_slice(&g.version.to_le_bytes());
@@ -273,6 +283,9 @@ fn encode_header(g: &Gguf<'_>, kvs: &[(String, OwnedValue)]) -> Result<Vec<u8>> 
         let v = value.view()?;
         h.extend_from_slice(&v.value_type().code().to_le_bytes());
         encode_value(&v, &mut h);
+        if h.len() as u64 > limit {
+            return Err(over(h.len(), key));
+        }
     }
     for t in &g.tensors {
         h.extend_from_slice(&(t.name.len() as u64).to_le_bytes());
@@ -286,6 +299,9 @@ fn encode_header(g: &Gguf<'_>, kvs: &[(String, OwnedValue)]) -> Result<Vec<u8>> 
     }
     let pad = padding(h.len() as u64, g.alignment);
     h.resize(h.len() + pad as usize, 0);
+    if h.len() as u64 > limit {
+        return Err(over(h.len(), "(the tensor infos)"));
+    }
     Ok(h)
 }
 
@@ -770,6 +786,20 @@ mod tests {
         let g = Gguf::parse(&file, file.len() as u64).unwrap();
         assert!(edit(&g, &[set("general.name", "TINY", None)]).unwrap().same_size());
         assert!(!edit(&g, &[set("general.name", "not so tiny a name at all, far longer", None)]).unwrap().same_size());
+    }
+
+    #[test]
+    fn rejects_a_header_past_the_budget_it_would_be_read_with() {
+        // Three strings under the string cap, at the default budget (the budget is the
+        // process's, and other tests run beside this one).
+        let file = model();
+        let g = Gguf::parse(&file, file.len() as u64).unwrap();
+        let big = || OwnedValue::Str(alloc::vec![b'x'; 12 << 20].into());
+        let edits: Vec<Edit> = (0..3).map(|i| Edit::Set { key: format!("x.big{i}"), value: big() }).collect();
+        let e = edit(&g, &edits).unwrap_err().to_string();
+        assert!(e.starts_with("metadata key \"x.big2\": "), "{e}");
+        assert!(e.contains(&format!("header budget of {} bytes", crate::limits::max_header_bytes())), "{e}");
+        assert!(edit(&g, &edits[..2]).is_ok(), "24 MiB of values fit the 32 MiB budget");
     }
 
     #[test]

@@ -30,7 +30,9 @@ pub struct MetaArgs {
     #[arg(long, required_unless_present = "in_place", conflicts_with = "in_place")]
     pub out: Option<PathBuf>,
     /// Write the new header over MODEL's own, when it keeps its exact length (as
-    /// gguf_set_metadata.py does); any other edit is refused.
+    /// gguf_set_metadata.py does); any other edit is refused. A kill leaves the old model
+    /// or the new: bytes changed within one 4 KiB page are one write, others rewrite the
+    /// file through a temp file renamed over it.
     #[arg(long)]
     pub in_place: bool,
     /// Also write what was changed as JSON.

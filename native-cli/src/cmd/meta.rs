@@ -53,15 +53,49 @@ struct Report<'a> {
     changes: &'a [Change],
 }
 
-/// A `--set-file` value's text: a regular file of UTF-8 text, at most a GGUF string's cap.
-fn read_value_file(key: &str, path: &Path) -> Result<String> {
+/// A `--set-file` value's text: a regular file of UTF-8 text, at most a GGUF string's cap
+/// and at most `room` bytes (what the header budget has left for it: a file that grew
+/// since [`check_value_files`] measured it is read no further).
+fn read_value_file(key: &str, path: &Path, room: u64) -> Result<String> {
     let f = crate::input::open(path).with_context(|| format!("--set-file {key}"))?;
+    let cap = MAX_STRING_LEN.min(room);
     let mut bytes = Vec::new();
-    f.take(MAX_STRING_LEN + 1).read_to_end(&mut bytes).with_context(|| format!("{}: cannot read", path.display()))?;
+    f.take(cap + 1).read_to_end(&mut bytes).with_context(|| format!("{}: cannot read", path.display()))?;
     if bytes.len() as u64 > MAX_STRING_LEN {
         bail!("--set-file {key}: {} is more than the {MAX_STRING_LEN} bytes a GGUF string holds", path.display());
     }
+    if bytes.len() as u64 > room {
+        bail!(
+            "--set-file {key}: {} grew past the {room} bytes the header budget (--max-header-bytes) leaves it \
+             while organ read it",
+            path.display()
+        );
+    }
     String::from_utf8(bytes).with_context(|| format!("--set-file {key}: {} is not UTF-8 text", path.display()))
+}
+
+/// Checks, before any `--set-file` is read, that the files' sizes together fit the header
+/// budget (a string is as long in the header as in its file, a number or an array about
+/// as long), as organ writes no header it would refuse to read, and holds no more of the
+/// files than the header it writes.
+fn check_value_files(o: &Options<'_>) -> Result<()> {
+    let budget = organ_core::limits::max_header_bytes();
+    let mut total = 0u64;
+    for (key, path) in &o.set_file {
+        let len = std::fs::metadata(path)
+            .with_context(|| format!("--set-file {key}: {}: cannot stat", path.display()))?
+            .len();
+        total = total.saturating_add(len);
+        if total > budget {
+            bail!(
+                "--set-file {key}={}: the --set-file values come to {total} bytes with this one, more than the \
+                 header budget of {budget} bytes (--max-header-bytes): organ writes no header it would refuse to \
+                 read",
+                path.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The core's edits for the flags of `o`, read against the header `g` (of the file named
@@ -79,8 +113,12 @@ fn edits(o: &Options<'_>, g: &organ_core::Gguf<'_>, label: &str) -> Result<Vec<E
         let value = meta::parse_value(key, text, ty.as_ref(), g.get(key)).with_context(|| label.to_owned())?;
         edits.push(Edit::Set { key: key.to_owned(), value });
     }
+    let budget = organ_core::limits::max_header_bytes();
+    check_value_files(o)?;
+    let mut read = 0u64;
     for (key, path) in &o.set_file {
-        let text = read_value_file(key, path)?;
+        let text = read_value_file(key, path, budget.saturating_sub(read))?;
+        read = read.saturating_add(text.len() as u64);
         let current = g.get(key);
         let ty = current.is_none().then_some(Ty::Scalar(ValueType::String));
         let value = meta::parse_value(key, &text, ty.as_ref(), current)
@@ -145,6 +183,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let edited = meta::edit(&g, &edits).with_context(|| format!("{label}: cannot edit its metadata"))?;
     let len = edited.data.end - edited.data.start;
     let first_path = files[0].path.clone();
+    let mut rewrote = "";
     let out_name = match o.target {
         Target::Out(out) => {
             let n = files.len();
@@ -180,13 +219,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
                     edited.header.len()
                 );
             }
-            let f = std::fs::OpenOptions::new()
-                .write(true)
-                .open(&first_path)
-                .with_context(|| format!("{}: cannot open to write its header", first_path.display()))?;
-            std::os::unix::fs::FileExt::write_all_at(&f, &edited.header, 0)
-                .and_then(|()| f.sync_data())
-                .with_context(|| format!("{}: cannot write its header", first_path.display()))?;
+            rewrote = in_place(file, &edited)?;
             first_path.display().to_string()
         }
     };
@@ -195,8 +228,45 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         n if matches!(o.target, Target::InPlace) => format!(" (the first of {n} shards; the others unchanged)"),
         n => meta::copied_shards(n),
     };
-    finish(o, w, &edited, out_name, files.len(), &others)
+    finish(o, w, &edited, out_name, files.len(), &format!("{rewrote}{others}"))
 }
+
+/// Writes `edited` over `file`, its header keeping its length, so that a kill at any
+/// instant leaves the old model or the new one, never a mix (a reader of a mix may find a
+/// string's length where a value's bytes were). The bytes that change, when they lie in
+/// one page, are one write that the kernel copies whole or not at all (a kill is taken
+/// between pages); any other edit rewrites the file through a temp file renamed over it.
+fn in_place(file: &ModelFile, edited: &meta::Edited) -> Result<&'static str> {
+    let path = &file.path;
+    let mut old = vec![0u8; edited.header.len()];
+    file.read_exact_at(&mut old, 0).with_context(|| format!("{}: cannot read its header", path.display()))?;
+    let differ = |(a, b): (&u8, &u8)| a != b;
+    let Some(first) = old.iter().zip(&edited.header).position(differ) else {
+        return Ok("");
+    };
+    let last = old.iter().zip(&edited.header).rposition(differ).unwrap_or(first);
+    if first / PAGE == last / PAGE {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .with_context(|| format!("{}: cannot open to write its header", path.display()))?;
+        std::os::unix::fs::FileExt::write_all_at(&f, &edited.header[first..=last], first as u64)
+            .and_then(|()| f.sync_data())
+            .with_context(|| format!("{}: cannot write its header", path.display()))?;
+        return Ok("");
+    }
+    let (tmp, mut dst) = Temp::over_input(path)?;
+    dst.write_all(&edited.header).with_context(|| format!("{}: cannot write", tmp.path.display()))?;
+    let len = edited.data.end - edited.data.start;
+    file.with_file(|src| copy_range(src, edited.data.start, len, &mut dst))
+        .with_context(|| format!("{}: copying the tensor data of {}", tmp.path.display(), file.file_name()))?;
+    tmp.commit()?;
+    Ok(" (rewritten through a temp file: the edits change more than one page of its header)")
+}
+
+/// The page a write of [`in_place`] must stay in to be made whole or not at all: the
+/// smallest page Linux has (a larger one holds it).
+const PAGE: usize = 4096;
 
 /// Says what was changed and written (`others`: what follows the sentence), and writes the
 /// JSON report.

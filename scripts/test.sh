@@ -87,7 +87,7 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
   # The core's targets. The API's (native-cli/fuzz: the whole CLI built with the fuzzing
   # instrumentation, some 6 minutes) runs in bench/fuzz-long.sh; here the API meets hostile
   # requests in the hostile step above.
-  for target in parse dequant manifest; do
+  for target in parse dequant manifest merge_config; do
     corpus=$(mktemp -d)
     step "fuzz $target for ${FUZZ_SECONDS}s" \
       bash -c "cd core/fuzz && cargo +nightly fuzz run $target '$corpus' seeds/$target -- -max_total_time=$FUZZ_SECONDS -max_len=65536 2>&1 | grep -E '^Done|panicked|SUMMARY|ERROR' ; exit \${PIPESTATUS[0]}"

@@ -73,6 +73,14 @@ impl Tensor {
             self.in_file.release(self.offset, self.n_bytes);
         }
     }
+
+    /// [`Tensor::release`] for bytes `[at, at + len)` of the tensor only (a span read of a
+    /// tensor larger than memory should hold).
+    pub fn release_range(&self, at: u64, len: u64) {
+        if self.owned.is_none() && at.saturating_add(len) <= self.n_bytes {
+            self.in_file.release(self.offset + at, len);
+        }
+    }
 }
 
 /// An opened model: the core model over [`Tensor`]s (it derefs to it), and where it is.

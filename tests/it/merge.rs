@@ -532,3 +532,49 @@ fn deeply_nested_yaml_is_refused_not_a_stack_overflow() {
     assert!(e.contains("--param") && e.contains("deeper than 32"), "{e}");
     assert!(!out.exists(), "nothing is written");
 }
+
+/// A base of one 4 Mi-value F16 tensor (16 MiB as f32) and `n` finetunes of it, each with
+/// its own delta, written once.
+fn wide(n: usize) -> Vec<PathBuf> {
+    const DIMS: [u64; 2] = [1024, 4096];
+    let k = kvs();
+    let base = noise(900, 1 << 22);
+    (0..=n)
+        .map(|i| {
+            let step = i as f32 * 1e-3;
+            let v: Vec<f32> = base.iter().enumerate().map(|(j, b)| b + step * ((j % 7) as f32 - 3.0)).collect();
+            write_model_kvs(&format!("merge-wide-{i}.gguf"), &k, &[t("blk.0.ffn_up.weight", &DIMS, GgmlType::F16, v)])
+        })
+        .collect()
+}
+
+#[test]
+fn merge_memory_does_not_grow_with_the_number_of_models() {
+    let paths = wide(16);
+    let dir = tmp("merge-memory");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Peak RSS in MiB of one merge of the base and the first `n` finetunes by `method`.
+    let peak = |method: &str, n: usize| -> u64 {
+        let out = dir.join(format!("{method}-{n}.gguf"));
+        let mut args: Vec<std::ffi::OsString> = vec!["merge".into(), "--method".into(), method.into()];
+        if method != "linear" {
+            args.extend(["--base".into(), paths[0].clone().into_os_string()]);
+        }
+        for p in &paths[1..=n] {
+            let density = if method == "linear" { "" } else { ",density=0.5" };
+            args.extend(["--model".into(), format!("{}:0.5{density}", p.display()).into()]);
+        }
+        args.extend(["--out".into(), out.clone().into_os_string()]);
+        let a: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        let o = crate::hostile::runner::run(&a, &dir.join(format!("{method}-{n}.err")));
+        assert_eq!(o.code, Some(0), "{method} of {n}: {}", o.stderr);
+        let _ = std::fs::remove_file(&out);
+        o.peak_rss_kib / 1024
+    };
+    for method in ["linear", "task_arithmetic", "ties", "dare_ties"] {
+        let (two, sixteen) = (peak(method, 2), peak(method, 16));
+        // A model more held as f32 is 16 MiB, 14 more 224 MiB: the growth allowed is three copies.
+        eprintln!("{method}: peak RSS {two} MiB for 2 models, {sixteen} MiB for 16");
+        assert!(sixteen <= two + 48, "{method}: peak RSS {two} MiB for 2 models, {sixteen} MiB for 16");
+    }
+}

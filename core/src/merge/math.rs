@@ -83,6 +83,93 @@ pub fn dare_stream(seed: u64, name: &str, index: usize) -> u64 {
     mix(mix(seed ^ seed_of(name)).wrapping_add(index as u64))
 }
 
+/// A model's weight and density, without its values (which a [`Read`] gives).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Share {
+    /// Its weight.
+    pub weight: f64,
+    /// The fraction of its delta kept (TIES, DARE): in (0, 1].
+    pub density: f64,
+}
+
+/// An input of a streamed merge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input {
+    /// The base.
+    Base,
+    /// The `j`-th model merged (from 0, in the order of the shares).
+    Part(usize),
+}
+
+/// Reads values `range` of `input` into the vector (replacing what it held). A range
+/// always starts and ends on a row of the length the merge was given (or is the whole
+/// tensor), so it is whole blocks of any type.
+pub type Read<'r> = dyn FnMut(Input, core::ops::Range<usize>, &mut Vec<f32>) -> Result<()> + 'r;
+
+/// The values of every model a streamed merge holds at once, across the models: rows of
+/// all of them are read a span at a time, so memory does not grow with their number.
+pub const SPAN_VALUES: usize = 1 << 20;
+
+/// The values per span: whole rows, together at most [`SPAN_VALUES`] over `parts` models
+/// (one row when a row alone is larger).
+fn span(row: usize, parts: usize) -> usize {
+    let row = row.max(1);
+    (SPAN_VALUES / parts.max(1) / row).max(1) * row
+}
+
+/// Reads `range` of `input`, checked to be that many values.
+fn read_checked(
+    name: &str,
+    read: &mut Read<'_>,
+    input: Input,
+    range: core::ops::Range<usize>,
+    into: &mut Vec<f32>,
+) -> Result<()> {
+    let want = range.len();
+    read(input, range, into)?;
+    if into.len() != want {
+        return Err(bad(name, format!("an input gave {} values, {want} expected", into.len())));
+    }
+    Ok(())
+}
+
+/// Reads span `range` of every model into `buf`, model after model.
+fn read_span(
+    name: &str,
+    read: &mut Read<'_>,
+    parts: usize,
+    range: core::ops::Range<usize>,
+    buf: &mut Vec<f32>,
+    one: &mut Vec<f32>,
+) -> Result<()> {
+    buf.clear();
+    for j in 0..parts {
+        read_checked(name, read, Input::Part(j), range.clone(), one)?;
+        buf.extend_from_slice(one);
+    }
+    Ok(())
+}
+
+/// The values of parts given in memory, as a [`Read`] gives them.
+fn from_slices<'a>(
+    base: &'a [f32],
+    parts: &'a [Part<'a>],
+) -> impl FnMut(Input, core::ops::Range<usize>, &mut Vec<f32>) -> Result<()> + 'a {
+    move |input, range, into| {
+        let v = match input {
+            Input::Base => base,
+            Input::Part(j) => parts[j].values,
+        };
+        into.clear();
+        into.extend_from_slice(&v[range]);
+        Ok(())
+    }
+}
+
+fn shares(parts: &[Part<'_>]) -> Vec<Share> {
+    parts.iter().map(|p| Share { weight: p.weight, density: p.density }).collect()
+}
+
 /// `linear.py`: `Σ wᵢ xᵢ`, divided by `Σ wᵢ` when `normalize`.
 ///
 /// # Errors
@@ -90,14 +177,42 @@ pub fn dare_stream(seed: u64, name: &str, index: usize) -> u64 {
 /// `normalize` (mergekit would write infinities).
 pub fn linear(name: &str, parts: &[Part<'_>], normalize: bool, out: &mut [f32]) -> Result<()> {
     same_lengths(name, parts.iter().map(|p| p.values.len()), out.len())?;
-    let total: f64 = parts.iter().map(|p| p.weight).sum();
+    let n = out.len();
+    linear_streamed(name, &shares(parts), normalize, n, &mut from_slices(&[], parts), out)
+}
+
+/// [`linear`] on models read a span of `row`-value rows at a time: memory holds `out` and
+/// [`SPAN_VALUES`] values, whatever the number of models; the result is [`linear`]'s bit
+/// for bit (each value's sum runs over the models in the same order).
+///
+/// # Errors
+/// As [`linear`], and a read's error or a read of the wrong length.
+pub fn linear_streamed(
+    name: &str,
+    shares: &[Share],
+    normalize: bool,
+    row: usize,
+    read: &mut Read<'_>,
+    out: &mut [f32],
+) -> Result<()> {
+    if shares.is_empty() {
+        return Err(bad(name, String::from("nothing to merge")));
+    }
+    let total: f64 = shares.iter().map(|p| p.weight).sum();
     if normalize && total.abs() < DIVISOR_EPS {
         return Err(bad(name, format!("the weights sum to {total}, and normalize divides by their sum")));
     }
     let divisor = if normalize { total } else { 1.0 };
-    for (i, o) in out.iter_mut().enumerate() {
-        let sum: f64 = parts.iter().map(|p| p.weight * f64::from(p.values[i])).sum();
-        *o = (sum / divisor) as f32;
+    let (n, step) = (out.len(), span(row, shares.len()));
+    let (mut buf, mut one) = (Vec::new(), Vec::new());
+    for lo in (0..n).step_by(step) {
+        let hi = (lo + step).min(n);
+        read_span(name, read, shares.len(), lo..hi, &mut buf, &mut one)?;
+        let len = hi - lo;
+        for (k, o) in out[lo..hi].iter_mut().enumerate() {
+            let sum: f64 = shares.iter().enumerate().map(|(j, p)| p.weight * f64::from(buf[j * len + k])).sum();
+            *o = (sum / divisor) as f32;
+        }
     }
     Ok(())
 }
@@ -120,57 +235,105 @@ pub fn task_arithmetic(
     out: &mut [f32],
 ) -> Result<()> {
     same_lengths(name, parts.iter().map(|p| p.values.len()).chain([base.len()]), out.len())?;
+    let n = out.len();
+    task_arithmetic_streamed(name, method, &shares(parts), s, n, &mut from_slices(base, parts), out)
+}
+
+/// [`task_arithmetic`] on models read as [`linear_streamed`] reads them, bit for bit the
+/// same. The base is read whole; a model whose sparsification needs its whole delta (TIES's
+/// magnitudes, a rescale's L1 norms) is read whole once first, one model at a time; then
+/// every model a span at a time. Memory holds the base, `out`, one model and its
+/// magnitudes, and [`SPAN_VALUES`] values, whatever the number of models.
+///
+/// # Errors
+/// As [`task_arithmetic`], and a read's error or a read of the wrong length.
+pub fn task_arithmetic_streamed(
+    name: &str,
+    method: Method,
+    shares: &[Share],
+    s: &Settings,
+    row: usize,
+    read: &mut Read<'_>,
+    out: &mut [f32],
+) -> Result<()> {
+    if shares.is_empty() {
+        return Err(bad(name, String::from("nothing to merge")));
+    }
     let consensus = method.consensus();
-    let total: f64 = parts.iter().map(|p| p.weight).sum();
+    let total: f64 = shares.iter().map(|p| p.weight).sum();
     if s.normalize && !consensus && total.abs() < DIVISOR_EPS {
         return Err(bad(name, format!("the weights sum to {total}, and normalize divides by their sum")));
     }
-    let mut keep = Vec::with_capacity(parts.len());
-    let mut scale = Vec::with_capacity(parts.len());
-    for (index, p) in parts.iter().enumerate() {
+    let n = out.len();
+    let mut base = Vec::new();
+    read_checked(name, read, Input::Base, 0..n, &mut base)?;
+    let mut keep = Vec::with_capacity(shares.len());
+    let mut scale = Vec::with_capacity(shares.len());
+    let mut whole = Vec::new();
+    for (index, p) in shares.iter().enumerate() {
         if !(p.density > 0.0 && p.density <= 1.0) {
             return Err(bad(name, format!("density {} is outside (0, 1]", p.density)));
         }
         let k = match method {
             _ if p.density >= 1.0 => Keep::All,
-            Method::Ties => top(name, base, p)?,
+            Method::Ties => {
+                read_checked(name, read, Input::Part(index), 0..n, &mut whole)?;
+                top(name, &base, &whole, p.density)?
+            }
             Method::DareLinear | Method::DareTies => {
                 Keep::Random { stream: dare_stream(s.seed, name, index), density: p.density }
             }
             _ => Keep::All,
         };
-        scale.push(if s.rescale && k != Keep::All { l1_scale(base, p.values, k) } else { 1.0 });
+        let sc = if s.rescale && k != Keep::All {
+            if method != Method::Ties {
+                read_checked(name, read, Input::Part(index), 0..n, &mut whole)?;
+            }
+            l1_scale(&base, &whole, k)
+        } else {
+            1.0
+        };
+        scale.push(sc);
         keep.push(k);
     }
-    let mut wd = Vec::with_capacity(parts.len());
-    for (i, o) in out.iter_mut().enumerate() {
-        wd.clear();
-        for ((p, &k), &sc) in parts.iter().zip(&keep).zip(&scale) {
-            let d = p.values[i] - base[i];
-            // The rescaled delta is f32 in mergekit (masked * before / after).
-            let d = if k.keeps(i, d) { (f64::from(d) * sc) as f32 } else { 0.0 };
-            wd.push(p.weight * f64::from(d));
-        }
-        let (mut mixed, mut divisor) = (0.0f64, 0.0f64);
-        if consensus {
-            let majority = if wd.iter().sum::<f64>() >= 0.0 { 1.0 } else { -1.0 };
-            for (p, &x) in parts.iter().zip(&wd) {
-                if sign(x) == majority {
-                    mixed += x;
-                    divisor += p.weight;
+    drop(whole);
+    let step = span(row, shares.len());
+    let (mut buf, mut one) = (Vec::new(), Vec::new());
+    let mut wd = Vec::with_capacity(shares.len());
+    for lo in (0..n).step_by(step) {
+        let hi = (lo + step).min(n);
+        read_span(name, read, shares.len(), lo..hi, &mut buf, &mut one)?;
+        let len = hi - lo;
+        for (k, o) in out[lo..hi].iter_mut().enumerate() {
+            let i = lo + k;
+            wd.clear();
+            for (j, ((p, &kp), &sc)) in shares.iter().zip(&keep).zip(&scale).enumerate() {
+                let d = buf[j * len + k] - base[i];
+                // The rescaled delta is f32 in mergekit (masked * before / after).
+                let d = if kp.keeps(i, d) { (f64::from(d) * sc) as f32 } else { 0.0 };
+                wd.push(p.weight * f64::from(d));
+            }
+            let (mut mixed, mut divisor) = (0.0f64, 0.0f64);
+            if consensus {
+                let majority = if wd.iter().sum::<f64>() >= 0.0 { 1.0 } else { -1.0 };
+                for (p, &x) in shares.iter().zip(&wd) {
+                    if sign(x) == majority {
+                        mixed += x;
+                        divisor += p.weight;
+                    }
                 }
+                if divisor == 0.0 {
+                    divisor = 1.0;
+                }
+            } else {
+                mixed = wd.iter().sum();
+                divisor = if total.abs() < DIVISOR_EPS { 1.0 } else { total };
             }
-            if divisor == 0.0 {
-                divisor = 1.0;
+            if s.normalize {
+                mixed /= divisor;
             }
-        } else {
-            mixed = wd.iter().sum();
-            divisor = if total.abs() < DIVISOR_EPS { 1.0 } else { total };
+            *o = (f64::from(base[i]) + mixed * s.lambda) as f32;
         }
-        if s.normalize {
-            mixed /= divisor;
-        }
-        *o = (f64::from(base[i]) + mixed * s.lambda) as f32;
     }
     Ok(())
 }
@@ -203,19 +366,19 @@ pub fn slerp(name: &str, t: f64, a: &[f32], b: &[f32], out: &mut [f32]) -> Resul
 
 /// `sparsify.magnitude`: keep `k = ⌊density · n⌋` values of the delta, the largest in
 /// magnitude (ties to the lower index).
-fn top(name: &str, base: &[f32], p: &Part<'_>) -> Result<Keep> {
+fn top(name: &str, base: &[f32], values: &[f32], density: f64) -> Result<Keep> {
     let n = base.len();
-    let k = (p.density * n as f64) as usize;
+    let k = (density * n as f64) as usize;
     if k == 0 {
-        return Err(bad(name, format!("density {} keeps none of its {n} values", p.density)));
+        return Err(bad(name, format!("density {density} keeps none of its {n} values")));
     }
-    let mut mags: Vec<f32> = p.values.iter().zip(base).map(|(&x, &b)| (x - b).abs()).collect();
+    let mut mags: Vec<f32> = values.iter().zip(base).map(|(&x, &b)| (x - b).abs()).collect();
     let (_, &mut mag, _) = mags.select_nth_unstable_by(k - 1, |x, y| y.total_cmp(x));
-    let above = p.values.iter().zip(base).filter(|(&x, &b)| (x - b).abs().total_cmp(&mag).is_gt()).count();
+    let above = values.iter().zip(base).filter(|(&x, &b)| (x - b).abs().total_cmp(&mag).is_gt()).count();
     // Of the values equal to the k-th, the first k − above (by index) are kept.
     let mut equal = k - above;
     let mut last = 0;
-    for (i, (&x, &b)) in p.values.iter().zip(base).enumerate() {
+    for (i, (&x, &b)) in values.iter().zip(base).enumerate() {
         if equal == 0 {
             break;
         }

@@ -120,3 +120,44 @@ fn config_reads_filters_gradients_and_refuses_by_key() {
     .unwrap();
     assert!(c.resolve("w", None).unwrap_err().to_string().contains("density"));
 }
+
+#[test]
+fn streamed_merges_equal_the_whole_ones_bit_for_bit_across_spans() {
+    use super::math::{linear_streamed, task_arithmetic_streamed, Input, Share, SPAN_VALUES};
+    // Two spans of rows of 100 values (the second one short), and a third model.
+    let n = SPAN_VALUES / 3 * 2 + 1_000;
+    let base = values(20, n, 1.0);
+    let tuned: Vec<Vec<f32>> =
+        (0..3u64).map(|k| base.iter().zip(values(21 + k, n, 0.01)).map(|(b, d)| b + d).collect()).collect();
+    let ws = [(0.7, 0.5), (-0.4, 0.3), (0.5, 0.9)];
+    let parts: Vec<Part<'_>> =
+        tuned.iter().zip(ws).map(|(v, (weight, density))| Part { values: v, weight, density }).collect();
+    let shares: Vec<Share> = ws.iter().map(|&(weight, density)| Share { weight, density }).collect();
+    let mut reads = 0;
+    let mut read = |input: Input, range: core::ops::Range<usize>, into: &mut Vec<f32>| {
+        reads += 1;
+        let v = match input {
+            Input::Base => &base,
+            Input::Part(j) => &tuned[j],
+        };
+        into.clear();
+        into.extend_from_slice(&v[range]);
+        Ok(())
+    };
+    let (mut whole, mut streamed) = (vec![0.0; n], vec![0.0; n]);
+    linear("w", &parts, true, &mut whole).unwrap();
+    linear_streamed("w", &shares, true, 100, &mut read, &mut streamed).unwrap();
+    assert_eq!(
+        whole.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+        streamed.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+    );
+    for method in [Method::TaskArithmetic, Method::Ties, Method::DareLinear, Method::DareTies] {
+        let s = Settings { rescale: true, ..settings(method) };
+        task_arithmetic("w", method, &base, &parts, &s, &mut whole).unwrap();
+        task_arithmetic_streamed("w", method, &shares, &s, 100, &mut read, &mut streamed).unwrap();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&whole), bits(&streamed), "{method:?}");
+    }
+    // Each model was read a span at a time: two spans of three models per merge, and more.
+    assert!(reads > 5 * 2 * 3, "{reads} reads");
+}

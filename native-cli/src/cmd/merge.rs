@@ -11,7 +11,7 @@ use crate::write::Made;
 use anyhow::{bail, Context, Result};
 use organ_core::lora::merge::{file_type, OutputType};
 use organ_core::merge::config::{Config, TensorParams};
-use organ_core::merge::math::{self, Part};
+use organ_core::merge::math;
 use organ_core::merge::Method;
 use organ_core::model::OwnedValue;
 use organ_core::quant::quantize::{can_quantize, quantize};
@@ -296,9 +296,15 @@ fn parameters(o: &Options<'_>) -> String {
 /// tensor (a batch always holds one, however large).
 const MERGE_BUDGET: u64 = 192 << 20;
 
+/// The f32 copies of its tensor a merge holds at its peak, whatever the number of models:
+/// the base, the output, one model and its magnitudes (TIES), beside the core's span of
+/// rows of every model ([`math::SPAN_VALUES`]).
+const MERGE_COPIES: u64 = 4;
+
 /// Writes the merged model through a temp file; returns its length. A merged tensor holds
-/// one f32 copy per input and its output while made: a batch holds at most MERGE_BUDGET
-/// bytes of them (always one tensor), so memory is a few tensors whatever the models.
+/// at most MERGE_COPIES f32 copies of itself and a span while made: a batch holds at most
+/// MERGE_BUDGET bytes of them (always one tensor), so memory is a few tensors whatever the
+/// models and however many.
 fn write(
     o: &Options<'_>,
     models: &[Model],
@@ -308,12 +314,13 @@ fn write(
     kvs: &[(String, OwnedValue)],
 ) -> Result<u64> {
     let r = &models[0];
-    let copies = base.map_or(0, |_| 1) + merged.len() as u64 + 1;
+    let span = 4 * math::SPAN_VALUES as u64;
     let mut job_of: Vec<Option<usize>> = vec![None; r.tensors.len()];
     let mut made: Vec<Option<Made>> = vec![None; r.tensors.len()];
     for (k, j) in jobs.iter().enumerate() {
         job_of[j.tensor] = Some(k);
-        made[j.tensor] = Some(Made { ty: j.to, holds: r.tensors[j.tensor].n_elements.saturating_mul(4 * copies) });
+        let holds = r.tensors[j.tensor].n_elements.saturating_mul(4 * MERGE_COPIES).saturating_add(span);
+        made[j.tensor] = Some(Made { ty: j.to, holds });
     }
     let make = |i: usize| match job_of[i] {
         Some(k) => merge_one(o, models, base, merged, &jobs[k]),
@@ -322,37 +329,56 @@ fn write(
     crate::write::write_made(o.out, o.force, r, kvs, &made, MERGE_BUDGET, make)
 }
 
-/// One merged tensor's bytes in its output type.
+/// One merged tensor's bytes in its output type. The inputs are read as the core asks,
+/// a span of rows of each at a time, their pages given back once read: memory holds a few
+/// copies of the tensor, not one per model.
 fn merge_one(o: &Options<'_>, models: &[Model], base: Option<usize>, merged: &[usize], j: &Job) -> Result<Vec<u8>> {
-    let name = &models[0].tensors[j.tensor].name;
-    let values = |m: usize| -> Result<Vec<f32>> {
+    let r = &models[0];
+    let name = &r.tensors[j.tensor].name;
+    let n = usize::try_from(r.tensors[j.tensor].n_elements).context("a tensor larger than memory")?;
+    let row = usize::try_from(r.tensors[j.tensor].dims.first().copied().unwrap_or(1)).unwrap_or(n).max(1);
+    let mut read = |input: math::Input, range: std::ops::Range<usize>, into: &mut Vec<f32>| {
+        let m = match input {
+            math::Input::Base => base,
+            math::Input::Part(k) => merged.get(k).copied(),
+        };
+        let Some(m) = m else {
+            return Err(organ_core::Error::BadLayout { tensor: name.clone(), reason: "no such input".into() });
+        };
         let t = tensor(&models[m], name);
-        let values = organ_core::quant::dequantize(t.ty, t.bytes())
-            .with_context(|| format!("{}: dequantizing tensor {name:?}", models[m].label));
-        t.release();
-        values
+        let (bs, ts) = (t.ty.block_size(), t.ty.type_size());
+        // Every row is whole blocks (the parser checks), and a range is whole rows.
+        let (from, to) = (range.start / bs * ts, range.end / bs * ts);
+        let bytes = t.bytes().get(from..to).ok_or_else(|| organ_core::Error::BadLayout {
+            tensor: name.clone(),
+            reason: format!("values {range:?} are outside {}'s tensor", models[m].label),
+        })?;
+        into.clear();
+        into.resize(range.len(), 0.0);
+        let done = organ_core::quant::dequantize_into(t.ty, bytes, into);
+        t.release_range(from as u64, (to - from) as u64);
+        done
     };
-    let inputs: Vec<Vec<f32>> = merged.iter().map(|&m| values(m)).collect::<Result<_>>()?;
-    let base_values = base.map(values).transpose()?;
     let p = &j.params;
-    let n = inputs.first().map_or(0, Vec::len);
     let mut out = vec![0f32; n];
-    let parts: Vec<Part<'_>> = inputs
-        .iter()
-        .zip(p.weights.iter().zip(&p.densities))
-        .map(|(v, (&weight, &density))| Part { values: v, weight, density })
-        .collect();
+    let shares: Vec<math::Share> =
+        p.weights.iter().zip(&p.densities).map(|(&weight, &density)| math::Share { weight, density }).collect();
     let method = o.config.method;
-    let done = match (method, base_values.as_deref()) {
-        (Method::Linear, _) => math::linear(name, &parts, p.normalize, &mut out),
-        (Method::Slerp, Some(b)) => math::slerp(name, p.t, b, &inputs[0], &mut out),
-        (_, Some(b)) => {
+    let done = match (method, base) {
+        (Method::Linear, _) => math::linear_streamed(name, &shares, p.normalize, row, &mut read, &mut out),
+        (Method::Slerp, Some(_)) => {
+            let (mut b, mut x) = (Vec::new(), Vec::new());
+            read(math::Input::Base, 0..n, &mut b)
+                .and_then(|()| read(math::Input::Part(0), 0..n, &mut x))
+                .and_then(|()| math::slerp(name, p.t, &b, &x, &mut out))
+        }
+        (_, Some(_)) => {
             let s = math::Settings { normalize: p.normalize, rescale: p.rescale, lambda: p.lambda, seed: o.seed };
-            math::task_arithmetic(name, method, b, &parts, &s, &mut out)
+            math::task_arithmetic_streamed(name, method, &shares, &s, row, &mut read, &mut out)
         }
         (_, None) => bail!("{} merges onto a base: give one", method.name()),
     };
-    done.with_context(|| format!("{}: merging", models[0].label))?;
+    done.with_context(|| format!("{}: merging", r.label))?;
     let mut bytes = Vec::new();
     quantize(j.to, &out, &mut bytes)
         .with_context(|| format!("{}: writing merged tensor {name:?} as {}", o.out.display(), j.to))?;

@@ -477,3 +477,26 @@ fn an_alora_is_merged_with_a_warning_and_never_judged() {
     let said = String::from_utf8_lossy(&ok(c).stderr).into_owned();
     assert!(said.contains("an aLoRA, which llama.cpp applies only after its 3 invocation tokens"), "{said}");
 }
+
+#[test]
+fn an_update_beyond_f16s_range_is_refused_by_tensor_not_written_as_infinity() {
+    let kvs = [("general.architecture", MetaValue::Str(b"llama")), ("llama.block_count", MetaValue::U32(1))];
+    let base = write_model_kvs(
+        "lora-overflow-base.gguf",
+        &kvs,
+        &[t("blk.0.attn_q.weight", &[64, 64], GgmlType::F16, noise(3, 4096))],
+    );
+    let adapter = small_shapes();
+    // At scale 1 the merge is written; at 100000 its values pass F16's 65504.
+    let out = tmp("lora-overflow.gguf");
+    let _ = std::fs::remove_file(&out);
+    let mut c = organ();
+    c.args(["lora", "merge"]).arg(&base).arg("--lora").arg(&adapter).arg("--out").arg(&out);
+    ok(c);
+    std::fs::remove_file(&out).unwrap();
+    let mut c = organ();
+    c.args(["lora", "merge"]).arg(&base).arg("--lora").arg(format!("{}:100000", path(&adapter))).arg("--out").arg(&out);
+    let err = fails(c);
+    assert!(err.contains("blk.0.attn_q.weight") && err.contains("out of F16's range"), "{err}");
+    assert!(!out.exists(), "wrote {}", out.display());
+}

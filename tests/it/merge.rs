@@ -578,3 +578,18 @@ fn merge_memory_does_not_grow_with_the_number_of_models() {
         assert!(sixteen <= two + 48, "{method}: peak RSS {two} MiB for 2 models, {sixteen} MiB for 16");
     }
 }
+
+#[test]
+fn a_merge_beyond_the_output_types_range_is_refused_by_tensor_not_written_as_infinity() {
+    let (base, a, _) = trio();
+    for (ty, weight) in [("f16", "10000000"), ("q8_0", "1e12")] {
+        let out = tmp(&format!("merge-overflow-{ty}.gguf"));
+        let _ = std::fs::remove_file(&out);
+        let mut c = organ();
+        c.args(["merge", "--method", "task_arithmetic", "--base", s(base), "--model"]);
+        c.arg(format!("{}:{weight}", s(a))).args(["--type", ty, "--out"]).arg(&out);
+        let err = fails(c);
+        assert!(err.contains("merged tensor \"") && err.contains("range"), "{ty}: {err}");
+        assert!(!out.exists(), "{ty}: wrote {}", out.display());
+    }
+}

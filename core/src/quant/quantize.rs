@@ -25,7 +25,9 @@ pub fn can_quantize(ty: GgmlType) -> bool {
 ///
 /// # Errors
 /// [`Error::Unwritable`] for types without a quantizer (named, never silently changed),
-/// for a length that is not whole blocks, or for non-finite values.
+/// for a length that is not whole blocks, for non-finite values, or for values the type
+/// cannot hold (beyond F16's 65504, a block whose F16 scale would overflow): those would be
+/// written as infinities, so `out` is left as it was.
 pub fn quantize(ty: GgmlType, values: &[f32], out: &mut Vec<u8>) -> Result<()> {
     let Some(quantize_blocks) = kernels(ty).and_then(|k| k.quantize) else {
         return Err(Error::Unwritable { reason: alloc::format!("organ cannot quantize to {ty}") });
@@ -39,9 +41,44 @@ pub fn quantize(ty: GgmlType, values: &[f32], out: &mut Vec<u8>) -> Result<()> {
     if let Some(i) = values.iter().position(|v| !v.is_finite()) {
         return Err(Error::Unwritable { reason: alloc::format!("value {i} is not finite; {ty} cannot hold it") });
     }
+    let start = out.len();
     out.reserve(values.len() / bs * ty.type_size());
     quantize_blocks(values, out);
+    // Every scale a block stores is at most its largest magnitude (amax / q, q >= 1), so
+    // values F16 holds cannot overflow any type: only larger ones pay the check's decode.
+    let fits_f16 = values.iter().all(|v| v.abs() <= 65504.0);
+    if let Some(k) = if fits_f16 { None } else { first_overflow(ty, &out[start..])? } {
+        out.truncate(start);
+        // The block's largest value is the one that overflowed it (its scale, or itself).
+        let block = &values[k / bs * bs..(k / bs + 1) * bs];
+        let at = (0..bs).max_by(|&a, &b| block[a].abs().total_cmp(&block[b].abs())).unwrap_or(0);
+        let i = k / bs * bs + at;
+        return Err(Error::Unwritable {
+            reason: alloc::format!("value {i} ({}) is out of {ty}'s range: it would be written as infinity", values[i]),
+        });
+    }
     Ok(())
+}
+
+/// Blocks decoded at once when [`first_overflow`] checks what was written.
+const CHECK_BLOCKS: usize = 4096;
+
+/// The index of the first value of `blocks` (whole blocks of `ty`, made from finite
+/// values) that decodes to a non-finite one: a value, or a block's scale, that overflowed.
+fn first_overflow(ty: GgmlType, blocks: &[u8]) -> Result<Option<usize>> {
+    let (bs, ts) = (ty.block_size(), ty.type_size());
+    if ty == GgmlType::F32 || !ty.can_dequantize() {
+        return Ok(None);
+    }
+    let mut buf = vec![0f32; CHECK_BLOCKS * bs];
+    for (c, chunk) in blocks.chunks(CHECK_BLOCKS * ts).enumerate() {
+        let n = chunk.len() / ts * bs;
+        super::dequantize_into(ty, chunk, &mut buf[..n])?;
+        if let Some(k) = buf[..n].iter().position(|v| !v.is_finite()) {
+            return Ok(Some(c * CHECK_BLOCKS * bs + k));
+        }
+    }
+    Ok(None)
 }
 
 /// The values `values` come back as after a trip through `ty`: quantized as [`quantize`]
@@ -57,4 +94,33 @@ pub fn roundtrip(ty: GgmlType, values: &[f32]) -> Result<Vec<f32>> {
     let mut out = vec![0f32; values.len()];
     super::dequantize_into(ty, &bytes, &mut out)?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod overflow_tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    #[test]
+    fn values_beyond_the_types_range_are_refused_not_written_as_infinity() {
+        let mut v = vec![1.0f32; 256];
+        v[77] = 1e5;
+        for ty in [GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+            // In range: written (F16's largest is 65504; Q8_0's scale is amax / 127).
+            let mut ok = vec![1.0f32; 256];
+            ok[77] = 6e4;
+            let mut out = Vec::new();
+            quantize(ty, &ok, &mut out).unwrap();
+            let mut out = vec![9u8];
+            let big: Vec<f32> =
+                v.iter().map(|&x| if x > 1.0 { x * if ty == GgmlType::F16 { 1.0 } else { 1e4 } } else { x }).collect();
+            let e = quantize(ty, &big, &mut out).unwrap_err().to_string();
+            assert!(e.contains("value 77") && e.contains("infinity"), "{ty}: {e}");
+            assert_eq!(out, [9], "{ty}: out is left as it was");
+        }
+        // BF16 holds what f32 holds, but for the top of its range.
+        let mut out = Vec::new();
+        assert!(quantize(GgmlType::BF16, &[3.4e38], &mut out).is_err());
+        quantize(GgmlType::BF16, &[1e38], &mut out).unwrap();
+    }
 }

@@ -244,9 +244,6 @@ fn bad_input_is_refused_and_nothing_is_written() {
         let e = run(&[os("--base"), base.as_os_str(), os("--tuned"), tuned.as_os_str(), os("--rank"), os(huge)]);
         assert!(e.contains(&format!("--rank {huge}: more than 65536")), "{e}");
     }
-    // SmolLM2's widest weights are 576 on their smaller side.
-    let e = run(&[os("--base"), base.as_os_str(), os("--tuned"), tuned.as_os_str(), os("--rank"), os("577")]);
-    assert!(e.contains("--rank 577: above the full rank of every selected weight (at most 576"), "{e}");
     let e = run(&[os("--base"), base.as_os_str(), os("--tuned"), known.as_os_str(), os("--rank"), os("4")]);
     assert!(e.contains("is an adapter"), "{e}");
     let text = repo().join("tests/data/texts/heldout.txt");

@@ -30,8 +30,7 @@ pub const MAX_RANK: u64 = 65_536;
 pub struct Options<'a> {
     pub base: &'a Path,
     pub tuned: &'a Path,
-    /// The rank asked for (1 to [`MAX_RANK`], at most the largest selected weight's full
-    /// rank): each pair's is min(rank, rows, columns).
+    /// The rank asked for (1 to [`MAX_RANK`]): each pair's is min(rank, rows, columns).
     pub rank: usize,
     /// Which weights (`--name`); every 2-D weight when empty.
     pub selection: Selection,
@@ -228,17 +227,6 @@ fn pairs<'m>(base: &'m Model, tuned: &'m Model, o: &Options<'_>) -> Result<Vec<(
     if out.is_empty() {
         let names = base.tensors.iter().filter(|t| t.dims.len() == 2).map(|t| t.name.as_str());
         bail!("{}: {}", base.label, o.selection.none_matched(names));
-    }
-    // The largest rank a selected pair can have: a --rank above it asks for what no SVD
-    // here can keep, and would only make α / r large (α = --rank) for every pair.
-    let full = out.iter().map(|(b, _)| (b.dims[0].min(b.dims[1]), b.name.as_str())).max();
-    if let Some((full, name)) = full.filter(|&(f, _)| o.rank as u64 > f) {
-        bail!(
-            "--rank {}: above the full rank of every selected weight (at most {full}, min(rows, columns) of {}); \
-             give --rank {full} or less",
-            o.rank,
-            organ_core::gguf::display::printable(name)
-        );
     }
     Ok(out)
 }

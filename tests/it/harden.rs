@@ -458,3 +458,37 @@ fn outputs_are_flushed_when_they_replace_something_or_when_asked() {
     assert_eq!(assemble(&[os("--force")]), 2, "a replacing GGUF is flushed, and its directory");
     assert_eq!(bytes(&gguf), bytes(&model));
 }
+
+/// `--judge TEXT --json TEXT`: the judge's text is an input, refused as the report before
+/// any work (before: the model was written, then the collision found, or the text lost).
+#[test]
+fn a_judge_text_named_as_an_output_is_refused_before_any_work() {
+    let m = tiny("judged.gguf", 2);
+    let other = tiny("judged-other.gguf", 2);
+    let text = tmp("judge-text.txt");
+    std::fs::write(&text, "The quick brown fox. ".repeat(50)).unwrap();
+    let before = bytes(&text);
+    let out = tmp("judged-out.gguf");
+    let runs: [&[&str]; 3] = [
+        &["purify", "MODEL", "--method", "fractal", "--all", "--out", "OUT"],
+        &["layers", "MODEL", "--drop", "1", "--out", "OUT"],
+        &["merge", "--method", "linear", "--model", "MODEL", "--model", "OTHER", "--out", "OUT"],
+    ];
+    for args in runs {
+        let _ = std::fs::remove_file(&out);
+        let mut c = organ();
+        for a in args {
+            match *a {
+                "MODEL" => c.arg(&m),
+                "OTHER" => c.arg(&other),
+                "OUT" => c.arg(&out),
+                a => c.arg(a),
+            };
+        }
+        c.arg("--judge").arg(&text).arg("--json").arg(&text).arg("--force");
+        let e = refused(c);
+        assert!(e.contains("is an input of this run") && e.contains("judge-text.txt"), "{args:?}: {e}");
+        assert!(!out.exists(), "{args:?}: wrote the model before refusing");
+        assert_eq!(bytes(&text), before, "{args:?}");
+    }
+}

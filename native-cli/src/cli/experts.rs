@@ -86,7 +86,7 @@ impl<'a> TryFrom<&'a Op> for cmd::experts::Options<'a> {
 pub(super) fn run(op: &Op, out: &mut Out) -> Result<Exit> {
     let o = cmd::experts::Options::try_from(op)?;
     let printed = out.text(&[o.json])?;
-    guard(&[o.model], &[o.out, o.json], o.force)?;
+    guard(&super::with_judge(&[o.model], &o.judge), &[o.out, o.json], o.force)?;
     cmd::experts::run(&o, printed)?;
     Ok(Exit::Done)
 }

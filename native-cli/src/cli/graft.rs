@@ -61,7 +61,7 @@ impl<'a> TryFrom<&'a GraftArgs> for cmd::graft::Options<'a> {
 
 pub(super) fn run(a: &GraftArgs, out: &mut Out) -> Result<Exit> {
     let o = cmd::graft::Options::try_from(a)?;
-    guard(&[a.donor.as_path(), a.recipient.as_path()], &[o.json], o.force)?;
+    guard(&super::with_judge(&[a.donor.as_path(), a.recipient.as_path()], &o.judge), &[o.json], o.force)?;
     if let Some(d) = o.out {
         crate::input::check_dest_of(d, o.force, model_output(d)?)?;
     }

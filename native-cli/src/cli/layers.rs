@@ -60,7 +60,7 @@ impl<'a> TryFrom<&'a LayersArgs> for cmd::layers::Options<'a> {
 pub(super) fn run(a: &LayersArgs, out: &mut Out) -> Result<Exit> {
     let o = cmd::layers::Options::try_from(a)?;
     let printed = out.text(&[o.json])?;
-    guard(&[o.model], &[o.out, o.json], o.force)?;
+    guard(&super::with_judge(&[o.model], &o.judge), &[o.out, o.json], o.force)?;
     cmd::layers::run(&o, printed)?;
     Ok(Exit::Done)
 }

@@ -161,7 +161,7 @@ pub(super) fn run(a: &ModelMergeArgs, out: &mut Out) -> Result<Exit> {
     let paths = o.inputs();
     let mut inputs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
     inputs.extend(a.config.as_deref());
-    guard(&inputs, &[Some(o.out), o.json], o.force)?;
+    guard(&super::with_judge(&inputs, &o.judge), &[Some(o.out), o.json], o.force)?;
     cmd::merge::run(&o, out.text(&[o.json])?)?;
     Ok(Exit::Done)
 }

@@ -252,6 +252,12 @@ pub(crate) fn guard(inputs: &[&Path], outputs: &[Option<&Path>], force: bool) ->
     Ok(())
 }
 
+/// `inputs` and `--judge`'s text, if any: the text is an input too, so that an output
+/// named as it is refused before any work, not after the model is written.
+pub(crate) fn with_judge<'a>(inputs: &[&'a Path], judge: &'a Option<crate::cmd::eval::Settings>) -> Vec<&'a Path> {
+    inputs.iter().copied().chain(judge.as_ref().map(|s| s.text.as_path())).collect()
+}
+
 /// What a model output is: a GGUF file when it ends in `.gguf`, else an organ directory
 /// (as [`crate::write::write_model`] decides). A name is refused when it ends in any
 /// other extension than `.organs` (the organ-directory names of this repository's

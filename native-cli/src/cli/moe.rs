@@ -102,7 +102,7 @@ pub(super) fn run(a: &MoeArgs, out: &mut Out) -> Result<Exit> {
     let o = cmd::moe::Options::try_from(a)?;
     let mut inputs = vec![o.base];
     inputs.extend(a.experts.iter().chain(&a.prompts).chain(&a.negative_prompts).map(PathBuf::as_path));
-    guard(&inputs, &[Some(o.out), o.json], o.force)?;
+    guard(&super::with_judge(&inputs, &o.judge), &[Some(o.out), o.json], o.force)?;
     cmd::moe::run(&o, out.text(&[o.json])?)?;
     Ok(Exit::Done)
 }

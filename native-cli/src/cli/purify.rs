@@ -106,7 +106,7 @@ impl<'a> TryFrom<&'a PurifyArgs> for cmd::purify::Options<'a> {
 
 pub(super) fn run(a: &PurifyArgs, out: &mut Out) -> Result<Exit> {
     let o = cmd::purify::Options::try_from(a)?;
-    guard(&[o.model], &[o.json], o.force)?;
+    guard(&super::with_judge(&[o.model], &o.judge), &[o.json], o.force)?;
     crate::input::check_dest_of(o.out, o.force, model_output(o.out)?)?;
     cmd::purify::run(&o, out.text(&[o.json])?)?;
     Ok(Exit::Done)

@@ -258,13 +258,15 @@ fn table(
 
 /// Prints the table and the totals.
 pub fn print(r: &Recipe, w: &mut dyn Write) -> Result<()> {
-    writeln!(w, "recipe for {} ({}), {}", r.model, r.source, r.target)?;
+    // Names and paths come from the model: escaped as every other command prints them.
+    use organ_core::gguf::display::printable;
+    writeln!(w, "recipe for {} ({}), {}", printable(&r.model), printable(&r.source), r.target)?;
     writeln!(w, "{:<36} {:>6} {:>6} {:>11} {:>11}  why", "tensor", "from", "type", "bytes", "pred. KLD")?;
     for t in &r.tensors {
         writeln!(
             w,
             "{:<36} {:>6} {:>6} {:>11} {:>11.4e}  {}",
-            t.name,
+            printable(&t.name),
             t.from.name(),
             t.ty.name(),
             t.bytes,
@@ -283,4 +285,51 @@ pub fn print(r: &Recipe, w: &mut dyn Write) -> Result<()> {
         r.predicted_kld, r.lower_bound, r.lambda
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod print_tests {
+    use super::*;
+
+    /// A tensor name and a model label with a terminal's escape sequences (an OSC title, a
+    /// colour, CR and LF) are printed escaped (before: raw, to the terminal and the API's
+    /// recipe.txt).
+    #[test]
+    fn control_characters_in_names_are_escaped() {
+        let hostile = "blk.0.attn_norm.weight\u{1b}]0;owned\u{7}\r\n\u{1b}[31m";
+        let row = Row {
+            name: hostile.into(),
+            from: GgmlType::F32,
+            ty: GgmlType::F32,
+            bytes: 4,
+            cost: 0.0,
+            why: "kept".into(),
+        };
+        let r = Recipe {
+            recipe: 1,
+            model: "m\u{1b}[2J.gguf".into(),
+            source: "data-free".into(),
+            target: "8 bpw".into(),
+            budget: 1,
+            account: "data",
+            charged: 1,
+            header_bytes: 1,
+            file_bytes: 1,
+            tensor_bytes: 1,
+            bpw: 8.0,
+            predicted_kld: 0.0,
+            lower_bound: 0.0,
+            lambda: 0.0,
+            tensors: vec![row],
+            lines: vec![],
+            applied: None,
+        };
+        let mut out = Vec::new();
+        print(&r, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains(['\u{1b}', '\u{7}', '\r']), "{text:?}");
+        assert_eq!(text.lines().count(), 5, "the name's LF starts no line: {text:?}");
+        assert!(text.contains(r"blk.0.attn_norm.weight\u{1b}]0;owned\u{7}\r\n\u{1b}[31m"), "{text}");
+        assert!(text.contains(r"m\u{1b}[2J.gguf"), "{text}");
+    }
 }

@@ -62,7 +62,8 @@ pub struct Measured(pub Vec<Sensitivity>);
 /// # Errors
 /// Not such a report (a field missing or mistyped, another version), an ablation
 /// (`noise`, `zero`), another model, a tensor the model does not have or has in another
-/// type or shape, a changed size that is not the type's, a KL divergence not finite.
+/// type or shape, a changed size that is not the type's, a KL divergence out of range
+/// (negative or huge: [`check_rows`]).
 pub fn read(path: &Path, model: &[&TensorEntry], blake3: &str) -> Result<Sensitivity> {
     let mut text = String::new();
     crate::input::open(path)?

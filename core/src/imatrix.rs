@@ -190,7 +190,7 @@ fn entry(file: &[u8], name: &str, s: &TensorInfo<'_>, c: &TensorInfo<'_>) -> Res
         if count == 0.0 {
             continue;
         }
-        if let Some(j) = sums.iter().position(|s| !(s / count <= MAX_MEAN_SQUARE)) {
+        if let Some(j) = sums.iter().position(|s| (s / count).partial_cmp(&MAX_MEAN_SQUARE).is_none_or(|o| o.is_gt())) {
             let reason = format!(
                 "value {} is {:e}: over {count} tokens a mean square above {MAX_MEAN_SQUARE:e}",
                 m * n_in + j,

@@ -115,7 +115,8 @@ impl Report {
 /// over every tensor of a model stays finite.
 pub const MAX_KLD: f64 = 1e6;
 
-/// How far below zero a mean KL divergence may be and still be read (as 0): llama.cpp sums
+/// How far below zero a mean KL divergence may be and still be read (as it is, so that a
+/// recipe from a real report is the one it was before the bound): llama.cpp sums
 /// each token's `Σ p (log p − log q)` in floating point, so a change that alters nothing
 /// can print a tiny negative mean.
 pub const KLD_TOLERANCE: f64 = 1e-4;
@@ -154,7 +155,7 @@ impl fmt::Display for RowError {
 
 /// Each measured row's KL divergence, checked against the model's `tensors`: every row
 /// names a tensor the model has, in its type and shape, once, with a figure from
-/// −[`KLD_TOLERANCE`] (read as 0) to [`MAX_KLD`]. What
+/// −[`KLD_TOLERANCE`] to [`MAX_KLD`]. What
 /// `organ recipe --from` and the browser app read.
 ///
 /// # Errors
@@ -189,8 +190,7 @@ pub fn check_rows<'a, T: Borrow<TensorEntry>>(
         if !seen.insert(t.name.as_str()) {
             return Err(err("name", "listed twice".into()));
         }
-        // A divergence is never below 0: what rounding gave below it is 0.
-        out.push((e.name.into(), e.kld.max(0.0)));
+        out.push((e.name.into(), e.kld));
     }
     Ok(out)
 }

@@ -204,6 +204,9 @@ impl Temp {
             .mode(std::os::unix::fs::PermissionsExt::mode(&md.permissions()) & 0o7777)
             .open(&t.path)
             .with_context(|| format!("{}: cannot create its temp file {}", input.display(), t.path.display()))?;
+        // The mode given to open passed through the umask (0664 became 0644): set it whole.
+        f.set_permissions(md.permissions())
+            .with_context(|| format!("{}: cannot give its temp file its permissions", input.display()))?;
         Ok((t, f))
     }
 

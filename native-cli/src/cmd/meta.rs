@@ -255,7 +255,11 @@ fn in_place(file: &ModelFile, edited: &meta::Edited) -> Result<&'static str> {
             .with_context(|| format!("{}: cannot write its header", path.display()))?;
         return Ok("");
     }
-    let (tmp, mut dst) = Temp::over_input(path)?;
+    // Through a link (a hub snapshot's, say) the file it names is replaced, as the one-page
+    // write above writes through it; the link stays. A hard link to the old file keeps
+    // the old model.
+    let real = std::fs::canonicalize(path).with_context(|| format!("{}: cannot resolve", path.display()))?;
+    let (tmp, mut dst) = Temp::over_input(&real)?;
     dst.write_all(&edited.header).with_context(|| format!("{}: cannot write", tmp.path.display()))?;
     let len = edited.data.end - edited.data.start;
     file.with_file(|src| copy_range(src, edited.data.start, len, &mut dst))

@@ -183,7 +183,7 @@ fn entry(file: &[u8], name: &str, s: &TensorInfo<'_>, c: &TensorInfo<'_>) -> Res
     let n_in = usize::try_from(n_in).map_err(|_| bad_tensor(s, "is too large".into()))?;
     let (counts, sum2) = (values(file, c)?, values(file, s)?);
     // llama-imatrix counts tokens: a whole number, which every mean square divides by.
-    if let Some(m) = counts.iter().position(|x| x.fract() != 0.0) {
+    if let Some(m) = counts.iter().position(|&x| libm::truncf(x) != x) {
         return Err(bad_tensor(c, format!("count {m} is {:e}, expected a whole number of tokens", counts[m])));
     }
     for (m, (&count, sums)) in counts.iter().zip(sum2.chunks_exact(n_in)).enumerate() {

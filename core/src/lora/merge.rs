@@ -10,7 +10,7 @@ use super::{Adapter, Factors};
 use crate::error::{Error, Result};
 use crate::ggml_type::GgmlType;
 use crate::model::{Model, TensorEntry};
-use crate::quant::quantize::{can_quantize, quantize};
+use crate::quant::quantize::{can_quantize, quantize_in_range as quantize};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec;

@@ -25,9 +25,9 @@ pub fn can_quantize(ty: GgmlType) -> bool {
 ///
 /// # Errors
 /// [`Error::Unwritable`] for types without a quantizer (named, never silently changed),
-/// for a length that is not whole blocks, for non-finite values, or for values the type
-/// cannot hold (beyond F16's 65504, a block whose F16 scale would overflow): those would be
-/// written as infinities, so `out` is left as it was.
+/// for a length that is not whole blocks, or for non-finite values. Values past the
+/// type's range are written as ggml writes them (infinities): [`quantize_in_range`]
+/// refuses them.
 pub fn quantize(ty: GgmlType, values: &[f32], out: &mut Vec<u8>) -> Result<()> {
     let Some(quantize_blocks) = kernels(ty).and_then(|k| k.quantize) else {
         return Err(Error::Unwritable { reason: alloc::format!("organ cannot quantize to {ty}") });
@@ -41,9 +41,22 @@ pub fn quantize(ty: GgmlType, values: &[f32], out: &mut Vec<u8>) -> Result<()> {
     if let Some(i) = values.iter().position(|v| !v.is_finite()) {
         return Err(Error::Unwritable { reason: alloc::format!("value {i} is not finite; {ty} cannot hold it") });
     }
-    let start = out.len();
     out.reserve(values.len() / bs * ty.type_size());
     quantize_blocks(values, out);
+    Ok(())
+}
+
+/// [`quantize`], refusing values the type cannot hold (beyond F16's 65504, a block whose
+/// F16 scale would overflow) instead of writing them as infinities, as ggml does: what
+/// organ makes (merge, lora merge, lora extract) is refused with the tensor's name, while
+/// [`quantize`] stays ggml's bit for bit. `out` is left as it was when refused.
+///
+/// # Errors
+/// As [`quantize`], and the first such value.
+pub fn quantize_in_range(ty: GgmlType, values: &[f32], out: &mut Vec<u8>) -> Result<()> {
+    let bs = ty.block_size().max(1);
+    let start = out.len();
+    quantize(ty, values, out)?;
     // Every scale a block stores is at most its largest magnitude (amax / q, q >= 1), so
     // values F16 holds cannot overflow any type: only larger ones pay the check's decode.
     let fits_f16 = values.iter().all(|v| v.abs() <= 65504.0);
@@ -110,17 +123,17 @@ mod overflow_tests {
             let mut ok = vec![1.0f32; 256];
             ok[77] = 6e4;
             let mut out = Vec::new();
-            quantize(ty, &ok, &mut out).unwrap();
+            quantize_in_range(ty, &ok, &mut out).unwrap();
             let mut out = vec![9u8];
             let big: Vec<f32> =
                 v.iter().map(|&x| if x > 1.0 { x * if ty == GgmlType::F16 { 1.0 } else { 1e4 } } else { x }).collect();
-            let e = quantize(ty, &big, &mut out).unwrap_err().to_string();
+            let e = quantize_in_range(ty, &big, &mut out).unwrap_err().to_string();
             assert!(e.contains("value 77") && e.contains("infinity"), "{ty}: {e}");
             assert_eq!(out, [9], "{ty}: out is left as it was");
         }
         // BF16 holds what f32 holds, but for the top of its range.
         let mut out = Vec::new();
-        assert!(quantize(GgmlType::BF16, &[3.4e38], &mut out).is_err());
-        quantize(GgmlType::BF16, &[1e38], &mut out).unwrap();
+        assert!(quantize_in_range(GgmlType::BF16, &[3.4e38], &mut out).is_err());
+        quantize_in_range(GgmlType::BF16, &[1e38], &mut out).unwrap();
     }
 }

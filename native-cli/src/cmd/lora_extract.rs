@@ -13,7 +13,7 @@ use organ_core::gguf::MetaValue;
 use organ_core::lora::{self, svd, Factors};
 use organ_core::model::{OwnedValue, TensorEntry};
 use organ_core::quant::dequantize;
-use organ_core::quant::quantize::quantize;
+use organ_core::quant::quantize::quantize_in_range as quantize;
 use organ_core::surgery::select::Selection;
 use organ_core::GgmlType;
 use rayon::prelude::*;

@@ -14,7 +14,7 @@ use organ_core::merge::config::{Config, TensorParams};
 use organ_core::merge::math;
 use organ_core::merge::Method;
 use organ_core::model::OwnedValue;
-use organ_core::quant::quantize::{can_quantize, quantize};
+use organ_core::quant::quantize::{can_quantize, quantize_in_range as quantize};
 use organ_core::{GgmlType, MetaValue};
 use serde::Serialize;
 use std::io::Write;

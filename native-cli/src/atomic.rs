@@ -165,12 +165,29 @@ impl Temp {
             bail!("-: standard output takes reports (--json, --csv, --html), not models: name a file (./- for one called -)");
         }
         input::check_dest_of(dest, force, kind)?;
+        Ok(Temp { path: Self::path_beside(dest)?, dest: dest.to_owned(), force, kind, over_input: false, done: false })
+    }
+
+    /// A new temp entry's name beside `dest`, after sweeping dead temp entries from its
+    /// directory.
+    fn path_beside(dest: &Path) -> Result<PathBuf> {
         let (dir, name) = split(dest)?;
         sweep(&dir);
         let pid = std::process::id();
         let start = start_time(pid).unwrap_or(0);
-        let path = dir.join(format!(".{name}{MARK}{pid}.{start}.{:016x}", random_u64()?));
-        Ok(Temp { path, dest: dest.to_owned(), force, kind, over_input: false, done: false })
+        Ok(dir.join(format!(".{name}{MARK}{pid}.{start}.{:016x}", random_u64()?)))
+    }
+
+    /// Creates the temp file of `self` exclusively, never through a link, with `mode`
+    /// (less the umask).
+    fn create(&self, mode: u32) -> Result<File> {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .mode(mode)
+            .open(&self.path)
+            .with_context(|| format!("{}: cannot create its temp file {}", self.dest.display(), self.path.display()))
     }
 
     /// A new temp file that will replace `input`, a regular file this run reads, whole
@@ -184,27 +201,17 @@ impl Temp {
         if !md.is_file() {
             bail!("{}: not a regular file (a link is not replaced); edit it with --out", input.display());
         }
-        let (dir, name) = split(input)?;
-        sweep(&dir);
-        let pid = std::process::id();
-        let start = start_time(pid).unwrap_or(0);
-        let path = dir.join(format!(".{name}{MARK}{pid}.{start}.{:016x}", random_u64()?));
         let t = Temp {
-            path,
+            path: Self::path_beside(input)?,
             dest: input.to_owned(),
             force: true,
             kind: input::Output::File,
             over_input: true,
             done: false,
         };
-        let f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .mode(std::os::unix::fs::PermissionsExt::mode(&md.permissions()) & 0o7777)
-            .open(&t.path)
-            .with_context(|| format!("{}: cannot create its temp file {}", input.display(), t.path.display()))?;
-        // The mode given to open passed through the umask (0664 became 0644): set it whole.
+        // Private until it has the input's mode whole (given to open, the umask would take
+        // 0664 to 0644).
+        let f = t.create(0o600)?;
         f.set_permissions(md.permissions())
             .with_context(|| format!("{}: cannot give its temp file its permissions", input.display()))?;
         Ok((t, f))
@@ -216,13 +223,7 @@ impl Temp {
     /// `dest` may not be written ([`input::check_dest`]), or the file cannot be created.
     pub fn file(dest: &Path, force: bool) -> Result<(Temp, File)> {
         let t = Self::name(dest, force, input::Output::File)?;
-        let f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .mode(0o644)
-            .open(&t.path)
-            .with_context(|| format!("{}: cannot create its temp file {}", dest.display(), t.path.display()))?;
+        let f = t.create(0o644)?;
         Ok((t, f))
     }
 

@@ -75,11 +75,10 @@ fn read_value_file(key: &str, path: &Path, room: u64) -> Result<String> {
 }
 
 /// Checks, before any `--set-file` is read, that the files' sizes together fit the header
-/// budget (a string is as long in the header as in its file, a number or an array about
+/// `budget` (a string is as long in the header as in its file, a number or an array about
 /// as long), as organ writes no header it would refuse to read, and holds no more of the
 /// files than the header it writes.
-fn check_value_files(o: &Options<'_>) -> Result<()> {
-    let budget = organ_core::limits::max_header_bytes();
+fn check_value_files(o: &Options<'_>, budget: u64) -> Result<()> {
     let mut total = 0u64;
     for (key, path) in &o.set_file {
         let len = std::fs::metadata(path)
@@ -114,7 +113,7 @@ fn edits(o: &Options<'_>, g: &organ_core::Gguf<'_>, label: &str) -> Result<Vec<E
         edits.push(Edit::Set { key: key.to_owned(), value });
     }
     let budget = organ_core::limits::max_header_bytes();
-    check_value_files(o)?;
+    check_value_files(o, budget)?;
     let mut read = 0u64;
     for (key, path) in &o.set_file {
         let text = read_value_file(key, path, budget.saturating_sub(read))?;

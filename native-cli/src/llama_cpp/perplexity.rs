@@ -562,17 +562,26 @@ fn within_tensors(path: &Path, model: Model) -> Result<Model> {
 /// The most text organ hands llama-perplexity (wikitext-2's test set is 1.3 MB).
 pub const MAX_TEXT_BYTES: u64 = 256 << 20;
 
-/// Copies the text (opened as any input: a regular file, under `organ serve` inside the
-/// root) into `dir`, and hands the copy to llama.cpp.
-fn copy_text(text: &Path, dir: &Path) -> Result<Handed> {
+/// The `--text` file, opened as any input (a regular file, under `organ serve` inside the
+/// root), refused past [`MAX_TEXT_BYTES`] from its size and read no further than that.
+///
+/// # Errors
+/// It cannot be opened as an input, or it is too large.
+pub fn open_text(text: &Path) -> Result<std::io::Take<std::fs::File>> {
     let f = crate::input::open(text).context("--text")?;
     let n = f.metadata().with_context(|| format!("{}: cannot stat", text.display()))?.len();
     if n > MAX_TEXT_BYTES {
         bail!("{}: {n} bytes, more than the {MAX_TEXT_BYTES} organ evaluates", text.display());
     }
+    Ok(std::io::Read::take(f, MAX_TEXT_BYTES))
+}
+
+/// Copies the text ([`open_text`]) into `dir`, and hands the copy to llama.cpp.
+fn copy_text(text: &Path, dir: &Path) -> Result<Handed> {
+    let mut f = open_text(text)?;
     let copy = dir.join("text.txt");
     let mut out = create_private(&copy)?;
-    std::io::copy(&mut std::io::Read::take(f, MAX_TEXT_BYTES), &mut out)
+    std::io::copy(&mut f, &mut out)
         .with_context(|| format!("{}: cannot copy to {}", text.display(), copy.display()))?;
     Handed::file(out)
 }

@@ -11,7 +11,7 @@ mod changed;
 pub mod predicted;
 mod run_dir;
 
-use crate::llama_cpp::perplexity::{SavedBase, Settings, MAX_TEXT_BYTES};
+use crate::llama_cpp::perplexity::{open_text, SavedBase, Settings};
 use crate::model::Model;
 use anyhow::{bail, Context, Result};
 use organ_core::sensitivity::report::{Estimate, Report, Row, Setup, SCHEMA};
@@ -127,9 +127,9 @@ fn pick(model: &Model, o: &Options<'_>) -> Result<Vec<usize>> {
 /// Bytes of the text read, hashed and tokenized at a time.
 const TEXT_STEP: usize = 64 << 10;
 
-/// Before any work: the text, opened as every input is (a regular file, under `organ serve`
-/// inside the root, at most [`MAX_TEXT_BYTES`]), holds two contexts of tokens at least
-/// (counted with the model's own tokenizer where organ has it; llama.cpp checks again).
+/// Before any work: the text, opened as eval opens it ([`open_text`]), holds two
+/// contexts of tokens at least (counted with the model's own tokenizer where organ has
+/// it; llama.cpp checks again).
 /// Returns the BLAKE3 of its bytes, which keys its results.
 ///
 /// The text is read a step at a time and tokenized only until two contexts are had: the
@@ -137,17 +137,12 @@ const TEXT_STEP: usize = 64 << 10;
 /// that are no UTF-8, tokenized whole, took 897 MB and 20 s).
 fn check_text(model: &Model, text: &Path, s: &Settings) -> Result<String> {
     use std::io::Read;
-    let f = crate::input::open(text).context("--text")?;
-    let n = f.metadata().with_context(|| format!("{}: cannot stat", text.display()))?.len();
-    if n > MAX_TEXT_BYTES {
-        bail!("{}: {n} bytes, more than the {MAX_TEXT_BYTES} organ evaluates (--text)", text.display());
-    }
+    let mut f = open_text(text)?;
     let mut tok = organ_core::tokenizer::Tokenizer::from_model(&model.model).ok();
     // llama-perplexity adds the BOS token.
     let (mut have, need) = (1u64, 2 * u64::from(s.ctx));
     let mut hash = blake3::Hasher::new();
     let (mut step, mut pending) = (vec![0u8; TEXT_STEP], Vec::with_capacity(2 * TEXT_STEP));
-    let mut f = f.take(MAX_TEXT_BYTES);
     loop {
         let got = match f.read(&mut step) {
             Ok(g) => g,

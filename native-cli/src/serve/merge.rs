@@ -99,10 +99,10 @@ pub(super) async fn merge(
     for (k, v) in &r.parameters {
         // The child splits --param KEY=VALUE at the first '=', and reads VALUE as YAML.
         if k.contains('=') {
-            return Err(bad(format!("parameters.{:?}: a parameter's name has no '='", trunc(k))));
+            return Err(bad(format!("parameters.{:?}: a parameter's name has no '='", super::shown(k))));
         }
         if !(v.is_number() || v.is_boolean()) {
-            return Err(bad(format!("parameters.{}: a number or true or false", trunc(k))));
+            return Err(bad(format!("parameters.{}: a number or true or false", super::shown(k))));
         }
         params.push(format!("{k}={v}"));
     }
@@ -137,9 +137,4 @@ pub(super) async fn merge(
         Some("merge.json"),
         None,
     )
-}
-
-/// The first 80 characters of a request's name, for its error.
-fn trunc(k: &str) -> String {
-    k.chars().take(80).collect()
 }

@@ -69,9 +69,9 @@ pub(super) struct MetaReq {
 fn paired_key(field: &str, key: &str) -> ApiResult<()> {
     meta::check_key(key).map_err(|e| bad(format!("{field} {key:?}: {e}")))?;
     if key.contains('=') {
-        let shown: String = key.chars().take(80).collect();
         return Err(bad(format!(
-            "{field} {shown:?}: a key with '=' in it (organ meta reads KEY=… up to the first '=')"
+            "{field} {:?}: a key with '=' in it (organ meta reads KEY=… up to the first '=')",
+            super::shown(key)
         )));
     }
     Ok(())

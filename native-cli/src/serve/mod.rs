@@ -187,6 +187,11 @@ fn bad(msg: impl std::fmt::Display) -> ApiError {
     ApiError(StatusCode::BAD_REQUEST, msg.to_string())
 }
 
+/// The first 80 characters of a name from a request, for its error.
+fn shown(name: &str) -> String {
+    name.chars().take(80).collect()
+}
+
 fn internal(msg: impl std::fmt::Display) -> ApiError {
     ApiError(StatusCode::INTERNAL_SERVER_ERROR, msg.to_string())
 }

@@ -148,8 +148,11 @@ pub(super) async fn meta(
         json: None,
         force: Force::default(),
     };
-    // The out name (.gguf) and the pairs are checked here: a 400, not a failed job.
-    crate::cmd::meta::Options::try_from(&args).map_err(|e| bad(format!("{e:#}")))?;
+    // The out name (.gguf), the pairs and the --set-file values' sizes against the header
+    // budget the child holds them to are checked here: a 400, not a failed job.
+    let o = crate::cmd::meta::Options::try_from(&args).map_err(|e| bad(format!("{e:#}")))?;
+    crate::cmd::meta::check_value_files(&o, organ_core::limits::max_header_bytes())
+        .map_err(|e| bad(s.hide_root(&format!("{e:#}"))))?;
     start_job(
         &s,
         "meta",

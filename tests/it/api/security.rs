@@ -13,6 +13,8 @@ fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
     assert!(std::process::Command::new("mkfifo").arg(root.join("fifo.gguf")).status().unwrap().success());
     super::memory::many_tensors(&root.join("many.gguf"), 1 << 16);
     std::fs::copy(root.join("smol.gguf"), root.join("w.gguf:2")).unwrap();
+    // Sparse: meta sums its --set-file values' sizes before it reads any.
+    std::fs::File::create(root.join("big.txt")).unwrap().set_len(16 << 20).unwrap();
     // URLs (items 1 and 2 of the second hardening): the one host a request may name is the
     // test's trickling server, and the redirector, whose redirect leads to a loopback port.
     let (trickle, (target, reached)) = (crate::remote_limits::trickle(), crate::remote_limits::canary());
@@ -170,6 +172,26 @@ fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
             br#"{"method": "linear", "models": [{"path": "w.gguf:2"}, {"path": "smol.gguf"}]}"#,
             400,
             "give its weight too",
+        ),
+        // Issue 46, item 2: 48 MiB of values for a header of at most 32 MiB.
+        (
+            "POST",
+            "/api/meta",
+            &json,
+            br#"{"path": "smol.gguf", "set_file": [{"key": "a.x", "path": "big.txt"}, {"key": "a.y", "path": "big.txt"}, {"key": "a.z", "path": "big.txt"}]}"#,
+            400,
+            "header budget",
+        ),
+        // Item 3: a FIFO as the text blocked the job until its time limit.
+        ("POST", "/api/sensitivity", &json, br#"{"path": "smol.gguf", "to": "q4_0", "text": "fifo.gguf"}"#, 400, "not a regular file"),
+        // Item 8: a rank past 65536 (2^64 - 1 made an adapter of cosine -0.03).
+        (
+            "POST",
+            "/api/lora-extract",
+            &json,
+            br#"{"base": "smol.gguf", "tuned": "smol.gguf", "rank": 18446744073709551615}"#,
+            400,
+            "more than 65536",
         ),
         ("GET", &stalled, &[], b"", 422, "stalled"),
         ("GET", &redirected, &[], b"", 422, "no HTTP answer"),

@@ -5,10 +5,12 @@
 //! a signal, never past [`TIMEOUT`], never above [`MAX_RSS_KIB`] of memory (the child's
 //! peak RSS from `wait4`), and never leaving a temp entry beside where its output would go.
 //!
-//! [`regressions`] holds the regressions of the hardening issue, each with the figure it
+//! [`arguments`] adds hostile flags, configurations and side files, run and counted with
+//! the files. [`regressions`] holds the regressions of the hardening issue, each with the figure it
 //! failed by before; `hostile_inputs`, here, runs the whole set ([`gguf_cases`] and
 //! [`dir_cases`], built with [`gguf_bytes`]) through [`runner`] and prints one count line.
 
+mod arguments;
 mod dir_cases;
 mod gguf_bytes;
 mod gguf_cases;
@@ -129,15 +131,18 @@ fn hostile_inputs() {
             .collect();
         handles.into_iter().flat_map(|h| h.join().expect("a hostile-input worker panicked")).collect()
     });
+    let argument_cases = arguments::argument_cases(&d);
+    let ran: Vec<Ran> = ran.into_iter().chain(argument_cases.iter().map(|c| run_arguments(&d, c))).collect();
     let panics = ran.iter().filter(|r| r.panic).count();
     let hangs = ran.iter().filter(|r| r.hang).count();
     let peak = ran.iter().map(|r| r.peak_rss_kib).max().unwrap_or(0);
     let failures: Vec<&str> = ran.iter().flat_map(|r| r.failures.iter().map(String::as_str)).collect();
     let mut heaviest: Vec<(u64, &str)> = ran.iter().map(|r| (r.peak_rss_kib, r.label.as_str())).collect();
     println!(
-        "hostile inputs: {} files x {} commands, {panics} panics, {hangs} hangs, peak RSS {} MiB",
+        "hostile inputs: {} files x {} commands and {} argument sets, {panics} panics, {hangs} hangs, peak RSS {} MiB",
         cases.len(),
         commands.len(),
+        argument_cases.len(),
         peak >> 10
     );
     heaviest.sort_by(|a, b| b.cmp(a));
@@ -145,6 +150,33 @@ fn hostile_inputs() {
         println!("  {label}: peak RSS {} MiB", kib >> 10);
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// Runs one hostile command line, which must be refused as [`arguments`] says.
+fn run_arguments(d: &std::path::Path, case: &arguments::ArgCase) -> Ran {
+    let args: Vec<&std::ffi::OsStr> = case.args.iter().map(|a| a.as_os_str()).collect();
+    let o = run(&args, &d.join(format!("{}.stderr", case.label)));
+    let mut r = Ran { peak_rss_kib: o.peak_rss_kib, label: case.label.to_owned(), ..Ran::default() };
+    let mut fail = |why: String| r.failures.push(format!("{}: {why}", case.label));
+    let first = o.stderr.lines().next().unwrap_or("");
+    match o.code {
+        _ if o.timed_out => fail(format!("still running after {TIMEOUT:?}")),
+        Some(1) if !first.starts_with("organ: error: ") || o.stderr.lines().count() != 1 => {
+            fail(format!("exit 1 without one `organ: error:` line: {:?}", o.stderr))
+        }
+        Some(1) if !first.contains(case.needle) => fail(format!("the error does not say {:?}: {first}", case.needle)),
+        Some(1) => {}
+        _ => fail(format!("exit {:?}, signal {:?}: {}", o.code, o.signal, o.stderr)),
+    }
+    if case.out.exists() {
+        fail(format!("{} written by a refused run", case.out.display()));
+    }
+    if o.peak_rss_kib > MAX_RSS_KIB {
+        fail(format!("peak RSS {} MiB", o.peak_rss_kib >> 10));
+    }
+    r.hang = o.timed_out;
+    r.panic = o.signal.is_some() || matches!(o.code, Some(101 | 134));
+    r
 }
 
 /// What one run of one command on one input gave.

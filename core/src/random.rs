@@ -2,15 +2,26 @@
 //! it (the routers of `organ moe`, the noise of `organ sensitivity --ablate noise`, the test
 //! matrices of `organ lora extract`).
 
-const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+/// SplitMix64's state increment γ.
+pub(crate) const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// SplitMix64's output function of a state (the Z-measure sampler's stream uses it too).
+#[inline(always)]
+pub(crate) fn finalize(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// FNV-1a, 64 bits.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+}
 
 /// Output `k` (from 0) of SplitMix64 seeded with `seed` (Steele, Lea, Flood 2014): its
 /// state after `k + 1` steps is `seed + (k + 1) * γ`, so any output is computed directly.
 fn splitmix64(seed: u64, k: u64) -> u64 {
-    let mut z = seed.wrapping_add(k.wrapping_add(1).wrapping_mul(GAMMA));
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    finalize(seed.wrapping_add(k.wrapping_add(1).wrapping_mul(GAMMA)))
 }
 
 /// Standard normal value `i` of the stream of `seed`: Box–Muller on SplitMix64 outputs
@@ -26,7 +37,7 @@ pub fn normal(seed: u64, i: u64) -> f32 {
 
 /// A seed of a name (64-bit FNV-1a of its bytes), for a stream per tensor.
 pub fn seed_of(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    fnv1a64(name.as_bytes())
 }
 
 /// Uniform value `i` of the stream of `seed` in [0, 1): SplitMix64 output `i` shifted to

@@ -5,6 +5,7 @@
 pub mod experts;
 pub mod graft;
 pub mod layers;
+pub mod list;
 pub mod meta;
 pub mod moe;
 pub mod purify;

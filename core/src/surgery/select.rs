@@ -1,6 +1,7 @@
 //! Which tensors an operation touches: layers (`5-20`, `3,7,9-11`), anatomy groups
 //! (`organ`, `skeleton`, …) and name patterns (`*` matches any run of characters).
 
+use super::list;
 use crate::anatomy::{classify, Group};
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -13,24 +14,12 @@ impl Layers {
     /// Parses `5-20`, `3,7,9-11`, `12`.
     ///
     /// # Errors
-    /// A sentence saying which part is not a layer or range.
-    pub fn parse(s: &str) -> Result<Layers, String> {
-        let mut out = Vec::new();
-        for part in s.split(',').map(str::trim) {
-            let (a, b) = match part.split_once('-') {
-                Some((a, b)) => (a.trim(), b.trim()),
-                None => (part, part),
-            };
-            let num = |x: &str| {
-                x.parse::<u32>().map_err(|_| alloc::format!("{part:?} is not a layer number or a range like 5-20"))
-            };
-            let (a, b) = (num(a)?, num(b)?);
-            if a > b {
-                return Err(alloc::format!("range {part:?} runs backwards"));
-            }
-            out.push((a, b));
-        }
-        Ok(Layers(out))
+    /// Which part is not a layer or range.
+    pub fn parse(s: &str) -> Result<Layers, LayersError> {
+        let ranges = list::ranges(s, u64::from(u32::MAX)).map_err(LayersError)?;
+        // Each number is at most u32::MAX: the conversion cannot fail.
+        let layer = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        Ok(Layers(ranges.into_iter().map(|(a, b)| (layer(a), layer(b))).collect()))
     }
 
     /// Whether `layer` is in the set.
@@ -51,6 +40,34 @@ impl Layers {
             }
         }
         Layers(out)
+    }
+}
+
+/// A layer list [`Layers::parse`] refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayersError(pub list::Fault);
+
+impl core::fmt::Display for LayersError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match &self.0 {
+            list::Fault::NotANumber { part } => write!(f, "{part:?} is not a layer number or a range like 5-20"),
+            list::Fault::Backwards { part } => write!(f, "range {part:?} runs backwards"),
+            // Layers::parse neither refuses an empty list as such nor counts.
+            list::Fault::Empty | list::Fault::TooMany { .. } => write!(f, "not a list of layers"),
+        }
+    }
+}
+
+/// A name [`Selection::parse_groups`] does not know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupError {
+    /// The name, trimmed.
+    pub name: String,
+}
+
+impl core::fmt::Display for GroupError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:?} is not an anatomy group (skeleton, organ, embed, norm, adapter, other)", self.name)
     }
 }
 
@@ -99,15 +116,15 @@ impl Selection {
     ///
     /// # Errors
     /// The name that is not a group.
-    pub fn parse_groups(names: &[String]) -> Result<Vec<Group>, String> {
+    pub fn parse_groups(names: &[String]) -> Result<Vec<Group>, GroupError> {
         names
             .iter()
             .flat_map(|s| s.split(','))
             .map(|s| {
                 let s = s.trim();
-                Group::from_name(s).or_else(|| Group::from_name(s.trim_end_matches('s'))).ok_or_else(|| {
-                    alloc::format!("{s:?} is not an anatomy group (skeleton, organ, embed, norm, adapter, other)")
-                })
+                Group::from_name(s)
+                    .or_else(|| Group::from_name(s.trim_end_matches('s')))
+                    .ok_or_else(|| GroupError { name: s.into() })
             })
             .collect()
     }

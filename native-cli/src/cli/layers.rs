@@ -42,7 +42,7 @@ impl<'a> TryFrom<&'a LayersArgs> for cmd::layers::Options<'a> {
             (None, Some(k)) => ("--keep", k, true),
             _ => anyhow::bail!("give one of --drop and --keep"),
         };
-        let layers = organ_core::surgery::layers::parse_list(flag, given).map_err(anyhow::Error::msg)?;
+        let layers = organ_core::surgery::layers::parse_list(given).map_err(|e| anyhow::anyhow!("{flag} {e}"))?;
         Ok(cmd::layers::Options {
             model: &a.model,
             out: a.out.as_deref(),

@@ -81,7 +81,7 @@ pub fn run(c: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let planned = match c.op {
         Op::Extract { expert } => experts::extract(&source.model, expert, &p),
         Op::Prune { keep, experts_used } => {
-            let keep = experts::parse_keep(keep).map_err(anyhow::Error::msg)?;
+            let keep = experts::parse_keep(keep).map_err(|e| anyhow::anyhow!("--keep {e}"))?;
             experts::prune(&source.model, &keep, experts_used, &p)
         }
     };

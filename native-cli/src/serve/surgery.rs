@@ -329,7 +329,7 @@ pub(super) async fn experts_prune(
 ) -> ApiResult<(StatusCode, Json<JobStatus>)> {
     let Json(r) = body?;
     let model = s.path(&r.path)?;
-    organ_core::surgery::experts::parse_keep(&r.keep).map_err(bad)?;
+    organ_core::surgery::experts::parse_keep(&r.keep).map_err(|e| bad(format!("--keep {e}")))?;
     let out = out_name(r.out.as_deref(), "pruned.gguf")?;
     let o2 = out.clone();
     start_job(

@@ -447,43 +447,8 @@ fn groups<T>(m: &Model<T>, arch: &str, count: u64, kept: &[u64], bad: &mut Vec<M
 /// # Errors
 /// A part that is not a number or an ascending range, or more than
 /// [`crate::limits::MAX_EXPERTS`] experts in all.
-pub fn parse_keep(s: &str) -> Result<Vec<u64>, String> {
-    parse_numbers("--keep", "expert", s, crate::limits::MAX_EXPERTS)
-}
-
-/// Parses a list of numbers and ranges, comma-separated (`0,2,5`, `10-12,15`), given as
-/// `flag` and naming a `what` (expert, layer), at most `max` in all.
-///
-/// # Errors
-/// A part (the empty list's one included) that is not a number or an ascending range, or more than `max`
-/// numbers in all.
-pub fn parse_numbers(flag: &str, what: &str, s: &str, max: u64) -> Result<Vec<u64>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',').map(str::trim) {
-        let num = |x: &str| {
-            x.trim()
-                .parse::<u64>()
-                .map_err(|_| format!("{flag} {s:?}: {part:?} is not {} number or a range A-B", article(what)))
-        };
-        let (a, b) = match part.split_once('-') {
-            Some((a, b)) => (num(a)?, num(b)?),
-            None => (num(part)?, num(part)?),
-        };
-        if a > b {
-            return Err(format!("{flag} {s:?}: the range {part:?} runs backwards"));
-        }
-        if b - a >= max || out.len() as u64 + (b - a) >= max {
-            return Err(format!("{flag} {s:?}: more than {max} {what}s"));
-        }
-        out.extend(a..=b);
-    }
-    Ok(out)
-}
-
-/// "an expert", "a layer".
-fn article(word: &str) -> String {
-    let an = word.starts_with(['a', 'e', 'i', 'o', 'u']);
-    format!("{} {word}", if an { "an" } else { "a" })
+pub fn parse_keep(s: &str) -> Result<Vec<u64>, super::list::NumbersError> {
+    super::list::numbers("expert", s, crate::limits::MAX_EXPERTS)
 }
 
 #[cfg(test)]

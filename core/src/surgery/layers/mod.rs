@@ -22,6 +22,7 @@
 
 use super::experts::{OutTensor, Piece, Provenance};
 use super::graft::Mismatch;
+use super::list::{self, NumbersError};
 use crate::gguf::{MetaValue, ValueType};
 use crate::model::{Model, OwnedValue, TensorEntry};
 use alloc::borrow::Borrow;
@@ -366,16 +367,16 @@ fn swa_layers<T>(m: &Model<T>, arch: &str, n: u64, nextn: u64) -> Option<Vec<boo
     )
 }
 
-/// Parses a list of layer numbers and ranges, comma-separated (`10-12,15`), for `flag`.
+/// Parses a list of layer numbers and ranges, comma-separated (`10-12,15`).
 ///
 /// # Errors
 /// An empty list, a part that is not a number or an ascending range, or more than
 /// [`crate::limits::MAX_LAYERS`] layers in all.
-pub fn parse_list(flag: &str, s: &str) -> Result<Vec<u64>, String> {
+pub fn parse_list(s: &str) -> Result<Vec<u64>, NumbersError> {
     if s.trim().is_empty() {
-        return Err(format!("{flag} is empty: give layer numbers or ranges, e.g. 10-12,15"));
+        return Err(NumbersError { list: s.into(), what: "layer", fault: list::Fault::Empty });
     }
-    super::experts::parse_numbers(flag, "layer", s, crate::limits::MAX_LAYERS)
+    list::numbers("layer", s, crate::limits::MAX_LAYERS)
 }
 
 #[cfg(test)]

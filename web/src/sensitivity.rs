@@ -12,14 +12,13 @@ use organ_core::predict::steps::{self, Block, Energy, EnergyJob, RoundTripJob};
 use organ_core::predict::{Calibration, Prediction, Predictor};
 use organ_core::sensitivity::is_weight;
 use organ_core::sensitivity::predicted::{rows, PredictionReport, SCHEMA};
-use organ_core::sensitivity::report::Report;
+use organ_core::sensitivity::report::{ReadBack, ReadError};
 use organ_core::zmeasure::ReadPlan;
 use organ_core::GgmlType;
 use std::sync::Arc;
 
-/// The largest sensitivity report opened (one row is ~400 bytes: 1,100 tensors make
-/// 450 kB), as `organ recipe --from` reads at most.
-pub const MAX_REPORT_BYTES: u64 = 64 << 20;
+/// The largest sensitivity report opened, as `organ recipe --from` reads at most.
+pub use organ_core::sensitivity::report::MAX_REPORT_BYTES;
 
 /// A measured report opened beside θ: its file, its change, and each tensor's mean KLD.
 #[derive(Clone, Debug, PartialEq)]
@@ -32,12 +31,10 @@ pub struct Measured {
 /// Reads a measured sensitivity report (`organ sensitivity --json`) of `model`: its rows
 /// must name the model's tensors in their types and shapes.
 pub fn read_measured(file: &str, text: &str, model: &[TensorEntry]) -> Result<Measured, String> {
-    let r: Report = serde_json::from_str(text)
-        .map_err(|e| format!("{file}: not an organ sensitivity report (organ sensitivity --json): {e}"))?;
-    if r.organ_sensitivity != organ_core::sensitivity::report::SCHEMA {
-        return Err(format!("{file}: organ_sensitivity: version {}; organ reads version 1", r.organ_sensitivity));
-    }
-    let klds = r.klds(model).map_err(|e| format!("{file}: {e} (a report of another model?)"))?;
+    let (r, klds) = ReadBack::read_checked(text, model, None).map_err(|e| match e {
+        ReadError::Row(e) => format!("{file}: {e} (a report of another model?)"),
+        e => format!("{file}: {e}"),
+    })?;
     Ok(Measured { file: file.to_owned(), change: r.change, klds })
 }
 

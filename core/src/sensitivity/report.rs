@@ -195,14 +195,102 @@ pub fn check_rows<'a, T: Borrow<TensorEntry>>(
     Ok(out)
 }
 
-impl Report {
-    /// [`check_rows`] of this report's rows.
+/// The largest sensitivity report read back, by `organ recipe --from` and the browser
+/// alike (a row is ~400 bytes: 1,100 tensors make 450 kB).
+pub const MAX_REPORT_BYTES: u64 = 64 << 20;
+
+/// Why a report was not read back ([`Report::read_checked`]); each face puts the file's
+/// name before it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReadError {
+    /// Not JSON of this schema: serde's reason.
+    NotAReport(String),
+    /// Another schema version.
+    Version(u32),
+    /// `model_blake3` is not the model's.
+    OtherModel {
+        /// The report's.
+        report: String,
+        /// The model's.
+        model: String,
+    },
+    /// A row does not fit the model.
+    Row(RowError),
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::NotAReport(e) => write!(f, "not an organ sensitivity report (organ sensitivity --json): {e}"),
+            ReadError::Version(v) => write!(f, "organ_sensitivity: version {v}; organ reads version {SCHEMA}"),
+            ReadError::OtherModel { report, model } => {
+                write!(f, "model_blake3: {report} is not the model's ({model}): a report of another model")
+            }
+            ReadError::Row(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// A report as it is read back (`organ recipe --from`, the browser beside θ): the fields
+/// they use, every other field ignored.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct ReadBack {
+    /// [`SCHEMA`].
+    pub organ_sensitivity: u32,
+    /// BLAKE3 of the model measured.
+    pub model_blake3: String,
+    /// [`super::Change::label`].
+    pub change: String,
+    /// The rows.
+    pub tensors: Vec<ReadRow>,
+}
+
+/// A row as it is read back ([`Row`]'s fields that a recipe and the browser use).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct ReadRow {
+    /// The tensor's name.
+    pub name: String,
+    /// Its type in the model.
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// Its shape.
+    pub dims: Vec<u64>,
+    /// The type it was written as in the changed model.
+    pub changed_type: String,
+    /// Its bytes in the changed model.
+    pub changed_bytes: u64,
+    /// Its mean KL divergence (the figure only).
+    pub kld: ReadKld,
+}
+
+/// A row's mean KL divergence, as read back.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+pub struct ReadKld {
+    /// The figure.
+    pub value: f64,
+}
+
+impl ReadBack {
+    /// A report read from `text` and checked against the model's `tensors`: its schema,
+    /// its model's BLAKE3 when the model's (`blake3`) is known, and every row
+    /// ([`check_rows`]); with each row's KL divergence.
     ///
     /// # Errors
-    /// As [`check_rows`].
-    pub fn klds<T: Borrow<TensorEntry>>(&self, tensors: &[T]) -> Result<Vec<(String, f64)>, RowError> {
-        let rows =
-            self.tensors.iter().map(|r| MeasuredRow { name: &r.name, ty: &r.ty, dims: &r.dims, kld: r.kld.value });
-        check_rows(rows, tensors)
+    /// The first of these that fails.
+    pub fn read_checked<T: Borrow<TensorEntry>>(
+        text: &str,
+        tensors: &[T],
+        blake3: Option<&str>,
+    ) -> Result<(ReadBack, Vec<(String, f64)>), ReadError> {
+        let r: ReadBack = serde_json::from_str(text).map_err(|e| ReadError::NotAReport(format!("{e}")))?;
+        if r.organ_sensitivity != SCHEMA {
+            return Err(ReadError::Version(r.organ_sensitivity));
+        }
+        if let Some(model) = blake3.filter(|b| !r.model_blake3.eq_ignore_ascii_case(b)) {
+            return Err(ReadError::OtherModel { report: r.model_blake3.clone(), model: model.into() });
+        }
+        let rows = r.tensors.iter().map(|e| MeasuredRow { name: &e.name, ty: &e.ty, dims: &e.dims, kld: e.kld.value });
+        let klds = check_rows(rows, tensors).map_err(ReadError::Row)?;
+        Ok((r, klds))
     }
 }

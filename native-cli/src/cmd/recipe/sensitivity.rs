@@ -3,42 +3,14 @@
 //! to the report's type), read strictly and checked against the model.
 
 use super::CurveSource;
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use organ_core::ggml_type::GgmlType;
 use organ_core::model::TensorEntry;
 use organ_core::recipe::size::tensor_bytes;
-use organ_core::sensitivity::report::{check_rows, MeasuredRow};
-use serde::Deserialize;
+use organ_core::sensitivity::report::{ReadBack, MAX_REPORT_BYTES};
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-
-/// The largest report read (one entry is ~250 bytes; 1,100 tensors make 300 kB).
-const MAX_REPORT_BYTES: u64 = 64 << 20;
-
-#[derive(Deserialize)]
-struct Report {
-    organ_sensitivity: u32,
-    model_blake3: String,
-    change: String,
-    tensors: Vec<Entry>,
-}
-
-#[derive(Deserialize)]
-struct Entry {
-    name: String,
-    #[serde(rename = "type")]
-    ty: String,
-    dims: Vec<u64>,
-    changed_type: String,
-    changed_bytes: u64,
-    kld: Kld,
-}
-
-#[derive(Deserialize)]
-struct Kld {
-    value: f64,
-}
 
 /// One report: the type every tensor was requantized to, and each tensor's KL divergence.
 pub struct Sensitivity {
@@ -63,7 +35,7 @@ pub struct Measured(pub Vec<Sensitivity>);
 /// Not such a report (a field missing or mistyped, another version), an ablation
 /// (`noise`, `zero`), another model, a tensor the model does not have or has in another
 /// type or shape, a changed size that is not the type's, a KL divergence out of range
-/// (negative or huge: [`check_rows`]).
+/// (negative or huge: [`organ_core::sensitivity::report::check_rows`]).
 pub fn read(path: &Path, model: &[&TensorEntry], blake3: &str) -> Result<Sensitivity> {
     let mut text = String::new();
     crate::input::open(path)?
@@ -73,12 +45,10 @@ pub fn read(path: &Path, model: &[&TensorEntry], blake3: &str) -> Result<Sensiti
     if text.len() as u64 > MAX_REPORT_BYTES {
         bail!("{}: more than {MAX_REPORT_BYTES} bytes, not a sensitivity report", path.display());
     }
-    let r: Report =
-        serde_json::from_str(&text).with_context(|| format!("{}: not an organ sensitivity report", path.display()))?;
+    let (r, kld) =
+        ReadBack::read_checked(&text, model, Some(blake3)).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    let kld: HashMap<String, f64> = kld.into_iter().collect();
     let at = |field: &str| format!("{}: {field}", path.display());
-    if r.organ_sensitivity != 1 {
-        bail!("{}: version {}; organ reads version 1", at("organ_sensitivity"), r.organ_sensitivity);
-    }
     let Some(change) = GgmlType::from_name(&r.change) else {
         bail!(
             "{}: {:?} is an ablation or no ggml type; a recipe needs a report whose tensors were requantized \
@@ -87,15 +57,8 @@ pub fn read(path: &Path, model: &[&TensorEntry], blake3: &str) -> Result<Sensiti
             r.change
         );
     };
-    if !r.model_blake3.eq_ignore_ascii_case(blake3) {
-        bail!("{}: {} is not the model's ({blake3}): a report of another model", at("model_blake3"), r.model_blake3);
-    }
-    // The rows against the model (names, types, shapes, finite figures, each once), as the
-    // browser app checks them; then what a recipe also needs: every row in the change's type
-    // (a row's dims are the model's, checked).
-    let rows = r.tensors.iter().map(|e| MeasuredRow { name: &e.name, ty: &e.ty, dims: &e.dims, kld: e.kld.value });
-    let kld: HashMap<String, f64> =
-        check_rows(rows, model).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?.into_iter().collect();
+    // Then what a recipe also needs: every row in the change's type (a row's dims are the
+    // model's, checked).
     for (i, e) in r.tensors.iter().enumerate() {
         let here = |field: &str| at(&format!("tensors[{i}].{field} ({})", e.name));
         if !e.changed_type.eq_ignore_ascii_case(change.name()) {

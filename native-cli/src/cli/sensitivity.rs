@@ -9,7 +9,11 @@ use organ_core::GgmlType;
 use std::path::PathBuf;
 
 /// The context sensitivity measures with by default: short, so that many evaluations fit
-/// in minutes (the study in docs/validity.md used it).
+/// in minutes (the study in docs/validity.md used it). It differs from eval's 512
+/// ([`crate::cmd::eval::DEFAULT_CTX`]) on purpose: a sweep evaluates one changed model per
+/// tensor, hundreds of them, and ranks them against one another, which a short context
+/// ranks as a long one does (docs/validity.md); eval and `--judge` score one model once,
+/// and report figures comparable with llama-perplexity's own defaults.
 pub const DEFAULT_CTX: u32 = 128;
 
 #[derive(clap::Args, Debug, Clone, PartialEq)]

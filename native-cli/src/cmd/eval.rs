@@ -10,7 +10,9 @@ use anyhow::Result;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The default context: llama-perplexity's own.
+/// The default context: llama-perplexity's own, so that eval's and `--judge`'s figures are
+/// comparable with its defaults (sensitivity's is shorter, for a sweep's hundreds of
+/// evaluations: [`crate::cli::sensitivity::DEFAULT_CTX`]).
 pub const DEFAULT_CTX: u32 = 512;
 
 /// `--judge`: after writing, evaluate the output against its parent with llama.cpp

@@ -35,7 +35,8 @@ pub async fn measure(
 ) -> Result<Outcome, String> {
     let t0 = pool::now_ms();
     let threads = pool::start().await?;
-    let adapter = Adapter::read_checked(&model.model, &model.label, base.map(|b| (&b.model, b.label.as_str())))?;
+    let adapter = Adapter::read_checked(&model.model, &model.label, base.map(|b| (&b.model, b.label.as_str())))
+        .map_err(|e| e.to_string())?;
     let adapter = Arc::new(adapter);
     let mut meter = Meter::new(adapter.pairs.len(), t0, on_progress);
     // Every pair is read, then measured on the pool while the next is read.

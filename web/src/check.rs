@@ -11,7 +11,7 @@ use crate::pool;
 use crate::reads::{each, worker_gone, Chunks, Meter, Progress};
 use crate::source::Model;
 use futures_util::future::FutureExt;
-use organ_core::check::{check_model, digest, CheckReport, Scanner, TensorScan};
+use organ_core::check::{check_model, digest, CheckReport, ScanError, Scanner, TensorScan};
 use organ_core::zmeasure::GENERATOR;
 use std::cell::Cell;
 
@@ -29,7 +29,7 @@ pub struct Outcome {
 }
 
 /// One tensor's scan (or why it could not be read) and the digest of its ends.
-type Scanned = (Result<TensorScan, String>, Option<[u8; 32]>);
+type Scanned = (Result<TensorScan, ScanError>, Option<[u8; 32]>);
 
 /// Reads tensor `i`'s bytes in order, a chunk of whole blocks at a time, and calls `f` on
 /// the pool with `state`, each chunk and its offset in the tensor; gives `state` back.
@@ -78,9 +78,9 @@ async fn scan(model: &Model, i: usize, read: &Cell<u64>) -> Scanned {
     match fed.await {
         Ok((s, e)) => match s.finish() {
             Ok(s) => (Ok(s), Some(e.digest())),
-            Err(x) => (Err(x.to_string()), None),
+            Err(x) => (Err(ScanError { reason: x.to_string() }), None),
         },
-        Err(x) => (Err(x), None),
+        Err(x) => (Err(ScanError { reason: x }), None),
     }
 }
 
@@ -115,7 +115,7 @@ pub async fn check(
     let mut meter = Meter::new(n, t0, on_progress);
     meter.progress.bytes_total = model.tensors.iter().map(|t| t.n_bytes).sum();
     let all: Vec<usize> = (0..n).collect();
-    let mut scanned: Vec<Scanned> = vec![(Err("not read".into()), None); n];
+    let mut scanned: Vec<Scanned> = vec![(Err(ScanError { reason: "not read".into() }), None); n];
     each(
         &all,
         window,

@@ -104,6 +104,15 @@ impl Finding {
     }
 }
 
+/// Why a tensor's bytes could not be scanned, as the front end that read them says it
+/// (a read that failed, a file cut short): the message of its [`Kind::Unscanned`] finding.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct ScanError {
+    /// What went wrong.
+    pub reason: String,
+}
+
 /// One tensor's row in a report: its scan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TensorRow {
@@ -232,12 +241,12 @@ pub fn model_findings<T: Borrow<TensorEntry>>(model: &Model<T>) -> (Vec<Finding>
 }
 
 /// The whole check of `model`: its metadata and shapes, and its tensors' scans (`scans[i]`
-/// is tensor `i`'s, or the reason it could not be read) and digests.
+/// is tensor `i`'s, or why it could not be read) and digests.
 pub fn check_model<T: Borrow<TensorEntry>>(
     generator: &str,
     label: &str,
     model: &Model<T>,
-    scans: Vec<core::result::Result<TensorScan, String>>,
+    scans: Vec<core::result::Result<TensorScan, ScanError>>,
     digests: &[Option<[u8; 32]>],
 ) -> CheckReport {
     let (mut findings, shapes_checked) = model_findings(model);
@@ -252,7 +261,7 @@ pub fn check_model<T: Borrow<TensorEntry>>(
                 rows.push(TensorRow { name: t.name.clone(), ty: t.ty.name().into(), scan: Some(s) });
             }
             Err(e) => {
-                findings.push(Finding::new(Severity::Error, Kind::Unscanned, &t.name, e));
+                findings.push(Finding::new(Severity::Error, Kind::Unscanned, &t.name, e.reason));
                 rows.push(TensorRow { name: t.name.clone(), ty: t.ty.name().into(), scan: None });
             }
         }

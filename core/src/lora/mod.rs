@@ -137,6 +137,30 @@ impl Problem {
     }
 }
 
+/// Why [`Adapter::read_checked`] refuses an adapter: its first error, naming the adapter
+/// by its label (and the base by its own).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// The adapter's own first error ([`Adapter::first_error`]).
+    #[error("{label}: {}", .problem.sentence())]
+    Adapter {
+        /// The adapter's label.
+        label: String,
+        /// The error.
+        problem: Problem,
+    },
+    /// Its first error against the base ([`Adapter::first_error_against`]).
+    #[error("{label}: against the base {base}: {}", .problem.sentence())]
+    AgainstBase {
+        /// The adapter's label.
+        label: String,
+        /// The base's label.
+        base: String,
+        /// The error.
+        problem: Problem,
+    },
+}
+
 /// What an adapter file holds, read from its metadata and tensor list (no tensor bytes).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Adapter {
@@ -208,7 +232,7 @@ impl Adapter {
     /// The first error, as a sentence (`None`: llama.cpp would load it and organ can
     /// apply it as llama.cpp does).
     pub fn first_error(&self) -> Option<String> {
-        self.problems.iter().find(|p| p.severity == Severity::Error).map(Problem::sentence)
+        first_error(&self.problems).map(Problem::sentence)
     }
 
     /// Reads `m` (called `label` in messages) as an adapter to measure or merge, and
@@ -217,19 +241,19 @@ impl Adapter {
     /// does before any work.
     ///
     /// # Errors
-    /// As [`Adapter::first_error`], then [`Adapter::first_error_against`].
+    /// [`Refused`]: as [`Adapter::first_error`], then [`Adapter::first_error_against`].
     pub fn read_checked<T: Borrow<TensorEntry>, U: Borrow<TensorEntry>>(
         m: &Model<T>,
         label: &str,
         base: Option<(&Model<U>, &str)>,
-    ) -> core::result::Result<Adapter, String> {
+    ) -> core::result::Result<Adapter, Refused> {
         let a = Adapter::read(m);
-        if let Some(e) = a.first_error() {
-            return Err(format!("{label}: {e}"));
+        if let Some(p) = first_error(&a.problems) {
+            return Err(Refused::Adapter { label: label.into(), problem: p.clone() });
         }
         if let Some((b, name)) = base {
-            if let Some(e) = a.first_error_against(b) {
-                return Err(format!("{label}: against the base {name}: {e}"));
+            if let Some(p) = first_error(&a.fits(b)) {
+                return Err(Refused::AgainstBase { label: label.into(), base: name.into(), problem: p.clone() });
             }
         }
         Ok(a)
@@ -239,7 +263,7 @@ impl Adapter {
     /// and measuring against it need, not what a run needs), as a sentence (`None`: it
     /// fits; warnings are not errors).
     pub fn first_error_against<T: Borrow<TensorEntry>>(&self, base: &Model<T>) -> Option<String> {
-        self.fits(base).iter().find(|p| p.severity == Severity::Error).map(Problem::sentence)
+        first_error(&self.fits(base)).map(Problem::sentence)
     }
 
     /// The factor of B·A for a pair of rank `rank`, at user scale `scale` (1 for
@@ -327,6 +351,11 @@ impl Adapter {
         }
         out
     }
+}
+
+/// The first of `problems` that is an error.
+fn first_error(problems: &[Problem]) -> Option<&Problem> {
+    problems.iter().find(|p| p.severity == Severity::Error)
 }
 
 impl Problem {

@@ -462,14 +462,14 @@ pub fn parse_value(key: &str, text: &str, ty: Option<&Ty>, current: Option<&Meta
     };
     match ty {
         Ty::Scalar(ValueType::String) => Ok(OwnedValue::Str(text.as_bytes().to_vec().into())),
-        Ty::Scalar(t) => Ok(OwnedValue::Scalar(scalar(t, text).map_err(bad)?)),
+        Ty::Scalar(t) => Ok(OwnedValue::Scalar(scalar(t, text).map_err(|e| bad(e.to_string()))?)),
         Ty::Array(elem) => {
             let json: serde_json::Value =
                 serde_json::from_str(text).map_err(|e| bad(format!("{text:.80?} is not a JSON array: {e}")))?;
             let serde_json::Value::Array(items) = json else {
                 return Err(bad(format!("{text:.80?} is not a JSON array")));
             };
-            array(elem.as_deref(), &items, 0).map_err(bad)
+            array(elem.as_deref(), &items, 0).map_err(|e| bad(e.to_string()))
         }
     }
 }
@@ -530,9 +530,56 @@ fn infer(text: &str) -> Ty {
     Ty::Scalar(ValueType::String)
 }
 
+/// Why a value's text makes no value of its type: the reason of an [`Error::BadEdit`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum ValueError {
+    /// A scalar's text out of its type's range, or not a number of it.
+    #[error("{text:.80?} is not a {what}")]
+    NotA {
+        /// The text.
+        text: String,
+        /// The type, with its range where it is short to say.
+        what: &'static str,
+    },
+    /// A type that is not a scalar's.
+    #[error("{0:?} is not a scalar type")]
+    NotScalar(ValueType),
+    /// An array longer than organ reads (its length).
+    #[error("an array of {0} elements, more than the {MAX_ARRAY_LEN} organ reads")]
+    TooLong(usize),
+    /// An untyped empty array.
+    #[error("an empty array has no type to infer; give it one, as in []:arr[u32]")]
+    Empty,
+    /// An untyped array of elements of more than one kind (the first).
+    #[error("elements of more than one kind (the first is {0:.40}); give the array its type, as in :arr[f32]")]
+    Mixed(serde_json::Value),
+    /// An element of another kind than the array's type.
+    #[error("{value:.40} is not a {}", ty_text(.ty))]
+    Kind {
+        /// The element.
+        value: serde_json::Value,
+        /// The array's element type.
+        ty: Ty,
+    },
+    /// Arrays nested deeper than organ reads.
+    #[error("arrays nested more than {MAX_DEPTH} deep")]
+    TooDeep,
+    /// An array element that does not encode.
+    #[error("{0}")]
+    Encode(Error),
+    /// What is wrong with element `index`.
+    #[error("element {index}: {inner}")]
+    Element {
+        /// The element's index.
+        index: usize,
+        /// What is wrong with it.
+        inner: Box<ValueError>,
+    },
+}
+
 /// One scalar of type `t` from its text.
-fn scalar(t: ValueType, text: &str) -> Result<MetaValue<'static>, String> {
-    let range = |what: &str| format!("{text:.80?} is not a {what}");
+fn scalar(t: ValueType, text: &str) -> Result<MetaValue<'static>, ValueError> {
+    let range = |what: &'static str| ValueError::NotA { text: text.into(), what };
     Ok(match t {
         ValueType::U8 => MetaValue::U8(text.parse().map_err(|_| range("u8 (0 to 255)"))?),
         ValueType::I8 => MetaValue::I8(text.parse().map_err(|_| range("i8 (-128 to 127)"))?),
@@ -549,14 +596,14 @@ fn scalar(t: ValueType, text: &str) -> Result<MetaValue<'static>, String> {
             "false" => MetaValue::Bool(false),
             _ => return Err(range("bool (true or false)")),
         },
-        ValueType::String | ValueType::Array => return Err(format!("{t:?} is not a scalar type")),
+        ValueType::String | ValueType::Array => return Err(ValueError::NotScalar(t)),
     })
 }
 
 /// A GGUF array of `items`, its elements of type `elem` (inferred when `None`).
-fn array(elem: Option<&Ty>, items: &[serde_json::Value], depth: u32) -> Result<OwnedValue, String> {
+fn array(elem: Option<&Ty>, items: &[serde_json::Value], depth: u32) -> Result<OwnedValue, ValueError> {
     if items.len() as u64 > MAX_ARRAY_LEN {
-        return Err(format!("an array of {} elements, more than the {MAX_ARRAY_LEN} organ reads", items.len()));
+        return Err(ValueError::TooLong(items.len()));
     }
     let elem = match elem {
         Some(t) => t.clone(),
@@ -568,7 +615,7 @@ fn array(elem: Option<&Ty>, items: &[serde_json::Value], depth: u32) -> Result<O
         Ty::Array(_) => ValueType::Array,
     };
     for (i, item) in items.iter().enumerate() {
-        let at = |e: String| format!("element {i}: {e}");
+        let at = |e: ValueError| ValueError::Element { index: i, inner: Box::new(e) };
         match (&elem, item) {
             (Ty::Scalar(ValueType::String), serde_json::Value::String(s)) => {
                 raw.extend_from_slice(&(s.len() as u64).to_le_bytes());
@@ -580,22 +627,22 @@ fn array(elem: Option<&Ty>, items: &[serde_json::Value], depth: u32) -> Result<O
             }
             (Ty::Array(inner), serde_json::Value::Array(sub)) => {
                 if depth + 2 >= MAX_DEPTH {
-                    return Err(at(format!("arrays nested more than {MAX_DEPTH} deep")));
+                    return Err(at(ValueError::TooDeep));
                 }
                 let v = array(inner.as_deref(), sub, depth + 1).map_err(at)?;
-                encode_value(&v.view().map_err(|e| at(e.to_string()))?, &mut raw);
+                encode_value(&v.view().map_err(|e| at(ValueError::Encode(e)))?, &mut raw);
             }
-            (t, v) => return Err(at(format!("{v:.40} is not a {}", ty_text(t)))),
+            (t, v) => return Err(at(ValueError::Kind { value: v.clone(), ty: t.clone() })),
         }
     }
     Ok(OwnedValue::Array { elem_type, len: items.len() as u64, raw: raw.into() })
 }
 
 /// The elements' type of an untyped JSON array: every element of one kind.
-fn infer_elements(items: &[serde_json::Value]) -> Result<Ty, String> {
+fn infer_elements(items: &[serde_json::Value]) -> Result<Ty, ValueError> {
     use serde_json::Value as J;
     let Some(first) = items.first() else {
-        return Err("an empty array has no type to infer; give it one, as in []:arr[u32]".into());
+        return Err(ValueError::Empty);
     };
     let same = |f: fn(&J) -> bool| items.iter().all(f);
     if same(|v| v.is_string()) {
@@ -614,7 +661,7 @@ fn infer_elements(items: &[serde_json::Value]) -> Result<Ty, String> {
             }
         }
     }
-    Err(format!("elements of more than one kind (the first is {first:.40}); give the array its type, as in :arr[f32]"))
+    Err(ValueError::Mixed(first.clone()))
 }
 
 fn ty_text(t: &Ty) -> String {

@@ -8,7 +8,7 @@
 
 use crate::model::{Model, Tensor};
 use anyhow::Result;
-use organ_core::check::{check_model, digest, CheckReport, Scanner, TensorScan};
+use organ_core::check::{check_model, digest, CheckReport, ScanError, Scanner, TensorScan};
 use organ_core::report::formats::{AnyReport, Shown};
 use organ_core::zmeasure::GENERATOR;
 use rayon::prelude::*;
@@ -35,7 +35,7 @@ pub static BYTES_READ: AtomicU64 = AtomicU64::new(0);
 const CHUNK: usize = 1 << 20;
 
 /// One tensor's scan (or why it could not be read) and the digest of its ends.
-type Scanned = (std::result::Result<TensorScan, String>, Option<[u8; 32]>);
+type Scanned = (std::result::Result<TensorScan, ScanError>, Option<[u8; 32]>);
 
 /// Checks the model at `path` and returns the report (nothing written).
 pub fn check_path(path: &Path, stream: bool) -> Result<CheckReport> {
@@ -64,7 +64,7 @@ pub fn check_path(path: &Path, stream: bool) -> Result<CheckReport> {
         .tensors
         .par_iter()
         .map_init(Vec::new, |buf, t| {
-            let r = scan(t, stream, buf).map_err(|e| format!("{e:#}"));
+            let r = scan(t, stream, buf).map_err(|e| ScanError { reason: format!("{e:#}") });
             crate::progress::tensor_done(&progress);
             match r {
                 Ok((s, d)) => (Ok(s), Some(d)),
@@ -85,7 +85,11 @@ pub fn check_path(path: &Path, stream: bool) -> Result<CheckReport> {
     let (scans, digests): (Vec<_>, Vec<_>) = header
         .tensors
         .iter()
-        .map(|t| by_name.remove(t.name.as_str()).unwrap_or_else(|| (Err("not in the file".into()), None)))
+        .map(|t| {
+            by_name
+                .remove(t.name.as_str())
+                .unwrap_or_else(|| (Err(ScanError { reason: "not in the file".into() }), None))
+        })
         .unzip();
     let mut report = check_model(GENERATOR, &model.label, &header, scans, &digests);
     report.cut_short(&model.label, &cut);

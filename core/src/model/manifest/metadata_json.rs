@@ -2,6 +2,7 @@
 //! (see the parent module's doc): [`Entry`]'s `Serialize`, and [`de_metadata`].
 
 use super::Entry;
+use crate::error::Error;
 use crate::gguf::{MetaArray, MetaValue, ValueType};
 use crate::limits::{
     MAX_ARRAY_LEN, MAX_DEPTH, MAX_KV_COUNT, MAX_MANIFEST_METADATA_BYTES, MAX_NESTED_ARRAYS, MAX_STRING_LEN,
@@ -10,7 +11,7 @@ use crate::model::value::OwnedValue;
 use alloc::borrow::Cow;
 use alloc::collections::BTreeSet;
 use alloc::format;
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -89,17 +90,29 @@ fn type_named(name: &str) -> Option<ValueType> {
     (0..13).filter_map(ValueType::from_code).find(|t| t.name() == name)
 }
 
-fn decode_hex(h: &str) -> Result<Vec<u8>, String> {
+/// Why a `{"hex": "…"}` string does not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum HexError {
+    /// An odd number of digits (how many).
+    #[error("hex string of odd length {0}")]
+    OddLength(usize),
+    /// A character that is not a hex digit, in the pair starting at this character.
+    #[error("bad hex digit at character {0}")]
+    BadDigit(usize),
+}
+
+/// The bytes a hex string spells (digits of either case).
+fn decode_hex(h: &str) -> Result<Vec<u8>, HexError> {
     let h = h.as_bytes();
     if h.len() % 2 != 0 {
-        return Err(format!("hex string of odd length {}", h.len()));
+        return Err(HexError::OddLength(h.len()));
     }
     let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
     h.chunks_exact(2)
         .enumerate()
         .map(|(i, p)| match (digit(p[0]), digit(p[1])) {
             (Some(a), Some(b)) => Ok(a << 4 | b),
-            _ => Err(format!("bad hex digit at character {}", 2 * i)),
+            _ => Err(HexError::BadDigit(2 * i)),
         })
         .collect()
 }
@@ -190,18 +203,18 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
         }
         let ty = ty.ok_or_else(|| de::Error::custom(format!("metadata key {key:?}: no type")))?;
         let raw = value.ok_or_else(|| de::Error::custom(format!("metadata key {key:?}: no value")))?;
+        let bad = |e: &dyn fmt::Display| de::Error::custom(format!("metadata key {key:?}: {e}"));
         let mut out = Vec::new();
-        decode_raw(raw, ty, 0, &mut out, self.0)
-            .and_then(|()| to_owned(ty, out))
-            .map(|value| Entry { key: key.clone(), value })
-            .map_err(|e| de::Error::custom(format!("metadata key {key:?}: {e}")))
+        decode_raw(raw, ty, 0, &mut out, self.0).map_err(|e| bad(&e))?;
+        let value = to_owned(ty, out).map_err(|e| bad(&e))?;
+        Ok(Entry { key, value })
     }
 }
 
 /// The owned value of GGUF bytes decoded from a manifest, checked as the file parser
 /// would. Strings and arrays keep `raw`'s buffer (their head cut off), not a copy.
-fn to_owned(ty: ValueType, mut raw: Vec<u8>) -> Result<OwnedValue, String> {
-    let v = MetaValue::decode(ty, &raw).map_err(|e| e.to_string())?;
+fn to_owned(ty: ValueType, mut raw: Vec<u8>) -> Result<OwnedValue, Error> {
+    let v = MetaValue::decode(ty, &raw)?;
     Ok(match v {
         MetaValue::Str(_) => {
             raw.drain(..8);
@@ -218,9 +231,15 @@ fn to_owned(ty: ValueType, mut raw: Vec<u8>) -> Result<OwnedValue, String> {
 
 /// Decodes the JSON text `raw` as a value of type `ty` at nesting `depth`, appending its
 /// GGUF encoding (without type code) to `out`.
-fn decode_raw(raw: &RawValue, ty: ValueType, depth: u32, out: &mut Vec<u8>, budget: &mut Budget) -> Result<(), String> {
+fn decode_raw(
+    raw: &RawValue,
+    ty: ValueType,
+    depth: u32,
+    out: &mut Vec<u8>,
+    budget: &mut Budget,
+) -> Result<(), serde_json::Error> {
     let mut d = serde_json::Deserializer::from_str(raw.get());
-    ValueSeed { ty, depth, out, budget }.deserialize(&mut d).and_then(|()| d.end()).map_err(|e| e.to_string())
+    ValueSeed { ty, depth, out, budget }.deserialize(&mut d).and_then(|()| d.end())
 }
 
 /// Appends the GGUF encoding of one JSON value of type `ty` to `out`.

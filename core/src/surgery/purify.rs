@@ -29,21 +29,37 @@ pub enum Method {
     },
 }
 
+/// A method's parameter out of its range ([`Method::check`]): it displays as
+/// `VALUE: must be a number from 0 to 1`, after the parameter's flag or field.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OutOfRange {
+    /// `keep` or `strength`.
+    pub parameter: &'static str,
+    /// The value given.
+    pub value: f64,
+}
+
+impl core::fmt::Display for OutOfRange {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}: must be a number from 0 to 1", self.value)
+    }
+}
+
 impl Method {
     /// Checks the method's parameter: `keep` and `strength` are finite and within 0..=1.
     ///
     /// # Errors
-    /// A sentence naming the flag and the value it got.
-    pub fn check(&self) -> Result<(), alloc::string::String> {
-        let (flag, x) = match *self {
+    /// The parameter and the value it got.
+    pub fn check(&self) -> Result<(), OutOfRange> {
+        let (parameter, value) = match *self {
             #[cfg(feature = "std")]
-            Method::Spectral { keep } => ("--keep", keep),
-            Method::Fractal { strength } => ("--strength", strength),
+            Method::Spectral { keep } => ("keep", keep),
+            Method::Fractal { strength } => ("strength", strength),
         };
-        if x.is_finite() && (0.0..=1.0).contains(&x) {
+        if value.is_finite() && (0.0..=1.0).contains(&value) {
             Ok(())
         } else {
-            Err(alloc::format!("{flag} {x}: must be a number from 0 to 1"))
+            Err(OutOfRange { parameter, value })
         }
     }
 }
@@ -235,10 +251,12 @@ mod tests {
     #[test]
     fn out_of_range_parameters_are_refused_by_flag() {
         for bad in [f64::NAN, -1.0, 1.5, 1e308, f64::INFINITY] {
-            let e = Method::Fractal { strength: bad }.check().unwrap_err();
+            // As the CLI says it: the flag, then the error.
+            let flagged = |e: OutOfRange| alloc::format!("--{} {e}", e.parameter);
+            let e = flagged(Method::Fractal { strength: bad }.check().unwrap_err());
             assert!(e.starts_with("--strength ") && e.ends_with("must be a number from 0 to 1"), "{e}");
             #[cfg(feature = "std")]
-            assert!(Method::Spectral { keep: bad }.check().unwrap_err().starts_with("--keep "));
+            assert!(flagged(Method::Spectral { keep: bad }.check().unwrap_err()).starts_with("--keep "));
         }
         assert_eq!(Method::Fractal { strength: 0.0 }.check(), Ok(()));
         #[cfg(feature = "std")]

@@ -81,7 +81,7 @@ impl<'a> TryFrom<&'a PurifyArgs> for cmd::purify::Options<'a> {
             "spectral" => Method::Spectral { keep: a.keep },
             m => bail!("--method {m:?}: use fractal or spectral"),
         };
-        method.check().map_err(anyhow::Error::msg)?;
+        method.check().map_err(|e| anyhow::anyhow!("--{} {e}", e.parameter))?;
         let as_type = match a.as_type.as_deref() {
             None => None,
             Some(t) => Some(GgmlType::from_name(t).filter(|t| can_quantize(*t)).ok_or_else(|| {

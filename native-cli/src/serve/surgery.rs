@@ -12,6 +12,7 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
+use organ_core::surgery::purify::Method;
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -255,6 +256,12 @@ pub(super) async fn purify(
         return Err(bad(format!("method {:?}: use fractal or spectral", r.method)));
     }
     let (select, all) = r.select.required("purify")?;
+    // The parameters' ranges, as the child checks them: a 400, not a failed job.
+    let methods =
+        [r.strength.map(|strength| Method::Fractal { strength }), r.keep.map(|keep| Method::Spectral { keep })];
+    for m in methods.into_iter().flatten() {
+        m.check().map_err(|e| bad(format!("{} {e}", e.parameter)))?;
+    }
     let out = out_name(r.out.as_deref(), "purified.gguf")?;
     let o2 = out.clone();
     start_job(

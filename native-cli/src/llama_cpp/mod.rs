@@ -1,20 +1,22 @@
 //! llama.cpp's tools, found and run: where `llama-perplexity` is (`--llama-cpp DIR`, then
 //! `ORGAN_LLAMA_CPP`, then `PATH`), and a run of it that reads both output streams, stops
 //! on Ctrl-C, and hands its text to [`output`] (the only parser of llama.cpp's text);
-//! [`perplexity`] evaluates a model (against a base) with them.
+//! [`handed`] hands a tool its files open, and [`perplexity`] evaluates a model (against a
+//! base) with them.
 //!
 //! A tool never gets a name to resolve: organ opens every file itself (under `organ
 //! serve`, confined to the root) and hands the tool the open file ([`Handed`]), which the
 //! tool inherits and opens as `/proc/self/fd/N`. A path swapped for a link after organ's
 //! check changes nothing the tool reads.
 
+pub mod handed;
 pub mod output;
 pub mod perplexity;
 
+pub use handed::{inherit, Handed};
+
 use anyhow::{bail, Context, Result};
-use std::fs::File;
 use std::io::Read;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -60,79 +62,6 @@ fn how_to_get(tool: &str) -> String {
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-/// A file (or a set of them) handed to a tool open: organ keeps the descriptors open, the
-/// tool inherits them under the same numbers and is told [`Handed::arg`], a name under
-/// `/proc/self/fd/` that leads to what organ opened.
-pub struct Handed {
-    /// What the tool is given on its command line.
-    pub arg: PathBuf,
-    fds: Vec<OwnedFd>,
-}
-
-/// Standard input, output and error: a tool's are set up anew, so no handed file keeps
-/// one of these numbers.
-const FIRST_FREE_FD: RawFd = 3;
-
-impl Handed {
-    /// `file`, given to the tool as `/proc/self/fd/N`.
-    ///
-    /// # Errors
-    /// The descriptor cannot be moved above standard error (where it was one of them).
-    pub fn file(file: File) -> Result<Handed> {
-        let fd = Self::above_stdio(file.into())?;
-        Ok(Handed { arg: PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())), fds: vec![fd] })
-    }
-
-    /// The directory `dir` (opened), whose entries the tool reads as
-    /// `/proc/self/fd/D/NAME`: for tools that find files by their names' pattern (a split
-    /// model's shards). `arg` is `name` in it.
-    ///
-    /// # Errors
-    /// As [`Handed::file`].
-    pub fn dir(dir: File, name: &str) -> Result<Handed> {
-        let mut h = Handed::file(dir)?;
-        h.arg = h.arg.join(name);
-        Ok(h)
-    }
-
-    /// Adds `file` to what the tool inherits; returns its name for the tool,
-    /// `/proc/self/fd/N` (a link in a handed directory leads there).
-    ///
-    /// # Errors
-    /// As [`Handed::file`].
-    pub fn add(&mut self, file: File) -> Result<PathBuf> {
-        let fd = Self::above_stdio(file.into())?;
-        let name = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
-        self.fds.push(fd);
-        Ok(name)
-    }
-
-    fn above_stdio(fd: OwnedFd) -> Result<OwnedFd> {
-        if fd.as_raw_fd() >= FIRST_FREE_FD {
-            return Ok(fd);
-        }
-        rustix::io::fcntl_dupfd_cloexec(&fd, FIRST_FREE_FD).context("cannot duplicate a descriptor")
-    }
-}
-
-/// Lets the tool `c` runs inherit the descriptors of `handed`: their close-on-exec flag is
-/// cleared in the child, between fork and exec, never in organ (where another thread's
-/// child would inherit them too).
-pub fn inherit(c: &mut Command, handed: &[&Handed]) {
-    let fds: Vec<RawFd> = handed.iter().flat_map(|h| h.fds.iter().map(AsRawFd::as_raw_fd)).collect();
-    // SAFETY: between fork and exec this runs only fcntl(F_SETFD) through rustix, on
-    // descriptors organ keeps open until the child is reaped; it allocates nothing (the
-    // list was made before the fork) and takes no lock.
-    unsafe {
-        c.pre_exec(move || {
-            for &fd in &fds {
-                rustix::io::fcntl_setfd(std::os::fd::BorrowedFd::borrow_raw(fd), rustix::io::FdFlags::empty())?;
-            }
-            Ok(())
-        });
-    }
 }
 
 /// Set by SIGINT or SIGTERM while a tool runs.

@@ -12,13 +12,13 @@
 //! copy, the logits file as organ created it. It never resolves a name the user gave, so
 //! a path swapped for a link after organ's check changes nothing it reads.
 
+use super::handed::{create_private, hand_model, open_text, scratch_dir};
 use super::{output, Handed};
 use crate::llama_cpp;
 use crate::model::Model;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -420,99 +420,6 @@ pub fn check_inputs(model: &Path, s: &Settings) -> Result<()> {
     check_gguf(model)
 }
 
-/// A private temp directory in `near` (else the system's temp directory), removed on drop;
-/// if organ is killed outright, the next organ run that writes there removes it. Only
-/// organ's user may enter it (mode 0700).
-pub(crate) fn scratch_dir(near: Option<&Path>) -> Result<crate::atomic::Temp> {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = near.map_or_else(std::env::temp_dir, Path::to_owned);
-    // Temp::dir names the directory `.organ-eval-logits.organ-tmp.PID.START.RANDOM`; nothing
-    // is ever renamed to `organ-eval-logits`.
-    let dest = dir.join("organ-eval-logits");
-    let t = crate::atomic::Temp::dir(&dest, false)?;
-    std::fs::set_permissions(&t.path, std::fs::Permissions::from_mode(0o700))
-        .with_context(|| format!("{}: cannot make it private", t.path.display()))?;
-    Ok(t)
-}
-
-/// A new file at `p` (never through a link), open to read and write, for organ's user only.
-pub(crate) fn create_private(p: &Path) -> Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .mode(0o600)
-        .open(p)
-        .with_context(|| format!("{}: cannot create", p.display()))
-}
-
-/// The most shards of a split model handed to llama.cpp (one descriptor each).
-pub const MAX_HANDED_SHARDS: usize = 256;
-
-/// The most tensors of a model handed to llama.cpp, which looks each tensor up by a scan of
-/// them all (65,536 took it more than 30 s); the largest real models have ~1,100.
-pub const MAX_HANDED_TENSORS: usize = 8192;
-
-/// The model at `path` opened (a regular file; under `organ serve`, inside the root) and
-/// handed to llama.cpp. A split model's shards (`NAME-0000I-of-0000N.gguf`), which
-/// llama.cpp finds by name beside the first, are each opened too, and handed as links
-/// named as they are, in the new private directory `links`, to `/proc/self/fd/N`; the
-/// tool is given `/proc/self/fd/D/NAME` (D: that directory, open) for the shard named.
-/// Shards are found beside the file opened (a link's target), as llama.cpp found them.
-/// Every file handed is first read by organ as any command reads a model
-/// ([`Model::from_open_files`]: the header budget, the tensor cap, every offset checked),
-/// so a file organ refuses never reaches llama.cpp, and its error names the file. The
-/// model read is returned; the tool is given duplicates of the very descriptors read.
-///
-/// # Errors
-/// A file cannot be opened or lies outside the root, is not a GGUF organ accepts, more
-/// than [`MAX_HANDED_SHARDS`] shards or [`MAX_HANDED_TENSORS`] tensors, or the links cannot
-/// be made.
-pub(crate) fn hand_model(path: &Path, links: &Path) -> Result<(Handed, Model)> {
-    let file = crate::input::open(path)?;
-    // Shards lie beside the file itself, as llama.cpp would find them from a link to it.
-    let real = crate::input::opened_path(&file).unwrap_or_else(|_| path.to_owned());
-    let dup = |f: &std::fs::File, p: &Path| f.try_clone().with_context(|| format!("{}: cannot duplicate", p.display()));
-    let Some(shards) = crate::source::split_shards(&real) else {
-        // organ reads the file (under its caps) before llama.cpp is given the same one.
-        let handed = dup(&file, path)?;
-        let model = within_tensors(path, Model::from_open_files(path, vec![(path.to_owned(), file)])?)?;
-        return Ok((Handed::file(handed)?, model));
-    };
-    let path = real.as_path();
-    if shards.len() > MAX_HANDED_SHARDS {
-        bail!(
-            "{}: a split of {} shards; organ hands llama.cpp at most {MAX_HANDED_SHARDS}",
-            path.display(),
-            shards.len()
-        );
-    }
-    let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(links)
-        .with_context(|| format!("{}: cannot create", links.display()))?;
-    let dir = std::fs::File::open(links).with_context(|| format!("{}: cannot open", links.display()))?;
-    let mut handed = Handed::dir(dir, &name(path))?;
-    let mut file = Some(file);
-    let mut opened = Vec::with_capacity(shards.len());
-    for shard in shards {
-        let f = match (shard == path, file.take()) {
-            (true, Some(f)) => f,
-            (_, f) => {
-                file = f;
-                crate::input::open(&shard).map_err(|e| e.context(format!("a shard of {}", path.display())))?
-            }
-        };
-        let target = handed.add(dup(&f, &shard)?)?;
-        let link = links.join(name(&shard));
-        std::os::unix::fs::symlink(&target, &link).with_context(|| format!("{}: cannot create", link.display()))?;
-        opened.push((shard, f));
-    }
-    Ok((handed, within_tensors(path, Model::from_open_files(path, opened)?)?))
-}
-
 /// The adapters `list` names, each opened as any input, read by organ and checked as
 /// llama.cpp would apply it to `side` (read as `side_model`): an adapter llama.cpp
 /// refuses or aborts on is refused here, named, before any run. Handed with their scales.
@@ -545,35 +452,6 @@ fn hand_adapters(list: &[Scaled], side: &Path, side_model: &Model) -> Result<Vec
         out.push((Handed::file(handed)?, a.scale));
     }
     Ok(out)
-}
-
-/// `model`, unless it has more than [`MAX_HANDED_TENSORS`] tensors.
-fn within_tensors(path: &Path, model: Model) -> Result<Model> {
-    let n = model.tensors.len();
-    if n > MAX_HANDED_TENSORS {
-        bail!(
-            "{}: {n} tensors; organ hands llama.cpp at most {MAX_HANDED_TENSORS} (real models have about 1,100)",
-            path.display()
-        );
-    }
-    Ok(model)
-}
-
-/// The most text organ hands llama-perplexity (wikitext-2's test set is 1.3 MB).
-pub const MAX_TEXT_BYTES: u64 = 256 << 20;
-
-/// The `--text` file, opened as any input (a regular file, under `organ serve` inside the
-/// root), refused past [`MAX_TEXT_BYTES`] from its size and read no further than that.
-///
-/// # Errors
-/// It cannot be opened as an input, or it is too large.
-pub fn open_text(text: &Path) -> Result<std::io::Take<std::fs::File>> {
-    let f = crate::input::open(text).context("--text")?;
-    let n = f.metadata().with_context(|| format!("{}: cannot stat", text.display()))?.len();
-    if n > MAX_TEXT_BYTES {
-        bail!("{}: {n} bytes, more than the {MAX_TEXT_BYTES} organ evaluates", text.display());
-    }
-    Ok(std::io::Read::take(f, MAX_TEXT_BYTES))
 }
 
 /// Copies the text ([`open_text`]) into `dir`, and hands the copy to llama.cpp.

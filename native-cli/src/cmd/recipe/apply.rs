@@ -4,7 +4,8 @@
 //! reported.
 
 use super::{Apply, Recipe};
-use crate::llama_cpp::perplexity::{create_private, evaluate, hand_model, scratch_dir, Evaluation};
+use crate::llama_cpp::handed::{create_private, hand_model, scratch_dir};
+use crate::llama_cpp::perplexity::{evaluate, Evaluation};
 use crate::llama_cpp::{self, Handed};
 use anyhow::{bail, Context, Result};
 use organ_core::recipe::accept::DEFAULT_FTYPE;

@@ -11,7 +11,8 @@ mod changed;
 pub mod predicted;
 mod run_dir;
 
-use crate::llama_cpp::perplexity::{open_text, SavedBase, Settings};
+use crate::llama_cpp::handed::open_text;
+use crate::llama_cpp::perplexity::{SavedBase, Settings};
 use crate::model::Model;
 use anyhow::{bail, Context, Result};
 use organ_core::sensitivity::report::{Estimate, Report, Row, Setup, SCHEMA};

@@ -12,6 +12,7 @@
 pub mod handed;
 pub mod output;
 pub mod perplexity;
+pub mod quantize;
 
 pub use handed::{inherit, Handed};
 

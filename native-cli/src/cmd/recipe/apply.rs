@@ -6,6 +6,7 @@
 use super::{Apply, Recipe};
 use crate::llama_cpp::handed::{create_private, hand_model, scratch_dir};
 use crate::llama_cpp::perplexity::{evaluate, Evaluation};
+use crate::llama_cpp::quantize::{Output, Quantize};
 use crate::llama_cpp::{self, Handed};
 use anyhow::{bail, Context, Result};
 use organ_core::recipe::accept::DEFAULT_FTYPE;
@@ -13,7 +14,6 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
-use std::process::Command;
 
 /// Whether single-tensor KL divergences add up: their sum against the whole recipe's.
 #[derive(Serialize)]
@@ -54,16 +54,16 @@ pub fn run(model: &Path, r: &Recipe, a: &Apply<'_>, force: bool, measured: bool)
     let imatrix = a.imatrix.map(|p| crate::input::open(p).and_then(Handed::file)).transpose()?;
     let (temp, file) = crate::atomic::Temp::file(a.out, force)?;
     let out = Handed::file(file)?;
-    let mut c = Command::new(&tool);
-    c.arg("--allow-requantize").arg("--tensor-type-file").arg(&recipe.arg);
-    if let Some(i) = &imatrix {
-        c.arg("--imatrix").arg(&i.arg);
-    }
-    c.arg(&handed_model.arg).arg(&out.arg).arg(DEFAULT_FTYPE.0);
-    let handed: Vec<&Handed> =
-        [Some(&handed_model), Some(&recipe), Some(&out), imatrix.as_ref()].into_iter().flatten().collect();
-    llama_cpp::inherit(&mut c, &handed);
-    llama_cpp::run(c).with_context(|| format!("{}: llama-quantize with the recipe", model.display()))?;
+    let c = Quantize {
+        allow_requantize: true,
+        pure: false,
+        tensor_type_file: Some(&recipe),
+        imatrix: imatrix.as_ref(),
+        model: &handed_model,
+        out: Output::Handed(&out),
+        ftype: DEFAULT_FTYPE.0,
+    };
+    llama_cpp::run(c.command(&tool)).with_context(|| format!("{}: llama-quantize with the recipe", model.display()))?;
     drop((handed_model, recipe, out, imatrix));
     let file_bytes = check(&temp.path, r, a.imatrix.is_some()).with_context(|| format!("{}", a.out.display()))?;
     temp.commit()?;

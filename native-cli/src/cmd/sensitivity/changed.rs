@@ -10,6 +10,7 @@
 
 use super::run_dir::Cache;
 use crate::atomic::Temp;
+use crate::llama_cpp::quantize::{Output, Quantize};
 use crate::llama_cpp::{self, Handed};
 use crate::model::{Model, Tensor};
 use anyhow::{bail, Context, Result};
@@ -19,7 +20,6 @@ use organ_core::sensitivity::{ablated, Change};
 use organ_core::GgmlType;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 
 /// The llama.cpp tools a run needs, found before any work.
@@ -168,16 +168,19 @@ fn quantize_whole(tool: &Path, path: &Path, model: &Model, ty: GgmlType, dest: &
     let input = Handed::file(crate::input::open(path)?)?;
     let (tmp, file) = Temp::file(dest, true)?;
     drop(file);
-    let mut c = Command::new(tool);
-    if model.tensors.iter().any(|t| t.ty.block_size() > 1) {
-        c.arg("--allow-requantize");
-    }
-    c.arg("--pure").arg(&input.arg).arg(&tmp.path).arg(ftype_name(ty)?);
-    llama_cpp::inherit(&mut c, &[&input]);
+    let c = Quantize {
+        allow_requantize: model.tensors.iter().any(|t| t.ty.block_size() > 1),
+        pure: true,
+        tensor_type_file: None,
+        imatrix: None,
+        model: &input,
+        out: Output::Path(&tmp.path),
+        ftype: ftype_name(ty)?,
+    };
     crate::progress::note(format!(
         "making the {} donor with llama-quantize --pure (once per model and type)",
         ty.name()
     ));
-    llama_cpp::run(c).with_context(|| format!("{}: llama-quantize to {}", path.display(), ty.name()))?;
+    llama_cpp::run(c.command(tool)).with_context(|| format!("{}: llama-quantize to {}", path.display(), ty.name()))?;
     tmp.commit()
 }

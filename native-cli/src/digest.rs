@@ -43,7 +43,7 @@ pub fn identity_files(path: &Path) -> Vec<PathBuf> {
     if path.is_dir() {
         vec![path.join("manifest.json")]
     } else {
-        crate::source::split_shards(path).unwrap_or_else(|| vec![path.to_owned()])
+        crate::paths::split_shards(path).unwrap_or_else(|| vec![path.to_owned()])
     }
 }
 

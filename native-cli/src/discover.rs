@@ -24,7 +24,7 @@ pub fn discover(path: &Path) -> Result<Vec<PathBuf>> {
                     stack.push(p);
                 }
             } else if ty.is_file() && p.extension().is_some_and(|x| x == "gguf") {
-                match crate::source::split_shards(&p) {
+                match crate::paths::split_shards(&p) {
                     Some(shards) if shards[0] != p => {} // counted through its first shard
                     _ => found.push(p),
                 }

@@ -66,7 +66,7 @@ impl<'a> Location<'a> {
     /// URL), every shard of its model, in order.
     pub fn shards(&self) -> Option<Vec<PathBuf>> {
         match self {
-            Location::Local(p) => crate::source::split_shards(p),
+            Location::Local(p) => crate::paths::split_shards(p),
             Location::Url(u) => crate::remote::split_urls(u),
         }
     }

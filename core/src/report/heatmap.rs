@@ -4,7 +4,7 @@
 //! (§7) each cell also has the σ of its mean; cells noisier than a threshold are marked,
 //! and so are the cells whose θ is within the sampling noise of the layers above and below.
 
-use super::format::SIGMA_STOPS;
+use super::readable::SIGMA_STOPS;
 use super::{hex, ModelReport, TensorReport};
 use crate::anatomy::Group;
 use crate::zmeasure::{population_std, DRAWS};

@@ -12,7 +12,6 @@ mod compare_heatmap;
 mod compare_html;
 mod csv;
 mod expert_heatmap;
-mod format;
 pub mod formats;
 mod fragment;
 mod heatmap;
@@ -22,6 +21,7 @@ mod json;
 mod kinds;
 mod layer_plot;
 mod page;
+mod readable;
 mod scatter;
 mod schema;
 pub mod sensitivity_html;
@@ -34,17 +34,19 @@ pub use compare_html::{changed_figures, render_compare, SAME_POSITIONS};
 pub use csv::prediction as prediction_csv;
 pub use csv::sensitivity as sensitivity_csv;
 pub use expert_heatmap::{caption as experts_caption, ExpertHeatmap};
-pub use format::{adapter_facts, update_figures};
-pub use format::{cell_style, contrast_ratio, diff_color, diff_position, diff_rgb, hex, human_bytes, human_count, ink};
-pub use format::{
-    relative_luminance, sci, sigma_rgb, theta_color, theta_legend, theta_rgb, IDENTICAL_COLOR, THETA_SCALE,
-};
 pub use formats::{AnyReport, Format, Kind, Shown, FORMATS};
 pub use fragment::ViewState;
 pub use heatmap::{hatch_style, sigma_color, sigma_legend, Heatmap, NEIGHBOUR_SIGMAS, NOISY_STYLE, OUTSIDE_LABEL};
 pub use heatmap::{SIGMA_MARK, TYPICAL_SIGMA};
 pub use histogram::Histogram;
 pub use layer_plot::{d_theta_by_layer_svg, kind_of, theta_by_layer_svg};
+pub use readable::{adapter_facts, update_figures};
+pub use readable::{
+    cell_style, contrast_ratio, diff_color, diff_position, diff_rgb, hex, human_bytes, human_count, ink,
+};
+pub use readable::{
+    relative_luminance, sci, sigma_rgb, theta_color, theta_legend, theta_rgb, IDENTICAL_COLOR, THETA_SCALE,
+};
 pub use scatter::theta_scatter_svg;
 pub use schema::{Measured, ModelReport, RankRow, Report, RANKING_NOTE};
 pub use summary::{GroupSummary, Summary, Well, WELLS};

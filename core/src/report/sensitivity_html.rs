@@ -2,8 +2,8 @@
 //! divergence as a layer × kind heatmap on a fixed logarithmic scale (so that pages compare),
 //! the sortable table of every tensor, and the report itself embedded as JSON.
 
-use super::format::{cell_style, diff_color, diff_rgb};
 use super::page::{embeddable_json, escape, CSP_META, SCRIPT, STYLE};
+use super::readable::{cell_style, diff_color, diff_rgb};
 use crate::sensitivity::report::{Report, Row};
 use alloc::collections::BTreeSet;
 use alloc::format;

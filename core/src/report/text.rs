@@ -53,7 +53,7 @@ fn measure(report: &Report, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Res
                 "{}  {}  {}; rows are the updates ΔW = (α/r)·B·A, {} values",
                 printable(&m.model),
                 printable(m.architecture.as_deref().unwrap_or("?")),
-                super::format::adapter_facts(a),
+                super::readable::adapter_facts(a),
                 human_count(m.parameters),
             )?,
             None => writeln!(
@@ -109,7 +109,7 @@ fn measure(report: &Report, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Res
                     opt(t.cv, 9, 3)
                 )?;
                 if let (true, Some(u)) = (adapter, &t.update) {
-                    let (frobenius, relative) = super::format::update_figures(u);
+                    let (frobenius, relative) = super::readable::update_figures(u);
                     write!(out, " {:>5} {frobenius:>9}", u.rank)?;
                     if base {
                         write!(out, " {:>10}", relative.as_deref().unwrap_or("-"))?;

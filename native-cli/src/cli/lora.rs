@@ -131,7 +131,7 @@ impl ExtractArgs {
     }
 }
 
-impl<'a> TryFrom<&'a ExtractArgs> for cmd::lora_extract::Options<'a> {
+impl<'a> TryFrom<&'a ExtractArgs> for cmd::lora::extract::Options<'a> {
     type Error = anyhow::Error;
 
     fn try_from(a: &'a ExtractArgs) -> Result<Self> {
@@ -141,8 +141,8 @@ impl<'a> TryFrom<&'a ExtractArgs> for cmd::lora_extract::Options<'a> {
         // α = the rank, an f32 in the file, and the halves carry √(r / α) each: a rank past
         // every weight's would scale them toward f16's underflow (1e15: the merged-back
         // adapter was 39 % off the finetune).
-        if a.rank > cmd::lora_extract::MAX_RANK {
-            bail!("--rank {}: more than {}, the largest rank organ extracts", a.rank, cmd::lora_extract::MAX_RANK);
+        if a.rank > cmd::lora::extract::MAX_RANK {
+            bail!("--rank {}: more than {}, the largest rank organ extracts", a.rank, cmd::lora::extract::MAX_RANK);
         }
         let rank = usize::try_from(a.rank).map_err(|_| anyhow!("--rank {}: too large", a.rank))?;
         let ty = GgmlType::from_name(&a.ty)
@@ -151,7 +151,7 @@ impl<'a> TryFrom<&'a ExtractArgs> for cmd::lora_extract::Options<'a> {
         if !a.out.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) {
             bail!("{}: an adapter is one GGUF file (a name ending in .gguf)", a.out.display());
         }
-        Ok(cmd::lora_extract::Options {
+        Ok(cmd::lora::extract::Options {
             base: &a.base,
             tuned: &a.tuned,
             rank,
@@ -179,10 +179,10 @@ pub(super) fn run(op: &Op, out: &mut Out) -> Result<Exit> {
             cmd::lora::merge::run(&o, out.text(&[o.json])?)?;
         }
         Op::Extract(a) => {
-            let o = cmd::lora_extract::Options::try_from(a)?;
+            let o = cmd::lora::extract::Options::try_from(a)?;
             let printed = out.text(&[o.json])?;
             guard(&super::with_judge(&[o.base, o.tuned], &o.judge), &[Some(o.out), o.json], o.force)?;
-            cmd::lora_extract::run(&o, printed)?;
+            cmd::lora::extract::run(&o, printed)?;
         }
     }
     Ok(Exit::Done)

@@ -242,7 +242,7 @@ pub(crate) fn cache_root() -> Option<std::path::PathBuf> {
 pub(crate) fn guard(inputs: &[&Path], outputs: &[Option<&Path>], force: bool) -> Result<()> {
     for i in inputs {
         crate::input::declare(i);
-        for shard in crate::source::split_shards(i).unwrap_or_default() {
+        for shard in crate::paths::split_shards(i).unwrap_or_default() {
             crate::input::declare(&shard);
         }
     }

@@ -166,7 +166,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     // A split model is edited as one: its metadata is in the first shard (the others hold
     // only split.* keys), so the first shard gets the new header and the others are copied.
     // Model::open opens every shard and checks they are one model (the core's shard check).
-    let files = match crate::source::split_shards(o.model) {
+    let files = match crate::paths::split_shards(o.model) {
         Some(_) => crate::model::Model::open(o.model)?.files,
         None => vec![std::sync::Arc::new(ModelFile::open(o.model)?)],
     };
@@ -186,7 +186,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let out_name = match o.target {
         Target::Out(out) => {
             let n = files.len();
-            let paths = match crate::source::split_shards(out) {
+            let paths = match crate::paths::split_shards(out) {
                 _ if n == 1 => vec![out.to_owned()],
                 Some(named) if named.len() == n => named,
                 Some(named) => bail!("{}: names a set of {} shards; the model has {n}", out.display(), named.len()),

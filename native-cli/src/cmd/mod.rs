@@ -9,7 +9,6 @@ pub mod graft;
 pub mod inspect;
 pub mod layers;
 pub mod lora;
-pub mod lora_extract;
 pub mod measure;
 pub mod merge;
 pub mod meta;

@@ -139,7 +139,7 @@ pub(crate) fn hand_model(path: &Path, links: &Path) -> Result<(Handed, Model)> {
     // Shards lie beside the file itself, as llama.cpp would find them from a link to it.
     let real = crate::input::opened_path(&file).unwrap_or_else(|_| path.to_owned());
     let dup = |f: &std::fs::File, p: &Path| f.try_clone().with_context(|| format!("{}: cannot duplicate", p.display()));
-    let Some(shards) = crate::source::split_shards(&real) else {
+    let Some(shards) = crate::paths::split_shards(&real) else {
         // organ reads the file (under its caps) before llama.cpp is given the same one.
         let handed = dup(&file, path)?;
         let model = within_tensors(path, Model::from_open_files(path, vec![(path.to_owned(), file)])?)?;

@@ -117,7 +117,7 @@ pub fn open_unchecked(dir: &Path) -> Result<(Model, Digests)> {
 /// the manifest's entry (its digest is [`Digests::check`]'s).
 fn organ_file(root: &Path, mpath: &Path, t: &ManifestTensor, e: &TensorEntry) -> Result<Arc<ModelFile>> {
     let path =
-        crate::source::confined(root, &t.file).with_context(|| format!("{}: tensor {:?}", mpath.display(), t.name))?;
+        crate::paths::confined(root, &t.file).with_context(|| format!("{}: tensor {:?}", mpath.display(), t.name))?;
     let file = Arc::new(ModelFile::open_mapped(&path)?);
     let h = organ_bin::parse_header(file.bytes(), file.bytes().len() as u64)
         .with_context(|| format!("{}: not a valid organ file", path.display()))?;

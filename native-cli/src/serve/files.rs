@@ -54,7 +54,7 @@ pub(super) async fn models(State(s): State<Arc<AppState>>) -> ApiResult<Json<Val
             }
             let (kind, files) = if p.is_dir() {
                 ("organ_dir", vec![p.join("manifest.json")])
-            } else if let Some(sh) = crate::source::split_shards(&p) {
+            } else if let Some(sh) = crate::paths::split_shards(&p) {
                 ("split", sh)
             } else {
                 ("gguf", vec![p.clone()])

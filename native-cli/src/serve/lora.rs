@@ -161,7 +161,7 @@ pub(super) async fn extract(
     args.ty = r.ty.unwrap_or(args.ty);
     args.judge = judge;
     // The rank, the type and the name (.gguf) are checked here: a 400, not a failed job.
-    crate::cmd::lora_extract::Options::try_from(&args).map_err(|e| bad(format!("{e:#}")))?;
+    crate::cmd::lora::extract::Options::try_from(&args).map_err(|e| bad(format!("{e:#}")))?;
     start_job(
         &s,
         "lora-extract",

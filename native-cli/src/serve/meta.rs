@@ -171,9 +171,9 @@ pub(super) async fn meta(
 /// file; for a shard of a split model (its set known by the name), one file per shard,
 /// OUT's own set of names when it is one, else `OUT-0000i-of-0000N.gguf`; and meta.json.
 fn written(model: &std::path::Path, out: &str) -> Vec<String> {
-    let n = crate::source::split_shards(model).map_or(1, |v| v.len());
+    let n = crate::paths::split_shards(model).map_or(1, |v| v.len());
     let out_path = std::path::Path::new(out);
-    let shards = match crate::source::split_shards(out_path) {
+    let shards = match crate::paths::split_shards(out_path) {
         _ if n == 1 => vec![out_path.to_owned()],
         Some(named) => named,
         None => crate::write::gguf_split::shard_paths(out_path, n),

@@ -38,7 +38,7 @@ pub fn shard_paths(dest: &Path, n: usize) -> Vec<PathBuf> {
     let prefix = name.strip_suffix(".gguf").unwrap_or(&name);
     let prefix_name = Path::new(prefix).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let dir = dest.parent().map(Path::to_owned).unwrap_or_default();
-    (1..=n).map(|i| dir.join(crate::source::split_name(&prefix_name, i, n))).collect()
+    (1..=n).map(|i| dir.join(crate::paths::split_name(&prefix_name, i, n))).collect()
 }
 
 /// [`write_gguf_split`]'s shards in their temp paths, uncommitted, with the paths they are

@@ -1,2 +1,3 @@
 //! `organ lora …`: one module per operation.
+pub mod extract;
 pub mod merge;

@@ -37,12 +37,15 @@ pub fn download_blob(name: &str, blob: &web_sys::Blob) {
 }
 
 /// What an export of `report` is called, before its extension: `<model>.organ` (a θ
-/// report), `<A>-vs-<B>.organ-diff` (a compare report), `<model>.organ-check`.
+/// report), `<A>-vs-<B>.organ-diff` (a compare report), `<model>.organ-check`,
+/// `<model>.organ-sensitivity`, `<model>.organ-prediction`.
 fn stem(report: AnyReport<'_>) -> String {
     match report {
         AnyReport::Measure(r) => format!("{}.organ", r.models.first().map_or("", |m| m.model.as_str())),
         AnyReport::Compare(r) => format!("{}-vs-{}.organ-diff", r.a.model, r.b.model),
         AnyReport::Check(r) => format!("{}.organ-check", r.model),
+        AnyReport::Sensitivity(r) => format!("{}.organ-sensitivity", r.model),
+        AnyReport::Prediction(r) => format!("{}.organ-prediction", r.model),
     }
 }
 

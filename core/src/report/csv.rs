@@ -88,6 +88,8 @@ pub fn render(report: AnyReport<'_>, _: &Shown, out: &mut dyn fmt::Write) -> fmt
         AnyReport::Measure(r) => measure(r, &mut Records::new(out)),
         AnyReport::Compare(r) => compare(r, &mut Records::new(out)),
         AnyReport::Check(_) => Ok(()),
+        AnyReport::Sensitivity(r) => sensitivity(r, out),
+        AnyReport::Prediction(r) => prediction(r, out),
     }
 }
 

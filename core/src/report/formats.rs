@@ -55,11 +55,12 @@ pub const JSON: Format = Format {
     name: "json",
     extension: "json",
     media_type: "application/json",
-    kinds: &[Kind::Measure, Kind::Compare, Kind::Check],
+    kinds: &[Kind::Measure, Kind::Compare, Kind::Check, Kind::Sensitivity, Kind::Prediction],
     flag: &[
         (Kind::Measure, "Also write the full report as JSON (schema: docs/report.schema.json)"),
         (Kind::Compare, "Also write the full report as JSON (schema: docs/report.schema.json, \"compare\": \"c1\")"),
         (Kind::Check, "Also write the report as JSON (schema: docs/report.schema.json, \"check\": \"k1\")"),
+        (Kind::Sensitivity, "Write the report as JSON"),
     ],
     export_label: Some("Export JSON"),
     render: json::render,
@@ -70,10 +71,11 @@ pub const CSV: Format = Format {
     name: "csv",
     extension: "csv",
     media_type: "text/csv",
-    kinds: &[Kind::Measure, Kind::Compare],
+    kinds: &[Kind::Measure, Kind::Compare, Kind::Sensitivity, Kind::Prediction],
     flag: &[
         (Kind::Measure, "Also write one CSV row per tensor"),
         (Kind::Compare, "Also write one CSV row per pair (and per expert of expert tensors)"),
+        (Kind::Sensitivity, "Write one CSV line per tensor"),
     ],
     export_label: None,
     render: csv::render,
@@ -84,7 +86,7 @@ pub const HTML: Format = Format {
     name: "html",
     extension: "html",
     media_type: "text/html",
-    kinds: &[Kind::Measure, Kind::Compare],
+    kinds: &[Kind::Measure, Kind::Compare, Kind::Sensitivity],
     flag: &[
         (
             Kind::Measure,
@@ -96,6 +98,7 @@ pub const HTML: Format = Format {
             "Also write the report as one self-contained static HTML page (the browser app's export, with the \
              1 − cos heatmap and the θ scatter): opens offline, embeds the JSON",
         ),
+        (Kind::Sensitivity, "Write a static page: the layer × kind heatmap of measured sensitivity and the table"),
     ],
     export_label: Some("Export static HTML"),
     render: render_html,
@@ -117,7 +120,7 @@ pub const TEXT: Format = Format {
     name: "text",
     extension: "txt",
     media_type: "text/plain; charset=utf-8",
-    kinds: &[Kind::Measure, Kind::Compare, Kind::Check],
+    kinds: &[Kind::Measure, Kind::Compare, Kind::Check, Kind::Sensitivity, Kind::Prediction],
     flag: &[],
     export_label: None,
     render: text::render,
@@ -146,7 +149,8 @@ fn render_html(report: AnyReport<'_>, _: &Shown, out: &mut dyn fmt::Write) -> fm
     match report {
         AnyReport::Measure(r) => out.write_str(&super::html::render(r)),
         AnyReport::Compare(r) => out.write_str(&super::render_compare(r)),
-        AnyReport::Check(_) => Ok(()),
+        AnyReport::Sensitivity(r) => super::sensitivity_html::render(r, out),
+        AnyReport::Check(_) | AnyReport::Prediction(_) => Ok(()),
     }
 }
 

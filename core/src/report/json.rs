@@ -13,6 +13,8 @@ pub fn render(report: AnyReport<'_>, _: &Shown, out: &mut dyn fmt::Write) -> fmt
         AnyReport::Measure(r) => pretty(r, out),
         AnyReport::Compare(r) => pretty(r, out),
         AnyReport::Check(r) => pretty(r, out),
+        AnyReport::Sensitivity(r) => pretty(r, out),
+        AnyReport::Prediction(r) => pretty(r, out),
     }?;
     out.write_char('\n')
 }

@@ -4,6 +4,8 @@
 use super::Report;
 use crate::check::CheckReport;
 use crate::compare::CompareReport;
+use crate::sensitivity::predicted::PredictionReport;
+use crate::sensitivity::report::Report as SensitivityReport;
 
 /// The kinds of report a format may apply to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,6 +16,10 @@ pub enum Kind {
     Compare,
     /// A check report (`organ check`, the app's check mode).
     Check,
+    /// A measured sensitivity report (`organ sensitivity --to/--ablate`).
+    Sensitivity,
+    /// A predicted sensitivity report (`organ sensitivity --predict`, the app's prediction).
+    Prediction,
 }
 
 /// A report of any kind, borrowed for rendering.
@@ -25,6 +31,10 @@ pub enum AnyReport<'a> {
     Compare(&'a CompareReport),
     /// A check report.
     Check(&'a CheckReport),
+    /// A measured sensitivity report.
+    Sensitivity(&'a SensitivityReport),
+    /// A predicted sensitivity report.
+    Prediction(&'a PredictionReport),
 }
 
 impl AnyReport<'_> {
@@ -34,6 +44,8 @@ impl AnyReport<'_> {
             AnyReport::Measure(_) => Kind::Measure,
             AnyReport::Compare(_) => Kind::Compare,
             AnyReport::Check(_) => Kind::Check,
+            AnyReport::Sensitivity(_) => Kind::Sensitivity,
+            AnyReport::Prediction(_) => Kind::Prediction,
         }
     }
 }

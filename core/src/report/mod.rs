@@ -25,6 +25,7 @@ mod readable;
 mod scatter;
 mod schema;
 pub mod sensitivity_html;
+mod sensitivity_text;
 pub mod summary;
 mod tensor_report;
 mod text;

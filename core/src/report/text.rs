@@ -27,6 +27,8 @@ pub fn render(report: AnyReport<'_>, shown: &Shown, out: &mut dyn fmt::Write) ->
         AnyReport::Measure(r) => measure(r, shown, out),
         AnyReport::Compare(r) => compare(r, shown.top, out),
         AnyReport::Check(r) => check(r, out),
+        AnyReport::Sensitivity(r) => super::sensitivity_text::measured(r, out),
+        AnyReport::Prediction(r) => super::sensitivity_text::predicted(r, out),
     }
 }
 

@@ -45,6 +45,8 @@ report_kind! {
     Compare => Kind::Compare;
     /// Check reports (`check`).
     Check => Kind::Check;
+    /// Sensitivity reports (`sensitivity`, measured; a prediction takes the same files).
+    Sensitivity => Kind::Sensitivity;
 }
 
 /// The id of the group of a command's report-file flags: `conflicts_with = "reports"`

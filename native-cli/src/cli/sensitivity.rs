@@ -1,6 +1,6 @@
 //! `organ sensitivity`: flags to [`cmd::sensitivity::Options`].
 
-use super::{guard, Argv, Exit, Force, Out, SelectArgs, ToArgs};
+use super::{guard, Argv, Exit, Force, Out, ReportFiles, SelectArgs, Sensitivity, ToArgs};
 use crate::cmd::{self, eval::Settings};
 use anyhow::{bail, Result};
 use organ_core::sensitivity::{Change, DEFAULT_SEED};
@@ -59,15 +59,9 @@ pub struct SensitivityArgs {
     /// Spearman's ρ between the two: the ceiling any predictor can reach.
     #[arg(long, value_name = "FILE")]
     pub repeat_text: Option<PathBuf>,
-    /// Write the report as JSON.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Write one CSV line per tensor.
-    #[arg(long, value_name = "FILE")]
-    pub csv: Option<PathBuf>,
-    /// Write a static page: the layer × kind heatmap of measured sensitivity and the table.
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
+    /// `--json`, `--csv`, `--html` (measured only): the registry's files.
+    #[command(flatten)]
+    pub reports: ReportFiles<Sensitivity>,
     /// Where results are kept, so an interrupted run resumes (default: ~/.cache/organ).
     #[arg(long, value_name = "DIR")]
     pub cache: Option<PathBuf>,
@@ -103,9 +97,7 @@ impl SensitivityArgs {
             ctx: DEFAULT_CTX,
             chunks: None,
             repeat_text: None,
-            json: None,
-            csv: None,
-            html: None,
+            reports: ReportFiles::default(),
             cache: None,
             no_cache: false,
             keep_models: None,
@@ -151,8 +143,7 @@ impl<'a> TryFrom<&'a SensitivityArgs> for cmd::sensitivity::predicted::Options<'
             imatrix: a.imatrix.as_deref(),
             truth: a.truth.as_deref(),
             selection: a.selection()?,
-            json: a.json.as_deref(),
-            csv: a.csv.as_deref(),
+            files: a.reports.files.clone(),
             force: a.force.force,
         })
     }
@@ -193,9 +184,7 @@ impl<'a> TryFrom<&'a SensitivityArgs> for cmd::sensitivity::Options<'a> {
             jobs,
             cache,
             keep_models: a.keep_models.as_deref(),
-            json: a.json.as_deref(),
-            csv: a.csv.as_deref(),
-            html: a.html.as_deref(),
+            files: a.reports.files.clone(),
             force: a.force.force,
         })
     }
@@ -207,15 +196,15 @@ pub(super) fn run(a: &SensitivityArgs, out: &mut Out) -> Result<Exit> {
         let mut inputs = vec![o.model];
         inputs.extend(o.imatrix);
         inputs.extend(o.truth);
-        guard(&inputs, &[o.json, o.csv], o.force)?;
-        cmd::sensitivity::predicted::run(&o, out.text(&[o.json, o.csv])?)?;
+        guard(&inputs, &o.files.paths(), o.force)?;
+        cmd::sensitivity::predicted::run(&o, out.text(&o.files.paths())?)?;
         return Ok(Exit::Done);
     }
     let o = cmd::sensitivity::Options::try_from(a)?;
     let mut inputs = vec![o.model, o.settings.text.as_path()];
     inputs.extend(a.repeat_text.as_deref());
-    guard(&inputs, &[o.json, o.csv, o.html], o.force)?;
-    cmd::sensitivity::run(&o, out.text(&[o.json, o.csv, o.html])?)?;
+    guard(&inputs, &o.files.paths(), o.force)?;
+    cmd::sensitivity::run(&o, out.text(&o.files.paths())?)?;
     Ok(Exit::Done)
 }
 
@@ -235,9 +224,7 @@ impl ToArgs for SensitivityArgs {
             .number("--ctx", Some(self.ctx))
             .number("--chunks", self.chunks)
             .opt("--repeat-text", self.repeat_text.as_ref())
-            .opt("--json", self.json.as_ref())
-            .opt("--csv", self.csv.as_ref())
-            .opt("--html", self.html.as_ref())
+            .flags(&self.reports)
             .opt("--cache", self.cache.as_ref())
             .switch("--no-cache", self.no_cache)
             .opt("--keep-models", self.keep_models.as_ref())

@@ -245,8 +245,9 @@ fn sensitivity_and_recipe_round_trip() {
     let mut m = SensitivityArgs::new(p("/m.gguf"));
     (m.text, m.to, m.select, m.jobs, m.ctx, m.chunks) =
         (Some(p("/text")), Some("q4_0".into()), select(), Some(2), 256, Some(9));
-    (m.repeat_text, m.json, m.csv, m.html) =
-        (Some(p("/again")), Some(p("/s.json")), Some(p("/s.csv")), Some(p("/s.html")));
+    m.repeat_text = Some(p("/again"));
+    m.reports = ReportFiles::default().with(&JSON, Some(p("/s.json"))).with(&CSV, Some(p("/s.csv")));
+    m.reports = m.reports.with(&HTML, Some(p("/s.html")));
     (m.no_cache, m.llama_cpp, m.force) = (true, Some(p("/bin")), FORCE);
     assert_eq!(reparsed(&m), Command::Sensitivity(m.clone()));
     let mut a = SensitivityArgs::new(p("/m.gguf"));
@@ -255,7 +256,7 @@ fn sensitivity_and_recipe_round_trip() {
     assert_eq!(reparsed(&a), Command::Sensitivity(a.clone()));
     let mut pr = SensitivityArgs::new(p("/m.gguf"));
     (pr.predict, pr.to, pr.imatrix, pr.truth) = (true, Some("q2_0".into()), Some(p("/i.gguf")), Some(p("/t.json")));
-    (pr.json, pr.csv) = (Some(p("/p.json")), Some(p("/p.csv")));
+    pr.reports = ReportFiles::default().with(&JSON, Some(p("/p.json"))).with(&CSV, Some(p("/p.csv")));
     assert_eq!(reparsed(&pr), Command::Sensitivity(pr.clone()));
 
     let mut r = RecipeArgs::new(p("/m.gguf"));

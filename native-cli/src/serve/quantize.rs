@@ -12,6 +12,7 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
+use organ_core::report::formats;
 use organ_core::surgery::select::{Layers, Selection};
 use organ_core::GgmlType;
 use serde::Deserialize;
@@ -223,9 +224,10 @@ pub(super) async fn sensitivity(
             // The CLI's cache off, as for measure's jobs: nothing one job measured stays
             // behind, outside its directory, for another.
             a.no_cache = true;
-            a.json = Some(dir.join(SENSITIVITY_JSON));
-            a.csv = Some(dir.join(SENSITIVITY_CSV));
-            a.html = (!predict).then(|| dir.join(SENSITIVITY_HTML));
+            a.reports = cli::ReportFiles::default()
+                .with(&formats::JSON, Some(dir.join(SENSITIVITY_JSON)))
+                .with(&formats::CSV, Some(dir.join(SENSITIVITY_CSV)))
+                .with(&formats::HTML, (!predict).then(|| dir.join(SENSITIVITY_HTML)));
             argv(&a)
         },
         outputs.into_iter().map(String::from).collect(),

@@ -11,10 +11,12 @@ mod changed;
 pub mod predicted;
 mod run_dir;
 
+use crate::cmd::outputs::Files;
 use crate::llama_cpp::handed::open_text;
 use crate::llama_cpp::perplexity::{SavedBase, Settings};
 use crate::model::Model;
 use anyhow::{bail, Context, Result};
+use organ_core::report::{AnyReport, Shown};
 use organ_core::sensitivity::report::{Estimate, Report, Row, Setup, SCHEMA};
 use organ_core::sensitivity::{is_weight, kind, Change};
 use organ_core::surgery::select::Selection;
@@ -39,9 +41,8 @@ pub struct Options<'a> {
     pub cache: Option<PathBuf>,
     /// Keep each changed model scored in this directory (as `TENSOR.gguf`).
     pub keep_models: Option<&'a Path>,
-    pub json: Option<&'a Path>,
-    pub csv: Option<&'a Path>,
-    pub html: Option<&'a Path>,
+    /// The report's files, by format (the registry's).
+    pub files: Files,
     pub force: bool,
 }
 
@@ -87,21 +88,9 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<Report> {
         llama_perplexity: tools.perplexity.display().to_string(),
         tensors,
     };
-    print(&report, w)?;
-    if let Some(p) = o.json {
-        crate::atomic::write_json(p, o.force, &report)?;
-    }
-    let render = |p: &Path, f: fn(&Report, &mut dyn std::fmt::Write) -> std::fmt::Result| {
-        let mut s = String::new();
-        f(&report, &mut s).map_err(|_| anyhow::anyhow!("{}: cannot render the report", p.display()))?;
-        crate::atomic::write_text(p, o.force, &s)
-    };
-    if let Some(p) = o.csv {
-        render(p, organ_core::report::sensitivity_csv)?;
-    }
-    if let Some(p) = o.html {
-        render(p, organ_core::report::sensitivity_html::render)?;
-    }
+    let any = AnyReport::Sensitivity(&report);
+    crate::cmd::outputs::print(any, &SHOWN, w)?;
+    crate::cmd::outputs::write_all(any, &o.files, &SHOWN, o.force)?;
     Ok(report)
 }
 
@@ -124,6 +113,10 @@ fn pick(model: &Model, o: &Options<'_>) -> Result<Vec<usize>> {
     }
     Ok(picked)
 }
+
+/// How much of a report the text shows: all of it (the other fields are the θ and
+/// compare reports').
+const SHOWN: Shown = Shown { summary_only: false, wells: 0, all_wells: false, top: 0 };
 
 /// Bytes of the text read, hashed and tokenized at a time.
 const TEXT_STEP: usize = 64 << 10;
@@ -317,43 +310,4 @@ fn measure_one(j: &Job<'_>, i: usize) -> Result<()> {
 
 fn file_name(p: &Path) -> String {
     p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned())
-}
-
-/// Prints the table, most sensitive first.
-fn print(r: &Report, w: &mut dyn Write) -> Result<()> {
-    writeln!(
-        w,
-        "sensitivity of {} to {} on {} ({} chunks of {} tokens; base perplexity {:.4} ± {:.4})",
-        r.model,
-        r.change,
-        r.text.text,
-        r.text.chunks,
-        r.text.ctx,
-        r.text.base_perplexity.value,
-        r.text.base_perplexity.error
-    )?;
-    let mut rows: Vec<&Row> = r.tensors.iter().collect();
-    rows.sort_by(|a, b| b.kld.value.total_cmp(&a.kld.value));
-    line(w, "tensor", "kind", "type", "as", &format!("{:>22} {:>10}", "KL divergence (nats)", "PPL"))?;
-    for t in rows {
-        let repeat = t.repeat_kld.map(|e| format!("  (repeat {:.6})", e.value)).unwrap_or_default();
-        let figures = format!("{:>11.6} ± {:<8.6} {:>10.4}{repeat}", t.kld.value, t.kld.error, t.ppl.value);
-        line(w, &t.name, &t.kind, &t.ty, &t.changed_type, &figures)?;
-    }
-    if let (Some(rep), Some(rho)) = (&r.repeat, r.repeat_rho) {
-        writeln!(
-            w,
-            "repeat on {}: Spearman ρ between the two texts' KLDs = {rho:.3} (the ceiling of any predictor)",
-            rep.text
-        )?;
-    }
-    Ok(())
-}
-
-/// One line of the tables `organ sensitivity` prints (measured and predicted): the tensor,
-/// its kind, its type and the type it was changed to, then the figures, formatted.
-fn line(w: &mut dyn Write, name: &str, kind: &str, ty: &str, to: &str, figures: &str) -> Result<()> {
-    let name = organ_core::gguf::display::printable(name);
-    writeln!(w, "  {name:<34} {kind:<12} {ty:>7} -> {to:<7} {figures}")?;
-    Ok(())
 }

@@ -3,13 +3,15 @@
 //! alone, in seconds and without llama.cpp; with `--truth SENS.json` (a measured report of
 //! the same change) each prediction is shown beside the measured figure, with Spearman's ρ.
 
+use crate::cmd::outputs::Files;
 use crate::cmd::recipe::sensitivity as measured;
 use crate::model::Model;
 use anyhow::{bail, Result};
 use organ_core::model::TensorEntry;
 use organ_core::predict::Calibration;
+use organ_core::report::AnyReport;
 use organ_core::sensitivity::is_weight;
-use organ_core::sensitivity::predicted::{rank_against, rows, PredictedRow, PredictionReport, Ranking, SCHEMA};
+use organ_core::sensitivity::predicted::{rank_against, rows, PredictionReport, SCHEMA};
 use organ_core::surgery::select::Selection;
 use organ_core::GgmlType;
 use std::io::Write;
@@ -25,8 +27,8 @@ pub struct Options<'a> {
     pub truth: Option<&'a Path>,
     /// Which tensors; `None`: every 2-D weight.
     pub selection: Option<Selection>,
-    pub json: Option<&'a Path>,
-    pub csv: Option<&'a Path>,
+    /// The report's files, by format (the registry's).
+    pub files: Files,
     pub force: bool,
 }
 
@@ -83,56 +85,8 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<PredictionReport> {
         not_predicted,
         tensors,
     };
-    print(&report, w)?;
-    if let Some(p) = o.json {
-        crate::atomic::write_json(p, o.force, &report)?;
-    }
-    if let Some(p) = o.csv {
-        let mut s = String::new();
-        organ_core::report::prediction_csv(&report, &mut s)
-            .map_err(|_| anyhow::anyhow!("{}: cannot render the report", p.display()))?;
-        crate::atomic::write_text(p, o.force, &s)?;
-    }
+    let any = AnyReport::Prediction(&report);
+    crate::cmd::outputs::print(any, &super::SHOWN, w)?;
+    crate::cmd::outputs::write_all(any, &o.files, &super::SHOWN, o.force)?;
     Ok(report)
-}
-
-/// Prints the table, most sensitive (predicted) first, with the measured figure when known.
-fn print(r: &PredictionReport, w: &mut dyn Write) -> Result<()> {
-    writeln!(
-        w,
-        "predicted sensitivity of {} to {} ({}{}; docs/predict.md)",
-        r.model,
-        r.change,
-        r.source,
-        r.imatrix.as_deref().map(|i| format!(" {i}")).unwrap_or_default()
-    )?;
-    writeln!(w, "  a {} prediction {}", r.source, Calibration::measured_rho(r.source == "imatrix"))?;
-    let mut rows: Vec<&PredictedRow> = r.tensors.iter().collect();
-    rows.sort_by(|a, b| b.predicted_kld.total_cmp(&a.predicted_kld));
-    super::line(w, "tensor", "kind", "type", "as", &format!("{:>14} {:>14}", "predicted KLD", "measured KLD"))?;
-    for t in rows {
-        let measured = t.measured_kld.map(|k| format!("{k:.6}")).unwrap_or_default();
-        super::line(w, &t.name, &t.kind, &t.ty, &t.changed_type, &format!("{:>14.6} {measured:>14}", t.predicted_kld))?;
-    }
-    for (name, why) in &r.not_predicted {
-        writeln!(w, "  not predicted: {}: {why}", organ_core::gguf::display::printable(name))?;
-    }
-    if let Some(k) = &r.ranking {
-        print_ranking(k, r.truth.as_deref().unwrap_or(""), w)?;
-    }
-    Ok(())
-}
-
-fn print_ranking(k: &Ranking, truth: &str, w: &mut dyn Write) -> Result<()> {
-    let rho = |x: Option<f64>| x.map_or_else(|| "undefined".to_owned(), |x| format!("{x:+.3}"));
-    let kinds: Vec<String> = k.within_kind.iter().map(|x| format!("{} {}", x.kind, rho(x.rho))).collect();
-    writeln!(
-        w,
-        "against {truth} ({} weights measured): Spearman ρ {} overall, {} within kind (mean; {})",
-        k.n,
-        rho(k.overall),
-        rho(k.within_kind_mean),
-        kinds.join(", ")
-    )?;
-    Ok(())
 }

@@ -65,3 +65,9 @@ pub struct Shown {
     /// A compare report's text: how many of the most changed tensors it lists.
     pub top: usize,
 }
+
+impl Shown {
+    /// Every report's whole text: no θ summary cut, no wells or most-changed list (the
+    /// choices of `measure` and `diff`); what check, sensitivity and a rendered file show.
+    pub const WHOLE: Shown = Shown { summary_only: false, wells: 0, all_wells: false, top: 0 };
+}

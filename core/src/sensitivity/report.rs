@@ -199,7 +199,7 @@ pub fn check_rows<'a, T: Borrow<TensorEntry>>(
 /// alike (a row is ~400 bytes: 1,100 tensors make 450 kB).
 pub const MAX_REPORT_BYTES: u64 = 64 << 20;
 
-/// Why a report was not read back ([`Report::read_checked`]); each face puts the file's
+/// Why a report was not read back ([`ReadBack::read_checked`]); each face puts the file's
 /// name before it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ReadError {

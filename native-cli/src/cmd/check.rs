@@ -171,7 +171,7 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<bool> {
         super::measure::must_be_adapter(&m, &opts.model)?;
         report.add(organ_core::check::adapter::against_base(&m.model, &b.model));
     }
-    let shown = Shown { summary_only: false, wells: 0, all_wells: false, top: 0 };
+    let shown = Shown::WHOLE;
     // The verdict and severities coloured on a terminal (crate::paint).
     let mut text = Vec::new();
     super::outputs::print(AnyReport::Check(&report), &shown, &mut text)?;

@@ -89,7 +89,7 @@ pub fn rendered(report: AnyReport<'_>, format: &Format) -> Result<String> {
     if !format.applies_to(report.kind()) {
         bail!("a {:?} report has no {} form", report.kind(), format.name);
     }
-    let shown = Shown { summary_only: false, wells: 0, all_wells: false, top: 0 };
+    let shown = Shown::WHOLE;
     let mut bytes = Vec::new();
     render(report, format, &shown, &mut bytes)?;
     Ok(String::from_utf8(bytes)?)

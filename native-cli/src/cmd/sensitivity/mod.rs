@@ -89,8 +89,8 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<Report> {
         tensors,
     };
     let any = AnyReport::Sensitivity(&report);
-    crate::cmd::outputs::print(any, &SHOWN, w)?;
-    crate::cmd::outputs::write_all(any, &o.files, &SHOWN, o.force)?;
+    crate::cmd::outputs::print(any, &Shown::WHOLE, w)?;
+    crate::cmd::outputs::write_all(any, &o.files, &Shown::WHOLE, o.force)?;
     Ok(report)
 }
 
@@ -113,10 +113,6 @@ fn pick(model: &Model, o: &Options<'_>) -> Result<Vec<usize>> {
     }
     Ok(picked)
 }
-
-/// How much of a report the text shows: all of it (the other fields are the θ and
-/// compare reports').
-const SHOWN: Shown = Shown { summary_only: false, wells: 0, all_wells: false, top: 0 };
 
 /// Bytes of the text read, hashed and tokenized at a time.
 const TEXT_STEP: usize = 64 << 10;

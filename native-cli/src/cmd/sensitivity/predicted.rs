@@ -9,7 +9,7 @@ use crate::model::Model;
 use anyhow::{bail, Result};
 use organ_core::model::TensorEntry;
 use organ_core::predict::Calibration;
-use organ_core::report::AnyReport;
+use organ_core::report::{AnyReport, Shown};
 use organ_core::sensitivity::is_weight;
 use organ_core::sensitivity::predicted::{rank_against, rows, PredictionReport, SCHEMA};
 use organ_core::surgery::select::Selection;
@@ -86,7 +86,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<PredictionReport> {
         tensors,
     };
     let any = AnyReport::Prediction(&report);
-    crate::cmd::outputs::print(any, &super::SHOWN, w)?;
-    crate::cmd::outputs::write_all(any, &o.files, &super::SHOWN, o.force)?;
+    crate::cmd::outputs::print(any, &Shown::WHOLE, w)?;
+    crate::cmd::outputs::write_all(any, &o.files, &Shown::WHOLE, o.force)?;
     Ok(report)
 }

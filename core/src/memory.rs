@@ -12,14 +12,16 @@
 //! buffer is ggml's allocator's peak over the graph, which only building the graph gives
 //! exactly: it is approximated (see [`Estimate::compute`]).
 
-use crate::gguf::MetaValue;
-use crate::model::{Model, OwnedValue, TensorEntry};
+use crate::model::{Model, TensorEntry};
 use crate::GgmlType;
 use alloc::borrow::Borrow;
 use alloc::format;
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::vec::Vec;
 use serde::Serialize;
+
+mod hparams;
+use hparams::Hparams;
 
 /// The largest context organ estimates for (2²⁴ cells; llama.cpp's own checks come later).
 pub const MAX_CTX: u32 = 1 << 24;
@@ -59,13 +61,13 @@ impl Settings {
     /// The first setting out of range.
     pub fn check(&self) -> Result<(), MemoryError> {
         if let Some(ctx) = self.ctx {
-            check_range("--ctx", u64::from(ctx), 1, u64::from(MAX_CTX))?;
+            check_range(Setting::Ctx, u64::from(ctx), 1, u64::from(MAX_CTX))?;
         }
-        check_range("--batch", u64::from(self.batch), 1, u64::from(MAX_BATCH))?;
-        check_range("--ubatch", u64::from(self.ubatch), 1, u64::from(MAX_BATCH))?;
+        check_range(Setting::Batch, u64::from(self.batch), 1, u64::from(MAX_BATCH))?;
+        check_range(Setting::Ubatch, u64::from(self.ubatch), 1, u64::from(MAX_BATCH))?;
         if !KV_TYPES.contains(&self.kv_type) {
             let names: Vec<String> = KV_TYPES.iter().map(|t| t.name().to_ascii_lowercase()).collect();
-            return Err(MemoryError::Setting("--kv-type", u64::from(self.kv_type.id()), names.join(", ")));
+            return Err(MemoryError::Setting(Setting::KvType, u64::from(self.kv_type.id()), names.join(", ")));
         }
         Ok(())
     }
@@ -74,6 +76,32 @@ impl Settings {
 impl Default for Settings {
     fn default() -> Settings {
         Settings { ctx: None, kv_type: GgmlType::F16, batch: DEFAULT_BATCH, ubatch: DEFAULT_UBATCH, gpu_layers: 0 }
+    }
+}
+
+/// A setting of [`Settings`], as an error names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setting {
+    /// [`Settings::ctx`], or the model's training context when that is `None`.
+    Ctx,
+    /// [`Settings::batch`].
+    Batch,
+    /// [`Settings::ubatch`].
+    Ubatch,
+    /// [`Settings::kv_type`].
+    KvType,
+}
+
+impl Setting {
+    /// Its name: the field of [`Settings`], in the API's and the CLI's spelling (`kv-type`).
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Setting::Ctx => "ctx",
+            Setting::Batch => "batch",
+            Setting::Ubatch => "ubatch",
+            Setting::KvType => "kv-type",
+        }
     }
 }
 
@@ -87,8 +115,12 @@ pub enum MemoryError {
     NotAModel(String),
     /// A metadata value is not what llama.cpp reads (key, what was expected).
     BadKey(String, &'static str),
-    /// A setting is outside what organ estimates for (name, value, allowed range).
-    Setting(&'static str, u64, String),
+    /// A setting is outside what organ estimates for (which, value, allowed range). It
+    /// displays as `NAME VALUE is out of range (RANGE)`; a face that takes the setting
+    /// under another name (a flag) says that name instead ([`Setting::name`]).
+    Setting(Setting, u64, String),
+    /// The estimate's bytes pass 64 bits (at the value named).
+    Overflow(u64),
     /// llama.cpp refuses this KV type for this model's heads (type, which head size, size).
     KvType(GgmlType, &'static str, u64),
     /// The architecture keeps a recurrent state, which organ does not model.
@@ -103,7 +135,8 @@ impl core::fmt::Display for MemoryError {
             }
             MemoryError::NotAModel(what) => write!(f, "is not a model llama.cpp can load: {what}"),
             MemoryError::BadKey(key, expected) => write!(f, "metadata key {key}: expected {expected}"),
-            MemoryError::Setting(name, v, range) => write!(f, "{name} {v} is out of range ({range})"),
+            MemoryError::Setting(which, v, range) => write!(f, "{} {v} is out of range ({range})", which.name()),
+            MemoryError::Overflow(v) => write!(f, "the estimate {v} is out of range (bytes that fit in 64 bits)"),
             MemoryError::KvType(t, which, n) => write!(
                 f,
                 "llama.cpp refuses a {} KV cache here: its block of {} does not divide the {which} head size {n}",
@@ -259,22 +292,6 @@ impl Estimate {
     }
 }
 
-/// The metadata and tensors llama.cpp reads to size its buffers.
-struct Hparams {
-    n_layer: u32,
-    n_embd: u64,
-    n_vocab: u64,
-    n_ctx_train: u32,
-    head_kv: Vec<u64>,
-    head_k: u64,
-    head_v: u64,
-    head_k_swa: u64,
-    head_v_swa: u64,
-    mla: bool,
-    swa: Vec<bool>,
-    n_swa: u64,
-}
-
 /// The estimate for `m` run as `s` says.
 ///
 /// # Errors
@@ -287,7 +304,7 @@ pub fn estimate<T: Borrow<TensorEntry>>(m: &Model<T>, s: &Settings) -> Result<Es
     let h = Hparams::read(m)?;
     s.check()?;
     let ctx_asked = s.ctx.unwrap_or(h.n_ctx_train);
-    check_range("--ctx", u64::from(ctx_asked), 1, u64::from(MAX_CTX))?;
+    check_range(Setting::Ctx, u64::from(ctx_asked), 1, u64::from(MAX_CTX))?;
     let ctx = pad(ctx_asked);
     let batch = s.batch.min(ctx);
     let ubatch = s.ubatch.min(batch);
@@ -420,141 +437,7 @@ fn layer_of(name: &str) -> Option<u64> {
     rest.split('.').next()?.parse().ok()
 }
 
-/// Architectures whose `sliding_window` key makes some layers sliding-window ones, and
-/// their default pattern (llama.cpp's `load_swa_pattern(ml, n)` calls in `src/models/`):
-/// with a pattern of n, every n-th layer (the last of each n) is full attention.
-const SWA_PATTERNS: [(&str, u32); 7] = [
-    ("gemma2", 2),
-    ("gemma3", 6),
-    ("gemma-embedding", 6),
-    ("cohere2", 4),
-    ("gpt-oss", 2),
-    ("exaone4", 4),
-    ("olmo2", 4),
-];
-
-impl Hparams {
-    fn read<T: Borrow<TensorEntry>>(m: &Model<T>) -> Result<Hparams, MemoryError> {
-        let arch =
-            m.architecture().ok_or_else(|| MemoryError::NotAModel("no general.architecture".to_string()))?.into_owned();
-        let key = |k: &str| format!("{arch}.{k}");
-        if m.kvs.iter().any(|(k, _)| k.starts_with(&key("ssm.")) || k.starts_with(&key("wkv."))) {
-            return Err(MemoryError::Recurrent(arch));
-        }
-        let n_layer = u32::try_from(required(m, &key("block_count"))?)
-            .map_err(|_| MemoryError::BadKey(key("block_count"), "a layer count below 2³²"))?;
-        if n_layer == 0 || u64::from(n_layer) > crate::limits::MAX_TENSOR_COUNT {
-            return Err(MemoryError::BadKey(key("block_count"), "between 1 and the tensor count's limit"));
-        }
-        let n = n_layer as usize;
-        let n_embd = required(m, &key("embedding_length"))?;
-        let n_ctx_train = u32::try_from(required(m, &key("context_length"))?).unwrap_or(u32::MAX);
-        let head = per_layer(m, &key("attention.head_count"), n)?
-            .ok_or_else(|| MemoryError::NotAModel(format!("no {}", key("attention.head_count"))))?;
-        let head_kv = per_layer(m, &key("attention.head_count_kv"), n)?.unwrap_or_else(|| head.clone());
-        let head0 = head.first().copied().unwrap_or(0);
-        let default_head = n_embd.checked_div(head0).unwrap_or(0);
-        let head_k = optional(m, &key("attention.key_length"))?.unwrap_or(default_head);
-        let head_v = optional(m, &key("attention.value_length"))?.unwrap_or(default_head);
-        let head_k_swa = optional(m, &key("attention.key_length_swa"))?.unwrap_or(head_k);
-        let head_v_swa = optional(m, &key("attention.value_length_swa"))?.unwrap_or(head_v);
-        let mla = optional(m, &key("attention.key_length_mla"))?.unwrap_or(0) != 0
-            && optional(m, &key("attention.value_length_mla"))?.unwrap_or(0) != 0;
-        let n_swa = optional(m, &key("attention.sliding_window"))?.unwrap_or(0);
-        let swa = match SWA_PATTERNS.iter().find(|(a, _)| *a == arch) {
-            Some(&(_, default)) if n_swa > 0 => swa_layers(m, &key("attention.sliding_window_pattern"), n, default)?,
-            _ => alloc::vec![false; n],
-        };
-        let n_vocab = match m.get("tokenizer.ggml.tokens") {
-            Some(OwnedValue::Array { len, .. }) => *len,
-            _ => {
-                let rows = |name: &str| {
-                    let t: &TensorEntry =
-                        m.tensors.iter().map(Borrow::borrow).find(|t: &&TensorEntry| t.name == name)?;
-                    t.dims.get(1).copied()
-                };
-                optional(m, &key("vocab_size"))?
-                    .or_else(|| rows("output.weight"))
-                    .or_else(|| rows("token_embd.weight"))
-                    .ok_or_else(|| MemoryError::NotAModel("no vocabulary (tokenizer.ggml.tokens)".to_string()))?
-            }
-        };
-        Ok(Hparams {
-            n_layer,
-            n_embd,
-            n_vocab,
-            n_ctx_train,
-            head_kv,
-            head_k,
-            head_v,
-            head_k_swa,
-            head_v_swa,
-            mla,
-            swa,
-            n_swa,
-        })
-    }
-
-    /// The K and V head sizes of layer `il` (the sliding-window ones on such layers).
-    fn head_sizes(&self, il: usize) -> (u64, u64) {
-        if self.swa.get(il).copied().unwrap_or(false) {
-            (self.head_k_swa, self.head_v_swa)
-        } else {
-            (self.head_k, self.head_v)
-        }
-    }
-}
-
-/// Which layers slide: the pattern key as an array of bools, or as a number n (every n-th
-/// layer full, llama-hparams.cpp `set_swa_pattern`), or the architecture's default n.
-fn swa_layers<T>(m: &Model<T>, key: &str, n: usize, default: u32) -> Result<Vec<bool>, MemoryError> {
-    let bad = || MemoryError::BadKey(key.to_string(), "a layer pattern (a number, or one bool per layer)");
-    let pattern = match m.get(key) {
-        None => u64::from(default),
-        Some(OwnedValue::Scalar(v)) => v.as_u64().ok_or_else(bad)?,
-        Some(v @ OwnedValue::Array { len, .. }) => {
-            if *len != n as u64 {
-                return Err(bad());
-            }
-            let MetaValue::Array(a) = v.view().map_err(|_| bad())? else { return Err(bad()) };
-            return a.iter().map(|x| if let MetaValue::Bool(b) = x { Ok(b) } else { Err(bad()) }).collect();
-        }
-        Some(_) => return Err(bad()),
-    };
-    Ok((0..n as u64).map(|il| pattern == 0 || il % pattern < pattern - 1).collect())
-}
-
-/// The value of `key`, one per layer: a number for all, or an array of `n` numbers.
-fn per_layer<T>(m: &Model<T>, key: &str, n: usize) -> Result<Option<Vec<u64>>, MemoryError> {
-    let bad = || MemoryError::BadKey(key.to_string(), "a count, or one count per layer");
-    match m.get(key) {
-        None => Ok(None),
-        Some(OwnedValue::Scalar(v)) => Ok(Some(alloc::vec![v.as_u64().ok_or_else(bad)?; n])),
-        Some(v @ OwnedValue::Array { len, .. }) => {
-            if *len != n as u64 {
-                return Err(bad());
-            }
-            let MetaValue::Array(a) = v.view().map_err(|_| bad())? else { return Err(bad()) };
-            a.iter().map(|x| x.as_u64().ok_or_else(bad)).collect::<Result<Vec<u64>, _>>().map(Some)
-        }
-        Some(_) => Err(bad()),
-    }
-}
-
-/// A numeric key that must be there.
-fn required<T>(m: &Model<T>, key: &str) -> Result<u64, MemoryError> {
-    optional(m, key)?.ok_or_else(|| MemoryError::NotAModel(format!("no {key}")))
-}
-
-/// A numeric key, if present.
-fn optional<T>(m: &Model<T>, key: &str) -> Result<Option<u64>, MemoryError> {
-    match m.get(key) {
-        None => Ok(None),
-        Some(v) => v.as_u64().map(Some).ok_or_else(|| MemoryError::BadKey(key.to_string(), "an unsigned integer")),
-    }
-}
-
-fn check_range(name: &'static str, v: u64, lo: u64, hi: u64) -> Result<(), MemoryError> {
+fn check_range(name: Setting, v: u64, lo: u64, hi: u64) -> Result<(), MemoryError> {
     if v < lo || v > hi {
         return Err(MemoryError::Setting(name, v, format!("{lo} to {hi}")));
     }
@@ -579,11 +462,11 @@ fn row_size(t: GgmlType, n: u64) -> Result<u64, MemoryError> {
 }
 
 fn mul(a: u64, b: u64) -> Result<u64, MemoryError> {
-    a.checked_mul(b).ok_or_else(|| MemoryError::Setting("the estimate", a, "bytes that fit in 64 bits".to_string()))
+    a.checked_mul(b).ok_or(MemoryError::Overflow(a))
 }
 
 fn add(a: u64, b: u64) -> Result<u64, MemoryError> {
-    a.checked_add(b).ok_or_else(|| MemoryError::Setting("the estimate", a, "bytes that fit in 64 bits".to_string()))
+    a.checked_add(b).ok_or(MemoryError::Overflow(a))
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 use super::*;
+use crate::gguf::MetaValue;
 use crate::gguf::ValueType;
+use crate::model::OwnedValue;
 use alloc::vec;
 
 fn u32v(x: u32) -> OwnedValue {
@@ -160,12 +162,15 @@ fn total_is_the_sum_of_the_parts() {
 fn rejects() {
     let m = model("llama", vec![]);
     let err = |m: &Model, s: Settings| estimate(m, &s).unwrap_err();
-    assert!(matches!(err(&m, Settings { ctx: Some(0), ..Settings::default() }), MemoryError::Setting("--ctx", 0, _)));
+    assert!(matches!(
+        err(&m, Settings { ctx: Some(0), ..Settings::default() }),
+        MemoryError::Setting(Setting::Ctx, 0, _)
+    ));
     assert!(matches!(err(&m, Settings { ctx: Some(MAX_CTX + 1), ..Settings::default() }), MemoryError::Setting(..)));
-    assert!(matches!(err(&m, Settings { batch: 0, ..Settings::default() }), MemoryError::Setting("--batch", ..)));
+    assert!(matches!(err(&m, Settings { batch: 0, ..Settings::default() }), MemoryError::Setting(Setting::Batch, ..)));
     assert!(matches!(
         err(&m, Settings { kv_type: GgmlType::Q4_K, ..Settings::default() }),
-        MemoryError::Setting("--kv-type", ..)
+        MemoryError::Setting(Setting::KvType, ..)
     ));
     // Heads of 16: a q8_0 block of 32 does not divide them, as llama.cpp says.
     let small = model("llama", vec![("attention.key_length", u32v(16)), ("attention.value_length", u32v(16))]);

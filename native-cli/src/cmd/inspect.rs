@@ -670,7 +670,8 @@ fn estimate<T: std::borrow::Borrow<organ_core::model::TensorEntry>>(
     m: &organ_core::model::Model<T>,
     s: &Settings,
 ) -> Result<Estimate> {
-    organ_core::memory::estimate(m, s).map_err(|e| anyhow::anyhow!("{file}: --memory: {e}"))
+    organ_core::memory::estimate(m, s)
+        .map_err(|e| anyhow::anyhow!("{file}: --memory: {}", crate::cli::memory_error(&e)))
 }
 
 /// The memory estimate, one line per buffer and the total.

@@ -72,8 +72,13 @@ fn estimate(
         ubatch: number("--ubatch", ubatch)?,
         gpu_layers: number("--gpu-layers", ngl)?,
     };
-    s.check().map_err(|e| e.to_string())?;
-    memory::estimate(&data.model, &s).map_err(|e| format!("{}: {e}", data.label))
+    // A setting by the label of its field, which is the CLI's flag.
+    let flagged = |e: memory::MemoryError| match e {
+        memory::MemoryError::Setting(..) => format!("--{e}"),
+        e => e.to_string(),
+    };
+    s.check().map_err(flagged)?;
+    memory::estimate(&data.model, &s).map_err(|e| format!("{}: {}", data.label, flagged(e)))
 }
 
 /// What llama.cpp allocates to run the model, per buffer, for the settings chosen.

@@ -5,6 +5,7 @@
 //! core's (`organ_core::lora`, `organ_core::report::adapter`), the CLI's; only the reads are the browser's. Each pair is
 //! measured on the worker pool.
 
+use crate::error::Error;
 use crate::measure::Outcome;
 use crate::pool;
 use crate::reads::{worker_gone, Meter, Progress};
@@ -17,10 +18,13 @@ use organ_core::zmeasure::{Mode, GENERATOR};
 use std::sync::Arc;
 
 /// A tensor's bytes, read whole.
-async fn whole(m: &Model, t: &TensorEntry) -> Result<Vec<u8>, String> {
-    let end =
-        t.offset.checked_add(t.n_bytes).ok_or_else(|| format!("{}: tensor {:?}: past the file", m.label, t.name))?;
-    let file = m.files.get(t.file).ok_or_else(|| format!("{}: tensor {:?}: in no file", m.label, t.name))?;
+async fn whole(m: &Model, t: &TensorEntry) -> Result<Vec<u8>, Error> {
+    let end = t
+        .offset
+        .checked_add(t.n_bytes)
+        .ok_or_else(|| Error::Refused(format!("{}: tensor {:?}: past the file", m.label, t.name)))?;
+    let file =
+        m.files.get(t.file).ok_or_else(|| Error::Refused(format!("{}: tensor {:?}: in no file", m.label, t.name)))?;
     read_range(file, t.offset, end).await
 }
 
@@ -32,11 +36,11 @@ pub async fn measure(
     mode: Mode,
     cancelled: &dyn Fn() -> bool,
     on_progress: &dyn Fn(Progress),
-) -> Result<Outcome, String> {
+) -> Result<Outcome, Error> {
     let t0 = pool::now_ms();
     let threads = pool::start().await?;
     let adapter = Adapter::read_checked(&model.model, &model.label, base.map(|b| (&b.model, b.label.as_str())))
-        .map_err(|e| e.to_string())?;
+        .map_err(Error::refused)?;
     let adapter = Arc::new(adapter);
     let mut meter = Meter::new(adapter.pairs.len(), t0, on_progress);
     // Every pair is read, then measured on the pool while the next is read.
@@ -44,12 +48,12 @@ pub async fn measure(
     let weights = base.map(|b| adapter.base_weights(b));
     for (i, p) in adapter.pairs.iter().enumerate() {
         if cancelled() {
-            return Err("cancelled".into());
+            return Err(Error::Cancelled);
         }
         let weight = match (base, &weights) {
             (Some(b), Some(w)) => {
                 let t = w[i].and_then(|at| b.tensors.get(at));
-                let t = t.ok_or_else(|| format!("{}: no tensor {:?}", b.label, p.target))?;
+                let t = t.ok_or_else(|| Error::Refused(format!("{}: no tensor {:?}", b.label, p.target)))?;
                 let bytes = whole(b, t).await?;
                 meter.read_more(bytes.len() as u64);
                 Some((b.label.clone(), t.ty, bytes))
@@ -64,12 +68,13 @@ pub async fn measure(
             let p = &adapter.pairs[i];
             let base_frobenius = match weight {
                 Some((base, ty, bytes)) => Some(
-                    measure::weight_frobenius(ty, &bytes).map_err(|e| format!("{base}: tensor {:?}: {e}", p.target))?,
+                    measure::weight_frobenius(ty, &bytes)
+                        .map_err(|e| Error::Refused(format!("{base}: tensor {:?}: {e}", p.target)))?,
                 ),
                 None => None,
             };
             measure::pair_row(&adapter, i, (ty_a, &a), (ty_b, &b), mode, base_frobenius)
-                .map_err(|e| format!("{label}: the pair of {:?}: {e}", p.target))
+                .map_err(|e| Error::Refused(format!("{label}: the pair of {:?}: {e}", p.target)))
         }));
     }
     let mut rows = Vec::with_capacity(pending.len());

@@ -8,6 +8,7 @@ use crate::adapter;
 use crate::check;
 use crate::compare;
 use crate::edit;
+use crate::error::Error;
 use crate::export::{self, Export};
 use crate::measure;
 use crate::pool;
@@ -104,7 +105,7 @@ impl Controller {
         spawn_local(async move {
             match pool::start().await {
                 Ok(n) => c.threads.set(n),
-                Err(e) => c.phase.set(Phase::Error(e)),
+                Err(e) => c.phase.set(Phase::Error(e.to_string())),
             }
         });
         c
@@ -215,8 +216,10 @@ impl Controller {
                     c.sens.update(|s| s.predicted = Some(Arc::new(r)));
                     c.phase.set(Phase::Done);
                 }
+                Err(Error::Cancelled) => c.phase.set(Phase::Cancelled),
+                // An error that a stop brought about (a read cut off) is the stop's.
                 Err(_) if c.cancel.get_untracked() => c.phase.set(Phase::Cancelled),
-                Err(e) => c.phase.set(Phase::Error(e)),
+                Err(e) => c.phase.set(Phase::Error(e.to_string())),
             }
         });
     }
@@ -243,13 +246,13 @@ impl Controller {
         }
         spawn_local(async move {
             let c = self;
-            let read = gloo_file::futures::read_as_text(&file).await.map_err(|e| format!("{name}: {e}"));
+            let read = gloo_file::futures::read_as_text(&file).await.map_err(|e| Error::Read(format!("{name}: {e}")));
             match read.and_then(|text| sensitivity::read_measured(&name, &text, &model.tensors)) {
                 Ok(m) => {
                     c.sens.update(|s| s.measured = Some(Arc::new(m)));
                     c.phase.set(Phase::Done);
                 }
-                Err(e) => c.phase.set(Phase::Error(e)),
+                Err(e) => c.phase.set(Phase::Error(e.to_string())),
             }
         });
     }
@@ -282,7 +285,7 @@ impl Controller {
     fn run_job<F, Fut>(self, first: String, work: F)
     where
         F: FnOnce(Self) -> Fut + 'static,
-        Fut: std::future::Future<Output = Result<Shown, String>> + 'static,
+        Fut: std::future::Future<Output = Result<Shown, Error>> + 'static,
     {
         self.cancel.set(false);
         self.data.set(None);
@@ -303,8 +306,10 @@ impl Controller {
                     self.data.set(Some(v));
                     self.phase.set(Phase::Done);
                 }
+                Err(Error::Cancelled) => self.phase.set(Phase::Cancelled),
+                // An error that a stop brought about (a read cut off) is the stop's.
                 Err(_) if self.cancel.get_untracked() => self.phase.set(Phase::Cancelled),
-                Err(e) => self.phase.set(Phase::Error(e)),
+                Err(e) => self.phase.set(Phase::Error(e.to_string())),
             }
         });
     }
@@ -334,9 +339,9 @@ impl Controller {
     }
 
     /// Reads a report exported earlier, θ or compare, and shows it in its mode.
-    async fn open_export(self, file: &gloo_file::File) -> Result<Shown, String> {
+    async fn open_export(self, file: &gloo_file::File) -> Result<Shown, Error> {
         let name = file.name();
-        let text = gloo_file::futures::read_as_text(file).await.map_err(|e| format!("{name}: {e}"))?;
+        let text = gloo_file::futures::read_as_text(file).await.map_err(|e| Error::Read(format!("{name}: {e}")))?;
         Ok(match export::parse_export(&name, &text)? {
             Export::Measure(report) => {
                 self.mode.set(Mode::Measure);
@@ -357,7 +362,7 @@ impl Controller {
     }
 
     /// Compares A and B in this tab.
-    async fn compare(self, a: Vec<web_sys::File>, b: Vec<web_sys::File>) -> Result<CompareData, String> {
+    async fn compare(self, a: Vec<web_sys::File>, b: Vec<web_sys::File>) -> Result<CompareData, Error> {
         let chosen = pool::now_ms();
         let a = source::open(a.into_iter().map(gloo_file::File::from).collect()).await?;
         self.phase.set(Phase::Reading(b.first().map(|f| f.name()).unwrap_or_default()));
@@ -448,7 +453,7 @@ impl Controller {
             let t0 = pool::now_ms();
             self.writing.set(match edit::write(&files, &pending).await {
                 Ok(w) => Writing::Wrote { bytes: w.bytes, wrote: w.wrote, changes: w.changes, ms: pool::now_ms() - t0 },
-                Err(e) => Writing::Failed(e),
+                Err(e) => Writing::Failed(e.to_string()),
             });
         });
     }
@@ -469,7 +474,7 @@ impl Controller {
     }
 
     /// Measures a model in this tab.
-    async fn measure(self, files: Vec<gloo_file::File>) -> Result<ViewData, String> {
+    async fn measure(self, files: Vec<gloo_file::File>) -> Result<ViewData, Error> {
         // The run is timed from here, the file chosen, as `organ measure` is timed from
         // its start: reading and parsing the header count.
         let chosen = pool::now_ms();
@@ -486,7 +491,7 @@ impl Controller {
         model: source::Model,
         base: Option<source::Model>,
         chosen: f64,
-    ) -> Result<ViewData, String> {
+    ) -> Result<ViewData, Error> {
         self.phase.set(Phase::Measuring(model.label.clone()));
         let mode = self.measure_mode.get_untracked();
         let (cancelled, progress) = (&|| self.cancel.get_untracked(), &|p| self.progress.set(p));
@@ -504,7 +509,7 @@ impl Controller {
     }
 
     /// Measures a model opened at `chosen` (ms).
-    async fn measure_model(self, model: source::Model, chosen: f64) -> Result<ViewData, String> {
+    async fn measure_model(self, model: source::Model, chosen: f64) -> Result<ViewData, Error> {
         self.phase.set(Phase::Measuring(model.label.clone()));
         let mode = self.measure_mode.get_untracked();
         let o = measure::measure(&model, mode, &|| self.cancel.get_untracked(), &|p| self.progress.set(p)).await?;

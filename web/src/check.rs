@@ -7,6 +7,7 @@
 //! These reads stream through a scanner's state chunk after chunk: they are the read
 //! scheduler's streamed jobs (`crate::reads`: [`Chunks`], [`each`]), with its `Meter`.
 
+use crate::error::Error;
 use crate::pool;
 use crate::reads::{each, worker_gone, Chunks, Meter, Progress};
 use crate::source::Model;
@@ -37,14 +38,17 @@ async fn pass<S: Send + 'static>(
     model: &Model,
     i: usize,
     mut state: S,
-    f: fn(&mut S, u64, &[u8]) -> Result<(), String>,
+    f: fn(&mut S, u64, &[u8]) -> Result<(), Error>,
     read: &Cell<u64>,
-) -> Result<S, String> {
+) -> Result<S, Error> {
     let t = &model.tensors[i];
-    let file =
-        model.files.get(t.file).ok_or_else(|| format!("{}: tensor {:?}: no file {}", model.label, t.name, t.file))?;
+    let file = model
+        .files
+        .get(t.file)
+        .ok_or_else(|| Error::Refused(format!("{}: tensor {:?}: no file {}", model.label, t.name, t.file)))?;
     let chunk = Scanner::chunk_len(t.ty, CHUNK) as u64;
-    let mut chunks = Chunks::new(file, t.offset, t.n_bytes, chunk).map_err(|e| format!("tensor {:?}: {e}", t.name))?;
+    let mut chunks = Chunks::new(file, t.offset, t.n_bytes, chunk)
+        .map_err(|e| Error::Refused(format!("tensor {:?}: {e}", t.name)))?;
     while let Some(c) = chunks.next().await {
         let (at, buf) = c?;
         let bytes = js_sys::Uint8Array::new(&buf).to_vec();
@@ -71,7 +75,7 @@ async fn scan(model: &Model, i: usize, read: &Cell<u64>) -> Scanned {
         state,
         |(s, e), at, c| {
             e.feed(at, c);
-            s.update(c).map_err(|e| e.to_string())
+            s.update(c).map_err(Error::refused)
         },
         read,
     );
@@ -80,12 +84,12 @@ async fn scan(model: &Model, i: usize, read: &Cell<u64>) -> Scanned {
             Ok(s) => (Ok(s), Some(e.digest())),
             Err(x) => (Err(ScanError { reason: x.to_string() }), None),
         },
-        Err(x) => (Err(ScanError { reason: x }), None),
+        Err(x) => (Err(ScanError { reason: x.to_string() }), None),
     }
 }
 
 /// Tensor `i`'s digest, its bytes hashed whole.
-async fn hash(model: &Model, i: usize, read: &Cell<u64>) -> Result<[u8; 32], String> {
+async fn hash(model: &Model, i: usize, read: &Cell<u64>) -> Result<[u8; 32], Error> {
     let h = pass(
         model,
         i,
@@ -106,7 +110,7 @@ pub async fn check(
     model: &Model,
     cancelled: &dyn Fn() -> bool,
     on_progress: &dyn Fn(Progress),
-) -> Result<Outcome, String> {
+) -> Result<Outcome, Error> {
     let t0 = pool::now_ms();
     let threads = pool::start().await?;
     let window = (2 * threads).clamp(2, MAX_WINDOW);

@@ -10,6 +10,7 @@
 //! `NAME#e`). Memory stays bounded: two compare chunks, a few plans ahead, and at most
 //! `window` pairs' sampled blocks at once; no model is ever loaded whole.
 
+use crate::error::Error;
 use crate::pool;
 use crate::reads::{worker_gone, Chunks, Jobs, Meter, Progress, Read, Reads, Slot, MAX_GAP, MAX_READ};
 use crate::source::Model;
@@ -46,15 +47,21 @@ struct Job {
     at: [u64; 2],
 }
 
-/// The error of a pair, naming both models and the tensor (as `organ diff`'s does).
-fn pair_err(a: &Model, b: &Model, name: &str, e: impl core::fmt::Display) -> String {
-    format!("{} and {}: tensor {name:?}: {e}", a.label, b.label)
+/// Where a pair's error is: both models and the tensor (as `organ diff`'s says).
+fn pair_place(a: &Model, b: &Model, name: &str) -> String {
+    format!("{} and {}: tensor {name:?}", a.label, b.label)
+}
+
+/// The core's refusal `e` of a pair's tensor.
+fn pair_err(a: &Model, b: &Model, name: &str, e: impl core::fmt::Display) -> Error {
+    Error::refused(e).at(pair_place(a, b, name))
 }
 
 /// Where `len` bytes at `at` in tensor `t`'s data lie in its file, checked.
-fn span(m: &Model, t: &TensorEntry, at: u64, len: u64) -> Result<(u64, u64), String> {
+fn span(m: &Model, t: &TensorEntry, at: u64, len: u64) -> Result<(u64, u64), Error> {
     let start = t.offset.checked_add(at).filter(|_| at.checked_add(len).is_some_and(|e| e <= t.n_bytes));
-    let start = start.ok_or_else(|| format!("{}: tensor {:?}: bytes {at}+{len} lie outside it", m.label, t.name))?;
+    let start = start
+        .ok_or_else(|| Error::Refused(format!("{}: tensor {:?}: bytes {at}+{len} lie outside it", m.label, t.name)))?;
     Ok((start, start + len))
 }
 
@@ -69,7 +76,7 @@ async fn same_bytes(
     bufs: &mut (Vec<u8>, Vec<u8>),
     cancelled: &dyn Fn() -> bool,
     on_read: &mut dyn FnMut(u64),
-) -> Result<bool, String> {
+) -> Result<bool, Error> {
     let (fa, fb) = (&a.files[ta.file], &b.files[tb.file]);
     let (sa, _) = span(a, ta, oa, len)?;
     let (sb, _) = span(b, tb, ob, len)?;
@@ -77,7 +84,7 @@ async fn same_bytes(
     let mut cb = Chunks::new(fb, sb, len, COMPARE_CHUNK)?;
     loop {
         if cancelled() {
-            return Err("cancelled".into());
+            return Err(Error::Cancelled);
         }
         let (x, y) = match join(ca.next(), cb.next()).await {
             (Some(x), Some(y)) => (x?.1, y?.1),
@@ -116,8 +123,8 @@ impl Jobs for Comparing<'_> {
 
     fn input(&self, _: usize) {}
 
-    fn run((): (), slots: &[Slot]) -> Result<Figures, String> {
-        let a = slots.first().ok_or("a job without its bytes")?;
+    fn run((): (), slots: &[Slot]) -> Result<Figures, Error> {
+        let a = slots.first().ok_or(Error::Internal("a job without its bytes"))?;
         let va = a.plan.values(a.bytes());
         // B's bytes are A's: the core's figures of a pair holding the same values, as
         // organ diff's (θ measured once).
@@ -125,7 +132,7 @@ impl Jobs for Comparing<'_> {
             Some(b) => va.and_then(|va| b.plan.values(b.bytes()).and_then(|vb| compare::figures(va, vb))),
             None => va.map(compare::figures_of_same),
         };
-        f.map_err(|e| e.to_string())
+        f.map_err(Error::refused)
     }
 
     fn done(&mut self, job: usize, f: Figures) -> bool {
@@ -135,9 +142,9 @@ impl Jobs for Comparing<'_> {
         self.pair_left[pair] == 0
     }
 
-    fn err(&self, job: usize, e: &dyn core::fmt::Display) -> String {
+    fn err(&self, job: usize, e: Error) -> Error {
         let [a, b] = self.sides;
-        pair_err(a, b, &self.names[job], e)
+        e.at(pair_place(a, b, &self.names[job]))
     }
 }
 
@@ -149,7 +156,7 @@ pub async fn compare(
     b: &Model,
     cancelled: &dyn Fn() -> bool,
     on_progress: &dyn Fn(Progress),
-) -> Result<Outcome, String> {
+) -> Result<Outcome, Error> {
     let t0 = pool::now_ms();
     let threads = pool::start().await?;
     let pairing = compare::pair(&a.model, &b.model);
@@ -210,10 +217,10 @@ pub async fn compare(
     let mut next_job = 0usize;
     for (k, &(i, j)) in pairing.pairs.iter().enumerate() {
         if cancelled() {
-            return Err("cancelled".into());
+            return Err(Error::Cancelled);
         }
         let (ta, tb) = (&a.tensors[i], &b.tensors[j]);
-        let err = |e: String| if e == "cancelled" { e } else { pair_err(a, b, &ta.name, e) };
+        let err = |e: Error| e.at(pair_place(a, b, &ta.name));
         // Identical: same type and the same bytes. An expert tensor is compared expert by
         // expert (each stopping at its first difference); it is identical when all are.
         if ta.ty == tb.ty && ta.n_bytes == tb.n_bytes {
@@ -251,7 +258,7 @@ pub async fn compare(
         // This pair's jobs: the whole tensor, then each expert.
         while next_job < jobs.len() && jobs[next_job].pair == k {
             let job = &jobs[next_job];
-            let (rx_a, rx_b) = ahead.pop_front().ok_or("a plan went missing")?;
+            let (rx_a, rx_b) = ahead.pop_front().ok_or(Error::Internal("a plan went missing"))?;
             if let Some(next) = jobs.get(next_job + PLANS_AHEAD) {
                 ahead.push_back(spawn_plans(next));
             }

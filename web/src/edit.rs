@@ -6,10 +6,11 @@
 //! size is written in the time its header takes, and its bytes go from the disk to the
 //! download by the browser.
 
+use crate::error::Error;
 use crate::export;
 use crate::source::{self, Src};
 use crate::state::PendingEdit;
-use organ_core::error::Error;
+use organ_core::error::Error as CoreError;
 use organ_core::gguf::Gguf;
 use organ_core::surgery::meta::{self, Edit, Edited, Ty};
 
@@ -46,7 +47,7 @@ pub fn out_names(names: &[String]) -> Vec<String> {
 
 /// The core's edits for `pending`, read against the header `g` as `organ meta` reads its
 /// flags: a value typed by its type name, else by the key's current type, else inferred.
-fn core_edits(g: &Gguf<'_>, pending: &[PendingEdit]) -> Result<Vec<Edit>, Error> {
+fn core_edits(g: &Gguf<'_>, pending: &[PendingEdit]) -> Result<Vec<Edit>, CoreError> {
     pending
         .iter()
         .map(|p| {
@@ -57,7 +58,7 @@ fn core_edits(g: &Gguf<'_>, pending: &[PendingEdit]) -> Result<Vec<Edit>, Error>
                     let ty = match ty.trim() {
                         "" => None,
                         t => Some(Ty::parse(t).map_err(|e| match e {
-                            Error::BadEdit { reason, .. } => Error::BadEdit { key: key.clone(), reason },
+                            CoreError::BadEdit { reason, .. } => CoreError::BadEdit { key: key.clone(), reason },
                             e => e,
                         })?),
                     };
@@ -71,14 +72,14 @@ fn core_edits(g: &Gguf<'_>, pending: &[PendingEdit]) -> Result<Vec<Edit>, Error>
 
 /// The edits applied to the header of `file` (named `label`); `whole`: the file is the
 /// whole model (else the first shard of a split one, all of whose shards are here).
-fn edited(file: &Src, header: &[u8], pending: &[PendingEdit], whole: bool) -> Result<Edited, String> {
+fn edited(file: &Src, header: &[u8], pending: &[PendingEdit], whole: bool) -> Result<Edited, Error> {
     let label = file.name();
     source::with_header(file, header, |g| {
         if let Some(why) = meta::shard_refusal(g).filter(|_| whole) {
-            return Err(format!("{label}: {why}"));
+            return Err(Error::Refused(format!("{label}: {why}")));
         }
-        let edits = core_edits(g, pending).map_err(|e| format!("{label}: {e}"))?;
-        meta::edit(g, &edits).map_err(|e| format!("{label}: cannot edit its metadata: {e}"))
+        let edits = core_edits(g, pending).map_err(|e| Error::Refused(format!("{label}: {e}")))?;
+        meta::edit(g, &edits).map_err(|e| Error::Refused(format!("{label}: cannot edit its metadata: {e}")))
     })?
 }
 
@@ -89,30 +90,37 @@ fn edited(file: &Src, header: &[u8], pending: &[PendingEdit], whole: bool) -> Re
 /// # Errors
 /// A model at a URL (its bytes are not here to slice), the header unreadable, an edit
 /// the core refuses (the CLI's message, naming the file and the key).
-pub async fn write(files: &[Src], pending: &[PendingEdit]) -> Result<Written, String> {
+pub async fn write(files: &[Src], pending: &[PendingEdit]) -> Result<Written, Error> {
     let mut blobs: Vec<web_sys::Blob> = Vec::with_capacity(files.len());
     for file in files {
         let Src::File(f) = file else {
-            return Err(format!(
+            return Err(Error::Refused(format!(
                 "{}: a model at a URL; download it and drop the file to write its edited copy",
                 file.what()
-            ));
+            )));
         };
         let whole: &web_sys::Blob = f.as_ref();
         blobs.push(whole.clone());
     }
-    let Some(file) = files.first() else { return Err("no file to write".into()) };
+    let Some(file) = files.first() else { return Err(Error::Internal("no file to write")) };
     let header = source::header_bytes(file, Vec::new()).await?;
     let e = edited(file, &header, pending, files.len() == 1)?;
     let head = js_sys::Uint8Array::from(&e.header[..]);
-    let data = blobs[0].slice_with_f64_and_f64(e.data.start as f64, e.data.end as f64).map_err(|e| format!("{e:?}"))?;
+    let data = blobs[0]
+        .slice_with_f64_and_f64(e.data.start as f64, e.data.end as f64)
+        .map_err(|e| Error::Browser(format!("{e:?}")))?;
     let parts = js_sys::Array::of2(&head, &data);
     let opts = web_sys::BlobPropertyBag::new();
     opts.set_type("application/octet-stream");
     let blob = web_sys::Blob::new_with_blob_sequence_and_options(&parts, &opts)
-        .map_err(|e| format!("{}: cannot compose the edited file: {e:?}", file.name()))?;
+        .map_err(|e| Error::Browser(format!("{}: cannot compose the edited file: {e:?}", file.name())))?;
     if blob.size() as u64 != e.file_len() {
-        return Err(format!("{}: the edited file is {} bytes, expected {}", file.name(), blob.size(), e.file_len()));
+        return Err(Error::Browser(format!(
+            "{}: the edited file is {} bytes, expected {}",
+            file.name(),
+            blob.size(),
+            e.file_len()
+        )));
     }
     let names = out_names(&files.iter().map(Src::name).collect::<Vec<_>>());
     blobs[0] = blob;

@@ -7,6 +7,7 @@
 //! scheduler ([`Chunks`], [`read_ranges`]): what it asks for next depends on what it was
 //! fed, so its reads cannot join the planned ones.
 
+use crate::error::Error;
 use crate::reads::{read_ranges, Chunks};
 use crate::source::Model;
 use organ_core::zmeasure::experts::{duplicates_in, expert_rows, DuplicateSearch, ExpertLayout, ExpertTheta};
@@ -22,10 +23,10 @@ const DUPLICATE_BUDGET: u64 = 16 << 20;
 /// Each tensor's expert layout (`None`: measured whole only), as `organ measure --experts`
 /// takes it: a tensor named as an expert tensor that is not one is an error naming it; a
 /// type without a dequantizer has no θ, so no per-expert θ either.
-pub fn layouts(model: &Model) -> Result<Vec<Option<ExpertLayout>>, String> {
+pub fn layouts(model: &Model) -> Result<Vec<Option<ExpertLayout>>, Error> {
     (model.tensors.iter())
         .map(|t| {
-            let l = ExpertLayout::required(t).map_err(|e| format!("{}: {e}", model.label))?;
+            let l = ExpertLayout::required(t).map_err(|e| Error::Refused(format!("{}: {e}", model.label)))?;
             Ok(l.filter(|_| t.ty.can_dequantize()))
         })
         .collect()
@@ -33,13 +34,16 @@ pub fn layouts(model: &Model) -> Result<Vec<Option<ExpertLayout>>, String> {
 
 /// Tensor `i`'s experts' `duplicate_of`, from reads of its file: the whole tensor when
 /// small, else only the chunks a [`DuplicateSearch`] asks for.
-async fn duplicates_of(model: &Model, i: usize, l: &ExpertLayout) -> Result<Vec<Option<u64>>, String> {
+async fn duplicates_of(model: &Model, i: usize, l: &ExpertLayout) -> Result<Vec<Option<u64>>, Error> {
     let t = &model.tensors[i];
-    let file = model.files.get(t.file).ok_or_else(|| format!("{}: tensor {:?}: no file", model.label, t.name))?;
-    let named = |e: organ_core::Error| format!("{}: tensor {:?}: {e}", model.label, t.name);
+    let file = model
+        .files
+        .get(t.file)
+        .ok_or_else(|| Error::Refused(format!("{}: tensor {:?}: no file", model.label, t.name)))?;
+    let named = |e: organ_core::Error| Error::refused(e).at(format_args!("{}: tensor {:?}", model.label, t.name));
     if t.n_bytes <= READ_WHOLE {
-        let mut whole =
-            Chunks::new(file, t.offset, t.n_bytes, READ_WHOLE).map_err(|e| format!("tensor {:?}: {e}", t.name))?;
+        let mut whole = Chunks::new(file, t.offset, t.n_bytes, READ_WHOLE)
+            .map_err(|e| Error::Refused(format!("tensor {:?}: {e}", t.name)))?;
         let bytes = match whole.next().await {
             Some(c) => js_sys::Uint8Array::new(&c?.1).to_vec(),
             None => Vec::new(),
@@ -71,12 +75,12 @@ pub async fn rows(
     layouts: &[Option<ExpertLayout>],
     measured: &[Option<Vec<Measured>>],
     cancelled: &dyn Fn() -> bool,
-) -> Result<Vec<Option<Vec<ExpertTheta>>>, String> {
+) -> Result<Vec<Option<Vec<ExpertTheta>>>, Error> {
     let mut out = vec![None; layouts.len()];
     for (i, (l, m)) in layouts.iter().zip(measured).enumerate() {
         let (Some(l), Some(m)) = (l, m) else { continue };
         if cancelled() {
-            return Err("cancelled".into());
+            return Err(Error::Cancelled);
         }
         let dups = duplicates_of(model, i, l).await?;
         out[i] = Some(expert_rows(m, &dups, mode != Mode::Sampled));

@@ -3,6 +3,7 @@
 //! downloads from a local object URL (nothing is sent), and an export of a θ or compare
 //! report opened again.
 
+use crate::error::Error;
 use leptos::prelude::*;
 use organ_core::compare::CompareReport;
 use organ_core::report::formats::{self, AnyReport, Format, Shown};
@@ -94,21 +95,23 @@ struct Kind {
 ///
 /// # Errors
 /// A sentence naming the file when it holds no organ report.
-pub fn parse_export(name: &str, text: &str) -> Result<Export, String> {
+pub fn parse_export(name: &str, text: &str) -> Result<Export, Error> {
     let lower = name.to_lowercase();
     let json = if lower.ends_with(".html") || lower.ends_with(".htm") {
-        html::extract_json(text).ok_or_else(|| format!("{name}: not an organ report page (no embedded report)"))?
+        html::extract_json(text)
+            .ok_or_else(|| Error::Refused(format!("{name}: not an organ report page (no embedded report)")))?
     } else {
         text
     };
-    let kind = serde_json::from_str::<Kind>(json).map_err(|e| format!("{name}: not an organ report: {e}"))?;
+    let kind =
+        serde_json::from_str::<Kind>(json).map_err(|e| Error::Refused(format!("{name}: not an organ report: {e}")))?;
     if kind.compare.is_some() {
         serde_json::from_str::<CompareReport>(json)
             .map(|r| Export::Compare(Box::new(r)))
-            .map_err(|e| format!("{name}: not an organ compare report: {e}"))
+            .map_err(|e| Error::Refused(format!("{name}: not an organ compare report: {e}")))
     } else {
         serde_json::from_str::<Report>(json)
             .map(Export::Measure)
-            .map_err(|e| format!("{name}: not an organ θ report: {e}"))
+            .map_err(|e| Error::Refused(format!("{name}: not an organ θ report: {e}")))
     }
 }

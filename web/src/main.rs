@@ -9,6 +9,7 @@ mod app;
 mod check;
 mod compare;
 mod edit;
+mod error;
 mod experts;
 mod export;
 mod measure;

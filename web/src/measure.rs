@@ -9,6 +9,7 @@
 //! plans them and puts their results back together, for both. Each expert of an expert
 //! tensor (§6) is measured too, by jobs of its own (`crate::experts`).
 
+use crate::error::Error;
 use crate::experts;
 use crate::pool;
 use crate::reads::{worker_gone, Jobs, Meter, Progress, Read, Reads, Slot, MAX_GAP, MAX_READ};
@@ -32,18 +33,16 @@ pub struct Outcome {
     pub threads: usize,
 }
 
-/// A tensor's error, with the model and the tensor named.
-fn tensor_err(model: &Model, i: usize, e: impl core::fmt::Display) -> String {
-    format!("{}: tensor {:?}: {e}", model.label, model.tensors[i].name)
-}
-
-/// A job's error, with the model, the tensor and the draw named.
-fn job_err(model: &Model, job: Job, e: impl core::fmt::Display) -> String {
-    let expert = job.expert.map_or_else(String::new, |x| format!("expert {x}: "));
-    match job.draw {
-        0 => tensor_err(model, job.tensor, format!("{expert}{e}")),
-        k => tensor_err(model, job.tensor, format!("{expert}draw {k}: {e}")),
+/// Where a job's error is: the model, the tensor, the expert and the draw.
+fn job_place(model: &Model, job: Job) -> String {
+    let mut place = format!("{}: tensor {:?}", model.label, model.tensors[job.tensor].name);
+    if let Some(x) = job.expert {
+        place += &format!(": expert {x}");
     }
+    if job.draw > 0 {
+        place += &format!(": draw {}", job.draw);
+    }
+    place
 }
 
 /// The measure's jobs, for the read scheduler: a job is one slot, its plan; its result
@@ -65,9 +64,9 @@ impl Jobs for Measuring<'_> {
         self.jobs[i].draw == 0 && self.jobs[i].expert.is_none()
     }
 
-    fn run(histogram: bool, slots: &[Slot]) -> Result<Self::Out, String> {
-        let slot = slots.first().ok_or("a job without its bytes")?;
-        let values = slot.plan.values(slot.bytes()).map_err(|e| e.to_string())?;
+    fn run(histogram: bool, slots: &[Slot]) -> Result<Self::Out, Error> {
+        let slot = slots.first().ok_or(Error::Internal("a job without its bytes"))?;
+        let values = slot.plan.values(slot.bytes()).map_err(Error::refused)?;
         let (m, sorted) = measure_values_sorted(values);
         Ok((m, histogram.then(|| Histogram::of_sorted(&sorted, BINS)).flatten()))
     }
@@ -77,8 +76,8 @@ impl Jobs for Measuring<'_> {
         true
     }
 
-    fn err(&self, i: usize, e: &dyn core::fmt::Display) -> String {
-        job_err(self.model, self.jobs[i], e)
+    fn err(&self, i: usize, e: Error) -> Error {
+        e.at(job_place(self.model, self.jobs[i]))
     }
 }
 
@@ -91,7 +90,7 @@ pub async fn measure(
     mode: Mode,
     cancelled: &dyn Fn() -> bool,
     on_progress: &dyn Fn(Progress),
-) -> Result<Outcome, String> {
+) -> Result<Outcome, Error> {
     let t0 = pool::now_ms();
     let threads = pool::start().await?;
     let n = model.tensors.len();
@@ -121,13 +120,13 @@ pub async fn measure(
     let mut s = Reads::new(vec![model], window, measuring, meter);
     for j in 0..jobs.len() {
         if cancelled() {
-            return Err("cancelled".into());
+            return Err(Error::Cancelled);
         }
         if j + PLANS_AHEAD < jobs.len() {
             plans.push_back(plan(j + PLANS_AHEAD));
         }
-        let rx = plans.pop_front().ok_or("a job without a plan")?;
-        let (plan, at) = rx.await.map_err(worker_gone)?.map_err(|e| job_err(model, jobs[j], e))?;
+        let rx = plans.pop_front().ok_or(Error::Internal("a job without a plan"))?;
+        let (plan, at) = rx.await.map_err(worker_gone)?.map_err(|e| Error::refused(e).at(job_place(model, jobs[j])))?;
         let t = &model.tensors[jobs[j].tensor];
         s.add(j, vec![Read { model: 0, file: t.file, offset: t.offset + at, plan }]).await?;
     }
@@ -144,7 +143,8 @@ pub async fn measure(
             found.push(None);
         }
     }
-    let (measured, per_expert) = jobs::gather(&jobs, &found, n).map_err(|e| format!("{}: {e}", model.label))?;
+    let (measured, per_expert) =
+        jobs::gather(&jobs, &found, n).map_err(|e| Error::Refused(format!("{}: {e}", model.label)))?;
     let mut expert_rows = experts::rows(model, mode, &layouts, &per_expert, cancelled).await?;
     let rows = (model.tensors.iter().zip(&measured).zip(expert_rows.iter_mut()))
         .map(|((t, m), x)| {

@@ -4,6 +4,7 @@
 //! cross-origin isolated cannot share memory with workers: then the work runs on the page's
 //! own thread, between awaits, and the UI says so.
 
+use crate::error::Error;
 use std::cell::Cell;
 use wasm_bindgen_futures::JsFuture;
 
@@ -18,7 +19,7 @@ pub fn cross_origin_isolated() -> bool {
 }
 
 /// Starts the pool (once). Returns the number of threads measuring tensors.
-pub async fn start() -> Result<usize, String> {
+pub async fn start() -> Result<usize, Error> {
     let have = THREADS.with(Cell::get);
     if have > 0 {
         return Ok(have);
@@ -28,7 +29,7 @@ pub async fn start() -> Result<usize, String> {
         let n = cores.clamp(1, 16);
         JsFuture::from(wasm_bindgen_rayon::init_thread_pool(n))
             .await
-            .map_err(|e| format!("could not start the worker pool: {e:?}"))?;
+            .map_err(|e| Error::Workers(format!("could not start the worker pool: {e:?}")))?;
         n
     } else {
         1

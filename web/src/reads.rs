@@ -17,6 +17,7 @@
 //!
 //! The progress is shown at most every [`PROGRESS_EVERY_MS`] ([`Meter`], for both kinds).
 
+use crate::error::Error;
 use crate::pool;
 use crate::source::{read_buffer, read_range, Model, Src};
 use futures_util::future::{FutureExt, LocalBoxFuture};
@@ -104,12 +105,12 @@ impl<'a> Meter<'a> {
 }
 
 /// The error when a worker drops its answer's channel before answering.
-pub(crate) fn worker_gone<E>(_: E) -> String {
-    "a worker stopped before finishing".to_owned()
+pub(crate) fn worker_gone<E>(_: E) -> Error {
+    Error::Workers("a worker stopped before finishing".to_owned())
 }
 
 /// Reads a batch's bytes.
-async fn read_batch(file: Src, batch: Batch) -> Result<(Batch, js_sys::ArrayBuffer), String> {
+async fn read_batch(file: Src, batch: Batch) -> Result<(Batch, js_sys::ArrayBuffer), Error> {
     read_buffer(&file, batch.start, batch.end).await.map(|b| (batch, b))
 }
 
@@ -181,11 +182,11 @@ pub(crate) trait Jobs {
     /// Job `job`'s input, taken when its slots have all landed.
     fn input(&self, job: usize) -> Self::In;
     /// A job's work on the pool, on its slots in the order they were added.
-    fn run(input: Self::In, slots: &[Slot]) -> Result<Self::Out, String>;
+    fn run(input: Self::In, slots: &[Slot]) -> Result<Self::Out, Error>;
     /// Keeps job `job`'s result; true when it completes a step of the progress.
     fn done(&mut self, job: usize, out: Self::Out) -> bool;
-    /// Job `job`'s error, with what it reads named.
-    fn err(&self, job: usize, e: &dyn core::fmt::Display) -> String;
+    /// Job `job`'s error `e`, said at what it reads.
+    fn err(&self, job: usize, e: Error) -> Error;
 }
 
 /// A slot whose reads are under way.
@@ -203,15 +204,15 @@ struct Open {
 }
 
 /// A finished job: its index, its result, and its slots' buffers, for the next job.
-type Done<T> = (usize, Result<T, String>, Vec<Vec<u8>>);
-type ReadResult = (usize, Result<(Batch, js_sys::ArrayBuffer), String>);
+type Done<T> = (usize, Result<T, Error>, Vec<Vec<u8>>);
+type ReadResult = (usize, Result<(Batch, js_sys::ArrayBuffer), Error>);
 
 /// Starts a job's work on the pool (generic only over what crosses to the pool).
 fn spawn<I: Send + 'static, O: Send + 'static>(
     job: usize,
     input: I,
     slots: Vec<Slot>,
-    run: fn(I, &[Slot]) -> Result<O, String>,
+    run: fn(I, &[Slot]) -> Result<O, Error>,
 ) -> futures_channel::oneshot::Receiver<Done<O>> {
     pool::spawn(move || {
         let r = run(input, &slots);
@@ -264,9 +265,9 @@ impl<'m, J: Jobs> Reads<'m, J> {
 
     /// Schedules the reads of job `job`'s slots; then, while the pool holds more than
     /// `window` jobs, waits for them to finish.
-    pub async fn add(&mut self, job: usize, slots: Vec<Read>) -> Result<(), String> {
+    pub async fn add(&mut self, job: usize, slots: Vec<Read>) -> Result<(), Error> {
         if slots.is_empty() {
-            return Err(self.jobs.err(job, &"nothing to read"));
+            return Err(self.jobs.err(job, Error::Internal("nothing to read")));
         }
         let mut full = Vec::new();
         let n = slots.len();
@@ -274,7 +275,7 @@ impl<'m, J: Jobs> Reads<'m, J> {
             self.meter.progress.bytes_total += plan.bytes_to_read();
             let id = self.next_id;
             self.next_id += 1;
-            let batcher = self.batchers.get_mut(model).ok_or("a read of no model")?;
+            let batcher = self.batchers.get_mut(model).ok_or(Error::Internal("a read of no model"))?;
             let mut closed = Vec::new();
             batcher.push_plan(id, &plan, file, offset, &mut closed);
             full.extend(closed.into_iter().map(|b| (model, b)));
@@ -294,23 +295,27 @@ impl<'m, J: Jobs> Reads<'m, J> {
     }
 
     /// Issues a read, waiting first for a place among those in flight.
-    async fn issue(&mut self, model: usize, batch: Batch) -> Result<(), String> {
+    async fn issue(&mut self, model: usize, batch: Batch) -> Result<(), Error> {
         while self.reads.len() >= MAX_READS_IN_FLIGHT {
             if let Some(r) = self.reads.next().await {
                 self.land(r)?;
             }
         }
-        let file = self.models[model].files.get(batch.file).ok_or("a read of no file")?.clone();
+        let file = self.models[model].files.get(batch.file).ok_or(Error::Internal("a read of no file"))?.clone();
         self.reads.push(read_batch(file, batch).map(move |r| (model, r)).boxed_local());
         Ok(())
     }
 
     /// Lands one read: fills the buffers of the slots it serves; complete jobs go to the
     /// pool.
-    fn land(&mut self, (_, r): ReadResult) -> Result<(), String> {
+    fn land(&mut self, (_, r): ReadResult) -> Result<(), Error> {
         let (batch, bytes) = r?;
         for p in &batch.parts {
-            let o = self.open.iter_mut().find(|o| o.id == p.tensor).ok_or("a read landed for no tensor")?;
+            let o = self
+                .open
+                .iter_mut()
+                .find(|o| o.id == p.tensor)
+                .ok_or(Error::Internal("a read landed for no tensor"))?;
             // Every part lies inside its batch, whose length was checked.
             let span = batch.span(p);
             let part =
@@ -327,7 +332,7 @@ impl<'m, J: Jobs> Reads<'m, J> {
                     }
                     part.copy_to(&mut self.staging[..n]);
                     let filled = o.plan.fill(p.range, &self.staging[..n], &mut o.buf[..o.len]);
-                    filled.map_err(|e| self.jobs.err(o.job, &e))?
+                    filled.map_err(|e| self.jobs.err(o.job, Error::refused(e)))?
                 }
             }
             o.left -= 1;
@@ -361,13 +366,13 @@ impl<'m, J: Jobs> Reads<'m, J> {
 
     /// Waits for one job on the pool; keeps its result and its buffers. False when none is
     /// there.
-    async fn finish_next(&mut self) -> Result<bool, String> {
+    async fn finish_next(&mut self) -> Result<bool, Error> {
         let Some(d) = self.computing.next().await else { return Ok(false) };
         let (job, r, bufs) = d.map_err(worker_gone)?;
         for b in bufs {
             self.buffers.give(b);
         }
-        let out = r.map_err(|e| self.jobs.err(job, &e))?;
+        let out = r.map_err(|e| self.jobs.err(job, e))?;
         if self.jobs.done(job, out) {
             self.meter.tick();
         }
@@ -376,7 +381,7 @@ impl<'m, J: Jobs> Reads<'m, J> {
 
     /// Issues each model's last read, lands every read and waits for every job; shows the
     /// final progress. Gives the jobs back, with the bytes read.
-    pub async fn finish(mut self) -> Result<(J, u64), String> {
+    pub async fn finish(mut self) -> Result<(J, u64), Error> {
         for model in 0..self.batchers.len() {
             if let Some(last) = self.batchers[model].finish() {
                 self.issue(model, last).await?;
@@ -404,19 +409,19 @@ pub(crate) struct Chunks<'a> {
 
 impl<'a> Chunks<'a> {
     /// The `len` bytes at `start` of `file`, in chunks of `chunk` bytes (the last shorter).
-    pub fn new(file: &'a Src, start: u64, len: u64, chunk: u64) -> Result<Self, String> {
+    pub fn new(file: &'a Src, start: u64, len: u64, chunk: u64) -> Result<Self, Error> {
         if start.checked_add(len).is_none_or(|end| end > file.size()) {
-            return Err(format!(
+            return Err(Error::Read(format!(
                 "{}: bytes {start}..{start}+{len} run past the end of the file ({} bytes)",
                 file.what(),
                 file.size()
-            ));
+            )));
         }
         Ok(Self { file, start, len, at: 0, chunk: chunk.max(1) })
     }
 
     /// The next chunk: where it starts in the span, and its bytes; `None` after the last.
-    pub async fn next(&mut self) -> Option<Result<(u64, js_sys::ArrayBuffer), String>> {
+    pub async fn next(&mut self) -> Option<Result<(u64, js_sys::ArrayBuffer), Error>> {
         if self.at >= self.len {
             return None;
         }
@@ -430,7 +435,7 @@ impl<'a> Chunks<'a> {
 
 /// Reads `ranges` (`[start, end)` each) of `file`, [`MAX_READS_IN_FLIGHT`] at once; their
 /// bytes in the ranges' order.
-pub(crate) async fn read_ranges(file: &Src, ranges: &[(u64, u64)]) -> Result<Vec<Vec<u8>>, String> {
+pub(crate) async fn read_ranges(file: &Src, ranges: &[(u64, u64)]) -> Result<Vec<Vec<u8>>, Error> {
     stream::iter(ranges.iter().map(|&(start, end)| read_range(file, start, end)))
         .buffered(MAX_READS_IN_FLIGHT)
         .try_collect()
@@ -445,11 +450,11 @@ pub(crate) async fn each<'a, T>(
     cancelled: &dyn Fn() -> bool,
     job: impl Fn(usize) -> LocalBoxFuture<'a, T>,
     mut done: impl FnMut(usize, T),
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let mut under_way = FuturesUnordered::new();
     for &i in items {
         if cancelled() {
-            return Err("cancelled".into());
+            return Err(Error::Cancelled);
         }
         while under_way.len() >= window.max(1) {
             if let Some((k, r)) = under_way.next().await {

@@ -4,6 +4,7 @@
 //! pool; and a measured report (`organ sensitivity --json`) opened beside θ, checked
 //! against the model by the core as `organ recipe --from` checks it.
 
+use crate::error::Error;
 use crate::pool;
 use crate::reads::{Jobs, Meter, Progress, Read, Reads, Slot, MAX_READ};
 use crate::source::Model;
@@ -30,10 +31,10 @@ pub struct Measured {
 
 /// Reads a measured sensitivity report (`organ sensitivity --json`) of `model`: its rows
 /// must name the model's tensors in their types and shapes.
-pub fn read_measured(file: &str, text: &str, model: &[TensorEntry]) -> Result<Measured, String> {
+pub fn read_measured(file: &str, text: &str, model: &[TensorEntry]) -> Result<Measured, Error> {
     let (r, klds) = ReadBack::read_checked(text, model, None).map_err(|e| match e {
-        ReadError::Row(e) => format!("{file}: {e} (a report of another model?)"),
-        e => format!("{file}: {e}"),
+        ReadError::Row(e) => Error::Refused(format!("{file}: {e} (a report of another model?)")),
+        e => Error::Refused(format!("{file}: {e}")),
     })?;
     Ok(Measured { file: file.to_owned(), change: r.change, klds })
 }
@@ -56,12 +57,12 @@ impl Jobs for Step1<'_> {
         (self.p.clone(), self.jobs[j].clone(), self.entries[j].clone())
     }
 
-    fn run((p, job, entries): Self::In, slots: &[Slot]) -> Result<Energy, String> {
+    fn run((p, job, entries): Self::In, slots: &[Slot]) -> Result<Energy, Error> {
         let values = slots.iter().map(|s| s.plan.values(s.bytes())).collect::<Result<Vec<_>, _>>();
-        let values = values.map_err(|e| e.to_string())?;
+        let values = values.map_err(Error::refused)?;
         let tensors: Vec<&TensorEntry> = entries.iter().collect();
         let values: Vec<&[f32]> = values.iter().map(Vec::as_slice).collect();
-        p.energy(&job, &tensors, &values).map_err(|e| e.to_string())
+        p.energy(&job, &tensors, &values).map_err(Error::refused)
     }
 
     fn done(&mut self, j: usize, out: Energy) -> bool {
@@ -69,8 +70,12 @@ impl Jobs for Step1<'_> {
         true
     }
 
-    fn err(&self, j: usize, e: &dyn core::fmt::Display) -> String {
-        format!("{}: tensor {:?}: {e}", self.model.label, self.jobs[j].reads().first().copied().unwrap_or_default())
+    fn err(&self, j: usize, e: Error) -> Error {
+        e.at(format_args!(
+            "{}: tensor {:?}",
+            self.model.label,
+            self.jobs[j].reads().first().copied().unwrap_or_default()
+        ))
     }
 }
 
@@ -93,10 +98,10 @@ impl Jobs for Step3<'_> {
         (self.p.clone(), self.blocks.clone(), job, t)
     }
 
-    fn run((p, blocks, job, t): Self::In, slots: &[Slot]) -> Result<Prediction, String> {
-        let slot = slots.first().ok_or("a job without its bytes")?;
-        let values = slot.plan.values(slot.bytes()).map_err(|e| e.to_string())?;
-        p.predict(&blocks, &job, &t, &values).map_err(|e| e.to_string())
+    fn run((p, blocks, job, t): Self::In, slots: &[Slot]) -> Result<Prediction, Error> {
+        let slot = slots.first().ok_or(Error::Internal("a job without its bytes"))?;
+        let values = slot.plan.values(slot.bytes()).map_err(Error::refused)?;
+        p.predict(&blocks, &job, &t, &values).map_err(Error::refused)
     }
 
     fn done(&mut self, j: usize, out: Prediction) -> bool {
@@ -104,14 +109,15 @@ impl Jobs for Step3<'_> {
         true
     }
 
-    fn err(&self, j: usize, e: &dyn core::fmt::Display) -> String {
-        format!("{}: tensor {:?}: {e}", self.model.label, self.model.tensors[self.jobs[j].tensor].name)
+    fn err(&self, j: usize, e: Error) -> Error {
+        e.at(format_args!("{}: tensor {:?}", self.model.label, self.model.tensors[self.jobs[j].tensor].name))
     }
 }
 
 /// The read of tensor `t`, whole.
-fn whole(model: &Model, t: &TensorEntry) -> Result<Read, String> {
-    let plan = ReadPlan::exact(t.ty, t.n_elements, MAX_READ).map_err(|e| format!("{}: {e}", model.label))?;
+fn whole(model: &Model, t: &TensorEntry) -> Result<Read, Error> {
+    let plan =
+        ReadPlan::exact(t.ty, t.n_elements, MAX_READ).map_err(|e| Error::Refused(format!("{}: {e}", model.label)))?;
     Ok(Read { model: 0, file: t.file, offset: t.offset, plan })
 }
 
@@ -123,11 +129,12 @@ pub async fn predict(
     ty: GgmlType,
     cancelled: &dyn Fn() -> bool,
     on_progress: &dyn Fn(Progress),
-) -> Result<PredictionReport, String> {
+) -> Result<PredictionReport, Error> {
     let t0 = pool::now_ms();
     let threads = pool::start().await?;
     let calibration = Calibration::DATA_FREE;
-    let p = Predictor::new(&model.model, &[ty], calibration, None).map_err(|e| format!("{}: {e}", model.label))?;
+    let p = Predictor::new(&model.model, &[ty], calibration, None)
+        .map_err(|e| Error::Refused(format!("{}: {e}", model.label)))?;
     let p = Arc::new(p);
     let picked: Vec<&str> =
         model.tensors.iter().filter(|t| is_weight(&t.name, &t.dims)).map(|t| t.name.as_str()).collect();
@@ -140,20 +147,21 @@ pub async fn predict(
         .iter()
         .map(|j| j.reads().into_iter().map(|n| steps::tensor(&model.model, n).cloned()).collect::<Result<Vec<_>, _>>())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{}: {e}", model.label))?;
+        .map_err(|e| Error::Refused(format!("{}: {e}", model.label)))?;
     let n1 = energy_jobs.len();
     let step1 = Step1 { model, p: p.clone(), jobs: energy_jobs, out: vec![None; n1], entries };
     let mut s = Reads::new(vec![model], window, step1, meter);
     for j in 0..n1 {
         if cancelled() {
-            return Err("cancelled".into());
+            return Err(Error::Cancelled);
         }
         let reads = s.jobs.entries[j].iter().map(|t| whole(model, t)).collect::<Result<Vec<_>, _>>()?;
         s.add(j, reads).await?;
     }
     let (step1, _) = s.finish().await?;
-    let energies: Vec<Energy> = step1.out.into_iter().collect::<Option<_>>().ok_or("a job without its result")?;
-    let blocks = p.stream(&model.model, energies).map_err(|e| format!("{}: {e}", model.label))?;
+    let energies: Vec<Energy> =
+        step1.out.into_iter().collect::<Option<_>>().ok_or(Error::Internal("a job without its result"))?;
+    let blocks = p.stream(&model.model, energies).map_err(|e| Error::Refused(format!("{}: {e}", model.label)))?;
     let n3 = trip_jobs.len();
     let mut meter = Meter::new(n1 + n3, t0, on_progress);
     meter.progress.done = n1;
@@ -161,14 +169,14 @@ pub async fn predict(
     let mut s = Reads::new(vec![model], window, step3, meter);
     for j in 0..n3 {
         if cancelled() {
-            return Err("cancelled".into());
+            return Err(Error::Cancelled);
         }
         let read = whole(model, &model.tensors[s.jobs.jobs[j].tensor])?;
         s.add(j, vec![read]).await?;
     }
     let (step3, _) = s.finish().await?;
     let predictions: Vec<Prediction> =
-        step3.out.into_iter().collect::<Option<_>>().ok_or("a job without its result")?;
+        step3.out.into_iter().collect::<Option<_>>().ok_or(Error::Internal("a job without its result"))?;
     let (tensors, not_predicted) = rows(predictions, &picked);
     Ok(PredictionReport {
         organ_sensitivity_prediction: SCHEMA,

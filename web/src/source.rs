@@ -4,6 +4,7 @@
 //! asks (it says how many more bytes it needs); the model is the core's (`organ_core::model`),
 //! joined from the shards there. Only where the bytes are ([`Src`]) is the browser's own.
 
+use crate::error::Error;
 use crate::url_source::UrlFile;
 use organ_core::gguf::cut::Cut;
 use organ_core::gguf::display::{preview, whole_string};
@@ -80,7 +81,7 @@ impl Deref for Model {
 /// Reads `[start, end)` of a file into a JS ArrayBuffer (`Blob.arrayBuffer()`, or a range
 /// request's body), which the caller copies straight to where the bytes belong in wasm
 /// memory.
-pub async fn read_buffer(src: &Src, start: u64, end: u64) -> Result<js_sys::ArrayBuffer, String> {
+pub async fn read_buffer(src: &Src, start: u64, end: u64) -> Result<js_sys::ArrayBuffer, Error> {
     let file = match src {
         Src::File(f) => f,
         Src::Url(u) => return u.read(start, end).await,
@@ -89,32 +90,37 @@ pub async fn read_buffer(src: &Src, start: u64, end: u64) -> Result<js_sys::Arra
     let raw: &web_sys::Blob = blob.as_ref();
     let buf = wasm_bindgen_futures::JsFuture::from(raw.array_buffer())
         .await
-        .map_err(|e| format!("{}: cannot read bytes {start}..{end}: {e:?}", file.name()))?;
+        .map_err(|e| Error::Read(format!("{}: cannot read bytes {start}..{end}: {e:?}", file.name())))?;
     let buf = js_sys::ArrayBuffer::from(buf);
     if buf.byte_length() as u64 != end - start {
-        return Err(format!("{}: read {} bytes at {start}, expected {}", file.name(), buf.byte_length(), end - start));
+        return Err(Error::Read(format!(
+            "{}: read {} bytes at {start}, expected {}",
+            file.name(),
+            buf.byte_length(),
+            end - start
+        )));
     }
     Ok(buf)
 }
 
 /// Reads `[start, end)` of a file.
-pub async fn read_range(file: &Src, start: u64, end: u64) -> Result<Vec<u8>, String> {
+pub async fn read_range(file: &Src, start: u64, end: u64) -> Result<Vec<u8>, Error> {
     let buf = read_buffer(file, start, end).await?;
     Ok(js_sys::Uint8Array::new(&buf).to_vec())
 }
 
 /// One file's header bytes, read in growing pieces as the core's [`HeaderRead`] asks
 /// (`prefix`: bytes from its start already read), up to where it parses whole.
-pub async fn header_bytes(file: &Src, prefix: Vec<u8>) -> Result<Vec<u8>, String> {
+pub async fn header_bytes(file: &Src, prefix: Vec<u8>) -> Result<Vec<u8>, Error> {
     header_bytes_as(file, prefix, HeaderRead::new(file.size())).await
 }
 
-async fn header_bytes_as(file: &Src, mut prefix: Vec<u8>, header: HeaderRead) -> Result<Vec<u8>, String> {
+async fn header_bytes_as(file: &Src, mut prefix: Vec<u8>, header: HeaderRead) -> Result<Vec<u8>, Error> {
     if prefix.is_empty() {
         prefix = read_range(file, 0, header.first()).await?;
     }
     loop {
-        let want = match header.step(&prefix).map_err(|e| format!("{}: {e}", file.what()))? {
+        let want = match header.step(&prefix).map_err(|e| Error::Read(format!("{}: {e}", file.what())))? {
             Step::Done(_) => return Ok(prefix),
             Step::Need(want) => want,
         };
@@ -124,31 +130,28 @@ async fn header_bytes_as(file: &Src, mut prefix: Vec<u8>, header: HeaderRead) ->
 }
 
 /// The header `bytes` (from [`header_bytes`]) of `file`, parsed, handed to `f`.
-pub fn with_header<R>(file: &Src, bytes: &[u8], f: impl FnOnce(&Gguf<'_>) -> R) -> Result<R, String> {
+pub fn with_header<R>(file: &Src, bytes: &[u8], f: impl FnOnce(&Gguf<'_>) -> R) -> Result<R, Error> {
     with_header_as(file, bytes, HeaderRead::new(file.size()), f)
 }
 
-fn with_header_as<R>(
-    file: &Src,
-    bytes: &[u8],
-    header: HeaderRead,
-    f: impl FnOnce(&Gguf<'_>) -> R,
-) -> Result<R, String> {
-    match header.step(bytes).map_err(|e| format!("{}: {e}", file.what()))? {
+fn with_header_as<R>(file: &Src, bytes: &[u8], header: HeaderRead, f: impl FnOnce(&Gguf<'_>) -> R) -> Result<R, Error> {
+    match header.step(bytes).map_err(|e| Error::Read(format!("{}: {e}", file.what())))? {
         Step::Done(g) => Ok(f(&g)),
-        Step::Need(want) => Err(format!("{}: the header needs {want} bytes, {} were read", file.what(), bytes.len())),
+        Step::Need(want) => {
+            Err(Error::Read(format!("{}: the header needs {want} bytes, {} were read", file.what(), bytes.len())))
+        }
     }
 }
 
 /// One file's model, from its header.
-async fn read_header(file: &Src, index: usize, prefix: Vec<u8>) -> Result<model::Model, String> {
+async fn read_header(file: &Src, index: usize, prefix: Vec<u8>) -> Result<model::Model, Error> {
     let bytes = header_bytes(file, prefix).await?;
     with_header(file, &bytes, |g| model::Model::from_gguf(g, index))
 }
 
 /// One file's model from its header, the file possibly cut short (a partial download),
 /// and what it lacks if it is ("NAME: cut short: …", the core's sentence).
-async fn read_header_cut(file: &Src, index: usize, prefix: Vec<u8>) -> Result<(model::Model, Option<String>), String> {
+async fn read_header_cut(file: &Src, index: usize, prefix: Vec<u8>) -> Result<(model::Model, Option<String>), Error> {
     let read = HeaderRead::cut_short(file.size());
     let bytes = header_bytes_as(file, prefix, read).await?;
     with_header_as(file, &bytes, read, |g| {
@@ -175,7 +178,7 @@ fn meta_row(key: &str, v: &model::OwnedValue) -> MetaRow {
 }
 
 /// Opens the files dropped together: one GGUF, or every shard of one split model.
-pub async fn open(mut files: Vec<gloo_file::File>) -> Result<Model, String> {
+pub async fn open(mut files: Vec<gloo_file::File>) -> Result<Model, Error> {
     files.sort_by_key(|f| f.name());
     let files: Vec<Src> = files.into_iter().map(Src::File).collect();
     let mut parts = Vec::with_capacity(files.len());
@@ -188,7 +191,7 @@ pub async fn open(mut files: Vec<gloo_file::File>) -> Result<Model, String> {
 /// Opens the files dropped together to be measured: a model (one GGUF, or every shard of
 /// one split model), or a LoRA adapter, alone or with its base (every shard of it) beside
 /// it. The second is the base, when there is one.
-pub async fn open_measured(mut files: Vec<gloo_file::File>) -> Result<(Model, Option<Model>), String> {
+pub async fn open_measured(mut files: Vec<gloo_file::File>) -> Result<(Model, Option<Model>), Error> {
     files.sort_by_key(|f| f.name());
     let files: Vec<Src> = files.into_iter().map(Src::File).collect();
     let mut parts = Vec::with_capacity(files.len());
@@ -219,7 +222,7 @@ pub async fn open_measured(mut files: Vec<gloo_file::File>) -> Result<(Model, Op
 /// Opens the files dropped together for their headers alone (inspect mode): one GGUF, or
 /// every shard of one split model, any of them possibly cut short (a download under way).
 /// The model is as the headers say; each file cut short says what it lacks.
-pub async fn open_headers(mut files: Vec<gloo_file::File>) -> Result<(Model, Vec<String>), String> {
+pub async fn open_headers(mut files: Vec<gloo_file::File>) -> Result<(Model, Vec<String>), Error> {
     files.sort_by_key(|f| f.name());
     let files: Vec<Src> = files.into_iter().map(Src::File).collect();
     let (mut parts, mut cuts) = (Vec::with_capacity(files.len()), Vec::new());
@@ -234,7 +237,7 @@ pub async fn open_headers(mut files: Vec<gloo_file::File>) -> Result<(Model, Vec
 /// Opens a model at a URL, its headers read by range requests: one GGUF, or, for the URL
 /// of a llama.cpp shard (`…/NAME-00002-of-00005.gguf`), every shard, its siblings by name
 /// (the core's `shard_urls`, the query kept).
-pub async fn open_url(url: &str) -> Result<Model, String> {
+pub async fn open_url(url: &str) -> Result<Model, Error> {
     let url = url.trim();
     let urls = organ_core::gguf::split::shard_urls(url).unwrap_or_else(|| vec![url.to_owned()]);
     let (mut files, mut parts) = (Vec::with_capacity(urls.len()), Vec::with_capacity(urls.len()));
@@ -248,10 +251,10 @@ pub async fn open_url(url: &str) -> Result<Model, String> {
 }
 
 /// The model of `files`, each one's header parsed into `parts`.
-fn joined(files: Vec<Src>, parts: Vec<model::Model>) -> Result<Model, String> {
+fn joined(files: Vec<Src>, parts: Vec<model::Model>) -> Result<Model, Error> {
     let model = model::Model::join(parts).map_err(|e| {
         let file = files.get(e.file).map_or_else(String::new, Src::what);
-        format!("{file}: {}", e.reason)
+        Error::Refused(format!("{file}: {}", e.reason))
     })?;
     let file_bytes = files.iter().map(|f| f.size()).sum();
     let metadata = model.kvs.iter().map(|(k, v)| meta_row(k, v)).collect();

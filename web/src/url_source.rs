@@ -8,6 +8,7 @@
 //! rejects with a bare TypeError, which says no more (nor whether the host was reachable),
 //! and the error says so and what to do.
 
+use crate::error::Error;
 use js_sys::{ArrayBuffer, Uint8Array};
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
@@ -55,53 +56,54 @@ fn name_of(url: &str) -> String {
 
 /// One range request for `[start, end)`: the answer's body (`[start, end)`, or up to the
 /// file's end when it is shorter), its Content-Range total and its ETag, each checked.
-async fn get(url: &str, start: u64, end: u64) -> Result<(ArrayBuffer, u64, Option<String>), String> {
+async fn get(url: &str, start: u64, end: u64) -> Result<(ArrayBuffer, u64, Option<String>), Error> {
     let init = RequestInit::new();
     init.set_method("GET");
     init.set_mode(RequestMode::Cors);
     // A cached answer could be of another version of the file than the others.
     init.set_cache(RequestCache::NoStore);
     let req = Request::new_with_str_and_init(url, &init)
-        .map_err(|e| format!("{url}: not a URL this page can read: {e:?}"))?;
+        .map_err(|e| Error::Read(format!("{url}: not a URL this page can read: {e:?}")))?;
     let range = format!("bytes={start}-{}", end - 1);
-    req.headers().set("Range", &range).map_err(|e| format!("{url}: {e:?}"))?;
-    let window = web_sys::window().ok_or("no window")?;
-    let answer = JsFuture::from(window.fetch_with_request(&req)).await.map_err(|_| cors_sentence(url))?;
-    let r: Response = answer.dyn_into().map_err(|_| format!("{url}: fetch gave no response"))?;
+    req.headers().set("Range", &range).map_err(|e| Error::Read(format!("{url}: {e:?}")))?;
+    let window = web_sys::window().ok_or(Error::Internal("no window"))?;
+    let answer = JsFuture::from(window.fetch_with_request(&req)).await.map_err(|_| Error::Read(cors_sentence(url)))?;
+    let r: Response = answer.dyn_into().map_err(|_| Error::Read(format!("{url}: fetch gave no response")))?;
     let what = format!("{url}: bytes {start}..{end}");
     match r.status() {
         206 => {}
         200 => {
-            return Err(format!(
+            return Err(Error::Read(format!(
                 "{what}: the host answered with the whole file (200), not the range asked for: it does not \
                  serve range requests. Download the file and drop it here instead."
-            ))
+            )))
         }
-        s => return Err(format!("{what}: HTTP {s} {}", r.status_text())),
+        s => return Err(Error::Read(format!("{what}: HTTP {s} {}", r.status_text()))),
     }
     let h = r.headers();
     let cr = h.get("content-range").ok().flatten().ok_or_else(|| {
-        format!(
+        Error::Read(format!(
             "{what}: no Content-Range in the answer: the host must expose it to this page \
              (Access-Control-Expose-Headers: Content-Range, ETag)"
-        )
+        ))
     })?;
-    let (a, b, total) = content_range(&cr).ok_or_else(|| format!("{what}: a malformed Content-Range {cr:?}"))?;
+    let (a, b, total) =
+        content_range(&cr).ok_or_else(|| Error::Read(format!("{what}: a malformed Content-Range {cr:?}")))?;
     if (a, b) != (start, end.min(total)) {
-        return Err(format!("{what}: the answer holds bytes {a}..{b} (Content-Range {cr:?})"));
+        return Err(Error::Read(format!("{what}: the answer holds bytes {a}..{b} (Content-Range {cr:?})")));
     }
     if let Some(len) = h.get("content-length").ok().flatten() {
         if len.trim().parse::<u64>().ok() != Some(b - a) {
-            return Err(format!("{what}: Content-Length {len}, expected {}", b - a));
+            return Err(Error::Read(format!("{what}: Content-Length {len}, expected {}", b - a)));
         }
     }
     let etag = h.get("etag").ok().flatten();
-    let body = JsFuture::from(r.array_buffer().map_err(|e| format!("{what}: {e:?}"))?)
+    let body = JsFuture::from(r.array_buffer().map_err(|e| Error::Read(format!("{what}: {e:?}")))?)
         .await
-        .map_err(|e| format!("{what}: the answer's body could not be read: {e:?}"))?;
-    let body: ArrayBuffer = body.dyn_into().map_err(|_| format!("{what}: the body is not bytes"))?;
+        .map_err(|e| Error::Read(format!("{what}: the answer's body could not be read: {e:?}")))?;
+    let body: ArrayBuffer = body.dyn_into().map_err(|_| Error::Read(format!("{what}: the body is not bytes")))?;
     if u64::from(body.byte_length()) != b - a {
-        return Err(format!("{what}: {} bytes in the answer, expected {}", body.byte_length(), b - a));
+        return Err(Error::Read(format!("{what}: {} bytes in the answer, expected {}", body.byte_length(), b - a)));
     }
     Ok((body, total, etag))
 }
@@ -109,10 +111,10 @@ async fn get(url: &str, start: u64, end: u64) -> Result<(ArrayBuffer, u64, Optio
 impl UrlFile {
     /// Opens `url`: its first `first` bytes (all of a smaller file), whose answer pins its
     /// size and ETag.
-    pub async fn open(url: &str, first: u64) -> Result<(UrlFile, Vec<u8>), String> {
+    pub async fn open(url: &str, first: u64) -> Result<(UrlFile, Vec<u8>), Error> {
         let url = url.trim();
         if !(url.starts_with("https://") || url.starts_with("http://")) {
-            return Err(format!("{url:?}: give an http:// or https:// URL"));
+            return Err(Error::Read(format!("{url:?}: give an http:// or https:// URL")));
         }
         let (body, total, etag) = get(url, 0, first).await?;
         let f = UrlFile { url: url.to_owned(), name: name_of(url), size: total, etag };
@@ -121,20 +123,23 @@ impl UrlFile {
 
     /// Reads `[start, end)`: one range request, its answer checked and its size and ETag
     /// against the pinned ones.
-    pub async fn read(&self, start: u64, end: u64) -> Result<ArrayBuffer, String> {
+    pub async fn read(&self, start: u64, end: u64) -> Result<ArrayBuffer, Error> {
         if start >= end || end > self.size {
-            return Err(format!("{}: bytes {start}..{end} are not inside its {} bytes", self.url, self.size));
+            return Err(Error::Read(format!(
+                "{}: bytes {start}..{end} are not inside its {} bytes",
+                self.url, self.size
+            )));
         }
         let (body, total, etag) = get(&self.url, start, end).await?;
         if total != self.size || etag != self.etag || u64::from(body.byte_length()) != end - start {
             let tag = |e: &Option<String>| e.clone().unwrap_or_else(|| "none".into());
-            return Err(format!(
+            return Err(Error::Read(format!(
                 "{}: the file changed while it was read (now {total} bytes, ETag {}; it was {} bytes, ETag {})",
                 self.url,
                 tag(&etag),
                 self.size,
                 tag(&self.etag)
-            ));
+            )));
         }
         Ok(body)
     }

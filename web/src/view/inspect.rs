@@ -6,6 +6,7 @@
 
 use super::metadata::{shown, value};
 use crate::edit;
+use crate::error::Error;
 use crate::state::{InspectData, PendingEdit, Writing};
 use leptos::prelude::*;
 use organ_core::memory::{self, Settings, KV_TYPES};
@@ -48,8 +49,8 @@ pub fn InspectView(
 }
 
 /// A whole number from an input, or the setting's name and what was wrong.
-fn number(name: &str, text: &str) -> Result<u32, String> {
-    text.trim().parse().map_err(|_| format!("{name}: {text:?} is not a whole number"))
+fn number(name: &str, text: &str) -> Result<u32, Error> {
+    text.trim().parse().map_err(|_| Error::Refused(format!("{name}: {text:?} is not a whole number")))
 }
 
 /// The estimate for the settings as the inputs hold them.
@@ -60,7 +61,7 @@ fn estimate(
     batch: &str,
     ubatch: &str,
     ngl: &str,
-) -> Result<memory::Estimate, String> {
+) -> Result<memory::Estimate, Error> {
     let s = Settings {
         ctx: if ctx.trim().is_empty() { None } else { Some(number("--ctx", ctx)?) },
         kv_type: KV_TYPES
@@ -74,11 +75,11 @@ fn estimate(
     };
     // A setting by the label of its field, which is the CLI's flag.
     let flagged = |e: memory::MemoryError| match e {
-        memory::MemoryError::Setting(..) => format!("--{e}"),
-        e => e.to_string(),
+        memory::MemoryError::Setting(..) => Error::Refused(format!("--{e}")),
+        e => Error::refused(e),
     };
     s.check().map_err(flagged)?;
-    memory::estimate(&data.model, &s).map_err(|e| format!("{}: {}", data.label, flagged(e)))
+    memory::estimate(&data.model, &s).map_err(|e| flagged(e).at(&data.label))
 }
 
 /// What llama.cpp allocates to run the model, per buffer, for the settings chosen.
@@ -112,7 +113,7 @@ fn MemoryView(data: Arc<InspectData>) -> impl IntoView {
                 {field("mem-ngl", "GPU layers", ngl, "")}
             </p>
             {move || match result.get() {
-                Err(e) => view! { <p class="error" id="memory-error">{e}</p> }.into_any(),
+                Err(e) => view! { <p class="error" id="memory-error">{e.to_string()}</p> }.into_any(),
                 Ok(e) => view! {
                     <p id="memory-settings" class="mute">{format!("What llama.cpp allocates at {}:", e.settings_text())}</p>
                     <table id="memory"><tbody>

@@ -20,22 +20,29 @@ nightly_wasm() {
     rustup component add rust-src --toolchain nightly
 }
 
+# The two tools are organ's build tools, not its product: how fast they run hardly matters
+# (trunk waits on cargo; wasm-bindgen takes seconds on the app), how long they take to
+# compile on a clean machine does (CI). So they build with a light profile: opt-level 1,
+# no LTO, 16 codegen units, into one target directory, so that the crates both use with
+# the same features compile once. The directory goes when both are installed.
+light_install() {
+  CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+    CARGO_PROFILE_RELEASE_DEBUG=false CARGO_TARGET_DIR="$TOOLS/build" cargo +stable install "$@"
+}
+
 trunk_tool() {
   local root="$TOOLS/trunk-$TRUNK_VERSION"
   [ -x "$root/bin/trunk" ] && "$root/bin/trunk" --version | grep -q "$TRUNK_VERSION" && return 0
-  # trunk's own release profile is fat LTO in one codegen unit: 24 minutes on a busy 2-core
-  # machine for a tool whose speed does not matter here. Thin local LTO, 16 units. Without
-  # its default features (TLS for downloading tools, the update check): this script gives
-  # it wasm-bindgen and wasm-opt on PATH, and it serves nothing over TLS here.
-  CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
-    cargo +stable install trunk --version "$TRUNK_VERSION" --locked --no-default-features --root "$root"
+  # Without its default features (TLS for downloading tools, the update check): this
+  # script gives it wasm-bindgen and wasm-opt on PATH, and it serves nothing over TLS here.
+  light_install trunk --version "$TRUNK_VERSION" --locked --no-default-features --root "$root"
 }
 
 wasm_bindgen_tool() {
   local root="$TOOLS/wasm-bindgen-$WASM_BINDGEN_VERSION"
   [ -x "$root/bin/wasm-bindgen" ] && "$root/bin/wasm-bindgen" --version | grep -q "$WASM_BINDGEN_VERSION" && return 0
   # Not --locked: a locked dependency version is missing from the registry mirror.
-  cargo +stable install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --root "$root"
+  light_install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --root "$root"
 }
 
 node_tools() {
@@ -61,6 +68,7 @@ step "nightly wasm32 + rust-src" nightly_wasm >&2
 if ! $downloads_only; then
   step "trunk $TRUNK_VERSION" trunk_tool >&2
   step "wasm-bindgen-cli $WASM_BINDGEN_VERSION" wasm_bindgen_tool >&2
+  rm -rf "$TOOLS/build"
 fi
 step "npm binaryen $BINARYEN_VERSION, playwright-core $PLAYWRIGHT_VERSION" node_tools >&2
 step "chromium (Debian)" chromium_browser >&2

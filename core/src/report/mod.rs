@@ -17,6 +17,8 @@ mod fragment;
 mod heatmap;
 mod histogram;
 pub mod html;
+pub mod inspect;
+pub mod inspect_text;
 mod json;
 mod kinds;
 mod layer_plot;

@@ -4,6 +4,9 @@
 //! [`Controller`]; [`App`] lays the views of `view/` out over it and keeps the view in the
 //! URL fragment (`organ_core::report::ViewState`). Every number comes from organ-core.
 
+mod inspect_mode;
+mod sensitivity_mode;
+
 use crate::adapter;
 use crate::check;
 use crate::compare;
@@ -191,72 +194,6 @@ impl Controller {
         self.mode.set(Mode::Compare);
     }
 
-    /// Sensitivity beside θ, for the model on screen.
-    pub fn sens(&self) -> ReadSignal<SensData> {
-        self.sens.read_only()
-    }
-
-    /// Predicts, from the weights alone, the sensitivity of the model measured in this tab
-    /// to `ty`, and shows it beside θ; the report stays on screen.
-    pub fn predict(self, ty: GgmlType) {
-        if self.busy() {
-            return;
-        }
-        let Some(model) = self.model.get_untracked() else {
-            self.phase.set(Phase::Error("Measure a model in this tab first: the prediction reads its weights.".into()));
-            return;
-        };
-        self.cancel.set(false);
-        self.progress.set(Progress::default());
-        self.phase.set(Phase::Predicting(model.label.clone()));
-        spawn_local(async move {
-            let c = self;
-            match sensitivity::predict(&model, ty, &|| c.cancel.get_untracked(), &|p| c.progress.set(p)).await {
-                Ok(r) => {
-                    c.sens.update(|s| s.predicted = Some(Arc::new(r)));
-                    c.phase.set(Phase::Done);
-                }
-                Err(Error::Cancelled) => c.phase.set(Phase::Cancelled),
-                // An error that a stop brought about (a read cut off) is the stop's.
-                Err(_) if c.cancel.get_untracked() => c.phase.set(Phase::Cancelled),
-                Err(e) => c.phase.set(Phase::Error(e.to_string())),
-            }
-        });
-    }
-
-    /// Opens a measured sensitivity report (`organ sensitivity --json`) of the model
-    /// measured in this tab, and shows it beside θ.
-    pub fn open_sensitivity(self, files: Vec<web_sys::File>) {
-        let Some(file) = files.into_iter().next() else { return };
-        if self.busy() {
-            return;
-        }
-        let Some(model) = self.model.get_untracked() else {
-            self.phase.set(Phase::Error(
-                "Measure a model in this tab first: a sensitivity report is read against its tensors.".into(),
-            ));
-            return;
-        };
-        let file = gloo_file::File::from(file);
-        let name = file.name();
-        if file.size() > sensitivity::MAX_REPORT_BYTES {
-            let max = sensitivity::MAX_REPORT_BYTES;
-            self.phase.set(Phase::Error(format!("{name}: more than {max} bytes, not a sensitivity report")));
-            return;
-        }
-        spawn_local(async move {
-            let c = self;
-            let read = gloo_file::futures::read_as_text(&file).await.map_err(|e| Error::Read(format!("{name}: {e}")));
-            match read.and_then(|text| sensitivity::read_measured(&name, &text, &model.tensors)) {
-                Ok(m) => {
-                    c.sens.update(|s| s.measured = Some(Arc::new(m)));
-                    c.phase.set(Phase::Done);
-                }
-                Err(e) => c.phase.set(Phase::Error(e.to_string())),
-            }
-        });
-    }
-
     /// Takes the files chosen as A or B (a model, or all the shards of a split one), and
     /// compares once both are there. A single export file is opened instead, whatever
     /// its kind. Ignored while a file is being read.
@@ -370,92 +307,6 @@ impl Controller {
         self.phase.set(Phase::Comparing(format!("{} (A) and {} (B)", a.label, b.label)));
         let o = compare::compare(&a, &b, &|| self.cancel.get_untracked(), &|p| self.progress.set(p)).await?;
         Ok(CompareData { report: o.report, run: Some((pool::now_ms() - chosen, o.bytes_read, o.threads)) })
-    }
-
-    /// Checks a model (one file, or every shard of a split one) in this tab.
-    pub fn check(self, files: Vec<web_sys::File>) {
-        if files.is_empty() || self.busy() {
-            return;
-        }
-        let files: Vec<gloo_file::File> = files.into_iter().map(gloo_file::File::from).collect();
-        self.run_job(files[0].name(), move |c| async move {
-            let chosen = pool::now_ms();
-            let model = source::open(files).await?;
-            c.phase.set(Phase::Checking(model.label.clone()));
-            let o = check::check(&model, &|| c.cancel.get_untracked(), &|p| c.progress.set(p)).await?;
-            let run = (pool::now_ms() - chosen, o.bytes_read, o.threads);
-            Ok(Shown::Check(Arc::new(CheckData { report: o.report, run })))
-        });
-    }
-
-    /// Reads the header of a model (one file, or every shard of a split one) for inspect
-    /// mode: the memory view and the metadata editor.
-    pub fn inspect(self, files: Vec<web_sys::File>) {
-        if files.is_empty() || self.busy() {
-            return;
-        }
-        let files: Vec<gloo_file::File> = files.into_iter().map(gloo_file::File::from).collect();
-        self.run_job(files[0].name(), move |c| async move {
-            let (model, cuts) = source::open_headers(files).await?;
-            Ok(c.inspected(model, cuts))
-        });
-    }
-
-    /// Reads the header of the model at a URL for inspect mode (its metadata is shown,
-    /// not written: the bytes are not here to slice).
-    pub fn inspect_url(self, url: String) {
-        let url = url.trim().to_owned();
-        if url.is_empty() || self.busy() {
-            return;
-        }
-        self.run_job(url.clone(), move |c| async move { Ok(c.inspected(source::open_url(&url).await?, Vec::new())) });
-    }
-
-    /// Keeps the files of `model` for the editor, and its header for the view; `cuts`
-    /// says what the files cut short lack.
-    fn inspected(self, model: source::Model, cuts: Vec<String>) -> Shown {
-        let source::Model { label, files, file_bytes, metadata, model } = model;
-        let split = model.kvs.iter().find(|(k, _)| k == "split.count").and_then(|(_, v)| v.as_u64()).unwrap_or(1);
-        let split = split.max(files.len() as u64);
-        let not_editable = if matches!(files.first(), Some(source::Src::Url(_))) {
-            Some(
-                "A model at a URL: its metadata is shown, not written. Download it and drop the file to edit it."
-                    .into(),
-            )
-        } else if !cuts.is_empty() {
-            Some("Cut short (a partial download): organ meta edits a whole file. Download the rest first.".into())
-        } else if split > files.len() as u64 {
-            Some(format!(
-                "{} of the {split} shards of a split model: drop them all to write the edited model.",
-                files.len()
-            ))
-        } else {
-            None
-        };
-        let names = files.iter().map(source::Src::name).collect();
-        self.inspected.set(files);
-        Shown::Inspect(Arc::new(InspectData { label, files: names, file_bytes, metadata, model, cuts, not_editable }))
-    }
-
-    /// Where writing the edited model is.
-    pub fn writing(&self) -> ReadSignal<Writing> {
-        self.writing.read_only()
-    }
-
-    /// Writes the model inspected with `pending` applied, offered as a download.
-    pub fn write_edited(self, pending: Vec<PendingEdit>) {
-        let files = self.inspected.get_untracked();
-        if files.is_empty() || self.busy() || self.writing.get_untracked() == Writing::Busy {
-            return;
-        }
-        self.writing.set(Writing::Busy);
-        spawn_local(async move {
-            let t0 = pool::now_ms();
-            self.writing.set(match edit::write(&files, &pending).await {
-                Ok(w) => Writing::Wrote { bytes: w.bytes, wrote: w.wrote, changes: w.changes, ms: pool::now_ms() - t0 },
-                Err(e) => Writing::Failed(e.to_string()),
-            });
-        });
     }
 
     /// Measures the model at a URL (read by range requests) in this tab. Ignored while a

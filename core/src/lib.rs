@@ -22,6 +22,7 @@ pub mod error;
 pub mod ggml_type;
 pub mod gguf;
 pub mod imatrix;
+pub mod judge;
 pub mod limits;
 pub mod lora;
 pub mod memory;

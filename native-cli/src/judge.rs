@@ -1,94 +1,15 @@
 //! The verdict on a model that surgery made, against its parent (`--judge TEXT` of graft and
 //! purify; moe's `--base` later): [`evaluate`](crate::llama_cpp::perplexity::evaluate) the output with
-//! the parent as base, then grade it by one rule (docs/judge.md):
-//!
-//! - `broken`: the output's perplexity is not finite, or more than twice the parent's;
-//! - `degraded`: its perplexity is more than 10% above the parent's;
-//! - `close`: otherwise, with a mean KL divergence of at most 0.05 nats and the same top
-//!   token as the parent on at least 90% of the scored tokens: it behaves like its parent;
-//! - `changed`: otherwise: no worse on the text, but it predicts differently (what a graft
-//!   from another fine-tune is for).
-//!
-//! The perplexities compared are those of the KL run (the same tokens for both models).
+//! the parent as base, then grade it by the core's rule ([`organ_core::judge`], docs/judge.md).
+//! Here: running the evaluation, printing the verdict, and the checks made before any work.
 
-use crate::llama_cpp::perplexity::{self as eval, Evaluation, Settings};
+use crate::llama_cpp::perplexity::{self as eval, Settings};
 use anyhow::{Context, Result};
-use serde::Serialize;
+use organ_core::report::{AnyReport, Shown};
 use std::io::Write;
 use std::path::Path;
 
-/// Perplexity ratio (output / parent) above which the output is `broken`.
-pub const BROKEN_RATIO: f64 = 2.0;
-/// … above which it is `degraded`.
-pub const DEGRADED_RATIO: f64 = 1.10;
-/// Mean KL divergence (nats) at or under which, with [`CLOSE_SAME_TOP`], it is `close`.
-pub const CLOSE_KLD: f64 = 0.05;
-/// Top-token agreement at or above which, with [`CLOSE_KLD`], it is `close`.
-pub const CLOSE_SAME_TOP: f64 = 0.90;
-
-/// The grade.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Grade {
-    Close,
-    Changed,
-    Degraded,
-    Broken,
-}
-
-impl Grade {
-    pub fn name(self) -> &'static str {
-        match self {
-            Grade::Close => "close",
-            Grade::Changed => "changed",
-            Grade::Degraded => "degraded",
-            Grade::Broken => "broken",
-        }
-    }
-}
-
-/// A verdict: the grade, why, and the figures.
-#[derive(Clone, Debug, Serialize)]
-pub struct Verdict {
-    pub verdict: Grade,
-    /// One sentence: which thresholds decided it.
-    pub reason: String,
-    /// PPL(output) / PPL(parent) over the same tokens.
-    pub ppl_ratio: f64,
-    pub evaluation: Evaluation,
-}
-
-/// Grades an evaluation made with a base (the parent). `None` without KL figures.
-pub fn grade(e: &Evaluation) -> Option<(Grade, String, f64)> {
-    let k = e.kl_divergence.as_ref()?;
-    let ratio = k.ln_ppl_ratio.value.exp();
-    let (kld, top) = (k.mean.value, k.same_top.value);
-    let g = if !e.perplexity.value.is_finite() || !ratio.is_finite() || ratio > BROKEN_RATIO {
-        (Grade::Broken, format!("perplexity ×{ratio:.3} of the parent's (broken above ×{BROKEN_RATIO})"))
-    } else if ratio > DEGRADED_RATIO {
-        (Grade::Degraded, format!("perplexity ×{ratio:.3} of the parent's (degraded above ×{DEGRADED_RATIO})"))
-    } else if kld <= CLOSE_KLD && top >= CLOSE_SAME_TOP {
-        (
-            Grade::Close,
-            format!(
-                "perplexity ×{ratio:.3}, KL divergence {kld:.4} ≤ {CLOSE_KLD}, same top token {:.1}% ≥ {:.0}%",
-                100.0 * top,
-                100.0 * CLOSE_SAME_TOP
-            ),
-        )
-    } else {
-        (
-            Grade::Changed,
-            format!(
-                "perplexity ×{ratio:.3} (not worse), but KL divergence {kld:.4} or same top token {:.1}% \
-                 beyond close ({CLOSE_KLD}, {:.0}%)",
-                100.0 * top,
-                100.0 * CLOSE_SAME_TOP
-            ),
-        )
-    };
-    Some((g.0, g.1, ratio))
-}
+pub use organ_core::judge::{grade, Grade, Verdict};
 
 /// Evaluates `output` against `parent` on `s.text` and grades it. Temp files go beside
 /// `output`.
@@ -138,23 +59,15 @@ pub fn judged(output: &Path, parent: &Path, s: Option<&Settings>, w: &mut dyn Wr
     .transpose()
 }
 
-/// Prints a verdict after the evaluation's figures.
+/// Prints a verdict after the evaluation's figures, as `organ eval` prints its report,
+/// the grade coloured on a terminal.
 pub fn print(v: &Verdict, w: &mut dyn Write) -> Result<()> {
-    eval::print(&v.evaluation, w)?;
-    writeln!(w, "verdict: {} ({})", verdict_word(v.verdict), v.reason)?;
-    Ok(())
-}
-
-/// A verdict's word as printed on stdout: coloured on a terminal ([`crate::paint`]).
-pub fn verdict_word(g: Grade) -> String {
-    use crate::paint::{BAD, GOOD, NOTE, WARN};
-    let style = match g {
-        Grade::Close => GOOD,
-        Grade::Changed => NOTE,
-        Grade::Degraded => WARN,
-        Grade::Broken => BAD,
+    let report = organ_core::judge::EvalReport {
+        evaluation: v.evaluation.clone(),
+        verdict: Some((v.verdict, v.reason.clone(), v.ppl_ratio)),
     };
-    crate::paint::paint(g.name(), style, crate::paint::Stream::Stdout)
+    let on_screen = Shown { marks: crate::paint::marks(crate::paint::Stream::Stdout), ..Shown::WHOLE };
+    crate::cmd::outputs::print(AnyReport::Eval(&report), &on_screen, w)
 }
 
 /// Before any work: refuses what `--judge` cannot evaluate once the output is written, so
@@ -174,46 +87,4 @@ pub fn check(parent: &Path, out: &Path, split: bool, s: &Settings) -> Result<()>
     }
     crate::llama_cpp::find("llama-perplexity", s.llama_cpp.as_deref())?;
     eval::check_inputs(parent, s)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::llama_cpp::perplexity::{Divergence, Estimate};
-
-    fn evaluation(ln_ratio: f64, kld: f64, top: f64) -> Evaluation {
-        let est = |v| Estimate { value: v, error: 0.0 };
-        Evaluation {
-            model: "m".into(),
-            base: Some("b".into()),
-            text: "t".into(),
-            ctx: 128,
-            chunks: 9,
-            perplexity: est(20.0 * ln_ratio.exp()),
-            base_perplexity: Some(est(20.0)),
-            kl_divergence: Some(Divergence {
-                mean: est(kld),
-                median: kld,
-                p99: kld,
-                max: kld,
-                same_top: est(top),
-                ln_ppl_ratio: est(ln_ratio),
-            }),
-            llama_perplexity: "llama-perplexity".into(),
-        }
-    }
-
-    #[test]
-    fn the_rule_grades_by_perplexity_first_then_kl_and_top() {
-        let g = |r: f64, k, t| grade(&evaluation(r.ln(), k, t)).unwrap().0;
-        assert_eq!(g(1.0079, 0.0049, 0.952), Grade::Close); // SmolLM2 Q8_0 against its Q4_1
-        assert_eq!(g(0.95, 0.2, 0.7), Grade::Changed);
-        assert_eq!(g(1.0, 0.01, 0.85), Grade::Changed);
-        assert_eq!(g(1.32, 0.1, 0.8), Grade::Degraded);
-        assert_eq!(g(2.01, 0.5, 0.5), Grade::Broken);
-        assert_eq!(g(f64::INFINITY, 0.5, 0.5), Grade::Broken);
-        let mut e = evaluation(0.0, 0.0, 1.0);
-        e.kl_divergence = None;
-        assert!(grade(&e).is_none());
-    }
 }

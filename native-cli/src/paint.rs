@@ -7,6 +7,7 @@
 //! turns it off). Nothing else changes: the text is the same with the escapes removed.
 
 use anstyle::{AnsiColor, Style};
+use organ_core::report::Mark;
 use std::sync::OnceLock;
 
 /// Red and bold: errors, `BROKEN`, the `broken` verdict.
@@ -50,48 +51,74 @@ pub fn styled(text: &str, style: Style, on: bool) -> String {
     }
 }
 
-/// `check`'s text report with its verdict word (`BROKEN`, `ok`) and each finding's severity
-/// (`error`, `warning`) coloured when `on`. The core writes the report (the same text goes
-/// to a file); only what reaches a terminal is coloured, here.
-pub fn check_text(text: &str, on: bool) -> String {
-    if !on {
-        return text.to_owned();
-    }
-    let mut out = String::with_capacity(text.len() + 64);
-    for line in text.split_inclusive('\n') {
-        let painted = [("BROKEN:", "BROKEN", BAD), ("ok:", "ok", GOOD)]
-            .iter()
-            .find(|(head, _, _)| line.starts_with(head))
-            .map(|&(_, word, style)| format!("{}{}", styled(word, style, true), &line[word.len()..]))
-            .or_else(|| {
-                [("  error ", "error", BAD), ("  warning ", "warning", WARN)]
-                    .iter()
-                    .find(|(head, _, _)| line.starts_with(head))
-                    .map(|&(_, word, style)| format!("  {}{}", styled(word, style, true), &line[2 + word.len()..]))
-            });
-        out.push_str(painted.as_deref().unwrap_or(line));
-    }
-    out
+/// How a report's marked words ([`Mark`]: `check`'s verdict and severities, a verdict's
+/// grade) look on `stream`: coloured when it gets colour, else `None` (as they are). The
+/// core's renderer marks the words; only what reaches a terminal is coloured.
+pub fn marks(stream: Stream) -> Option<fn(Mark, &str) -> String> {
+    on(stream).then_some(marked as fn(Mark, &str) -> String)
+}
+
+/// `word` in the style of `mark`.
+fn marked(mark: Mark, word: &str) -> String {
+    let style = match mark {
+        Mark::Bad => BAD,
+        Mark::Warn => WARN,
+        Mark::Good => GOOD,
+        Mark::Note => NOTE,
+    };
+    styled(word, style, true)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use organ_core::check::{CheckReport, Counts, Finding, Kind, Severity};
+    use organ_core::report::formats::TEXT;
+    use organ_core::report::{AnyReport, Shown};
 
     #[test]
     fn check_text_colours_the_verdict_and_severities_only() {
-        let text = "m.gguf  llama  3 tensors  1 KB scanned\n\n  error   nan              blk.0: 2 NaN\n  \
-                    warning zero             x: all zero\n  info    note             y\n\nBROKEN: 1 errors, 1 \
-                    warnings, 1 notes (shapes checked)\n";
-        let c = check_text(text, true);
+        let finding = |severity, kind, subject: &str, message: &str| Finding {
+            severity,
+            kind,
+            subject: subject.into(),
+            message: message.into(),
+        };
+        let report = |error| CheckReport {
+            check: "k1".into(),
+            generator: "organ".into(),
+            model: "m.gguf".into(),
+            architecture: Some("llama".into()),
+            shapes_checked: true,
+            tensors: 3,
+            bytes_scanned: 1000,
+            counts: Counts { error, warning: 1, info: 1 },
+            findings: [
+                (error > 0).then(|| finding(Severity::Error, Kind::NonFinite, "blk.0", "2 NaN")),
+                Some(finding(Severity::Warning, Kind::AllZero, "x", "all zero")),
+                Some(finding(Severity::Info, Kind::Architecture, "", "y")),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            scans: Vec::new(),
+        };
+        let render = |r: &CheckReport, shown: &Shown| {
+            let mut text = String::new();
+            (TEXT.render)(AnyReport::Check(r), shown, &mut text).unwrap();
+            text
+        };
+        let coloured = Shown { marks: Some(marked), ..Shown::WHOLE };
+        let (broken, ok) = (report(1), report(0));
+        let text = render(&broken, &Shown::WHOLE);
+        let c = render(&broken, &coloured);
         assert!(c.contains("\x1b[1m\x1b[31mBROKEN\x1b[0m: 1 errors"), "{c:?}");
-        assert!(c.contains("  \x1b[1m\x1b[31merror\x1b[0m   nan"), "{c:?}");
-        assert!(c.contains("  \x1b[1m\x1b[33mwarning\x1b[0m zero"), "{c:?}");
-        assert!(c.contains("\n  info    note"), "{c:?}");
-        // The escapes removed, the text is the core's.
+        assert!(c.contains("  \x1b[1m\x1b[31merror\x1b[0m   "), "{c:?}");
+        assert!(c.contains("  \x1b[1m\x1b[33mwarning\x1b[0m "), "{c:?}");
+        assert!(c.contains("\n  info    "), "{c:?}");
+        // The escapes removed, the text is the plain one.
         let plain = c.replace("\x1b[1m", "").replace("\x1b[31m", "").replace("\x1b[33m", "").replace("\x1b[0m", "");
         assert_eq!(plain, text);
-        assert_eq!(check_text(text, false), text);
-        assert!(check_text("ok: 0 errors\n", true).starts_with("\x1b[1m\x1b[32mok\x1b[0m: 0 errors"));
+        assert!(render(&ok, &coloured).contains("\n\x1b[1m\x1b[32mok\x1b[0m: 0 errors"));
     }
 }

@@ -53,7 +53,7 @@ fn stem(report: AnyReport<'_>) -> String {
 /// Offers `report` in `format` as a download, `<stem>.<extension>`: the bytes the CLI's
 /// `--NAME` writes (JSON: but the generator).
 pub fn offer(report: AnyReport<'_>, format: &Format) {
-    let shown = Shown { summary_only: false, wells: WELLS, all_wells: false, top: 0 };
+    let shown = Shown { wells: WELLS, ..Shown::WHOLE };
     let mut text = String::new();
     if (format.render)(report, &shown, &mut text).is_ok() {
         download(&format!("{}.{}", stem(report), format.extension), format.media_type, &text);

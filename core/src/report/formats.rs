@@ -10,7 +10,7 @@
 //! [`Format::flag`] (native-cli's `cli::ReportFiles`), so every command that writes a kind
 //! of report the format lists offers it.
 
-pub use super::kinds::{AnyReport, Kind, Shown};
+pub use super::kinds::{AnyReport, Kind, Mark, Shown};
 use super::{csv, json, text};
 use core::fmt;
 
@@ -55,12 +55,13 @@ pub const JSON: Format = Format {
     name: "json",
     extension: "json",
     media_type: "application/json",
-    kinds: &[Kind::Measure, Kind::Compare, Kind::Check, Kind::Sensitivity, Kind::Prediction],
+    kinds: &[Kind::Measure, Kind::Compare, Kind::Check, Kind::Sensitivity, Kind::Prediction, Kind::Eval],
     flag: &[
         (Kind::Measure, "Also write the full report as JSON (schema: docs/report.schema.json)"),
         (Kind::Compare, "Also write the full report as JSON (schema: docs/report.schema.json, \"compare\": \"c1\")"),
         (Kind::Check, "Also write the report as JSON (schema: docs/report.schema.json, \"check\": \"k1\")"),
         (Kind::Sensitivity, "Write the report as JSON"),
+        (Kind::Eval, "Also write the figures as JSON"),
     ],
     export_label: Some("Export JSON"),
     render: json::render,
@@ -120,7 +121,7 @@ pub const TEXT: Format = Format {
     name: "text",
     extension: "txt",
     media_type: "text/plain; charset=utf-8",
-    kinds: &[Kind::Measure, Kind::Compare, Kind::Check, Kind::Sensitivity, Kind::Prediction],
+    kinds: &[Kind::Measure, Kind::Compare, Kind::Check, Kind::Sensitivity, Kind::Prediction, Kind::Eval],
     flag: &[],
     export_label: None,
     render: text::render,
@@ -150,7 +151,7 @@ fn render_html(report: AnyReport<'_>, _: &Shown, out: &mut dyn fmt::Write) -> fm
         AnyReport::Measure(r) => out.write_str(&super::html::render(r)),
         AnyReport::Compare(r) => out.write_str(&super::render_compare(r)),
         AnyReport::Sensitivity(r) => super::sensitivity_html::render(r, out),
-        AnyReport::Check(_) | AnyReport::Prediction(_) => Ok(()),
+        AnyReport::Check(_) | AnyReport::Prediction(_) | AnyReport::Eval(_) => Ok(()),
     }
 }
 

@@ -4,6 +4,7 @@
 use super::Report;
 use crate::check::CheckReport;
 use crate::compare::CompareReport;
+use crate::judge::EvalReport;
 use crate::sensitivity::predicted::PredictionReport;
 use crate::sensitivity::report::Report as SensitivityReport;
 
@@ -20,6 +21,8 @@ pub enum Kind {
     Sensitivity,
     /// A predicted sensitivity report (`organ sensitivity --predict`, the app's prediction).
     Prediction,
+    /// An evaluation by llama.cpp, graded against a base (`organ eval`).
+    Eval,
 }
 
 /// A report of any kind, borrowed for rendering.
@@ -35,6 +38,8 @@ pub enum AnyReport<'a> {
     Sensitivity(&'a SensitivityReport),
     /// A predicted sensitivity report.
     Prediction(&'a PredictionReport),
+    /// An evaluation report.
+    Eval(&'a EvalReport),
 }
 
 impl AnyReport<'_> {
@@ -46,12 +51,27 @@ impl AnyReport<'_> {
             AnyReport::Check(_) => Kind::Check,
             AnyReport::Sensitivity(_) => Kind::Sensitivity,
             AnyReport::Prediction(_) => Kind::Prediction,
+            AnyReport::Eval(_) => Kind::Eval,
         }
     }
 }
 
-/// How much of a report the text shows: the CLI's `--summary-only`, `--wells` and `--top`.
-/// The other formats always hold everything.
+/// What a word of a report's text says, for a face that shows it apart (a terminal's
+/// colour): the renderer marks the word, so a face never has to find it in the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    /// Broken, an error.
+    Bad,
+    /// A warning, degraded.
+    Warn,
+    /// Well: `ok`, `close`.
+    Good,
+    /// Of note: `changed`.
+    Note,
+}
+
+/// How much of a report the text shows: the CLI's `--summary-only`, `--wells` and `--top`,
+/// and how its marked words look. The other formats always hold everything, unmarked.
 #[derive(Debug, Clone, Copy)]
 pub struct Shown {
     /// A θ report's text: models' summaries only, no tensor lists.
@@ -64,10 +84,21 @@ pub struct Shown {
     pub all_wells: bool,
     /// A compare report's text: how many of the most changed tensors it lists.
     pub top: usize,
+    /// How a marked word is shown (a terminal's colour around it); `None`: as it is.
+    pub marks: Option<fn(Mark, &str) -> alloc::string::String>,
 }
 
 impl Shown {
     /// Every report's whole text: no θ summary cut, no wells or most-changed list (the
     /// choices of `measure` and `diff`); what check, sensitivity and a rendered file show.
-    pub const WHOLE: Shown = Shown { summary_only: false, wells: 0, all_wells: false, top: 0 };
+    pub const WHOLE: Shown = Shown { summary_only: false, wells: 0, all_wells: false, top: 0, marks: None };
+
+    /// `word`, marked `mark`, as this text shows it.
+    #[must_use]
+    pub fn mark<'a>(&self, mark: Mark, word: &'a str) -> alloc::borrow::Cow<'a, str> {
+        match self.marks {
+            Some(f) => f(mark, word).into(),
+            None => word.into(),
+        }
+    }
 }

@@ -37,7 +37,7 @@ pub use compare_html::{changed_figures, render_compare, SAME_POSITIONS};
 pub use csv::prediction as prediction_csv;
 pub use csv::sensitivity as sensitivity_csv;
 pub use expert_heatmap::{caption as experts_caption, ExpertHeatmap};
-pub use formats::{AnyReport, Format, Kind, Shown, FORMATS};
+pub use formats::{AnyReport, Format, Kind, Mark, Shown, FORMATS};
 pub use fragment::ViewState;
 pub use heatmap::{hatch_style, sigma_color, sigma_legend, Heatmap, NEIGHBOUR_SIGMAS, NOISY_STYLE, OUTSIDE_LABEL};
 pub use heatmap::{SIGMA_MARK, TYPICAL_SIGMA};

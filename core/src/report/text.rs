@@ -5,7 +5,7 @@
 //! and the names in one model only; a check report's, every finding and the verdict.
 
 use super::csv::{has_sigma, json_name};
-use super::kinds::{AnyReport, Shown};
+use super::kinds::{AnyReport, Mark, Shown};
 use super::{human_count, ModelReport, Report, TensorReport};
 use crate::anatomy::{Group, OrganKind};
 use crate::check::{CheckReport, Severity};
@@ -26,9 +26,10 @@ pub fn render(report: AnyReport<'_>, shown: &Shown, out: &mut dyn fmt::Write) ->
     match report {
         AnyReport::Measure(r) => measure(r, shown, out),
         AnyReport::Compare(r) => compare(r, shown.top, out),
-        AnyReport::Check(r) => check(r, out),
+        AnyReport::Check(r) => check(r, shown, out),
         AnyReport::Sensitivity(r) => super::sensitivity_text::measured(r, out),
         AnyReport::Prediction(r) => super::sensitivity_text::predicted(r, out),
+        AnyReport::Eval(r) => eval(r, shown, out),
     }
 }
 
@@ -383,7 +384,17 @@ fn num(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.6}"))
 }
 
-fn check(r: &CheckReport, out: &mut dyn fmt::Write) -> fmt::Result {
+/// An evaluation's figures, then its verdict against the base when it has one, the grade
+/// marked.
+fn eval(r: &crate::judge::EvalReport, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Result {
+    crate::judge::evaluation_text(&r.evaluation, out)?;
+    if let Some((g, reason, _)) = &r.verdict {
+        writeln!(out, "verdict: {} ({reason})", shown.mark(g.mark(), g.name()))?;
+    }
+    Ok(())
+}
+
+fn check(r: &CheckReport, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Result {
     writeln!(
         out,
         "{}  {}  {} tensors  {} bytes scanned",
@@ -406,15 +417,20 @@ fn check(r: &CheckReport, out: &mut dyn fmt::Write) -> fmt::Result {
         }
     }
     for g in groups {
-        let sev = match g[0].severity {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-            Severity::Info => "info",
+        let (sev, mark) = match g[0].severity {
+            Severity::Error => ("error", Some(Mark::Bad)),
+            Severity::Warning => ("warning", Some(Mark::Warn)),
+            Severity::Info => ("info", None),
+        };
+        // The word marked, padded as the plain word is: an escape takes no column.
+        let sev = match mark {
+            Some(m) => format!("{}{:pad$}", shown.mark(m, sev), "", pad = 7usize.saturating_sub(sev.len())),
+            None => format!("{sev:<7}"),
         };
         let kind = json_name(g[0].kind);
         for f in g.iter().take(FINDINGS_SHOWN) {
             let subject = if f.subject.is_empty() { String::new() } else { format!("{}: ", printable(&f.subject)) };
-            writeln!(out, "  {sev:<7} {kind:<16} {subject}{}", printable(&f.message))?;
+            writeln!(out, "  {sev} {kind:<16} {subject}{}", printable(&f.message))?;
         }
         if g.len() > FINDINGS_SHOWN {
             let rest = &g[FINDINGS_SHOWN..];
@@ -423,14 +439,14 @@ fn check(r: &CheckReport, out: &mut dyn fmt::Write) -> fmt::Result {
             let more = if rest.len() > NAMES_SHOWN { ", …" } else { "" };
             writeln!(
                 out,
-                "  {sev:<7} {kind:<16} … and {} more like these: {}{more} (each in --json)",
+                "  {sev} {kind:<16} … and {} more like these: {}{more} (each in --json)",
                 rest.len(),
                 names.join(", ")
             )?;
         }
     }
     let c = &r.counts;
-    let verdict = if c.error > 0 { "BROKEN" } else { "ok" };
+    let verdict = if c.error > 0 { shown.mark(Mark::Bad, "BROKEN") } else { shown.mark(Mark::Good, "ok") };
     let shapes = if r.shapes_checked { "shapes checked" } else { "shapes not checked" };
     writeln!(out, "\n{verdict}: {} errors, {} warnings, {} notes ({shapes})", c.error, c.warning, c.info)?;
     Ok(())
@@ -460,7 +476,7 @@ mod tests {
             scans: Vec::new(),
         };
         let mut out = String::new();
-        check(&r, &mut out).unwrap();
+        check(&r, &Shown::WHOLE, &mut out).unwrap();
         let lines: Vec<&str> = out.lines().filter(|l| l.starts_with("  ")).collect();
         assert_eq!(lines.len(), 5, "{out}");
         assert!(lines[0].contains("blk.0.ffn_gate_inp.weight") && lines[2].contains("blk.2."), "{out}");

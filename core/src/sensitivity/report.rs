@@ -14,14 +14,7 @@ use serde::{Deserialize, Serialize};
 /// The report's schema version.
 pub const SCHEMA: u32 = 1;
 
-/// A figure with one standard error, as llama.cpp prints it.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Estimate {
-    /// The figure.
-    pub value: f64,
-    /// One standard error.
-    pub error: f64,
-}
+pub use crate::judge::Estimate;
 
 /// One tensor changed alone, and what llama.cpp measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

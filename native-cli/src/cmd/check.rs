@@ -171,12 +171,9 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<bool> {
         super::measure::must_be_adapter(&m, &opts.model)?;
         report.add(organ_core::check::adapter::against_base(&m.model, &b.model));
     }
-    let shown = Shown::WHOLE;
-    // The verdict and severities coloured on a terminal (crate::paint).
-    let mut text = Vec::new();
-    super::outputs::print(AnyReport::Check(&report), &shown, &mut text)?;
-    let text = String::from_utf8_lossy(&text);
-    out.write_all(crate::paint::check_text(&text, crate::paint::on(crate::paint::Stream::Stdout)).as_bytes())?;
-    super::outputs::write_all(AnyReport::Check(&report), &opts.files, &shown, opts.force)?;
+    // The verdict and severities coloured on a terminal (crate::paint); the files plain.
+    let on_screen = Shown { marks: crate::paint::marks(crate::paint::Stream::Stdout), ..Shown::WHOLE };
+    super::outputs::print(AnyReport::Check(&report), &on_screen, out)?;
+    super::outputs::write_all(AnyReport::Check(&report), &opts.files, &Shown::WHOLE, opts.force)?;
     Ok(report.has_errors())
 }

@@ -179,7 +179,7 @@ fn sampled(t: &Tensor, at: u64, name: &str, n: u64) -> Result<Vec<f32>> {
 pub fn run(opts: &Options, out: &mut dyn Write) -> Result<bool> {
     let mut report = compare_models(&opts.a, &opts.b, opts.stream)?;
     let changed = report.any_change();
-    let shown = Shown { summary_only: false, wells: 0, all_wells: false, top: opts.top };
+    let shown = Shown { top: opts.top, ..Shown::WHOLE };
     super::outputs::print(AnyReport::Compare(&report), &shown, out)?;
     if opts.only_changed {
         report.pairs.retain(|p| !p.identical);

@@ -4,9 +4,11 @@
 //! [`crate::judge`]'s. Also `--judge`'s flags, which every command that writes a model
 //! flattens.
 
-use crate::judge::verdict_word;
+use super::outputs::Files;
 pub use crate::llama_cpp::perplexity::{evaluate, print, Settings, MAX_CTX, MIN_CTX};
 use anyhow::Result;
+use organ_core::judge::EvalReport;
+use organ_core::report::{formats, AnyReport, Shown};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -54,23 +56,14 @@ pub struct Options<'a> {
     pub force: bool,
 }
 
-/// `organ eval`: evaluates, prints, and writes the JSON report.
+/// `organ eval`: evaluates, prints, and writes the JSON report (the core's [`EvalReport`],
+/// graded when it has a base).
 pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let scratch = o.json.and_then(Path::parent).filter(|p| !p.as_os_str().is_empty());
-    let e = evaluate(o.model, o.base, &o.settings, scratch)?;
-    print(&e, w)?;
-    // Against a base, the judge's rule (crate::judge) grades the model.
-    let verdict = crate::judge::grade(&e);
-    if let Some((g, reason, _)) = &verdict {
-        writeln!(w, "verdict: {} ({reason})", verdict_word(*g))?;
-    }
-    if let Some(p) = o.json {
-        let mut doc = serde_json::to_value(&e)?;
-        doc["eval"] = "e1".into();
-        if let Some((g, reason, ratio)) = verdict {
-            doc["verdict"] = serde_json::json!({ "verdict": g, "reason": reason, "ppl_ratio": ratio });
-        }
-        crate::atomic::write_json(p, o.force, &doc)?;
-    }
-    Ok(())
+    let report = EvalReport::new(evaluate(o.model, o.base, &o.settings, scratch)?);
+    // The grade coloured on a terminal (crate::paint); the file plain.
+    let on_screen = Shown { marks: crate::paint::marks(crate::paint::Stream::Stdout), ..Shown::WHOLE };
+    super::outputs::print(AnyReport::Eval(&report), &on_screen, w)?;
+    let files = Files::default().with(&formats::JSON, o.json.map(Path::to_path_buf));
+    super::outputs::write_all(AnyReport::Eval(&report), &files, &Shown::WHOLE, o.force)
 }

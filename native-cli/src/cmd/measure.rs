@@ -263,7 +263,7 @@ fn warn_not_finite(m: &ModelReport, path: &Path) {
 pub fn present(mut report: Report, opts: &Options, out: &mut dyn Write) -> Result<()> {
     verdicts::attach(&mut report, &opts.verdicts)?;
     let report = AnyReport::Measure(&report);
-    let shown = Shown { summary_only: opts.summary_only, wells: opts.wells, all_wells: opts.all_wells, top: 0 };
+    let shown = Shown { summary_only: opts.summary_only, wells: opts.wells, all_wells: opts.all_wells, ..Shown::WHOLE };
     super::outputs::write_all(report, &opts.files, &shown, opts.force)?;
     super::outputs::print(report, &shown, out)
 }

@@ -17,11 +17,7 @@
 use std::fmt;
 
 /// A figure and its uncertainty as printed (`X +/- Y`, `X ± Y`).
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
-pub struct Estimate {
-    pub value: f64,
-    pub error: f64,
-}
+pub use organ_core::judge::Estimate;
 
 /// A plain perplexity run (and the base run of a KL divergence, which saves the logits).
 #[derive(Clone, Debug, PartialEq)]

@@ -17,7 +17,6 @@ use super::{output, Handed};
 use crate::llama_cpp;
 use crate::model::Model;
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -86,43 +85,9 @@ impl std::fmt::Display for Scaled {
 pub const MIN_CTX: u32 = 8;
 pub const MAX_CTX: u32 = 1 << 17;
 
-/// One figure and its uncertainty (one standard error, as llama.cpp computes it).
-pub type Estimate = output::Estimate;
-
-/// KL divergence of the model's next-token distribution from the base's, per scored token.
-#[derive(Clone, Debug, Serialize)]
-pub struct Divergence {
-    /// In nats: mean (with its error), median, 99th percentile, maximum.
-    pub mean: Estimate,
-    pub median: f64,
-    pub p99: f64,
-    pub max: f64,
-    /// Fraction of scored tokens where both models' most likely token is the same.
-    pub same_top: Estimate,
-    /// ln(PPL(model) / PPL(base)) over the same tokens.
-    pub ln_ppl_ratio: Estimate,
-}
-
-/// What `organ eval` measured.
-#[derive(Clone, Debug, Serialize)]
-pub struct Evaluation {
-    /// The model's path, then ` + lora FILE:S` for each adapter applied to it.
-    pub model: String,
-    /// The base's, likewise.
-    pub base: Option<String>,
-    pub text: String,
-    pub ctx: u32,
-    /// Chunks of `ctx` tokens scored (the second half of each chunk is scored).
-    pub chunks: u32,
-    /// The model's perplexity on the text.
-    pub perplexity: Estimate,
-    /// The base's (with a base).
-    pub base_perplexity: Option<Estimate>,
-    /// With a base.
-    pub kl_divergence: Option<Divergence>,
-    /// The llama-perplexity that measured it.
-    pub llama_perplexity: String,
-}
+/// What llama-perplexity measured, as the core keeps it (one figure and its standard
+/// error, the KL divergence's statistics, the evaluation).
+pub use organ_core::judge::{Divergence, Estimate, Evaluation};
 
 /// Evaluates `model` (against `base`, when given). Temp files go in a directory under
 /// `scratch` (the output's directory) or the system's temp directory, removed on return.
@@ -508,20 +473,9 @@ fn same_vocabulary(base: &Path, base_read: &Model, model: &Path, model_read: &Mo
 
 /// Prints an evaluation.
 pub fn print(e: &Evaluation, w: &mut dyn Write) -> Result<()> {
-    writeln!(w, "eval {} on {} ({} chunks of {} tokens)", e.model, e.text, e.chunks, e.ctx)?;
-    writeln!(w, "  perplexity        {:>10.4} ± {:.4}", e.perplexity.value, e.perplexity.error)?;
-    if let (Some(base), Some(bp)) = (&e.base, &e.base_perplexity) {
-        writeln!(w, "  base perplexity   {:>10.4} ± {:.4}  ({base})", bp.value, bp.error)?;
-    }
-    if let Some(k) = &e.kl_divergence {
-        writeln!(
-            w,
-            "  KL divergence     mean {:.6} ± {:.6}, median {:.6}, 99% {:.6}, max {:.6} (nats)",
-            k.mean.value, k.mean.error, k.median, k.p99, k.max
-        )?;
-        writeln!(w, "  same top token    {:>9.3}% ± {:.3}%", 100.0 * k.same_top.value, 100.0 * k.same_top.error)?;
-        writeln!(w, "  ln(PPL/PPL base)  {:>10.6} ± {:.6}", k.ln_ppl_ratio.value, k.ln_ppl_ratio.error)?;
-    }
+    let mut text = String::new();
+    organ_core::judge::evaluation_text(e, &mut text)?;
+    w.write_all(text.as_bytes())?;
     Ok(())
 }
 

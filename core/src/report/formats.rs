@@ -55,7 +55,7 @@ pub const JSON: Format = Format {
     name: "json",
     extension: "json",
     media_type: "application/json",
-    kinds: &[Kind::Measure, Kind::Compare, Kind::Check, Kind::Sensitivity, Kind::Prediction, Kind::Eval],
+    kinds: &[Kind::Measure, Kind::Compare, Kind::Check, Kind::Sensitivity, Kind::Prediction, Kind::Eval, Kind::Surgery],
     flag: &[
         (Kind::Measure, "Also write the full report as JSON (schema: docs/report.schema.json)"),
         (Kind::Compare, "Also write the full report as JSON (schema: docs/report.schema.json, \"compare\": \"c1\")"),
@@ -151,7 +151,7 @@ fn render_html(report: AnyReport<'_>, _: &Shown, out: &mut dyn fmt::Write) -> fm
         AnyReport::Measure(r) => out.write_str(&super::html::render(r)),
         AnyReport::Compare(r) => out.write_str(&super::render_compare(r)),
         AnyReport::Sensitivity(r) => super::sensitivity_html::render(r, out),
-        AnyReport::Check(_) | AnyReport::Prediction(_) | AnyReport::Eval(_) => Ok(()),
+        AnyReport::Check(_) | AnyReport::Prediction(_) | AnyReport::Eval(_) | AnyReport::Surgery(_) => Ok(()),
     }
 }
 

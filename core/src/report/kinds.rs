@@ -1,6 +1,7 @@
 //! What the report formats render ([`super::formats`]): a report of any kind, and how much
 //! of it the text shows. Below the registry and its renderers, which all use it.
 
+use super::surgery::Surgery;
 use super::Report;
 use crate::check::CheckReport;
 use crate::compare::CompareReport;
@@ -23,6 +24,9 @@ pub enum Kind {
     Prediction,
     /// An evaluation by llama.cpp, graded against a base (`organ eval`).
     Eval,
+    /// What a surgery that writes a model did (`--json` of graft, layers, experts, moe,
+    /// merge).
+    Surgery,
 }
 
 /// A report of any kind, borrowed for rendering.
@@ -40,6 +44,8 @@ pub enum AnyReport<'a> {
     Prediction(&'a PredictionReport),
     /// An evaluation report.
     Eval(&'a EvalReport),
+    /// A surgery's report.
+    Surgery(&'a Surgery<'a>),
 }
 
 impl AnyReport<'_> {
@@ -52,6 +58,7 @@ impl AnyReport<'_> {
             AnyReport::Sensitivity(_) => Kind::Sensitivity,
             AnyReport::Prediction(_) => Kind::Prediction,
             AnyReport::Eval(_) => Kind::Eval,
+            AnyReport::Surgery(_) => Kind::Surgery,
         }
     }
 }

@@ -29,6 +29,7 @@ mod schema;
 pub mod sensitivity_html;
 mod sensitivity_text;
 pub mod summary;
+pub mod surgery;
 mod tensor_report;
 mod text;
 

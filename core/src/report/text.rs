@@ -30,6 +30,8 @@ pub fn render(report: AnyReport<'_>, shown: &Shown, out: &mut dyn fmt::Write) ->
         AnyReport::Sensitivity(r) => super::sensitivity_text::measured(r, out),
         AnyReport::Prediction(r) => super::sensitivity_text::predicted(r, out),
         AnyReport::Eval(r) => eval(r, shown, out),
+        // No text: a surgery prints what it does as it does it.
+        AnyReport::Surgery(_) => Ok(()),
     }
 }
 

@@ -9,6 +9,8 @@ use anyhow::{bail, Context, Result};
 use organ_core::gguf::writer::{padding, plan as lay_out, TensorSpec};
 use organ_core::gguf::MetaValue;
 use organ_core::model::OwnedValue;
+use organ_core::report::surgery::{self, Surgery};
+use organ_core::report::AnyReport;
 use organ_core::surgery::experts::{self, ExpertsPlan, OutTensor, Provenance};
 use organ_core::surgery::graft::Mismatch;
 use std::io::Write;
@@ -95,19 +97,11 @@ pub fn run(c: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     writeln!(w, "wrote {} ({n} bytes)", out.display())?;
     let verdict = crate::judge::judged(out, c.model, judge.as_ref(), w)?;
     if let Some(j) = c.json {
-        let doc = serde_json::json!({
-            "op": plan.op,
-            "source": source.label,
-            "source_blake3": blake3,
-            "out": out.display().to_string(),
-            "architecture": plan.architecture,
-            "expert_count": plan.expert_count,
-            "kept": plan.kept,
-            "sliced": plan.sliced,
-            "dropped": plan.dropped,
-            "judge": verdict,
-        });
-        crate::atomic::write_json(j, c.force, &doc)?;
+        let out = out.display().to_string();
+        let written =
+            surgery::Written { source: &source.label, source_blake3: &blake3, out: &out, judge: verdict.as_ref() };
+        let report = Surgery::Experts(surgery::Experts::new(&plan, written));
+        super::outputs::write_json(AnyReport::Surgery(&report), j, c.force)?;
     }
     Ok(())
 }

@@ -4,6 +4,8 @@
 use crate::model::Model;
 use anyhow::{bail, Result};
 use organ_core::model::OwnedValue;
+use organ_core::report::surgery::{self, Surgery};
+use organ_core::report::AnyReport;
 use organ_core::surgery::graft::{plan, Side};
 use organ_core::surgery::select::Selection;
 use std::io::Write;
@@ -100,15 +102,15 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     crate::write::write_model(&result, &recipient, out, o.split_max, o.force, w)?;
     let verdict = crate::judge::judged(out, o.recipient, o.judge.as_ref(), w)?;
     if let Some(p) = o.json {
-        let doc = serde_json::json!({
-            "donor": donor.label,
-            "recipient": recipient.label,
-            "out": out.display().to_string(),
-            "selection": o.selection.describe(),
-            "tensors": names,
-            "judge": verdict,
-        });
-        crate::atomic::write_json(p, o.force, &doc)?;
+        let report = surgery::Graft {
+            donor: &donor.label,
+            recipient: &recipient.label,
+            out: &out.display().to_string(),
+            selection: o.selection.describe(),
+            tensors: &names,
+            judge: verdict.as_ref(),
+        };
+        super::outputs::write_json(AnyReport::Surgery(&Surgery::Graft(report)), p, o.force)?;
     }
     Ok(())
 }

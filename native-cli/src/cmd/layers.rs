@@ -4,6 +4,8 @@
 
 use crate::model::Model;
 use anyhow::Result;
+use organ_core::report::surgery::{self, Surgery};
+use organ_core::report::AnyReport;
 use organ_core::surgery::experts::Provenance;
 use organ_core::surgery::layers::{self, Choice, LayersPlan};
 use std::io::Write;
@@ -60,22 +62,11 @@ pub fn run(c: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     writeln!(w, "wrote {} ({n} bytes)", out.display())?;
     let verdict = crate::judge::judged(out, c.model, judge.as_ref(), w)?;
     if let Some(j) = c.json {
-        let changed: serde_json::Map<String, serde_json::Value> =
-            plan.changed.iter().map(|(k, what)| (k.clone(), what.clone().into())).collect();
-        let doc = serde_json::json!({
-            "source": source.label,
-            "source_blake3": blake3,
-            "out": out.display().to_string(),
-            "bytes": n,
-            "architecture": plan.architecture,
-            "block_count": plan.block_count,
-            "kept": plan.kept,
-            "dropped": plan.dropped,
-            "metadata_changed": changed,
-            "tensors_removed": plan.removed,
-            "judge": verdict,
-        });
-        crate::atomic::write_json(j, c.force, &doc)?;
+        let out = out.display().to_string();
+        let written =
+            surgery::Written { source: &source.label, source_blake3: &blake3, out: &out, judge: verdict.as_ref() };
+        let report = Surgery::Layers(surgery::Layers::new(&plan, written, n));
+        super::outputs::write_json(AnyReport::Surgery(&report), j, c.force)?;
     }
     Ok(())
 }

@@ -15,8 +15,9 @@ use organ_core::merge::math;
 use organ_core::merge::Method;
 use organ_core::model::OwnedValue;
 use organ_core::quant::quantize::{can_quantize, quantize_in_range as quantize};
+use organ_core::report::surgery::{self, MergeRow, Surgery};
+use organ_core::report::AnyReport;
 use organ_core::{GgmlType, MetaValue};
-use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -64,22 +65,6 @@ struct Job {
     params: TensorParams,
 }
 
-/// A merged tensor as the report shows it.
-#[derive(Serialize)]
-struct TensorRow {
-    name: String,
-    /// Each input's type, in the order of `models`.
-    types: Vec<String>,
-    written_as: String,
-    /// Why that type: kept (the base's), --type (or dtype), or F16 (organ cannot write
-    /// the base's).
-    why: &'static str,
-    weights: Vec<f64>,
-    densities: Vec<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    t: Option<f64>,
-}
-
 pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     if !o.out.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) {
         bail!("{}: merge writes one GGUF file: give a name ending in .gguf", o.out.display());
@@ -106,17 +91,17 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
 
     let verdict = crate::judge::judged(o.out, reference, o.judge.as_ref(), w)?;
     if let Some(p) = o.json {
-        let doc = serde_json::json!({
-            "method": o.config.method.name(),
-            "base": base.map(|b| models[b].label.clone()),
-            "models": merged.iter().map(|&m| models[m].label.clone()).collect::<Vec<_>>(),
-            "out": o.out.display().to_string(),
-            "seed": o.seed,
-            "tensors": rows,
-            "copied": copied,
-            "judge": verdict,
-        });
-        crate::atomic::write_json(p, o.force, &doc)?;
+        let report = surgery::Merge {
+            method: o.config.method.name(),
+            base: base.map(|b| models[b].label.as_str()),
+            models: merged.iter().map(|&m| models[m].label.as_str()).collect(),
+            out: &o.out.display().to_string(),
+            seed: o.seed,
+            tensors: &rows,
+            copied,
+            judge: verdict.as_ref(),
+        };
+        super::outputs::write_json(AnyReport::Surgery(&Surgery::Merge(report)), p, o.force)?;
     }
     Ok(())
 }
@@ -202,11 +187,11 @@ fn tensor_rows(
     base: Option<usize>,
     merged: &[usize],
     jobs: &[Job],
-) -> Vec<TensorRow> {
+) -> Vec<MergeRow> {
     jobs.iter()
         .map(|j| {
             let t = &models[0].tensors[j.tensor];
-            TensorRow {
+            MergeRow {
                 name: t.name.clone(),
                 types: base.iter().chain(merged).map(|&m| tensor(&models[m], &t.name).ty.name().to_owned()).collect(),
                 written_as: j.to.name().into(),
@@ -219,7 +204,7 @@ fn tensor_rows(
         .collect()
 }
 
-fn report(o: &Options<'_>, models: &[Model], rows: &[TensorRow], copied: usize, w: &mut dyn Write) -> Result<()> {
+fn report(o: &Options<'_>, models: &[Model], rows: &[MergeRow], copied: usize, w: &mut dyn Write) -> Result<()> {
     let c = &o.config;
     let r = &models[0];
     let n = c.merged().len();

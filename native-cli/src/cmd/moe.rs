@@ -6,6 +6,8 @@
 use crate::model::Model;
 use crate::write::pieces::{self, Piece};
 use anyhow::{bail, Context, Result};
+use organ_core::report::surgery::{self, Surgery};
+use organ_core::report::AnyReport;
 use organ_core::surgery::moe::{self, Named, Provenance, Router, RouterMode, Source};
 use organ_core::GgmlType;
 use rayon::prelude::*;
@@ -203,19 +205,19 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
 
     let verdict = crate::judge::judged(o.out, o.base, o.judge.as_ref(), w)?;
     if let Some(path) = o.json {
-        let doc = serde_json::json!({
-            "base": base.label,
-            "experts": donors.iter().map(|d| d.label.clone()).collect::<Vec<_>>(),
-            "experts_used": p.n_used,
-            "router": o.router.name(),
-            "seed": seed,
-            "type": o.ty.map(|t| t.name()),
-            "requantized": requantized,
-            "out": o.out.display().to_string(),
-            "bytes": len,
-            "judge": verdict,
-        });
-        crate::atomic::write_json(path, o.force, &doc)?;
+        let report = surgery::Moe {
+            base: &base.label,
+            experts: donors.iter().map(|d| d.label.as_str()).collect(),
+            experts_used: p.n_used,
+            router: o.router.name(),
+            seed,
+            ty: o.ty.map(|t| t.name()),
+            requantized: &requantized,
+            out: &o.out.display().to_string(),
+            bytes: len,
+            judge: verdict.as_ref(),
+        };
+        super::outputs::write_json(AnyReport::Surgery(&Surgery::Moe(report)), path, o.force)?;
     }
     Ok(())
 }

@@ -72,6 +72,19 @@ pub fn write_all(report: AnyReport<'_>, files: &Files, shown: &Shown, force: boo
     Ok(())
 }
 
+/// Writes `report` as JSON to `path` (a command's own `--json FILE`).
+///
+/// # Errors
+/// The file cannot be written (or exists, without `force`).
+pub fn write_json(report: AnyReport<'_>, path: &Path, force: bool) -> Result<()> {
+    write_all(
+        report,
+        &Files::default().with(&organ_core::report::formats::JSON, Some(path.to_path_buf())),
+        &Shown::WHOLE,
+        force,
+    )
+}
+
 /// Prints `report`'s text, as much of it as `shown` says.
 ///
 /// # Errors

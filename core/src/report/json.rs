@@ -16,7 +16,7 @@ pub fn render(report: AnyReport<'_>, _: &Shown, out: &mut dyn fmt::Write) -> fmt
         AnyReport::Sensitivity(r) => pretty(r, out),
         AnyReport::Prediction(r) => pretty(r, out),
         AnyReport::Eval(r) => pretty(&r.document().map_err(|_| fmt::Error)?, out),
-        AnyReport::Surgery(r) => pretty(&r.document().map_err(|_| fmt::Error)?, out),
+        AnyReport::Surgery(r) => pretty(r, out),
     }?;
     out.write_char('\n')
 }

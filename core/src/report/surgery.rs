@@ -1,7 +1,7 @@
 //! What a surgery that writes a model reports with `--json`: its own facts (what it read,
 //! what it kept, changed or wrote), where it wrote, and `--judge`'s verdict (`null`
-//! without one). The document's objects have their keys in sorted order at every depth,
-//! as the reports always had them.
+//! without one). Most documents have their objects' keys in sorted order at every depth,
+//! as the reports always had them; `lora extract`'s and `meta`'s keep their fields' order.
 
 use crate::judge::Verdict;
 use crate::surgery::experts::ExpertsPlan;
@@ -24,20 +24,28 @@ pub enum Surgery<'a> {
     Moe(Moe<'a>),
     /// `organ merge`.
     Merge(Merge<'a>),
+    /// `organ lora merge`.
+    LoraMerge(LoraMerge<'a>),
+    /// `organ lora extract`.
+    LoraExtract(LoraExtract<'a>),
+    /// `organ meta`.
+    Meta(Meta<'a>),
 }
 
-impl Surgery<'_> {
-    /// The JSON document.
-    ///
-    /// # Errors
-    /// A figure serde_json cannot hold.
-    pub fn document(&self) -> Result<serde_json::Value, serde_json::Error> {
+impl Serialize for Surgery<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::Error;
+        // Through serde_json's map, which sorts the keys at every depth.
+        let sorted = |v: Result<serde_json::Value, serde_json::Error>| v.map_err(S::Error::custom);
         match self {
-            Surgery::Graft(r) => serde_json::to_value(r),
-            Surgery::Layers(r) => serde_json::to_value(r),
-            Surgery::Experts(r) => serde_json::to_value(r),
-            Surgery::Moe(r) => serde_json::to_value(r),
-            Surgery::Merge(r) => serde_json::to_value(r),
+            Surgery::Graft(r) => sorted(serde_json::to_value(r))?.serialize(s),
+            Surgery::Layers(r) => sorted(serde_json::to_value(r))?.serialize(s),
+            Surgery::Experts(r) => sorted(serde_json::to_value(r))?.serialize(s),
+            Surgery::Moe(r) => sorted(serde_json::to_value(r))?.serialize(s),
+            Surgery::Merge(r) => sorted(serde_json::to_value(r))?.serialize(s),
+            Surgery::LoraMerge(r) => sorted(serde_json::to_value(r))?.serialize(s),
+            Surgery::LoraExtract(r) => r.serialize(s),
+            Surgery::Meta(r) => r.serialize(s),
         }
     }
 }
@@ -209,4 +217,115 @@ pub struct MergeRow {
     /// SLERP's t.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub t: Option<f64>,
+}
+
+/// `organ lora merge`'s report.
+#[derive(Debug, Serialize)]
+pub struct LoraMerge<'a> {
+    /// The base's path.
+    pub base: &'a str,
+    /// Where the result was written.
+    pub out: &'a str,
+    /// Each adapter merged, in order.
+    pub adapters: &'a [LoraAdapterRow],
+    /// Every tensor an adapter changed.
+    pub tensors: &'a [LoraTensorRow],
+    /// Tensors copied as they are.
+    pub copied: usize,
+    /// `--judge`'s verdict.
+    pub judge: Option<&'a Verdict>,
+}
+
+/// One adapter of [`LoraMerge`].
+#[derive(Debug, Clone, Serialize)]
+pub struct LoraAdapterRow {
+    /// Its path.
+    pub file: String,
+    /// The scale it was merged at.
+    pub scale: f32,
+    /// Its α.
+    pub alpha: Option<f32>,
+    /// Its ranks.
+    pub ranks: Vec<u64>,
+    /// Its pairs.
+    pub pairs: usize,
+}
+
+/// A merged tensor of [`LoraMerge`].
+#[derive(Debug, Clone, Serialize)]
+pub struct LoraTensorRow {
+    /// Its name.
+    pub name: String,
+    /// The base's type.
+    #[serde(rename = "type")]
+    pub from: String,
+    /// The type written.
+    pub written_as: String,
+    /// Why that type: kept (the base's), --type, or F16 (organ cannot write the base's).
+    pub why: &'static str,
+    /// The adapters (indices in `adapters`) whose pairs were added.
+    pub adapters: Vec<usize>,
+}
+
+/// `organ lora extract`'s report.
+#[derive(Debug, Serialize)]
+pub struct LoraExtract<'a> {
+    /// The base's label.
+    pub base: &'a str,
+    /// The fine-tune's label.
+    pub tuned: &'a str,
+    /// The rank asked for.
+    pub rank: usize,
+    /// The α written.
+    pub alpha: f32,
+    /// The halves' type.
+    #[serde(rename = "type")]
+    pub ty: &'a str,
+    /// Selected 2-D weights whose values are the same in both models.
+    pub unchanged: usize,
+    /// Every pair written.
+    pub tensors: &'a [ExtractRow],
+    /// `--judge`'s verdict: `BASE --lora OUT` against TUNED.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judge: Option<&'a Verdict>,
+}
+
+/// One pair of [`LoraExtract`]: a weight's update, factored.
+#[derive(Serialize, Debug, Clone)]
+pub struct ExtractRow {
+    /// The weight's name in the base (`blk.0.attn_q.weight`).
+    pub tensor: String,
+    /// Its shape in ggml order.
+    pub shape: [u64; 2],
+    /// The rank kept.
+    pub rank: usize,
+    /// ‖ΔW‖_F.
+    pub delta_norm: f64,
+    /// The share of ‖ΔW‖²_F the kept rank holds (Σ σᵢ² / ‖ΔW‖²_F).
+    pub retained: f64,
+    /// The type the A half is written in.
+    pub lora_a: String,
+    /// The type the B half is written in.
+    pub lora_b: String,
+}
+
+/// `organ meta`'s report.
+#[derive(Debug, Serialize)]
+pub struct Meta<'a> {
+    /// The model's path.
+    pub model: String,
+    /// Where the edited file was written.
+    pub out: String,
+    /// Whether the file was edited in place.
+    pub in_place: bool,
+    /// Shards of the model (1: one file); a split model's first shard is the one edited.
+    pub shards: usize,
+    /// The header's size before.
+    pub header_bytes_before: u64,
+    /// … and after.
+    pub header_bytes_after: u64,
+    /// The edited file's size.
+    pub file_bytes: u64,
+    /// Every change.
+    pub changes: &'a [crate::surgery::meta::Change],
 }

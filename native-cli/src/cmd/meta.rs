@@ -10,8 +10,9 @@ use crate::write::gguf_split::shard_paths;
 use anyhow::{bail, Context, Result};
 use organ_core::gguf::ValueType;
 use organ_core::limits::MAX_STRING_LEN;
-use organ_core::surgery::meta::{self, Change, Edit, Ty};
-use serde::Serialize;
+use organ_core::report::surgery::{self, Surgery};
+use organ_core::report::AnyReport;
+use organ_core::surgery::meta::{self, Edit, Ty};
 use std::io::{Read, Write};
 use std::path::Path;
 
@@ -37,20 +38,6 @@ pub struct Options<'a> {
     pub json: Option<&'a Path>,
     /// Replace outputs that exist (never an input).
     pub force: bool,
-}
-
-/// The JSON report: what was edited, and the files' sizes.
-#[derive(Serialize)]
-struct Report<'a> {
-    model: String,
-    out: String,
-    in_place: bool,
-    /// Shards of the model (1: one file); a split model's first shard is the one edited.
-    shards: usize,
-    header_bytes_before: u64,
-    header_bytes_after: u64,
-    file_bytes: u64,
-    changes: &'a [Change],
 }
 
 /// A `--set-file` value's text: a regular file of UTF-8 text, at most a GGUF string's cap
@@ -286,7 +273,7 @@ fn finish(
     }
     writeln!(w, "{}", edited.wrote(&out_name, others))?;
     if let Some(path) = o.json {
-        let report = Report {
+        let report = surgery::Meta {
             model: o.model.display().to_string(),
             out: out_name,
             in_place: matches!(o.target, Target::InPlace),
@@ -296,7 +283,7 @@ fn finish(
             file_bytes: edited.file_len(),
             changes: &edited.changes,
         };
-        crate::atomic::write_json(path, o.force, &report)?;
+        super::outputs::write_json(AnyReport::Surgery(&Surgery::Meta(report)), path, o.force)?;
     }
     Ok(())
 }

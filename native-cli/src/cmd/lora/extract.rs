@@ -14,10 +14,11 @@ use organ_core::lora::{self, svd, Factors};
 use organ_core::model::{OwnedValue, TensorEntry};
 use organ_core::quant::dequantize;
 use organ_core::quant::quantize::quantize_in_range as quantize;
+use organ_core::report::surgery::{self, Surgery};
+use organ_core::report::AnyReport;
 use organ_core::surgery::select::Selection;
 use organ_core::GgmlType;
 use rayon::prelude::*;
-use serde::Serialize;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
@@ -46,39 +47,7 @@ pub struct Options<'a> {
 }
 
 /// One extracted weight.
-#[derive(Serialize, Debug, Clone)]
-pub struct Row {
-    /// The weight's name in the base (`blk.0.attn_q.weight`).
-    pub tensor: String,
-    /// Its shape in ggml order.
-    pub shape: [u64; 2],
-    /// The rank kept.
-    pub rank: usize,
-    /// ‖ΔW‖_F.
-    pub delta_norm: f64,
-    /// The share of ‖ΔW‖²_F the kept rank holds (Σ σᵢ² / ‖ΔW‖²_F).
-    pub retained: f64,
-    /// The types the halves are written in.
-    pub lora_a: String,
-    pub lora_b: String,
-}
-
-/// The JSON report.
-#[derive(Serialize)]
-struct Report<'a> {
-    base: &'a str,
-    tuned: &'a str,
-    rank: usize,
-    alpha: f32,
-    #[serde(rename = "type")]
-    ty: &'a str,
-    /// Selected 2-D weights whose values are the same in both models.
-    unchanged: usize,
-    tensors: &'a [Row],
-    /// `--judge`'s verdict: `BASE --lora OUT` against TUNED.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    judge: Option<&'a crate::judge::Verdict>,
-}
+pub use organ_core::report::surgery::ExtractRow as Row;
 
 pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     if let Some(s) = &o.judge {
@@ -176,7 +145,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         None => None,
     };
     if let Some(p) = o.json {
-        let report = Report {
+        let report = surgery::LoraExtract {
             judge: verdict.as_ref(),
             base: &base.label,
             tuned: &tuned.label,
@@ -186,7 +155,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
             unchanged,
             tensors: &rows,
         };
-        crate::atomic::write_json(p, o.force, &report)?;
+        crate::cmd::outputs::write_json(AnyReport::Surgery(&Surgery::LoraExtract(report)), p, o.force)?;
     }
     Ok(())
 }

@@ -11,9 +11,10 @@ use anyhow::{bail, Context, Result};
 use organ_core::lora::merge::{file_type, merge_rows, plan, Merge, OutputType};
 use organ_core::lora::{is_adapter, Adapter, Factors, Severity, KEY_INVOCATION};
 use organ_core::model::OwnedValue;
+use organ_core::report::surgery::{self, LoraAdapterRow, LoraTensorRow, Surgery};
+use organ_core::report::AnyReport;
 use organ_core::{GgmlType, MetaValue};
 use rayon::prelude::*;
-use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
 
@@ -36,29 +37,6 @@ pub struct Options<'a> {
     /// `--judge`: the output against the base with the adapters applied by llama.cpp
     /// (`adapters.base` holds them).
     pub judge: Option<Settings>,
-}
-
-/// An adapter as the report shows it.
-#[derive(Serialize)]
-struct AdapterRow {
-    file: String,
-    scale: f32,
-    alpha: Option<f32>,
-    ranks: Vec<u64>,
-    pairs: usize,
-}
-
-/// A merged tensor as the report shows it.
-#[derive(Serialize)]
-struct TensorRow {
-    name: String,
-    #[serde(rename = "type")]
-    from: String,
-    written_as: String,
-    /// Why that type: kept (the base's), --type, or F16 (organ cannot write the base's).
-    why: &'static str,
-    /// The adapters (indices in `adapters`) whose pairs were added.
-    adapters: Vec<usize>,
 }
 
 pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
@@ -92,15 +70,15 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
 
     let verdict = crate::judge::judged(o.out, o.base, o.judge.as_ref(), w)?;
     if let Some(p) = o.json {
-        let doc = serde_json::json!({
-            "base": o.base.display().to_string(),
-            "out": o.out.display().to_string(),
-            "adapters": rows,
-            "tensors": tensors,
-            "copied": copied,
-            "judge": verdict,
-        });
-        crate::atomic::write_json(p, o.force, &doc)?;
+        let report = surgery::LoraMerge {
+            base: &o.base.display().to_string(),
+            out: &o.out.display().to_string(),
+            adapters: &rows,
+            tensors: &tensors,
+            copied,
+            judge: verdict.as_ref(),
+        };
+        crate::cmd::outputs::write_json(AnyReport::Surgery(&Surgery::LoraMerge(report)), p, o.force)?;
     }
     Ok(())
 }
@@ -156,11 +134,11 @@ fn open_adapters(o: &Options<'_>, base: &Model) -> Result<Vec<(Model, Adapter)>>
     Ok(out)
 }
 
-fn adapter_rows(o: &Options<'_>, adapters: &[(Model, Adapter)]) -> Vec<AdapterRow> {
+fn adapter_rows(o: &Options<'_>, adapters: &[(Model, Adapter)]) -> Vec<LoraAdapterRow> {
     adapters
         .iter()
         .zip(&o.adapters)
-        .map(|((_, a), s)| AdapterRow {
+        .map(|((_, a), s)| LoraAdapterRow {
             file: s.path.display().to_string(),
             scale: s.scale,
             alpha: a.alpha,
@@ -170,13 +148,13 @@ fn adapter_rows(o: &Options<'_>, adapters: &[(Model, Adapter)]) -> Vec<AdapterRo
         .collect()
 }
 
-fn tensor_rows(base: &Model, merges: &[Merge]) -> Vec<TensorRow> {
+fn tensor_rows(base: &Model, merges: &[Merge]) -> Vec<LoraTensorRow> {
     merges
         .iter()
         .map(|m| {
             let mut adapters: Vec<usize> = m.parts.iter().map(|p| p.adapter).collect();
             adapters.dedup();
-            TensorRow {
+            LoraTensorRow {
                 name: base.tensors[m.tensor].name.clone(),
                 from: m.from.name().into(),
                 written_as: m.to.name().into(),
@@ -198,8 +176,8 @@ fn why(m: &Merge) -> &'static str {
 fn report(
     o: &Options<'_>,
     base: &Model,
-    adapters: &[AdapterRow],
-    tensors: &[TensorRow],
+    adapters: &[LoraAdapterRow],
+    tensors: &[LoraTensorRow],
     copied: usize,
     w: &mut dyn Write,
 ) -> Result<()> {

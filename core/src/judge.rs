@@ -91,17 +91,6 @@ pub enum Grade {
 }
 
 impl Grade {
-    /// How its word is marked in a report's text.
-    #[must_use]
-    pub fn mark(self) -> crate::report::Mark {
-        match self {
-            Grade::Close => crate::report::Mark::Good,
-            Grade::Changed => crate::report::Mark::Note,
-            Grade::Degraded => crate::report::Mark::Warn,
-            Grade::Broken => crate::report::Mark::Bad,
-        }
-    }
-
     /// Its word: `close`, `changed`, `degraded`, `broken`.
     #[must_use]
     pub fn name(self) -> &'static str {

@@ -67,7 +67,10 @@ pub fn print(v: &Verdict, w: &mut dyn Write) -> Result<()> {
         verdict: Some((v.verdict, v.reason.clone(), v.ppl_ratio)),
     };
     let on_screen = Shown { marks: crate::paint::marks(crate::paint::Stream::Stdout), ..Shown::WHOLE };
-    crate::cmd::outputs::print(AnyReport::Eval(&report), &on_screen, w)
+    let mut text = String::new();
+    (organ_core::report::formats::TEXT.render)(AnyReport::Eval(&report), &on_screen, &mut text)?;
+    w.write_all(text.as_bytes())?;
+    Ok(())
 }
 
 /// Before any work: refuses what `--judge` cannot evaluate once the output is written, so

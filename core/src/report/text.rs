@@ -11,6 +11,7 @@ use crate::anatomy::{Group, OrganKind};
 use crate::check::{CheckReport, Severity};
 use crate::compare::{most_changed, CompareReport};
 use crate::gguf::display::printable;
+use crate::judge::Grade;
 use crate::zmeasure::experts::median;
 use alloc::borrow::ToOwned;
 use alloc::format;
@@ -391,7 +392,13 @@ fn num(v: Option<f64>) -> String {
 fn eval(r: &crate::judge::EvalReport, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Result {
     crate::judge::evaluation_text(&r.evaluation, out)?;
     if let Some((g, reason, _)) = &r.verdict {
-        writeln!(out, "verdict: {} ({reason})", shown.mark(g.mark(), g.name()))?;
+        let mark = match g {
+            Grade::Close => Mark::Good,
+            Grade::Changed => Mark::Note,
+            Grade::Degraded => Mark::Warn,
+            Grade::Broken => Mark::Bad,
+        };
+        writeln!(out, "verdict: {} ({reason})", shown.mark(mark, g.name()))?;
     }
     Ok(())
 }

@@ -103,15 +103,6 @@ pub fn memory_settings(
     })
 }
 
-/// A memory estimate's error as the CLI and the API say it: a setting by its flag.
-#[must_use]
-pub fn memory_error(e: &organ_core::memory::MemoryError) -> String {
-    match e {
-        organ_core::memory::MemoryError::Setting(..) => format!("--{e}"),
-        e => e.to_string(),
-    }
-}
-
 pub(super) fn run(a: &InspectArgs, out: &mut Out) -> Result<Exit> {
     let o = crate::cmd::inspect::Options {
         model: &a.model,

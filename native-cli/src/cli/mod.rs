@@ -42,7 +42,7 @@ pub use dissect::DissectArgs;
 pub use eval::EvalArgs;
 pub use global::{Global, RemoteFlags};
 pub use graft::GraftArgs;
-pub use inspect::{memory_error, memory_settings, InspectArgs};
+pub use inspect::{memory_settings, InspectArgs};
 pub use layers::LayersArgs;
 pub use measure::{MeasureArgs, MergeArgs};
 pub use merge::{model_flag, ModelMergeArgs};

@@ -255,6 +255,14 @@ fn estimate<T: std::borrow::Borrow<organ_core::model::TensorEntry>>(
     m: &organ_core::model::Model<T>,
     s: &Settings,
 ) -> Result<Estimate> {
-    organ_core::memory::estimate(m, s)
-        .map_err(|e| anyhow::anyhow!("{file}: --memory: {}", crate::cli::memory_error(&e)))
+    organ_core::memory::estimate(m, s).map_err(|e| anyhow::anyhow!("{file}: --memory: {}", memory_error(&e)))
+}
+
+/// A memory estimate's error as the CLI and the API say it: a setting by its flag.
+#[must_use]
+pub fn memory_error(e: &organ_core::memory::MemoryError) -> String {
+    match e {
+        organ_core::memory::MemoryError::Setting(..) => format!("--{e}"),
+        e => e.to_string(),
+    }
 }

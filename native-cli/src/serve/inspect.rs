@@ -47,7 +47,7 @@ impl PathQuery {
                 self.gpu_layers,
             )
             .map_err(|e| bad(format!("{e:#}")))?;
-            s.check().map_err(|e| bad(crate::cli::memory_error(&e)))?;
+            s.check().map_err(|e| bad(crate::cmd::inspect::memory_error(&e)))?;
         }
         Ok(crate::cli::InspectArgs {
             memory: self.memory,

@@ -121,7 +121,7 @@ pub struct Verdict {
 #[must_use]
 pub fn grade(e: &Evaluation) -> Option<(Grade, String, f64)> {
     let k = e.kl_divergence.as_ref()?;
-    let ratio = k.ln_ppl_ratio.value.exp();
+    let ratio = libm::exp(k.ln_ppl_ratio.value);
     let (kld, top) = (k.mean.value, k.same_top.value);
     let g = if !e.perplexity.value.is_finite() || !ratio.is_finite() || ratio > BROKEN_RATIO {
         (Grade::Broken, format!("perplexity ×{ratio:.3} of the parent's (broken above ×{BROKEN_RATIO})"))

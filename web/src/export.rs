@@ -39,7 +39,8 @@ pub fn download_blob(name: &str, blob: &web_sys::Blob) {
 
 /// What an export of `report` is called, before its extension: `<model>.organ` (a θ
 /// report), `<A>-vs-<B>.organ-diff` (a compare report), `<model>.organ-check`,
-/// `<model>.organ-sensitivity`, `<model>.organ-prediction`.
+/// `<model>.organ-sensitivity`, `<model>.organ-prediction`, `<model>.organ-eval`,
+/// `organ-surgery` (the browser makes neither of the last two today).
 fn stem(report: AnyReport<'_>) -> String {
     match report {
         AnyReport::Measure(r) => format!("{}.organ", r.models.first().map_or("", |m| m.model.as_str())),
@@ -47,6 +48,8 @@ fn stem(report: AnyReport<'_>) -> String {
         AnyReport::Check(r) => format!("{}.organ-check", r.model),
         AnyReport::Sensitivity(r) => format!("{}.organ-sensitivity", r.model),
         AnyReport::Prediction(r) => format!("{}.organ-prediction", r.model),
+        AnyReport::Eval(r) => format!("{}.organ-eval", r.evaluation.model),
+        AnyReport::Surgery(_) => "organ-surgery".to_owned(),
     }
 }
 

@@ -40,7 +40,7 @@ pub fn download_blob(name: &str, blob: &web_sys::Blob) {
 /// What an export of `report` is called, before its extension: `<model>.organ` (a θ
 /// report), `<A>-vs-<B>.organ-diff` (a compare report), `<model>.organ-check`,
 /// `<model>.organ-sensitivity`, `<model>.organ-prediction`, `<model>.organ-eval`,
-/// `organ-surgery` (the browser makes neither of the last two today).
+/// `organ-surgery`, `<model>.organ-recipe` (the browser makes none of the last three today).
 fn stem(report: AnyReport<'_>) -> String {
     match report {
         AnyReport::Measure(r) => format!("{}.organ", r.models.first().map_or("", |m| m.model.as_str())),
@@ -50,6 +50,7 @@ fn stem(report: AnyReport<'_>) -> String {
         AnyReport::Prediction(r) => format!("{}.organ-prediction", r.model),
         AnyReport::Eval(r) => format!("{}.organ-eval", r.evaluation.model),
         AnyReport::Surgery(_) => "organ-surgery".to_owned(),
+        AnyReport::Recipe(r) => format!("{}.organ-recipe", r.model),
     }
 }
 

@@ -13,6 +13,8 @@
 //! Pure: no I/O; the CLI reads the model and the sensitivity reports and runs the tool.
 
 pub mod accept;
+pub mod choose;
+pub mod report;
 pub mod size;
 pub mod solve;
 #[cfg(test)]

@@ -55,7 +55,16 @@ pub const JSON: Format = Format {
     name: "json",
     extension: "json",
     media_type: "application/json",
-    kinds: &[Kind::Measure, Kind::Compare, Kind::Check, Kind::Sensitivity, Kind::Prediction, Kind::Eval, Kind::Surgery],
+    kinds: &[
+        Kind::Measure,
+        Kind::Compare,
+        Kind::Check,
+        Kind::Sensitivity,
+        Kind::Prediction,
+        Kind::Eval,
+        Kind::Surgery,
+        Kind::Recipe,
+    ],
     flag: &[
         (Kind::Measure, "Also write the full report as JSON (schema: docs/report.schema.json)"),
         (Kind::Compare, "Also write the full report as JSON (schema: docs/report.schema.json, \"compare\": \"c1\")"),
@@ -121,14 +130,26 @@ pub const TEXT: Format = Format {
     name: "text",
     extension: "txt",
     media_type: "text/plain; charset=utf-8",
-    kinds: &[Kind::Measure, Kind::Compare, Kind::Check, Kind::Sensitivity, Kind::Prediction, Kind::Eval],
+    kinds: &[Kind::Measure, Kind::Compare, Kind::Check, Kind::Sensitivity, Kind::Prediction, Kind::Eval, Kind::Recipe],
     flag: &[],
     export_label: None,
     render: text::render,
 };
 
+/// A recipe's `--tensor-type` lines, for `llama-quantize --tensor-type-file` (`organ
+/// recipe --out`, a flag of its own).
+pub const TENSOR_TYPES: Format = Format {
+    name: "tensor-types",
+    extension: "txt",
+    media_type: "text/plain; charset=utf-8",
+    kinds: &[Kind::Recipe],
+    flag: &[],
+    export_label: None,
+    render: render_tensor_types,
+};
+
 /// Every format, in the order a command writes its files (the text last).
-pub const FORMATS: &[Format] = &[JSON, CSV, HTML, RANKING_CSV, TEXT];
+pub const FORMATS: &[Format] = &[JSON, CSV, HTML, RANKING_CSV, TENSOR_TYPES, TEXT];
 
 /// The format named `name`, if any.
 pub fn by_name(name: &str) -> Option<&'static Format> {
@@ -146,12 +167,23 @@ pub fn flags_for(kind: Kind) -> impl Iterator<Item = (&'static Format, &'static 
     FORMATS.iter().filter_map(move |f| Some((f, f.flag_help(kind)?)))
 }
 
+fn render_tensor_types(report: AnyReport<'_>, _: &Shown, out: &mut dyn fmt::Write) -> fmt::Result {
+    match report {
+        AnyReport::Recipe(r) => super::recipe::tensor_types(r, out),
+        _ => Ok(()),
+    }
+}
+
 fn render_html(report: AnyReport<'_>, _: &Shown, out: &mut dyn fmt::Write) -> fmt::Result {
     match report {
         AnyReport::Measure(r) => out.write_str(&super::html::render(r)),
         AnyReport::Compare(r) => out.write_str(&super::render_compare(r)),
         AnyReport::Sensitivity(r) => super::sensitivity_html::render(r, out),
-        AnyReport::Check(_) | AnyReport::Prediction(_) | AnyReport::Eval(_) | AnyReport::Surgery(_) => Ok(()),
+        AnyReport::Check(_)
+        | AnyReport::Prediction(_)
+        | AnyReport::Eval(_)
+        | AnyReport::Surgery(_)
+        | AnyReport::Recipe(_) => Ok(()),
     }
 }
 

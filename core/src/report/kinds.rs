@@ -1,6 +1,7 @@
 //! What the report formats render ([`super::formats`]): a report of any kind, and how much
 //! of it the text shows. Below the registry and its renderers, which all use it.
 
+use super::recipe::Recipe;
 use super::surgery::Surgery;
 use super::Report;
 use crate::check::CheckReport;
@@ -27,6 +28,8 @@ pub enum Kind {
     /// What a surgery that writes a model did (`--json` of graft, layers, experts, moe,
     /// merge).
     Surgery,
+    /// A quantization recipe (`organ recipe`).
+    Recipe,
 }
 
 /// A report of any kind, borrowed for rendering.
@@ -46,6 +49,8 @@ pub enum AnyReport<'a> {
     Eval(&'a EvalReport),
     /// A surgery's report.
     Surgery(&'a Surgery<'a>),
+    /// A recipe.
+    Recipe(&'a Recipe),
 }
 
 impl AnyReport<'_> {
@@ -59,6 +64,7 @@ impl AnyReport<'_> {
             AnyReport::Prediction(_) => Kind::Prediction,
             AnyReport::Eval(_) => Kind::Eval,
             AnyReport::Surgery(_) => Kind::Surgery,
+            AnyReport::Recipe(_) => Kind::Recipe,
         }
     }
 }

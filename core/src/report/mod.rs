@@ -24,6 +24,7 @@ mod kinds;
 mod layer_plot;
 mod page;
 mod readable;
+pub mod recipe;
 mod scatter;
 mod schema;
 pub mod sensitivity_html;

@@ -33,6 +33,7 @@ pub fn render(report: AnyReport<'_>, shown: &Shown, out: &mut dyn fmt::Write) ->
         AnyReport::Eval(r) => eval(r, shown, out),
         // No text: a surgery prints what it does as it does it.
         AnyReport::Surgery(_) => Ok(()),
+        AnyReport::Recipe(r) => super::recipe::text(r, out),
     }
 }
 

@@ -1,0 +1,98 @@
+//! A recipe's report (`organ recipe`), as [`super::choose::choose`] makes it: the type
+//! chosen for each tensor and why, the totals against the budget, and what `--apply` made
+//! and measured. The report registry renders it ([`crate::report::recipe`]).
+
+use crate::ggml_type::GgmlType;
+use crate::judge::Evaluation;
+use alloc::string::String;
+use alloc::vec::Vec;
+use serde::Serialize;
+
+/// One tensor's line of the table.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// The tensor.
+    pub name: String,
+    /// Its type in the model.
+    pub from: GgmlType,
+    /// The type chosen.
+    #[serde(rename = "type")]
+    pub ty: GgmlType,
+    /// Its data's bytes in that type.
+    pub bytes: u64,
+    /// The loss predicted or measured for it alone in that type.
+    pub cost: f64,
+    /// Why the solver chose it.
+    pub why: String,
+}
+
+/// The recipe: the table and its totals.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recipe {
+    /// The schema's version.
+    pub recipe: u32,
+    /// The model, as the face names it.
+    pub model: String,
+    /// Where the losses come from.
+    pub source: String,
+    /// The target, in the words it was asked in.
+    pub target: String,
+    /// The budget in the bytes it counts (`data` or `file`), and what it counted.
+    pub budget: u64,
+    /// What the budget counts: `data` or `file`.
+    pub account: &'static str,
+    /// The budget used.
+    pub charged: u64,
+    /// Header bytes of the output as llama-quantize writes it (padding included).
+    pub header_bytes: u64,
+    /// The output's size: header plus each tensor padded to 32.
+    pub file_bytes: u64,
+    /// Every tensor's data bytes.
+    pub tensor_bytes: u64,
+    /// Tensor bits per element of the model.
+    pub bpw: f64,
+    /// The sum of single-tensor losses.
+    pub predicted_kld: f64,
+    /// No recipe within the budget has a smaller sum.
+    pub lower_bound: f64,
+    /// The solver's last λ (loss saved per byte).
+    pub lambda: f64,
+    /// Every tensor, in the model's order.
+    pub tensors: Vec<Row>,
+    /// The --tensor-type lines, as written to --out.
+    #[serde(skip)]
+    pub lines: Vec<String>,
+    /// What `--apply` made, when it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub applied: Option<Applied>,
+}
+
+/// Whether single-tensor KL divergences add up: their sum against the whole recipe's.
+#[derive(Debug, Clone, Serialize)]
+pub struct Additivity {
+    /// The recipe's sum of single-tensor KL divergences.
+    pub sum_single: f64,
+    /// The whole recipe's KL divergence, measured.
+    pub measured: f64,
+    /// Its standard error.
+    pub measured_error: f64,
+    /// measured / sum_single.
+    pub ratio: f64,
+}
+
+/// What `--apply` made and measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Applied {
+    /// The model written.
+    pub out: String,
+    /// Its size.
+    pub file_bytes: u64,
+    /// The llama-quantize that wrote it.
+    pub llama_quantize: String,
+    /// Its evaluation against the model, when a text was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval: Option<Evaluation>,
+    /// With measured losses and an evaluation: whether they add up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub additivity: Option<Additivity>,
+}

@@ -1,0 +1,122 @@
+//! A recipe's report (`organ recipe`; [`crate::recipe::report::Recipe`], made by
+//! [`crate::recipe::choose`]) rendered: its JSON is the table (`--json`), its text the
+//! table as printed, and its tensor-type form the `--tensor-type` lines
+//! `llama-quantize --tensor-type-file` reads (`--out`).
+
+use crate::gguf::display::printable;
+pub use crate::recipe::report::{Additivity, Applied, Recipe, Row};
+use core::fmt;
+
+/// The table and the totals, then what `--apply` made, when it ran.
+///
+/// # Errors
+/// `out` refused a write.
+pub fn text(r: &Recipe, out: &mut dyn fmt::Write) -> fmt::Result {
+    // Names and paths come from the model: escaped as every other report prints them.
+    writeln!(out, "recipe for {} ({}), {}", printable(&r.model), printable(&r.source), r.target)?;
+    writeln!(out, "{:<36} {:>6} {:>6} {:>11} {:>11}  why", "tensor", "from", "type", "bytes", "pred. KLD")?;
+    for t in &r.tensors {
+        writeln!(
+            out,
+            "{:<36} {:>6} {:>6} {:>11} {:>11.4e}  {}",
+            printable(&t.name),
+            t.from.name(),
+            t.ty.name(),
+            t.bytes,
+            t.cost,
+            t.why
+        )?;
+    }
+    writeln!(
+        out,
+        "total: {} tensor bytes ({:.4} bpw), file {} bytes (header {}); budget {} {} bytes, {} used",
+        r.tensor_bytes, r.bpw, r.file_bytes, r.header_bytes, r.budget, r.account, r.charged
+    )?;
+    writeln!(
+        out,
+        "predicted KLD (sum of single-tensor KLDs): {:.5} (no recipe within the budget below {:.5}); λ = {:.3e}/byte",
+        r.predicted_kld, r.lower_bound, r.lambda
+    )?;
+    match &r.applied {
+        Some(a) => applied_text(a, out),
+        None => Ok(()),
+    }
+}
+
+/// What `--apply` made and, with a measured source, the additivity check (the text's
+/// end, which a face prints once the model is made).
+///
+/// # Errors
+/// `out` refused a write.
+pub fn applied_text(a: &Applied, out: &mut dyn fmt::Write) -> fmt::Result {
+    writeln!(out, "applied: {} ({} bytes, by {})", a.out, a.file_bytes, a.llama_quantize)?;
+    if let Some(e) = &a.eval {
+        crate::judge::evaluation_text(e, out)?;
+    }
+    if let Some(x) = &a.additivity {
+        writeln!(
+            out,
+            "additivity: sum of single-tensor KLDs {:.5}, measured KLD of the recipe {:.5} ± {:.5} (ratio {:.3})",
+            x.sum_single, x.measured, x.measured_error, x.ratio
+        )?;
+    }
+    Ok(())
+}
+
+/// The `--tensor-type` lines, one a line (`llama-quantize --tensor-type-file`); a recipe
+/// without one is an empty line.
+///
+/// # Errors
+/// `out` refused a write.
+pub fn tensor_types(r: &Recipe, out: &mut dyn fmt::Write) -> fmt::Result {
+    writeln!(out, "{}", r.lines.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ggml_type::GgmlType;
+    use alloc::string::String;
+    use alloc::vec;
+
+    /// A tensor name and a model label with a terminal's escape sequences (an OSC title, a
+    /// colour, CR and LF) are printed escaped (before: raw, to the terminal and the API's
+    /// recipe.txt).
+    #[test]
+    fn control_characters_in_names_are_escaped() {
+        let hostile = "blk.0.attn_norm.weight\u{1b}]0;owned\u{7}\r\n\u{1b}[31m";
+        let row = Row {
+            name: hostile.into(),
+            from: GgmlType::F32,
+            ty: GgmlType::F32,
+            bytes: 4,
+            cost: 0.0,
+            why: "kept".into(),
+        };
+        let r = Recipe {
+            recipe: 1,
+            model: "m\u{1b}[2J.gguf".into(),
+            source: "data-free".into(),
+            target: "8 bpw".into(),
+            budget: 1,
+            account: "data",
+            charged: 1,
+            header_bytes: 1,
+            file_bytes: 1,
+            tensor_bytes: 1,
+            bpw: 8.0,
+            predicted_kld: 0.0,
+            lower_bound: 0.0,
+            lambda: 0.0,
+            tensors: vec![row],
+            lines: vec![],
+            applied: None,
+        };
+        let mut text = String::new();
+        super::text(&r, &mut text).unwrap();
+        assert!(!text.contains(['\u{1b}', '\u{7}', '\r']), "{text:?}");
+        assert_eq!(text.lines().count(), 5, "the name's LF starts no line: {text:?}");
+        assert!(text.contains(r"blk.0.attn_norm.weight\u{1b}]0;owned\u{7}\r\n\u{1b}[31m"), "{text}");
+        assert!(text.contains(r"m\u{1b}[2J.gguf"), "{text}");
+    }
+}

@@ -30,6 +30,8 @@ pub enum Surgery<'a> {
     LoraExtract(LoraExtract<'a>),
     /// `organ meta`.
     Meta(Meta<'a>),
+    /// `organ purify`.
+    Purify(Purify<'a>),
 }
 
 impl Serialize for Surgery<'_> {
@@ -44,10 +46,47 @@ impl Serialize for Surgery<'_> {
             Surgery::Moe(r) => sorted(serde_json::to_value(r))?.serialize(s),
             Surgery::Merge(r) => sorted(serde_json::to_value(r))?.serialize(s),
             Surgery::LoraMerge(r) => sorted(serde_json::to_value(r))?.serialize(s),
+            Surgery::Purify(r) => sorted(serde_json::to_value(r))?.serialize(s),
             Surgery::LoraExtract(r) => r.serialize(s),
             Surgery::Meta(r) => r.serialize(s),
         }
     }
+}
+
+/// `organ purify`'s report: the method, and what happened to each selected tensor.
+#[derive(Debug, Serialize)]
+pub struct Purify<'a> {
+    /// `fractal` or `spectral`.
+    pub method: &'a str,
+    /// Its parameters (`strength=…`, `keep=…`).
+    pub parameters: &'a str,
+    /// The model's label.
+    pub model: &'a str,
+    /// Each selected tensor.
+    pub tensors: Vec<&'a PurifyRow>,
+    /// `--judge`'s verdict (no key without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judge: Option<&'a Verdict>,
+}
+
+/// What happened to one tensor `organ purify` selected.
+#[derive(Serialize, Debug, Clone)]
+pub struct PurifyRow {
+    /// The tensor.
+    pub name: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// The type it was written in.
+    pub written_as: String,
+    /// Its θ before.
+    pub theta_before: Option<f64>,
+    /// Its θ after, as stored.
+    pub theta_after: Option<f64>,
+    /// ‖stored − original‖ / ‖original‖.
+    pub relative_l2: Option<f64>,
+    /// purified, kept (not improved, with --only-if-improves), or untouched (why).
+    pub status: String,
 }
 
 /// `organ graft`'s report.

@@ -19,6 +19,8 @@ pub mod anatomy;
 pub mod check;
 pub mod compare;
 pub mod error;
+pub mod events;
+pub mod fleet;
 pub mod ggml_type;
 pub mod gguf;
 pub mod imatrix;

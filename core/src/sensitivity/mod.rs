@@ -7,6 +7,7 @@
 
 pub mod predicted;
 pub mod report;
+pub mod run;
 
 use crate::anatomy::classify;
 use crate::ggml_type::GgmlType;

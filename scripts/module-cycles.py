@@ -15,7 +15,7 @@ DOC's organ-core box (docs/architecture.md): each row names its modules as `name
 module may use only modules named in rows below its own.
 
 Usage: scripts/module-cycles.py [--edges] [--drawing DOC] [SRC_DIR...]
-  SRC_DIR          crate source roots (default: core/src native-cli/src)
+  SRC_DIR          crate source roots (default: core/src native/src native-cli/src)
   --edges          also print every edge, with the first place that makes it (FILE:LINE)
   --drawing DOC    also check core/src's top-level edges against DOC's drawing
 Exits 1 when a cycle exists or an edge goes up the drawing.
@@ -270,7 +270,7 @@ def main(argv):
     show_edges = "--edges" in argv
     doc = argv[argv.index("--drawing") + 1] if "--drawing" in argv else None
     dirs = [a for i, a in enumerate(argv) if a not in ("--edges", "--drawing") and (i == 0 or argv[i - 1] != "--drawing")]
-    dirs = dirs or ["core/src", "native-cli/src"]
+    dirs = dirs or ["core/src", "native/src", "native-cli/src"]
     bad = 0
     for src in dirs:
         found = Crate(src).edges()

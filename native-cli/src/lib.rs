@@ -1,24 +1,13 @@
-//! organ-cli: the `organ` binary's commands, model sources, writers and HTTP server, as a
-//! library so that fuzz targets and tests can drive them (the binary is `src/main.rs`).
+//! organ-cli: the `organ` binary's faces over the host library ([`organ_native`]): its
+//! flags and what each command makes of them ([`cli`]), and the HTTP API ([`serve`]),
+//! as a library so that fuzz targets and tests can drive them (the binary is
+//! `src/main.rs`). The host library's modules are re-exported under their own names,
+//! so `organ_cli::cmd`, `organ_cli::model`, … are the ones the faces use.
 
-pub mod atomic;
-pub mod byte_source;
 pub mod cli;
-pub mod cmd;
-pub mod digest;
-pub mod discover;
-pub mod input;
-pub mod judge;
-pub mod llama_cpp;
-pub mod location;
-pub mod model;
-pub mod model_file;
-pub mod paint;
-pub mod paths;
-pub mod predict;
-pub mod progress;
-pub mod remote;
 pub mod serve;
-pub mod summary;
-pub mod write;
-pub mod yaml;
+
+pub use organ_native::{
+    atomic, byte_source, cmd, digest, discover, input, judge, llama_cpp, location, model, model_file, paint, paths,
+    predict, progress, remote, summary, write, yaml,
+};

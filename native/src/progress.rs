@@ -31,7 +31,6 @@
 //! JSON: a reader takes them as plain text.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -57,72 +56,20 @@ fn format() -> Format {
     FORMAT.get().copied().unwrap_or_default()
 }
 
-/// One line of `--progress jsonl` output.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Event {
-    /// Units done so far, of all known so far (tensors, for measure; the total grows as
-    /// each model of a fleet is opened).
-    Progress { done: u64, total: u64 },
-    /// Something the user should know; the command goes on.
-    Warning { message: String },
-    /// Information for the user (e.g. how many reports came from the cache).
-    Note { message: String },
-    /// `measure --stats`: the tensor bytes read by positioned reads, and peak memory.
-    Stats { tensor_bytes_read: u64, peak_rss_kib: u64 },
-    /// `diff --stats`: bytes compared to decide which pairs are identical (both sides),
-    /// bytes read by positioned reads (0 when the models were mapped), and peak memory.
-    DiffStats { bytes_compared: u64, bytes_read: u64, peak_rss_kib: u64 },
-    /// `measure --stats` of a remote model: bytes received in answers, requests sent and
-    /// retries made, and of the bytes those of multipart framing (docs/remote.md).
-    RemoteStats { bytes_fetched: u64, requests: u64, retries: u64, framing: u64 },
-    /// Why the command failed; the last line it writes.
-    Error(ErrorEvent),
-}
+pub use organ_core::events::{ErrorEvent, ErrorKind, Event};
 
-/// A failure, typed: what a person would read, and what kind, which file and where in
-/// it, as far as known.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ErrorEvent {
-    /// The whole message, causes included (`{:#}` of the error).
-    pub message: String,
-    pub kind: ErrorKind,
-    /// The file or directory the message names first, when it names one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    /// The byte offset in that file where the format error is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub offset: Option<u64>,
-}
-
-/// What kind of failure an [`ErrorEvent`] is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorKind {
-    /// The input is not a GGUF (or organ directory) that organ can read or write.
-    Format,
-    /// Reading or writing a file failed.
-    Io,
-    /// Anything else (a bad argument, a refused output, an input outside the served root…).
-    #[serde(other)]
-    Other,
-}
-
-impl ErrorEvent {
-    /// The typed form of `e`: its kind, and path and offset where the chain has them.
-    pub fn from_error(e: &anyhow::Error) -> Self {
-        let core = e.chain().find_map(|c| c.downcast_ref::<organ_core::Error>());
-        let kind = if core.is_some() {
-            ErrorKind::Format
-        } else if e.chain().any(|c| c.is::<std::io::Error>()) {
-            ErrorKind::Io
-        } else {
-            ErrorKind::Other
-        };
-        let path = e.chain().find_map(|c| named_path(&c.to_string()));
-        ErrorEvent { message: format!("{e:#}"), kind, path, offset: core.and_then(core_offset) }
-    }
+/// The typed form of `e`: its kind, and path and offset where the chain has them.
+pub fn error_event(e: &anyhow::Error) -> ErrorEvent {
+    let core = e.chain().find_map(|c| c.downcast_ref::<organ_core::Error>());
+    let kind = if core.is_some() {
+        ErrorKind::Format
+    } else if e.chain().any(|c| c.is::<std::io::Error>()) {
+        ErrorKind::Io
+    } else {
+        ErrorKind::Other
+    };
+    let path = e.chain().find_map(|c| named_path(&c.to_string()));
+    ErrorEvent { message: format!("{e:#}"), kind, path, offset: core.and_then(core_offset) }
 }
 
 /// The path a message starts with (`PATH: what went wrong`, as organ's messages do), when
@@ -199,7 +146,7 @@ pub fn note(message: impl Into<String>) {
 
 /// The command failed with `e`: `organ: error: …`, or the error event.
 pub fn error(e: &anyhow::Error) {
-    emit(&Event::Error(ErrorEvent::from_error(e)));
+    emit(&Event::Error(error_event(e)));
 }
 
 /// The progress bar over tensors, for people (on stderr, when it is a terminal), hidden

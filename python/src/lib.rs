@@ -1,5 +1,5 @@
 //! `organ._organ`: the native half of the Python package `organ` (python/organ/ is the
-//! other). Each function calls the function the CLI's command calls (`organ_cli::cmd`),
+//! other). Each function calls the function the CLI's command calls (`organ_native::cmd`),
 //! with the GIL released, and returns what the command would write: a report as its JSON
 //! (and CSV) text, rendered by the same registry of formats, so that `to_json()` is the
 //! file `organ measure --json` writes, byte for byte. The Python side parses it on
@@ -15,11 +15,11 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget};
-use organ_cli::cmd;
-use organ_cli::cmd::outputs::rendered;
-use organ_cli::model::Model;
 use organ_core::report::formats::{AnyReport, CSV, JSON};
 use organ_core::zmeasure::Mode;
+use organ_native::cmd;
+use organ_native::cmd::outputs::rendered;
+use organ_native::model::Model;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
@@ -46,12 +46,12 @@ const DEQUANTIZE_CHUNK: usize = 1 << 20;
 /// `e` as an [`OrganError`], its message and the typed fields of `organ --progress
 /// jsonl`'s error event (credentials in URLs redacted there).
 fn organ_error(py: Python<'_>, e: &anyhow::Error) -> PyErr {
-    let ev = organ_cli::progress::ErrorEvent::from_error(e);
-    let err = OrganError::new_err(organ_cli::progress::redact(&ev.message));
+    let ev = organ_native::progress::error_event(e);
+    let err = OrganError::new_err(organ_native::progress::redact(&ev.message));
     let value = err.value(py);
     let kind = match ev.kind {
-        organ_cli::progress::ErrorKind::Format => "format",
-        organ_cli::progress::ErrorKind::Io => "io",
+        organ_native::progress::ErrorKind::Format => "format",
+        organ_native::progress::ErrorKind::Io => "io",
         _ => "other",
     };
     // Setting attributes on a fresh exception instance cannot fail but for memory.
@@ -150,7 +150,7 @@ fn run<T: Send + 'static>(
             }
         }
     };
-    // Ended early: the work stops at its next tensor (organ_cli::progress::stopped).
+    // Ended early: the work stops at its next tensor (organ_native::progress::stopped).
     if let Some((bar, _)) = &bar {
         bar.abandon();
         let at = bar.position();
@@ -214,7 +214,7 @@ fn measure(
         models: vec![path],
         files: Default::default(),
         summary_only: false,
-        wells: organ_cli::cli::outputs::DEFAULT_WELLS,
+        wells: organ_core::report::WELLS,
         all_wells: false,
         verdicts: Vec::new(),
         stream,

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 /// The CLI's loader itself, not a copy: native-cli is a binary crate with the whole
 /// server behind it, and this file needs only yaml-rust2, serde_json and anyhow.
-#[path = "../../../native-cli/src/yaml.rs"]
+#[path = "../../../native/src/yaml.rs"]
 mod yaml;
 
 const NAMES: [&str; 4] = ["token_embd.weight", "blk.0.attn_q.weight", "blk.3.ffn_down.weight", "output.weight"];

@@ -116,12 +116,6 @@ impl ToArgs for EvalArgs {
     }
 }
 
-impl Default for JudgeArgs {
-    fn default() -> Self {
-        JudgeArgs { judge: None, judge_ctx: cmd::eval::DEFAULT_CTX, llama_cpp: None }
-    }
-}
-
 impl ToArgs for JudgeArgs {
     fn to_args(&self, a: &mut Argv) {
         // --judge-ctx and --llama-cpp require --judge.

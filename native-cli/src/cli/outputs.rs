@@ -17,7 +17,7 @@ use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
 /// How many lowest-θ tensors `measure` prints by default.
-pub const DEFAULT_WELLS: usize = 10;
+pub const DEFAULT_WELLS: usize = organ_core::report::WELLS;
 
 /// The kind of report a command writes, as a type ([`ReportFiles`]'s parameter: clap
 /// builds flags from a type, not a value).

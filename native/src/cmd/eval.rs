@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 /// The default context: llama-perplexity's own, so that eval's and `--judge`'s figures are
 /// comparable with its defaults (sensitivity's is shorter, for a sweep's hundreds of
-/// evaluations: [`crate::cli::sensitivity::DEFAULT_CTX`]).
+/// evaluations: organ-cli's `cli::sensitivity::DEFAULT_CTX`).
 pub const DEFAULT_CTX: u32 = 512;
 
 /// `--judge`: after writing, evaluate the output against its parent with llama.cpp
@@ -31,6 +31,12 @@ pub struct JudgeArgs {
     /// llama.cpp's bin directory, holding llama-perplexity (default: ORGAN_LLAMA_CPP, then PATH).
     #[arg(long, value_name = "DIR", requires = "judge")]
     pub llama_cpp: Option<PathBuf>,
+}
+
+impl Default for JudgeArgs {
+    fn default() -> Self {
+        JudgeArgs { judge: None, judge_ctx: DEFAULT_CTX, llama_cpp: None }
+    }
 }
 
 impl JudgeArgs {

@@ -16,7 +16,7 @@ use organ_core::surgery::graft::Mismatch;
 use std::io::Write;
 use std::path::Path;
 
-/// What `organ experts` does, its flags validated (crate::cli::experts).
+/// What `organ experts` does, its flags validated (organ-cli's `cli::experts`).
 pub struct Options<'a> {
     /// The mixture of experts: a GGUF, a split GGUF or an organ directory.
     pub model: &'a Path,

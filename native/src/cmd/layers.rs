@@ -11,7 +11,7 @@ use organ_core::surgery::layers::{self, Choice, LayersPlan};
 use std::io::Write;
 use std::path::Path;
 
-/// What `organ layers` does, its flags validated (crate::cli::layers).
+/// What `organ layers` does, its flags validated (organ-cli's `cli::layers`).
 pub struct Options<'a> {
     /// The model: a GGUF, a split GGUF or an organ directory.
     pub model: &'a Path,

@@ -65,7 +65,7 @@ fn read_value_file(key: &str, path: &Path, room: u64) -> Result<String> {
 /// `budget` (a string is as long in the header as in its file, a number or an array about
 /// as long), as organ writes no header it would refuse to read, and holds no more of the
 /// files than the header it writes.
-pub(crate) fn check_value_files(o: &Options<'_>, budget: u64) -> Result<()> {
+pub fn check_value_files(o: &Options<'_>, budget: u64) -> Result<()> {
     let mut total = 0u64;
     for (key, path) in &o.set_file {
         let len = std::fs::metadata(path)

@@ -6,12 +6,13 @@ use anyhow::{bail, Result};
 use organ_core::model::OwnedValue;
 use organ_core::quant::dequantize;
 use organ_core::quant::quantize::{can_quantize, quantize};
+use organ_core::report::formats::AnyReport;
+use organ_core::report::surgery::{Purify, PurifyRow as Row, Surgery};
 use organ_core::surgery::purify::{purify, relative_l2, Method};
 use organ_core::surgery::select::Selection;
 use organ_core::zmeasure::measure_tensor;
 use organ_core::GgmlType;
 use rayon::prelude::*;
-use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
@@ -30,20 +31,6 @@ pub struct Options<'a> {
     pub force: bool,
     /// `--judge`: evaluate the output against the input (crate::judge).
     pub judge: Option<crate::cmd::eval::Settings>,
-}
-
-/// What happened to one selected tensor.
-#[derive(Serialize, Debug, Clone)]
-pub struct Row {
-    pub name: String,
-    #[serde(rename = "type")]
-    pub ty: String,
-    pub written_as: String,
-    pub theta_before: Option<f64>,
-    pub theta_after: Option<f64>,
-    pub relative_l2: Option<f64>,
-    /// purified, kept (not improved, with --only-if-improves), or untouched (why).
-    pub status: String,
 }
 
 fn method_text(m: Method) -> (String, String) {
@@ -167,13 +154,10 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     crate::write::write_model(&out_model, &model, o.out, o.split_max, o.force, w)?;
     let verdict = crate::judge::judged(o.out, o.model, o.judge.as_ref(), w)?;
     if let Some(p) = o.json {
-        let rows: Vec<&Row> = results.iter().map(|(r, _)| r).collect();
-        let mut doc =
-            serde_json::json!({ "method": method, "parameters": params, "model": model.label, "tensors": rows });
-        if let Some(v) = verdict {
-            doc["judge"] = serde_json::to_value(v)?;
-        }
-        crate::atomic::write_file(p, o.force, |f| Ok(serde_json::to_writer_pretty(f, &doc)?))?;
+        let tensors = results.iter().map(|(r, _)| r).collect();
+        let report =
+            Purify { method: &method, parameters: &params, model: &model.label, tensors, judge: verdict.as_ref() };
+        super::outputs::write_json(AnyReport::Surgery(&Surgery::Purify(report)), p, o.force)?;
     }
     Ok(())
 }

@@ -9,50 +9,12 @@
 
 use crate::atomic::write_file;
 use anyhow::{Context, Result};
+use organ_core::fleet::CacheEntry as Entry;
+pub use organ_core::fleet::Definition;
 use organ_core::zmeasure::Mode;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
-
-/// The version of the cached report's JSON form ([`organ_core::report::ModelReport`]);
-/// bump it when that form changes, so older entries are not read as new ones.
-pub const REPORT_SCHEMA: u32 = 1;
-
-/// Everything besides the model that decides what a report holds. A new option that
-/// changes a report is a new field here (and nowhere else): it then goes into every key.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-pub struct Definition {
-    /// The measure's definition ([`organ_core::zmeasure::MEASURE`]).
-    pub measure: String,
-    /// [`REPORT_SCHEMA`].
-    pub report_schema: u32,
-    /// The mode, besides plain sampling (`"sigma"`, `"exact"`): a report with σ_θ, or with
-    /// θ over every value, is another report. Absent for plain sampling, so the keys of
-    /// entries made before modes existed stay what they were.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
-    /// Per-expert θ (`--experts`, §6): a report with it is another report. Absent (false)
-    /// without, so earlier keys stay what they were.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub experts: bool,
-}
-
-impl Definition {
-    /// The definition `organ measure` reports under in `mode`.
-    pub fn current(mode: Mode) -> Definition {
-        let name = match mode {
-            Mode::Sampled => None,
-            Mode::Sigma => Some("sigma"),
-            Mode::Exact => Some("exact"),
-        };
-        Definition {
-            measure: mode.label().to_owned(),
-            report_schema: REPORT_SCHEMA,
-            mode: name.map(str::to_owned),
-            experts: false,
-        }
-    }
-}
 
 /// A cache entry's key: a model's bytes and the definition it was measured under.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,14 +22,6 @@ pub struct CacheKey {
     /// BLAKE3 of the model's bytes ([`crate::digest::identity_files`]).
     pub model_blake3: String,
     pub definition: Definition,
-}
-
-/// What an entry's file holds.
-#[derive(Serialize, Deserialize)]
-struct Entry<T> {
-    definition: Definition,
-    model_blake3: String,
-    report: T,
 }
 
 impl CacheKey {
@@ -132,6 +86,7 @@ impl CacheKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use organ_core::fleet::REPORT_SCHEMA;
 
     fn key(measure: &str, report_schema: u32) -> CacheKey {
         let definition = Definition { measure: measure.into(), report_schema, mode: None, experts: false };

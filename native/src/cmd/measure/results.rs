@@ -12,8 +12,10 @@ use crate::atomic::write_file;
 use crate::location::Location;
 use crate::remote::store::Prefix;
 use anyhow::{bail, Context, Result};
+use organ_core::fleet::ResultFile;
+pub use organ_core::fleet::{FleetFile, Indexed, ShardIndex, FORMAT, MAX_FLEET_MODELS};
 use organ_core::report::ModelReport;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::io::ErrorKind::NotFound;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -29,9 +31,6 @@ pub const MAX_RESULT_BYTES: u64 = 16 << 20;
 /// The largest `fleet.json` read, in bytes: [`MAX_FLEET_MODELS`] names of 160 bytes.
 pub const MAX_FLEET_FILE_BYTES: u64 = 16 << 20;
 
-/// The most models a fleet holds (its list, `fleet.json`, the indexes together).
-pub const MAX_FLEET_MODELS: usize = 100_000;
-
 /// A shard index's bytes besides its entries; each entry may take [`INDEX_ENTRY_BYTES`]
 /// plus six bytes per byte of its model's name (JSON's `\u00XX`): [`index_cap`].
 const INDEX_HEAD_BYTES: u64 = 64 << 10;
@@ -42,11 +41,6 @@ const INDEX_ENTRY_BYTES: u64 = 512;
 pub fn index_cap<'a>(names: impl Iterator<Item = &'a String>) -> u64 {
     names.fold(INDEX_HEAD_BYTES, |n, m| n.saturating_add(INDEX_ENTRY_BYTES + 6 * m.len() as u64))
 }
-
-/// The version of the files below; a file of another version is refused by name. Format 1
-/// (before results were tied to their models' identities in the indexes) is refused with
-/// the advice to measure again.
-pub const FORMAT: u32 = 2;
 
 /// The fleet's own file in the results.
 pub const FLEET_FILE: &str = "fleet.json";
@@ -189,92 +183,6 @@ impl Store for Prefix {
         check_name(&Prefix::locate(self, ""), name)?;
         Prefix::put(self, name, bytes, replace)
     }
-}
-
-/// The fleet's file: what every worker measures, and how, so that workers started with
-/// another list, shard count or definition are refused rather than mixed in.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-pub struct FleetFile {
-    pub organ_fleet: u32,
-    pub definition: Definition,
-    pub shards: u64,
-    /// Every model, sorted: model j is shard j mod `shards`'s. At most [`MAX_FLEET_MODELS`]
-    /// (refused while parsing, before more are stored).
-    #[serde(deserialize_with = "fleet_models")]
-    pub models: Vec<String>,
-}
-
-/// A shard's index, written when the shard is done: which result holds each of its
-/// models' reports (models with the same bytes share one), under which definition, and
-/// each result's BLAKE3, which the merge checks.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-pub struct ShardIndex {
-    pub organ_fleet: u32,
-    pub shard: u64,
-    pub shards: u64,
-    /// The definition the shard was measured under: the fleet's.
-    pub definition: Definition,
-    #[serde(deserialize_with = "index_entries")]
-    pub results: Vec<Indexed>,
-}
-
-/// One model of a shard: its name in the fleet, its identity ([`CacheKey::model_blake3`]:
-/// the BLAKE3 of a local model's bytes, or a model at a URL's identity), the name of its
-/// result, and the BLAKE3 of the result's bytes.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-pub struct Indexed {
-    pub model: String,
-    pub model_blake3: String,
-    pub result: String,
-    pub result_blake3: String,
-}
-
-/// A model's result: its report, and the key it was stored under (checked on reading).
-#[derive(Serialize, Deserialize)]
-struct ResultFile {
-    organ_fleet: u32,
-    definition: Definition,
-    model_blake3: String,
-    report: ModelReport,
-}
-
-/// A list of at most `max` entries, refused as soon as one more is seen (before it is
-/// stored): memory stays proportional to the cap, whatever the file holds.
-fn at_most<'de, D, T>(d: D, max: usize, what: &'static str) -> std::result::Result<Vec<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    struct Bounded<T> {
-        max: usize,
-        what: &'static str,
-        t: std::marker::PhantomData<T>,
-    }
-    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Bounded<T> {
-        type Value = Vec<T>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            write!(f, "a list of at most {} {}", self.max, self.what)
-        }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Vec<T>, A::Error> {
-            let mut v = Vec::new();
-            while let Some(x) = seq.next_element()? {
-                if v.len() == self.max {
-                    return Err(serde::de::Error::custom(format!("more than {} {}", self.max, self.what)));
-                }
-                v.push(x);
-            }
-            Ok(v)
-        }
-    }
-    d.deserialize_seq(Bounded { max, what, t: std::marker::PhantomData })
-}
-
-fn fleet_models<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<String>, D::Error> {
-    at_most(d, MAX_FLEET_MODELS, "models (a fleet's most)")
-}
-
-fn index_entries<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<Indexed>, D::Error> {
-    at_most(d, MAX_FLEET_MODELS, "entries (a fleet's most models)")
 }
 
 /// Parses `bytes` from `name` of `store` as JSON of `T`, of [`FORMAT`].

@@ -5,37 +5,15 @@
 
 use super::{Apply, Recipe};
 use crate::llama_cpp::handed::{create_private, hand_model, scratch_dir};
-use crate::llama_cpp::perplexity::{evaluate, Evaluation};
+use crate::llama_cpp::perplexity::evaluate;
 use crate::llama_cpp::quantize::{Output, Quantize};
 use crate::llama_cpp::{self, Handed};
 use anyhow::{bail, Context, Result};
 use organ_core::recipe::accept::DEFAULT_FTYPE;
-use serde::Serialize;
+use organ_core::report::recipe::{Additivity, Applied};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
-
-/// Whether single-tensor KL divergences add up: their sum against the whole recipe's.
-#[derive(Serialize)]
-pub struct Additivity {
-    pub sum_single: f64,
-    pub measured: f64,
-    pub measured_error: f64,
-    /// measured / sum_single.
-    pub ratio: f64,
-}
-
-/// What `--apply` made and measured.
-#[derive(Serialize)]
-pub struct Applied {
-    pub out: String,
-    pub file_bytes: u64,
-    pub llama_quantize: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub eval: Option<Evaluation>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub additivity: Option<Additivity>,
-}
 
 /// Runs llama-quantize with `r`'s lines on `model` into `a.out`, checks and evaluates it.
 ///
@@ -105,20 +83,4 @@ fn check(out: &Path, r: &Recipe, imatrix: bool) -> Result<u64> {
         bail!("llama-quantize wrote {len} bytes, organ accounted {}", r.file_bytes);
     }
     Ok(len)
-}
-
-/// Prints what `--apply` made and, with a measured source, the additivity check.
-pub fn print(a: &Applied, w: &mut dyn Write) -> Result<()> {
-    writeln!(w, "applied: {} ({} bytes, by {})", a.out, a.file_bytes, a.llama_quantize)?;
-    if let Some(e) = &a.eval {
-        crate::llama_cpp::perplexity::print(e, w)?;
-    }
-    if let Some(x) = &a.additivity {
-        writeln!(
-            w,
-            "additivity: sum of single-tensor KLDs {:.5}, measured KLD of the recipe {:.5} ± {:.5} (ratio {:.3})",
-            x.sum_single, x.measured, x.measured_error, x.ratio
-        )?;
-    }
-    Ok(())
 }

@@ -7,18 +7,15 @@
 //! logits and run (`base-logits.kld`, `base.json`), and `tensors/HASH.json`, one result
 //! per tensor, each written whole (temp file and rename) when its evaluation ends. A
 //! result is read back only if it names the tensor asked for and parses; anything else
-//! is measured again.
+//! is measured again. What the files hold is the core's ([`organ_core::sensitivity::run`]).
 
 use crate::llama_cpp::output::Perplexity;
 use crate::llama_cpp::perplexity::{SavedBase, Settings};
 use anyhow::{Context, Result};
 use organ_core::sensitivity::report::Row;
+use organ_core::sensitivity::run::{BaseRun, Definition};
 use organ_core::sensitivity::Change;
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-
-/// The version of what a run directory holds: bump it when a result's form or meaning changes.
-const RUN_SCHEMA: u32 = 1;
 
 /// The cache of one model: where its donors and runs live.
 pub struct Cache {
@@ -48,27 +45,9 @@ impl Cache {
     }
 }
 
-/// Everything besides the model that decides a run's results.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-struct Definition {
-    run_schema: u32,
-    change: String,
-    text_blake3: String,
-    ctx: u32,
-    chunks: Option<u32>,
-}
-
 /// One run: a model, a change, a text, a context.
 pub struct RunDir {
     pub path: PathBuf,
-}
-
-#[derive(Serialize, Deserialize)]
-struct BaseRun {
-    chunks: u32,
-    ctx: u32,
-    ppl: f64,
-    ppl_error: f64,
 }
 
 impl RunDir {
@@ -77,13 +56,7 @@ impl RunDir {
     /// # Errors
     /// It cannot be created or written.
     pub fn open(cache: &Cache, change: Change, text_blake3: &str, s: &Settings) -> Result<RunDir> {
-        let def = Definition {
-            run_schema: RUN_SCHEMA,
-            change: change.label(),
-            text_blake3: text_blake3.to_owned(),
-            ctx: s.ctx,
-            chunks: s.chunks,
-        };
+        let def = Definition::new(change, text_blake3, s.ctx, s.chunks);
         let json = serde_json::to_vec_pretty(&def)?;
         let path = cache.model_dir().join(&blake3::hash(&json).to_hex()[..16]);
         std::fs::create_dir_all(path.join("tensors")).with_context(|| format!("{}: cannot create", path.display()))?;

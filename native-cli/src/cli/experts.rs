@@ -1,6 +1,6 @@
 //! `organ experts extract|prune`: flags to [`cmd::experts::Options`].
 
-use super::{guard, Argv, Exit, Force, Out, ToArgs};
+use super::{guard, Argv, Exit, Out, ToArgs, Written};
 use crate::cmd::{self, eval::JudgeArgs};
 use anyhow::Result;
 use std::path::PathBuf;
@@ -10,14 +10,8 @@ use std::path::PathBuf;
 pub struct Common {
     /// The mixture of experts: a GGUF, a split GGUF or an organ directory.
     pub model: PathBuf,
-    /// The result: one GGUF file (must not exist). Not needed with --dry-run.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Print the plan and check it; write nothing.
-    #[arg(long)]
-    pub dry_run: bool,
     #[command(flatten)]
-    pub force: Force,
+    pub written: Written,
     /// Also write the report (the tensors sliced and dropped, --judge's verdict) as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -70,9 +64,9 @@ impl<'a> TryFrom<&'a Op> for cmd::experts::Options<'a> {
         let c = op.common();
         Ok(cmd::experts::Options {
             model: &c.model,
-            out: c.out.as_deref(),
-            dry_run: c.dry_run,
-            force: c.force.force,
+            out: c.written.out.as_deref(),
+            dry_run: c.written.dry_run,
+            force: c.written.force.force,
             json: c.json.as_deref(),
             judge: c.judge.settings(),
             op: match op {
@@ -101,10 +95,6 @@ impl ToArgs for Op {
                 a.arg("prune").arg(&c.model).value("--keep", keep).number("--experts-used", *experts_used)
             }
         };
-        a.opt("--out", c.out.as_ref())
-            .switch("--dry-run", c.dry_run)
-            .flags(&c.force)
-            .opt("--json", c.json.as_ref())
-            .flags(&c.judge);
+        a.flags(&c.written).opt("--json", c.json.as_ref()).flags(&c.judge);
     }
 }

@@ -1,6 +1,6 @@
 //! `organ layers`: flags to [`cmd::layers::Options`].
 
-use super::{guard, Argv, Exit, Force, Out, ToArgs};
+use super::{guard, Argv, Exit, Out, ToArgs, Written};
 use crate::cmd::{self, eval::JudgeArgs};
 use anyhow::Result;
 use std::path::PathBuf;
@@ -17,14 +17,8 @@ pub struct LayersArgs {
     /// The layers to keep, the others removed (the complement of --drop).
     #[arg(long, value_name = "LIST")]
     pub keep: Option<String>,
-    /// The result: one GGUF file (must not exist). Not needed with --dry-run.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Print the plan and check it; write nothing.
-    #[arg(long)]
-    pub dry_run: bool,
     #[command(flatten)]
-    pub force: Force,
+    pub written: Written,
     /// Also write the report (layers kept and dropped, metadata changed, --judge's
     /// verdict) as JSON.
     #[arg(long, value_name = "FILE")]
@@ -45,9 +39,9 @@ impl<'a> TryFrom<&'a LayersArgs> for cmd::layers::Options<'a> {
         let layers = organ_core::surgery::layers::parse_list(given).map_err(|e| anyhow::anyhow!("{flag} {e}"))?;
         Ok(cmd::layers::Options {
             model: &a.model,
-            out: a.out.as_deref(),
-            dry_run: a.dry_run,
-            force: a.force.force,
+            out: a.written.out.as_deref(),
+            dry_run: a.written.dry_run,
+            force: a.written.force.force,
             json: a.json.as_deref(),
             judge: a.judge.settings(),
             keep,
@@ -71,9 +65,7 @@ impl ToArgs for LayersArgs {
             .arg(&self.model)
             .opt("--drop", self.drop.as_ref())
             .opt("--keep", self.keep.as_ref())
-            .opt("--out", self.out.as_ref())
-            .switch("--dry-run", self.dry_run)
-            .flags(&self.force)
+            .flags(&self.written)
             .opt("--json", self.json.as_ref())
             .flags(&self.judge);
     }

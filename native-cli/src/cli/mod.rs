@@ -54,7 +54,7 @@ pub use recipe::RecipeArgs;
 pub use select::SelectArgs;
 pub use sensitivity::SensitivityArgs;
 pub use serve::ServeArgs;
-pub use work::{Force, Stats, Work};
+pub use work::{Force, Stats, Work, Written};
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

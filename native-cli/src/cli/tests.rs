@@ -139,9 +139,7 @@ fn surgery_round_trips() {
     assert_eq!(reparsed(&m), Command::Moe(m.clone()));
     let common = experts::Common {
         model: p("/moe"),
-        out: Some(p("/x.gguf")),
-        dry_run: true,
-        force: FORCE,
+        written: Written { out: Some(p("/x.gguf")), dry_run: true, force: FORCE },
         json: Some(p("/x.json")),
         judge: judge(),
     };
@@ -153,9 +151,7 @@ fn surgery_round_trips() {
         model: p("/m"),
         drop: Some("10-12,15".into()),
         keep: None,
-        out: Some(p("/l.gguf")),
-        dry_run: true,
-        force: FORCE,
+        written: Written { out: Some(p("/l.gguf")), dry_run: true, force: FORCE },
         json: Some(p("/l.json")),
         judge: judge(),
     };

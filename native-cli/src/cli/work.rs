@@ -91,6 +91,26 @@ impl ToArgs for Force {
     }
 }
 
+/// Where a surgery that writes one GGUF puts it: `--out`, `--dry-run`, `--force` (layers,
+/// experts).
+#[derive(clap::Args, Debug, Clone, Default, PartialEq)]
+pub struct Written {
+    /// The result: one GGUF file (must not exist). Not needed with --dry-run.
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    /// Print the plan and check it; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub force: Force,
+}
+
+impl ToArgs for Written {
+    fn to_args(&self, a: &mut Argv) {
+        a.opt("--out", self.out.as_ref()).switch("--dry-run", self.dry_run).flags(&self.force);
+    }
+}
+
 /// The process's peak resident set size (VmHWM), in KiB; 0 where /proc is not there.
 fn peak_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")

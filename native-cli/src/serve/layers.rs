@@ -46,7 +46,7 @@ pub(super) async fn layers(
         model,
         drop: r.drop,
         keep: r.keep,
-        out: Some(out.clone().into()),
+        written: cli::Written { out: Some(out.clone().into()), ..Default::default() },
         judge,
         ..Default::default()
     };
@@ -63,7 +63,7 @@ pub(super) async fn layers(
         &s,
         "layers",
         move |dir| {
-            args.out = args.out.take().map(|o| dir.join(o));
+            args.written.out = args.written.out.take().map(|o| dir.join(o));
             args.json = Some(dir.join("layers.json"));
             argv(&args)
         },

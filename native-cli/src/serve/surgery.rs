@@ -355,6 +355,6 @@ pub(super) async fn experts_prune(
 /// The flags of both experts operations: the model, written to OUT in the job's directory
 /// with its report in experts.json.
 fn experts_out(model: std::path::PathBuf, dir: &std::path::Path, out: &str) -> cli::experts::Common {
-    let (out, json) = (Some(dir.join(out)), Some(dir.join("experts.json")));
-    cli::experts::Common { model, out, json, ..Default::default() }
+    let written = cli::Written { out: Some(dir.join(out)), ..Default::default() };
+    cli::experts::Common { model, written, json: Some(dir.join("experts.json")), ..Default::default() }
 }

@@ -221,6 +221,13 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A quantization llama-quantize would refuse, or organ cannot yet make
+    /// (`organ quantize`'s plan).
+    #[error("cannot quantize: {reason}")]
+    Quantize {
+        /// Why, naming the tensor, key or setting.
+        reason: String,
+    },
 }
 
 impl Error {

@@ -32,6 +32,7 @@ pub mod merge;
 pub mod model;
 pub mod predict;
 pub mod quant;
+pub mod quantize;
 pub mod random;
 mod reader;
 pub mod recipe;

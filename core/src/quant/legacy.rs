@@ -118,11 +118,19 @@ pub mod encode {
     use super::super::float::f32_to_f16;
     use alloc::vec::Vec;
 
-    /// numpy's `np_roundf` in gguf-py: round half away from zero, in f32.
+    /// numpy's `np_roundf` in gguf-py: round half away from zero, in f32 (C's `roundf`,
+    /// which ggml's reference quantizers call). Below 2²³ the truncation and the fraction
+    /// are exact, so this equals `floor(a) + floor(2·(a − floor(a)))` without libm's
+    /// software floor (baseline x86-64 has no rounding instruction); at and above 2²³
+    /// every f32 is an integer already.
+    #[inline(always)]
     fn roundf(n: f32) -> f32 {
         let a = n.abs();
-        let floored = libm::floorf(a);
-        let b = floored + libm::floorf(2.0 * (a - floored));
+        if a >= 8_388_608.0 || a.is_nan() {
+            return n; // an integer, an infinity or NaN: as floor would leave it
+        }
+        let t = a as i32 as f32;
+        let b = if a - t >= 0.5 { t + 1.0 } else { t };
         if n > 0.0 {
             b
         } else if n < 0.0 {
@@ -143,8 +151,10 @@ pub mod encode {
 
     /// `np.trunc(v).astype(np.uint8).clip(0, hi)` for the finite, non-negative `v` these
     /// quantizers produce.
+    #[inline(always)]
     fn trunc_u8(v: f32, hi: u8) -> u8 {
-        (libm::truncf(v) as u8).min(hi)
+        // `as` truncates toward zero and saturates: truncf first would change nothing.
+        (v as u8).min(hi)
     }
 
     /// The value of largest magnitude, the first one on ties (`argmax(abs(x))`).

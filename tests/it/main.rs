@@ -41,6 +41,7 @@ mod moto;
 mod predict;
 mod purify;
 mod quant_q2_0;
+mod quantize;
 mod recipe;
 mod remote;
 mod remote_limits;

@@ -28,6 +28,7 @@ mod meta;
 mod moe;
 pub mod outputs;
 mod purify;
+mod quantize;
 mod recipe;
 mod select;
 mod sensitivity;
@@ -50,6 +51,7 @@ pub use meta::MetaArgs;
 pub use moe::MoeArgs;
 pub use outputs::{Check, Compare, ReportFiles, ReportKind, ReportOutputs, Sensitivity, Theta, REPORTS_GROUP};
 pub use purify::PurifyArgs;
+pub use quantize::QuantizeArgs;
 pub use recipe::RecipeArgs;
 pub use select::SelectArgs;
 pub use sensitivity::SensitivityArgs;
@@ -140,6 +142,9 @@ pub enum Command {
     /// Choose a type per tensor to minimise the predicted KL divergence within a size
     /// budget, write llama-quantize's --tensor-type lines, and (--apply) run it (docs/recipe.md).
     Recipe(RecipeArgs),
+    /// Quantize as llama-quantize does, byte for byte, with organ's own code: its command
+    /// line (IN.gguf [OUT.gguf] TYPE [THREADS], --pure, --tensor-type, …; docs/quantize.md).
+    Quantize(QuantizeArgs),
     /// Serve every operation over HTTP (docs/openapi.json), and the browser app when built.
     Serve(ServeArgs),
 }
@@ -196,6 +201,7 @@ pub fn run(cli: Cli, serve: fn(&ServeArgs) -> Result<()>) -> Result<Exit> {
         Command::Eval(a) => eval::run(a, &mut out)?,
         Command::Sensitivity(a) => sensitivity::run(a, &mut out)?,
         Command::Recipe(a) => recipe::run(a, &mut out)?,
+        Command::Quantize(a) => quantize::run(a, &mut out)?,
         Command::Serve(a) => {
             serve(a)?;
             Exit::Done

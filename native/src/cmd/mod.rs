@@ -15,6 +15,7 @@ pub mod meta;
 pub mod moe;
 pub mod outputs;
 pub mod purify;
+pub mod quantize;
 pub mod recipe;
 pub mod sensitivity;
 

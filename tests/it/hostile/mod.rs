@@ -52,6 +52,7 @@ const LENIENT: &[&str] = &[
     "meta",
     "memory",
     "eval",
+    "quantize",
 ];
 /// What a valid GGUF may go through (assemble takes organ directories only).
 const GGUF_OK: &[&str] = &["inspect", "measure", "dissect"];
@@ -109,6 +110,8 @@ fn hostile_inputs() {
         // eval: organ reads the model (its caps, its errors) before llama-perplexity is
         // handed the same open file.
         "eval",
+        // quantize: to Q4_K_M, requantizing allowed, so every tensor is decoded and encoded.
+        "quantize",
     ];
     // Each (input, command) run is a child of its own, in its own output directory: the
     // runs go to as many workers as there are cores (a run is mostly process start-up and
@@ -293,6 +296,9 @@ fn run_one(d: &std::path::Path, case: &Case, cmd: &str, text: &std::path::Path, 
             vec!["meta".as_ref(), input, "--set".as_ref(), "general.name=x".as_ref(), "--out".as_ref(), out.as_os_str()]
         }
         "memory" => vec!["inspect".as_ref(), input, "--memory".as_ref()],
+        "quantize" => {
+            vec!["quantize".as_ref(), "--allow-requantize".as_ref(), input, out.as_os_str(), "Q4_K_M".as_ref()]
+        }
         "eval" => vec![
             "eval".as_ref(),
             input,

@@ -1,0 +1,146 @@
+//! `organ quantize`: llama-quantize's command line (build 11434) to
+//! [`cmd::quantize::Options`].
+
+use super::{guard, Exit, Force, Out};
+use crate::cmd;
+use anyhow::{anyhow, bail, Context, Result};
+use organ_core::quantize::{Ftype, Params, Pattern};
+use organ_core::GgmlType;
+use std::path::{Path, PathBuf};
+
+/// `organ quantize [OPTIONS] IN.gguf [OUT.gguf] TYPE [THREADS]`.
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct QuantizeArgs {
+    /// IN.gguf [OUT.gguf] TYPE [THREADS], as llama-quantize takes them: without OUT the
+    /// result is ggml-model-TYPE.gguf beside IN. TYPE is a name llama-quantize lists
+    /// (Q4_K_M, IQ4_NL, Q8_0, F16, …) or its number.
+    #[arg(num_args = 2..=4, required = true, value_name = "ARGS")]
+    pub args: Vec<String>,
+    /// Allow requantizing tensors that are already quantized.
+    #[arg(long)]
+    pub allow_requantize: bool,
+    /// Leave output.weight as it is.
+    #[arg(long)]
+    pub leave_output_tensor: bool,
+    /// No mix: every quantized tensor in TYPE's default type.
+    #[arg(long)]
+    pub pure: bool,
+    /// The type of output.weight.
+    #[arg(long, value_name = "TYPE")]
+    pub output_tensor_type: Option<String>,
+    /// The type of the token embeddings.
+    #[arg(long, value_name = "TYPE")]
+    pub token_embedding_type: Option<String>,
+    /// PATTERN=TYPE: tensors whose name the regular expression PATTERN is found in take
+    /// TYPE (the first pattern found wins). May be repeated.
+    #[arg(long, value_name = "PATTERN=TYPE")]
+    pub tensor_type: Vec<String>,
+    /// A file of PATTERN=TYPE words, separated by spaces or newlines (organ recipe --out
+    /// writes one).
+    #[arg(long, value_name = "FILE")]
+    pub tensor_type_file: Option<PathBuf>,
+    /// Print each tensor's type and the sizes; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub force: Force,
+}
+
+/// `ggml_type` from a name in any case (`parse_ggml_type`).
+fn ggml_type(flag: &str, s: &str) -> Result<GgmlType> {
+    GgmlType::ALL
+        .iter()
+        .copied()
+        .find(|t| t.name().eq_ignore_ascii_case(s))
+        .ok_or_else(|| anyhow!("{flag}: invalid ggml_type {s:?}"))
+}
+
+/// One `PATTERN=TYPE` (`parse_tensor_type`).
+fn tensor_type(word: &str) -> Result<(Pattern, GgmlType)> {
+    let Some((name, ty)) = word.split_once('=') else { bail!("--tensor-type: malformed tensor type {word:?}") };
+    if name.is_empty() {
+        bail!("--tensor-type {word:?}: missing tensor name");
+    }
+    if ty.is_empty() {
+        bail!("--tensor-type {word:?}: missing quantization type");
+    }
+    Ok((Pattern::new(name)?, ggml_type("--tensor-type", ty)?))
+}
+
+/// The positional arguments: input, output, file type, threads.
+fn positional(args: &[String], dry_run: bool) -> Result<(PathBuf, PathBuf, Ftype, Option<usize>)> {
+    let input = PathBuf::from(&args[0]);
+    let (output, rest) = match Ftype::parse(&args[1]) {
+        Some(f) => {
+            let dir = input.parent().unwrap_or(Path::new(""));
+            (dir.join(format!("ggml-model-{}.gguf", f.name())), &args[1..])
+        }
+        None if rest_ftype(&args[2..]).is_some() => (PathBuf::from(&args[1]), &args[2..]),
+        None if args.len() == 2 && !dry_run => bail!("missing TYPE (IN.gguf [OUT.gguf] TYPE [THREADS])"),
+        None => {
+            bail!("invalid TYPE {:?}: give one llama-quantize lists (Q4_K_M, Q8_0, …)", args.get(2).unwrap_or(&args[1]))
+        }
+    };
+    let ftype = Ftype::parse(&rest[0]).ok_or_else(|| anyhow!("invalid TYPE {:?}", rest[0]))?;
+    let threads = match rest.get(1) {
+        Some(t) => Some(t.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| anyhow!("invalid THREADS {t:?}"))?),
+        None => None,
+    };
+    if rest.len() > 2 {
+        bail!("unexpected argument {:?} after THREADS", rest[2]);
+    }
+    Ok((input, output, ftype, threads))
+}
+
+fn rest_ftype(rest: &[String]) -> Option<Ftype> {
+    rest.first().and_then(|s| Ftype::parse(s))
+}
+
+impl QuantizeArgs {
+    /// The core's settings these flags ask for.
+    fn params(&self, ftype: Ftype) -> Result<Params> {
+        let mut p = Params::new(ftype);
+        p.pure = self.pure;
+        p.quantize_output = !self.leave_output_tensor;
+        p.allow_requantize = self.allow_requantize;
+        p.dry_run = self.dry_run;
+        p.output_tensor_type =
+            self.output_tensor_type.as_deref().map(|s| ggml_type("--output-tensor-type", s)).transpose()?;
+        p.token_embedding_type =
+            self.token_embedding_type.as_deref().map(|s| ggml_type("--token-embedding-type", s)).transpose()?;
+        for w in &self.tensor_type {
+            p.patterns.push(tensor_type(w)?);
+        }
+        if let Some(file) = &self.tensor_type_file {
+            let text = read_small(file)?;
+            for w in text.split_ascii_whitespace() {
+                p.patterns.push(tensor_type(w).with_context(|| file.display().to_string())?);
+            }
+        }
+        Ok(p)
+    }
+}
+
+/// A tensor-type file: at most 16 MiB (a pattern per tensor of the largest model is far
+/// less), UTF-8.
+fn read_small(file: &Path) -> Result<String> {
+    use std::io::Read;
+    const MAX: u64 = 16 << 20;
+    let f = crate::input::open(file)?;
+    let mut s = String::new();
+    f.take(MAX + 1).read_to_string(&mut s).with_context(|| format!("{}: not UTF-8 text", file.display()))?;
+    if s.len() as u64 > MAX {
+        bail!("{}: larger than {} MiB, not a tensor-type file", file.display(), MAX >> 20);
+    }
+    Ok(s)
+}
+
+pub(super) fn run(a: &QuantizeArgs, out: &mut Out) -> Result<Exit> {
+    let (input, output, ftype, threads) = positional(&a.args, a.dry_run)?;
+    let params = a.params(ftype)?;
+    let outputs = if a.dry_run { [None] } else { [Some(output.as_path())] };
+    guard(&[&input], &outputs, a.force.force)?;
+    let o = cmd::quantize::Options { input: &input, output: &output, params, force: a.force.force, threads };
+    cmd::quantize::run(&o, out.stdout())?;
+    Ok(Exit::Done)
+}

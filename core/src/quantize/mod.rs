@@ -29,12 +29,9 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-/// `GGML_QNT_VERSION`, written as `general.quantization_version`.
-pub const QUANTIZATION_VERSION: u32 = 2;
-
-/// The alignment llama-quantize lays the data out to (`GGUF_DEFAULT_ALIGNMENT`), whatever
-/// the input's `general.alignment` says.
-pub const ALIGNMENT: u64 = 32;
+/// `GGML_QNT_VERSION`, and the alignment llama-quantize lays the data out to whatever the
+/// input's `general.alignment` says: the recipe's size account knows them already.
+pub use crate::recipe::size::{ALIGNMENT, QUANTIZATION_VERSION};
 
 /// Whether ggml calls a type quantized (`ggml_is_quantized`): every type of blocks.
 pub fn is_quantized(ty: GgmlType) -> bool {
@@ -159,8 +156,8 @@ pub struct Plan {
     pub bytes_out: u64,
 }
 
-/// The layer number `weight_name_comparer` reads (`sscanf(name, "blk.%d.")`), -1 without.
-fn layer_of(name: &str) -> i64 {
+/// The layer number `weight_name_comparer` and `layer_info` read (`sscanf(name, "blk.%d.")`), -1 without.
+pub(crate) fn layer_of(name: &str) -> i64 {
     let Some(rest) = name.strip_prefix("blk.") else { return -1 };
     let rest = rest.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
     let (neg, digits) = match rest.as_bytes().first() {
@@ -220,17 +217,11 @@ fn bad(key: &str, expected: &str) -> Error {
     Error::BadMetadata { key: key.to_string(), reason: format!("expected {expected}") }
 }
 
-/// `tensor_requires_imatrix`.
+/// `tensor_requires_imatrix`: the i-quants below 3 bits (as the recipe refuses them), and
+/// Q2_K in a Q2_K_S file.
 fn requires_imatrix(name: &str, to: GgmlType, ftype: Ftype) -> bool {
-    use GgmlType::*;
-    if matches!(name, "token_embd.weight" | "per_layer_token_embd.weight" | "output.weight") {
-        return false;
-    }
-    match to {
-        IQ3_XXS | IQ2_XXS | IQ2_XS | IQ2_S | IQ1_M | IQ1_S => true,
-        Q2_K => ftype == Ftype::Q2_K_S,
-        _ => false,
-    }
+    crate::recipe::accept::needs_imatrix(name, to)
+        || (to == GgmlType::Q2_K && ftype == Ftype::Q2_K_S && !crate::recipe::accept::imatrix_exempt(name))
 }
 
 /// Plans the quantization of `m` with `p`, refusing what llama-quantize refuses.
@@ -258,10 +249,7 @@ pub fn plan<T: Borrow<TensorEntry>>(m: &Model<T>, p: &Params) -> Result<Plan> {
         layer_of(a).cmp(&layer_of(b)).then_with(|| a.as_bytes().cmp(b.as_bytes()))
     });
     let mut qs = rules::Counters {
-        n_attention_wv: order
-            .iter()
-            .filter(|&&i| matches!(Category::of(&m.tensors[i].borrow().name), c if c.is_attn_v_pub()))
-            .count() as u32,
+        n_attention_wv: order.iter().filter(|&&i| Category::of(&m.tensors[i].borrow().name).is_attn_v()).count() as u32,
         has_tied_embeddings: !m.tensors.iter().any(|t| t.borrow().name == "output.weight"),
         ..rules::Counters::default()
     };

@@ -64,11 +64,7 @@ impl Category {
     }
 
     /// `category_is_attn_v`: the tensors more sensitive to quantization.
-    pub(super) fn is_attn_v_pub(self) -> bool {
-        self.is_attn_v()
-    }
-
-    fn is_attn_v(self) -> bool {
+    pub(super) fn is_attn_v(self) -> bool {
         matches!(self, Category::AttentionV | Category::AttentionQkv | Category::AttentionKvB)
     }
 }
@@ -183,11 +179,10 @@ fn layer_info(hp: &Hparams, counter: u32, name: &str) -> Result<(u32, u32)> {
     if hp.n_expert.max(1) <= 1 {
         return Ok((counter, n));
     }
-    let digits = name.strip_prefix("blk.").map(|r| r.split('.').next().unwrap_or(""));
-    match digits.and_then(|d| d.parse::<u32>().ok()) {
-        Some(i) if i < n => Ok((i, n)),
-        Some(i) => Err(Error::Quantize { reason: format!("tensor {name:?}: layer {i} is not below block_count {n}") }),
-        None => Err(Error::Quantize { reason: format!("tensor {name:?}: no layer number (blk.N.) in its name") }),
+    match u32::try_from(super::layer_of(name)) {
+        Ok(i) if i < n => Ok((i, n)),
+        Ok(i) => Err(Error::Quantize { reason: format!("tensor {name:?}: layer {i} is not below block_count {n}") }),
+        Err(_) => Err(Error::Quantize { reason: format!("tensor {name:?}: no layer number (blk.N.) in its name") }),
     }
 }
 

@@ -184,15 +184,25 @@ pub fn accepts(
     if n_in % block != 0 {
         return Err(Refusal::Row { n_in, block });
     }
+    if needs_imatrix(name, ty) && !imatrix {
+        return Err(Refusal::NeedsImatrix);
+    }
+    Ok(())
+}
+
+/// Whether `llama-quantize` refuses type `ty` for tensor `name` without an importance
+/// matrix (`tensor_requires_imatrix`, but for Q2_K, which only a Q2_K_S file refuses).
+pub fn needs_imatrix(name: &str, ty: GgmlType) -> bool {
     let needs = matches!(
         ty,
         GgmlType::IQ3_XXS | GgmlType::IQ2_XXS | GgmlType::IQ2_XS | GgmlType::IQ2_S | GgmlType::IQ1_M | GgmlType::IQ1_S
     );
-    let exempt = name == "token_embd.weight" || name == "per_layer_token_embd.weight" || name == "output.weight";
-    if needs && !exempt && !imatrix {
-        return Err(Refusal::NeedsImatrix);
-    }
-    Ok(())
+    needs && !imatrix_exempt(name)
+}
+
+/// The tensors `tensor_requires_imatrix` never asks an importance matrix for.
+pub fn imatrix_exempt(name: &str) -> bool {
+    matches!(name, "token_embd.weight" | "per_layer_token_embd.weight" | "output.weight")
 }
 
 /// The `--tensor-type` argument that gives tensor `name`, and only it, type `ty`: the name

@@ -2,7 +2,8 @@
 # Quantization vectors from ggml's own C quantizers (tests/oracle/ggml_quant.c, linked
 # against the llama.cpp that scripts/build-llama.sh builds), for the types gguf-py cannot
 # quantize: the reference quantizers quantize_row_TYPE_ref of Q2_K … Q6_K, Q1_0, Q2_0,
-# TQ1_0, TQ2_0, and quantize_iq4_nl without an imatrix (what llama-quantize writes).
+# TQ1_0, TQ2_0, and quantize_iq4_nl and quantize_iq4_xs without an imatrix (what
+# llama-quantize writes).
 # Inputs (TYPE.in, little-endian f32): Q4_K, Q5_K, Q6_K's from scripts/gen-quantize-vectors.py;
 # the others' made here from a seed per type: blocks of every magnitude, heavy tails, and
 # blocks that hit the edge cases (all zero, constant, one huge outlier, negative only,
@@ -17,7 +18,7 @@ DATA=core/tests/data/quantize
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 ggml_harness tests/oracle/ggml_quant.c "$work/ggml_quant"
-for spec in Q4_K:256 Q5_K:256 Q6_K:256 Q2_K:256 Q3_K:256 TQ1_0:256 TQ2_0:256 Q1_0:128 Q2_0:64 IQ4_NL:32; do
+for spec in Q4_K:256 Q5_K:256 Q6_K:256 Q2_K:256 Q3_K:256 TQ1_0:256 TQ2_0:256 Q1_0:128 Q2_0:64 IQ4_NL:32 IQ4_XS:256; do
   ty=${spec%:*} bs=${spec#*:}
   case $ty in Q4_K | Q5_K | Q6_K) ours=false ;; *) ours=true ;; esac
   if [ "${1:-}" != --check ] && $ours; then
@@ -60,4 +61,43 @@ PY
   fi
   "$work/ggml_quant" "$ty" "$DATA/$ty.in" "$work/$ty.out"
   keep_or_check "${1:-}" "$work/$ty.out" "$DATA/$ty.out" "$ty: ggml's quantizer gives the checked-in vectors ($(($(stat -c %s "$DATA/$ty.in") / 4 / bs)) blocks)"
+done
+
+# With an importance matrix (llama-quantize --imatrix): ggml_quantize_chunk with quant
+# weights, rows of 512 (sigma² is the row's for the legacy types, the super-block's for
+# the others). One input for every type: the blocks above, 256 values each, two to a row;
+# the weights one row of them, as one matrix's imatrix entry is: mean squares over
+# decades, zeros (a column no token reached), ties, a zero sub-block.
+ROW=512
+ggml_harness tests/oracle/ggml_quant_weighted.c "$work/ggml_quant_weighted"
+if [ "${1:-}" != --check ]; then
+  python3 - "$DATA/weighted.in" "$DATA/weighted.qw" <<'PY'
+import random, struct, sys
+rng = random.Random("organ-quant-weighted")
+g = lambda s: rng.gauss(0, 1) * s
+rows = []
+for s in [10 ** rng.uniform(-4, 2) for _ in range(24)] + [1e-9, 1e-40, 7e4]:
+    rows.append([g(s) for _ in range(512)])
+rows.append([0.0] * 512)
+rows.append([0.0 if j < 256 else g(1) for j in range(512)])
+rows.append([g(1e3) if j % 37 == 5 else g(1e-2) for j in range(512)])
+rows.append([rng.randint(-16, 16) / 2 for _ in range(512)])
+rows.append([-abs(g(1)) for _ in range(512)])
+rows.append([abs(g(1)) + 0.5 for _ in range(512)])
+rows.append([0.0 if j // 16 % 4 == 1 else g(10 ** (j // 16 % 7 - 3)) for j in range(512)])
+qw = [10 ** rng.uniform(-5, 3) for _ in range(512)]
+for j in range(0, 512, 41):
+    qw[j] = 0.0
+for j in range(64, 80):
+    qw[j] = 0.0                                          # a zero sub-block
+for j in range(300, 332):
+    qw[j] = 0.25                                         # a block of equal weights
+open(sys.argv[1], "wb").write(b"".join(struct.pack("<512f", *r) for r in rows))
+open(sys.argv[2], "wb").write(struct.pack("<512f", *qw))
+PY
+fi
+for ty in Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS; do
+  "$work/ggml_quant_weighted" "$ty" $ROW "$DATA/weighted.in" "$DATA/weighted.qw" "$work/$ty.weighted.out"
+  keep_or_check "${1:-}" "$work/$ty.weighted.out" "$DATA/$ty.weighted.out" \
+    "$ty with an importance matrix: ggml gives the checked-in vectors ($(($(stat -c %s "$DATA/weighted.in") / 4 / ROW)) rows of $ROW)"
 done

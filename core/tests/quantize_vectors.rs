@@ -1,10 +1,12 @@
 //! Quantizers against gguf-py 0.19.0's `gguf.quants.quantize`, bit for bit (vectors:
 //! scripts/gen-quantize-vectors.py); the types gguf-py cannot quantize (Q2_K … Q6_K, Q1_0,
-//! Q2_0, TQ1_0, TQ2_0, IQ4_NL) against ggml's own C quantizers, bit for bit
+//! Q2_0, TQ1_0, TQ2_0, IQ4_NL, IQ4_XS) against ggml's own C quantizers, bit for bit
 //! (scripts/gen-ggml-quant-vectors.sh, re-checked against ggml in CI); quantize →
 //! dequantize round trips, and ggml's own error thresholds (tests/test-quantize-fns.cpp).
+//! With an importance matrix, every type whose ggml quantizer takes one against
+//! `ggml_quantize_chunk` with quant weights, bit for bit (the same script).
 
-use organ_core::quant::quantize::{can_quantize, f32_to_bf16, f32_to_f16, quantize, roundtrip};
+use organ_core::quant::quantize::{can_quantize, f32_to_bf16, f32_to_f16, quantize, quantize_weighted, roundtrip};
 use organ_core::quant::{dequantize, float::f16_to_f32};
 use organ_core::GgmlType;
 use std::path::PathBuf;
@@ -25,7 +27,7 @@ const TYPES: [GgmlType; 7] =
 const K_TYPES: [GgmlType; 3] = [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
 
 /// The other types whose reference is ggml's C code (gguf-py has no quantizer for them).
-const GGML_TYPES: [GgmlType; 7] = [
+const GGML_TYPES: [GgmlType; 8] = [
     GgmlType::Q2_K,
     GgmlType::Q3_K,
     GgmlType::Q1_0,
@@ -33,6 +35,7 @@ const GGML_TYPES: [GgmlType; 7] = [
     GgmlType::TQ1_0,
     GgmlType::TQ2_0,
     GgmlType::IQ4_NL,
+    GgmlType::IQ4_XS,
 ];
 
 #[test]
@@ -53,6 +56,56 @@ fn every_quantizer_matches_its_reference_bit_for_bit() {
             );
         }
     }
+}
+
+/// The types ggml quantizes with an importance matrix's weights (`quantize_row_*_impl`).
+const WEIGHTED_TYPES: [GgmlType; 11] = [
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::IQ4_NL,
+    GgmlType::IQ4_XS,
+];
+
+#[test]
+fn every_importance_matrix_quantizer_matches_ggml_bit_for_bit() {
+    let x = f32s(&read("weighted.in"));
+    let qw = f32s(&read("weighted.qw"));
+    assert_eq!(qw.len(), 512);
+    for ty in WEIGHTED_TYPES {
+        let want = read(&format!("{}.weighted.out", ty.name()));
+        let mut got = Vec::new();
+        quantize_weighted(ty, &x, &qw, &mut got).unwrap();
+        assert_eq!(got.len(), want.len(), "{ty}");
+        let ts = ty.type_size();
+        if let Some(k) = (0..got.len() / ts).find(|&k| got[k * ts..(k + 1) * ts] != want[k * ts..(k + 1) * ts]) {
+            let per_row = 512 / ty.block_size();
+            panic!(
+                "{ty} with weights, row {} block {}: ours {:02x?} ggml {:02x?}",
+                k / per_row,
+                k % per_row,
+                &got[k * ts..(k + 1) * ts],
+                &want[k * ts..(k + 1) * ts]
+            );
+        }
+        // The weights change what is written (else the test would not tell the paths apart).
+        let mut plain = Vec::new();
+        quantize(ty, &x, &mut plain).unwrap();
+        assert_ne!(plain, got, "{ty}: the weights changed nothing");
+    }
+    // A type ggml quantizes without weights is written as without them; bad rows are refused.
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    quantize_weighted(GgmlType::Q8_0, &x, &qw, &mut a).unwrap();
+    quantize(GgmlType::Q8_0, &x, &mut b).unwrap();
+    assert_eq!(a, b);
+    let e = quantize_weighted(GgmlType::Q4_K, &x[..768], &qw, &mut a).unwrap_err().to_string();
+    assert!(e.contains("not whole rows of 512"), "{e}");
 }
 
 #[test]
@@ -184,7 +237,7 @@ fn k_quant_round_trips_stay_within_a_sub_block_step() {
 #[test]
 fn types_without_a_quantizer_and_bad_input_are_refused_by_name() {
     let mut out = Vec::new();
-    for ty in [GgmlType::IQ4_XS, GgmlType::IQ2_XS, GgmlType::Q8_1] {
+    for ty in [GgmlType::IQ3_S, GgmlType::IQ2_XS, GgmlType::Q8_1] {
         assert!(!can_quantize(ty));
         let e = quantize(ty, &[0.0; 256], &mut out).unwrap_err();
         assert!(e.to_string().contains(ty.name()), "{e}");

@@ -2,7 +2,8 @@
 //! scale), MXFP4 (OCP e2m1 values, e8m0 scale per 32) and NVFP4 (e2m1 values, four ue4m3
 //! scales per 64). The block kernels port gguf-py 0.19.0's `dequantize_blocks` of the same
 //! name, keeping its f32 operation order; [`at`] decodes one element alike; [`encode`]
-//! ports ggml's IQ4_NL quantizer.
+//! ports ggml's IQ4_NL quantizer and IQ4_XS's (IQ4_NL's values, 6-bit scales per 32 under
+//! an f16 one per 256; its decoder is with the i-quants').
 
 use super::float::{e8m0_to_f32_half, f16_le, ue4m3_to_f32_half};
 
@@ -86,8 +87,7 @@ pub mod encode {
     use super::KVALUES_IQ4NL as VALUES;
     use alloc::vec::Vec;
 
-    /// ggml's `GROUP_MAX_EPS`: a block whose largest magnitude is below it is all zero.
-    const GROUP_MAX_EPS: f32 = 1e-15;
+    use super::super::search::{nearest_int, GROUP_MAX_EPS};
     /// `ntry` of `quantize_iq4_nl`: the scale search tries `ntry * 2 + 1` scales.
     const NTRY: i32 = 7;
 
@@ -113,26 +113,39 @@ pub mod encode {
         (if x - val(mu - 1) < val(mu) - x { mu - 1 } else { mu }) as u8
     }
 
-    /// The weighted sums ggml's search compares (weight x²): Σ w·q·x and Σ w·q² of the
-    /// codes nearest `id * x`, writing the codes to `l` when given.
-    fn sums(x: &[f32; 32], id: f32, mut l: Option<&mut [u8; 32]>) -> (f32, f32) {
+    /// The weighted sums ggml's search compares: Σ w·q·x and Σ w·q² of the codes nearest
+    /// `id * x`, writing the codes to `l` when given.
+    fn sums(x: &[f32; 32], w: &[f32; 32], id: f32, mut l: Option<&mut [u8; 32]>) -> (f32, f32) {
         let (mut sumqx, mut sumq2) = (0f32, 0f32);
         for (j, &v) in x.iter().enumerate() {
             let k = best_index(id * v);
             if let Some(l) = l.as_deref_mut() {
                 l[j] = k;
             }
-            let (q, w) = (f32::from(VALUES[usize::from(k)]), v * v);
-            sumqx += w * q * v;
-            sumq2 += w * q * q;
+            let q = f32::from(VALUES[usize::from(k)]);
+            sumqx += w[j] * q * v;
+            sumq2 += w[j] * q * q;
         }
         (sumqx, sumq2)
     }
 
-    /// One IQ4_NL block (`quantize_row_iq4_nl_impl` with one 32-value block, no
-    /// importance weights, `ntry` 7): d, qs[16] (value j low nibble, j + 16 high).
-    pub fn iq4_nl(x: &[f32], out: &mut Vec<u8>) {
-        let Ok(x) = <&[f32; 32]>::try_from(x) else { return };
+    /// ggml's weights without an importance matrix: x².
+    fn squares(x: &[f32; 32]) -> [f32; 32] {
+        x.map(|v| v * v)
+    }
+
+    /// The σ² of `quantize_row_iq4_nl_impl` with an importance matrix: `Σx² · (2 / n)`.
+    pub(in crate::quant) fn sigma2(x: &[f32]) -> f32 {
+        let mut s = 0f32;
+        for &v in x {
+            s += v * v;
+        }
+        s * (2.0 / x.len() as f32)
+    }
+
+    /// The scale `quantize_row_iq4_nl_impl`'s search settles on for one 32-value block
+    /// under weights `w`, 0 for a block below [`GROUP_MAX_EPS`].
+    fn block_scale(x: &[f32; 32], w: &[f32; 32]) -> f32 {
         let (mut amax, mut max) = (0f32, 0f32);
         for &v in x {
             if v.abs() > amax {
@@ -140,23 +153,90 @@ pub mod encode {
                 max = v;
             }
         }
-        let mut d = 0f32;
-        if amax >= GROUP_MAX_EPS {
-            let v0 = f32::from(VALUES[0]);
-            let (sumqx, sumq2) = sums(x, 1.0 / (-max / v0), None);
-            d = if sumq2 > 0.0 { sumqx / sumq2 } else { 0.0 };
-            let mut best = d * sumqx;
-            for itry in -NTRY..=NTRY {
-                let (sumqx, sumq2) = sums(x, (itry + i32::from(VALUES[0])) as f32 / max, None);
-                if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
-                    d = sumqx / sumq2;
-                    best = d * sumqx;
-                }
+        if amax < GROUP_MAX_EPS {
+            return 0.0;
+        }
+        let v0 = f32::from(VALUES[0]);
+        let (sumqx, sumq2) = sums(x, w, 1.0 / (-max / v0), None);
+        let mut d = if sumq2 > 0.0 { sumqx / sumq2 } else { 0.0 };
+        let mut best = d * sumqx;
+        for itry in -NTRY..=NTRY {
+            let (sumqx, sumq2) = sums(x, w, (itry + i32::from(VALUES[0])) as f32 / max, None);
+            if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
+                d = sumqx / sumq2;
+                best = d * sumqx;
             }
         }
+        d
+    }
+
+    /// One IQ4_NL block (`quantize_row_iq4_nl_impl` with one 32-value block, no
+    /// importance weights, `ntry` 7): d, qs[16] (value j low nibble, j + 16 high).
+    pub fn iq4_nl(x: &[f32], out: &mut Vec<u8>) {
+        let Ok(x) = <&[f32; 32]>::try_from(x) else { return };
+        iq4_nl_weighted(x, &squares(x), out);
+    }
+
+    /// [`iq4_nl`] under weights `w` (the importance matrix's, or x²).
+    pub(in crate::quant) fn iq4_nl_weighted(x: &[f32; 32], w: &[f32; 32], out: &mut Vec<u8>) {
+        let d = block_scale(x, w);
         let mut l = [0u8; 32];
-        sums(x, if d != 0.0 { 1.0 / d } else { 0.0 }, Some(&mut l));
+        sums(x, w, if d != 0.0 { 1.0 / d } else { 0.0 }, Some(&mut l));
         out.extend_from_slice(&f32_to_f16(d).to_le_bytes());
         out.extend((0..16).map(|j| l[j] | (l[j + 16] << 4)));
+    }
+
+    /// One IQ4_XS super-block of 256 (`quantize_iq4_xs` without an importance matrix:
+    /// `quantize_row_iq4_nl_impl(256, 32, …, ntry 7)`): each block's scale searched as
+    /// IQ4_NL's, then stored as 6 bits of the super-block's f16 `d = -max_scale / 32`,
+    /// and the codes chosen again for the stored scale. Layout: d, scales_h (2 bits a
+    /// block), scales_l[4] (4 bits a block), qs[128].
+    pub fn iq4_xs(x: &[f32], out: &mut Vec<u8>) {
+        let w: [[f32; 32]; 8] = core::array::from_fn(|ib| {
+            let mut b = [0f32; 32];
+            for (b, &v) in b.iter_mut().zip(&x[32 * ib..32 * ib + 32]) {
+                *b = v * v;
+            }
+            b
+        });
+        iq4_xs_weighted(x, &w, out);
+    }
+
+    /// [`iq4_xs`] under weights `w`, a block of 32 at a time.
+    pub(in crate::quant) fn iq4_xs_weighted(x: &[f32], w: &[[f32; 32]; 8], out: &mut Vec<u8>) {
+        if x.len() != 256 {
+            return;
+        }
+        let mut scales = [0f32; 8];
+        let (mut max_scale, mut amax_scale) = (0f32, 0f32);
+        for (ib, s) in scales.iter_mut().enumerate() {
+            let Ok(xb) = <&[f32; 32]>::try_from(&x[32 * ib..32 * ib + 32]) else { return };
+            *s = block_scale(xb, &w[ib]);
+            if s.abs() > amax_scale {
+                amax_scale = s.abs();
+                max_scale = *s;
+            }
+        }
+        let d = -max_scale / 32.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let (mut scales_h, mut scales_l) = (0u16, [0u8; 4]);
+        let mut l = [0u8; 256];
+        for ib in 0..8 {
+            let q = nearest_int(id * scales[ib]).clamp(-32, 31);
+            let dl = d * q as f32;
+            let idl = if dl != 0.0 { 1.0 / dl } else { 0.0 };
+            for j in 0..32 {
+                l[32 * ib + j] = best_index(idl * x[32 * ib + j]);
+            }
+            let q = (q + 32) as u8;
+            scales_l[ib / 2] |= (q & 0xF) << (4 * (ib % 2));
+            scales_h |= u16::from(q >> 4) << (2 * (ib % 8));
+        }
+        out.extend_from_slice(&f32_to_f16(d).to_le_bytes());
+        out.extend_from_slice(&scales_h.to_le_bytes());
+        out.extend_from_slice(&scales_l);
+        for i in 0..8 {
+            out.extend((0..16).map(|j| l[32 * i + j] | (l[32 * i + 16 + j] << 4)));
+        }
     }
 }

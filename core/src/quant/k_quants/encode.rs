@@ -5,7 +5,7 @@
 //! gguf-py 0.19.0 has no quantizer for these types.
 
 use super::super::float::{f16_to_f32, f32_to_f16};
-use super::search::{make_qkx2_quants, make_qx_quants, nearest_int, GROUP_MAX_EPS};
+use super::super::search::{make_qkx2_quants, make_qx_quants, nearest_int, GROUP_MAX_EPS};
 use alloc::vec::Vec;
 
 /// The per-32 scales and mins of one Q4_K/Q5_K super-block, quantized to 6 bits against
@@ -39,11 +39,18 @@ fn k4_scales(x: &[f32], nmax: i32, rmin: f32, nstep: i32, levels: &mut [u8; 256]
     }
     let inv_scale = if max_scale > 0.0 { 63.0 / max_scale } else { 0.0 };
     let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
+    // ggml stores nearest_int in a uint8_t (mod 256) before capping it at 63.
+    let ls: [u8; 8] = core::array::from_fn(|j| (nearest_int(inv_scale * scales[j]) as u8).min(63));
+    let lm: [u8; 8] = core::array::from_fn(|j| (nearest_int(inv_min * mins[j]) as u8).min(63));
+    (f32_to_f16(max_scale / 63.0), f32_to_f16(max_min / 63.0), pack_k4_scales(&ls, &lm))
+}
+
+/// Q4_K's and Q5_K's 12 bytes of 6-bit scales and mins (bits above 6 are ggml's too: they
+/// spill as its `uint8_t` arithmetic spills them).
+pub(in crate::quant) fn pack_k4_scales(ls: &[u8; 8], lm: &[u8; 8]) -> [u8; 12] {
     let mut packed = [0u8; 12];
     for j in 0..8 {
-        // ggml stores nearest_int in a uint8_t (mod 256) before capping it at 63.
-        let ls = (nearest_int(inv_scale * scales[j]) as u8).min(63);
-        let lm = (nearest_int(inv_min * mins[j]) as u8).min(63);
+        let (ls, lm) = (ls[j], lm[j]);
         if j < 4 {
             packed[j] = ls;
             packed[j + 4] = lm;
@@ -53,7 +60,7 @@ fn k4_scales(x: &[f32], nmax: i32, rmin: f32, nstep: i32, levels: &mut [u8; 256]
             packed[j] |= (lm >> 4) << 6;
         }
     }
-    (f32_to_f16(max_scale / 63.0), f32_to_f16(max_min / 63.0), packed)
+    packed
 }
 
 /// `get_scale_min_k4`: the 6-bit scale and min of sub-block `j`.
@@ -81,29 +88,47 @@ fn k4_levels(x: &[f32], d: u16, dmin: u16, packed: &[u8; 12], nmax: i32, levels:
     }
 }
 
-/// The part Q4_K and Q5_K share: writes d, dmin and the packed scales of a super-block,
-/// and returns its levels (0..=nmax).
-fn k4_head(x: &[f32], nmax: i32, rmin: f32, nstep: i32, out: &mut Vec<u8>) -> [u8; 256] {
-    let mut levels = [0u8; 256];
-    let (d, dmin, packed) = k4_scales(x, nmax, rmin, nstep, &mut levels);
-    k4_levels(x, d, dmin, &packed, nmax, &mut levels);
+/// The part Q4_K and Q5_K share once the scales are chosen: the levels against the stored
+/// scales, then d, dmin, the packed scales and the levels (Q4_K for `nmax` 15: qs[128];
+/// Q5_K for 31: qh[32], qs[128]).
+pub(in crate::quant) fn k4_write(
+    x: &[f32],
+    d: u16,
+    dmin: u16,
+    packed: &[u8; 12],
+    nmax: i32,
+    levels: &mut [u8; 256],
+    out: &mut Vec<u8>,
+) {
+    k4_levels(x, d, dmin, packed, nmax, levels);
     out.extend_from_slice(&d.to_le_bytes());
     out.extend_from_slice(&dmin.to_le_bytes());
-    out.extend_from_slice(&packed);
-    levels
+    out.extend_from_slice(packed);
+    if nmax == 15 {
+        for j in (0..256).step_by(64) {
+            out.extend((0..32).map(|l| levels[j + l] | (levels[j + l + 32] << 4)));
+        }
+    } else {
+        q5_levels(levels, out);
+    }
 }
 
 /// One Q4_K super-block: d, dmin, scales[12], qs[128].
 pub fn q4_k(x: &[f32], out: &mut Vec<u8>) {
-    let levels = k4_head(x, 15, -1.0, 20, out);
-    for j in (0..256).step_by(64) {
-        out.extend((0..32).map(|l| levels[j + l] | (levels[j + l + 32] << 4)));
-    }
+    let mut levels = [0u8; 256];
+    let (d, dmin, packed) = k4_scales(x, 15, -1.0, 20, &mut levels);
+    k4_write(x, d, dmin, &packed, 15, &mut levels, out);
 }
 
 /// One Q5_K super-block: d, dmin, scales[12], qh[32], qs[128].
 pub fn q5_k(x: &[f32], out: &mut Vec<u8>) {
-    let levels = k4_head(x, 31, -0.5, 15, out);
+    let mut levels = [0u8; 256];
+    let (d, dmin, packed) = k4_scales(x, 31, -0.5, 15, &mut levels);
+    k4_write(x, d, dmin, &packed, 31, &mut levels, out);
+}
+
+/// Q5_K's levels: the fifth bits in qh[32], the low four in qs[128].
+fn q5_levels(levels: &[u8; 256], out: &mut Vec<u8>) {
     let mut qh = [0u8; 32];
     let mut ql = [0u8; 128];
     for (k, n) in (0..256).step_by(64).enumerate() {
@@ -119,11 +144,22 @@ pub fn q5_k(x: &[f32], out: &mut Vec<u8>) {
 
 /// One Q6_K super-block: ql[128], qh[64], scales[16] (i8), d.
 pub fn q6_k(x: &[f32], out: &mut Vec<u8>) {
+    q6_k_weighted(x, None, out);
+}
+
+/// [`q6_k`] with the sub-blocks' searches weighted by `qw` (`quantize_row_q6_K_impl`) or,
+/// without, by x² (`quantize_row_q6_K_ref`).
+pub(in crate::quant) fn q6_k_weighted(x: &[f32], qw: Option<&[f32]>, out: &mut Vec<u8>) {
     let mut levels = [0i8; 256];
     let mut scales = [0f32; 16];
     let (mut max_scale, mut max_abs_scale) = (0f32, 0f32);
     for (ib, s) in scales.iter_mut().enumerate() {
-        *s = make_qx_quants(&x[16 * ib..16 * ib + 16], 32, &mut levels[16 * ib..16 * ib + 16]);
+        *s = make_qx_quants(
+            &x[16 * ib..16 * ib + 16],
+            32,
+            &mut levels[16 * ib..16 * ib + 16],
+            qw.map(|q| &q[16 * ib..16 * ib + 16]),
+        );
         if s.abs() > max_abs_scale {
             max_abs_scale = s.abs();
             max_scale = *s;

@@ -6,7 +6,7 @@
 //! no quantizer for these types.
 
 use super::super::float::{f16_to_f32, f32_to_f16};
-use super::search::{make_q3_quants, make_qkx2_quants, nearest_int};
+use super::super::search::{make_q3_quants, make_qkx2_quants, nearest_int};
 use alloc::vec::Vec;
 
 /// Packs 256 two-bit levels as Q2_K and Q3_K store them: byte `l` of each 32-byte half
@@ -64,6 +64,20 @@ pub fn q2_k(x: &[f32], out: &mut Vec<u8>) {
     } else {
         f32_to_f16(0.0)
     };
+    q2_k_tail(x, &sc, d, dmin, &mut levels, out);
+}
+
+/// The part of a Q2_K super-block after its scales: the levels against the stored scales
+/// (a sub-block whose scale is 0 keeps its first-pass levels, as ggml does), then
+/// scales[16], qs[64], d, dmin.
+pub(in crate::quant) fn q2_k_tail(
+    x: &[f32],
+    sc: &[u8; 16],
+    d: u16,
+    dmin: u16,
+    levels: &mut [u8; 256],
+    out: &mut Vec<u8>,
+) {
     for (j, &s) in sc.iter().enumerate() {
         let d = f16_to_f32(d) * f32::from(s & 0xF);
         if d == 0.0 {
@@ -74,8 +88,8 @@ pub fn q2_k(x: &[f32], out: &mut Vec<u8>) {
             levels[i] = nearest_int((x[i] + dm) / d).clamp(0, 3) as u8;
         }
     }
-    out.extend_from_slice(&sc);
-    out.extend_from_slice(&pack_2bit(&levels));
+    out.extend_from_slice(sc);
+    out.extend_from_slice(&pack_2bit(levels));
     out.extend_from_slice(&d.to_le_bytes());
     out.extend_from_slice(&dmin.to_le_bytes());
 }
@@ -111,6 +125,13 @@ pub fn q3_k(x: &[f32], out: &mut Vec<u8>) {
     } else {
         f32_to_f16(0.0)
     };
+    q3_k_tail(x, &sc, d, &mut levels, out);
+}
+
+/// The part of a Q3_K super-block after its scales: the levels against the stored scales
+/// (a sub-block whose scale is 0 keeps its first-pass levels, 0..8, as ggml does), then
+/// hmask[32], qs[64], scales[12], d.
+pub(in crate::quant) fn q3_k_tail(x: &[f32], sc: &[u8; 12], d: u16, levels: &mut [i8; 256], out: &mut Vec<u8>) {
     for j in 0..16 {
         let low = if j < 8 { sc[j] & 0xF } else { sc[j - 8] >> 4 };
         let s = i32::from(low | (((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
@@ -134,6 +155,6 @@ pub fn q3_k(x: &[f32], out: &mut Vec<u8>) {
     }
     out.extend_from_slice(&hmask);
     out.extend_from_slice(&pack_2bit(&low));
-    out.extend_from_slice(&sc);
+    out.extend_from_slice(sc);
     out.extend_from_slice(&d.to_le_bytes());
 }

@@ -4,7 +4,8 @@
 #   --quick         fmt, clippy and every test that needs no download, as on a clean clone
 #                   (the tests that need the model, the oracle or llama.cpp print
 #                   "skipped: ..."); installs nothing
-#   FUZZ_SECONDS=N  seconds per fuzz target (default 30; 0 skips fuzzing)
+#   FUZZ_SECONDS=N  seconds per fuzz target (default 10, a smoke run: the fuzzing that
+#                   finds things is bench/fuzz-long.sh's; 0 skips fuzzing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -55,7 +56,7 @@ step "gguf-py 0.19.0 oracle venv" scripts/setup-oracle.sh >/dev/null
 step "nginx (Debian package, for the http(s) tests)" scripts/setup-nginx.sh >/dev/null
 step "moto 5.2.5 server (PyPI, cached venv, for the s3:// tests)" scripts/setup-moto.sh >/dev/null
 step "Azurite 3.35.0 + @azure/storage-blob 12.32.0 (npm, cached, for the az:// tests)" scripts/setup-azurite.sh >/dev/null
-step "ggml's quantizers reproduce the checked-in Q2_K…Q6_K, Q1_0, Q2_0, TQ1_0, TQ2_0, IQ4_NL vectors" scripts/gen-ggml-quant-vectors.sh --check
+step "ggml's quantizers reproduce the checked-in Q2_K…Q6_K, Q1_0, Q2_0, TQ1_0, TQ2_0, IQ4_NL, IQ4_XS vectors, and with an importance matrix" scripts/gen-ggml-quant-vectors.sh --check
 step "ggml's Q1_0/Q2_0 dequantizers reproduce the checked-in vectors" scripts/gen-ggml-dequant-vectors.sh --check
 step "wasm32 target" ensure_wasm_target
 step "core builds for wasm32, no_std" cargo build -q -p organ-core --target wasm32-unknown-unknown --no-default-features
@@ -81,7 +82,7 @@ step "web tools: nightly wasm32, trunk, wasm-bindgen-cli, binaryen, playwright-c
 step "web: clippy -D warnings (wasm32, threads)" scripts/web.sh clippy
 step "web: build the app, then e2e in headless Chromium" bash -c "scripts/web-e2e.sh 2>&1 | tee -a '$test_log'; exit \${PIPESTATUS[0]}"
 
-FUZZ_SECONDS=${FUZZ_SECONDS:-30}
+FUZZ_SECONDS=${FUZZ_SECONDS:-10}
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
   step "cargo-fuzz $CARGO_FUZZ_VERSION" ensure_cargo_fuzz
   # The core's targets. The API's (native-cli/fuzz: the whole CLI built with the fuzzing

@@ -19,7 +19,7 @@ import sys
 from . import _organ
 from ._organ import OrganError, __version__
 
-__all__ = ["OrganError", "Model", "Report", "Comparison", "Findings", "inspect", "measure", "diff", "check", "tensor"]
+__all__ = ["OrganError", "Model", "Report", "Comparison", "Findings", "inspect", "measure", "diff", "check", "tensor", "quantize"]
 
 
 def _path(p):
@@ -264,3 +264,23 @@ def tensor(path, name, threads=None):
             values.byteswap()
         return values
     return numpy.frombuffer(data, dtype="<f4").reshape(tuple(reversed(dims)) or ())
+
+
+def quantize(src, dst, type, threads=None, imatrix=None, include_weights=(), exclude_weights=(),
+             pure=False, leave_output_tensor=False, output_tensor_type=None, token_embedding_type=None,
+             tensor_types=(), tensor_type_file=None, allow_requantize=False, dry_run=False, force=False):
+    """``src`` quantized to ``type`` into ``dst``, as ``organ quantize`` and llama-quantize
+    write it, byte for byte; the keywords are llama-quantize's flags (``tensor_types`` its
+    repeated ``--tensor-type PATTERN=TYPE``).
+
+    Returns a dict: ``tensors`` (name, type in, type out) in the order written,
+    ``bytes_in`` and ``bytes_out`` (tensor data), ``fell_back`` (tensors whose rows are not
+    whole blocks of their type, written in its fallback).
+    """
+    tensors, bytes_in, bytes_out, fell_back = _organ.quantize(
+        _path(src), _path(dst), type, threads, None if imatrix is None else _path(imatrix),
+        list(include_weights), list(exclude_weights), pure, leave_output_tensor, output_tensor_type,
+        token_embedding_type, list(tensor_types), None if tensor_type_file is None else _path(tensor_type_file),
+        allow_requantize, dry_run, force)
+    return {"tensors": tensors, "bytes_in": bytes_in, "bytes_out": bytes_out, "fell_back": fell_back}
+

@@ -255,6 +255,66 @@ fn check(py: Python<'_>, path: PathBuf, stream: bool, threads: Option<usize>) ->
     })
 }
 
+/// `organ quantize SRC DST TYPE [THREADS]` with llama-quantize's flags: writes DST and
+/// returns each tensor's (name, type in, type out), the data bytes in and out, and how many
+/// tensors fell back for their row length.
+#[pyfunction]
+#[pyo3(signature = (src, dst, ftype, threads=None, imatrix=None, include_weights=Vec::new(),
+    exclude_weights=Vec::new(), pure=false, leave_output_tensor=false, output_tensor_type=None,
+    token_embedding_type=None, tensor_types=Vec::new(), tensor_type_file=None,
+    allow_requantize=false, dry_run=false, force=false))]
+#[allow(clippy::too_many_arguments)]
+fn quantize(
+    py: Python<'_>,
+    src: PathBuf,
+    dst: PathBuf,
+    ftype: String,
+    threads: Option<usize>,
+    imatrix: Option<PathBuf>,
+    include_weights: Vec<String>,
+    exclude_weights: Vec<String>,
+    pure: bool,
+    leave_output_tensor: bool,
+    output_tensor_type: Option<String>,
+    token_embedding_type: Option<String>,
+    tensor_types: Vec<String>,
+    tensor_type_file: Option<PathBuf>,
+    allow_requantize: bool,
+    dry_run: bool,
+    force: bool,
+) -> PyResult<Quantized> {
+    run(py, None, None, move || {
+        let ftype = organ_core::quantize::Ftype::parse(&ftype)
+            .with_context(|| format!("invalid type {ftype:?}: give one llama-quantize lists (Q4_K_M, Q8_0, …)"))?;
+        let flags = cmd::quantize::Flags {
+            imatrix: imatrix.as_deref(),
+            include_weights: &include_weights,
+            exclude_weights: &exclude_weights,
+            pure,
+            leave_output_tensor,
+            allow_requantize,
+            dry_run,
+            output_tensor_type: output_tensor_type.as_deref(),
+            token_embedding_type: token_embedding_type.as_deref(),
+            tensor_types: &tensor_types,
+            tensor_type_file: tensor_type_file.as_deref(),
+        };
+        let params = cmd::quantize::params(ftype, &flags)?;
+        organ_native::input::declare(&src);
+        if !dry_run {
+            organ_native::input::check_dest(&dst, force)?;
+        }
+        let o = cmd::quantize::Options { input: &src, output: &dst, params, force, threads };
+        let plan = cmd::quantize::run(&o, &mut std::io::sink())?;
+        let types = plan.tensors.iter().map(|t| (t.name.clone(), t.from.name(), t.to.name())).collect();
+        Ok((types, plan.bytes_in, plan.bytes_out, plan.n_fallback))
+    })
+}
+
+/// What [`quantize`] returns: (name, type in, type out) per tensor in the order written,
+/// the data bytes in and out, the tensors that fell back.
+type Quantized = (Vec<(String, &'static str, &'static str)>, u64, u64, u32);
+
 /// Tensor `name` of the model at `path`, dequantized to f32 by the core (the same bits as
 /// gguf-py's `dequantize`): its values as little-endian f32 bytes, its shape (ggml's
 /// order, innermost first) and its type's name.
@@ -316,5 +376,6 @@ fn _organ(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(diff, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(tensor, m)?)?;
+    m.add_function(wrap_pyfunction!(quantize, m)?)?;
     Ok(())
 }

@@ -13,7 +13,7 @@ use organ_core::GgmlType;
 use std::path::{Path, PathBuf};
 
 /// `llama-imatrix` on SmolLM2 over `text`: `chunks` chunks of 128 tokens, to tmp(`name`).
-fn make_imatrix(model: &Path, text: &Path, chunks: u32, name: &str) -> PathBuf {
+pub(crate) fn make_imatrix(model: &Path, text: &Path, chunks: u32, name: &str) -> PathBuf {
     let out = tmp(name);
     let mut c = llama_tool("llama-imatrix");
     c.arg("-m").arg(model).arg("-f").arg(text).arg("-o").arg(&out);

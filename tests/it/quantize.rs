@@ -32,9 +32,33 @@ fn same_bytes(input: &Path, ty: &str, flags: &[&str], name: &str) {
 fn smollm2_f16_presets_are_llama_quantizes_bytes() {
     let Some(q41) = need::smollm2_and_llama() else { return };
     let f16 = common::smollm2_f16(&q41);
-    for ty in ["Q8_0", "Q4_0", "Q4_K_M", "Q3_K_M", "Q6_K", "Q2_K"] {
+    // Q8_0, Q4_0, Q5_0, Q5_1 and Q6_K are inside these mixes (their fallbacks, ffn_down's
+    // Q6_K); each type alone is bench/quantize-matrix.sh's.
+    for ty in ["Q4_K_M", "Q3_K_M", "Q2_K", "IQ4_XS"] {
         same_bytes(&f16, ty, &[], ty);
     }
+}
+
+/// With an importance matrix (llama-imatrix on SmolLM2 F16, 4 chunks): the imatrix-steered
+/// quantizers, the mixes' imatrix rules, the `quantize.imatrix.*` keys; and the filters.
+#[test]
+fn smollm2_f16_with_an_imatrix_is_llama_quantizes_bytes() {
+    let Some(q41) = need::smollm2_and_llama() else { return };
+    let f16 = common::smollm2_f16(&q41);
+    let im = crate::predict::make_imatrix(
+        &f16,
+        &common::repo().join("tests/data/perplexity.txt"),
+        4,
+        "quantize.imatrix.gguf",
+    );
+    let im = im.to_str().unwrap();
+    same_bytes(&f16, "Q4_K_M", &["--imatrix", im], "imatrix-q4_k_m");
+    same_bytes(
+        &f16,
+        "IQ4_XS",
+        &["--imatrix", im, "--exclude-weights", "attn_v", "--exclude-weights", "blk.3."],
+        "imatrix-iq4_xs",
+    );
 }
 
 #[test]
@@ -44,12 +68,23 @@ fn smollm2_f16_flags_are_llama_quantizes_bytes() {
     let types = tmp("quantize-types.txt");
     std::fs::write(&types, "attn_v=q8_0 blk\\.1[0-9]\\.ffn_down=q6_k\nffn_up=q5_0\n").unwrap();
     let types = types.to_str().unwrap();
-    let cases: [(&str, &[&str]); 5] = [
-        ("pure", &["--pure"]),
-        ("leave-output", &["--leave-output-tensor"]),
+    // Flags that touch different tensors share a run; each alone is the bench's.
+    let cases: [(&str, &[&str]); 3] = [
+        ("pure-leave-output", &["--pure", "--leave-output-tensor"]),
         ("type-file", &["--tensor-type-file", types]),
-        ("output-embd", &["--output-tensor-type", "q8_0", "--token-embedding-type", "q4_0"]),
-        ("tensor-type", &["--tensor-type", "attn_k=q5_1", "--tensor-type", "ATTN=Q8_0"]),
+        (
+            "output-embd-tensor-type",
+            &[
+                "--output-tensor-type",
+                "q8_0",
+                "--token-embedding-type",
+                "q4_0",
+                "--tensor-type",
+                "attn_k=q5_1",
+                "--tensor-type",
+                "ATTN=Q8_0",
+            ],
+        ),
     ];
     for (name, flags) in cases {
         same_bytes(&f16, "Q4_K_S", flags, name);

@@ -276,3 +276,28 @@ def test_an_interrupted_measure_stops_its_work(smollm2, stream):
     # streaming).
     assert len(calls) == 1 and calls[0] < 272
     assert stopped.value.organ_tensors_after_stop <= 1
+
+
+def test_quantize_writes_the_clis_file_and_says_what_it_chose(smollm2, cli, tmp):
+    # SmolLM2 is Q4_1, so requantizing is asked for; Q4_K_M's rows of 576 fall back.
+    types = tmp / "types.txt"
+    types.write_text("attn_v=q8_0\n")
+    flags = ["--allow-requantize", "--tensor-type", "ffn_up=q5_0", "--tensor-type-file", str(types)]
+    ours = tmp / "py.gguf"
+    got = organ.quantize(smollm2, ours, "Q4_K_M", threads=2, allow_requantize=True,
+                         tensor_types=["ffn_up=q5_0"], tensor_type_file=types)
+    theirs = tmp / "cli.gguf"
+    subprocess.run([str(cli), "quantize", *flags, str(smollm2), str(theirs), "Q4_K_M", "2"], check=True,
+                   stdout=subprocess.DEVNULL)
+    assert ours.read_bytes() == theirs.read_bytes()
+    by_name = {name: (a, b) for name, a, b in got["tensors"]}
+    assert len(by_name) == 272
+    assert by_name["blk.0.attn_v.weight"] == ("Q4_1", "Q8_0")
+    assert by_name["blk.0.ffn_up.weight"] == ("Q4_1", "Q5_0")
+    assert got["fell_back"] > 0 and got["bytes_out"] > got["bytes_in"]
+    # What llama-quantize refuses is an OrganError naming it; nothing is written.
+    with pytest.raises(organ.OrganError, match="requantizing from type Q4_1 is disabled"):
+        organ.quantize(smollm2, tmp / "no.gguf", "Q8_0")
+    assert not (tmp / "no.gguf").exists()
+    with pytest.raises(organ.OrganError, match="already exists"):
+        organ.quantize(smollm2, ours, "Q8_0", allow_requantize=True)

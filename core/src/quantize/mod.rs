@@ -13,9 +13,11 @@
 //! - GGUF version 3, each tensor info with `ggml_n_dims` dimensions, the data aligned to 32.
 
 pub mod ftype;
+pub mod imatrix;
 pub mod rules;
 
 pub use ftype::Ftype;
+pub use imatrix::QuantImatrix;
 pub use rules::{Category, Hparams};
 
 use crate::error::{Error, Result};
@@ -93,8 +95,8 @@ pub struct Params {
     pub patterns: Vec<(Pattern, GgmlType)>,
     /// `--allow-requantize`.
     pub allow_requantize: bool,
-    /// Whether an importance matrix is given (`--imatrix`).
-    pub has_imatrix: bool,
+    /// `--imatrix` (with `--include-weights`/`--exclude-weights` applied).
+    pub imatrix: Option<QuantImatrix>,
     /// `--dry-run`: plan and size, and do not refuse for a missing importance matrix.
     pub dry_run: bool,
 }
@@ -110,9 +112,15 @@ impl Params {
             token_embedding_type: None,
             patterns: Vec::new(),
             allow_requantize: false,
-            has_imatrix: false,
+            imatrix: None,
             dry_run: false,
         }
+    }
+
+    /// Whether llama-quantize has an importance matrix (`qs.has_imatrix`): one was given
+    /// and the filters left an entry in it.
+    pub fn has_imatrix(&self) -> bool {
+        self.imatrix.as_ref().is_some_and(|m| !m.entries.is_empty())
     }
 
     /// The type of the first pattern found in `name`.
@@ -280,13 +288,18 @@ pub fn plan<T: Borrow<TensorEntry>>(m: &Model<T>, p: &Params) -> Result<Plan> {
                 });
             }
         }
-        if allows && needs && !p.has_imatrix && !p.dry_run {
+        if allows && needs && !p.has_imatrix() && !p.dry_run {
             return Err(Error::Quantize {
                 reason: format!(
                     "tensor {:?}: this quantization requires an importance matrix (target type {to})",
                     t.name
                 ),
             });
+        }
+        if to != t.ty {
+            if let Some(m) = p.imatrix.as_ref().filter(|_| p.has_imatrix()) {
+                m.weights(&t.name, &t.dims)?;
+            }
         }
         let dims = t.dims[..n_dims(&t.dims).min(t.dims.len())].to_vec();
         bytes_in = bytes_in.saturating_add(t.n_bytes);
@@ -313,7 +326,27 @@ fn header_kvs<T>(m: &Model<T>, p: &Params) -> Vec<(String, OwnedValue)> {
         m.kvs.iter().filter(|(k, _)| !SPLIT.contains(&k.as_str()) && !SET.contains(&k.as_str())).cloned().collect();
     kvs.push((SET[0].into(), OwnedValue::Scalar(MetaValue::U32(QUANTIZATION_VERSION))));
     kvs.push((SET[1].into(), OwnedValue::Scalar(MetaValue::U32(p.ftype.id()))));
+    // The importance matrix's keys, as `gguf_set_val_*` sets them: an input's key of the
+    // same name is removed and the new one appended.
+    if let Some(m) = p.imatrix.as_ref().filter(|_| p.has_imatrix()) {
+        for (k, v) in m.keys() {
+            kvs.retain(|(have, _)| *have != k);
+            kvs.push((k, v));
+        }
+    }
     kvs
+}
+
+/// The importance matrix's weights for tensor `t` of the plan, `None` when it is
+/// quantized without (no matrix, no entry, or an entry llama-quantize ignores).
+///
+/// # Errors
+/// As [`QuantImatrix::weights`].
+pub fn weights_for<'a>(p: &'a Params, t: &Planned) -> Result<Option<&'a [f32]>> {
+    match p.imatrix.as_ref().filter(|_| p.has_imatrix() && t.to != t.from) {
+        Some(m) => m.weights(&t.name, &t.dims),
+        None => Ok(None),
+    }
 }
 
 /// Converts `values` (whole rows of the tensor, f32) to type `to`, appending to `out`, as
@@ -324,6 +357,15 @@ fn header_kvs<T>(m: &Model<T>, p: &Params) -> Vec<(String, OwnedValue)> {
 /// [`Error::Unwritable`] with the index of the first such value.
 pub fn convert(to: GgmlType, values: &[f32], out: &mut Vec<u8>) -> Result<()> {
     crate::quant::quantize::quantize_in_range(to, values, out)
+}
+
+/// [`convert`] with an importance matrix: `values` whole rows of one matrix (an expert of a
+/// MoE weight), `qw` that matrix's weights, as `ggml_quantize_chunk` takes them.
+///
+/// # Errors
+/// As [`convert`].
+pub fn convert_weighted(to: GgmlType, values: &[f32], qw: &[f32], out: &mut Vec<u8>) -> Result<()> {
+    crate::quant::quantize::quantize_rows_in_range(to, values, Some(qw), out)
 }
 
 /// Decodes `bytes` of type `from` to f32 into `out` (`llama_tensor_dequantize_impl`).

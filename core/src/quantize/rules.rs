@@ -272,7 +272,7 @@ fn standard(
             F::IQ3_XXS => {
                 ty = if n_gqa >= 4 {
                     T::Q4_K
-                } else if !p.has_imatrix {
+                } else if !p.has_imatrix() {
                     T::IQ3_S
                 } else {
                     T::IQ3_XXS
@@ -314,7 +314,7 @@ fn standard(
             F::Q2_K => ty = T::Q3_K,
             // Q2_K_S's other layers keep Q2_K: no later rule is for it.
             F::Q2_K_S if i < n / 8 => ty = T::Q4_K,
-            F::IQ3_XXS if !p.has_imatrix => ty = if i < n / 8 { T::Q4_K } else { T::Q3_K },
+            F::IQ3_XXS if !p.has_imatrix() => ty = if i < n / 8 { T::Q4_K } else { T::Q3_K },
             F::Q3_K_M => {
                 ty = if i < n / 16 {
                     T::Q5_K
@@ -339,10 +339,10 @@ fn standard(
                     ty = T::Q6_K;
                 }
             }
-            F::IQ4_NL | F::IQ4_XS if i < n / 8 && !p.has_imatrix => ty = T::Q5_K,
+            F::IQ4_NL | F::IQ4_XS if i < n / 8 && !p.has_imatrix() => ty = T::Q5_K,
             F::Q5_K_M if use_more_bits(i, n) => ty = T::Q6_K,
             F::Q4_K_S if !falcon && i < n / 8 => ty = T::Q5_K,
-            F::Q4_0 | F::Q5_0 if p.has_imatrix && i < n / 8 => {
+            F::Q4_0 | F::Q5_0 if p.has_imatrix() && i < n / 8 => {
                 ty = if ftype == F::Q4_0 { T::Q4_1 } else { T::Q5_1 };
             }
             _ => {}

@@ -3,9 +3,9 @@
 
 use super::{guard, Exit, Force, Out};
 use crate::cmd;
-use anyhow::{anyhow, bail, Context, Result};
-use organ_core::quantize::{Ftype, Params, Pattern};
-use organ_core::GgmlType;
+use crate::cmd::quantize::Flags;
+use anyhow::{anyhow, bail, Result};
+use organ_core::quantize::Ftype;
 use std::path::{Path, PathBuf};
 
 /// `organ quantize [OPTIONS] IN.gguf [OUT.gguf] TYPE [THREADS]`.
@@ -16,6 +16,16 @@ pub struct QuantizeArgs {
     /// (Q4_K_M, IQ4_NL, Q8_0, F16, …) or its number.
     #[arg(num_args = 2..=4, required = true, value_name = "ARGS")]
     pub args: Vec<String>,
+    /// An importance matrix (the GGUF llama-imatrix writes): the quantizers weigh each
+    /// value's error by it, as llama-quantize's do, and the mixes change where they read it.
+    #[arg(long, value_name = "FILE")]
+    pub imatrix: Option<PathBuf>,
+    /// Use the importance matrix only for tensors whose name contains NAME. May be repeated.
+    #[arg(long, value_name = "NAME", requires = "imatrix")]
+    pub include_weights: Vec<String>,
+    /// Do not use the importance matrix for tensors whose name contains NAME. May be repeated.
+    #[arg(long, value_name = "NAME", requires = "imatrix", conflicts_with = "include_weights")]
+    pub exclude_weights: Vec<String>,
     /// Allow requantizing tensors that are already quantized.
     #[arg(long)]
     pub allow_requantize: bool,
@@ -44,27 +54,6 @@ pub struct QuantizeArgs {
     pub dry_run: bool,
     #[command(flatten)]
     pub force: Force,
-}
-
-/// `ggml_type` from a name in any case (`parse_ggml_type`).
-fn ggml_type(flag: &str, s: &str) -> Result<GgmlType> {
-    GgmlType::ALL
-        .iter()
-        .copied()
-        .find(|t| t.name().eq_ignore_ascii_case(s))
-        .ok_or_else(|| anyhow!("{flag}: invalid ggml_type {s:?}"))
-}
-
-/// One `PATTERN=TYPE` (`parse_tensor_type`).
-fn tensor_type(word: &str) -> Result<(Pattern, GgmlType)> {
-    let Some((name, ty)) = word.split_once('=') else { bail!("--tensor-type: malformed tensor type {word:?}") };
-    if name.is_empty() {
-        bail!("--tensor-type {word:?}: missing tensor name");
-    }
-    if ty.is_empty() {
-        bail!("--tensor-type {word:?}: missing quantization type");
-    }
-    Ok((Pattern::new(name)?, ggml_type("--tensor-type", ty)?))
 }
 
 /// The positional arguments: input, output, file type, threads.
@@ -97,47 +86,27 @@ fn rest_ftype(rest: &[String]) -> Option<Ftype> {
 }
 
 impl QuantizeArgs {
-    /// The core's settings these flags ask for.
-    fn params(&self, ftype: Ftype) -> Result<Params> {
-        let mut p = Params::new(ftype);
-        p.pure = self.pure;
-        p.quantize_output = !self.leave_output_tensor;
-        p.allow_requantize = self.allow_requantize;
-        p.dry_run = self.dry_run;
-        p.output_tensor_type =
-            self.output_tensor_type.as_deref().map(|s| ggml_type("--output-tensor-type", s)).transpose()?;
-        p.token_embedding_type =
-            self.token_embedding_type.as_deref().map(|s| ggml_type("--token-embedding-type", s)).transpose()?;
-        for w in &self.tensor_type {
-            p.patterns.push(tensor_type(w)?);
+    /// The flags as organ-native's [`Flags`].
+    fn flags(&self) -> Flags<'_> {
+        Flags {
+            imatrix: self.imatrix.as_deref(),
+            include_weights: &self.include_weights,
+            exclude_weights: &self.exclude_weights,
+            pure: self.pure,
+            leave_output_tensor: self.leave_output_tensor,
+            allow_requantize: self.allow_requantize,
+            dry_run: self.dry_run,
+            output_tensor_type: self.output_tensor_type.as_deref(),
+            token_embedding_type: self.token_embedding_type.as_deref(),
+            tensor_types: &self.tensor_type,
+            tensor_type_file: self.tensor_type_file.as_deref(),
         }
-        if let Some(file) = &self.tensor_type_file {
-            let text = read_small(file)?;
-            for w in text.split_ascii_whitespace() {
-                p.patterns.push(tensor_type(w).with_context(|| file.display().to_string())?);
-            }
-        }
-        Ok(p)
     }
-}
-
-/// A tensor-type file: at most 16 MiB (a pattern per tensor of the largest model is far
-/// less), UTF-8.
-fn read_small(file: &Path) -> Result<String> {
-    use std::io::Read;
-    const MAX: u64 = 16 << 20;
-    let f = crate::input::open(file)?;
-    let mut s = String::new();
-    f.take(MAX + 1).read_to_string(&mut s).with_context(|| format!("{}: not UTF-8 text", file.display()))?;
-    if s.len() as u64 > MAX {
-        bail!("{}: larger than {} MiB, not a tensor-type file", file.display(), MAX >> 20);
-    }
-    Ok(s)
 }
 
 pub(super) fn run(a: &QuantizeArgs, out: &mut Out) -> Result<Exit> {
     let (input, output, ftype, threads) = positional(&a.args, a.dry_run)?;
-    let params = a.params(ftype)?;
+    let params = cmd::quantize::params(ftype, &a.flags())?;
     let outputs = if a.dry_run { [None] } else { [Some(output.as_path())] };
     guard(&[&input], &outputs, a.force.force)?;
     let o = cmd::quantize::Options { input: &input, output: &output, params, force: a.force.force, threads };

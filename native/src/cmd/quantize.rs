@@ -5,10 +5,10 @@
 
 use crate::atomic::Temp;
 use crate::model::Model;
-use anyhow::{Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use organ_core::ggml_type::GgmlType;
 use organ_core::gguf::writer::padding;
-use organ_core::quantize::{self, Params, Plan, Planned};
+use organ_core::quantize::{self, Ftype, Params, Pattern, Plan, Planned, QuantImatrix};
 use rayon::prelude::*;
 use std::io::Write;
 use std::path::Path;
@@ -25,6 +25,89 @@ pub struct Options<'a> {
     pub force: bool,
     /// Threads quantizing rows (llama-quantize's THREADS); every core without.
     pub threads: Option<usize>,
+}
+
+/// llama-quantize's flags as text, as the command line and the Python module take them.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Flags<'a> {
+    /// `--imatrix`.
+    pub imatrix: Option<&'a Path>,
+    /// `--include-weights`.
+    pub include_weights: &'a [String],
+    /// `--exclude-weights`.
+    pub exclude_weights: &'a [String],
+    /// `--pure`.
+    pub pure: bool,
+    /// `--leave-output-tensor`.
+    pub leave_output_tensor: bool,
+    /// `--allow-requantize`.
+    pub allow_requantize: bool,
+    /// `--dry-run`.
+    pub dry_run: bool,
+    /// `--output-tensor-type`.
+    pub output_tensor_type: Option<&'a str>,
+    /// `--token-embedding-type`.
+    pub token_embedding_type: Option<&'a str>,
+    /// `--tensor-type` words, in order.
+    pub tensor_types: &'a [String],
+    /// `--tensor-type-file`.
+    pub tensor_type_file: Option<&'a Path>,
+}
+
+/// The core's settings the flags ask for, file type `ftype`: the types parsed, the
+/// patterns compiled, the importance matrix read and filtered.
+///
+/// # Errors
+/// A type or pattern that does not parse, an unreadable tensor-type file or importance
+/// matrix, each named with its flag.
+pub fn params(ftype: Ftype, f: &Flags<'_>) -> Result<Params> {
+    if !f.include_weights.is_empty() && !f.exclude_weights.is_empty() {
+        bail!("--include-weights and --exclude-weights cannot be used together");
+    }
+    let mut p = Params::new(ftype);
+    p.pure = f.pure;
+    p.quantize_output = !f.leave_output_tensor;
+    p.allow_requantize = f.allow_requantize;
+    p.dry_run = f.dry_run;
+    if let Some(file) = f.imatrix {
+        let im = crate::predict::read_imatrix(file)?;
+        p.imatrix = Some(QuantImatrix::new(&im, &file.to_string_lossy(), f.include_weights, f.exclude_weights));
+    } else if !f.include_weights.is_empty() || !f.exclude_weights.is_empty() {
+        bail!("--include-weights and --exclude-weights choose entries of an importance matrix: give one (--imatrix)");
+    }
+    p.output_tensor_type = f.output_tensor_type.map(|s| ggml_type("--output-tensor-type", s)).transpose()?;
+    p.token_embedding_type = f.token_embedding_type.map(|s| ggml_type("--token-embedding-type", s)).transpose()?;
+    for w in f.tensor_types {
+        p.patterns.push(tensor_type(w)?);
+    }
+    if let Some(file) = f.tensor_type_file {
+        let text = read_small(file)?;
+        for w in text.split_ascii_whitespace() {
+            p.patterns.push(tensor_type(w).with_context(|| file.display().to_string())?);
+        }
+    }
+    Ok(p)
+}
+
+/// `ggml_type` from a name in any case (`parse_ggml_type`).
+fn ggml_type(flag: &str, s: &str) -> Result<GgmlType> {
+    GgmlType::ALL
+        .iter()
+        .copied()
+        .find(|t| t.name().eq_ignore_ascii_case(s))
+        .ok_or_else(|| anyhow!("{flag}: invalid ggml_type {s:?}"))
+}
+
+/// One `PATTERN=TYPE` (`parse_tensor_type`).
+fn tensor_type(word: &str) -> Result<(Pattern, GgmlType)> {
+    let Some((name, ty)) = word.split_once('=') else { bail!("--tensor-type: malformed tensor type {word:?}") };
+    if name.is_empty() {
+        bail!("--tensor-type {word:?}: missing tensor name");
+    }
+    if ty.is_empty() {
+        bail!("--tensor-type {word:?}: missing quantization type");
+    }
+    Ok((Pattern::new(name)?, ggml_type("--tensor-type", ty)?))
 }
 
 /// The f32 values a slab holds at most (64 MiB): memory stays a few slabs whatever the
@@ -79,7 +162,8 @@ fn write(model: &Model, plan: &Plan, o: &Options<'_>) -> Result<()> {
             w.write_all(&bytes)?;
             bytes.len() as u64
         } else {
-            convert(t, &bytes, &mut w).with_context(|| format!("{}: tensor {:?}", o.input.display(), t.name))?
+            let qw = quantize::weights_for(&o.params, t)?;
+            convert(t, &bytes, qw, &mut w).with_context(|| format!("{}: tensor {:?}", o.input.display(), t.name))?
         };
         anyhow::ensure!(written == n, "tensor {:?}: wrote {written} bytes, the plan has {n}", t.name);
         w.write_all(&zeros[..padding(n, quantize::ALIGNMENT) as usize])?;
@@ -91,20 +175,36 @@ fn write(model: &Model, plan: &Plan, o: &Options<'_>) -> Result<()> {
     tmp.commit()
 }
 
-/// Converts one tensor, slab by slab, and writes it; returns the bytes written.
-fn convert(t: &Planned, bytes: &[u8], w: &mut impl Write) -> Result<u64> {
+/// Converts one tensor, slab by slab, and writes it; returns the bytes written. With an
+/// importance matrix (`qw`: a row of weights per matrix, experts after each other), a slab
+/// never crosses from one expert to the next, as llama-quantize's chunks never do.
+fn convert(t: &Planned, bytes: &[u8], qw: Option<&[f32]>, w: &mut impl Write) -> Result<u64> {
     let n_per_row = t.dims.first().copied().unwrap_or(1) as usize;
     let row_in = row_bytes(t.from, n_per_row);
     let row_out = row_bytes(t.to, n_per_row);
     anyhow::ensure!(row_in > 0 && bytes.len() % row_in == 0, "{} bytes are not whole rows", bytes.len());
     let rows = bytes.len() / row_in;
-    let slab_rows = (SLAB_VALUES / n_per_row.max(1)).max(1);
+    // Rows a matrix (an expert) has: ne[1]; the whole tensor without an importance matrix.
+    let per_matrix = match qw {
+        Some(_) => (t.dims.get(1).copied().unwrap_or(1) as usize).clamp(1, rows.max(1)),
+        None => rows.max(1),
+    };
+    let slab_rows = (SLAB_VALUES / n_per_row.max(1)).clamp(1, per_matrix);
     let chunk_rows = CHUNK_VALUES.div_ceil(n_per_row.max(1)).max(1);
     let mut values = Vec::new();
     let mut pieces: Vec<Vec<u8>> = Vec::new();
     let mut written = 0u64;
-    for first in (0..rows).step_by(slab_rows) {
-        let n = slab_rows.min(rows - first);
+    let slabs = (0..rows).step_by(per_matrix).flat_map(|m| (m..(m + per_matrix).min(rows)).step_by(slab_rows));
+    for first in slabs {
+        let n = slab_rows.min(per_matrix - first % per_matrix).min(rows - first);
+        let qw = match qw {
+            Some(q) => {
+                let m = first / per_matrix;
+                let q = q.get(m * n_per_row..(m + 1) * n_per_row);
+                Some(q.with_context(|| format!("the importance matrix has no row for matrix {m}"))?)
+            }
+            None => None,
+        };
         let src = &bytes[first * row_in..(first + n) * row_in];
         values.resize(n * n_per_row, 0f32);
         values
@@ -115,7 +215,11 @@ fn convert(t: &Planned, bytes: &[u8], w: &mut impl Write) -> Result<u64> {
         pieces.par_iter_mut().zip(values.par_chunks(chunk_rows * n_per_row)).enumerate().try_for_each(
             |(i, (piece, v))| {
                 piece.clear();
-                quantize::convert(t.to, v, piece).map_err(|e| {
+                match qw {
+                    Some(qw) => quantize::convert_weighted(t.to, v, qw, piece),
+                    None => quantize::convert(t.to, v, piece),
+                }
+                .map_err(|e| {
                     let row = first + i * chunk_rows;
                     anyhow::anyhow!("{e} (in rows {row}..{}, {} values a row)", row + v.len() / n_per_row, n_per_row)
                 })
@@ -133,4 +237,18 @@ fn convert(t: &Planned, bytes: &[u8], w: &mut impl Write) -> Result<u64> {
 /// `ggml_row_size`.
 fn row_bytes(ty: GgmlType, n: usize) -> usize {
     n / ty.block_size() * ty.type_size()
+}
+
+/// A tensor-type file: at most 16 MiB (a pattern per tensor of the largest model is far
+/// less), UTF-8.
+fn read_small(file: &Path) -> Result<String> {
+    use std::io::Read;
+    const MAX: u64 = 16 << 20;
+    let f = crate::input::open(file)?;
+    let mut s = String::new();
+    f.take(MAX + 1).read_to_string(&mut s).with_context(|| format!("{}: not UTF-8 text", file.display()))?;
+    if s.len() as u64 > MAX {
+        bail!("{}: larger than {} MiB, not a tensor-type file", file.display(), MAX >> 20);
+    }
+    Ok(s)
 }

@@ -3,7 +3,7 @@
 # subset, tests/it/quantize.rs): SmolLM2 F16 (a dequantized Q4_1; rows of 576, so the
 # K-quant mixes fall back on every tensor but ffn_down) to every type organ quantizes
 # plain and with --pure, --leave-output-tensor, a --tensor-type-file and an importance
-# matrix (llama-imatrix on the F16, 8 chunks of 128 tokens of tests/data/perplexity.txt);
+# matrix (llama-imatrix on the F16, 8 chunks of 128 tokens of tests/data/texts/calibration.txt);
 # each pair of files compared with cmp. Types llama-quantize itself
 # refuses on these rows (Q1_0) must be refused by both. Prints one line per case and
 # exits 1 if any differs.
@@ -18,7 +18,7 @@ bench_setup quantize-matrix
 work=$WORK
 "$bin/llama-quantize" --allow-requantize "$MODEL" "$work/base.gguf" F16 > /dev/null 2>&1
 printf 'attn_v=q8_0 blk\\.1[0-9]\\.ffn_down=q6_k\nffn_up=q5_0\n' > "$work/types.txt"
-"$bin/llama-imatrix" -m "$work/base.gguf" -f tests/data/perplexity.txt -o "$work/im.gguf" -c 128 --chunks 8 \
+"$bin/llama-imatrix" -m "$work/base.gguf" -f tests/data/texts/calibration.txt -o "$work/im.gguf" -c 128 --chunks 8 \
   -t "$THREADS" --no-ppl > /dev/null 2>&1
 TYPES="Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q2_K_S Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS TQ1_0 TQ2_0 Q2_0 Q1_0 F16 BF16 F32"
 same=0 differ=0

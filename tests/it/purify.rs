@@ -157,23 +157,19 @@ fn types_organ_cannot_requantize_are_refused_by_name_unless_written_as_f16() {
     if need::smollm2_and_llama().is_none() {
         return;
     }
-    // IQ4_XS --pure, made by llama.cpp: ffn_down is IQ4_XS, which organ cannot quantize
+    // IQ3_S --pure, made by llama.cpp: ffn_down is IQ3_S, which organ cannot quantize
     // (rows of 576 are not whole 256-blocks, so the other matrices fall back to IQ4_NL).
-    let iq4xs = llama_quantized("IQ4_XS", true);
-    let out = tmp("iq4xs-purified.gguf");
+    let iq3s = llama_quantized("IQ3_S", true);
+    let out = tmp("iq3s-purified.gguf");
     let mut c = organ();
-    c.arg("purify")
-        .arg(&iq4xs)
-        .args(["--method", "fractal", "--type", "organ", "--layers", "5"])
-        .arg("--out")
-        .arg(&out);
+    c.arg("purify").arg(&iq3s).args(["--method", "fractal", "--type", "organ", "--layers", "5"]).arg("--out").arg(&out);
     let e = fails(c);
-    assert!(e.contains("cannot requantize 1 selected tensors") && e.contains("blk.5.ffn_down.weight (IQ4_XS)"), "{e}");
+    assert!(e.contains("cannot requantize 1 selected tensors") && e.contains("blk.5.ffn_down.weight (IQ3_S)"), "{e}");
     assert!(e.contains("--as f16"), "{e}");
     assert!(!out.exists());
     let mut c = organ();
     c.arg("purify")
-        .arg(&iq4xs)
+        .arg(&iq3s)
         .args(["--method", "fractal", "--type", "organ", "--layers", "5", "--as", "f16"])
         .arg("--out")
         .arg(&out);

@@ -39,15 +39,16 @@ fn smollm2_f16_presets_are_llama_quantizes_bytes() {
     }
 }
 
-/// With an importance matrix (llama-imatrix on SmolLM2 F16, 4 chunks): the imatrix-steered
-/// quantizers, the mixes' imatrix rules, the `quantize.imatrix.*` keys; and the filters.
+/// With an importance matrix (llama-imatrix on SmolLM2 F16, 4 chunks of
+/// tests/data/texts/calibration.txt): the imatrix-steered quantizers, the mixes' imatrix
+/// rules, the `quantize.imatrix.*` keys; and the filters.
 #[test]
 fn smollm2_f16_with_an_imatrix_is_llama_quantizes_bytes() {
     let Some(q41) = need::smollm2_and_llama() else { return };
     let f16 = common::smollm2_f16(&q41);
     let im = crate::predict::make_imatrix(
         &f16,
-        &common::repo().join("tests/data/perplexity.txt"),
+        &common::repo().join("tests/data/texts/calibration.txt"),
         4,
         "quantize.imatrix.gguf",
     );

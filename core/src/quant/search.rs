@@ -30,6 +30,45 @@ pub(in crate::quant) fn make_qkx2_quants(
     nstep: i32,
     use_mad: bool,
 ) -> (f32, f32) {
+    make_qkx(x, weights, nmax, l, aux, (rmin, rdelta, nstep), use_mad, Round::Clamped)
+}
+
+/// ggml's `make_qkx3_quants` as every caller of it calls it (`rmin` -0.9, `rdelta` 0.05,
+/// `nstep` 36, squared error): the asymmetric quantization the importance-matrix
+/// quantizers use. Returns (scale, -min) and fills `l`; `aux` is scratch.
+pub(in crate::quant) fn make_qkx3_quants(
+    x: &[f32],
+    weights: &[f32],
+    nmax: i32,
+    l: &mut [u8],
+    aux: &mut [u8],
+) -> (f32, f32) {
+    make_qkx(x, weights, nmax, l, aux, (-0.9, 0.05, 36), false, Round::Capped)
+}
+
+/// How the two searches round `v = iscale · (x - min)` to a level while they search.
+#[derive(Clone, Copy)]
+enum Round {
+    /// `make_qkx2_quants`: `nearest_int(v)` clamped to `0..=nmax`.
+    Clamped,
+    /// `make_qkx3_quants`: 0 unless `v > 0`, else `nearest_int(min(v, nmax))` (safe for a
+    /// `v` that is infinite or past `nearest_int`'s range).
+    Capped,
+}
+
+/// The search `make_qkx2_quants` and `make_qkx3_quants` share, keeping the order of every
+/// f32 operation of both: `steps` is (rmin, rdelta, nstep).
+#[allow(clippy::too_many_arguments)]
+fn make_qkx(
+    x: &[f32],
+    weights: &[f32],
+    nmax: i32,
+    l: &mut [u8],
+    aux: &mut [u8],
+    (rmin, rdelta, nstep): (f32, f32, i32),
+    use_mad: bool,
+    round: Round,
+) -> (f32, f32) {
     let n = x.len();
     let mut min = x[0];
     let mut max = x[0];
@@ -49,7 +88,8 @@ pub(in crate::quant) fn make_qkx2_quants(
     if min > 0.0 {
         min = 0.0;
     }
-    if max == min {
+    // ggml's qkx2 asks max == min, qkx3 max <= min: the same, as min <= 0 and min <= max.
+    if max <= min {
         l.iter_mut().for_each(|v| *v = 0);
         return (0.0, -min);
     }
@@ -66,7 +106,12 @@ pub(in crate::quant) fn make_qkx2_quants(
         iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
         let (mut sum_l, mut sum_l2, mut sum_xl) = (0f32, 0f32, 0f32);
         for i in 0..n {
-            let q = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
+            let v = iscale * (x[i] - min);
+            let q = match round {
+                Round::Clamped => nearest_int(v).clamp(0, nmax),
+                Round::Capped if v > 0.0 => nearest_int(v.min(nmax as f32)),
+                Round::Capped => 0,
+            };
             aux[i] = q as u8;
             let (w, q) = (weights[i], q as f32);
             sum_l += w * q;
@@ -201,89 +246,6 @@ pub(in crate::quant) fn make_q3_quants(x: &[f32], nmax: i32, l: &mut [i8]) -> f3
     } else {
         0.0
     }
-}
-
-/// ggml's `make_qkx3_quants` (`use_mad` false, as every caller has it): the asymmetric
-/// `n`-value quantization to `0..=nmax` that the importance-matrix quantizers use, a
-/// weighted least-squares search over `nstep + 1` scales from `rmin` in steps of `rdelta`.
-/// Returns (scale, -min) and fills `l`; `aux` is scratch.
-#[allow(clippy::too_many_arguments)]
-pub(in crate::quant) fn make_qkx3_quants(
-    x: &[f32],
-    weights: &[f32],
-    nmax: i32,
-    l: &mut [u8],
-    aux: &mut [u8],
-    rmin: f32,
-    rdelta: f32,
-    nstep: i32,
-) -> (f32, f32) {
-    let n = x.len();
-    let mut min = x[0];
-    let mut max = x[0];
-    let mut sum_w = weights[0];
-    let mut sum_x = sum_w * x[0];
-    for i in 1..n {
-        if x[i] < min {
-            min = x[i];
-        }
-        if x[i] > max {
-            max = x[i];
-        }
-        let w = weights[i];
-        sum_w += w;
-        sum_x += w * x[i];
-    }
-    if min > 0.0 {
-        min = 0.0;
-    }
-    if max <= min {
-        l[..n].iter_mut().for_each(|v| *v = 0);
-        return (0.0, -min);
-    }
-    let mut iscale = nmax as f32 / (max - min);
-    let mut scale = 1.0 / iscale;
-    let mut best_mad = 0f32;
-    for i in 0..n {
-        l[i] = nearest_int(iscale * (x[i] - min)).clamp(0, nmax) as u8;
-        let diff = scale * f32::from(l[i]) + min - x[i];
-        best_mad += weights[i] * (diff * diff);
-    }
-    for is in 0..=nstep {
-        iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
-        let (mut sum_l, mut sum_l2, mut sum_xl) = (0f32, 0f32, 0f32);
-        for i in 0..n {
-            // As ggml: min can be at or near max, so v may be infinite or NaN.
-            let v = iscale * (x[i] - min);
-            let q = if v > 0.0 { nearest_int(v.min(nmax as f32)) } else { 0 };
-            aux[i] = q as u8;
-            let (w, q) = (weights[i], q as f32);
-            sum_l += w * q;
-            sum_l2 += w * q * q;
-            sum_xl += w * q * x[i];
-        }
-        let d = sum_w * sum_l2 - sum_l * sum_l;
-        if d > 0.0 {
-            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / d;
-            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / d;
-            if this_min > 0.0 {
-                this_min = 0.0;
-                this_scale = sum_xl / sum_l2;
-            }
-            let mut mad = 0f32;
-            for i in 0..n {
-                let diff = this_scale * f32::from(aux[i]) + this_min - x[i];
-                mad += weights[i] * (diff * diff);
-            }
-            if mad < best_mad {
-                l[..n].copy_from_slice(&aux[..n]);
-                best_mad = mad;
-                scale = this_scale;
-                min = this_min;
-            }
-        }
-    }
-    (scale, -min)
 }
 
 /// ggml's `make_qp_quants`: the non-negative values `x` (a super-block's scales or mins)

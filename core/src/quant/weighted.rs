@@ -88,7 +88,7 @@ fn q5_0(x: &[f32], qw: &[f32], out: &mut Vec<u8>) {
 /// The asymmetric legacy block (Q4_1, Q5_1): d, m = -min, then the levels.
 fn legacy_min(xb: &[f32], w: &[f32; 32], nmax: i32, out: &mut Vec<u8>) -> [u8; 32] {
     let (mut l, mut aux) = ([0u8; 32], [0u8; 32]);
-    let (d, min) = make_qkx3_quants(xb, w, nmax, &mut l, &mut aux, -0.9, 0.05, 36);
+    let (d, min) = make_qkx3_quants(xb, w, nmax, &mut l, &mut aux);
     out.extend_from_slice(&f32_to_f16(d).to_le_bytes());
     out.extend_from_slice(&f32_to_f16(-min).to_le_bytes());
     l
@@ -135,7 +135,7 @@ fn q2_k(x: &[f32], qw: &[f32], out: &mut Vec<u8>) {
                 sw[j] += v;
             }
             let ls = &mut levels[16 * j..16 * j + 16];
-            (scales[j], mins[j]) = make_qkx3_quants(&xs[16 * j..16 * j + 16], &w, 3, ls, &mut aux, -0.9, 0.05, 36);
+            (scales[j], mins[j]) = make_qkx3_quants(&xs[16 * j..16 * j + 16], &w, 3, ls, &mut aux);
         }
         let (mut ls, mut lm) = ([0u8; 16], [0u8; 16]);
         let dm = make_qp_quants(&scales, 15, &mut ls, &sw);
@@ -189,7 +189,7 @@ fn k4(x: &[f32], qw: &[f32], nmax: i32, cap: bool, out: &mut Vec<u8>) {
             }
             sw[j] = sumw;
             let l = &mut levels[32 * j..32 * j + 32];
-            (scales[j], mins[j]) = make_qkx3_quants(&xs[32 * j..32 * j + 32], &w, nmax, l, &mut aux, -0.9, 0.05, 36);
+            (scales[j], mins[j]) = make_qkx3_quants(&xs[32 * j..32 * j + 32], &w, nmax, l, &mut aux);
         }
         let (mut ls, mut lm) = ([0u8; 8], [0u8; 8]);
         let d_block = make_qp_quants(&scales, 63, &mut ls, &sw);

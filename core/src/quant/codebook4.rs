@@ -134,15 +134,6 @@ pub mod encode {
         x.map(|v| v * v)
     }
 
-    /// The σ² of `quantize_row_iq4_nl_impl` with an importance matrix: `Σx² · (2 / n)`.
-    pub(in crate::quant) fn sigma2(x: &[f32]) -> f32 {
-        let mut s = 0f32;
-        for &v in x {
-            s += v * v;
-        }
-        s * (2.0 / x.len() as f32)
-    }
-
     /// The scale `quantize_row_iq4_nl_impl`'s search settles on for one 32-value block
     /// under weights `w`, 0 for a block below [`GROUP_MAX_EPS`].
     fn block_scale(x: &[f32; 32], w: &[f32; 32]) -> f32 {

@@ -39,13 +39,22 @@ pub(in crate::quant) fn row_quantizer(ty: GgmlType) -> Option<RowFn> {
     })
 }
 
-/// Σ x² / n, in ggml's order.
-fn mean_square(x: &[f32]) -> f32 {
+/// Σ x², in ggml's order: every σ² below is made from it.
+fn sum_squares(x: &[f32]) -> f32 {
     let mut s = 0f32;
     for &v in x {
         s += v * v;
     }
-    s / x.len() as f32
+    s
+}
+
+/// Σ w, in ggml's order: a sub-block's weight, for the searches over scales.
+fn total(w: &[f32]) -> f32 {
+    let mut s = 0f32;
+    for &v in w {
+        s += v;
+    }
+    s
 }
 
 /// `qw[j] * sqrtf(sigma2 + x[j]*x[j])` for a block.
@@ -59,7 +68,7 @@ fn weights<const N: usize>(x: &[f32], qw: &[f32], sigma2: f32) -> [f32; N] {
 
 /// The legacy types' loop: σ² over the row, then each block of 32 with its weights.
 fn legacy(x: &[f32], qw: &[f32], out: &mut Vec<u8>, block: impl Fn(&[f32], &[f32; 32], &mut Vec<u8>)) {
-    let sigma2 = mean_square(x);
+    let sigma2 = sum_squares(x) / x.len() as f32;
     for (xb, qb) in x.chunks_exact(32).zip(qw.chunks_exact(32)) {
         block(xb, &weights::<32>(xb, qb, sigma2), out);
     }
@@ -113,13 +122,7 @@ fn q5_1(x: &[f32], qw: &[f32], out: &mut Vec<u8>) {
 /// The super-blocks of a row with their weights and `k · Σx²/256` (k = 1 for Q2_K, 2 for
 /// the others, as ggml has it).
 fn super_blocks<'a>(x: &'a [f32], qw: &'a [f32], k: f32) -> impl Iterator<Item = (&'a [f32], &'a [f32], f32)> {
-    x.chunks_exact(256).zip(qw.chunks_exact(256)).map(move |(xs, qs)| {
-        let mut s = 0f32;
-        for &v in xs {
-            s += v * v;
-        }
-        (xs, qs, k * s / 256.0)
-    })
+    x.chunks_exact(256).zip(qw.chunks_exact(256)).map(move |(xs, qs)| (xs, qs, k * sum_squares(xs) / 256.0))
 }
 
 /// `quantize_row_q2_K_impl`: scales and mins of 16 by `make_qkx3_quants`, both quantized
@@ -131,9 +134,7 @@ fn q2_k(x: &[f32], qw: &[f32], out: &mut Vec<u8>) {
         let mut aux = [0u8; 16];
         for j in 0..16 {
             let w = weights::<16>(&xs[16 * j..], &qs[16 * j..], sigma2);
-            for &v in &w {
-                sw[j] += v;
-            }
+            sw[j] = total(&w);
             let ls = &mut levels[16 * j..16 * j + 16];
             (scales[j], mins[j]) = make_qkx3_quants(&xs[16 * j..16 * j + 16], &w, 3, ls, &mut aux);
         }
@@ -153,9 +154,7 @@ fn q3_k(x: &[f32], qw: &[f32], out: &mut Vec<u8>) {
         let (mut scales, mut sw) = ([0f32; 16], [0f32; 16]);
         for j in 0..16 {
             let w = weights::<16>(&xs[16 * j..], &qs[16 * j..], sigma2);
-            for &v in &w {
-                sw[j] += v;
-            }
+            sw[j] = total(&w);
             scales[j] = make_qx_quants(&xs[16 * j..16 * j + 16], 4, &mut levels[16 * j..16 * j + 16], Some(&w));
         }
         let mut ls = [0i8; 16];
@@ -183,11 +182,7 @@ fn k4(x: &[f32], qw: &[f32], nmax: i32, cap: bool, out: &mut Vec<u8>) {
         let mut aux = [0u8; 32];
         for j in 0..8 {
             let w = weights::<32>(&xs[32 * j..], &qs[32 * j..], sigma2);
-            let mut sumw = 0f32;
-            for &v in &w {
-                sumw += v;
-            }
-            sw[j] = sumw;
+            sw[j] = total(&w);
             let l = &mut levels[32 * j..32 * j + 32];
             (scales[j], mins[j]) = make_qkx3_quants(&xs[32 * j..32 * j + 32], &w, nmax, l, &mut aux);
         }
@@ -221,11 +216,16 @@ fn q6_k(x: &[f32], qw: &[f32], out: &mut Vec<u8>) {
     }
 }
 
+/// The σ² of `quantize_row_iq4_nl_impl` with an importance matrix: `Σx² · (2 / n)`.
+fn iq4_sigma2(x: &[f32]) -> f32 {
+    sum_squares(x) * (2.0 / x.len() as f32)
+}
+
 /// `quantize_iq4_nl` with weights: σ² of each 32-block, `2 Σx² / 32`.
 fn iq4_nl(x: &[f32], qw: &[f32], out: &mut Vec<u8>) {
     for (xb, qb) in x.chunks_exact(32).zip(qw.chunks_exact(32)) {
         let Ok(xb) = <&[f32; 32]>::try_from(xb) else { return };
-        let w = weights::<32>(xb, qb, iq4::sigma2(xb));
+        let w = weights::<32>(xb, qb, iq4_sigma2(xb));
         iq4::iq4_nl_weighted(xb, &w, out);
     }
 }
@@ -233,7 +233,7 @@ fn iq4_nl(x: &[f32], qw: &[f32], out: &mut Vec<u8>) {
 /// `quantize_iq4_xs` with weights: σ² of each 256-block.
 fn iq4_xs(x: &[f32], qw: &[f32], out: &mut Vec<u8>) {
     for (xs, qs) in x.chunks_exact(256).zip(qw.chunks_exact(256)) {
-        let sigma2 = iq4::sigma2(xs);
+        let sigma2 = iq4_sigma2(xs);
         let w: [[f32; 32]; 8] = core::array::from_fn(|ib| weights::<32>(&xs[32 * ib..], &qs[32 * ib..], sigma2));
         iq4::iq4_xs_weighted(xs, &w, out);
     }

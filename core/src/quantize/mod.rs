@@ -120,7 +120,13 @@ impl Params {
     /// Whether llama-quantize has an importance matrix (`qs.has_imatrix`): one was given
     /// and the filters left an entry in it.
     pub fn has_imatrix(&self) -> bool {
-        self.imatrix.as_ref().is_some_and(|m| !m.entries.is_empty())
+        self.active_imatrix().is_some()
+    }
+
+    /// The importance matrix llama-quantize uses: `None` without one, or when the filters
+    /// left no entry (then it quantizes, and writes its header, as without).
+    fn active_imatrix(&self) -> Option<&QuantImatrix> {
+        self.imatrix.as_ref().filter(|m| !m.entries.is_empty())
     }
 
     /// The type of the first pattern found in `name`.
@@ -296,14 +302,12 @@ pub fn plan<T: Borrow<TensorEntry>>(m: &Model<T>, p: &Params) -> Result<Plan> {
                 ),
             });
         }
-        if to != t.ty {
-            if let Some(m) = p.imatrix.as_ref().filter(|_| p.has_imatrix()) {
-                m.weights(&t.name, &t.dims)?;
-            }
-        }
         let dims = t.dims[..n_dims(&t.dims).min(t.dims.len())].to_vec();
         bytes_in = bytes_in.saturating_add(t.n_bytes);
-        tensors.push(Planned { input: i, name: t.name.clone(), dims, from: t.ty, to, requires_imatrix: needs });
+        let planned = Planned { input: i, name: t.name.clone(), dims, from: t.ty, to, requires_imatrix: needs };
+        // An entry of the wrong size is refused before anything is written.
+        weights_for(p, &planned)?;
+        tensors.push(planned);
     }
     let kvs = header_kvs(m, p);
     let views = kvs.iter().map(|(k, v)| Ok((k.as_str(), v.view()?))).collect::<Result<Vec<_>>>()?;
@@ -328,7 +332,7 @@ fn header_kvs<T>(m: &Model<T>, p: &Params) -> Vec<(String, OwnedValue)> {
     kvs.push((SET[1].into(), OwnedValue::Scalar(MetaValue::U32(p.ftype.id()))));
     // The importance matrix's keys, as `gguf_set_val_*` sets them: an input's key of the
     // same name is removed and the new one appended.
-    if let Some(m) = p.imatrix.as_ref().filter(|_| p.has_imatrix()) {
+    if let Some(m) = p.active_imatrix() {
         for (k, v) in m.keys() {
             kvs.retain(|(have, _)| *have != k);
             kvs.push((k, v));
@@ -343,7 +347,7 @@ fn header_kvs<T>(m: &Model<T>, p: &Params) -> Vec<(String, OwnedValue)> {
 /// # Errors
 /// As [`QuantImatrix::weights`].
 pub fn weights_for<'a>(p: &'a Params, t: &Planned) -> Result<Option<&'a [f32]>> {
-    match p.imatrix.as_ref().filter(|_| p.has_imatrix() && t.to != t.from) {
+    match p.active_imatrix().filter(|_| t.to != t.from) {
         Some(m) => m.weights(&t.name, &t.dims),
         None => Ok(None),
     }

@@ -77,11 +77,11 @@ fn only_if_improves_keeps_every_tensor_whose_theta_would_fall() {
     assert!(purified > 0 && kept > 0, "purified {purified}, kept {kept}: both branches must run");
 }
 
-/// SmolLM2 quantized by llama.cpp itself (`llama-quantize [--pure] TYPE`).
-fn llama_quantized(ty: &str, pure: bool) -> std::path::PathBuf {
-    let out = tmp(&format!("{ty}.gguf"));
+/// SmolLM2 quantized by llama.cpp itself (`llama-quantize FLAGS… TYPE`), to tmp(`name`).
+fn llama_quantized(name: &str, ty: &str, flags: &[&str]) -> std::path::PathBuf {
+    let out = tmp(&format!("{name}.gguf"));
     let mut q = llama_tool("llama-quantize");
-    q.arg("--allow-requantize").args(pure.then_some("--pure")).arg(smollm2()).arg(&out).arg(ty);
+    q.arg("--allow-requantize").args(flags).arg(smollm2()).arg(&out).arg(ty);
     ok(q);
     out
 }
@@ -93,7 +93,7 @@ fn k_quant_organs_go_back_into_q4_k_and_q6_k_and_load_in_llama_cpp() {
     }
     // Q4_K_M, made by llama.cpp: its FFN tensors are Q4_K and Q6_K (a few legacy types
     // where a row is not whole 256-blocks).
-    let q4k = llama_quantized("Q4_K_M", false);
+    let q4k = llama_quantized("Q4_K_M", "Q4_K_M", &[]);
     let out = tmp("q4k-purified.gguf");
     let json = tmp("q4k-purified.json");
     let mut c = organ();
@@ -126,13 +126,17 @@ fn low_bit_tensors_go_back_into_their_types_and_load_in_llama_cpp() {
     if need::smollm2_and_llama().is_none() {
         return;
     }
-    // --pure, made by llama.cpp: Q2_K and Q3_K_S have ffn_down in Q2_K / Q3_K and the
-    // matrices whose rows of 576 are not whole 256-blocks in Q4_0; IQ4_NL has every matrix
-    // in IQ4_NL. Organ's quantizers (ggml's, bit for bit) write them back.
-    for (ftype, types) in
-        [("Q2_K", &["Q2_K", "Q4_0"][..]), ("Q3_K_S", &["Q3_K", "Q4_0"][..]), ("IQ4_NL", &["IQ4_NL"][..])]
-    {
-        let model = llama_quantized(ftype, true);
+    // Made by llama.cpp: Q2_K and Q3_K_S --pure have ffn_down in Q2_K / Q3_K and the
+    // matrices whose rows of 576 are not whole 256-blocks in Q4_0; the third has layer 5's
+    // matrices in IQ4_NL (`--tensor-type`, on Q8_0: IQ4_NL's search on every matrix took
+    // llama-quantize 40 s). Organ's quantizers (ggml's, bit for bit) write them back.
+    let iq4nl: &[&str] = &["--tensor-type", "blk\\.5\\.=iq4_nl"];
+    for (ftype, ty, flags, types) in [
+        ("Q2_K", "Q2_K", &["--pure"][..], &["Q2_K", "Q4_0"][..]),
+        ("Q3_K_S", "Q3_K_S", &["--pure"], &["Q3_K", "Q4_0"]),
+        ("IQ4_NL", "Q8_0", iq4nl, &["IQ4_NL"]),
+    ] {
+        let model = llama_quantized(ftype, ty, flags);
         let out = tmp(&format!("{ftype}-purified.gguf"));
         let mut c = organ();
         c.arg("purify").arg(&model).args(["--method", "fractal", "--type", "organ", "--layers", "5"]);
@@ -157,9 +161,10 @@ fn types_organ_cannot_requantize_are_refused_by_name_unless_written_as_f16() {
     if need::smollm2_and_llama().is_none() {
         return;
     }
-    // IQ3_S --pure, made by llama.cpp: ffn_down is IQ3_S, which organ cannot quantize
-    // (rows of 576 are not whole 256-blocks, so the other matrices fall back to IQ4_NL).
-    let iq3s = llama_quantized("IQ3_S", true);
+    // Made by llama.cpp: layer 5's ffn_down in IQ3_S, which organ cannot quantize, the
+    // rest Q8_0 (`--tensor-type` on Q8_0: IQ3_S --pure's searches on every matrix took
+    // llama-quantize most of a minute).
+    let iq3s = llama_quantized("IQ3_S", "Q8_0", &["--tensor-type", "blk\\.5\\.ffn_down=iq3_s"]);
     let out = tmp("iq3s-purified.gguf");
     let mut c = organ();
     c.arg("purify").arg(&iq3s).args(["--method", "fractal", "--type", "organ", "--layers", "5"]).arg("--out").arg(&out);

@@ -12,6 +12,8 @@ source scripts/lib.sh
 PATH="$(scripts/setup-web.sh):$PATH"
 export PATH
 export RUSTUP_TOOLCHAIN=nightly
+# The app is built with Cargo.toml's release profile, whatever scripts/test.sh set.
+unset CARGO_PROFILE_RELEASE_LTO
 export CARGO_UNSTABLE_BUILD_STD=panic_abort,std
 export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="-C target-feature=+atomics,+bulk-memory,+simd128 \
 -C link-arg=--shared-memory -C link-arg=--max-memory=4294967296 -C link-arg=--import-memory \

@@ -5,10 +5,11 @@
 //! The whole matrix of presets and flags is bench/quantize-matrix.sh; this is its subset.
 
 use crate::common::{self, fails, llama_tool, need, ok, organ, tmp, LLAMA_THREADS};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// Runs llama-quantize and organ quantize with `flags … IN OUT TYPE 1` and compares files.
-fn same_bytes(input: &Path, ty: &str, flags: &[&str], name: &str) {
+/// Runs llama-quantize and organ quantize with `flags … IN OUT TYPE 1` and compares files;
+/// returns llama-quantize's (organ's is removed).
+fn same_bytes(input: &Path, ty: &str, flags: &[&str], name: &str) -> PathBuf {
     let (ll, or) = (tmp(&format!("quantize-{name}-llama.gguf")), tmp(&format!("quantize-{name}-organ.gguf")));
     let mut q = llama_tool("llama-quantize");
     q.args(flags).arg(input).arg(&ll).arg(ty).arg(LLAMA_THREADS);
@@ -24,8 +25,34 @@ fn same_bytes(input: &Path, ty: &str, flags: &[&str], name: &str) {
         b.len(),
         a.len()
     );
-    std::fs::remove_file(&ll).unwrap();
     std::fs::remove_file(&or).unwrap();
+    ll
+}
+
+/// `organ check OUT --derived-from SRC [--imatrix I]`: whether it passed, its text, and
+/// the message of each derivation finding by subject (the report's JSON).
+fn derived(out: &Path, src: &Path, imatrix: Option<&str>) -> (bool, String, Vec<(String, String)>) {
+    let json = tmp(&format!("{}.derived.json", out.file_name().unwrap().to_str().unwrap()));
+    let mut c = organ();
+    c.arg("check").arg(out).arg("--derived-from").arg(src).arg("--json").arg(&json);
+    c.args(imatrix.map(|i| ["--imatrix", i]).into_iter().flatten());
+    let o = c.output().unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{c:?}: {}", String::from_utf8_lossy(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    std::fs::remove_file(&json).unwrap();
+    let found = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "derivation")
+        .map(|f| (f["subject"].as_str().unwrap().to_string(), f["message"].as_str().unwrap().to_string()))
+        .collect();
+    (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned(), found)
+}
+
+/// The message of the finding about `subject`.
+fn about<'a>(found: &'a [(String, String)], subject: &str) -> &'a str {
+    found.iter().find(|(s, _)| s == subject).map_or("", |(_, m)| m.as_str())
 }
 
 #[test]
@@ -37,7 +64,27 @@ fn smollm2_f16_presets_are_llama_quantizes_bytes() {
     // thread, for each of the two programs) is the imatrix test's: the tensors it excludes
     // from the matrix take the plain IQ4_XS and IQ4_NL quantizers there.
     for ty in ["Q4_K_M", "Q3_K_M", "Q2_K"] {
-        same_bytes(&f16, ty, &[], ty);
+        let out = same_bytes(&f16, ty, &[], ty);
+        if ty == "Q4_K_M" {
+            // llama-quantize's file is the F16 quantized as its header says; one block
+            // changed, and the tensor is named.
+            let (pass, text, _) = derived(&out, &f16, None);
+            assert!(pass && text.contains("quantized with Q4_K_M: all 272 tensors identical"), "{text}");
+            let mut bytes = std::fs::read(&out).unwrap();
+            let g = organ_core::gguf::Gguf::parse(&bytes, bytes.len() as u64).unwrap();
+            let t = g.tensor("blk.5.ffn_down.weight").unwrap();
+            let at = (t.file_offset + t.n_bytes / 2) as usize;
+            bytes[at] ^= 0x10;
+            let changed = tmp("quantize-q4_k_m-changed.gguf");
+            std::fs::write(&changed, &bytes).unwrap();
+            let (pass, text, found) = derived(&changed, &f16, None);
+            assert!(!pass && text.contains("quantized with Q4_K_M: 1 of 272 tensors differ"), "{text}");
+            let m = about(&found, "blk.5.ffn_down.weight");
+            assert!(m.contains("F16 quantized to Q6_K: 1 of"), "{found:?}");
+            assert_eq!(found.len(), 2, "the verdict and the tensor: {found:?}");
+            std::fs::remove_file(&changed).unwrap();
+        }
+        std::fs::remove_file(&out).unwrap();
     }
 }
 
@@ -55,13 +102,26 @@ fn smollm2_f16_with_an_imatrix_is_llama_quantizes_bytes() {
         "quantize.imatrix.gguf",
     );
     let im = im.to_str().unwrap();
-    same_bytes(&f16, "Q4_K_M", &["--imatrix", im], "imatrix-q4_k_m");
-    same_bytes(
+    let out = same_bytes(&f16, "Q4_K_M", &["--imatrix", im], "imatrix-q4_k_m");
+    // Derived with this matrix; without one, or with another (on another text), the
+    // tensors it steers are named.
+    let (pass, text, _) = derived(&out, &f16, Some(im));
+    assert!(pass && text.contains("and the importance matrix"), "{text}");
+    let (pass, _, found) = derived(&out, &f16, None);
+    assert!(!pass && about(&found, "quantize.imatrix.entries_count").contains("give it with --imatrix"), "{found:?}");
+    assert!(about(&found, "blk.0.ffn_down.weight").contains("F16 quantized to Q6_K"), "{found:?}");
+    let text = common::repo().join("tests/data/perplexity.txt");
+    let other = crate::predict::make_imatrix(&f16, &text, 2, "other.imatrix.gguf");
+    let (pass, _, found) = derived(&out, &f16, Some(other.to_str().unwrap()));
+    assert!(!pass && about(&found, "blk.0.ffn_down.weight").contains("'s F16 quantized to"), "{found:?}");
+    std::fs::remove_file(&out).unwrap();
+    let out = same_bytes(
         &f16,
         "IQ4_XS",
         &["--imatrix", im, "--exclude-weights", "attn_v", "--exclude-weights", "blk.3."],
         "imatrix-iq4_xs",
     );
+    std::fs::remove_file(&out).unwrap();
 }
 
 #[test]
@@ -90,10 +150,19 @@ fn smollm2_f16_flags_are_llama_quantizes_bytes() {
         ),
     ];
     for (name, flags) in cases {
-        same_bytes(&f16, "Q4_K_S", flags, name);
+        let out = same_bytes(&f16, "Q4_K_S", flags, name);
+        if name == "type-file" {
+            // Types from a file are the types OUT holds: derived as they are.
+            let (pass, text, _) = derived(&out, &f16, None);
+            assert!(pass, "{text}");
+        }
+        std::fs::remove_file(&out).unwrap();
     }
     // Requantizing the Q4_1 original, which llama-quantize allows only when asked.
-    same_bytes(&q41, "Q8_0", &["--allow-requantize"], "requantize");
+    let out = same_bytes(&q41, "Q8_0", &["--allow-requantize"], "requantize");
+    let (pass, text, _) = derived(&out, &q41, None);
+    assert!(pass && text.contains("quantized with Q8_0: all 272 tensors identical"), "{text}");
+    std::fs::remove_file(&out).unwrap();
 }
 
 #[test]

@@ -83,6 +83,9 @@ pub enum Kind {
     Adapter,
     /// A file cut short (a partial download): tensors' bytes past its end.
     Incomplete,
+    /// Whether the model is another quantized by llama-quantize (`--derived-from`): the
+    /// verdict, each tensor or key that differs.
+    Derivation,
 }
 
 /// One thing the check found.

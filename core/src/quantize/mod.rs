@@ -12,6 +12,7 @@
 //!   fallbacks for rows that are not whole blocks;
 //! - GGUF version 3, each tensor info with `ggml_n_dims` dimensions, the data aligned to 32.
 
+pub mod derived;
 pub mod ftype;
 pub mod imatrix;
 pub mod rules;

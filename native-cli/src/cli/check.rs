@@ -20,6 +20,16 @@ pub struct CheckArgs {
     /// updates (present, same shape, same architecture).
     #[arg(long, value_name = "MODEL")]
     pub base: Option<PathBuf>,
+    /// The model MODEL should be quantized from: every tensor is quantized again from it,
+    /// in memory, with the type MODEL holds (llama-quantize's bytes, as `organ quantize`
+    /// writes them), and the bytes and metadata compared; nothing is written. The verdict
+    /// says "MODEL is SRC quantized with …" or names what differs.
+    #[arg(long, value_name = "SRC", conflicts_with = "base")]
+    pub derived_from: Option<PathBuf>,
+    /// With --derived-from: the importance matrix MODEL was quantized with (llama-quantize's
+    /// --imatrix, the GGUF llama-imatrix writes).
+    #[arg(long, value_name = "FILE", requires = "derived_from")]
+    pub imatrix: Option<PathBuf>,
     #[command(flatten)]
     pub force: Force,
 }
@@ -34,6 +44,8 @@ impl TryFrom<&CheckArgs> for cmd::check::Options {
             stream: a.work.stream,
             force: a.force.force,
             base: a.base.clone(),
+            derived_from: a.derived_from.clone(),
+            imatrix: a.imatrix.clone(),
         })
     }
 }
@@ -41,6 +53,8 @@ impl TryFrom<&CheckArgs> for cmd::check::Options {
 pub(super) fn run(a: &CheckArgs, out: &mut Out) -> Result<Exit> {
     let mut inputs = vec![a.model.as_path()];
     inputs.extend(a.base.as_deref());
+    inputs.extend(a.derived_from.as_deref());
+    inputs.extend(a.imatrix.as_deref());
     guard(&inputs, &a.reports.paths(), a.force.force)?;
     let printed = out.text(&a.reports.paths())?;
     a.work.start()?;
@@ -61,6 +75,8 @@ impl ToArgs for CheckArgs {
             .flags(&self.work)
             .switch("--exit-zero", self.exit_zero)
             .opt("--base", self.base.as_ref())
+            .opt("--derived-from", self.derived_from.as_ref())
+            .opt("--imatrix", self.imatrix.as_ref())
             .flags(&self.force);
     }
 }

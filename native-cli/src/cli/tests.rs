@@ -93,7 +93,18 @@ fn diff_check_inspect_round_trip() {
     };
     assert_eq!(reparsed(&d), Command::Diff(d.clone()));
     let reports = ReportFiles::default().with(&JSON, Some(p("-")));
-    let c = CheckArgs { model: p("/m"), reports, work: work(), exit_zero: true, force: FORCE, base: Some(p("/b")) };
+    let c = CheckArgs {
+        model: p("/m"),
+        reports,
+        work: work(),
+        exit_zero: true,
+        force: FORCE,
+        base: Some(p("/b")),
+        derived_from: None,
+        imatrix: None,
+    };
+    assert_eq!(reparsed(&c), Command::Check(c.clone()));
+    let c = CheckArgs { base: None, derived_from: Some(p("/src")), imatrix: Some(p("/i.gguf")), ..c };
     assert_eq!(reparsed(&c), Command::Check(c.clone()));
     let i = InspectArgs::new(p("/m.gguf"), true);
     assert_eq!(reparsed(&i), Command::Inspect(i.clone()));

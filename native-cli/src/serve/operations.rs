@@ -69,6 +69,12 @@ pub(super) struct CheckReq {
     /// An adapter's base, as `organ check --base`.
     #[serde(default)]
     base: Option<String>,
+    /// The model this one should be quantized from, as `organ check --derived-from`.
+    #[serde(default)]
+    derived_from: Option<String>,
+    /// With `derived_from`: the importance matrix, a llama-imatrix output under the root.
+    #[serde(default)]
+    imatrix: Option<String>,
 }
 
 /// A request's models, named by `paths` (a list) or `path` (one): both forms are taken
@@ -193,6 +199,14 @@ pub(super) async fn check(
         .map_err(|_| bad("paths: check takes one model; give a list of one, or path"))?;
     let model = s.path(&path)?;
     let base = r.base.as_deref().map(|b| s.model(b)).transpose()?;
+    if r.imatrix.is_some() && r.derived_from.is_none() {
+        return Err(bad("imatrix: the matrix a derived_from model was quantized with; give derived_from"));
+    }
+    if base.is_some() && r.derived_from.is_some() {
+        return Err(bad("base and derived_from: an adapter has a base, a quantized model a source; give one"));
+    }
+    let derived_from = r.derived_from.as_deref().map(|b| s.model(b)).transpose()?;
+    let imatrix = r.imatrix.as_deref().map(|p| s.path(p)).transpose()?;
     start_job(
         &s,
         "check",
@@ -205,6 +219,8 @@ pub(super) async fn check(
                 exit_zero: true,
                 force: Force::default(),
                 base,
+                derived_from,
+                imatrix,
             })
         },
         CHECK_OUT.names(),

@@ -25,6 +25,11 @@ pub struct Options {
     pub force: bool,
     /// An adapter's base (`--base`): its pairs are checked against the base's weights.
     pub base: Option<PathBuf>,
+    /// The model this one should be quantized from (`--derived-from`): every tensor is
+    /// remade from it and compared ([`super::derived`]).
+    pub derived_from: Option<PathBuf>,
+    /// The importance matrix it was quantized with (`--imatrix`, with `derived_from`).
+    pub imatrix: Option<PathBuf>,
 }
 
 /// Bytes read by positioned reads, for `--stats`.
@@ -170,6 +175,9 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<bool> {
         let (m, b) = (Model::open(&opts.model)?, Model::open_any(base)?);
         super::measure::must_be_adapter(&m, &opts.model)?;
         report.add(organ_core::check::adapter::against_base(&m.model, &b.model));
+    }
+    if let Some(src) = &opts.derived_from {
+        report.add(super::derived::findings(&opts.model, src, opts.imatrix.as_deref())?);
     }
     // The verdict and severities coloured on a terminal (crate::paint); the files plain.
     let on_screen = Shown { marks: crate::paint::marks(crate::paint::Stream::Stdout), ..Shown::WHOLE };

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 pub mod assemble;
 pub mod check;
+pub mod derived;
 pub mod diff;
 pub mod dissect;
 pub mod eval;

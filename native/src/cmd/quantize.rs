@@ -178,7 +178,7 @@ fn write(model: &Model, plan: &Plan, o: &Options<'_>) -> Result<()> {
 /// Converts one tensor, slab by slab, and writes it; returns the bytes written. With an
 /// importance matrix (`qw`: a row of weights per matrix, experts after each other), a slab
 /// never crosses from one expert to the next, as llama-quantize's chunks never do.
-fn convert(t: &Planned, bytes: &[u8], qw: Option<&[f32]>, w: &mut impl Write) -> Result<u64> {
+pub(crate) fn convert(t: &Planned, bytes: &[u8], qw: Option<&[f32]>, w: &mut impl Write) -> Result<u64> {
     let n_per_row = t.dims.first().copied().unwrap_or(1) as usize;
     let row_in = row_bytes(t.from, n_per_row);
     let row_out = row_bytes(t.to, n_per_row);

@@ -91,6 +91,8 @@ fn hostile_inputs() {
         "measure-experts",
         "diff",
         "check",
+        // check-derived: `check --derived-from` the input itself, both sides hostile.
+        "check-derived",
         "dissect",
         "assemble",
         "graft",
@@ -217,6 +219,9 @@ fn run_one(d: &std::path::Path, case: &Case, cmd: &str, text: &std::path::Path, 
         // The input against itself: both sides hostile.
         "diff" => vec!["diff".as_ref(), input, input, "--json".as_ref(), json.as_os_str()],
         "check" => vec!["check".as_ref(), input, "--json".as_ref(), json.as_os_str()],
+        "check-derived" => {
+            vec!["check".as_ref(), input, "--derived-from".as_ref(), input, "--json".as_ref(), json.as_os_str()]
+        }
         // The input into itself, every tensor.
         "graft" => vec![
             "graft".as_ref(),
@@ -329,11 +334,11 @@ fn run_one(d: &std::path::Path, case: &Case, cmd: &str, text: &std::path::Path, 
     // limit): either is an answer, on a valid input.
     let lenient = LENIENT.contains(&cmd) && !case.ok_for.is_empty();
     let ok = case.ok_for.contains(&cmd) || (like_measure && case.ok_for.contains(&"measure")) || lenient;
-    let error_status = if cmd == "check" { 2 } else { 1 };
+    let error_status = if cmd.starts_with("check") { 2 } else { 1 };
     match o.code {
         Some(0) if ok => {}
         // check's verdicts on what it could read: healthy (0) or broken (1), with its report.
-        Some(0 | 1) if cmd == "check" => {
+        Some(0 | 1) if cmd.starts_with("check") => {
             if !json.exists() {
                 fail("check gave a verdict without its report".into());
             }

@@ -1,0 +1,104 @@
+//! `organ check OUT --derived-from SRC [--imatrix I]`: remakes OUT from SRC tensor by
+//! tensor in memory, with the quantizers `organ quantize` writes with, and compares bytes;
+//! nothing is written. The core pairs the tensors and words the findings
+//! ([`organ_core::quantize::derived`]); this reads one tensor of each model at a time, so
+//! memory is a few tensors whatever the models' size.
+
+use crate::model::Model;
+use anyhow::{Context, Result};
+use organ_core::check::Finding;
+use organ_core::ggml_type::GgmlType;
+use organ_core::quantize::derived::{self, Outcome};
+use organ_core::quantize::{self, QuantImatrix};
+use std::path::Path;
+
+/// The values a slab of [`rel_l2`] dequantizes at most, per side.
+const SLAB_VALUES: usize = 4 << 20;
+
+/// The findings of OUT (`out`) against SRC (`src`) quantized with `imatrix`.
+///
+/// # Errors
+/// A model or the importance matrix that cannot be read; an entry of the matrix of the
+/// wrong size for its tensor; a tensor of SRC whose values cannot be decoded.
+pub fn findings(out: &Path, src: &Path, imatrix: Option<&Path>) -> Result<Vec<Finding>> {
+    let (o, s) = (Model::open_any(out)?, Model::open_any(src)?);
+    let im = match imatrix {
+        Some(f) => {
+            let m = crate::predict::read_imatrix(f)?;
+            Some(QuantImatrix::new(&m, &f.to_string_lossy(), &[], &[]))
+        }
+        None => None,
+    };
+    let d = derived::derivation(&o.model, &s.model, im, (&o.label, &s.label));
+    let progress = crate::progress::tensor_bar();
+    progress.set_message(format!("remaking {}", o.label));
+    crate::progress::grow(&progress, d.tensors.len() as u64);
+    let mut outcomes = Vec::with_capacity(d.tensors.len());
+    for (oi, t) in &d.tensors {
+        let (ot, st) = (&o.model.tensors[*oi], &s.model.tensors[t.input]);
+        let have = ot.bytes_or_read()?;
+        let outcome = if t.from == t.to {
+            let src_bytes = st.bytes_or_read()?;
+            compare(t.to, t.dims.first().copied().unwrap_or(1) as usize, &have, &src_bytes)?
+        } else if !organ_core::quant::quantize::can_quantize(t.to) {
+            Outcome::NotRemade
+        } else {
+            let src_bytes = st.bytes_or_read()?;
+            let qw = d.weights(t).with_context(|| src.display().to_string())?;
+            let mut want = Vec::with_capacity(have.len());
+            super::quantize::convert(t, &src_bytes, qw, &mut want)
+                .with_context(|| format!("{}: tensor {:?}", src.display(), t.name))?;
+            compare(t.to, t.dims.first().copied().unwrap_or(1) as usize, &have, &want)?
+        };
+        outcomes.push(outcome);
+        ot.release();
+        st.release();
+        crate::progress::tensor_done(&progress);
+    }
+    progress.finish_and_clear();
+    Ok(derived::findings(&d, &outcomes))
+}
+
+/// OUT's bytes `have` against the remade `want`, both of type `ty`, rows of `n_per_row`.
+fn compare(ty: GgmlType, n_per_row: usize, have: &[u8], want: &[u8]) -> Result<Outcome> {
+    if have == want {
+        return Ok(Outcome::Identical);
+    }
+    let block = ty.type_size().max(1);
+    let of = (have.len().max(want.len()) / block) as u64;
+    let differing = have.chunks(block).zip(want.chunks(block)).map(|(a, b)| a != b);
+    let mut blocks = have.len().abs_diff(want.len()).div_ceil(block) as u64;
+    let mut first = None;
+    for (i, d) in differing.enumerate() {
+        if d {
+            blocks += 1;
+            first.get_or_insert(i as u64);
+        }
+    }
+    let first = first.unwrap_or((have.len().min(want.len()) / block) as u64);
+    let rel_l2 = if have.len() == want.len() { rel_l2(ty, n_per_row, have, want)? } else { f64::NAN };
+    Ok(Outcome::Differs { blocks, of, first, rel_l2 })
+}
+
+/// ‖have − want‖ / ‖want‖ over the dequantized values, a slab of rows at a time.
+fn rel_l2(ty: GgmlType, n_per_row: usize, have: &[u8], want: &[u8]) -> Result<f64> {
+    let n_per_row = n_per_row.max(1);
+    let row = n_per_row / ty.block_size() * ty.type_size();
+    anyhow::ensure!(row > 0 && want.len() % row == 0, "{} bytes are not whole rows of {ty}", want.len());
+    let rows = (SLAB_VALUES / n_per_row).max(1);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let (mut diff, mut norm) = (0f64, 0f64);
+    for (h, w) in have.chunks(rows * row).zip(want.chunks(rows * row)) {
+        let n = w.len() / row * n_per_row;
+        a.resize(n, 0f32);
+        b.resize(n, 0f32);
+        quantize::decode(ty, h, &mut a)?;
+        quantize::decode(ty, w, &mut b)?;
+        for (x, y) in a.iter().zip(&b) {
+            let (x, y) = (f64::from(*x), f64::from(*y));
+            diff += (x - y) * (x - y);
+            norm += y * y;
+        }
+    }
+    Ok(if norm > 0.0 { (diff / norm).sqrt() } else { diff.sqrt() })
+}

@@ -10,9 +10,8 @@
 //! line, so another path for the same matrix is worth knowing, not an error. `split.*`
 //! keys are left out on both sides (a split OUT or SRC is read whole).
 
-use super::{header_kvs, layer_of, weights_for, Ftype, Params, Planned, QuantImatrix};
+use super::{header_kvs, write_order, Ftype, Params, Planned, QuantImatrix};
 use crate::check::{Finding, Kind, Severity};
-use crate::error::Result;
 use crate::model::{Model, OwnedValue, TensorEntry};
 use crate::recipe::accept::n_dims;
 use alloc::borrow::Borrow;
@@ -80,7 +79,7 @@ pub fn derivation<T: Borrow<TensorEntry>, U: Borrow<TensorEntry>>(
     let err = |subject: &str, message: String| Finding::new(Severity::Error, Kind::Derivation, subject, message);
     let ftype = match out.get("general.file_type").and_then(OwnedValue::as_u64) {
         Some(id) => {
-            let f = Ftype::ALL.iter().copied().find(|f| u64::from(f.id()) == id);
+            let f = u32::try_from(id).ok().and_then(Ftype::from_id);
             if f.is_none() {
                 found.push(err("general.file_type", format!("file type {id} is not one llama-quantize writes")));
             }
@@ -98,15 +97,13 @@ pub fn derivation<T: Borrow<TensorEntry>, U: Borrow<TensorEntry>>(
     let src_entries: Vec<&TensorEntry> = src.tensors.iter().map(Borrow::borrow).collect();
     let out_entries: Vec<&TensorEntry> = out.tensors.iter().map(Borrow::borrow).collect();
     let (src_names, out_names) = (by_name(&src_entries), by_name(&out_entries));
-    let src_index = |name: &str| src_names.get(name).copied();
     let mut tensors = Vec::with_capacity(out.tensors.len());
-    for (oi, t) in out.tensors.iter().enumerate() {
-        let t = t.borrow();
-        let Some(si) = src_index(&t.name) else {
+    for (oi, t) in out_entries.iter().enumerate() {
+        let Some(&si) = src_names.get(t.name.as_str()) else {
             found.push(err(&t.name, format!("{} has no tensor of this name", names.1)));
             continue;
         };
-        let s = src.tensors[si].borrow();
+        let s = src_entries[si];
         if s.dims != t.dims {
             found.push(err(&t.name, format!("shape {:?} here, {:?} in {}", t.dims, s.dims, names.1)));
             continue;
@@ -121,10 +118,7 @@ pub fn derivation<T: Borrow<TensorEntry>, U: Borrow<TensorEntry>>(
         }
     }
     // llama-quantize writes in weights_map's order: by layer, then by name.
-    let sorted = out.tensors.windows(2).all(|w| {
-        let (a, b) = (&w[0].borrow().name, &w[1].borrow().name);
-        (layer_of(a), a.as_bytes()) <= (layer_of(b), b.as_bytes())
-    });
+    let sorted = out_entries.windows(2).all(|w| write_order(&w[0].name, &w[1].name).is_le());
     if !sorted {
         found.push(err("", "the tensors are not in the order llama-quantize writes them (by layer, then name)".into()));
     }
@@ -132,17 +126,6 @@ pub fn derivation<T: Borrow<TensorEntry>, U: Borrow<TensorEntry>>(
         found.extend(metadata(out, src, &params));
     }
     Derivation { params, ftype, tensors, found, names: (names.0.to_string(), names.1.to_string()) }
-}
-
-impl Derivation {
-    /// The importance matrix's weights llama-quantize gives tensor `t` (of
-    /// [`Derivation::tensors`]).
-    ///
-    /// # Errors
-    /// As [`super::weights_for`]: an entry of the wrong size.
-    pub fn weights(&self, t: &Planned) -> Result<Option<&[f32]>> {
-        weights_for(&self.params, t)
-    }
 }
 
 /// OUT's metadata against what llama-quantize writes for SRC: a finding per key that

@@ -123,8 +123,12 @@ impl Ftype {
         if let Some((_, f)) = NAMES.iter().find(|(n, _)| n.eq_ignore_ascii_case(s)) {
             return Some(*f);
         }
-        let n: u32 = s.parse().ok()?;
-        Ftype::ALL.iter().copied().find(|f| f.id() == n)
+        Ftype::from_id(s.parse().ok()?)
+    }
+
+    /// The file type whose number (`general.file_type`) is `id`, if llama-quantize writes it.
+    pub fn from_id(id: u32) -> Option<Ftype> {
+        Ftype::ALL.iter().copied().find(|f| f.id() == id)
     }
 
     /// The i-quant mixes below 3 bits, which share their rules in `llama_tensor_get_type`.

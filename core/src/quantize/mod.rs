@@ -171,6 +171,12 @@ pub struct Plan {
     pub bytes_out: u64,
 }
 
+/// llama-quantize's order of tensors `a` and `b` (`weight_name_comparer`): by layer, then
+/// by name, byte for byte.
+pub(crate) fn write_order(a: &str, b: &str) -> core::cmp::Ordering {
+    layer_of(a).cmp(&layer_of(b)).then_with(|| a.as_bytes().cmp(b.as_bytes()))
+}
+
 /// The layer number `weight_name_comparer` and `layer_info` read (`sscanf(name, "blk.%d.")`), -1 without.
 pub(crate) fn layer_of(name: &str) -> i64 {
     let Some(rest) = name.strip_prefix("blk.") else { return -1 };
@@ -259,10 +265,7 @@ pub fn plan<T: Borrow<TensorEntry>>(m: &Model<T>, p: &Params) -> Result<Plan> {
         }
     }
     let mut order: Vec<usize> = (0..m.tensors.len()).collect();
-    order.sort_by(|&a, &b| {
-        let (a, b) = (&m.tensors[a].borrow().name, &m.tensors[b].borrow().name);
-        layer_of(a).cmp(&layer_of(b)).then_with(|| a.as_bytes().cmp(b.as_bytes()))
-    });
+    order.sort_by(|&a, &b| write_order(&m.tensors[a].borrow().name, &m.tensors[b].borrow().name));
     let mut qs = rules::Counters {
         n_attention_wv: order.iter().filter(|&&i| Category::of(&m.tensors[i].borrow().name).is_attn_v()).count() as u32,
         has_tied_embeddings: !m.tensors.iter().any(|t| t.borrow().name == "output.weight"),

@@ -101,14 +101,21 @@ pub fn purify(values: &[f32], row_len: usize, method: Method) -> Option<Vec<f32>
     Some(y.iter().map(|&v| ((v - my) * scale + mean) as f32).collect())
 }
 
-/// Relative L2 change `‖a − b‖ / ‖a‖`.
-pub fn relative_l2(a: &[f32], b: &[f32]) -> f64 {
+/// `(‖a − b‖², ‖a‖²)`, in f64: what [`relative_l2`] divides, for a caller that sums it
+/// over slabs of a tensor.
+pub fn l2_sums(a: &[f32], b: &[f32]) -> (f64, f64) {
     let (mut d, mut n) = (0.0f64, 0.0f64);
     for (&x, &y) in a.iter().zip(b) {
         let (x, y) = (f64::from(x), f64::from(y));
         d += (x - y) * (x - y);
         n += x * x;
     }
+    (d, n)
+}
+
+/// Relative L2 change `‖a − b‖ / ‖a‖`.
+pub fn relative_l2(a: &[f32], b: &[f32]) -> f64 {
+    let (d, n) = l2_sums(a, b);
     if n > 0.0 {
         libm::sqrt(d / n)
     } else {

@@ -4,12 +4,12 @@
 //! ([`organ_core::quantize::derived`]); this reads one tensor of each model at a time, so
 //! memory is a few tensors whatever the models' size.
 
-use crate::model::Model;
+use crate::model::{Model, Tensor};
 use anyhow::{Context, Result};
 use organ_core::check::Finding;
 use organ_core::ggml_type::GgmlType;
-use organ_core::quantize::derived::{self, Outcome};
-use organ_core::quantize::{self, QuantImatrix};
+use organ_core::quantize::derived::{self, Derivation, Outcome};
+use organ_core::quantize::{self, Planned, QuantImatrix};
 use std::path::Path;
 
 /// The values a slab of [`rel_l2`] dequantizes at most, per side.
@@ -36,27 +36,31 @@ pub fn findings(out: &Path, src: &Path, imatrix: Option<&Path>) -> Result<Vec<Fi
     let mut outcomes = Vec::with_capacity(d.tensors.len());
     for (oi, t) in &d.tensors {
         let (ot, st) = (&o.model.tensors[*oi], &s.model.tensors[t.input]);
-        let have = ot.bytes_or_read()?;
-        let outcome = if t.from == t.to {
-            let src_bytes = st.bytes_or_read()?;
-            compare(t.to, t.dims.first().copied().unwrap_or(1) as usize, &have, &src_bytes)?
-        } else if !organ_core::quant::quantize::can_quantize(t.to) {
-            Outcome::NotRemade
-        } else {
-            let src_bytes = st.bytes_or_read()?;
-            let qw = d.weights(t).with_context(|| src.display().to_string())?;
-            let mut want = Vec::with_capacity(have.len());
-            super::quantize::convert(t, &src_bytes, qw, &mut want)
-                .with_context(|| format!("{}: tensor {:?}", src.display(), t.name))?;
-            compare(t.to, t.dims.first().copied().unwrap_or(1) as usize, &have, &want)?
-        };
-        outcomes.push(outcome);
+        outcomes.push(remake(ot, st, t, &d, src)?);
         ot.release();
         st.release();
         crate::progress::tensor_done(&progress);
     }
     progress.finish_and_clear();
     Ok(derived::findings(&d, &outcomes))
+}
+
+/// Tensor `t` of OUT (`ot`) against SRC's (`st`) as llama-quantize makes it: copied when
+/// of its type, else quantized with `d`'s settings.
+fn remake(ot: &Tensor, st: &Tensor, t: &Planned, d: &Derivation, src: &Path) -> Result<Outcome> {
+    if t.from != t.to && !organ_core::quant::quantize::can_quantize(t.to) {
+        return Ok(Outcome::NotRemade);
+    }
+    let (have, src_bytes) = (ot.bytes_or_read()?, st.bytes_or_read()?);
+    let n_per_row = t.dims.first().copied().unwrap_or(1) as usize;
+    if t.from == t.to {
+        return compare(t.to, n_per_row, &have, &src_bytes);
+    }
+    let qw = quantize::weights_for(&d.params, t).with_context(|| src.display().to_string())?;
+    let mut want = Vec::with_capacity(have.len());
+    super::quantize::convert(t, &src_bytes, qw, &mut want)
+        .with_context(|| format!("{}: tensor {:?}", src.display(), t.name))?;
+    compare(t.to, n_per_row, &have, &want)
 }
 
 /// OUT's bytes `have` against the remade `want`, both of type `ty`, rows of `n_per_row`.
@@ -83,7 +87,7 @@ fn compare(ty: GgmlType, n_per_row: usize, have: &[u8], want: &[u8]) -> Result<O
 /// ‖have − want‖ / ‖want‖ over the dequantized values, a slab of rows at a time.
 fn rel_l2(ty: GgmlType, n_per_row: usize, have: &[u8], want: &[u8]) -> Result<f64> {
     let n_per_row = n_per_row.max(1);
-    let row = n_per_row / ty.block_size() * ty.type_size();
+    let row = super::quantize::row_bytes(ty, n_per_row);
     anyhow::ensure!(row > 0 && want.len() % row == 0, "{} bytes are not whole rows of {ty}", want.len());
     let rows = (SLAB_VALUES / n_per_row).max(1);
     let (mut a, mut b) = (Vec::new(), Vec::new());
@@ -94,11 +98,8 @@ fn rel_l2(ty: GgmlType, n_per_row: usize, have: &[u8], want: &[u8]) -> Result<f6
         b.resize(n, 0f32);
         quantize::decode(ty, h, &mut a)?;
         quantize::decode(ty, w, &mut b)?;
-        for (x, y) in a.iter().zip(&b) {
-            let (x, y) = (f64::from(*x), f64::from(*y));
-            diff += (x - y) * (x - y);
-            norm += y * y;
-        }
+        let (d, n) = organ_core::surgery::purify::l2_sums(&b, &a);
+        (diff, norm) = (diff + d, norm + n);
     }
     Ok(if norm > 0.0 { (diff / norm).sqrt() } else { diff.sqrt() })
 }

@@ -235,7 +235,7 @@ pub(crate) fn convert(t: &Planned, bytes: &[u8], qw: Option<&[f32]>, w: &mut imp
 }
 
 /// `ggml_row_size`.
-fn row_bytes(ty: GgmlType, n: usize) -> usize {
+pub(crate) fn row_bytes(ty: GgmlType, n: usize) -> usize {
     n / ty.block_size() * ty.type_size()
 }
 

@@ -268,10 +268,13 @@ def tensor(path, name, threads=None):
 
 def quantize(src, dst, type, threads=None, imatrix=None, include_weights=(), exclude_weights=(),
              pure=False, leave_output_tensor=False, output_tensor_type=None, token_embedding_type=None,
-             tensor_types=(), tensor_type_file=None, allow_requantize=False, dry_run=False, force=False):
+             tensor_types=(), tensor_type_file=None, allow_requantize=False, dry_run=False, force=False,
+             override_kv=(), prune_layers=None, keep_split=False):
     """``src`` quantized to ``type`` into ``dst``, as ``organ quantize`` and llama-quantize
     write it, byte for byte; the keywords are llama-quantize's flags (``tensor_types`` its
-    repeated ``--tensor-type PATTERN=TYPE``).
+    repeated ``--tensor-type PATTERN=TYPE``, ``override_kv`` its repeated ``--override-kv
+    KEY=TYPE:VALUE``, ``prune_layers`` a list of layer numbers or ``"L0,L1"``,
+    ``keep_split`` a shard for each of ``src``'s, named ``DST-0000i-of-0000N.gguf``).
 
     Returns a dict: ``tensors`` (name, type in, type out) in the order written,
     ``bytes_in`` and ``bytes_out`` (tensor data), ``fell_back`` (tensors whose rows are not
@@ -281,6 +284,8 @@ def quantize(src, dst, type, threads=None, imatrix=None, include_weights=(), exc
         _path(src), _path(dst), type, threads, None if imatrix is None else _path(imatrix),
         list(include_weights), list(exclude_weights), pure, leave_output_tensor, output_tensor_type,
         token_embedding_type, list(tensor_types), None if tensor_type_file is None else _path(tensor_type_file),
-        allow_requantize, dry_run, force)
+        allow_requantize, dry_run, force, list(override_kv),
+        None if prune_layers is None else (prune_layers if isinstance(prune_layers, str)
+                                           else ",".join(str(int(n)) for n in prune_layers)), keep_split)
     return {"tensors": tensors, "bytes_in": bytes_in, "bytes_out": bytes_out, "fell_back": fell_back}
 

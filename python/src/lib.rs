@@ -262,7 +262,8 @@ fn check(py: Python<'_>, path: PathBuf, stream: bool, threads: Option<usize>) ->
 #[pyo3(signature = (src, dst, ftype, threads=None, imatrix=None, include_weights=Vec::new(),
     exclude_weights=Vec::new(), pure=false, leave_output_tensor=false, output_tensor_type=None,
     token_embedding_type=None, tensor_types=Vec::new(), tensor_type_file=None,
-    allow_requantize=false, dry_run=false, force=false))]
+    allow_requantize=false, dry_run=false, force=false, override_kv=Vec::new(), prune_layers=None,
+    keep_split=false))]
 #[allow(clippy::too_many_arguments)]
 fn quantize(
     py: Python<'_>,
@@ -282,6 +283,9 @@ fn quantize(
     allow_requantize: bool,
     dry_run: bool,
     force: bool,
+    override_kv: Vec<String>,
+    prune_layers: Option<String>,
+    keep_split: bool,
 ) -> PyResult<Quantized> {
     run(py, None, None, move || {
         let ftype = organ_core::quantize::Ftype::parse(&ftype)
@@ -298,16 +302,20 @@ fn quantize(
             token_embedding_type: token_embedding_type.as_deref(),
             tensor_types: &tensor_types,
             tensor_type_file: tensor_type_file.as_deref(),
+            override_kv: &override_kv,
+            prune_layers: prune_layers.as_deref(),
+            keep_split,
         };
         let params = cmd::quantize::params(ftype, &flags)?;
         organ_native::input::declare(&src);
-        if !dry_run {
+        if !dry_run && !keep_split {
             organ_native::input::check_dest(&dst, force)?;
         }
-        let o = cmd::quantize::Options { input: &src, output: &dst, params, force, threads };
-        let plan = cmd::quantize::run(&o, &mut std::io::sink())?;
-        let types = plan.tensors.iter().map(|t| (t.name.clone(), t.from.name(), t.to.name())).collect();
-        Ok((types, plan.bytes_in, plan.bytes_out, plan.n_fallback))
+        let o =
+            cmd::quantize::Options { input: &src, output: &dst, params, force, threads, reports: Default::default() };
+        let r = cmd::quantize::run(&o, &mut std::io::sink())?;
+        let types = r.tensors.iter().map(|t| (t.name.clone(), t.from.name(), t.to.name())).collect();
+        Ok((types, r.bytes_in, r.bytes_out, r.n_fallback))
     })
 }
 

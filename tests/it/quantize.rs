@@ -115,6 +115,9 @@ fn smollm2_f16_with_an_imatrix_is_llama_quantizes_bytes() {
     let (pass, _, found) = derived(&out, &f16, Some(other.to_str().unwrap()));
     assert!(!pass && about(&found, "blk.0.ffn_down.weight").contains("'s F16 quantized to"), "{found:?}");
     std::fs::remove_file(&out).unwrap();
+    // Pruned layers: a renumbered tensor takes its weights from its old name.
+    let out = same_bytes(&f16, "Q4_0", &["--imatrix", im, "--pure", "--prune-layers", "0,12"], "imatrix-prune");
+    std::fs::remove_file(&out).unwrap();
     let out = same_bytes(
         &f16,
         "IQ4_XS",
@@ -158,11 +161,78 @@ fn smollm2_f16_flags_are_llama_quantizes_bytes() {
         }
         std::fs::remove_file(&out).unwrap();
     }
+    // Keys set in the header (an int's magnitude as UINT32, a string with a colon in it,
+    // a key the input has moved to the end) and layers pruned: the later layers renumbered
+    // (the mix's layer rules see the new numbers), the block count set last; llama.cpp
+    // runs the result.
+    let flags = [
+        "--override-kv",
+        "general.name=str:organ: a test",
+        "--override-kv",
+        "llama.context_length=int:-4096",
+        "--override-kv",
+        "organ.test.f=float:0.5x",
+        "--override-kv",
+        "organ.test.b=bool:true",
+        "--prune-layers",
+        "29,3,7,3",
+    ];
+    let out = same_bytes(&f16, "Q4_K_M", &flags, "override-prune");
+    let bytes = std::fs::read(&out).unwrap();
+    let m = organ_core::gguf::Gguf::parse(&bytes, bytes.len() as u64).unwrap();
+    let keys: Vec<&str> = m.kvs.iter().map(|kv| kv.key).collect();
+    assert_eq!(
+        &keys[keys.len() - 5..],
+        ["general.name", "llama.context_length", "organ.test.f", "organ.test.b", "llama.block_count"]
+    );
+    assert!(m.tensor("blk.26.ffn_down.weight").is_some() && m.tensor("blk.27.attn_k.weight").is_none());
+    assert!(common::llama_perplexity(&out).is_finite());
+    std::fs::remove_file(&out).unwrap();
     // Requantizing the Q4_1 original, which llama-quantize allows only when asked.
     let out = same_bytes(&q41, "Q8_0", &["--allow-requantize"], "requantize");
     let (pass, text, _) = derived(&out, &q41, None);
     assert!(pass && text.contains("quantized with Q8_0: all 272 tensors identical"), "{text}");
     std::fs::remove_file(&out).unwrap();
+}
+
+/// `--keep-split`: a shard for each of the input's, in its order, named as llama-quantize
+/// names them (`OUT` less `.gguf`, then `-0000i-of-0000N.gguf`; one shard for a model that
+/// was not split), every shard llama-quantize's byte for byte; llama.cpp runs the result.
+#[test]
+fn keep_split_writes_llama_quantizes_shards() {
+    let Some(q41) = need::smollm2_and_llama() else { return };
+    let f16 = common::smollm2_f16(&q41);
+    let dir = tmp("quantize-keep-split");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut split = llama_tool("llama-gguf-split");
+    split.args(["--split", "--split-max-size", "100M"]).arg(&f16).arg(dir.join("in"));
+    ok(split);
+    let first = dir.join("in-00001-of-00003.gguf");
+    for (input, n, ty) in [(first.as_path(), 3, "Q4_K_M"), (f16.as_path(), 1, "Q8_0")] {
+        for (tool, out) in [("llama", "ll.gguf"), ("organ", "or.gguf")] {
+            let mut c = if tool == "llama" { llama_tool("llama-quantize") } else { organ() };
+            if tool == "organ" {
+                c.arg("quantize");
+            }
+            c.arg("--keep-split").arg(input).arg(dir.join(out)).arg(ty).arg(LLAMA_THREADS);
+            ok(c);
+        }
+        for i in 1..=n {
+            let name = |p: &str| dir.join(format!("{p}-{i:05}-of-{n:05}.gguf"));
+            let (a, b) = (std::fs::read(name("ll")).unwrap(), std::fs::read(name("or")).unwrap());
+            assert!(
+                a == b,
+                "{ty}, shard {i} of {n}: organ's {} bytes differ from llama-quantize's {}",
+                b.len(),
+                a.len()
+            );
+        }
+        if n > 1 {
+            assert!(common::llama_perplexity(&dir.join(format!("or-00001-of-{n:05}.gguf"))).is_finite());
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -204,4 +274,25 @@ fn a_dry_run_lists_the_types_and_writes_nothing() {
     assert!(line("blk.0.attn_q.weight ").ends_with("Q5_0"), "{text}");
     assert!(text.contains("fell back"), "{text}");
     assert!(!out.exists());
+    // The report (--json): every tensor's types and bytes, the sizes the text prints.
+    let json = tmp("quantize-dry.json");
+    let mut c = organ();
+    c.arg("quantize").arg("--dry-run").arg("--json").arg(&json).arg("--force").arg(&f16).arg(&out).arg("Q4_K_M");
+    ok(c);
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let rows = r["tensors"].as_array().unwrap();
+    assert_eq!(
+        (r["organ_quantize"].as_u64(), r["type"].as_str(), &r["outputs"]),
+        (Some(1), Some("Q4_K_M"), &serde_json::json!([]))
+    );
+    let row = rows.iter().find(|t| t["name"] == "blk.0.ffn_down.weight").unwrap();
+    assert_eq!(
+        (row["from"].as_str(), row["type"].as_str(), row["bytes"].as_u64()),
+        (Some("F16"), Some("Q6_K"), Some(1536 / 256 * 210 * 576))
+    );
+    let sum: u64 = rows.iter().map(|t| t["bytes"].as_u64().unwrap()).sum();
+    assert_eq!(r["bytes_out"].as_u64(), Some(sum));
+    let mib = sum as f64 / 1024.0 / 1024.0;
+    assert!(text.contains(&format!("quant size  = {mib:8.2} MiB")), "{text}");
+    assert!(r["file_bytes"].as_u64().unwrap() > sum + r["header_bytes"].as_u64().unwrap() - 1);
 }

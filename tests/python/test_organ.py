@@ -301,3 +301,12 @@ def test_quantize_writes_the_clis_file_and_says_what_it_chose(smollm2, cli, tmp)
     assert not (tmp / "no.gguf").exists()
     with pytest.raises(organ.OrganError, match="already exists"):
         organ.quantize(smollm2, ours, "Q8_0", allow_requantize=True)
+    # A key overridden, layers pruned (a list or the CLI's text), a shard per input shard.
+    got = organ.quantize(smollm2, tmp / "py-split.gguf", "Q8_0", allow_requantize=True, keep_split=True,
+                         override_kv=["general.name=str:py"], prune_layers=[7, 3])
+    flags = ["--allow-requantize", "--keep-split", "--override-kv", "general.name=str:py", "--prune-layers", "3,7"]
+    subprocess.run([str(cli), "quantize", *flags, str(smollm2), str(tmp / "cli-split.gguf"), "Q8_0"], check=True,
+                   stdout=subprocess.DEVNULL)
+    ours, theirs = tmp / "py-split-00001-of-00001.gguf", tmp / "cli-split-00001-of-00001.gguf"
+    assert ours.read_bytes() == theirs.read_bytes()
+    assert len(got["tensors"]) == 272 - 2 * 9 and "blk.28.ffn_up.weight" not in {n for n, _, _ in got["tensors"]}

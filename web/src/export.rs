@@ -51,6 +51,7 @@ fn stem(report: AnyReport<'_>) -> String {
         AnyReport::Eval(r) => format!("{}.organ-eval", r.evaluation.model),
         AnyReport::Surgery(_) => "organ-surgery".to_owned(),
         AnyReport::Recipe(r) => format!("{}.organ-recipe", r.model),
+        AnyReport::Quantize(r) => format!("{}.organ-quantize", r.input),
     }
 }
 

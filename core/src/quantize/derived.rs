@@ -109,7 +109,15 @@ pub fn derivation<T: Borrow<TensorEntry>, U: Borrow<TensorEntry>>(
             continue;
         }
         let dims = t.dims[..n_dims(&t.dims).min(t.dims.len())].to_vec();
-        let planned = Planned { input: si, name: t.name.clone(), dims, from: s.ty, to: t.ty, requires_imatrix: false };
+        let planned = Planned {
+            input: si,
+            name: t.name.clone(),
+            dims,
+            from: s.ty,
+            to: t.ty,
+            requires_imatrix: false,
+            renamed_from: None,
+        };
         tensors.push((oi, planned));
     }
     for s in &src_entries {
@@ -128,11 +136,49 @@ pub fn derivation<T: Borrow<TensorEntry>, U: Borrow<TensorEntry>>(
     Derivation { params, ftype, tensors, found, names: (names.0.to_string(), names.1.to_string()) }
 }
 
+/// Where two quantizations of one model differ before their data: the GGUF version, the
+/// metadata in order (every key but `quantize.imatrix.file`, the path as each tool was
+/// given it), the tensors' names, types and shapes in order. `None` when they agree: then
+/// the tensors' bytes, in order, are all that is left to compare.
+pub fn header_difference<T: Borrow<TensorEntry>, U: Borrow<TensorEntry>>(a: &Model<T>, b: &Model<U>) -> Option<String> {
+    if a.version != b.version {
+        return Some(format!("GGUF version {} against {}", a.version, b.version));
+    }
+    let kvs = |m: &'_ [(String, OwnedValue)]| -> Vec<(String, OwnedValue)> {
+        m.iter().filter(|(k, _)| k != IMATRIX_FILE).cloned().collect()
+    };
+    let (ka, kb) = (kvs(&a.kvs), kvs(&b.kvs));
+    if let Some(((k, v), (l, w))) = ka.iter().zip(&kb).find(|(x, y)| x != y) {
+        return Some(if k == l {
+            format!("metadata {k:?}: {} against {}", shown(v), shown(w))
+        } else {
+            format!("metadata key {k:?} where the other has {l:?}")
+        });
+    }
+    if ka.len() != kb.len() {
+        return Some(format!("{} metadata keys against {}", ka.len(), kb.len()));
+    }
+    let (ta, tb) = (&a.tensors, &b.tensors);
+    if let Some((x, y)) = ta
+        .iter()
+        .map(Borrow::borrow)
+        .zip(tb.iter().map(Borrow::borrow))
+        .find(|(x, y)| (x.name.as_str(), x.ty, &x.dims) != (y.name.as_str(), y.ty, &y.dims))
+    {
+        return Some(format!(
+            "tensor {:?} {} {:?} where the other has {:?} {} {:?}",
+            x.name, x.ty, x.dims, y.name, y.ty, y.dims
+        ));
+    }
+    (ta.len() != tb.len()).then(|| format!("{} tensors against {}", ta.len(), tb.len()))
+}
+
 /// OUT's metadata against what llama-quantize writes for SRC: a finding per key that
 /// differs or that one side lacks, one for the order.
 fn metadata<T, U>(out: &Model<T>, src: &Model<U>, params: &Params) -> Vec<Finding> {
     let split = |k: &str| k.starts_with("split.");
-    let want: Vec<(String, OwnedValue)> = header_kvs(src, params).into_iter().filter(|(k, _)| !split(k)).collect();
+    let want: Vec<(String, OwnedValue)> =
+        header_kvs(src, params, None).into_iter().filter(|(k, _)| !split(k)).collect();
     let have: Vec<&(String, OwnedValue)> = out.kvs.iter().filter(|(k, _)| !split(k)).collect();
     let want_keys: BTreeMap<&str, &OwnedValue> = want.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let have_keys: BTreeMap<&str, &OwnedValue> = have.iter().map(|(k, v)| (k.as_str(), v)).collect();
@@ -293,7 +339,7 @@ mod tests {
     #[test]
     fn a_pair_as_llama_quantize_writes_it_is_one_info() {
         let src = model(arch(), alloc::vec![entry("blk.0.ffn_up.weight", GgmlType::F16)]);
-        let out_kvs = header_kvs(&src, &Params::new(Ftype::Q4_K_M));
+        let out_kvs = header_kvs(&src, &Params::new(Ftype::Q4_K_M), None);
         let out = model(out_kvs, alloc::vec![entry("blk.0.ffn_up.weight", GgmlType::Q4_K)]);
         let d = derivation(&out, &src, None, ("out.gguf", "src.gguf"));
         assert!(d.found.is_empty(), "{:?}", d.found);
@@ -310,7 +356,7 @@ mod tests {
             arch(),
             alloc::vec![entry("blk.0.ffn_up.weight", GgmlType::F16), entry("blk.0.ffn_down.weight", GgmlType::F16)],
         );
-        let mut kvs = header_kvs(&src, &Params::new(Ftype::Q4_K_M));
+        let mut kvs = header_kvs(&src, &Params::new(Ftype::Q4_K_M), None);
         kvs.push(("quantize.imatrix.entries_count".into(), OwnedValue::Scalar(MetaValue::U32(7))));
         let out = model(kvs, alloc::vec![entry("blk.0.ffn_up.weight", GgmlType::Q4_K)]);
         let d = derivation(&out, &src, None, ("out.gguf", "src.gguf"));

@@ -15,6 +15,8 @@
 pub mod derived;
 pub mod ftype;
 pub mod imatrix;
+pub mod overrides;
+pub mod report;
 pub mod rules;
 
 pub use ftype::Ftype;
@@ -100,6 +102,13 @@ pub struct Params {
     pub imatrix: Option<QuantImatrix>,
     /// `--dry-run`: plan and size, and do not refuse for a missing importance matrix.
     pub dry_run: bool,
+    /// `--override-kv`, in order ([`overrides::parse_override`]).
+    pub overrides: Vec<(String, OwnedValue)>,
+    /// `--prune-layers`: sorted, each once ([`overrides::parse_prune`]).
+    pub prune: Vec<u32>,
+    /// `--keep-split`: a shard written for each of the input's, the tensors in the input's
+    /// order ([`keep_split_names`]).
+    pub keep_split: bool,
 }
 
 impl Params {
@@ -115,6 +124,9 @@ impl Params {
             allow_requantize: false,
             imatrix: None,
             dry_run: false,
+            overrides: Vec::new(),
+            prune: Vec::new(),
+            keep_split: false,
         }
     }
 
@@ -126,7 +138,7 @@ impl Params {
 
     /// The importance matrix llama-quantize uses: `None` without one, or when the filters
     /// left no entry (then it quantizes, and writes its header, as without).
-    fn active_imatrix(&self) -> Option<&QuantImatrix> {
+    pub(crate) fn active_imatrix(&self) -> Option<&QuantImatrix> {
         self.imatrix.as_ref().filter(|m| !m.entries.is_empty())
     }
 
@@ -152,23 +164,69 @@ pub struct Planned {
     /// Whether llama-quantize refuses this type here without an importance matrix
     /// (`tensor_requires_imatrix`).
     pub requires_imatrix: bool,
+    /// Its name in the input, when `--prune-layers` renumbered its layer (the importance
+    /// matrix is looked up by it).
+    pub renamed_from: Option<String>,
+}
+
+/// One file of the output: the whole model, or with `--keep-split` a shard.
+#[derive(Debug, Clone)]
+pub struct Shard {
+    /// Its metadata, in order.
+    pub kvs: Vec<(String, OwnedValue)>,
+    /// Its tensors: these of [`Plan::tensors`].
+    pub tensors: core::ops::Range<usize>,
+    /// Its header and where each of its tensors goes.
+    pub layout: Layout,
 }
 
 /// What llama-quantize would write.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    /// The output's metadata, in order.
-    pub kvs: Vec<(String, OwnedValue)>,
     /// The tensors, in the order they are written.
     pub tensors: Vec<Planned>,
-    /// The header and where each tensor goes ([`Plan::tensors`]' order).
-    pub layout: Layout,
+    /// The files, in order: one, or with `--keep-split` one per shard of the input.
+    pub shards: Vec<Shard>,
     /// Tensors whose type fell back for their row length.
     pub n_fallback: u32,
     /// The model's size in the input's types and in the output's, data bytes.
     pub bytes_in: u64,
     /// See [`Plan::bytes_in`].
     pub bytes_out: u64,
+}
+
+impl Plan {
+    /// The first file's metadata (a shard after it has only the `split.*` keys).
+    pub fn kvs(&self) -> &[(String, OwnedValue)] {
+        self.shards.first().map_or(&[], |s| &s.kvs)
+    }
+
+    /// Each tensor's bytes in the output, in [`Plan::tensors`]' order.
+    pub fn tensor_bytes(&self) -> impl Iterator<Item = u64> + '_ {
+        self.shards.iter().flat_map(|s| s.layout.tensors.iter().map(|&(_, n)| n))
+    }
+
+    /// Bytes of every file: headers and data, padded.
+    pub fn file_len(&self) -> u64 {
+        self.shards.iter().map(|s| s.layout.file_len).sum()
+    }
+
+    /// Bytes of every file's header.
+    pub fn header_len(&self) -> u64 {
+        self.shards.iter().map(|s| s.layout.header.len() as u64).sum()
+    }
+}
+
+/// The files `--keep-split` writes for output `out` in `n` shards, as llama-quantize names
+/// them: `out` less its last five characters when it holds `.gguf` anywhere (the suffix,
+/// in every sane name), then `-0000i-of-0000N.gguf`; `-00001-of-00001.gguf` for a model
+/// that was not split.
+pub fn keep_split_names(out: &str, n: usize) -> Vec<String> {
+    let prefix = match out.contains(".gguf") {
+        true => out.get(..out.len() - 5).unwrap_or(out),
+        false => out,
+    };
+    (1..=n).map(|i| crate::gguf::split::shard_name(prefix, i, n)).collect()
 }
 
 /// llama-quantize's order of tensors `a` and `b` (`weight_name_comparer`): by layer, then
@@ -198,16 +256,20 @@ pub(crate) fn layer_of(name: &str) -> i64 {
     }
 }
 
-/// The hyperparameters the rules read, from the model's metadata.
+/// The hyperparameters the rules read, from the model's metadata as `get` gives it (the
+/// model's, under `--override-kv`'s keys, as llama.cpp's model loader reads them).
 ///
 /// # Errors
 /// [`Error::BadMetadata`] for a missing architecture or block count, or counts that are
 /// not numbers.
-pub fn hparams<T>(m: &Model<T>) -> Result<Hparams> {
-    let arch = m.architecture().ok_or_else(|| bad("general.architecture", "the model's architecture"))?.into_owned();
+pub fn hparams<'a>(get: &dyn Fn(&str) -> Option<&'a OwnedValue>) -> Result<Hparams> {
+    let arch = match get("general.architecture") {
+        Some(OwnedValue::Str(s)) => String::from_utf8_lossy(s).into_owned(),
+        _ => return Err(bad("general.architecture", "the model's architecture")),
+    };
     let key = |k: &str| format!("{arch}.{k}");
     let number = |k: &str| -> Result<Option<u64>> {
-        match m.get(k) {
+        match get(k) {
             None => Ok(None),
             Some(OwnedValue::Scalar(v)) => v.as_u64().map(Some).ok_or_else(|| bad(k, "an unsigned integer")),
             Some(v @ OwnedValue::Array { .. }) => match v.view()? {
@@ -253,7 +315,7 @@ fn requires_imatrix(name: &str, to: GgmlType, ftype: Ftype) -> bool {
 /// input `general.alignment` other than 32 (llama-quantize would write a file whose data
 /// is not where its header says), a header the writer refuses.
 pub fn plan<T: Borrow<TensorEntry>>(m: &Model<T>, p: &Params) -> Result<Plan> {
-    let hp = hparams(m)?;
+    let hp = hparams(&|k| p.overrides.iter().rev().find(|(o, _)| o == k).map(|(_, v)| v).or_else(|| m.get(k)))?;
     if let Some(v) = m.get("general.alignment") {
         if v.as_u64() != Some(ALIGNMENT) {
             return Err(Error::Quantize {
@@ -266,81 +328,132 @@ pub fn plan<T: Borrow<TensorEntry>>(m: &Model<T>, p: &Params) -> Result<Plan> {
     }
     let mut order: Vec<usize> = (0..m.tensors.len()).collect();
     order.sort_by(|&a, &b| write_order(&m.tensors[a].borrow().name, &m.tensors[b].borrow().name));
+    // --keep-split: after the renumbering (in weights_map's order), in the input's order.
+    let place = |i: usize| {
+        let t = m.tensors[i].borrow();
+        (t.file, t.offset)
+    };
+    // --prune-layers: the pruned layers' tensors left out, the later layers renumbered, in
+    // the order written; the rules then see the new names.
+    let mut renumber = overrides::Renumber::default();
+    let mut order: Vec<(usize, String)> =
+        order.into_iter().filter_map(|i| Some((i, renumber.name(&m.tensors[i].borrow().name, &p.prune)?))).collect();
+    if p.keep_split {
+        order.sort_by_key(|&(i, _)| place(i));
+    }
     let mut qs = rules::Counters {
-        n_attention_wv: order.iter().filter(|&&i| Category::of(&m.tensors[i].borrow().name).is_attn_v()).count() as u32,
+        n_attention_wv: order.iter().filter(|(_, name)| Category::of(name).is_attn_v()).count() as u32,
         has_tied_embeddings: !m.tensors.iter().any(|t| t.borrow().name == "output.weight"),
         ..rules::Counters::default()
     };
     let mut tensors = Vec::with_capacity(order.len());
     let (mut bytes_in, mut bytes_out) = (0u64, 0u64);
-    for &i in &order {
+    for (i, name) in order {
         let t = m.tensors[i].borrow();
-        let to = rules::tensor_type(p, &hp, &mut qs, &t.name, &t.dims, t.ty)?;
-        let allows = rules::allows_quantization(p, &hp.arch, &t.name, &t.dims);
-        let needs = requires_imatrix(&t.name, to, p.ftype);
+        let to = rules::tensor_type(p, &hp, &mut qs, &name, &t.dims, t.ty)?;
+        let allows = rules::allows_quantization(p, &hp.arch, &name, &t.dims);
+        let needs = requires_imatrix(&name, to, p.ftype);
         if to != t.ty {
             if !crate::quant::quantize::can_quantize(to) {
-                return Err(Error::Quantize {
-                    reason: format!("tensor {:?}: organ cannot quantize to {to} yet", t.name),
-                });
+                return Err(Error::Quantize { reason: format!("tensor {name:?}: organ cannot quantize to {to} yet") });
             }
             if is_quantized(t.ty) && !p.allow_requantize {
                 return Err(Error::Quantize {
                     reason: format!(
-                        "tensor {:?}: requantizing from type {} is disabled (allow it with --allow-requantize)",
-                        t.name, t.ty
+                        "tensor {name:?}: requantizing from type {} is disabled (allow it with --allow-requantize)",
+                        t.ty
                     ),
                 });
             }
             if !matches!(t.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) && !is_quantized(t.ty) {
                 return Err(Error::Quantize {
-                    reason: format!("tensor {:?}: cannot dequantize/convert tensor type {}", t.name, t.ty),
+                    reason: format!("tensor {name:?}: cannot dequantize/convert tensor type {}", t.ty),
                 });
             }
         }
         if allows && needs && !p.has_imatrix() && !p.dry_run {
             return Err(Error::Quantize {
-                reason: format!(
-                    "tensor {:?}: this quantization requires an importance matrix (target type {to})",
-                    t.name
-                ),
+                reason: format!("tensor {name:?}: this quantization requires an importance matrix (target type {to})"),
             });
         }
         let dims = t.dims[..n_dims(&t.dims).min(t.dims.len())].to_vec();
         bytes_in = bytes_in.saturating_add(t.n_bytes);
-        let planned = Planned { input: i, name: t.name.clone(), dims, from: t.ty, to, requires_imatrix: needs };
+        let renamed_from = (name != t.name).then(|| t.name.clone());
+        let planned = Planned { input: i, name, dims, from: t.ty, to, requires_imatrix: needs, renamed_from };
         // An entry of the wrong size is refused before anything is written.
         weights_for(p, &planned)?;
         tensors.push(planned);
     }
-    let kvs = header_kvs(m, p);
-    let views = kvs.iter().map(|(k, v)| Ok((k.as_str(), v.view()?))).collect::<Result<Vec<_>>>()?;
-    let specs: Vec<TensorSpec<'_>> =
-        tensors.iter().map(|t| TensorSpec { name: &t.name, dims: &t.dims, ty: t.to }).collect();
-    let layout = lay_out(3, &views, &specs)?;
-    for (_, n) in &layout.tensors {
-        bytes_out = bytes_out.saturating_add(*n);
+    let block_count = (!p.prune.is_empty()).then(|| (format!("{}.block_count", hp.arch), renumber.block_count()));
+    let shards = shards(m, p, &tensors, header_kvs(m, p, block_count))?;
+    bytes_out = shards.iter().flat_map(|s| &s.layout.tensors).fold(bytes_out, |b, &(_, n)| b.saturating_add(n));
+    Ok(Plan { tensors, shards, n_fallback: qs.n_fallback, bytes_in, bytes_out })
+}
+
+/// The files: one with `kvs`; with `--keep-split`, one per shard of the input, the first
+/// with `kvs` and each with the `split.*` keys appended (when there are several), as
+/// llama-quantize sets them; `tensors` are in the input's order, so each shard's are
+/// together.
+fn shards<T: Borrow<TensorEntry>>(
+    m: &Model<T>,
+    p: &Params,
+    tensors: &[Planned],
+    kvs: Vec<(String, OwnedValue)>,
+) -> Result<Vec<Shard>> {
+    let file = |t: &Planned| if p.keep_split { m.tensors[t.input].borrow().file } else { 0 };
+    let n = tensors.iter().map(|t| file(t) + 1).max().unwrap_or(1);
+    let n16 =
+        u16::try_from(n).map_err(|_| Error::Quantize { reason: format!("{n} shards: a split has at most 65535") })?;
+    let count = i32::try_from(tensors.len()).unwrap_or(i32::MAX);
+    let mut shards = Vec::with_capacity(n);
+    let mut first = 0;
+    for i in 0..n {
+        let len = tensors[first..].iter().take_while(|t| file(t) == i).count();
+        if len == 0 {
+            return Err(Error::Quantize {
+                reason: format!(
+                    "shard {} of {n} of the input holds no tensor: llama-quantize --keep-split fails on it",
+                    i + 1
+                ),
+            });
+        }
+        let mut kvs = if i == 0 { kvs.clone() } else { Vec::new() };
+        if n > 1 {
+            kvs.push(("split.no".into(), OwnedValue::Scalar(MetaValue::U16(i as u16))));
+            kvs.push(("split.count".into(), OwnedValue::Scalar(MetaValue::U16(n16))));
+            kvs.push(("split.tensors.count".into(), OwnedValue::Scalar(MetaValue::I32(count))));
+        }
+        let views = kvs.iter().map(|(k, v)| Ok((k.as_str(), v.view()?))).collect::<Result<Vec<_>>>()?;
+        let range = first..first + len;
+        let specs: Vec<TensorSpec<'_>> =
+            tensors[range.clone()].iter().map(|t| TensorSpec { name: &t.name, dims: &t.dims, ty: t.to }).collect();
+        let layout = lay_out(3, &views, &specs)?;
+        drop(views);
+        shards.push(Shard { kvs, tensors: range, layout });
+        first += len;
     }
-    Ok(Plan { kvs, tensors, layout, n_fallback: qs.n_fallback, bytes_in, bytes_out })
+    Ok(shards)
 }
 
 /// The output's metadata: the input's in order, `general.quantization_version` and
 /// `general.file_type` set at the end (ggml's `gguf_set_val_*` removes a key and appends
-/// it), the `split.*` keys removed.
-fn header_kvs<T>(m: &Model<T>, p: &Params) -> Vec<(String, OwnedValue)> {
+/// it), the `split.*` keys removed, then `--override-kv`'s keys and the importance
+/// matrix's (llama-quantize's overrides, in that order), and last, with `--prune-layers`,
+/// the new `block_count`.
+fn header_kvs<T>(m: &Model<T>, p: &Params, block_count: Option<(String, u64)>) -> Vec<(String, OwnedValue)> {
     const SPLIT: [&str; 3] = ["split.no", "split.count", "split.tensors.count"];
     const SET: [&str; 2] = ["general.quantization_version", "general.file_type"];
     let mut kvs: Vec<(String, OwnedValue)> =
         m.kvs.iter().filter(|(k, _)| !SPLIT.contains(&k.as_str()) && !SET.contains(&k.as_str())).cloned().collect();
     kvs.push((SET[0].into(), OwnedValue::Scalar(MetaValue::U32(QUANTIZATION_VERSION))));
     kvs.push((SET[1].into(), OwnedValue::Scalar(MetaValue::U32(p.ftype.id()))));
-    // The importance matrix's keys, as `gguf_set_val_*` sets them: an input's key of the
-    // same name is removed and the new one appended.
-    if let Some(m) = p.active_imatrix() {
-        for (k, v) in m.keys() {
-            kvs.retain(|(have, _)| *have != k);
-            kvs.push((k, v));
-        }
+    // The overrides, as `gguf_set_val_*` sets them: an input's key of the same name is
+    // removed and the new one appended.
+    let imatrix = p.active_imatrix().map(QuantImatrix::keys).unwrap_or_default();
+    let block_count = block_count.map(|(k, n)| (k, OwnedValue::Scalar(MetaValue::U32(n as u32))));
+    for (k, v) in p.overrides.iter().cloned().chain(imatrix).chain(block_count) {
+        kvs.retain(|(have, _)| *have != k);
+        kvs.push((k, v));
     }
     kvs
 }
@@ -352,7 +465,7 @@ fn header_kvs<T>(m: &Model<T>, p: &Params) -> Vec<(String, OwnedValue)> {
 /// As [`QuantImatrix::weights`].
 pub fn weights_for<'a>(p: &'a Params, t: &Planned) -> Result<Option<&'a [f32]>> {
     match p.active_imatrix().filter(|_| t.to != t.from) {
-        Some(m) => m.weights(&t.name, &t.dims),
+        Some(m) => m.weights(t.renamed_from.as_deref().unwrap_or(&t.name), &t.dims),
         None => Ok(None),
     }
 }

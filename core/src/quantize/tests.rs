@@ -64,10 +64,10 @@ fn header_sets_the_file_type_last_and_drops_split_keys() {
     m.kvs.push(kv_u32("split.count", 1));
     m.kvs.push(kv_u32("general.quantization_version", 1));
     let p = plan(&m, &Params::new(Ftype::Q4_K_M)).unwrap();
-    let keys: Vec<&str> = p.kvs.iter().map(|(k, _)| k.as_str()).collect();
+    let keys: Vec<&str> = p.kvs().iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(keys[keys.len() - 2..], ["general.quantization_version", "general.file_type"]);
     assert!(!keys.contains(&"split.count"));
-    assert_eq!(p.kvs.last().unwrap().1.as_u64(), Some(15));
+    assert_eq!(p.kvs().last().unwrap().1.as_u64(), Some(15));
 }
 
 #[test]

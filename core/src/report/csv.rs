@@ -87,7 +87,11 @@ pub fn render(report: AnyReport<'_>, _: &Shown, out: &mut dyn fmt::Write) -> fmt
     match report {
         AnyReport::Measure(r) => measure(r, &mut Records::new(out)),
         AnyReport::Compare(r) => compare(r, &mut Records::new(out)),
-        AnyReport::Check(_) | AnyReport::Eval(_) | AnyReport::Surgery(_) | AnyReport::Recipe(_) => Ok(()),
+        AnyReport::Check(_)
+        | AnyReport::Eval(_)
+        | AnyReport::Surgery(_)
+        | AnyReport::Recipe(_)
+        | AnyReport::Quantize(_) => Ok(()),
         AnyReport::Sensitivity(r) => sensitivity(r, out),
         AnyReport::Prediction(r) => prediction(r, out),
     }

@@ -64,6 +64,7 @@ pub const JSON: Format = Format {
         Kind::Eval,
         Kind::Surgery,
         Kind::Recipe,
+        Kind::Quantize,
     ],
     flag: &[
         (Kind::Measure, "Also write the full report as JSON (schema: docs/report.schema.json)"),
@@ -71,6 +72,7 @@ pub const JSON: Format = Format {
         (Kind::Check, "Also write the report as JSON (schema: docs/report.schema.json, \"check\": \"k1\")"),
         (Kind::Sensitivity, "Write the report as JSON"),
         (Kind::Eval, "Also write the figures as JSON"),
+        (Kind::Quantize, "Also write every tensor's types and bytes, and the sizes, as JSON"),
     ],
     export_label: Some("Export JSON"),
     render: json::render,
@@ -130,7 +132,16 @@ pub const TEXT: Format = Format {
     name: "text",
     extension: "txt",
     media_type: "text/plain; charset=utf-8",
-    kinds: &[Kind::Measure, Kind::Compare, Kind::Check, Kind::Sensitivity, Kind::Prediction, Kind::Eval, Kind::Recipe],
+    kinds: &[
+        Kind::Measure,
+        Kind::Compare,
+        Kind::Check,
+        Kind::Sensitivity,
+        Kind::Prediction,
+        Kind::Eval,
+        Kind::Recipe,
+        Kind::Quantize,
+    ],
     flag: &[],
     export_label: None,
     render: text::render,
@@ -183,7 +194,8 @@ fn render_html(report: AnyReport<'_>, _: &Shown, out: &mut dyn fmt::Write) -> fm
         | AnyReport::Prediction(_)
         | AnyReport::Eval(_)
         | AnyReport::Surgery(_)
-        | AnyReport::Recipe(_) => Ok(()),
+        | AnyReport::Recipe(_)
+        | AnyReport::Quantize(_) => Ok(()),
     }
 }
 

@@ -18,6 +18,7 @@ pub fn render(report: AnyReport<'_>, _: &Shown, out: &mut dyn fmt::Write) -> fmt
         AnyReport::Eval(r) => pretty(&r.document().map_err(|_| fmt::Error)?, out),
         AnyReport::Surgery(r) => pretty(r, out),
         AnyReport::Recipe(r) => pretty(r, out),
+        AnyReport::Quantize(r) => pretty(r, out),
     }?;
     out.write_char('\n')
 }

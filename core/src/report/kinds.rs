@@ -1,6 +1,7 @@
 //! What the report formats render ([`super::formats`]): a report of any kind, and how much
 //! of it the text shows. Below the registry and its renderers, which all use it.
 
+use super::quantize::QuantizeReport;
 use super::recipe::Recipe;
 use super::surgery::Surgery;
 use super::Report;
@@ -30,6 +31,8 @@ pub enum Kind {
     Surgery,
     /// A quantization recipe (`organ recipe`).
     Recipe,
+    /// What `organ quantize` planned and wrote.
+    Quantize,
 }
 
 /// A report of any kind, borrowed for rendering.
@@ -51,6 +54,8 @@ pub enum AnyReport<'a> {
     Surgery(&'a Surgery<'a>),
     /// A recipe.
     Recipe(&'a Recipe),
+    /// A quantization.
+    Quantize(&'a QuantizeReport),
 }
 
 impl AnyReport<'_> {
@@ -65,6 +70,7 @@ impl AnyReport<'_> {
             AnyReport::Eval(_) => Kind::Eval,
             AnyReport::Surgery(_) => Kind::Surgery,
             AnyReport::Recipe(_) => Kind::Recipe,
+            AnyReport::Quantize(_) => Kind::Quantize,
         }
     }
 }

@@ -23,6 +23,7 @@ mod json;
 mod kinds;
 mod layer_plot;
 mod page;
+pub mod quantize;
 mod readable;
 pub mod recipe;
 mod scatter;

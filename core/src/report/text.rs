@@ -34,6 +34,7 @@ pub fn render(report: AnyReport<'_>, shown: &Shown, out: &mut dyn fmt::Write) ->
         // No text: a surgery prints what it does as it does it.
         AnyReport::Surgery(_) => Ok(()),
         AnyReport::Recipe(r) => super::recipe::text(r, out),
+        AnyReport::Quantize(r) => super::quantize::text(r, out),
     }
 }
 

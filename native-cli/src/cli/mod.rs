@@ -49,7 +49,9 @@ pub use measure::{MeasureArgs, MergeArgs};
 pub use merge::{model_flag, ModelMergeArgs};
 pub use meta::MetaArgs;
 pub use moe::MoeArgs;
-pub use outputs::{Check, Compare, ReportFiles, ReportKind, ReportOutputs, Sensitivity, Theta, REPORTS_GROUP};
+pub use outputs::{
+    Check, Compare, Quantization, ReportFiles, ReportKind, ReportOutputs, Sensitivity, Theta, REPORTS_GROUP,
+};
 pub use purify::PurifyArgs;
 pub use quantize::QuantizeArgs;
 pub use recipe::RecipeArgs;

@@ -47,6 +47,8 @@ report_kind! {
     Check => Kind::Check;
     /// Sensitivity reports (`sensitivity`, measured; a prediction takes the same files).
     Sensitivity => Kind::Sensitivity;
+    /// Quantization reports (`quantize`).
+    Quantization => Kind::Quantize;
 }
 
 /// The id of the group of a command's report-file flags: `conflicts_with = "reports"`

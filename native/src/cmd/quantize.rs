@@ -3,15 +3,18 @@
 //! through the core's quantizers, a slab of rows at a time, rows in parallel, into a temp
 //! file renamed over the destination.
 
+use super::outputs;
 use crate::atomic::Temp;
 use crate::model::Model;
 use anyhow::{anyhow, bail, Context, Result};
 use organ_core::ggml_type::GgmlType;
 use organ_core::gguf::writer::padding;
-use organ_core::quantize::{self, Ftype, Params, Pattern, Plan, Planned, QuantImatrix};
+use organ_core::quantize::report::QuantizeReport;
+use organ_core::quantize::{self, Ftype, Params, Pattern, Plan, Planned, QuantImatrix, Shard};
+use organ_core::report::formats::{AnyReport, Shown};
 use rayon::prelude::*;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What to quantize, where to, and how.
 pub struct Options<'a> {
@@ -25,6 +28,8 @@ pub struct Options<'a> {
     pub force: bool,
     /// Threads quantizing rows (llama-quantize's THREADS); every core without.
     pub threads: Option<usize>,
+    /// The report files asked for besides the text (`--json`).
+    pub reports: outputs::Files,
 }
 
 /// llama-quantize's flags as text, as the command line and the Python module take them.
@@ -52,6 +57,12 @@ pub struct Flags<'a> {
     pub tensor_types: &'a [String],
     /// `--tensor-type-file`.
     pub tensor_type_file: Option<&'a Path>,
+    /// `--override-kv` words, in order.
+    pub override_kv: &'a [String],
+    /// `--prune-layers`.
+    pub prune_layers: Option<&'a str>,
+    /// `--keep-split`.
+    pub keep_split: bool,
 }
 
 /// The core's settings the flags ask for, file type `ftype`: the types parsed, the
@@ -69,6 +80,7 @@ pub fn params(ftype: Ftype, f: &Flags<'_>) -> Result<Params> {
     p.quantize_output = !f.leave_output_tensor;
     p.allow_requantize = f.allow_requantize;
     p.dry_run = f.dry_run;
+    p.keep_split = f.keep_split;
     if let Some(file) = f.imatrix {
         let im = crate::predict::read_imatrix(file)?;
         p.imatrix = Some(QuantImatrix::new(&im, &file.to_string_lossy(), f.include_weights, f.exclude_weights));
@@ -85,6 +97,12 @@ pub fn params(ftype: Ftype, f: &Flags<'_>) -> Result<Params> {
         for w in text.split_ascii_whitespace() {
             p.patterns.push(tensor_type(w).with_context(|| file.display().to_string())?);
         }
+    }
+    for o in f.override_kv {
+        p.overrides.push(quantize::overrides::parse_override(o).context("--override-kv")?);
+    }
+    if let Some(l) = f.prune_layers {
+        p.prune = quantize::overrides::parse_prune(l).context("--prune-layers")?;
     }
     Ok(p)
 }
@@ -117,45 +135,69 @@ const SLAB_VALUES: usize = 16 << 20;
 /// Elements each parallel piece quantizes at least (llama-quantize's `min_chunk_size`).
 const CHUNK_VALUES: usize = 32 * 512;
 
-/// Quantizes as planned; prints llama-quantize's sizes; returns the plan.
+/// Quantizes as planned; prints the report's text (llama-quantize's sizes, and every
+/// tensor's types for a dry run), writes its JSON when asked; returns the report.
 ///
 /// # Errors
 /// What the plan refuses, a tensor whose values its type cannot hold (named), I/O.
-pub fn run(o: &Options<'_>, out: &mut dyn Write) -> Result<Plan> {
-    let model = Model::open_any(o.input)?;
-    let plan = quantize::plan(&model.model, &o.params).with_context(|| o.input.display().to_string())?;
-    if o.params.dry_run {
-        for t in &plan.tensors {
-            writeln!(out, "{:<40} {:>8} -> {}", t.name, t.from.name(), t.to.name())?;
+pub fn run(o: &Options<'_>, out: &mut dyn Write) -> Result<QuantizeReport> {
+    let (model, plan) = open(o)?;
+    let mut written = Vec::new();
+    if !o.params.dry_run {
+        for t in write(&model, &plan, o)? {
+            t.commit()?;
         }
-    } else {
-        match o.threads {
-            Some(n) => rayon::ThreadPoolBuilder::new().num_threads(n).build()?.install(|| write(&model, &plan, o))?,
-            None => write(&model, &plan, o)?,
-        }
+        written = outputs(&plan, o).iter().map(|p| p.display().to_string()).collect();
     }
-    let n_elements: u64 = model.model.tensors.iter().map(|t| t.entry.n_elements).sum::<u64>().max(1);
-    let mib = |b: u64| b as f64 / 1024.0 / 1024.0;
-    let bpw = |b: u64| b as f64 * 8.0 / n_elements as f64;
-    writeln!(out, "model size  = {:8.2} MiB ({:.2} BPW)", mib(plan.bytes_in), bpw(plan.bytes_in))?;
-    writeln!(out, "quant size  = {:8.2} MiB ({:.2} BPW)", mib(plan.bytes_out), bpw(plan.bytes_out))?;
-    if plan.n_fallback > 0 {
-        writeln!(
-            out,
-            "{} of {} tensors fell back to another type (rows not whole blocks)",
-            plan.n_fallback,
-            plan.tensors.len()
-        )?;
-    }
-    Ok(plan)
+    let n_elements: u64 = model.model.tensors.iter().map(|t| t.entry.n_elements).sum();
+    let report = QuantizeReport::new(&plan, &o.params, o.input.display().to_string(), written, n_elements);
+    outputs::print(AnyReport::Quantize(&report), &Shown::WHOLE, out)?;
+    outputs::write_all(AnyReport::Quantize(&report), &o.reports, &Shown::WHOLE, o.force)?;
+    Ok(report)
 }
 
-fn write(model: &Model, plan: &Plan, o: &Options<'_>) -> Result<()> {
-    let (tmp, mut f) = Temp::file(o.output, o.force)?;
+/// The model at `o.input`, and its plan.
+///
+/// # Errors
+/// The model cannot be read, or the plan refuses it.
+pub fn open(o: &Options<'_>) -> Result<(Model, Plan)> {
+    let model = Model::open_any(o.input)?;
+    let plan = quantize::plan(&model.model, &o.params).with_context(|| o.input.display().to_string())?;
+    Ok((model, plan))
+}
+
+/// The files the plan writes: `o.output`, or with `--keep-split` a shard each
+/// ([`quantize::keep_split_names`]).
+pub fn outputs(plan: &Plan, o: &Options<'_>) -> Vec<PathBuf> {
+    if !o.params.keep_split {
+        return vec![o.output.to_path_buf()];
+    }
+    let out = o.output.to_string_lossy();
+    quantize::keep_split_names(&out, plan.shards.len()).into_iter().map(PathBuf::from).collect()
+}
+
+/// Writes `model` quantized as planned into temp files beside [`outputs`], in `o.threads`
+/// threads; the caller commits them (all, once all are written).
+///
+/// # Errors
+/// A tensor whose values its type cannot hold (named), I/O.
+pub fn write(model: &Model, plan: &Plan, o: &Options<'_>) -> Result<Vec<Temp>> {
+    let all = || -> Result<Vec<Temp>> {
+        let files = outputs(plan, o);
+        plan.shards.iter().zip(&files).map(|(s, file)| write_shard(model, plan, s, file, o)).collect()
+    };
+    match o.threads {
+        Some(n) => rayon::ThreadPoolBuilder::new().num_threads(n).build()?.install(all),
+        None => all(),
+    }
+}
+
+fn write_shard(model: &Model, plan: &Plan, shard: &Shard, file: &Path, o: &Options<'_>) -> Result<Temp> {
+    let (tmp, mut f) = Temp::file(file, o.force)?;
     let mut w = std::io::BufWriter::with_capacity(1 << 20, &mut f);
-    w.write_all(&plan.layout.header)?;
+    w.write_all(&shard.layout.header)?;
     let zeros = [0u8; quantize::ALIGNMENT as usize];
-    for (t, &(_, n)) in plan.tensors.iter().zip(&plan.layout.tensors) {
+    for (t, &(_, n)) in plan.tensors[shard.tensors.clone()].iter().zip(&shard.layout.tensors) {
         let tensor = &model.model.tensors[t.input];
         let bytes = tensor.bytes_or_read()?;
         let written = if t.from == t.to {
@@ -172,7 +214,7 @@ fn write(model: &Model, plan: &Plan, o: &Options<'_>) -> Result<()> {
     }
     w.flush()?;
     drop(w);
-    tmp.commit()
+    Ok(tmp)
 }
 
 /// Converts one tensor, slab by slab, and writes it; returns the bytes written. With an

@@ -53,6 +53,7 @@ const LENIENT: &[&str] = &[
     "memory",
     "eval",
     "quantize",
+    "quantize-flags",
 ];
 /// What a valid GGUF may go through (assemble takes organ directories only).
 const GGUF_OK: &[&str] = &["inspect", "measure", "dissect"];
@@ -112,8 +113,11 @@ fn hostile_inputs() {
         // eval: organ reads the model (its caps, its errors) before llama-perplexity is
         // handed the same open file.
         "eval",
-        // quantize: to Q4_K_M, requantizing allowed, so every tensor is decoded and encoded.
+        // quantize: to Q4_K_M, requantizing allowed, so every tensor is decoded and encoded;
+        // quantize-flags: to Q8_0 with a layer pruned, a key overridden, a shard per input
+        // shard, and the report as JSON.
         "quantize",
+        "quantize-flags",
     ];
     // Each (input, command) run is a child of its own, in its own output directory: the
     // runs go to as many workers as there are cores (a run is mostly process start-up and
@@ -304,6 +308,20 @@ fn run_one(d: &std::path::Path, case: &Case, cmd: &str, text: &std::path::Path, 
         "quantize" => {
             vec!["quantize".as_ref(), "--allow-requantize".as_ref(), input, out.as_os_str(), "Q4_K_M".as_ref()]
         }
+        "quantize-flags" => vec![
+            "quantize".as_ref(),
+            "--allow-requantize".as_ref(),
+            "--keep-split".as_ref(),
+            "--prune-layers".as_ref(),
+            "0".as_ref(),
+            "--override-kv".as_ref(),
+            "general.name=str:x".as_ref(),
+            "--json".as_ref(),
+            json.as_os_str(),
+            input,
+            out.as_os_str(),
+            "Q8_0".as_ref(),
+        ],
         "eval" => vec![
             "eval".as_ref(),
             input,

@@ -149,9 +149,11 @@ fn a_data_free_recipe_is_applied_within_its_size_and_loads() {
     // Q4_1 is left out: the F16 is a dequantized Q4_1, which Q4_1 would reproduce.
     let mut c = recipe(&model, &[], &["--target-size", "90M", "--data-free"], "data-free");
     c.args(["--types", "q2_k,q3_k,q4_k,q6_k,q4_0,q5_0,q8_0"]).arg("--apply").arg(&out);
-    c.arg("--llama-cpp").arg(llama_dir());
+    c.arg("--check-with-llama-quantize").arg("--llama-cpp").arg(llama_dir());
     let stdout = String::from_utf8(ok(c).stdout).unwrap();
     assert!(stdout.contains("predicted from the weights alone"), "{stdout}");
+    // organ wrote it, and llama-quantize wrote the same bytes from the same lines.
+    assert!(stdout.contains(", by organ ") && stdout.contains("llama-quantize wrote the same bytes"), "{stdout}");
     let r = checked_table(&model, "data-free");
     let len = std::fs::metadata(&out).unwrap().len();
     assert!(len <= budget, "{len} > {budget}");
@@ -165,6 +167,35 @@ fn a_data_free_recipe_is_applied_within_its_size_and_loads() {
         }
     }
     assert!(llama_perplexity(&out).is_finite());
+}
+
+/// `--apply` with an importance matrix: organ's imatrix-steered quantizers write the
+/// recipe, and llama-quantize's file from the same lines and matrix has the same bytes
+/// (but for the matrix's path in the header, which each was given its own way).
+#[test]
+fn a_recipe_applied_with_an_imatrix_is_llama_quantizes_bytes() {
+    let Some(q41) = need::smollm2_and_llama() else { return };
+    let model = smollm2_f16(&q41);
+    let im = crate::predict::make_imatrix(
+        &model,
+        &repo().join("tests/data/texts/calibration.txt"),
+        4,
+        "recipe.imatrix.gguf",
+    );
+    let out = tmp("applied-imatrix.gguf");
+    let _ = std::fs::remove_file(&out);
+    let mut c = recipe(&model, &reports(&model), &["--target-bpw", "5"], "imatrix-applied");
+    c.arg("--apply").arg(&out).arg("--imatrix-file").arg(&im).arg("--check-with-llama-quantize");
+    c.arg("--llama-cpp").arg(llama_dir());
+    let stdout = String::from_utf8(ok(c).stdout).unwrap();
+    assert!(stdout.contains("llama-quantize wrote the same bytes"), "{stdout}");
+    let r = checked_table(&model, "imatrix-applied");
+    assert!(r["applied"]["checked_with"].as_str().unwrap().ends_with("llama-quantize"), "{}", r["applied"]);
+    let bytes = std::fs::read(&out).unwrap();
+    let g = Gguf::parse(&bytes, bytes.len() as u64).unwrap();
+    let file = g.kvs.iter().find(|kv| kv.key == "quantize.imatrix.file").unwrap();
+    assert_eq!(file.value.as_str(), Some(im.to_str().unwrap()), "the path as given to organ");
+    assert!(n(&r["file_bytes"]) >= bytes.len() as u64);
 }
 
 #[test]

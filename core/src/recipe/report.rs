@@ -87,8 +87,12 @@ pub struct Applied {
     pub out: String,
     /// Its size.
     pub file_bytes: u64,
-    /// The llama-quantize that wrote it.
-    pub llama_quantize: String,
+    /// What wrote it: organ's quantizer and its version.
+    pub quantizer: String,
+    /// The llama-quantize that wrote the same bytes from the same recipe, when asked to
+    /// (`--check-with-llama-quantize`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checked_with: Option<String>,
     /// Its evaluation against the model, when a text was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub eval: Option<Evaluation>,

@@ -49,7 +49,10 @@ pub fn text(r: &Recipe, out: &mut dyn fmt::Write) -> fmt::Result {
 /// # Errors
 /// `out` refused a write.
 pub fn applied_text(a: &Applied, out: &mut dyn fmt::Write) -> fmt::Result {
-    writeln!(out, "applied: {} ({} bytes, by {})", a.out, a.file_bytes, a.llama_quantize)?;
+    writeln!(out, "applied: {} ({} bytes, by {})", printable(&a.out), a.file_bytes, a.quantizer)?;
+    if let Some(tool) = &a.checked_with {
+        writeln!(out, "llama-quantize wrote the same bytes: {}", printable(tool))?;
+    }
     if let Some(e) = &a.eval {
         crate::judge::evaluation_text(e, out)?;
     }

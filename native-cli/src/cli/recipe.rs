@@ -40,12 +40,17 @@ pub struct RecipeArgs {
     /// Write the table as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Run llama-quantize on MODEL with the recipe, writing this GGUF.
+    /// Quantize MODEL with the recipe (organ's quantizer, llama-quantize's bytes), writing
+    /// this GGUF.
     #[arg(long, value_name = "OUT.gguf")]
     pub apply: Option<PathBuf>,
-    /// The importance matrix llama-quantize uses with --apply (also allows the i-quants that need one).
+    /// The importance matrix --apply quantizes with (also allows the i-quants that need one).
     #[arg(long, value_name = "FILE", requires = "apply")]
     pub imatrix_file: Option<PathBuf>,
+    /// With --apply: have llama-quantize write the recipe too, and fail unless its bytes
+    /// are organ's (but for the importance matrix's path in the header).
+    #[arg(long, requires = "apply")]
+    pub check_with_llama_quantize: bool,
     /// After --apply, evaluate the output against MODEL on this held-out text.
     #[arg(long, value_name = "HELDOUT", requires = "apply")]
     pub text: Option<PathBuf>,
@@ -78,6 +83,7 @@ impl RecipeArgs {
             json: None,
             apply: None,
             imatrix_file: None,
+            check_with_llama_quantize: false,
             text: None,
             ctx: cmd::eval::DEFAULT_CTX,
             chunks: None,
@@ -100,6 +106,7 @@ impl<'a> TryFrom<&'a RecipeArgs> for cmd::recipe::Options<'a> {
         let apply = a.apply.as_deref().map(|out| Apply {
             out,
             imatrix: a.imatrix.as_deref().or(a.imatrix_file.as_deref()),
+            check_with_llama_quantize: a.check_with_llama_quantize,
             eval: a.text.as_ref().map(|text| crate::llama_cpp::perplexity::Settings {
                 text: text.clone(),
                 ctx: a.ctx,
@@ -174,7 +181,8 @@ impl ToArgs for RecipeArgs {
             .opt("--out", self.out.as_ref())
             .opt("--json", self.json.as_ref())
             .opt("--apply", self.apply.as_ref())
-            .opt("--imatrix-file", self.imatrix_file.as_ref());
+            .opt("--imatrix-file", self.imatrix_file.as_ref())
+            .switch("--check-with-llama-quantize", self.check_with_llama_quantize);
         // --ctx and --chunks require --text.
         if self.text.is_some() {
             a.opt("--text", self.text.as_ref()).number("--ctx", Some(self.ctx)).number("--chunks", self.chunks);

@@ -1,7 +1,8 @@
 //! `organ recipe`: a ggml type per tensor, chosen to minimise the predicted total KL
 //! divergence within a size budget (the core's [`organ_core::recipe`]), written as
-//! `llama-quantize --tensor-type-file` lines and a table; `--apply` runs llama-quantize
-//! with them and evaluates the result against the model (docs/recipe.md).
+//! `llama-quantize --tensor-type-file` lines and a table; `--apply` quantizes the model
+//! with them (organ's quantizer, llama-quantize's bytes) and evaluates the result against
+//! the model (docs/recipe.md).
 //!
 //! The losses come from a [`CurveSource`]: measured sensitivity reports (`--from`,
 //! [`sensitivity`]) today; another source is one type implementing the trait and one
@@ -64,6 +65,8 @@ impl SourceSpec {
 pub struct Apply<'a> {
     pub out: &'a Path,
     pub imatrix: Option<&'a Path>,
+    /// Also have llama-quantize write the recipe, and compare its bytes with organ's.
+    pub check_with_llama_quantize: bool,
     /// The held-out text the output is evaluated on against the model.
     pub eval: Option<crate::llama_cpp::perplexity::Settings>,
     pub llama_cpp: Option<&'a Path>,

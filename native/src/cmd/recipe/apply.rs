@@ -1,51 +1,55 @@
-//! `--apply OUT.gguf`: llama-quantize run on the model with the recipe, its output checked
-//! (every tensor in the type chosen, the file the size accounted), then evaluated against
-//! the model on a held-out text, and the additivity of single-tensor KL divergences
-//! reported.
+//! `--apply OUT.gguf`: the model quantized by organ with the recipe (`organ quantize` with
+//! its lines as `--tensor-type` patterns over Q8_0, requantizing allowed, and the
+//! recipe's importance matrix), the plan checked against the recipe before a byte is
+//! written (every tensor in the type chosen, the file the size accounted); with
+//! `--check-with-llama-quantize`, llama-quantize makes the same file from the same lines
+//! and the two are compared; then the output is evaluated against the model on a
+//! held-out text, and the additivity of single-tensor KL divergences reported.
 
 use super::{Apply, Recipe};
+use crate::cmd::outputs::Files;
+use crate::cmd::quantize::{self, Flags};
 use crate::llama_cpp::handed::{create_private, hand_model, scratch_dir};
 use crate::llama_cpp::perplexity::evaluate;
 use crate::llama_cpp::quantize::{Output, Quantize};
 use crate::llama_cpp::{self, Handed};
-use anyhow::{bail, Context, Result};
+use crate::model::Model;
+use anyhow::{anyhow, bail, Context, Result};
+use organ_core::quantize::{derived::header_difference, Ftype, Plan};
 use organ_core::recipe::accept::DEFAULT_FTYPE;
 use organ_core::report::recipe::{Additivity, Applied};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
-/// Runs llama-quantize with `r`'s lines on `model` into `a.out`, checks and evaluates it.
+/// Quantizes `model` with `r`'s lines into `a.out`, checks (and, when asked, compares with
+/// llama-quantize's) and evaluates it.
 ///
 /// # Errors
-/// llama-quantize is missing or fails, its output has a tensor in another type than the
-/// recipe's or another size than accounted, the evaluation fails.
+/// The plan has a tensor in another type than the recipe's or another size than
+/// accounted, a value a type cannot hold, llama-quantize (when asked for) is missing,
+/// fails or writes other bytes, the evaluation fails.
 pub fn run(model: &Path, r: &Recipe, a: &Apply<'_>, force: bool, measured: bool) -> Result<Applied> {
-    let tool = llama_cpp::find("llama-quantize", a.llama_cpp)?;
-    let scratch = a.out.parent().filter(|p| !p.as_os_str().is_empty());
-    let dir = scratch_dir(scratch)?;
-    let (handed_model, read) = hand_model(model, &dir.path.join("model"))?;
-    drop(read);
-    let mut recipe = create_private(&dir.path.join("recipe.txt"))?;
-    recipe.write_all((r.lines.join("\n") + "\n").as_bytes()).context("cannot write the recipe for llama-quantize")?;
-    let recipe = Handed::file(recipe)?;
-    let imatrix = a.imatrix.map(|p| crate::input::open(p).and_then(Handed::file)).transpose()?;
-    let (temp, file) = crate::atomic::Temp::file(a.out, force)?;
-    let out = Handed::file(file)?;
-    let c = Quantize {
-        allow_requantize: true,
-        pure: false,
-        tensor_type_file: Some(&recipe),
-        imatrix: imatrix.as_ref(),
-        model: &handed_model,
-        out: Output::Handed(&out),
-        ftype: DEFAULT_FTYPE.0,
+    let ftype = Ftype::from_id(DEFAULT_FTYPE.1).ok_or_else(|| anyhow!("file type {} unknown", DEFAULT_FTYPE.0))?;
+    let flags = Flags { imatrix: a.imatrix, tensor_types: &r.lines, allow_requantize: true, ..Flags::default() };
+    let o = quantize::Options {
+        input: model,
+        output: a.out,
+        params: quantize::params(ftype, &flags)?,
+        force,
+        threads: None,
+        reports: Files::default(),
     };
-    llama_cpp::run(c.command(&tool)).with_context(|| format!("{}: llama-quantize with the recipe", model.display()))?;
-    drop((handed_model, recipe, out, imatrix));
-    let file_bytes = check(&temp.path, r, a.imatrix.is_some()).with_context(|| format!("{}", a.out.display()))?;
+    let (m, plan) = quantize::open(&o)?;
+    let file_bytes = check(&plan, r).with_context(|| format!("{}: the recipe's plan", model.display()))?;
+    let temp = quantize::write(&m, &plan, &o)?.pop().ok_or_else(|| anyhow!("nothing written"))?;
+    drop(m);
+    let checked_with = match a.check_with_llama_quantize {
+        true => Some(same_as_llama_quantize(model, r, a, &temp.path)?),
+        false => None,
+    };
     temp.commit()?;
-    drop(dir);
+    let scratch = a.out.parent().filter(|p| !p.as_os_str().is_empty());
     let eval = a.eval.as_ref().map(|s| evaluate(a.out, Some(model), s, scratch)).transpose()?;
     let additivity = eval.as_ref().and_then(|e| e.kl_divergence.as_ref()).filter(|_| measured).map(|k| {
         let sum_single = r.predicted_kld;
@@ -59,28 +63,73 @@ pub fn run(model: &Path, r: &Recipe, a: &Apply<'_>, force: bool, measured: bool)
     Ok(Applied {
         out: a.out.display().to_string(),
         file_bytes,
-        llama_quantize: tool.display().to_string(),
+        quantizer: format!("organ {}", env!("CARGO_PKG_VERSION")),
+        checked_with,
         eval,
         additivity,
     })
 }
 
-/// The output's size, after checking every tensor has the recipe's type and the file the
-/// accounted size (at most it, with an importance matrix's strings of unknown length).
-fn check(out: &Path, r: &Recipe, imatrix: bool) -> Result<u64> {
-    let m = crate::model::Model::open(out)?;
+/// The file's size, after checking that the plan gives every tensor the recipe's type and
+/// the file the accounted size (at most it with an importance matrix, whose path and
+/// dataset name the recipe does not know).
+fn check(plan: &Plan, r: &Recipe) -> Result<u64> {
     let got: HashMap<&str, organ_core::ggml_type::GgmlType> =
-        m.tensors.iter().map(|t| (t.name.as_str(), t.ty)).collect();
+        plan.tensors.iter().map(|t| (t.name.as_str(), t.to)).collect();
     for row in &r.tensors {
         match got.get(row.name.as_str()) {
             Some(&ty) if ty == row.ty => {}
-            Some(ty) => bail!("llama-quantize wrote {} as {ty}, the recipe says {}", row.name, row.ty),
-            None => bail!("llama-quantize left out {}", row.name),
+            Some(ty) => bail!("{} would be written as {ty}, the recipe says {}", row.name, row.ty),
+            None => bail!("{} would be left out", row.name),
         }
     }
-    let len = std::fs::metadata(out).with_context(|| format!("{}: cannot stat", out.display()))?.len();
+    let len = plan.file_len();
+    let imatrix = plan.kvs().iter().any(|(k, _)| k.starts_with("quantize.imatrix."));
     if len > r.file_bytes || (!imatrix && len != r.file_bytes) {
-        bail!("llama-quantize wrote {len} bytes, organ accounted {}", r.file_bytes);
+        bail!("the file would take {len} bytes, organ accounted {}", r.file_bytes);
     }
     Ok(len)
+}
+
+/// Runs llama-quantize with the recipe's lines on `model` (files handed open, in a private
+/// scratch directory) and compares its file with organ's at `ours`: the same header but
+/// for the importance matrix's path, the same bytes in every tensor. Returns the
+/// llama-quantize that agreed.
+fn same_as_llama_quantize(model: &Path, r: &Recipe, a: &Apply<'_>, ours: &Path) -> Result<String> {
+    let tool = llama_cpp::find("llama-quantize", a.llama_cpp)?;
+    let dir = scratch_dir(ours.parent().filter(|p| !p.as_os_str().is_empty()))?;
+    let (handed_model, read) = hand_model(model, &dir.path.join("model"))?;
+    drop(read);
+    let mut recipe = create_private(&dir.path.join("recipe.txt"))?;
+    recipe.write_all((r.lines.join("\n") + "\n").as_bytes()).context("cannot write the recipe for llama-quantize")?;
+    let recipe = Handed::file(recipe)?;
+    let imatrix = a.imatrix.map(|p| crate::input::open(p).and_then(Handed::file)).transpose()?;
+    let theirs = dir.path.join("llama-quantize.gguf");
+    let out = Handed::file(create_private(&theirs)?)?;
+    let c = Quantize {
+        allow_requantize: true,
+        pure: false,
+        tensor_type_file: Some(&recipe),
+        imatrix: imatrix.as_ref(),
+        model: &handed_model,
+        out: Output::Handed(&out),
+        ftype: DEFAULT_FTYPE.0,
+    };
+    llama_cpp::run(c.command(&tool)).with_context(|| format!("{}: llama-quantize with the recipe", model.display()))?;
+    drop((handed_model, recipe, out, imatrix));
+    let (ours_m, theirs_m) = (Model::open(ours)?, Model::open(&theirs)?);
+    let differs = |what: String| anyhow!("organ's file and llama-quantize's ({}) differ: {what}", tool.display());
+    if let Some(d) = header_difference(&ours_m.model, &theirs_m.model) {
+        return Err(differs(d));
+    }
+    for (x, y) in ours_m.tensors.iter().zip(&theirs_m.tensors) {
+        let (bx, by) = (x.bytes_or_read()?, y.bytes_or_read()?);
+        if let Some(i) = bx.iter().zip(by.iter()).position(|(p, q)| p != q) {
+            return Err(differs(format!("tensor {:?} ({}) from byte {i} of {}", x.name, x.ty, bx.len())));
+        }
+        drop((bx, by));
+        x.release();
+        y.release();
+    }
+    Ok(tool.display().to_string())
 }

@@ -1,5 +1,5 @@
-//! The operations that plan a quantization (sensitivity, recipe): each request checked,
-//! field by field, and turned into the command's own flags (the structs of
+//! The operations that plan a quantization (sensitivity, recipe) and the one that makes
+//! it (quantize): each request checked, field by field, and turned into the command's own flags (the structs of
 //! [`crate::cli`]), whose argv ([`cli::argv`]) starts an `organ` child as a job, as
 //! [`super::operations`] does for measure, diff, check and eval.
 
@@ -31,8 +31,18 @@ pub(super) const RECIPE_JSON: &str = "recipe.json";
 pub(super) const RECIPE_LINES: &str = "tensor-types.txt";
 pub(super) const RECIPE_TXT: &str = "recipe.txt";
 
+/// A quantize job's report (the result), its text, and the model's default name.
+pub(super) const QUANTIZE_JSON: &str = "quantize.json";
+pub(super) const QUANTIZE_TXT: &str = "quantize.txt";
+const QUANTIZED: &str = "quantized.gguf";
+
 /// The most sensitivity reports a recipe request may name: more than there are types.
 const MAX_FROM: usize = 64;
+
+/// The most `tensor_types` patterns and `override_kv` keys a quantize request may give: a
+/// pattern per tensor of a large model, each compiled before the job starts.
+const MAX_PATTERNS: usize = 4096;
+const MAX_OVERRIDES: usize = 256;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -317,6 +327,111 @@ pub(super) async fn recipe(
     )
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct QuantizeReq {
+    /// The model (a GGUF under the root, a split model's first shard).
+    path: String,
+    /// The file type, as llama-quantize names it (Q4_K_M, IQ4_XS, Q8_0, …).
+    #[serde(rename = "type")]
+    ftype: String,
+    /// The result's name in the job's directory (default quantized.gguf).
+    #[serde(default)]
+    out: Option<String>,
+    /// An importance matrix under the root.
+    #[serde(default)]
+    imatrix: Option<String>,
+    #[serde(default)]
+    include_weights: Vec<String>,
+    #[serde(default)]
+    exclude_weights: Vec<String>,
+    #[serde(default)]
+    allow_requantize: bool,
+    #[serde(default)]
+    leave_output_tensor: bool,
+    #[serde(default)]
+    pure: bool,
+    #[serde(default)]
+    output_tensor_type: Option<String>,
+    #[serde(default)]
+    token_embedding_type: Option<String>,
+    /// `PATTERN=TYPE` words, as `--tensor-type` takes them.
+    #[serde(default)]
+    tensor_types: Vec<String>,
+    /// `KEY=TYPE:VALUE` words, as `--override-kv` takes them.
+    #[serde(default)]
+    override_kv: Vec<String>,
+    #[serde(default)]
+    prune_layers: Option<String>,
+    /// A shard for each of the model's, named after `out` as llama-quantize names them.
+    #[serde(default)]
+    keep_split: bool,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// `organ quantize [flags] PATH OUT TYPE --json quantize.json` (docs/quantize.md): the
+/// job's result is the report `--json` writes; outputs the model (not for a dry run),
+/// quantize.json and the text quantize.txt.
+pub(super) async fn quantize(
+    State(s): State<Arc<AppState>>,
+    body: Result<Json<QuantizeReq>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<JobStatus>)> {
+    let Json(r) = body?;
+    if r.tensor_types.len() > MAX_PATTERNS || r.override_kv.len() > MAX_OVERRIDES {
+        return Err(bad(format!(
+            "at most {MAX_PATTERNS} tensor_types and {MAX_OVERRIDES} override_kv (given {} and {})",
+            r.tensor_types.len(),
+            r.override_kv.len()
+        )));
+    }
+    let utf8 = |p: PathBuf, field: &str| {
+        p.into_os_string().into_string().map_err(|_| bad(format!("{field}: organ quantize takes UTF-8 paths")))
+    };
+    let model = utf8(s.path(&r.path)?, "path")?;
+    let imatrix = r.imatrix.as_deref().map(|p| s.path(p)).transpose()?;
+    let out = super::surgery::out_name(r.out.as_deref(), QUANTIZED)?;
+    if !out.to_ascii_lowercase().ends_with(".gguf") {
+        return Err(bad(format!("out {out:?}: organ quantize writes one GGUF file: give a name ending in .gguf")));
+    }
+    let mut a = cli::QuantizeArgs::new(model, out.clone(), r.ftype);
+    a.imatrix = imatrix;
+    (a.include_weights, a.exclude_weights) = (r.include_weights, r.exclude_weights);
+    (a.allow_requantize, a.leave_output_tensor, a.pure, a.dry_run) =
+        (r.allow_requantize, r.leave_output_tensor, r.pure, r.dry_run);
+    (a.output_tensor_type, a.token_embedding_type) = (r.output_tensor_type, r.token_embedding_type);
+    (a.tensor_type, a.override_kv, a.prune_layers) = (r.tensor_types, r.override_kv, r.prune_layers);
+    a.keep_split = r.keep_split;
+    // A type, pattern, override or layer list that does not parse: a 400, not a failed job.
+    // Whether the model takes them is the job's to say, once it has read it.
+    if (a.include_weights.len() + a.exclude_weights.len() > 0) && a.imatrix.is_none() {
+        return Err(bad("include_weights and exclude_weights choose entries of an importance matrix: give imatrix"));
+    }
+    a.check_flags().map_err(|e| bad(format!("{e:#}")))?;
+    let mut outputs: Vec<String> = match (a.dry_run, a.keep_split) {
+        (true, _) => Vec::new(),
+        (false, false) => vec![out.clone()],
+        // A shard for each of the model's, found beside it by name as the job will.
+        (false, true) => {
+            let n = organ_native::paths::split_shards(std::path::Path::new(&a.args[0])).map_or(1, |s| s.len());
+            organ_core::quantize::keep_split_names(&out, n)
+        }
+    };
+    outputs.extend([QUANTIZE_JSON.into(), QUANTIZE_TXT.into()]);
+    start_job(
+        &s,
+        "quantize",
+        move |dir| {
+            a.args[1] = dir.join(&out).to_string_lossy().into_owned();
+            a.reports = a.reports.clone().with(&formats::JSON, Some(dir.join(QUANTIZE_JSON)));
+            argv(&a)
+        },
+        outputs,
+        Some(QUANTIZE_JSON),
+        Some(QUANTIZE_TXT),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,9 +443,12 @@ mod tests {
         let doc: serde_json::Value = serde_json::from_str(include_str!("../../../docs/openapi.json")).unwrap();
         let sensitivity = [SENSITIVITY_JSON, SENSITIVITY_CSV, SENSITIVITY_HTML, SENSITIVITY_TXT];
         let recipe = [RECIPE_JSON, RECIPE_LINES, RECIPE_TXT];
-        for (job, path, names) in
-            [("SensitivityJob", "/api/sensitivity", &sensitivity[..]), ("RecipeJob", "/api/recipe", &recipe[..])]
-        {
+        let quantize = [QUANTIZE_JSON, QUANTIZE_TXT];
+        for (job, path, names) in [
+            ("SensitivityJob", "/api/sensitivity", &sensitivity[..]),
+            ("RecipeJob", "/api/recipe", &recipe[..]),
+            ("QuantizeJob", "/api/quantize", &quantize[..]),
+        ] {
             super::super::outputs::openapi_lists_outputs(&doc, job, path, names);
         }
     }

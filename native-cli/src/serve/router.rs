@@ -85,6 +85,7 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         .route("/eval", post(operations::eval))
         .route("/sensitivity", post(quantize::sensitivity))
         .route("/recipe", post(quantize::recipe))
+        .route("/quantize", post(quantize::quantize))
         .route("/experts-extract", post(surgery::experts_extract))
         .route("/experts-prune", post(surgery::experts_prune))
         .route("/layers", post(layers::layers))

@@ -1,4 +1,4 @@
-//! sensitivity and recipe jobs: a predicted sensitivity job's report is `organ sensitivity
+//! sensitivity, recipe and quantize jobs: a predicted sensitivity job's report is `organ sensitivity
 //! --predict --json`'s and a recipe job's table is `organ recipe --json`'s, for the same
 //! arguments (data-free curves on SmolLM2; with llama.cpp, the checked-in measured reports
 //! of tests/data/sensitivity/ as truth and as curves); every bad request is a 4xx naming the
@@ -150,6 +150,42 @@ fn measured_reports_are_truth_and_curves_as_in_the_cli() {
     assert!(want["source"].as_str().unwrap().starts_with("measured"), "{want}");
 }
 
+/// A quantize job writes `organ quantize`'s file and report: SmolLM2's Q4_1 requantized to
+/// Q8_0 with a key overridden and two layers pruned, and a dry run that writes no model.
+#[test]
+fn a_quantize_job_writes_organ_quantizes_file_and_report() {
+    let Some(_) = need::smollm2() else { return };
+    let s = start(&make_root("api-quantize"), &[]);
+    let model = s.root.join("smol.gguf");
+    let body = json!({ "path": "smol.gguf", "type": "q8_0", "allow_requantize": true, "out": "q8.gguf",
+                       "override_kv": ["general.name=str:api"], "prune_layers": "4,5" });
+    let end = run_job(&s, "/api/quantize", body);
+    assert_eq!(end["kind"], "quantize");
+    assert_eq!(names(&end), ["q8.gguf", "quantize.json", "quantize.txt"], "{end}");
+    let out = tmp("cli-quantize.gguf");
+    let args = [os("quantize"), os("--allow-requantize"), os("--override-kv"), os("general.name=str:api")];
+    let args = [&args[..], &[os("--prune-layers"), os("4,5"), model.as_os_str(), out.as_os_str(), os("Q8_0")]].concat();
+    let (want, _, printed) = cli(&args, "cli-quantize", &[]);
+    assert!(download(&s, output(&end, "q8.gguf")) == std::fs::read(&out).unwrap(), "the model is the CLI's");
+    let r = &end["result"];
+    // The same report but for where the file went.
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        v["outputs"] = json!([]);
+        v
+    };
+    assert_eq!(strip(r), strip(&want), "the job's result is organ quantize --json's report");
+    assert_eq!((r["type"].as_str(), r["tensors"].as_array().map(Vec::len)), (Some("Q8_0"), Some(272 - 2 * 9)), "{r}");
+    assert_eq!(String::from_utf8(download(&s, output(&end, "quantize.txt"))).unwrap(), printed);
+    let end = run_job(
+        &s,
+        "/api/quantize",
+        json!({ "path": "smol.gguf", "type": "Q4_0", "dry_run": true, "allow_requantize": true }),
+    );
+    assert_eq!(names(&end), ["quantize.json", "quantize.txt"], "{end}");
+    assert_eq!(end["result"]["outputs"], json!([]));
+}
+
 #[test]
 fn bad_sensitivity_and_recipe_requests_are_refused_naming_the_field() {
     let root = make_tiny_root("api-quantize-bad");
@@ -256,6 +292,18 @@ fn bad_sensitivity_and_recipe_requests_are_refused_naming_the_field() {
         ),
         ("/api/recipe", json!({ "path": path, "target_bpw": 4, "from": ["missing.json"] }), 404, "missing.json"),
         ("/api/recipe", json!({ "path": "escape/passwd", "target_bpw": 4, "data_free": true }), 404, "escape/passwd"),
+        ("/api/quantize", json!({ "path": path }), 400, "`type`"),
+        ("/api/quantize", json!({ "path": path, "type": "Q9_K" }), 400, "invalid TYPE \"Q9_K\""),
+        ("/api/quantize", json!({ "path": path, "type": "Q8_0", "override_kv": ["a=u8:1"] }), 400, "--override-kv"),
+        ("/api/quantize", json!({ "path": path, "type": "Q8_0", "prune_layers": "1,-2" }), 400, "--prune-layers"),
+        ("/api/quantize", json!({ "path": path, "type": "Q8_0", "tensor_types": ["attn(=q8_0"] }), 400, "attn("),
+        ("/api/quantize", json!({ "path": path, "type": "Q8_0", "tensor_types": ["attn=q9"] }), 400, "\"q9\""),
+        ("/api/quantize", json!({ "path": path, "type": "Q8_0", "exclude_weights": ["a"] }), 400, "give imatrix"),
+        ("/api/quantize", json!({ "path": path, "type": "Q8_0", "out": "x.bin" }), 400, "out \"x.bin\""),
+        ("/api/quantize", json!({ "path": path, "type": "Q8_0", "out": "../x.gguf" }), 400, "out \"../x.gguf\""),
+        ("/api/quantize", json!({ "path": path, "type": "Q8_0", "threads": 2 }), 400, "unknown field `threads`"),
+        ("/api/quantize", json!({ "path": path, "type": "Q8_0", "imatrix": "../x" }), 400, "../x"),
+        ("/api/quantize", json!({ "path": "escape/passwd", "type": "Q8_0" }), 404, "escape/passwd"),
     ];
     for (route, body, status, names) in &cases {
         let (st, v) = post(&s, route, body);

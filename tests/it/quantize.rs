@@ -60,9 +60,9 @@ fn smollm2_f16_presets_are_llama_quantizes_bytes() {
     let Some(q41) = need::smollm2_and_llama() else { return };
     let f16 = common::smollm2_f16(&q41);
     // Q8_0, Q4_0, Q5_0, Q5_1 and Q6_K are inside these mixes (their fallbacks, ffn_down's
-    // Q6_K); each type alone is bench/quantize-matrix.sh's. IQ4_XS (about 40 s a run on one
-    // thread, for each of the two programs) is the imatrix test's: the tensors it excludes
-    // from the matrix take the plain IQ4_XS and IQ4_NL quantizers there.
+    // Q6_K); each type alone is bench/quantize-matrix.sh's. IQ4_XS and IQ4_NL (about 40 s
+    // a run over the model on one thread, for each of the two programs) are the imatrix
+    // test's, on some tensors: those it excludes from the matrix take the plain quantizers.
     for ty in ["Q4_K_M", "Q3_K_M", "Q2_K"] {
         let out = same_bytes(&f16, ty, &[], ty);
         if ty == "Q4_K_M" {
@@ -115,15 +115,25 @@ fn smollm2_f16_with_an_imatrix_is_llama_quantizes_bytes() {
     let (pass, _, found) = derived(&out, &f16, Some(other.to_str().unwrap()));
     assert!(!pass && about(&found, "blk.0.ffn_down.weight").contains("'s F16 quantized to"), "{found:?}");
     std::fs::remove_file(&out).unwrap();
-    // Pruned layers: a renumbered tensor takes its weights from its old name.
-    let out = same_bytes(&f16, "Q4_0", &["--imatrix", im, "--pure", "--prune-layers", "0,12"], "imatrix-prune");
-    std::fs::remove_file(&out).unwrap();
-    let out = same_bytes(
-        &f16,
-        "IQ4_XS",
-        &["--imatrix", im, "--exclude-weights", "attn_v", "--exclude-weights", "blk.3."],
-        "imatrix-iq4_xs",
-    );
+    // The IQ4 searches on some tensors (on every one, IQ4_XS took each program 40 s on one
+    // thread): IQ4_XS on ffn_down, IQ4_NL on six layers' attention, the rest Q8_0 (which
+    // ignores the weights); two --exclude-weights give some of them the plain quantizers;
+    // with layers pruned, a renumbered tensor takes its weights by its old name.
+    let flags = [
+        "--imatrix",
+        im,
+        "--tensor-type",
+        "ffn_down=iq4_xs",
+        "--tensor-type",
+        "blk\\.[0-5]\\.attn_[qkv]=iq4_nl",
+        "--exclude-weights",
+        "attn_v",
+        "--exclude-weights",
+        "blk.3.",
+        "--prune-layers",
+        "0,12",
+    ];
+    let out = same_bytes(&f16, "Q8_0", &flags, "imatrix-iq4-prune");
     std::fs::remove_file(&out).unwrap();
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long fuzzing, on demand (CI runs the core's targets 30 s each in scripts/test.sh): every
+# Long fuzzing, on demand (CI runs the core's targets 10 s each, unoptimized, in scripts/test.sh): every
 # cargo-fuzz target, the core's (core/fuzz: parse, dequant, manifest) and the API's
 # (native-cli/fuzz: api), for SECONDS each (default 600), from its seeds plus a kept corpus
 # (DIR/corpus/TARGET, gitignored, so a later run resumes). Prints one line per target:

@@ -243,9 +243,15 @@ def diff(a, b, stream=False, threads=None):
     return Comparison(*_organ.diff(_path(a), _path(b), stream, threads))
 
 
-def check(path, stream=False, threads=None):
-    """A model's health without running it (Check k1), as ``organ check``."""
-    return Findings(*_organ.check(_path(path), stream, threads))
+def check(path, stream=False, threads=None, derived_from=None, imatrix=None):
+    """A model's health without running it (Check k1), as ``organ check``; with
+    ``derived_from``, also whether it is that model quantized as its header says
+    (``organ check --derived-from``, with the ``imatrix`` it was quantized with): every
+    tensor quantized again in memory and compared, a ``derivation`` finding for the
+    verdict and each tensor or key that differs."""
+    src = None if derived_from is None else _path(derived_from)
+    im = None if imatrix is None else _path(imatrix)
+    return Findings(*_organ.check(_path(path), stream, threads, src, im))
 
 
 def tensor(path, name, threads=None):

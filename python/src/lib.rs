@@ -247,10 +247,24 @@ fn diff(py: Python<'_>, a: PathBuf, b: PathBuf, stream: bool, threads: Option<us
 /// `organ check PATH --json J`: the check report's JSON text, and whether any finding is
 /// an error (the CLI's exit status 1).
 #[pyfunction]
-#[pyo3(signature = (path, stream=false, threads=None))]
-fn check(py: Python<'_>, path: PathBuf, stream: bool, threads: Option<usize>) -> PyResult<(String, bool)> {
+#[pyo3(signature = (path, stream=false, threads=None, derived_from=None, imatrix=None))]
+fn check(
+    py: Python<'_>,
+    path: PathBuf,
+    stream: bool,
+    threads: Option<usize>,
+    derived_from: Option<PathBuf>,
+    imatrix: Option<PathBuf>,
+) -> PyResult<(String, bool)> {
     run(py, threads, None, move || {
-        let report = cmd::check::check_path(&path, stream)?;
+        anyhow::ensure!(
+            imatrix.is_none() || derived_from.is_some(),
+            "imatrix is the matrix a model derived from another was quantized with: give derived_from too"
+        );
+        let mut report = cmd::check::check_path(&path, stream)?;
+        if let Some(src) = &derived_from {
+            report.add(cmd::derived::findings(&path, src, imatrix.as_deref())?);
+        }
         Ok((rendered(AnyReport::Check(&report), &JSON)?, report.has_errors()))
     })
 }

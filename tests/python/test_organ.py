@@ -310,3 +310,23 @@ def test_quantize_writes_the_clis_file_and_says_what_it_chose(smollm2, cli, tmp)
     ours, theirs = tmp / "py-split-00001-of-00001.gguf", tmp / "cli-split-00001-of-00001.gguf"
     assert ours.read_bytes() == theirs.read_bytes()
     assert len(got["tensors"]) == 272 - 2 * 9 and "blk.28.ffn_up.weight" not in {n for n, _, _ in got["tensors"]}
+
+
+def test_check_derived_from_names_the_tensor_that_is_not_its_source_quantized(smollm2, tmp):
+    out = tmp / "derived-q8.gguf"
+    organ.quantize(smollm2, out, "Q8_0", allow_requantize=True)
+    found = organ.check(out, derived_from=smollm2)
+    assert found, found.findings
+    verdict = [f for f in found.findings if f["kind"] == "derivation"]
+    assert len(verdict) == 1 and "all 272 tensors identical" in verdict[0]["message"], verdict
+    # One byte of one tensor changed: that tensor is named.
+    from gguf import GGUFReader
+    t = next(t for t in GGUFReader(out).tensors if t.name == "blk.5.ffn_down.weight")
+    raw = bytearray(out.read_bytes())
+    raw[int(t.data_offset) + 1000] ^= 0x10
+    changed = tmp / "derived-changed.gguf"
+    changed.write_bytes(bytes(raw))
+    found = organ.check(changed, derived_from=smollm2)
+    assert not found and any(f.get("subject") == "blk.5.ffn_down.weight" for f in found.findings), found.findings
+    with pytest.raises(organ.OrganError, match="give derived_from too"):
+        organ.check(out, imatrix=out)

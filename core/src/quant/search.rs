@@ -160,39 +160,44 @@ fn signed_max(x: &[f32]) -> Option<f32> {
 /// symmetric quantization to `-nmax..nmax-1`, stored shifted by `nmax`, with a search over
 /// 18 nearby scales weighted by `qw` (the importance-matrix quantizers) or else by x².
 /// Returns the scale.
+///
+/// ggml sums each scale's fit in a pass of its own; a scale's sums do not depend on which
+/// scales won before it, so here the 19 are summed in one pass, each in its own
+/// accumulators in ggml's order (the same bits), and then compared in ggml's order: the
+/// independent sums run side by side instead of one latency-bound chain at a time.
 pub(in crate::quant) fn make_qx_quants(x: &[f32], nmax: i32, l: &mut [i8], qw: Option<&[f32]>) -> f32 {
+    const SCALES: usize = 19;
     let Some(max) = signed_max(x) else {
         l.iter_mut().for_each(|v| *v = 0);
         return 0.0;
     };
-    let sums = |iscale: f32| {
-        let (mut sumlx, mut suml2) = (0f32, 0f32);
-        for (i, &v) in x.iter().enumerate() {
-            let q = nearest_int(iscale * v).clamp(-nmax, nmax - 1) as f32;
-            let w = qw.map_or(v * v, |qw| qw[i]);
-            sumlx += w * v * q;
-            suml2 += w * q * q;
+    let (lo, hi) = (-nmax, nmax - 1);
+    let mut iscales = [-(nmax as f32) / max; SCALES];
+    for (iscale, is) in iscales[1..].iter_mut().zip((-9..=9).filter(|&is| is != 0)) {
+        *iscale = -(nmax as f32 + 0.1 * is as f32) / max;
+    }
+    let (mut sumlx, mut suml2) = ([0f32; SCALES], [0f32; SCALES]);
+    for (i, &v) in x.iter().enumerate() {
+        let w = qw.map_or(v * v, |qw| qw[i]);
+        let wv = w * v;
+        for k in 0..SCALES {
+            let q = nearest_int(iscales[k] * v).clamp(lo, hi) as f32;
+            sumlx[k] += wv * q;
+            suml2[k] += w * q * q;
         }
-        (sumlx, suml2)
-    };
-    let fill = |iscale: f32, l: &mut [i8]| {
-        for (l, &v) in l.iter_mut().zip(x) {
-            *l = (nmax + nearest_int(iscale * v).clamp(-nmax, nmax - 1)) as i8;
+    }
+    let mut winner = 0;
+    let mut scale = if suml2[0] != 0.0 { sumlx[0] / suml2[0] } else { 0.0 };
+    let mut best = scale * sumlx[0];
+    for k in 1..SCALES {
+        if suml2[k] > 0.0 && sumlx[k] * sumlx[k] > best * suml2[k] {
+            winner = k;
+            scale = sumlx[k] / suml2[k];
+            best = scale * sumlx[k];
         }
-    };
-    let iscale = -(nmax as f32) / max;
-    fill(iscale, l);
-    let (sumlx, suml2) = sums(iscale);
-    let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
-    let mut best = scale * sumlx;
-    for is in (-9..=9).filter(|&is| is != 0) {
-        let iscale = -(nmax as f32 + 0.1 * is as f32) / max;
-        let (sumlx, suml2) = sums(iscale);
-        if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
-            fill(iscale, l);
-            scale = sumlx / suml2;
-            best = scale * sumlx;
-        }
+    }
+    for (l, &v) in l.iter_mut().zip(x) {
+        *l = (nmax + nearest_int(iscales[winner] * v).clamp(lo, hi)) as i8;
     }
     scale
 }

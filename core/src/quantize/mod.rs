@@ -409,7 +409,10 @@ fn shards<T: Borrow<TensorEntry>>(
     let mut first = 0;
     for i in 0..n {
         let len = tensors[first..].iter().take_while(|t| file(t) == i).count();
-        if len == 0 {
+        // The first file is written whatever it holds (a model without tensors; a split
+        // whose first shard holds only the metadata); a later shard without a tensor is
+        // one llama-quantize has no header for.
+        if len == 0 && i > 0 {
             return Err(Error::Quantize {
                 reason: format!(
                     "shard {} of {n} of the input holds no tensor: llama-quantize --keep-split fails on it",

@@ -138,3 +138,36 @@ fn refusals_name_the_tensor() {
     dry.dry_run = true;
     assert!(plan(&m, &dry).is_ok());
 }
+
+/// `--keep-split`: a shard per input shard, the first with the metadata and the split
+/// keys, a later one with the split keys alone; a first shard without tensors (a split
+/// with its metadata alone first) is still written, a later one without is refused; a
+/// model without tensors plans one file.
+#[test]
+fn keep_split_plans_a_file_per_input_shard() {
+    let mut m = llama(2);
+    let n = m.tensors.len();
+    for (i, t) in m.tensors.iter_mut().enumerate() {
+        (t.file, t.offset) = (1 + usize::from(i >= n / 2), i as u64);
+    }
+    let mut p = Params::new(Ftype::Q8_0);
+    p.keep_split = true;
+    let plan = plan(&m, &p).unwrap();
+    assert_eq!(plan.shards.len(), 3);
+    assert_eq!((plan.shards[0].tensors.len(), plan.shards[1].tensors.len()), (0, n / 2));
+    let keys = |s: usize| plan.shards[s].kvs.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>();
+    assert_eq!(keys(1), ["split.no", "split.count", "split.tensors.count"]);
+    assert_eq!(&keys(0)[keys(0).len() - 3..], ["split.no", "split.count", "split.tensors.count"]);
+    // The input's order, not the layers'.
+    assert_eq!(plan.tensors[0].name, "token_embd.weight");
+    for t in &mut m.tensors[n / 2..] {
+        t.file = 3;
+    }
+    let e = super::plan(&m, &p).unwrap_err().to_string();
+    assert!(e.contains("shard 3 of 4 of the input holds no tensor"), "{e}");
+    assert_eq!(keep_split_names("out.gguf", 2), ["out-00001-of-00002.gguf", "out-00002-of-00002.gguf"]);
+    assert_eq!(keep_split_names("ggml-model-Q8_0", 1), ["ggml-model-Q8_0-00001-of-00001.gguf"]);
+    m.tensors.clear();
+    let plan = super::plan(&m, &Params::new(Ftype::Q8_0)).unwrap();
+    assert_eq!((plan.shards.len(), plan.tensors.len()), (1, 0));
+}

@@ -261,10 +261,16 @@ fn check(
             imatrix.is_none() || derived_from.is_some(),
             "imatrix is the matrix a model derived from another was quantized with: give derived_from too"
         );
-        let mut report = cmd::check::check_path(&path, stream)?;
-        if let Some(src) = &derived_from {
-            report.add(cmd::derived::findings(&path, src, imatrix.as_deref())?);
-        }
+        let o = cmd::check::Options {
+            model: path,
+            files: Default::default(),
+            stream,
+            force: false,
+            base: None,
+            derived_from,
+            imatrix,
+        };
+        let report = cmd::check::report(&o)?;
         Ok((rendered(AnyReport::Check(&report), &JSON)?, report.has_errors()))
     })
 }

@@ -167,9 +167,12 @@ fn for_chunks(
     bytes.chunks(chunk).try_for_each(f)
 }
 
-/// Runs the check, prints the report and writes the JSON; returns whether any finding is
-/// an error.
-pub fn run(opts: &Options, out: &mut dyn Write) -> Result<bool> {
+/// The check's report, as `organ check` makes it: the model's own findings, then those
+/// against `--base` and `--derived-from` when given (the CLI and Python call this).
+///
+/// # Errors
+/// A model that cannot be read; a `base` given for a model that is not an adapter.
+pub fn report(opts: &Options) -> Result<CheckReport> {
     let mut report = check_path(&opts.model, opts.stream)?;
     if let Some(base) = &opts.base {
         let (m, b) = (Model::open(&opts.model)?, Model::open_any(base)?);
@@ -179,6 +182,13 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<bool> {
     if let Some(src) = &opts.derived_from {
         report.add(super::derived::findings(&opts.model, src, opts.imatrix.as_deref())?);
     }
+    Ok(report)
+}
+
+/// Runs the check, prints the report and writes the JSON; returns whether any finding is
+/// an error.
+pub fn run(opts: &Options, out: &mut dyn Write) -> Result<bool> {
+    let report = report(opts)?;
     // The verdict and severities coloured on a terminal (crate::paint); the files plain.
     let on_screen = Shown { marks: crate::paint::marks(crate::paint::Stream::Stdout), ..Shown::WHOLE };
     super::outputs::print(AnyReport::Check(&report), &on_screen, out)?;

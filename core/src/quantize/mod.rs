@@ -237,23 +237,8 @@ pub(crate) fn write_order(a: &str, b: &str) -> core::cmp::Ordering {
 
 /// The layer number `weight_name_comparer` and `layer_info` read (`sscanf(name, "blk.%d.")`), -1 without.
 pub(crate) fn layer_of(name: &str) -> i64 {
-    let Some(rest) = name.strip_prefix("blk.") else { return -1 };
-    let rest = rest.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
-    let (neg, digits) = match rest.as_bytes().first() {
-        Some(b'-') => (true, &rest[1..]),
-        Some(b'+') => (false, &rest[1..]),
-        _ => (false, rest),
-    };
-    let end = digits.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(digits.len());
-    if end == 0 {
-        return -1;
-    }
-    let n = digits[..end].parse::<i64>().unwrap_or(i64::MAX).min(i64::from(i32::MAX));
-    if neg {
-        -n
-    } else {
-        n
-    }
+    let max = i64::from(i32::MAX);
+    name.strip_prefix("blk.").and_then(overrides::leading_int).map_or(-1, |n| n.clamp(-max, max))
 }
 
 /// The hyperparameters the rules read, from the model's metadata as `get` gives it (the
@@ -328,18 +313,14 @@ pub fn plan<T: Borrow<TensorEntry>>(m: &Model<T>, p: &Params) -> Result<Plan> {
     }
     let mut order: Vec<usize> = (0..m.tensors.len()).collect();
     order.sort_by(|&a, &b| write_order(&m.tensors[a].borrow().name, &m.tensors[b].borrow().name));
-    // --keep-split: after the renumbering (in weights_map's order), in the input's order.
-    let place = |i: usize| {
-        let t = m.tensors[i].borrow();
-        (t.file, t.offset)
-    };
     // --prune-layers: the pruned layers' tensors left out, the later layers renumbered, in
     // the order written; the rules then see the new names.
     let mut renumber = overrides::Renumber::default();
     let mut order: Vec<(usize, String)> =
         order.into_iter().filter_map(|i| Some((i, renumber.name(&m.tensors[i].borrow().name, &p.prune)?))).collect();
+    // --keep-split: after the renumbering (in weights_map's order), in the input's order.
     if p.keep_split {
-        order.sort_by_key(|&(i, _)| place(i));
+        order.sort_by_key(|&(i, _)| (m.tensors[i].borrow().file, m.tensors[i].borrow().offset));
     }
     let mut qs = rules::Counters {
         n_attention_wv: order.iter().filter(|(_, name)| Category::of(name).is_attn_v()).count() as u32,

@@ -59,24 +59,26 @@ fn skip_space(s: &str) -> &str {
     s.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c'])
 }
 
-/// `atol`: an optional sign and the decimal digits after it (saturating where C's is
-/// undefined), 0 without digits.
-fn atol(s: &str) -> i64 {
+/// The integer C's `strtol` (and so `atol`, `sscanf`'s `%d`) reads at the start of `s`:
+/// white space, an optional sign, decimal digits (saturating where C's is undefined);
+/// `None` without digits.
+pub(crate) fn leading_int(s: &str) -> Option<i64> {
     let s = skip_space(s);
     let (neg, digits) = match s.as_bytes().first() {
         Some(b'-') => (true, &s[1..]),
         Some(b'+') => (false, &s[1..]),
         _ => (false, s),
     };
-    let mut n: i64 = 0;
+    let mut n: Option<i64> = None;
     for b in digits.bytes().take_while(u8::is_ascii_digit) {
-        n = n.saturating_mul(10).saturating_add(i64::from(b - b'0'));
+        n = Some(n.unwrap_or(0).saturating_mul(10).saturating_add(i64::from(b - b'0')));
     }
-    if neg {
-        n.saturating_neg()
-    } else {
-        n
-    }
+    n.map(|n| if neg { n.saturating_neg() } else { n })
+}
+
+/// `atol`: [`leading_int`], 0 without digits.
+fn atol(s: &str) -> i64 {
+    leading_int(s).unwrap_or(0)
 }
 
 /// `atof` for decimal numbers and `inf`/`infinity`/`nan` (hexadecimal floats read as 0x…

@@ -55,17 +55,7 @@ pub const JSON: Format = Format {
     name: "json",
     extension: "json",
     media_type: "application/json",
-    kinds: &[
-        Kind::Measure,
-        Kind::Compare,
-        Kind::Check,
-        Kind::Sensitivity,
-        Kind::Prediction,
-        Kind::Eval,
-        Kind::Surgery,
-        Kind::Recipe,
-        Kind::Quantize,
-    ],
+    kinds: Kind::ALL,
     flag: &[
         (Kind::Measure, "Also write the full report as JSON (schema: docs/report.schema.json)"),
         (Kind::Compare, "Also write the full report as JSON (schema: docs/report.schema.json, \"compare\": \"c1\")"),

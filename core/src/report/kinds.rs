@@ -58,6 +58,21 @@ pub enum AnyReport<'a> {
     Quantize(&'a QuantizeReport),
 }
 
+impl Kind {
+    /// Every kind of report.
+    pub const ALL: &'static [Kind] = &[
+        Kind::Measure,
+        Kind::Compare,
+        Kind::Check,
+        Kind::Sensitivity,
+        Kind::Prediction,
+        Kind::Eval,
+        Kind::Surgery,
+        Kind::Recipe,
+        Kind::Quantize,
+    ];
+}
+
 impl AnyReport<'_> {
     /// Which kind of report this is.
     pub fn kind(&self) -> Kind {

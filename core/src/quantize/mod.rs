@@ -18,6 +18,7 @@ pub mod imatrix;
 pub mod overrides;
 pub mod report;
 pub mod rules;
+pub mod slabs;
 
 pub use ftype::Ftype;
 pub use imatrix::QuantImatrix;

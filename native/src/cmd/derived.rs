@@ -87,7 +87,7 @@ fn compare(ty: GgmlType, n_per_row: usize, have: &[u8], want: &[u8]) -> Result<O
 /// ‖have − want‖ / ‖want‖ over the dequantized values, a slab of rows at a time.
 fn rel_l2(ty: GgmlType, n_per_row: usize, have: &[u8], want: &[u8]) -> Result<f64> {
     let n_per_row = n_per_row.max(1);
-    let row = super::quantize::row_bytes(ty, n_per_row);
+    let row = organ_core::quantize::slabs::row_bytes(ty, n_per_row);
     anyhow::ensure!(row > 0 && want.len() % row == 0, "{} bytes are not whole rows of {ty}", want.len());
     let rows = (SLAB_VALUES / n_per_row).max(1);
     let (mut a, mut b) = (Vec::new(), Vec::new());

@@ -10,6 +10,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use organ_core::ggml_type::GgmlType;
 use organ_core::gguf::writer::padding;
 use organ_core::quantize::report::QuantizeReport;
+use organ_core::quantize::slabs::{Pieces, SLAB_VALUES};
 use organ_core::quantize::{self, Ftype, Params, Pattern, Plan, Planned, QuantImatrix, Shard};
 use organ_core::report::formats::{AnyReport, Shown};
 use rayon::prelude::*;
@@ -128,13 +129,6 @@ fn tensor_type(word: &str) -> Result<(Pattern, GgmlType)> {
     Ok((Pattern::new(name)?, ggml_type("--tensor-type", ty)?))
 }
 
-/// The f32 values a slab holds at most (64 MiB): memory stays a few slabs whatever the
-/// tensor's size.
-const SLAB_VALUES: usize = 16 << 20;
-
-/// Elements each parallel piece quantizes at least (llama-quantize's `min_chunk_size`).
-const CHUNK_VALUES: usize = 32 * 512;
-
 /// Quantizes as planned; prints the report's text (llama-quantize's sizes, and every
 /// tensor's types for a dry run), writes its JSON when asked; returns the report.
 ///
@@ -217,68 +211,36 @@ fn write_shard(model: &Model, plan: &Plan, shard: &Shard, file: &Path, o: &Optio
     Ok(tmp)
 }
 
-/// Converts one tensor, slab by slab, and writes it; returns the bytes written. With an
-/// importance matrix (`qw`: a row of weights per matrix, experts after each other), a slab
-/// never crosses from one expert to the next, as llama-quantize's chunks never do.
+/// Converts one tensor, slab by slab ([`Pieces`]), each slab's chunks in parallel, and
+/// writes it; returns the bytes written. `qw`: the importance matrix's weights, a row per
+/// matrix (expert).
 pub(crate) fn convert(t: &Planned, bytes: &[u8], qw: Option<&[f32]>, w: &mut impl Write) -> Result<u64> {
-    let n_per_row = t.dims.first().copied().unwrap_or(1) as usize;
-    let row_in = row_bytes(t.from, n_per_row);
-    let row_out = row_bytes(t.to, n_per_row);
-    anyhow::ensure!(row_in > 0 && bytes.len() % row_in == 0, "{} bytes are not whole rows", bytes.len());
-    let rows = bytes.len() / row_in;
-    // Rows a matrix (an expert) has: ne[1]; the whole tensor without an importance matrix.
-    let per_matrix = match qw {
-        Some(_) => (t.dims.get(1).copied().unwrap_or(1) as usize).clamp(1, rows.max(1)),
-        None => rows.max(1),
-    };
-    let slab_rows = (SLAB_VALUES / n_per_row.max(1)).clamp(1, per_matrix);
-    let chunk_rows = CHUNK_VALUES.div_ceil(n_per_row.max(1)).max(1);
-    let mut values = Vec::new();
+    let p = Pieces::new(t, qw.is_some(), SLAB_VALUES)?;
+    anyhow::ensure!(
+        bytes.len() as u64 == p.rows as u64 * p.row_in as u64,
+        "{} bytes, not the tensor's rows",
+        bytes.len()
+    );
     let mut pieces: Vec<Vec<u8>> = Vec::new();
     let mut written = 0u64;
-    let slabs = (0..rows).step_by(per_matrix).flat_map(|m| (m..(m + per_matrix).min(rows)).step_by(slab_rows));
-    for first in slabs {
-        let n = slab_rows.min(per_matrix - first % per_matrix).min(rows - first);
-        let qw = match qw {
-            Some(q) => {
-                let m = first / per_matrix;
-                let q = q.get(m * n_per_row..(m + 1) * n_per_row);
-                Some(q.with_context(|| format!("the importance matrix has no row for matrix {m}"))?)
-            }
-            None => None,
-        };
-        let src = &bytes[first * row_in..(first + n) * row_in];
-        values.resize(n * n_per_row, 0f32);
-        values
-            .par_chunks_mut(chunk_rows * n_per_row)
-            .zip(src.par_chunks(chunk_rows * row_in))
-            .try_for_each(|(v, b)| quantize::decode(t.from, b, v))?;
-        pieces.resize_with(n.div_ceil(chunk_rows), Vec::new);
-        pieces.par_iter_mut().zip(values.par_chunks(chunk_rows * n_per_row)).enumerate().try_for_each(
-            |(i, (piece, v))| {
+    for slab in p.slabs() {
+        let qw = p.weights(&slab, qw)?;
+        let r = p.bytes_in(&slab);
+        let src = &bytes[r.start as usize..r.end as usize];
+        pieces.resize_with(slab.rows.len().div_ceil(p.chunk_rows), Vec::new);
+        pieces.par_iter_mut().zip(src.par_chunks(p.chunk_rows * p.row_in)).enumerate().try_for_each_init(
+            Vec::new,
+            |values, (i, (piece, b))| {
                 piece.clear();
-                match qw {
-                    Some(qw) => quantize::convert_weighted(t.to, v, qw, piece),
-                    None => quantize::convert(t.to, v, piece),
-                }
-                .map_err(|e| {
-                    let row = first + i * chunk_rows;
-                    anyhow::anyhow!("{e} (in rows {row}..{}, {} values a row)", row + v.len() / n_per_row, n_per_row)
-                })
+                p.convert(t, slab.rows.start + i * p.chunk_rows, b, qw, values, piece)
             },
         )?;
-        for p in &pieces {
-            debug_assert_eq!(p.len() % row_out, 0);
-            w.write_all(p)?;
-            written += p.len() as u64;
+        for piece in &pieces {
+            w.write_all(piece)?;
+            written += piece.len() as u64;
         }
     }
     Ok(written)
-}
-
-/// `ggml_row_size`.
-pub(crate) fn row_bytes(ty: GgmlType, n: usize) -> usize {
-    n / ty.block_size() * ty.type_size()
 }
 
 /// A tensor-type file: at most 16 MiB (a pattern per tensor of the largest model is far

@@ -18,6 +18,8 @@
 # Then tests/web/e2e-inspect.mjs: inspect mode on SmolLM2 (memory against organ inspect
 # --memory, the metadata editor's download against organ meta's output, bad edits), the
 # chimera's shards and the big sparse file when built; ORGAN_WEB_E2E=inspect runs only that.
+# Then tests/web/e2e-quantize.mjs: quantize mode on SmolLM2's F16 requant (made by organ
+# quantize), the files against organ quantize's; ORGAN_WEB_E2E=quantize runs only that.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -67,6 +69,12 @@ if [ -z "${ORGAN_WEB_BENCH:-}" ] && { [ -z "$only" ] || [ "$only" = inspect ]; }
   ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e-inspect.mjs dist "$organ" "$out" "$model" "${inspect[@]}" ||
     status=$?
 fi
+if [ -z "${ORGAN_WEB_BENCH:-}" ] && { [ -z "$only" ] || [ "$only" = quantize ]; }; then
+  # SmolLM2's F16 requant (a dequantized Q4_1), made by organ itself.
+  f16="$out/smollm2-f16.gguf"
+  [ -f "$f16" ] || { "$organ" quantize --allow-requantize "$model" "$f16.partial" F16 >/dev/null && mv "$f16.partial" "$f16"; }
+  ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e-quantize.mjs dist "$organ" "$out" "$f16" || status=$?
+fi
 if [ -z "${ORGAN_WEB_BENCH:-}" ] && { [ -z "$only" ] || [ "$only" = adapter ]; }; then
   lora="$out/smollm2-lora-r8.gguf"
   half="$out/smollm2-lora-half.gguf"
@@ -80,7 +88,7 @@ if [ -z "${ORGAN_WEB_BENCH:-}" ] && { [ -z "$only" ] || [ "$only" = adapter ]; }
   ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e-adapter.mjs dist "$organ" "$out" "$lora" "$model" "$half" ||
     status=$?
 fi
-if [ -z "${ORGAN_WEB_BENCH:-}" ] && [ "$only" != adapter ] && [ "$only" != inspect ]; then
+if [ -z "${ORGAN_WEB_BENCH:-}" ] && [ "$only" != adapter ] && [ "$only" != inspect ] && [ "$only" != quantize ]; then
   moe="$out/browser-moe.gguf"
   [ -f "$moe" ] || { python3 tests/web/make-moe.py "$moe.partial" && mv "$moe.partial" "$moe"; }
   # A split model at a URL: the chimera's shards, when built above (or by an earlier run).

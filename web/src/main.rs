@@ -14,6 +14,7 @@ mod experts;
 mod export;
 mod measure;
 mod pool;
+mod quantize;
 mod reads;
 mod sensitivity;
 mod source;

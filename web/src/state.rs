@@ -20,6 +20,8 @@ pub enum Mode {
     /// One model's header: its metadata, edited and written again (`organ meta`), and the
     /// memory llama.cpp needs to run it (`organ inspect --memory`).
     Inspect,
+    /// One model quantized, llama-quantize's bytes (`organ quantize`).
+    Quantize,
 }
 
 /// Which model of a comparison: A, the base, or B, the other.
@@ -56,6 +58,8 @@ pub enum Phase {
     Checking(String),
     /// Predicting the named model's sensitivity (its report stays on screen).
     Predicting(String),
+    /// Quantizing the named model (it stays on screen).
+    Quantizing(String),
     Done,
     Cancelled,
     Error(String),
@@ -120,6 +124,32 @@ pub enum Writing {
     Failed(String),
 }
 
+/// A model opened to be quantized: what the quantize view shows of it.
+pub struct QuantizeData {
+    /// The (first shard's) file name.
+    pub label: String,
+    pub file_bytes: u64,
+    pub n_tensors: usize,
+    /// Its tensors' types, each with how many tensors have it.
+    pub types: Vec<(organ_core::GgmlType, usize)>,
+}
+
+/// Where quantizing the model on screen is.
+#[derive(Clone, Default)]
+pub enum Quantized {
+    #[default]
+    Idle,
+    /// Written: the report, the file's name, and the run: (ms, bytes read, threads), and
+    /// the page's memory at the end (JS heap and wasm memory, bytes) where the browser
+    /// says it.
+    Wrote {
+        report: Arc<organ_core::quantize::report::QuantizeReport>,
+        file: String,
+        run: (f64, u64, usize),
+        heap: Option<(f64, f64)>,
+    },
+}
+
 /// A report on screen, measured here or opened from an export.
 pub struct ViewData {
     pub report: Report,
@@ -148,12 +178,13 @@ impl Mode {
             Mode::Compare => "compare",
             Mode::Check => "check",
             Mode::Inspect => "inspect",
+            Mode::Quantize => "quantize",
         }
     }
 
     /// The mode a fragment names.
     pub fn from_key(k: &str) -> Option<Mode> {
-        [Mode::Measure, Mode::Compare, Mode::Check, Mode::Inspect].into_iter().find(|m| m.key() == k)
+        [Mode::Measure, Mode::Compare, Mode::Check, Mode::Inspect, Mode::Quantize].into_iter().find(|m| m.key() == k)
     }
 }
 

@@ -20,7 +20,7 @@ pub const MAX_VALUE: usize = 1024;
 /// A view as a URL fragment holds it. Empty strings and `None` are "not said".
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ViewState {
-    /// The page's mode: `measure`, `compare`, `check` or `inspect`.
+    /// The page's mode: `measure`, `compare`, `check`, `inspect` or `quantize`.
     pub mode: Option<String>,
     /// The column the tensor table is sorted by (its key), and whether ascending.
     pub sort: Option<(String, bool)>,
@@ -43,7 +43,9 @@ impl ViewState {
             let Some((key, raw)) = part.split_once('=') else { continue };
             let Some(value) = decode(raw) else { continue };
             match key {
-                "mode" if matches!(value.as_str(), "measure" | "compare" | "check" | "inspect") => v.mode = Some(value),
+                "mode" if matches!(value.as_str(), "measure" | "compare" | "check" | "inspect" | "quantize") => {
+                    v.mode = Some(value)
+                }
                 "sort" => {
                     let (key, asc) = value.strip_prefix('-').map_or((value.as_str(), true), |k| (k, false));
                     if !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {

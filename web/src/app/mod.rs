@@ -5,6 +5,7 @@
 //! URL fragment (`organ_core::report::ViewState`). Every number comes from organ-core.
 
 mod inspect_mode;
+mod quantize_mode;
 mod sensitivity_mode;
 
 use crate::adapter;
@@ -19,11 +20,12 @@ use crate::reads::Progress;
 use crate::sensitivity;
 use crate::source;
 use crate::state::{
-    CheckData, CompareData, InspectData, Mode, PendingEdit, Phase, Role, SensData, TensorView, ViewData, Writing,
+    CheckData, CompareData, InspectData, Mode, PendingEdit, Phase, QuantizeData, Quantized, Role, SensData, TensorView,
+    ViewData, Writing,
 };
 use crate::view::{
-    CheckView, CompareInputs, CompareView, DropZone, Header, InspectView, MeasureModePicker, ModeTabs, ReportView,
-    StatusLine, UrlField,
+    CheckView, CompareInputs, CompareView, DropZone, Header, InspectView, MeasureModePicker, ModeTabs, QuantizeView,
+    ReportView, StatusLine, UrlField,
 };
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -40,6 +42,7 @@ pub enum Shown {
     Compare(Arc<CompareData>),
     Check(Arc<CheckData>),
     Inspect(Arc<InspectData>),
+    Quantize(Arc<QuantizeData>),
 }
 
 /// The app's state and its actions. `Copy`: it holds only signal handles, so every event
@@ -75,6 +78,13 @@ pub struct Controller {
     /// Whether the next report keeps the table's view: the page opened with one in its
     /// fragment, and no report was shown since.
     restore: RwSignal<bool>,
+    /// The model opened to quantize (its `File`s stay on this thread).
+    quant_model: RwSignal<Option<Rc<source::Model>>, LocalStorage>,
+    /// The importance matrix dropped to steer the quantizers, and its file's name.
+    quant_imatrix: RwSignal<Option<Rc<crate::quantize::DroppedImatrix>>, LocalStorage>,
+    quant_imatrix_name: RwSignal<String>,
+    /// Where quantizing the model opened is.
+    quantized: RwSignal<Quantized>,
 }
 
 impl Controller {
@@ -97,6 +107,10 @@ impl Controller {
             inspected: RwSignal::new_local(Vec::new()),
             writing: RwSignal::new(Writing::Idle),
             restore: RwSignal::new(false),
+            quant_model: RwSignal::new_local(None),
+            quant_imatrix: RwSignal::new_local(None),
+            quant_imatrix_name: RwSignal::new(String::new()),
+            quantized: RwSignal::new(Quantized::Idle),
         };
         // The view a link or a reload names, shown once a model or report is opened.
         let v = ViewState::parse(&window().location().hash().unwrap_or_default());
@@ -166,7 +180,12 @@ impl Controller {
     fn busy(&self) -> bool {
         matches!(
             self.phase.get_untracked(),
-            Phase::Reading(_) | Phase::Measuring(_) | Phase::Comparing(_) | Phase::Checking(_) | Phase::Predicting(_)
+            Phase::Reading(_)
+                | Phase::Measuring(_)
+                | Phase::Comparing(_)
+                | Phase::Checking(_)
+                | Phase::Predicting(_)
+                | Phase::Quantizing(_)
         )
     }
 
@@ -229,6 +248,8 @@ impl Controller {
         self.model.set(None);
         self.inspected.set(Vec::new());
         self.writing.set(Writing::Idle);
+        self.quant_model.set(None);
+        self.quantized.set(Quantized::Idle);
         // A new report starts with the table as it comes, unless a link named its view.
         if !self.restore.get_untracked() {
             self.tensors.set(&ViewState::default());
@@ -408,6 +429,7 @@ pub fn App() -> impl IntoView {
                     | (Mode::Compare, Some(Shown::Compare(_)))
                     | (Mode::Check, Some(Shown::Check(_)))
                     | (Mode::Inspect, Some(Shown::Inspect(_)))
+                    | (Mode::Quantize, Some(Shown::Quantize(_)))
             )
         })
     });
@@ -431,6 +453,17 @@ pub fn App() -> impl IntoView {
                     <UrlField on_url=Callback::new(move |url| c.inspect_url(url)) button="Inspect"
                         note="Only the header is read, by range requests; the host must allow this page to read it (CORS)." />
                 }.into_any(),
+                Mode::Quantize => view! {
+                    <DropZone on_files=Callback::new(move |files| c.quantize_open(files)) slim
+                        title="Drop a .gguf model to quantize (F16, BF16, F32 or Q8_0), or click to choose one"
+                        hint="All the shards of a split model together. Quantized here, as llama-quantize quantizes it, byte for byte; the file is written where you choose, as it is made. Nothing is uploaded." />
+                    <DropZone on_files=Callback::new(move |files| c.quantize_imatrix(files)) id="imatrix-drop" input_id="imatrix-input"
+                        title=Signal::derive(move || match c.quant_imatrix_name().get() {
+                            n if n.is_empty() => "Optionally, an importance matrix (llama-imatrix's .gguf)".to_owned(),
+                            n => format!("Importance matrix: {n} (drop another to replace it)"),
+                        })
+                        hint="It steers the quantizers as llama-quantize --imatrix does." />
+                }.into_any(),
                 Mode::Compare => view! {
                     <CompareInputs names=c.chosen_names() on_files=Callback::new(move |(role, files)| c.choose(role, files)) slim />
                 }.into_any(),
@@ -450,6 +483,12 @@ pub fn App() -> impl IntoView {
                 (Mode::Check, Shown::Check(d)) => Some(view! { <CheckView data=d /> }.into_any()),
                 (Mode::Inspect, Shown::Inspect(d)) => Some(view! {
                     <InspectView data=d writing=c.writing() on_write=Callback::new(move |p| c.write_edited(p)) />
+                }.into_any()),
+                (Mode::Quantize, Shown::Quantize(d)) => Some(view! {
+                    <QuantizeView data=d imatrix=c.quant_imatrix_name() quantized=c.quantized()
+                        on_preview=Callback::new(move |ty| c.quantize_preview(ty))
+                        on_quantize=Callback::new(move |ty| c.quantize_run(ty))
+                        on_no_imatrix=Callback::new(move |()| c.quantize_no_imatrix()) />
                 }.into_any()),
                 _ => None,
             })}

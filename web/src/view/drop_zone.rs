@@ -71,6 +71,7 @@ pub fn ModeTabs(mode: ReadSignal<Mode>, on_mode: Callback<Mode>) -> impl IntoVie
             {tab(Mode::Compare, "mode-compare", "Compare two models")}
             {tab(Mode::Check, "mode-check", "Check one model")}
             {tab(Mode::Inspect, "mode-inspect", "Inspect and edit one model")}
+            {tab(Mode::Quantize, "mode-quantize", "Quantize one model")}
         </nav>
     }
 }

@@ -24,6 +24,7 @@ pub fn StatusLine(
             view! { <ProgressBar name progress on_cancel verb="Predicting the sensitivity of" unit="steps" /> }
                 .into_any()
         }
+        Phase::Quantizing(name) => view! { <ProgressBar name progress on_cancel verb="Quantizing" /> }.into_any(),
         Phase::Comparing(name) => {
             view! { <ProgressBar name progress on_cancel verb="Comparing" unit="pairs" /> }.into_any()
         }

@@ -1,0 +1,154 @@
+//! The controller's quantize mode: a model opened (its headers), an importance matrix
+//! beside it, the plan of a type previewed as the user picks it, and the model quantized
+//! into a file the user chose (`crate::quantize`).
+
+use super::*;
+use crate::quantize::{self as quant, Request, Sink};
+use crate::state::{QuantizeData, Quantized};
+use organ_core::quantize::report::QuantizeReport;
+use organ_core::quantize::Ftype;
+use organ_core::report::formats::{AnyReport, Shown as Parts, TEXT};
+
+impl Controller {
+    /// Opens a model (one file, or every shard of a split one) to quantize; an importance
+    /// matrix kept from before stays.
+    pub fn quantize_open(self, files: Vec<web_sys::File>) {
+        if files.is_empty() || self.busy() {
+            return;
+        }
+        let files: Vec<gloo_file::File> = files.into_iter().map(gloo_file::File::from).collect();
+        self.run_job(files[0].name(), move |c| async move {
+            let model = source::open(files).await?;
+            let mut types: Vec<(GgmlType, usize)> = Vec::new();
+            for t in &model.tensors {
+                match types.iter_mut().find(|(ty, _)| *ty == t.ty) {
+                    Some((_, n)) => *n += 1,
+                    None => types.push((t.ty, 1)),
+                }
+            }
+            let data = QuantizeData {
+                label: model.label.clone(),
+                file_bytes: model.file_bytes,
+                n_tensors: model.tensors.len(),
+                types,
+            };
+            c.quant_model.set(Some(Rc::new(model)));
+            c.quantized.set(Quantized::Idle);
+            Ok(Shown::Quantize(Arc::new(data)))
+        });
+    }
+
+    /// Reads an importance matrix to steer the quantizers (the first file of `files`).
+    pub fn quantize_imatrix(self, files: Vec<web_sys::File>) {
+        let Some(file) = files.into_iter().next() else { return };
+        if self.busy() {
+            return;
+        }
+        let file = gloo_file::File::from(file);
+        spawn_local(async move {
+            match quant::read_imatrix(&file).await {
+                Ok(m) => {
+                    self.quant_imatrix_name.set(m.name.clone());
+                    self.quant_imatrix.set(Some(Rc::new(m)));
+                    self.quantized.set(Quantized::Idle);
+                }
+                Err(e) => self.phase.set(Phase::Error(e.to_string())),
+            }
+        });
+    }
+
+    /// Lets go of the importance matrix.
+    pub fn quantize_no_imatrix(self) {
+        if !self.busy() {
+            self.quant_imatrix.set(None);
+            self.quant_imatrix_name.set(String::new());
+        }
+    }
+
+    /// The importance matrix's file name (empty: none).
+    pub fn quant_imatrix_name(&self) -> ReadSignal<String> {
+        self.quant_imatrix_name.read_only()
+    }
+
+    /// Where quantizing the model on screen is.
+    pub fn quantized(&self) -> ReadSignal<Quantized> {
+        self.quantized.read_only()
+    }
+
+    /// The plan of `ftype` for the model opened, as `organ quantize --dry-run` prints its
+    /// sizes, and how many tensors each type gets; or why the core refuses it.
+    pub fn quantize_preview(self, ftype: String) -> Result<String, String> {
+        let Some(model) = self.quant_model.get_untracked() else { return Err(String::new()) };
+        let im = self.quant_imatrix.get_untracked();
+        let ftype = Ftype::parse(&ftype).ok_or_else(|| format!("{ftype}: not a type llama-quantize takes"))?;
+        let params = quant::params(&Request { ftype, lines: Vec::new() }, im.as_deref()).map_err(|e| e.to_string())?;
+        let plan = quant::plan(&model, &params).map_err(|e| e.to_string())?;
+        let n_elements = model.tensors.iter().map(|t| t.n_elements).sum();
+        let out = quant::out_name(&model.label, &format!("{ftype:?}"));
+        let report = QuantizeReport::new(&plan, &params, model.label.clone(), vec![out], n_elements);
+        let mut text = String::new();
+        let _ = (TEXT.render)(AnyReport::Quantize(&report), &Parts::WHOLE, &mut text);
+        let mut counts: Vec<(GgmlType, usize)> = Vec::new();
+        for t in &report.tensors {
+            match counts.iter_mut().find(|(ty, _)| *ty == t.to) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((t.to, 1)),
+            }
+        }
+        counts.sort_by_key(|&(ty, n)| (std::cmp::Reverse(n), ty.name()));
+        let counts: Vec<String> = counts.iter().map(|(ty, n)| format!("{n} {}", ty.name())).collect();
+        text.push_str(&format!("tensors: {}\n", counts.join(", ")));
+        Ok(text)
+    }
+
+    /// Quantizes the model opened to `ftype` into a file the user chooses (a save dialog
+    /// where the browser has one, else a download).
+    pub fn quantize_run(self, ftype: String) {
+        let Some(model) = self.quant_model.get_untracked() else { return };
+        if self.busy() {
+            return;
+        }
+        let im = self.quant_imatrix.get_untracked();
+        self.cancel.set(false);
+        self.quantized.set(Quantized::Idle);
+        spawn_local(async move {
+            let t0 = pool::now_ms();
+            let r = async {
+                let ftype = Ftype::parse(&ftype).ok_or_else(|| Error::Refused(format!("{ftype}: not a type")))?;
+                let params = quant::params(&Request { ftype, lines: Vec::new() }, im.as_deref())?;
+                // Refused before the dialog: no file is made for a plan the core refuses.
+                quant::plan(&model, &params)?;
+                let sink = Sink::choose(&quant::out_name(&model.label, &format!("{ftype:?}"))).await?;
+                let file = sink.name().to_owned();
+                self.progress.set(Progress::default());
+                self.phase.set(Phase::Quantizing(model.label.clone()));
+                let (cancelled, progress) = (&|| self.cancel.get_untracked(), &|p| self.progress.set(p));
+                let o = quant::quantize(&model, params, sink, cancelled, progress).await?;
+                Ok::<_, Error>((o, file))
+            }
+            .await;
+            match r {
+                Ok((o, file)) => {
+                    let run = (pool::now_ms() - t0, o.bytes_read, o.threads);
+                    let report = Arc::new(o.report);
+                    self.quantized.set(Quantized::Wrote { report, file, run, heap: heap() });
+                    self.phase.set(Phase::Done);
+                }
+                Err(Error::Cancelled) => self.phase.set(Phase::Cancelled),
+                Err(e) => self.phase.set(Phase::Error(e.to_string())),
+            }
+        });
+    }
+}
+
+/// The page's memory now, where Chromium says it: the JS heap in use
+/// (`performance.memory.usedJSHeapSize`) and the wasm memory's size, bytes.
+fn heap() -> Option<(f64, f64)> {
+    let perf = web_sys::window()?.performance()?;
+    let mem = js_sys::Reflect::get(&perf, &"memory".into()).ok()?;
+    let js = js_sys::Reflect::get(&mem, &"usedJSHeapSize".into()).ok()?.as_f64()?;
+    // A SharedArrayBuffer under the worker pool: its length read as a property.
+    let buffer = js_sys::Reflect::get(&wasm_bindgen::memory(), &"buffer".into()).ok()?;
+    let wasm = js_sys::Reflect::get(&buffer, &"byteLength".into()).ok()?.as_f64()?;
+    Some((js, wasm))
+}

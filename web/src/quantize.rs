@@ -1,0 +1,333 @@
+//! Quantizing in the browser (`organ quantize`): the core plans every tensor's type and
+//! the header (`organ_core::quantize::plan`, llama-quantize's decisions) and cuts each
+//! tensor into slabs of rows (`organ_core::quantize::slabs`), as the CLI does; this reads
+//! each slab from the dropped file (`Blob.slice`), converts its chunks on the worker pool,
+//! and writes the result, in order, to where the user chose ([`Sink`]): a file on disk
+//! through the File System Access API, written as it is made, or an ordered `Blob` of
+//! parts offered as a download where that API is missing. Memory stays a slab or two
+//! whatever the model's size; nothing is uploaded.
+
+use crate::error::Error;
+use crate::export;
+use crate::pool;
+use crate::reads::{worker_gone, Meter, Progress};
+use crate::source::{read_buffer, Model};
+use futures_util::future::join_all;
+use organ_core::imatrix::Imatrix;
+use organ_core::quantize::report::QuantizeReport;
+use organ_core::quantize::slabs::{Pieces, Slab};
+use organ_core::quantize::{self, Ftype, Params, Pattern, Plan, Planned, QuantImatrix};
+use organ_core::GgmlType;
+use std::sync::Arc;
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+
+/// The values a slab holds at most: 4 Mi values, 8 MiB of F16 (16 MiB of F32, the read
+/// scheduler's longest read), cut into 256 chunks for the pool.
+const SLAB_VALUES: usize = 4 << 20;
+
+/// The largest importance matrix read, as the CLI reads at most.
+pub const MAX_IMATRIX_BYTES: u64 = 1 << 30;
+
+/// What to quantize to: a file type (llama-quantize's TYPE), and `--tensor-type` lines
+/// (a recipe's) over it, with requantizing allowed when there are lines.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub ftype: Ftype,
+    pub lines: Vec<String>,
+}
+
+/// An importance matrix dropped beside the model: its file name and its matrix.
+pub struct DroppedImatrix {
+    pub name: String,
+    pub imatrix: Imatrix,
+}
+
+/// Reads a dropped importance matrix (llama-imatrix's GGUF).
+///
+/// # Errors
+/// Too large, unreadable, not an importance matrix (the core's sentence, the file named).
+pub async fn read_imatrix(file: &gloo_file::File) -> Result<DroppedImatrix, Error> {
+    let name = file.name();
+    if file.size() > MAX_IMATRIX_BYTES {
+        return Err(Error::Refused(format!("{name}: more than {MAX_IMATRIX_BYTES} bytes, not an importance matrix")));
+    }
+    let bytes = gloo_file::futures::read_as_bytes(file).await.map_err(|e| Error::Read(format!("{name}: {e}")))?;
+    let imatrix =
+        Imatrix::parse(&bytes).map_err(|e| Error::Refused(format!("{name}: not a llama-imatrix GGUF: {e}")))?;
+    Ok(DroppedImatrix { name, imatrix })
+}
+
+/// The core's settings for `req` with `imatrix`, as `organ quantize` reads its flags
+/// (`--tensor-type` for each line, `--allow-requantize` with lines).
+///
+/// # Errors
+/// A line that does not parse, named.
+pub fn params(req: &Request, imatrix: Option<&DroppedImatrix>) -> Result<Params, Error> {
+    let mut p = Params::new(req.ftype);
+    p.allow_requantize = !req.lines.is_empty();
+    p.imatrix = imatrix.map(|m| QuantImatrix::new(&m.imatrix, &m.name, &[], &[]));
+    for line in &req.lines {
+        let bad = || Error::Refused(format!("recipe line {line:?}: expected NAME=TYPE"));
+        let (name, ty) = line.split_once('=').ok_or_else(bad)?;
+        let ty = GgmlType::ALL.iter().copied().find(|t| t.name().eq_ignore_ascii_case(ty)).ok_or_else(bad)?;
+        p.patterns.push((Pattern::new(name).map_err(|e| Error::Refused(format!("recipe line {line:?}: {e}")))?, ty));
+    }
+    Ok(p)
+}
+
+/// `model`'s plan with `params`, as `organ quantize --dry-run` plans it.
+///
+/// # Errors
+/// What the core refuses (a tensor it cannot quantize, a type that needs an importance
+/// matrix), the model named.
+pub fn plan(model: &Model, params: &Params) -> Result<Plan, Error> {
+    quantize::plan(&model.model, params).map_err(|e| Error::Refused(format!("{}: {e}", model.label)))
+}
+
+/// The output's name: the model's, its type in place of the input's when the name says
+/// it (`NAME-F16.gguf` → `NAME-Q4_K_M.gguf`), else `NAME-TYPE.gguf`.
+pub fn out_name(label: &str, ty: &str) -> String {
+    let stem = label.strip_suffix(".gguf").unwrap_or(label);
+    let stem = match stem.rsplit_once(['-', '.']) {
+        Some((s, last)) if is_type_name(last) => s,
+        _ => stem,
+    };
+    format!("{stem}-{ty}.gguf")
+}
+
+fn is_type_name(s: &str) -> bool {
+    quantize::ftype::NAMES.iter().any(|(n, _)| n.eq_ignore_ascii_case(s)) || s.eq_ignore_ascii_case("f16")
+}
+
+/// Where the output goes: a file chosen with `showSaveFilePicker`, written as it is made
+/// (`FileSystemWritableFileStream`), or the parts of a `Blob` offered as a download at
+/// the end.
+pub enum Sink {
+    Stream { writable: JsValue, name: String },
+    Parts { parts: js_sys::Array, name: String },
+}
+
+/// `obj.name(args…)`, awaited when it returns a promise.
+async fn call(obj: &JsValue, name: &str, args: &[JsValue]) -> Result<JsValue, JsValue> {
+    let f: js_sys::Function = js_sys::Reflect::get(obj, &name.into())?.dyn_into()?;
+    let r = f.apply(obj, &args.iter().collect::<js_sys::Array>())?;
+    match r.dyn_ref::<js_sys::Promise>() {
+        Some(p) => JsFuture::from(p.clone()).await,
+        None => Ok(r),
+    }
+}
+
+impl Sink {
+    /// Asks where to save `name`: the save dialog where the browser has one (call this
+    /// from a click), else a download at the end.
+    ///
+    /// # Errors
+    /// The dialog dismissed ([`Error::Cancelled`]), or the file could not be opened.
+    pub async fn choose(name: &str) -> Result<Sink, Error> {
+        let window: JsValue = web_sys::window().ok_or(Error::Internal("no window"))?.into();
+        let has_picker = js_sys::Reflect::get(&window, &"showSaveFilePicker".into()).is_ok_and(|f| f.is_function());
+        if !has_picker {
+            return Ok(Sink::Parts { parts: js_sys::Array::new(), name: name.to_owned() });
+        }
+        let opts = js_sys::Object::new();
+        let _ = js_sys::Reflect::set(&opts, &"suggestedName".into(), &name.into());
+        let handle =
+            call(&window, "showSaveFilePicker", &[opts.into()]).await.map_err(|e| {
+                match js_sys::Reflect::get(&e, &"name".into()).ok().and_then(|n| n.as_string()).as_deref() {
+                    Some("AbortError") => Error::Cancelled,
+                    _ => Error::Browser(format!("{name}: cannot choose where to save it: {e:?}")),
+                }
+            })?;
+        let chosen = js_sys::Reflect::get(&handle, &"name".into()).ok().and_then(|n| n.as_string());
+        let writable = call(&handle, "createWritable", &[])
+            .await
+            .map_err(|e| Error::Browser(format!("{name}: cannot open it for writing: {e:?}")))?;
+        Ok(Sink::Stream { writable, name: chosen.unwrap_or_else(|| name.to_owned()) })
+    }
+
+    /// The file's name (the one chosen in the dialog).
+    pub fn name(&self) -> &str {
+        match self {
+            Sink::Stream { name, .. } | Sink::Parts { name, .. } => name,
+        }
+    }
+
+    /// Appends `bytes`.
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let chunk = js_sys::Uint8Array::from(bytes);
+        match self {
+            Sink::Stream { writable, name } => call(writable, "write", &[chunk.into()])
+                .await
+                .map(drop)
+                .map_err(|e| Error::Browser(format!("{name}: cannot write: {e:?}"))),
+            Sink::Parts { parts, name } => {
+                let blob = web_sys::Blob::new_with_u8_array_sequence(&js_sys::Array::of1(&chunk))
+                    .map_err(|e| Error::Browser(format!("{name}: cannot keep a part: {e:?}")))?;
+                parts.push(&blob);
+                Ok(())
+            }
+        }
+    }
+
+    /// Closes the file (it appears on disk whole), or offers the parts as a download.
+    async fn finish(self) -> Result<(), Error> {
+        match self {
+            Sink::Stream { writable, name } => call(&writable, "close", &[])
+                .await
+                .map(drop)
+                .map_err(|e| Error::Browser(format!("{name}: cannot close: {e:?}"))),
+            Sink::Parts { parts, name } => {
+                let opts = web_sys::BlobPropertyBag::new();
+                opts.set_type("application/octet-stream");
+                let blob = web_sys::Blob::new_with_blob_sequence_and_options(&parts, &opts)
+                    .map_err(|e| Error::Browser(format!("{name}: cannot compose the file: {e:?}")))?;
+                export::download_blob(&name, &blob);
+                Ok(())
+            }
+        }
+    }
+
+    /// Lets go of a file not written whole (the stream's file is left as it was).
+    async fn abort(self) {
+        if let Sink::Stream { writable, .. } = self {
+            let _ = call(&writable, "abort", &[]).await;
+        }
+    }
+}
+
+/// A finished quantization: the report (`organ quantize --json`'s), bytes read, threads.
+pub struct Outcome {
+    pub report: QuantizeReport,
+    pub bytes_read: u64,
+    pub threads: usize,
+}
+
+/// Quantizes `model` with `params` into `sink`. `cancelled` stops it between slabs (the
+/// file is then let go); `on_progress` is called as tensors finish.
+///
+/// # Errors
+/// What the plan refuses, a read that fails, a value a type cannot hold (the tensor and
+/// rows named), a write that fails, a cancellation.
+pub async fn quantize(
+    model: &Model,
+    params: Params,
+    mut sink: Sink,
+    cancelled: &dyn Fn() -> bool,
+    on_progress: &dyn Fn(Progress),
+) -> Result<Outcome, Error> {
+    let t0 = pool::now_ms();
+    let threads = pool::start().await?;
+    let plan = plan(model, &params)?;
+    let params = Arc::new(params);
+    let mut meter = Meter::new(plan.tensors.len(), t0, on_progress);
+    meter.progress.bytes_total = plan.bytes_in;
+    let name = sink.name().to_owned();
+    match write(model, &plan, &params, &mut sink, threads, cancelled, &mut meter).await {
+        Ok(()) => sink.finish().await?,
+        Err(e) => {
+            sink.abort().await;
+            return Err(e);
+        }
+    }
+    meter.show_now();
+    let n_elements = model.tensors.iter().map(|t| t.n_elements).sum();
+    let report = QuantizeReport::new(&plan, &params, model.label.clone(), vec![name], n_elements);
+    Ok(Outcome { report, bytes_read: meter.progress.bytes_read, threads })
+}
+
+/// Writes the plan's one file into `sink`: the header, then each tensor and its padding.
+async fn write(
+    model: &Model,
+    plan: &Plan,
+    params: &Arc<Params>,
+    sink: &mut Sink,
+    threads: usize,
+    cancelled: &dyn Fn() -> bool,
+    meter: &mut Meter<'_>,
+) -> Result<(), Error> {
+    let [shard] = &plan.shards[..] else { return Err(Error::Internal("a plan of one file was asked for")) };
+    sink.write(&shard.layout.header).await?;
+    let zeros = [0u8; quantize::ALIGNMENT as usize];
+    for (t, &(_, n)) in plan.tensors.iter().zip(&shard.layout.tensors) {
+        let entry = &model.tensors[t.input];
+        let file = model.files.get(entry.file).ok_or(Error::Internal("a tensor in no file"))?;
+        let at = |e: Error| e.at(format!("{}: tensor {:?}", model.label, t.name));
+        let mut written = 0u64;
+        if t.from == t.to {
+            let mut start = 0;
+            while start < entry.n_bytes {
+                if cancelled() {
+                    return Err(Error::Cancelled);
+                }
+                let end = (start + crate::reads::MAX_READ).min(entry.n_bytes);
+                let buf = read_buffer(file, entry.offset + start, entry.offset + end).await.map_err(at)?;
+                sink.write(&js_sys::Uint8Array::new(&buf).to_vec()).await?;
+                meter.read_more(end - start);
+                (written, start) = (written + end - start, end);
+            }
+        } else {
+            let weighted = quantize::weights_for(params, t).map_err(|e| at(Error::refused(e)))?.is_some();
+            let pieces = Arc::new(Pieces::new(t, weighted, SLAB_VALUES).map_err(|e| at(Error::refused(e)))?);
+            if pieces.bytes_out() != n || (pieces.rows * pieces.row_in) as u64 != entry.n_bytes {
+                return Err(at(Error::Refused(format!("{} bytes, the plan has {n}", pieces.bytes_out()))));
+            }
+            let t = Arc::new(t.clone());
+            for slab in pieces.slabs() {
+                if cancelled() {
+                    return Err(Error::Cancelled);
+                }
+                let r = pieces.bytes_in(&slab);
+                let buf = read_buffer(file, entry.offset + r.start, entry.offset + r.end).await.map_err(at)?;
+                let bytes = Arc::new(js_sys::Uint8Array::new(&buf).to_vec());
+                let out = convert_slab(&t, &pieces, &slab, &bytes, params, threads).await.map_err(at)?;
+                sink.write(&out).await.map_err(at)?;
+                meter.read_more(r.end - r.start);
+                written += out.len() as u64;
+            }
+        }
+        if written != n {
+            return Err(at(Error::Refused(format!("wrote {written} bytes, the plan has {n}"))));
+        }
+        sink.write(&zeros[..organ_core::gguf::writer::padding(n, quantize::ALIGNMENT) as usize]).await?;
+        meter.tick();
+    }
+    Ok(())
+}
+
+/// Converts one slab on the pool: its chunks shared among `threads` jobs, each a run of
+/// whole chunks; their outputs joined in order.
+async fn convert_slab(
+    t: &Arc<Planned>,
+    pieces: &Arc<Pieces>,
+    slab: &Slab,
+    bytes: &Arc<Vec<u8>>,
+    params: &Arc<Params>,
+    threads: usize,
+) -> Result<Vec<u8>, Error> {
+    let chunks = slab.rows.len().div_ceil(pieces.chunk_rows);
+    let per_job = chunks.div_ceil(threads.max(1)) * pieces.chunk_rows;
+    let jobs = (0..slab.rows.len()).step_by(per_job.max(1)).map(|first| {
+        let (t, p, b, params, slab) = (t.clone(), pieces.clone(), bytes.clone(), params.clone(), slab.clone());
+        let rows = first..(first + per_job).min(slab.rows.len());
+        pool::spawn(move || -> Result<Vec<u8>, Error> {
+            let qw = quantize::weights_for(&params, &t).map_err(Error::refused)?;
+            let qw = p.weights(&slab, qw).map_err(Error::refused)?;
+            let (mut values, mut out) = (Vec::new(), Vec::new());
+            for c in rows.clone().step_by(p.chunk_rows) {
+                let end = (c + p.chunk_rows).min(rows.end);
+                let src = &b[c * p.row_in..end * p.row_in];
+                p.convert(&t, slab.rows.start + c, src, qw, &mut values, &mut out).map_err(Error::refused)?;
+            }
+            Ok(out)
+        })
+    });
+    let mut out = Vec::with_capacity(slab.rows.len() * pieces.row_out);
+    for r in join_all(jobs.collect::<Vec<_>>()).await {
+        out.extend_from_slice(&r.map_err(worker_gone)??);
+    }
+    Ok(out)
+}

@@ -190,6 +190,14 @@ pub enum Error {
         /// The budget.
         limit: u64,
     },
+    /// A setting given as text that does not read (a size, a list of types).
+    #[error("{what}: {reason}")]
+    BadSetting {
+        /// The text given.
+        what: String,
+        /// What was expected.
+        reason: String,
+    },
     /// Something organ was asked to do that it has no means for (a type it cannot
     /// quantize to).
     #[error("{reason}")]

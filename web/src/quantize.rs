@@ -17,6 +17,10 @@ use organ_core::imatrix::Imatrix;
 use organ_core::quantize::report::QuantizeReport;
 use organ_core::quantize::slabs::{Pieces, Slab};
 use organ_core::quantize::{self, Ftype, Params, Pattern, Plan, Planned, QuantImatrix};
+use organ_core::recipe::choose::choose;
+use organ_core::recipe::predicted;
+use organ_core::recipe::report::Recipe;
+use organ_core::recipe::Target;
 use organ_core::GgmlType;
 use std::sync::Arc;
 use wasm_bindgen::{JsCast, JsValue};
@@ -68,12 +72,50 @@ pub fn params(req: &Request, imatrix: Option<&DroppedImatrix>) -> Result<Params,
     p.allow_requantize = !req.lines.is_empty();
     p.imatrix = imatrix.map(|m| QuantImatrix::new(&m.imatrix, &m.name, &[], &[]));
     for line in &req.lines {
-        let bad = || Error::Refused(format!("recipe line {line:?}: expected NAME=TYPE"));
-        let (name, ty) = line.split_once('=').ok_or_else(bad)?;
-        let ty = GgmlType::ALL.iter().copied().find(|t| t.name().eq_ignore_ascii_case(ty)).ok_or_else(bad)?;
-        p.patterns.push((Pattern::new(name).map_err(|e| Error::Refused(format!("recipe line {line:?}: {e}")))?, ty));
+        p.patterns.push(Pattern::word(line).map_err(Error::refused)?);
     }
     Ok(p)
+}
+
+/// A recipe's target as the page takes it: bits per weight (`5.5bpw`, `5.5 bpw`) or the
+/// file's size (`90M`, `94263616`; K, M, G, T powers of 1024), with the words
+/// `organ recipe` would have been given.
+///
+/// # Errors
+/// Neither, in a sentence saying what is expected.
+pub fn target(text: &str) -> Result<(Target, String), Error> {
+    let t = text.trim();
+    let lower = t.to_ascii_lowercase();
+    if let Some(b) = lower.strip_suffix("bpw") {
+        return match b.trim().parse::<f64>() {
+            Ok(b) if b > 0.0 && b <= 64.0 => Ok((Target::Bpw(b), format!("--target-bpw {b}"))),
+            _ => Err(Error::Refused(format!("{t:?}: give bits per weight above 0, at most 64 (5.5bpw)"))),
+        };
+    }
+    let size = organ_core::gguf::split::parse_size(t)
+        .map_err(|e| Error::Refused(format!("{e}: give bits per weight (5.5bpw) or the file's size (90M)")))?;
+    Ok((Target::Size(size), format!("--target-size {t}")))
+}
+
+/// The data-free recipe for `model` within `target` (`asked`: its words) among `types`
+/// (and Q8_0): `organ recipe MODEL --data-free --types … --target-…`'s table and lines,
+/// the losses predicted by the core's steps on the pool (`crate::sensitivity`).
+///
+/// # Errors
+/// A model the prediction does not cover (not llama-family), a target below the smallest
+/// recipe (the core's sentence), a cancellation.
+pub async fn recipe(
+    model: &Model,
+    types: &[GgmlType],
+    (target, asked): (Target, &str),
+    cancelled: &dyn Fn() -> bool,
+    on_progress: &dyn Fn(Progress),
+) -> Result<Recipe, Error> {
+    let types = predicted::prediction_types(types);
+    let preds = crate::sensitivity::predictions(model, &types, predicted::covered, cancelled, on_progress).await?;
+    let source = predicted::Predicted::new(predicted::DATA_FREE.to_owned(), types, preds);
+    choose(&model.model, &model.label, &source, (target, asked), false)
+        .map_err(|e| Error::Refused(format!("{}, {asked}: {e}", model.label)))
 }
 
 /// `model`'s plan with `params`, as `organ quantize --dry-run` plans it.

@@ -114,32 +114,22 @@ impl Jobs for Step3<'_> {
     }
 }
 
-/// The read of tensor `t`, whole.
-fn whole(model: &Model, t: &TensorEntry) -> Result<Read, Error> {
-    let plan =
-        ReadPlan::exact(t.ty, t.n_elements, MAX_READ).map_err(|e| Error::Refused(format!("{}: {e}", model.label)))?;
-    Ok(Read { model: 0, file: t.file, offset: t.offset, plan })
-}
-
-/// Predicts, from the weights alone, the KLD of `model` with each 2-D block weight alone
-/// in `ty`: `organ sensitivity MODEL --predict --to TY`'s report. `cancelled` stops it
-/// between reads.
-pub async fn predict(
+/// Predicts, from the weights alone, the KLD of `model` with each weight `select` picks
+/// alone in each of `types`, by the core's steps. `cancelled` stops it between reads.
+pub async fn predictions(
     model: &Model,
-    ty: GgmlType,
+    types: &[GgmlType],
+    select: impl Fn(&str) -> bool,
     cancelled: &dyn Fn() -> bool,
     on_progress: &dyn Fn(Progress),
-) -> Result<PredictionReport, Error> {
+) -> Result<Vec<Prediction>, Error> {
     let t0 = pool::now_ms();
     let threads = pool::start().await?;
-    let calibration = Calibration::DATA_FREE;
-    let p = Predictor::new(&model.model, &[ty], calibration, None)
+    let p = Predictor::new(&model.model, types, Calibration::DATA_FREE, None)
         .map_err(|e| Error::Refused(format!("{}: {e}", model.label)))?;
     let p = Arc::new(p);
-    let picked: Vec<&str> =
-        model.tensors.iter().filter(|t| is_weight(&t.name, &t.dims)).map(|t| t.name.as_str()).collect();
     let energy_jobs = p.energy_jobs();
-    let trip_jobs = p.round_trip_jobs(&model.model, |n| picked.contains(&n));
+    let trip_jobs = p.round_trip_jobs(&model.model, select);
     // A job holds a whole tensor, its values and what it derives: one per thread.
     let window = threads.max(1);
     let meter = Meter::new(energy_jobs.len() + trip_jobs.len(), t0, on_progress);
@@ -175,8 +165,29 @@ pub async fn predict(
         s.add(j, vec![read]).await?;
     }
     let (step3, _) = s.finish().await?;
-    let predictions: Vec<Prediction> =
-        step3.out.into_iter().collect::<Option<_>>().ok_or(Error::Internal("a job without its result"))?;
+    step3.out.into_iter().collect::<Option<_>>().ok_or(Error::Internal("a job without its result"))
+}
+
+/// The read of tensor `t`, whole.
+fn whole(model: &Model, t: &TensorEntry) -> Result<Read, Error> {
+    let plan =
+        ReadPlan::exact(t.ty, t.n_elements, MAX_READ).map_err(|e| Error::Refused(format!("{}: {e}", model.label)))?;
+    Ok(Read { model: 0, file: t.file, offset: t.offset, plan })
+}
+
+/// Predicts, from the weights alone, the KLD of `model` with each 2-D block weight alone
+/// in `ty`: `organ sensitivity MODEL --predict --to TY`'s report. `cancelled` stops it
+/// between reads.
+pub async fn predict(
+    model: &Model,
+    ty: GgmlType,
+    cancelled: &dyn Fn() -> bool,
+    on_progress: &dyn Fn(Progress),
+) -> Result<PredictionReport, Error> {
+    let picked: Vec<&str> =
+        model.tensors.iter().filter(|t| is_weight(&t.name, &t.dims)).map(|t| t.name.as_str()).collect();
+    let calibration = Calibration::DATA_FREE;
+    let predictions = predictions(model, &[ty], |n| picked.contains(&n), cancelled, on_progress).await?;
     let (tensors, not_predicted) = rows(predictions, &picked);
     Ok(PredictionReport {
         organ_sensitivity_prediction: SCHEMA,

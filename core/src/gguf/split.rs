@@ -138,6 +138,31 @@ pub fn shard_urls(url: &str) -> Option<Vec<String>> {
     Some(shard_names(name)?.iter().map(|n| format!("{dir}/{n}{tail}")).collect())
 }
 
+/// A size like `500M`, `2G`, `1048576` (K, M, G, T are powers of 1024), as
+/// `llama-gguf-split --split-max-size` and `organ recipe --target-size` read it.
+///
+/// # Errors
+/// [`crate::error::Error::BadSetting`]: not a number, an unknown suffix, zero, too large.
+pub fn parse_size(s: &str) -> crate::error::Result<u64> {
+    let s = s.trim();
+    let bad = |reason: &str| crate::error::Error::BadSetting { what: format!("{s:?}"), reason: reason.into() };
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_uppercase() {
+                'K' => 1u64 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => return Err(bad("unknown size suffix (use K, M, G or T)")),
+            };
+            (&s[..i], m)
+        }
+        _ => (s, 1),
+    };
+    let n: u64 = num.parse().map_err(|_| bad("not a size like 500M"))?;
+    n.checked_mul(mult).filter(|&n| n > 0).ok_or_else(|| bad("not a usable size"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,5 +265,16 @@ mod tests {
         let mut plain = ok;
         plain.iter_mut().for_each(|s| s.set_id = None);
         assert_eq!(check_shards(&plain), Ok(()));
+    }
+
+    #[test]
+    fn sizes_read_as_llama_gguf_split_reads_them() {
+        assert_eq!(parse_size("500M").unwrap(), 500 << 20);
+        assert_eq!(parse_size(" 2g ").unwrap(), 2 << 30);
+        assert_eq!(parse_size("1048576").unwrap(), 1 << 20);
+        assert_eq!(parse_size("1T").unwrap(), 1 << 40);
+        for bad in ["", "0", "0M", "5X", "M", "-1M", "1.5G", "99999999999T"] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
     }
 }

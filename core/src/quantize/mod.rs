@@ -71,6 +71,24 @@ impl Pattern {
         Ok(Pattern { text, re })
     }
 
+    /// A `--tensor-type` word, `PATTERN=TYPE` (`parse_tensor_type`), the type named in
+    /// any case.
+    ///
+    /// # Errors
+    /// [`Error::BadSetting`] naming the word: no `=`, no pattern, no type, a type ggml
+    /// does not have; a pattern that does not parse.
+    pub fn word(word: &str) -> Result<(Pattern, GgmlType)> {
+        let bad = |reason: &str| Error::BadSetting { what: format!("--tensor-type {word:?}"), reason: reason.into() };
+        let (name, ty) = word.split_once('=').ok_or_else(|| bad("malformed tensor type (expected PATTERN=TYPE)"))?;
+        match (name.is_empty(), ty.is_empty()) {
+            (true, _) => return Err(bad("missing tensor name")),
+            (_, true) => return Err(bad("missing quantization type")),
+            _ => {}
+        }
+        let found = GgmlType::ALL.iter().copied().find(|t| t.name().eq_ignore_ascii_case(ty));
+        Ok((Pattern::new(name)?, found.ok_or_else(|| bad(&format!("invalid ggml_type {ty:?}")))?))
+    }
+
     /// The pattern as given (lower-cased).
     pub fn text(&self) -> &str {
         &self.text
@@ -215,6 +233,34 @@ impl Plan {
     /// Bytes of every file's header.
     pub fn header_len(&self) -> u64 {
         self.shards.iter().map(|s| s.layout.header.len() as u64).sum()
+    }
+
+    /// The file's size, after checking that this plan (`organ quantize` with the recipe's
+    /// lines) gives every tensor the recipe's type and the file the accounted size (at
+    /// most it with an importance matrix, whose path and dataset name the recipe does not
+    /// know).
+    ///
+    /// # Errors
+    /// [`Error::Quantize`]: a tensor in another type or left out, another size.
+    pub fn check_recipe(&self, r: &crate::recipe::report::Recipe) -> Result<u64> {
+        let refuse = |reason: String| Err(Error::Quantize { reason });
+        let to: alloc::collections::BTreeMap<&str, GgmlType> =
+            self.tensors.iter().map(|t| (t.name.as_str(), t.to)).collect();
+        for row in &r.tensors {
+            match to.get(row.name.as_str()).copied() {
+                Some(ty) if ty == row.ty => {}
+                Some(ty) => {
+                    return refuse(format!("{} would be written as {ty}, the recipe says {}", row.name, row.ty))
+                }
+                None => return refuse(format!("{} would be left out", row.name)),
+            }
+        }
+        let len = self.file_len();
+        let imatrix = self.kvs().iter().any(|(k, _)| k.starts_with("quantize.imatrix."));
+        if len > r.file_bytes || (!imatrix && len != r.file_bytes) {
+            return refuse(format!("the file would take {len} bytes, organ accounted {}", r.file_bytes));
+        }
+        Ok(len)
     }
 }
 

@@ -121,6 +121,18 @@ fn patterns_win_over_the_mix_and_pure_skips_it() {
     assert_eq!(type_of(&p, "blk.0.attn_v.weight"), GgmlType::Q4_K);
     assert_eq!(type_of(&p, "output.weight"), GgmlType::Q4_K);
     assert!(Pattern::new("attn_(v").is_err());
+    let (p, ty) = Pattern::word("BLK\\.3\\.ffn_down=q6_k").unwrap();
+    assert_eq!((p.text(), ty), ("blk\\.3\\.ffn_down", GgmlType::Q6_K));
+    for (word, says) in [
+        ("attn_v", "malformed"),
+        ("=Q8_0", "missing tensor name"),
+        ("attn_v=", "missing quantization type"),
+        ("attn_v=Q9_9", "invalid ggml_type"),
+        ("attn_(v=Q8_0", "attn_(v"),
+    ] {
+        let e = Pattern::word(word).unwrap_err().to_string();
+        assert!(e.contains(says), "{word}: {e}");
+    }
     assert!(Pattern::new("BLK\\.0\\.").unwrap().found_in("blk.0.attn_q.weight"));
 }
 

@@ -14,6 +14,7 @@
 
 pub mod accept;
 pub mod choose;
+pub mod predicted;
 pub mod report;
 pub mod size;
 pub mod solve;

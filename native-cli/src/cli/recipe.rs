@@ -138,23 +138,7 @@ impl<'a> TryFrom<&'a RecipeArgs> for cmd::recipe::Options<'a> {
 
 /// `--types`: the names given, as types organ predicts (none given: the default list).
 fn candidate_types(names: &[String]) -> Result<Vec<organ_core::GgmlType>> {
-    use crate::cmd::recipe::predicted::CANDIDATES;
-    if names.is_empty() {
-        return Ok(CANDIDATES.to_vec());
-    }
-    let mut types = Vec::new();
-    for n in names {
-        let ty = organ_core::GgmlType::from_name(&n.trim().to_ascii_uppercase());
-        match ty.filter(|t| CANDIDATES.contains(t)) {
-            Some(t) if !types.contains(&t) => types.push(t),
-            Some(_) => {}
-            None => {
-                let all: Vec<&str> = CANDIDATES.iter().map(|t| t.name()).collect();
-                bail!("--types {n}: not a type organ predicts (give some of {})", all.join(", "))
-            }
-        }
-    }
-    Ok(types)
+    organ_core::recipe::predicted::candidate_types(names).map_err(|e| anyhow::anyhow!("--types {e}"))
 }
 
 pub(super) fn run(a: &RecipeArgs, out: &mut Out) -> Result<Exit> {

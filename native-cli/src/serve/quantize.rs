@@ -7,7 +7,6 @@ use super::job::JobStatus;
 use super::jobs::start_job;
 use super::{bad, ApiResult, AppState};
 use crate::cli::{self, argv, SelectArgs};
-use crate::cmd::recipe::predicted::CANDIDATES;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -282,17 +281,9 @@ fn source(r: &RecipeReq) -> ApiResult<Vec<String>> {
     if !r.from.is_empty() && !r.types.is_empty() {
         return Err(bad("types: only with imatrix or data_free (with from, each report is one type)"));
     }
-    let mut types: Vec<String> = Vec::new();
-    for n in &r.types {
-        let ty = GgmlType::from_name(&n.trim().to_ascii_uppercase()).filter(|t| CANDIDATES.contains(t));
-        let Some(ty) = ty else {
-            let all: Vec<&str> = CANDIDATES.iter().map(|t| t.name()).collect();
-            return Err(bad(format!("types {n:?}: not a type organ predicts (give some of {})", all.join(", "))));
-        };
-        if !types.iter().any(|t| t == ty.name()) {
-            types.push(ty.name().to_owned());
-        }
-    }
+    let types = organ_core::recipe::predicted::candidate_types(&r.types).map_err(|e| bad(format!("types {e}")))?;
+    let types: Vec<String> =
+        if r.types.is_empty() { Vec::new() } else { types.iter().map(|t| t.name().to_owned()).collect() };
     Ok(types)
 }
 

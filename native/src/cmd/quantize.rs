@@ -117,16 +117,9 @@ fn ggml_type(flag: &str, s: &str) -> Result<GgmlType> {
         .ok_or_else(|| anyhow!("{flag}: invalid ggml_type {s:?}"))
 }
 
-/// One `PATTERN=TYPE` (`parse_tensor_type`).
+/// One `PATTERN=TYPE` (`parse_tensor_type`): the core's [`Pattern::word`].
 fn tensor_type(word: &str) -> Result<(Pattern, GgmlType)> {
-    let Some((name, ty)) = word.split_once('=') else { bail!("--tensor-type: malformed tensor type {word:?}") };
-    if name.is_empty() {
-        bail!("--tensor-type {word:?}: missing tensor name");
-    }
-    if ty.is_empty() {
-        bail!("--tensor-type {word:?}: missing quantization type");
-    }
-    Ok((Pattern::new(name)?, ggml_type("--tensor-type", ty)?))
+    Ok(Pattern::word(word)?)
 }
 
 /// Quantizes as planned; prints the report's text (llama-quantize's sizes, and every

@@ -55,7 +55,7 @@ impl SourceSpec {
                     Some(p) => Some((p.as_path(), crate::predict::read_imatrix(p)?)),
                     None => None,
                 };
-                Ok(Box::new(predicted::Predicted::new(model, im.as_ref().map(|(p, i)| (*p, i)), types)?))
+                Ok(Box::new(predicted::predicted(model, im.as_ref().map(|(p, i)| (*p, i)), types)?))
             }
         }
     }

@@ -4,7 +4,7 @@
 use super::gguf::stage_gguf;
 use crate::atomic::Temp;
 use crate::model::Tensor;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use organ_core::gguf::split::SET_ID_KEY;
 use organ_core::gguf::MetaValue;
 use organ_core::model::OwnedValue;
@@ -88,22 +88,8 @@ pub fn stage_gguf_split(
     Ok((staged, paths))
 }
 
-/// Parses a size like `500M`, `2G`, `1048576` (K, M, G, T are powers of 1024).
+/// Parses a size like `500M`, `2G`, `1048576` (K, M, G, T are powers of 1024): the core's
+/// [`organ_core::gguf::split::parse_size`].
 pub fn parse_size(s: &str) -> Result<u64> {
-    let s = s.trim();
-    let (num, mult) = match s.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m = match c.to_ascii_uppercase() {
-                'K' => 1u64 << 10,
-                'M' => 1 << 20,
-                'G' => 1 << 30,
-                'T' => 1 << 40,
-                _ => bail!("{s:?}: unknown size suffix (use K, M, G or T)"),
-            };
-            (&s[..i], m)
-        }
-        _ => (s, 1),
-    };
-    let n: u64 = num.parse().with_context(|| format!("{s:?} is not a size like 500M"))?;
-    n.checked_mul(mult).filter(|&n| n > 0).with_context(|| format!("{s:?} is not a usable size"))
+    Ok(organ_core::gguf::split::parse_size(s)?)
 }

@@ -6,6 +6,8 @@
 
 mod inspect_mode;
 mod quantize_mode;
+
+pub use quantize_mode::RECIPE;
 mod sensitivity_mode;
 
 use crate::adapter;
@@ -85,6 +87,8 @@ pub struct Controller {
     quant_imatrix_name: RwSignal<String>,
     /// Where quantizing the model opened is.
     quantized: RwSignal<Quantized>,
+    /// The recipe chosen last for the model opened.
+    quant_recipe: RwSignal<Option<Arc<organ_core::recipe::report::Recipe>>, LocalStorage>,
 }
 
 impl Controller {
@@ -111,6 +115,7 @@ impl Controller {
             quant_imatrix: RwSignal::new_local(None),
             quant_imatrix_name: RwSignal::new(String::new()),
             quantized: RwSignal::new(Quantized::Idle),
+            quant_recipe: RwSignal::new_local(None),
         };
         // The view a link or a reload names, shown once a model or report is opened.
         let v = ViewState::parse(&window().location().hash().unwrap_or_default());
@@ -250,6 +255,7 @@ impl Controller {
         self.writing.set(Writing::Idle);
         self.quant_model.set(None);
         self.quantized.set(Quantized::Idle);
+        self.quant_recipe.set(None);
         // A new report starts with the table as it comes, unless a link named its view.
         if !self.restore.get_untracked() {
             self.tensors.set(&ViewState::default());
@@ -485,7 +491,8 @@ pub fn App() -> impl IntoView {
                     <InspectView data=d writing=c.writing() on_write=Callback::new(move |p| c.write_edited(p)) />
                 }.into_any()),
                 (Mode::Quantize, Shown::Quantize(d)) => Some(view! {
-                    <QuantizeView data=d imatrix=c.quant_imatrix_name() quantized=c.quantized()
+                    <QuantizeView data=d imatrix=c.quant_imatrix_name() quantized=c.quantized() recipe=c.quant_recipe()
+                        on_recipe=Callback::new(move |t| c.quantize_recipe(t))
                         on_preview=Callback::new(move |ty| c.quantize_preview(ty))
                         on_quantize=Callback::new(move |ty| c.quantize_run(ty))
                         on_no_imatrix=Callback::new(move |()| c.quantize_no_imatrix()) />

@@ -7,6 +7,9 @@ use crate::quantize::{self as quant, Request, Sink};
 use crate::state::{QuantizeData, Quantized};
 use organ_core::quantize::report::QuantizeReport;
 use organ_core::quantize::Ftype;
+use organ_core::recipe::accept::DEFAULT_FTYPE;
+use organ_core::recipe::predicted::candidate_types;
+use organ_core::recipe::report::Recipe;
 use organ_core::report::formats::{AnyReport, Shown as Parts, TEXT};
 
 impl Controller {
@@ -77,14 +80,17 @@ impl Controller {
 
     /// The plan of `ftype` for the model opened, as `organ quantize --dry-run` prints its
     /// sizes, and how many tensors each type gets; or why the core refuses it.
-    pub fn quantize_preview(self, ftype: String) -> Result<String, String> {
+    pub fn quantize_preview(self, choice: String) -> Result<String, String> {
         let Some(model) = self.quant_model.get_untracked() else { return Err(String::new()) };
         let im = self.quant_imatrix.get_untracked();
-        let ftype = Ftype::parse(&ftype).ok_or_else(|| format!("{ftype}: not a type llama-quantize takes"))?;
-        let params = quant::params(&Request { ftype, lines: Vec::new() }, im.as_deref()).map_err(|e| e.to_string())?;
+        let (req, recipe) = self.request(&choice).map_err(|e| e.to_string())?;
+        let params = quant::params(&req, im.as_deref()).map_err(|e| e.to_string())?;
         let plan = quant::plan(&model, &params).map_err(|e| e.to_string())?;
+        if let Some(r) = &recipe {
+            plan.check_recipe(r).map_err(|e| format!("{}: the recipe's plan: {e}", model.label))?;
+        }
         let n_elements = model.tensors.iter().map(|t| t.n_elements).sum();
-        let out = quant::out_name(&model.label, &format!("{ftype:?}"));
+        let out = quant::out_name(&model.label, &out_type(&req));
         let report = QuantizeReport::new(&plan, &params, model.label.clone(), vec![out], n_elements);
         let mut text = String::new();
         let _ = (TEXT.render)(AnyReport::Quantize(&report), &Parts::WHOLE, &mut text);
@@ -103,7 +109,7 @@ impl Controller {
 
     /// Quantizes the model opened to `ftype` into a file the user chooses (a save dialog
     /// where the browser has one, else a download).
-    pub fn quantize_run(self, ftype: String) {
+    pub fn quantize_run(self, choice: String) {
         let Some(model) = self.quant_model.get_untracked() else { return };
         if self.busy() {
             return;
@@ -114,11 +120,15 @@ impl Controller {
         spawn_local(async move {
             let t0 = pool::now_ms();
             let r = async {
-                let ftype = Ftype::parse(&ftype).ok_or_else(|| Error::Refused(format!("{ftype}: not a type")))?;
-                let params = quant::params(&Request { ftype, lines: Vec::new() }, im.as_deref())?;
+                let (req, recipe) = self.request(&choice)?;
+                let params = quant::params(&req, im.as_deref())?;
                 // Refused before the dialog: no file is made for a plan the core refuses.
-                quant::plan(&model, &params)?;
-                let sink = Sink::choose(&quant::out_name(&model.label, &format!("{ftype:?}"))).await?;
+                let plan = quant::plan(&model, &params)?;
+                if let Some(r) = &recipe {
+                    plan.check_recipe(r)
+                        .map_err(|e| Error::Refused(format!("{}: the recipe's plan: {e}", model.label)))?;
+                }
+                let sink = Sink::choose(&quant::out_name(&model.label, &out_type(&req))).await?;
                 let file = sink.name().to_owned();
                 self.progress.set(Progress::default());
                 self.phase.set(Phase::Quantizing(model.label.clone()));
@@ -138,6 +148,75 @@ impl Controller {
                 Err(e) => self.phase.set(Phase::Error(e.to_string())),
             }
         });
+    }
+}
+
+impl Controller {
+    /// What `choice` asks for: a type of llama-quantize's, or (`recipe`) the recipe chosen
+    /// last, its lines over Q8_0 as `organ recipe --apply` quantizes.
+    fn request(self, choice: &str) -> Result<(Request, Option<Arc<Recipe>>), Error> {
+        if choice == RECIPE {
+            let r = self.quant_recipe.get_untracked().ok_or_else(|| {
+                Error::Refused(
+                    "No recipe yet: give a target and choose one (it is predicted from the weights alone).".into(),
+                )
+            })?;
+            let ftype = Ftype::from_id(DEFAULT_FTYPE.1).ok_or(Error::Internal("the recipe's file type"))?;
+            return Ok((Request { ftype, lines: r.lines.clone() }, Some(r)));
+        }
+        let ftype =
+            Ftype::parse(choice).ok_or_else(|| Error::Refused(format!("{choice}: not a type llama-quantize takes")))?;
+        Ok((Request { ftype, lines: Vec::new() }, None))
+    }
+
+    /// The recipe chosen last, if any.
+    pub fn quant_recipe(&self) -> ReadSignal<Option<Arc<Recipe>>, LocalStorage> {
+        self.quant_recipe.read_only()
+    }
+
+    /// Chooses the data-free recipe for the model opened within `target` (`5.5bpw`, `90M`)
+    /// among `types` (comma-separated; empty: `organ recipe`'s default list), as `organ
+    /// recipe MODEL --data-free --types … --target-…` chooses it; the preview then shows
+    /// its plan.
+    pub fn quantize_recipe(self, (target, types): (String, String)) {
+        let Some(model) = self.quant_model.get_untracked() else { return };
+        if self.busy() {
+            return;
+        }
+        self.cancel.set(false);
+        self.quantized.set(Quantized::Idle);
+        spawn_local(async move {
+            let r = async {
+                let (target, asked) = quant::target(&target)?;
+                let names: Vec<&str> = types.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+                let types = candidate_types(&names).map_err(Error::refused)?;
+                self.progress.set(Progress::default());
+                self.phase.set(Phase::Predicting(model.label.clone()));
+                let (cancelled, progress) = (&|| self.cancel.get_untracked(), &|p| self.progress.set(p));
+                quant::recipe(&model, &types, (target, &asked), cancelled, progress).await
+            }
+            .await;
+            match r {
+                Ok(r) => {
+                    self.quant_recipe.set(Some(Arc::new(r)));
+                    self.phase.set(Phase::Done);
+                }
+                Err(Error::Cancelled) => self.phase.set(Phase::Cancelled),
+                Err(e) => self.phase.set(Phase::Error(e.to_string())),
+            }
+        });
+    }
+}
+
+/// What the choice `recipe` is called in the type list.
+pub const RECIPE: &str = "recipe";
+
+/// The output's type in its name: the file type, `recipe` for a recipe's.
+fn out_type(req: &Request) -> String {
+    if req.lines.is_empty() {
+        format!("{:?}", req.ftype)
+    } else {
+        RECIPE.to_owned()
     }
 }
 

@@ -3,10 +3,12 @@
 //! how many tensors get each type), the button that asks where to save and writes, and
 //! after it the report the CLI prints, its export, the run's figures and the page's memory.
 
+use crate::app::RECIPE;
 use crate::export;
 use crate::state::{QuantizeData, Quantized};
 use leptos::prelude::*;
 use organ_core::quantize::ftype::NAMES;
+use organ_core::recipe::report::Recipe;
 use organ_core::report::formats::{AnyReport, Format, Kind, Shown, TEXT};
 use organ_core::report::human_bytes;
 use std::sync::Arc;
@@ -27,13 +29,46 @@ pub fn QuantizeView(
     on_quantize: Callback<String>,
     /// Let go of the importance matrix.
     on_no_imatrix: Callback<()>,
+    /// The recipe chosen last, if any.
+    recipe: ReadSignal<Option<Arc<Recipe>>, LocalStorage>,
+    /// Choose the data-free recipe for a target (`5.5bpw`, `90M`) among types.
+    on_recipe: Callback<(String, String)>,
 ) -> impl IntoView {
     let ty = RwSignal::new(DEFAULT_TYPE.to_owned());
-    // Re-planned when the type or the importance matrix changes.
+    let target = RwSignal::new(String::new());
+    let types = RwSignal::new(String::new());
+    // Re-planned when the type, the importance matrix or the recipe changes.
     let preview = Memo::new(move |_| {
         imatrix.track();
+        recipe.track();
         on_preview.run(ty.get())
     });
+    let recipe_view = move || {
+        (ty.get() == RECIPE).then(|| {
+            let shown = recipe.get().map(|r| {
+                let mut text = String::new();
+                let _ = (TEXT.render)(AnyReport::Recipe(&r), &Shown::WHOLE, &mut text);
+                let summary: Vec<&str> =
+                    text.lines().filter(|l| l.starts_with("total:") || l.starts_with("predicted KLD")).collect();
+                view! {
+                    <p id="quant-recipe-summary">{format!("{}: {}", r.target, summary.join(" · "))}</p>
+                    <details><summary>"The recipe, tensor by tensor"</summary><pre id="quant-recipe">{text.clone()}</pre></details>
+                }
+            });
+            view! {
+                <div class="row" id="quant-recipe-form">
+                    <label>"Target "<input id="quant-target" placeholder="5.5bpw or 90M"
+                        on:input=move |ev| target.set(event_target_value(&ev)) prop:value=move || target.get() /></label>
+                    <label>"Types "<input id="quant-types" placeholder="Q2_K, Q3_K, Q4_K, … Q8_0 (organ recipe's list)"
+                        on:input=move |ev| types.set(event_target_value(&ev)) prop:value=move || types.get() /></label>
+                    <button id="quant-recipe-go" on:click=move |_| on_recipe.run((target.get_untracked(), types.get_untracked()))>
+                        "Choose the recipe"</button>
+                </div>
+                <p class="mute">"Each block weight's KL divergence in each type is predicted from the weights alone (no text), and the types that minimise their sum within the target are chosen, as organ recipe --data-free chooses them; the other tensors stay Q8_0."</p>
+                {shown}
+            }
+        })
+    };
     let types: Vec<String> = data.types.iter().map(|(t, n)| format!("{n} {}", t.name())).collect();
     let about = format!(
         "{} · {} · {} tensors ({})",
@@ -42,8 +77,10 @@ pub fn QuantizeView(
         data.n_tensors,
         types.join(", ")
     );
-    let options =
-        NAMES.iter().map(|(n, _)| view! { <option value=*n selected=*n == DEFAULT_TYPE>{*n}</option> }).collect_view();
+    let options = (NAMES.iter().map(|(n, _)| (*n, *n)))
+        .chain(std::iter::once((RECIPE, "a recipe for a size (data-free)")))
+        .map(|(v, label)| view! { <option value=v selected=v == DEFAULT_TYPE>{label}</option> })
+        .collect_view();
     view! {
         <section id="quantize">
             <h2>{about}</h2>
@@ -57,6 +94,7 @@ pub fn QuantizeView(
                     <button id="quant-no-imatrix" on:click=move |_| on_no_imatrix.run(())>"Without the importance matrix"</button>
                 })}
             </div>
+            {recipe_view}
             {move || match preview.get() {
                 Ok(text) => view! { <pre id="quant-plan">{text}</pre> }.into_any(),
                 Err(e) => view! { <p id="quant-refused" class="error">{e}</p> }.into_any(),

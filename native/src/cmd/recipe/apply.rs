@@ -14,11 +14,10 @@ use crate::llama_cpp::perplexity::evaluate;
 use crate::llama_cpp::quantize::{Output, Quantize};
 use crate::llama_cpp::{self, Handed};
 use crate::model::Model;
-use anyhow::{anyhow, bail, Context, Result};
-use organ_core::quantize::{derived::header_difference, Ftype, Plan};
+use anyhow::{anyhow, Context, Result};
+use organ_core::quantize::{derived::header_difference, Ftype};
 use organ_core::recipe::accept::DEFAULT_FTYPE;
 use organ_core::report::recipe::{Additivity, Applied};
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
@@ -41,7 +40,7 @@ pub fn run(model: &Path, r: &Recipe, a: &Apply<'_>, force: bool, measured: bool)
         reports: Files::default(),
     };
     let (m, plan) = quantize::open(&o)?;
-    let file_bytes = check(&plan, r).with_context(|| format!("{}: the recipe's plan", model.display()))?;
+    let file_bytes = plan.check_recipe(r).with_context(|| format!("{}: the recipe's plan", model.display()))?;
     let temp = quantize::write(&m, &plan, &o)?.pop().ok_or_else(|| anyhow!("nothing written"))?;
     drop(m);
     let checked_with = match a.check_with_llama_quantize {
@@ -68,27 +67,6 @@ pub fn run(model: &Path, r: &Recipe, a: &Apply<'_>, force: bool, measured: bool)
         eval,
         additivity,
     })
-}
-
-/// The file's size, after checking that the plan gives every tensor the recipe's type and
-/// the file the accounted size (at most it with an importance matrix, whose path and
-/// dataset name the recipe does not know).
-fn check(plan: &Plan, r: &Recipe) -> Result<u64> {
-    let got: HashMap<&str, organ_core::ggml_type::GgmlType> =
-        plan.tensors.iter().map(|t| (t.name.as_str(), t.to)).collect();
-    for row in &r.tensors {
-        match got.get(row.name.as_str()) {
-            Some(&ty) if ty == row.ty => {}
-            Some(ty) => bail!("{} would be written as {ty}, the recipe says {}", row.name, row.ty),
-            None => bail!("{} would be left out", row.name),
-        }
-    }
-    let len = plan.file_len();
-    let imatrix = plan.kvs().iter().any(|(k, _)| k.starts_with("quantize.imatrix."));
-    if len > r.file_bytes || (!imatrix && len != r.file_bytes) {
-        bail!("the file would take {len} bytes, organ accounted {}", r.file_bytes);
-    }
-    Ok(len)
 }
 
 /// Runs llama-quantize with the recipe's lines on `model` (files handed open, in a private

@@ -1,0 +1,139 @@
+//! A recipe's curves predicted instead of measured (docs/predict.md): each block weight's
+//! KL divergence in each candidate type, from the core's prediction steps
+//! (`crate::predict::steps`), weighted by an importance matrix's column mean squares or by
+//! the weights' own estimate. Tensors the prediction does not cover (the embedding, the
+//! output head, anything but the seven linear weights of a llama-family block) are offered
+//! Q8_0 only, at no cost: the recipe keeps them near-lossless rather than guess. Every
+//! face predicts with the same steps and hands the predictions here.
+
+use super::choose::CurveSource;
+use crate::error::{Error, Result};
+use crate::ggml_type::GgmlType;
+use crate::model::TensorEntry;
+use crate::predict::steps::Prediction;
+use crate::predict::Kind;
+use crate::quant::quantize::can_quantize;
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// The types a predicted recipe chooses among by default (those organ can quantize to;
+/// the rules of llama-quantize still decide, per tensor, which it accepts).
+pub const CANDIDATES: [GgmlType; 11] = [
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::IQ4_NL,
+    GgmlType::Q8_0,
+];
+
+/// Where a data-free recipe's losses come from, as its table says.
+pub const DATA_FREE: &str = "predicted from the weights alone (data-free)";
+
+/// The type tensors outside the prediction keep.
+pub const UNCOVERED: GgmlType = GgmlType::Q8_0;
+
+/// The candidate types named (`--types`: any case, repeats dropped, in order); the
+/// default list when none is.
+///
+/// # Errors
+/// [`Error::BadSetting`]: a name that is not one of [`CANDIDATES`] (the sentence names
+/// them).
+pub fn candidate_types<S: AsRef<str>>(names: &[S]) -> Result<Vec<GgmlType>> {
+    if names.is_empty() {
+        return Ok(CANDIDATES.to_vec());
+    }
+    let mut types = Vec::new();
+    for n in names {
+        let n = n.as_ref();
+        match GgmlType::from_name(&n.trim().to_ascii_uppercase()).filter(|t| CANDIDATES.contains(t)) {
+            Some(t) if !types.contains(&t) => types.push(t),
+            Some(_) => {}
+            None => {
+                let all: Vec<&str> = CANDIDATES.iter().map(|t| t.name()).collect();
+                let reason = format!("not a type organ predicts (give some of {})", all.join(", "));
+                return Err(Error::BadSetting { what: format!("{n:?}"), reason });
+            }
+        }
+    }
+    Ok(types)
+}
+
+/// The types to predict for `types`: those organ can quantize to, and [`UNCOVERED`].
+pub fn prediction_types(types: &[GgmlType]) -> Vec<GgmlType> {
+    let mut types: Vec<GgmlType> = types.iter().copied().filter(|t| can_quantize(*t)).collect();
+    if !types.contains(&UNCOVERED) {
+        types.push(UNCOVERED);
+    }
+    types
+}
+
+/// Which weights a recipe's prediction covers.
+pub fn covered(name: &str) -> bool {
+    Kind::of(name).is_some()
+}
+
+/// Predicted single-tensor KL divergences, per (tensor, type).
+pub struct Predicted {
+    source: String,
+    types: Vec<GgmlType>,
+    cost: BTreeMap<(String, GgmlType), f64>,
+}
+
+impl Predicted {
+    /// The curves of `predictions`, made for `types` (from [`prediction_types`]);
+    /// `source` says where they come from, for the table.
+    pub fn new(source: String, types: Vec<GgmlType>, predictions: Vec<Prediction>) -> Predicted {
+        let mut cost = BTreeMap::new();
+        for p in predictions {
+            for o in p.options {
+                cost.insert((p.name.clone(), o.ty), o.predicted_kld);
+            }
+        }
+        Predicted { source, types, cost }
+    }
+}
+
+impl CurveSource for Predicted {
+    fn describe(&self) -> String {
+        format!("{}; tensors outside the prediction at {UNCOVERED}", self.source)
+    }
+
+    fn types(&self) -> Vec<GgmlType> {
+        self.types.clone()
+    }
+
+    fn cost(&self, tensor: &TensorEntry, ty: GgmlType) -> Option<f64> {
+        if !covered(&tensor.name) {
+            return (ty == UNCOVERED).then_some(0.0);
+        }
+        self.cost.get(&(tensor.name.clone(), ty)).copied()
+    }
+
+    fn measured(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    #[test]
+    fn candidate_types_read_in_any_case_once_each_and_name_the_bad_one() {
+        assert_eq!(candidate_types::<&str>(&[]).unwrap(), CANDIDATES.to_vec());
+        assert_eq!(candidate_types(&["q4_0", " Q8_0", "Q4_0"]).unwrap(), [GgmlType::Q4_0, GgmlType::Q8_0]);
+        let e = candidate_types(&["Q4_0", "IQ2_XXS"]).unwrap_err().to_string();
+        assert!(e.starts_with("\"IQ2_XXS\": not a type organ predicts") && e.contains("Q2_K"), "{e}");
+        assert_eq!(prediction_types(&[GgmlType::Q4_0]), [GgmlType::Q4_0, UNCOVERED]);
+        assert!(covered("blk.3.ffn_down.weight") && !covered("token_embd.weight"));
+    }
+}

@@ -1,6 +1,7 @@
 // Headless Chromium (Debian's, or $CHROMIUM) through playwright-core from $ORGAN_NODE_DIR,
 // with a fresh profile and the flags every web test and bench uses: no sandbox (root in
-// CI), no GPU, no background traffic. `options` adds to or overrides the launch options.
+// CI), no GPU, no background traffic. `options` adds to or overrides the launch options;
+// its `extraArgs` are added to the flags.
 // `close()` also removes the profile, once Chromium has exited (not on the 'close' event:
 // Chromium may still be writing to it then).
 import { createRequire } from 'node:module';
@@ -16,8 +17,8 @@ export async function launch(options = {}) {
     executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
     headless: true,
     args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-    ...options,
+      '--disable-component-update', '--disable-sync', ...(options.extraArgs ?? [])],
+    ...Object.fromEntries(Object.entries(options).filter(([k]) => k !== 'extraArgs')),
   });
   const close = context.close.bind(context);
   context.close = async (...args) => {

@@ -12,6 +12,8 @@
 //    file is an ordered Blob of parts offered as a download: Q8_0 here, equal to the CLI's.
 // 4. The report's JSON export is `organ quantize --json`'s, but the input's and outputs'
 //    names (the page knows file names, the CLI paths).
+// 5. A data-free recipe for 5.5 bpw chosen in the page (types Q4_0, Q5_0, Q8_0) is
+//    `organ recipe --data-free`'s, and the model it writes is `--apply`'s byte for byte.
 import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -20,13 +22,26 @@ import { serve } from './serve.mjs';
 import { launch } from './chromium.mjs';
 
 const [dist, organ, outDir, model] = process.argv.slice(2, 6);
+const big = process.argv.includes('--big');
 fs.mkdirSync(outDir, { recursive: true });
 let failures = 0, passes = 0;
 function check(ok, what) {
   console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
   if (ok) passes++; else failures++;
 }
-const sha = (file) => crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex');
+// A file's SHA-256 in pieces of 64 MiB (the page hashes the file it wrote the same way, a
+// piece at a time, so a large file is never whole in its heap).
+const PIECE = 64 << 20;
+function sha(file) {
+  const fd = fs.openSync(file, 'r');
+  const buf = Buffer.alloc(PIECE);
+  const out = [];
+  for (let n; (n = fs.readSync(fd, buf, 0, PIECE, null)) > 0;) {
+    out.push(crypto.createHash('sha256').update(buf.subarray(0, n)).digest('hex'));
+  }
+  fs.closeSync(fd);
+  return out.join(',');
+}
 const mib = (b) => `${(b / 2 ** 20).toFixed(1)} MiB`;
 
 // The CLI's file and report for TYPE.
@@ -58,20 +73,66 @@ async function openIn(context) {
 async function quantizeIn(page, type) {
   await page.selectOption('#quant-type', type);
   await page.waitForFunction((t) => document.querySelector('#quant-type').value === t, type);
+  // The JS heap's peak while it runs, sampled every 50 ms (the wasm memory never shrinks:
+  // its size at the end is its peak).
+  await page.evaluate(() => {
+    window.organPeak = 0;
+    window.organSampler = setInterval(() => {
+      window.organPeak = Math.max(window.organPeak, performance.memory.usedJSHeapSize);
+    }, 50);
+  });
   const t0 = Date.now();
   await page.click('#quant-go');
-  await page.waitForSelector('#quant-done, #error', { timeout: 600_000 });
+  await page.waitForSelector('#quant-done, #error', { timeout: 3_600_000 });
   const err = await page.$('#error');
   if (err) throw new Error(`the page says: ${await err.textContent()}`);
   const d = await page.$eval('#quant-done', (e) => ({ ...e.dataset }));
-  return { ...d, wall: Date.now() - t0 };
+  const peak = await page.evaluate(() => { clearInterval(window.organSampler); return window.organPeak; });
+  return { ...d, peak, wall: Date.now() - t0 };
 }
+
+// The size and SHA-256 of a file of the origin's private file system, computed in the page.
+const opfsFile = (page, name) => page.evaluate(async ([name, piece]) => {
+  const f = await (await (await navigator.storage.getDirectory()).getFileHandle(name)).getFile();
+  const out = [];
+  for (let at = 0; at < f.size; at += piece) {
+    const h = await crypto.subtle.digest('SHA-256', await f.slice(at, at + piece).arrayBuffer());
+    out.push([...new Uint8Array(h)].map((b) => b.toString(16).padStart(2, '0')).join(''));
+  }
+  return { size: f.size, sha: out.join(',') };
+}, [name, PIECE]);
+
+// The recipe's candidate types.
+const RECIPE_TYPES = 'Q4_0,Q5_0,Q8_0';
 
 // A picker that hands the page a file of the origin's private file system.
 const OPFS_PICKER = `window.showSaveFilePicker = async (o) =>
   (await navigator.storage.getDirectory()).getFileHandle(o.suggestedName, { create: true });`;
 
-let context = await launch({ viewport: { width: 1400, height: 1000 } });
+// Precise memory figures (else Chromium rounds and rarely updates them).
+const FLAGS = ['--enable-precise-memory-info'];
+
+let context = await launch({ viewport: { width: 1400, height: 1000 }, extraArgs: FLAGS });
+if (big) {
+  try {
+    await context.addInitScript(OPFS_PICKER);
+    const page = await openIn(context);
+    const q = cli('Q4_K_M');
+    const run = await quantizeIn(page, 'Q4_K_M');
+    const got = await opfsFile(page, run.file);
+    const wasm = Number(run.wasmMemory);
+    check(got.sha === sha(q.out), `a ${mib(fs.statSync(model).size)} F16 → Q4_K_M in the page (${mib(got.size)}) is organ quantize's byte for byte`);
+    check(run.peak + wasm < 512 * 2 ** 20, `the page's memory stays under 512 MiB: JS heap peak ${mib(run.peak)} + wasm memory ${mib(wasm)}`);
+    console.log(`     the page ${(run.elapsedMs / 1000).toFixed(1)} s on ${run.threads} threads, the CLI ${(q.ms / 1000).toFixed(1)} s`);
+  } catch (e) {
+    check(false, `the run stopped: ${e.stack || e}`);
+  } finally {
+    await context.close();
+    server.close();
+  }
+  console.log(`test result: ${failures === 0 ? 'ok' : 'FAILED'}. ${passes} passed; ${failures} failed (web quantize, big model)`);
+  process.exit(failures === 0 ? 0 : 1);
+}
 try {
   await context.addInitScript(OPFS_PICKER);
   const page = await openIn(context);
@@ -92,16 +153,12 @@ try {
 
   // 2. Q4_K_M through the File System Access API.
   const run = await quantizeIn(page, 'Q4_K_M');
-  const got = await page.evaluate(async (name) => {
-    const f = await (await (await navigator.storage.getDirectory()).getFileHandle(name)).getFile();
-    const h = await crypto.subtle.digest('SHA-256', await f.arrayBuffer());
-    return { size: f.size, sha: [...new Uint8Array(h)].map((b) => b.toString(16).padStart(2, '0')).join('') };
-  }, run.file);
+  const got = await opfsFile(page, run.file);
   check(got.sha === sha(q4.out) && got.size === fs.statSync(q4.out).size,
     `F16 → Q4_K_M written through the File System Access API (${run.file}, ${got.size} bytes) is organ quantize's byte for byte`);
   console.log(`     quantize Q4_K_M in the page: ${(run.elapsedMs / 1000).toFixed(2)} s on ${run.threads} threads ` +
-    `(the CLI ${(q4.ms / 1000).toFixed(2)} s); the page's memory at the end: JS heap ${mib(Number(run.jsHeap))}, ` +
-    `wasm memory ${mib(Number(run.wasmMemory))}, for a ${mib(fs.statSync(model).size)} input`);
+    `(the CLI ${(q4.ms / 1000).toFixed(2)} s); the page's memory: JS heap ${mib(Number(run.jsHeap))} at the end, ` +
+    `${mib(run.peak)} at its peak, wasm memory ${mib(Number(run.wasmMemory))}, for a ${mib(fs.statSync(model).size)} input`);
 
   // 4. The report's export.
   const [dl] = await Promise.all([page.waitForEvent('download'), page.click('#export-quantize-json')]);
@@ -110,6 +167,28 @@ try {
   check(JSON.stringify(names(exported)) === JSON.stringify(names(q4.report)) &&
       exported.outputs[0] === run.file && exported.input === path.basename(model),
     `the report's JSON export is organ quantize --json's (${exported.tensors.length} tensors), the files named as the page knows them`);
+
+  // 5. A data-free recipe chosen in the page and written through the same API, against
+  //    `organ recipe --data-free --apply` (types without Q4_1: this F16 is a dequantized
+  //    Q4_1, which Q4_1 would hold losslessly).
+  const recipeOut = path.join(outDir, 'quantize-cli-recipe.gguf');
+  const t1 = Date.now();
+  const recipeText = execFileSync(organ, ['recipe', model, '--data-free', '--types', RECIPE_TYPES, '--target-bpw', '5.5',
+    '--apply', recipeOut, '--force']).toString();
+  const cliRecipeMs = Date.now() - t1;
+  await page.selectOption('#quant-type', 'recipe');
+  await page.fill('#quant-target', '5.5bpw');
+  await page.fill('#quant-types', RECIPE_TYPES);
+  const t2 = Date.now();
+  await page.click('#quant-recipe-go');
+  await page.waitForSelector('#quant-recipe-summary, #error', { timeout: 600_000 });
+  const recipeMs = Date.now() - t2;
+  const summary = await page.textContent('#quant-recipe-summary');
+  const total = recipeText.split('\n').find((l) => l.startsWith('total:'));
+  check(summary.includes(total), `the recipe chosen in the page (${(recipeMs / 1000).toFixed(1)} s; the CLI's with --apply ${(cliRecipeMs / 1000).toFixed(1)} s) is organ recipe's: "${total}"`);
+  const rrun = await quantizeIn(page, 'recipe');
+  const rgot = await opfsFile(page, rrun.file);
+  check(rgot.sha === sha(recipeOut), `the recipe's model written in the page (${rrun.file}) is organ recipe --apply's byte for byte`);
 } catch (e) {
   check(false, `the run stopped: ${e.stack || e}`);
 } finally {
@@ -117,7 +196,7 @@ try {
 }
 
 // 3. No File System Access API: a download.
-context = await launch({ acceptDownloads: true, viewport: { width: 1400, height: 1000 } });
+context = await launch({ acceptDownloads: true, viewport: { width: 1400, height: 1000 }, extraArgs: FLAGS });
 try {
   await context.addInitScript('delete window.showSaveFilePicker; delete Window.prototype.showSaveFilePicker;');
   const page = await openIn(context);

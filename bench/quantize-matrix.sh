@@ -5,13 +5,18 @@
 # plain and with --pure, --leave-output-tensor, a --tensor-type-file and an importance
 # matrix (llama-imatrix on the F16, 8 chunks of 128 tokens of tests/data/texts/calibration.txt);
 # each pair of files compared with cmp. Types llama-quantize itself
-# refuses on these rows (Q1_0) must be refused by both. Prints one line per case and
-# exits 1 if any differs.
-# Usage: bench/quantize-matrix.sh [MODEL.gguf] [THREADS=nproc]
+# refuses on these rows (Q1_0) must be refused by both. Then the same matrix over the
+# test-built families (tests/oracle/make-family-models.py --f16-256: llama, qwen2, gemma3
+# and deepseek2 with 4 experts, every row a multiple of 256 so that every K-quant applies
+# and the mixes' per-architecture rules decide), each with an importance matrix of its own
+# (2 chunks); llama.cpp generates a token from every file both wrote. Prints one line per
+# case and exits 1 if any differs.
+# Usage: bench/quantize-matrix.sh [MODEL.gguf] [THREADS=nproc] [smollm2|families|all=all]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL="${1:-$(scripts/fetch-model.sh)}"
 THREADS="${2:-$(nproc)}"
+PART="${3:-all}"
 source scripts/lib.sh
 bin="$(scripts/build-llama.sh)"
 bench_setup quantize-matrix
@@ -22,30 +27,47 @@ printf 'attn_v=q8_0 blk\\.1[0-9]\\.ffn_down=q6_k\nffn_up=q5_0\n' > "$work/types.
   -t "$THREADS" --no-ppl > /dev/null 2>&1
 TYPES="Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q2_K_S Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS TQ1_0 TQ2_0 Q2_0 Q1_0 F16 BF16 F32"
 same=0 differ=0
-for ty in $TYPES; do
-  for flags in "" "--pure" "--leave-output-tensor" "--tensor-type-file $work/types.txt" "--imatrix $work/im.gguf"; do
-    # shellcheck disable=SC2086 # flags are words
-    if "$bin/llama-quantize" $flags "$work/base.gguf" "$work/llama.gguf" "$ty" "$THREADS" > /dev/null 2>&1; then
-      ll=ok
-    else
-      ll=refused
-    fi
-    # shellcheck disable=SC2086
-    if "$ORGAN" quantize $flags "$work/base.gguf" "$work/organ.gguf" "$ty" "$THREADS" > /dev/null 2>&1; then
-      or=ok
-    else
-      or=refused
-    fi
-    if [ "$ll/$or" = ok/ok ] && cmp -s "$work/llama.gguf" "$work/organ.gguf"; then
-      verdict="identical"; same=$((same + 1))
-    elif [ "$ll/$or" = refused/refused ]; then
-      verdict="refused by both"; same=$((same + 1))
-    else
-      verdict="DIFFERS (llama-quantize $ll, organ $or)"; differ=$((differ + 1))
-    fi
-    printf '%-7s %-28s %s\n' "$ty" "${flags/$work\//}" "$verdict"
-    rm -f "$work/llama.gguf" "$work/organ.gguf"
+# The matrix over model $1 (named $3 in the lines) with importance matrix $2; with $4 set,
+# llama.cpp also generates a token from every file organ wrote.
+matrix() {
+  local base=$1 im=$2 name=$3 run=${4:-}
+  for ty in $TYPES; do
+    for flags in "" "--pure" "--leave-output-tensor" "--tensor-type-file $work/types.txt" "--imatrix $im"; do
+      # shellcheck disable=SC2086 # flags are words
+      if "$bin/llama-quantize" $flags "$base" "$work/llama.gguf" "$ty" "$THREADS" > /dev/null 2>&1; then
+        ll=ok
+      else
+        ll=refused
+      fi
+      # shellcheck disable=SC2086
+      if "$ORGAN" quantize $flags "$base" "$work/organ.gguf" "$ty" "$THREADS" > /dev/null 2>&1; then
+        or=ok
+      else
+        or=refused
+      fi
+      if [ "$ll/$or" = ok/ok ] && cmp -s "$work/llama.gguf" "$work/organ.gguf"; then
+        verdict="identical"; same=$((same + 1))
+        if [ -n "$run" ] && ! "$bin/llama-completion" -m "$work/organ.gguf" -p Hello -n 1 --temp 0 -no-cnv \
+          -t "$THREADS" > /dev/null 2>&1; then
+          verdict="identical, but llama.cpp cannot run it"; differ=$((differ + 1))
+        fi
+      elif [ "$ll/$or" = refused/refused ]; then
+        verdict="refused by both"; same=$((same + 1))
+      else
+        verdict="DIFFERS (llama-quantize $ll, organ $or)"; differ=$((differ + 1))
+      fi
+      printf '%-10s %-7s %-28s %s\n' "$name" "$ty" "${flags/$work\//}" "$verdict"
+      rm -f "$work/llama.gguf" "$work/organ.gguf"
+    done
   done
+}
+[ "$PART" = families ] || matrix "$work/base.gguf" "$work/im.gguf" smollm2
+[ "$PART" = smollm2 ] || "$(scripts/setup-oracle.sh)" tests/oracle/make-family-models.py "$MODEL" "$work/families" --f16-256 > /dev/null
+for arch in llama qwen2 gemma3 deepseek2; do
+  [ "$PART" != smollm2 ] || break
+  "$bin/llama-imatrix" -m "$work/families/$arch.gguf" -f tests/data/texts/calibration.txt \
+    -o "$work/families/$arch.imatrix.gguf" -c 128 --chunks 2 -t "$THREADS" --no-ppl > /dev/null 2>&1
+  matrix "$work/families/$arch.gguf" "$work/families/$arch.imatrix.gguf" "$arch" run
 done
 echo "quantize matrix: $same cases agree, $differ differ"
 [ "$differ" = 0 ]

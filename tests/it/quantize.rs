@@ -306,3 +306,44 @@ fn a_dry_run_lists_the_types_and_writes_nothing() {
     assert!(text.contains(&format!("quant size  = {mib:8.2} MiB")), "{text}");
     assert!(r["file_bytes"].as_u64().unwrap() > sum + r["header_bytes"].as_u64().unwrap() - 1);
 }
+
+/// The test-built families with rows of 256 (tests/oracle/make-family-models.py
+/// --f16-256: llama, qwen2, gemma3 and deepseek2 with four experts and a shared one, every
+/// matrix F16), so that every K-quant applies and the mixes' per-architecture rules decide
+/// each tensor's type: a few presets on each, with and without an importance matrix of its
+/// own (llama-imatrix, 2 chunks), are llama-quantize's bytes, derived as their headers say,
+/// and llama.cpp generates a token from each. Every preset and flag on them is
+/// bench/quantize-matrix.sh's.
+#[test]
+fn families_with_rows_of_256_are_llama_quantizes_bytes() {
+    let Some(tokenizer) = need::smollm2_oracle_and_llama() else { return };
+    let dir = tmp("families-256");
+    let mut c = std::process::Command::new(common::oracle_python());
+    c.arg(common::repo().join("tests/oracle/make-family-models.py")).arg(&tokenizer).arg(&dir).arg("--f16-256");
+    ok(c);
+    let calibration = common::repo().join("tests/data/texts/calibration.txt");
+    for arch in ["llama", "qwen2", "gemma3", "deepseek2"] {
+        let f16 = dir.join(format!("{arch}.gguf"));
+        let im = crate::predict::make_imatrix(&f16, &calibration, 2, &format!("families-256-{arch}.imatrix.gguf"));
+        let im = im.to_str().unwrap();
+        // IQ4_XS's search over the 12.6 M values of the embedding took each program seconds
+        // a family: it is the bench's.
+        let cases: [(&str, &[&str]); 5] = [
+            ("Q4_K_M", &[]),
+            ("Q3_K_S", &[]),
+            ("Q5_K_M", &[]),
+            ("Q2_K_S", &["--imatrix", im]),
+            ("Q4_K_S", &["--imatrix", im]),
+        ];
+        for (ty, flags) in cases {
+            let name = format!("{arch}-{ty}{}", if flags.is_empty() { "" } else { "-imatrix" });
+            let out = same_bytes(&f16, ty, flags, &name);
+            let (pass, text, _) = derived(&out, &f16, flags.get(1).copied());
+            assert!(pass && text.contains(&format!("quantized with {ty}")), "{name}: {text}");
+            let mut c = llama_tool("llama-completion");
+            c.arg("-m").arg(&out).args(["-p", "Hello", "-n", "1", "--temp", "0", "-no-cnv", "-t", LLAMA_THREADS]);
+            ok(c);
+            std::fs::remove_file(&out).unwrap();
+        }
+    }
+}

@@ -3,12 +3,17 @@
 shapes as llama.cpp 11434's loaders expect them (models/<arch>.cpp, load_arch_hparams and
 load_arch_tensors), and broken copies of the llama one, each broken in one known way.
 
-    make-family-models.py TOKENIZER_GGUF OUT_DIR
+    make-family-models.py TOKENIZER_GGUF OUT_DIR [--f16-256]
 
 The tokenizer metadata (every tokenizer.* key) is copied from TOKENIZER_GGUF (SmolLM2),
 so llama.cpp builds a real vocabulary; the weights are random (seeded), matrices Q8_0
 and Q4_1, vectors F32. OUT_DIR/families.json lists every file and, for the broken copies,
 the findings `organ check` must report (kind, severity, subject): the break defines them.
+
+With --f16-256, the four families alone, every matrix F16 and every row (a matrix's first
+dimension) a multiple of 256, so that every K-quant applies and llama-quantize's mixes
+decide each tensor's type by their per-architecture rules, not by the fallbacks for rows
+that are not whole blocks (tests/it/quantize.rs).
 """
 
 import json
@@ -21,6 +26,8 @@ from gguf import GGML_QUANT_SIZES, GGUFReader, GGUFValueType, GGUFWriter
 from gguf.quants import quantize
 
 N_EMBD, N_HEAD, N_HEAD_KV, HEAD, N_FF, N_LAYER = 64, 4, 2, 16, 128, 2
+# Every matrix in this type instead of the one each is given (--f16-256).
+MATRIX_TYPE = None
 
 
 def tokenizer_kvs(path):
@@ -49,8 +56,9 @@ class Model:
             data = (base + 0.05 * self.rng.standard_normal(np_shape)).astype(np.float32)
             self.tensors.append([name, list(shape), Q.F32, data.view(np.uint8).reshape(-1)])
         else:
+            qtype = MATRIX_TYPE or qtype
             data = (0.05 * self.rng.standard_normal(np_shape)).astype(np.float32)
-            self.tensors.append([name, list(shape), qtype, quantize(data, qtype).reshape(-1)])
+            self.tensors.append([name, list(shape), qtype, quantize(data, qtype).view(np.uint8).reshape(-1)])
 
     def get(self, name):
         return next(t for t in self.tensors if t[0] == name)
@@ -147,10 +155,10 @@ def deepseek2_layer(m, i):
     m.add(f"blk.{i}.ffn_up_shexp.weight", [N_EMBD, DS_FF_EXP], Q.Q8_0)
 
 
-def write(path, arch, m, kv, tok):
+def write(path, arch, m, kv, tok, file_type=7):
     w = GGUFWriter(str(path), arch)
     w.add_name(f"organ test {arch}")
-    w.add_file_type(7)  # MOSTLY_Q8_0
+    w.add_file_type(file_type)  # 7: MOSTLY_Q8_0, 1: MOSTLY_F16
     for k, (v, t) in kv.items():
         (w.add_uint32 if t == "u32" else w.add_float32)(f"{arch}.{k}", v)
     for key, val, vtype, sub in tok:
@@ -172,16 +180,29 @@ def nan_scale(t, block):
     t[3][block * size: block * size + 2] = np.frombuffer(np.float16(np.nan).tobytes(), np.uint8)
 
 
+def rows_of_256():
+    """Every row a multiple of 256, every matrix F16 (--f16-256)."""
+    global N_EMBD, HEAD, N_FF, MATRIX_TYPE, DS_FF_EXP, DS_Q_LORA, DS_KV_LORA, DS_NOPE, DS_ROPE
+    N_EMBD, HEAD, N_FF, MATRIX_TYPE = 256, 64, 512, Q.F16
+    DS_FF_EXP, DS_Q_LORA, DS_KV_LORA, DS_NOPE, DS_ROPE = 256, 256, 256, 64, 32
+
+
 def main():
     tok_src, out = sys.argv[1], Path(sys.argv[2])
+    f16_256 = "--f16-256" in sys.argv[3:]
+    if f16_256:
+        rows_of_256()
     out.mkdir(parents=True, exist_ok=True)
     tok = tokenizer_kvs(tok_src)
     n_vocab = len(next(v for k, v, _, _ in tok if k == "tokenizer.ggml.tokens"))
     files = []
     for seed, arch in enumerate(["llama", "qwen2", "gemma3", "deepseek2"]):
         m, kv = build(arch, n_vocab, seed)
-        write(out / f"{arch}.gguf", arch, m, kv, tok)
+        write(out / f"{arch}.gguf", arch, m, kv, tok, 1 if f16_256 else 7)
         files.append({"file": f"{arch}.gguf", "arch": arch, "expect": []})
+    if f16_256:
+        (out / "families.json").write_text(json.dumps(files, indent=1) + "\n")
+        return
 
     def broken(name, change, expect):
         m, kv = build("llama", n_vocab, 0)

@@ -22,13 +22,7 @@ impl Controller {
         let files: Vec<gloo_file::File> = files.into_iter().map(gloo_file::File::from).collect();
         self.run_job(files[0].name(), move |c| async move {
             let model = source::open(files).await?;
-            let mut types: Vec<(GgmlType, usize)> = Vec::new();
-            for t in &model.tensors {
-                match types.iter_mut().find(|(ty, _)| *ty == t.ty) {
-                    Some((_, n)) => *n += 1,
-                    None => types.push((t.ty, 1)),
-                }
-            }
+            let types = tally(model.tensors.iter().map(|t| t.ty));
             let data = QuantizeData {
                 label: model.label.clone(),
                 file_bytes: model.file_bytes,
@@ -94,13 +88,7 @@ impl Controller {
         let report = QuantizeReport::new(&plan, &params, model.label.clone(), vec![out], n_elements);
         let mut text = String::new();
         let _ = (TEXT.render)(AnyReport::Quantize(&report), &Parts::WHOLE, &mut text);
-        let mut counts: Vec<(GgmlType, usize)> = Vec::new();
-        for t in &report.tensors {
-            match counts.iter_mut().find(|(ty, _)| *ty == t.to) {
-                Some((_, n)) => *n += 1,
-                None => counts.push((t.to, 1)),
-            }
-        }
+        let mut counts = tally(report.tensors.iter().map(|t| t.to));
         counts.sort_by_key(|&(ty, n)| (std::cmp::Reverse(n), ty.name()));
         let counts: Vec<String> = counts.iter().map(|(ty, n)| format!("{n} {}", ty.name())).collect();
         text.push_str(&format!("tensors: {}\n", counts.join(", ")));
@@ -206,6 +194,18 @@ impl Controller {
             }
         });
     }
+}
+
+/// How many of `types` are each type, in the order each first comes.
+fn tally(types: impl Iterator<Item = GgmlType>) -> Vec<(GgmlType, usize)> {
+    let mut counts: Vec<(GgmlType, usize)> = Vec::new();
+    for ty in types {
+        match counts.iter_mut().find(|(t, _)| *t == ty) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((ty, 1)),
+        }
+    }
+    counts
 }
 
 /// What the choice `recipe` is called in the type list.

@@ -154,6 +154,10 @@ impl Imatrix {
 /// prediction sums finite in f32.
 pub const MAX_MEAN_SQUARE: f32 = 1e20;
 
+/// The largest importance matrix file organ reads (SmolLM2's is 1.3 MB; a 70B model's
+/// about 50 MB): every face checks it before reading the file.
+pub const MAX_BYTES: u64 = 1 << 30;
+
 fn bad_tensor(t: &TensorInfo<'_>, reason: String) -> Error {
     Error::BadTensor { tensor: t.name.to_string(), offset: t.info_offset, reason }
 }

@@ -7,7 +7,7 @@
 
 use crate::model::Model;
 use anyhow::{bail, Context, Result};
-use organ_core::imatrix::Imatrix;
+use organ_core::imatrix::{Imatrix, MAX_BYTES as MAX_IMATRIX_BYTES};
 use organ_core::model::TensorEntry;
 use organ_core::predict::steps::{self, EnergyJob};
 use organ_core::predict::{Calibration, Predictor};
@@ -75,9 +75,6 @@ pub fn predict_calibrated(
         })
         .collect()
 }
-
-/// The largest importance matrix read (SmolLM2's is 1.3 MB; a 70B model's ~50 MB).
-const MAX_IMATRIX_BYTES: u64 = 1 << 30;
 
 /// Reads a `llama-imatrix` output, bounded.
 ///

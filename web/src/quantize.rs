@@ -13,7 +13,7 @@ use crate::pool;
 use crate::reads::{worker_gone, Meter, Progress};
 use crate::source::{read_buffer, Model};
 use futures_util::future::join_all;
-use organ_core::imatrix::Imatrix;
+use organ_core::imatrix::{Imatrix, MAX_BYTES as MAX_IMATRIX_BYTES};
 use organ_core::quantize::report::QuantizeReport;
 use organ_core::quantize::slabs::{Pieces, Slab};
 use organ_core::quantize::{self, Ftype, Params, Pattern, Plan, Planned, QuantImatrix};
@@ -29,9 +29,6 @@ use wasm_bindgen_futures::JsFuture;
 /// The values a slab holds at most: 4 Mi values, 8 MiB of F16 (16 MiB of F32, the read
 /// scheduler's longest read), cut into 256 chunks for the pool.
 const SLAB_VALUES: usize = 4 << 20;
-
-/// The largest importance matrix read, as the CLI reads at most.
-pub const MAX_IMATRIX_BYTES: u64 = 1 << 30;
 
 /// What to quantize to: a file type (llama-quantize's TYPE), and `--tensor-type` lines
 /// (a recipe's) over it, with requantizing allowed when there are lines.
@@ -248,27 +245,28 @@ pub struct Outcome {
     pub threads: usize,
 }
 
-/// Quantizes `model` with `params` into `sink`. `cancelled` stops it between slabs (the
-/// file is then let go); `on_progress` is called as tensors finish.
+/// Quantizes `model` with `params` as `plan` (from [`plan`]) says into `sink`. `cancelled`
+/// stops it between slabs (the file is then let go); `on_progress` is called as tensors
+/// finish.
 ///
 /// # Errors
-/// What the plan refuses, a read that fails, a value a type cannot hold (the tensor and
+/// A read that fails, a value a type cannot hold (the tensor and
 /// rows named), a write that fails, a cancellation.
 pub async fn quantize(
     model: &Model,
     params: Params,
+    plan: &Plan,
     mut sink: Sink,
     cancelled: &dyn Fn() -> bool,
     on_progress: &dyn Fn(Progress),
 ) -> Result<Outcome, Error> {
     let t0 = pool::now_ms();
     let threads = pool::start().await?;
-    let plan = plan(model, &params)?;
     let params = Arc::new(params);
     let mut meter = Meter::new(plan.tensors.len(), t0, on_progress);
     meter.progress.bytes_total = plan.bytes_in;
     let name = sink.name().to_owned();
-    match write(model, &plan, &params, &mut sink, threads, cancelled, &mut meter).await {
+    match write(model, plan, &params, &mut sink, threads, cancelled, &mut meter).await {
         Ok(()) => sink.finish().await?,
         Err(e) => {
             sink.abort().await;
@@ -277,7 +275,7 @@ pub async fn quantize(
     }
     meter.show_now();
     let n_elements = model.tensors.iter().map(|t| t.n_elements).sum();
-    let report = QuantizeReport::new(&plan, &params, model.label.clone(), vec![name], n_elements);
+    let report = QuantizeReport::new(plan, &params, model.label.clone(), vec![name], n_elements);
     Ok(Outcome { report, bytes_read: meter.progress.bytes_read, threads })
 }
 

@@ -91,12 +91,12 @@ pub fn params(ftype: Ftype, f: &Flags<'_>) -> Result<Params> {
     p.output_tensor_type = f.output_tensor_type.map(|s| ggml_type("--output-tensor-type", s)).transpose()?;
     p.token_embedding_type = f.token_embedding_type.map(|s| ggml_type("--token-embedding-type", s)).transpose()?;
     for w in f.tensor_types {
-        p.patterns.push(tensor_type(w)?);
+        p.patterns.push(Pattern::word(w)?);
     }
     if let Some(file) = f.tensor_type_file {
         let text = read_small(file)?;
         for w in text.split_ascii_whitespace() {
-            p.patterns.push(tensor_type(w).with_context(|| file.display().to_string())?);
+            p.patterns.push(Pattern::word(w).with_context(|| file.display().to_string())?);
         }
     }
     for o in f.override_kv {
@@ -115,11 +115,6 @@ fn ggml_type(flag: &str, s: &str) -> Result<GgmlType> {
         .copied()
         .find(|t| t.name().eq_ignore_ascii_case(s))
         .ok_or_else(|| anyhow!("{flag}: invalid ggml_type {s:?}"))
-}
-
-/// One `PATTERN=TYPE` (`parse_tensor_type`): the core's [`Pattern::word`].
-fn tensor_type(word: &str) -> Result<(Pattern, GgmlType)> {
-    Ok(Pattern::word(word)?)
 }
 
 /// Quantizes as planned; prints the report's text (llama-quantize's sizes, and every

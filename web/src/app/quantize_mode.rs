@@ -110,7 +110,7 @@ impl Controller {
             let r = async {
                 let (req, recipe) = self.request(&choice)?;
                 let params = quant::params(&req, im.as_deref())?;
-                // Refused before the dialog: no file is made for a plan the core refuses.
+                // Planned before the dialog: no file is made for a plan the core refuses.
                 let plan = quant::plan(&model, &params)?;
                 if let Some(r) = &recipe {
                     plan.check_recipe(r)
@@ -121,7 +121,7 @@ impl Controller {
                 self.progress.set(Progress::default());
                 self.phase.set(Phase::Quantizing(model.label.clone()));
                 let (cancelled, progress) = (&|| self.cancel.get_untracked(), &|p| self.progress.set(p));
-                let o = quant::quantize(&model, params, sink, cancelled, progress).await?;
+                let o = quant::quantize(&model, params, &plan, sink, cancelled, progress).await?;
                 Ok::<_, Error>((o, file))
             }
             .await;

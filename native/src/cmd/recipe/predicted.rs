@@ -5,8 +5,8 @@ use crate::model::Model;
 use anyhow::Result;
 use organ_core::ggml_type::GgmlType;
 use organ_core::imatrix::Imatrix;
+pub use organ_core::recipe::predicted::Predicted;
 use organ_core::recipe::predicted::{covered, prediction_types, DATA_FREE};
-pub use organ_core::recipe::predicted::{Predicted, CANDIDATES};
 use std::path::Path;
 
 /// Predicts every block weight of `model` in each of `types` (and Q8_0), from `imatrix`

@@ -11,7 +11,7 @@
 # and the mixes' per-architecture rules decide), each with an importance matrix of its own
 # (2 chunks); llama.cpp generates a token from every file both wrote. Prints one line per
 # case and exits 1 if any differs.
-# Usage: bench/quantize-matrix.sh [MODEL.gguf] [THREADS=nproc] [smollm2|families|all=all]
+# Usage: [QUANT_TYPES='Q4_K_M …'] bench/quantize-matrix.sh [MODEL.gguf] [THREADS=nproc] [smollm2|families|all=all]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL="${1:-$(scripts/fetch-model.sh)}"
@@ -25,7 +25,7 @@ work=$WORK
 printf 'attn_v=q8_0 blk\\.1[0-9]\\.ffn_down=q6_k\nffn_up=q5_0\n' > "$work/types.txt"
 "$bin/llama-imatrix" -m "$work/base.gguf" -f tests/data/texts/calibration.txt -o "$work/im.gguf" -c 128 --chunks 8 \
   -t "$THREADS" --no-ppl > /dev/null 2>&1
-TYPES="Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q2_K_S Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS TQ1_0 TQ2_0 Q2_0 Q1_0 F16 BF16 F32"
+TYPES="${QUANT_TYPES:-Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q2_K_S Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS TQ1_0 TQ2_0 Q2_0 Q1_0 MXFP4_MOE F16 BF16 F32}"
 same=0 differ=0
 # The matrix over model $1 (named $3 in the lines) with importance matrix $2; with $4 set,
 # llama.cpp also generates a token from every file organ wrote.

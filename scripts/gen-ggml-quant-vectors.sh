@@ -2,8 +2,8 @@
 # Quantization vectors from ggml's own C quantizers (tests/oracle/ggml_quant.c, linked
 # against the llama.cpp that scripts/build-llama.sh builds), for the types gguf-py cannot
 # quantize: the reference quantizers quantize_row_TYPE_ref of Q2_K … Q6_K, Q1_0, Q2_0,
-# TQ1_0, TQ2_0, and quantize_iq4_nl and quantize_iq4_xs without an imatrix (what
-# llama-quantize writes).
+# TQ1_0, TQ2_0, MXFP4 (what quantize_mxfp4 calls, with an imatrix or without), and
+# quantize_iq4_nl and quantize_iq4_xs without an imatrix (what llama-quantize writes).
 # Inputs (TYPE.in, little-endian f32): Q4_K, Q5_K, Q6_K's from scripts/gen-quantize-vectors.py;
 # the others' made here from a seed per type: blocks of every magnitude, heavy tails, and
 # blocks that hit the edge cases (all zero, constant, one huge outlier, negative only,
@@ -18,7 +18,7 @@ DATA=core/tests/data/quantize
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 ggml_harness tests/oracle/ggml_quant.c "$work/ggml_quant"
-for spec in Q4_K:256 Q5_K:256 Q6_K:256 Q2_K:256 Q3_K:256 TQ1_0:256 TQ2_0:256 Q1_0:128 Q2_0:64 IQ4_NL:32 IQ4_XS:256; do
+for spec in Q4_K:256 Q5_K:256 Q6_K:256 Q2_K:256 Q3_K:256 TQ1_0:256 TQ2_0:256 Q1_0:128 Q2_0:64 IQ4_NL:32 IQ4_XS:256 MXFP4:32; do
   ty=${spec%:*} bs=${spec#*:}
   case $ty in Q4_K | Q5_K | Q6_K) ours=false ;; *) ours=true ;; esac
   if [ "${1:-}" != --check ] && $ours; then

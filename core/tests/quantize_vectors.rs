@@ -1,6 +1,6 @@
 //! Quantizers against gguf-py 0.19.0's `gguf.quants.quantize`, bit for bit (vectors:
 //! scripts/gen-quantize-vectors.py); the types gguf-py cannot quantize (Q2_K … Q6_K, Q1_0,
-//! Q2_0, TQ1_0, TQ2_0, IQ4_NL, IQ4_XS) against ggml's own C quantizers, bit for bit
+//! Q2_0, TQ1_0, TQ2_0, IQ4_NL, IQ4_XS, MXFP4) against ggml's own C quantizers, bit for bit
 //! (scripts/gen-ggml-quant-vectors.sh, re-checked against ggml in CI); quantize →
 //! dequantize round trips, and ggml's own error thresholds (tests/test-quantize-fns.cpp).
 //! With an importance matrix, every type whose ggml quantizer takes one against
@@ -27,7 +27,7 @@ const TYPES: [GgmlType; 7] =
 const K_TYPES: [GgmlType; 3] = [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
 
 /// The other types whose reference is ggml's C code (gguf-py has no quantizer for them).
-const GGML_TYPES: [GgmlType; 8] = [
+const GGML_TYPES: [GgmlType; 9] = [
     GgmlType::Q2_K,
     GgmlType::Q3_K,
     GgmlType::Q1_0,
@@ -36,6 +36,7 @@ const GGML_TYPES: [GgmlType; 8] = [
     GgmlType::TQ2_0,
     GgmlType::IQ4_NL,
     GgmlType::IQ4_XS,
+    GgmlType::MXFP4,
 ];
 
 #[test]

@@ -17,6 +17,7 @@ void quantize_row_q1_0_ref(const float *x, void *y, int64_t k);
 void quantize_row_q2_0_ref(const float *x, void *y, int64_t k);
 void quantize_row_tq1_0_ref(const float *x, void *y, int64_t k);
 void quantize_row_tq2_0_ref(const float *x, void *y, int64_t k);
+void quantize_row_mxfp4_ref(const float *x, void *y, int64_t k);
 size_t quantize_iq4_nl(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *imatrix);
 size_t quantize_iq4_xs(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *imatrix);
 
@@ -35,7 +36,7 @@ static const struct {
     {"Q6_K", quantize_row_q6_K_ref, 256, 210},  {"Q1_0", quantize_row_q1_0_ref, 128, 18},
     {"Q2_0", quantize_row_q2_0_ref, 64, 18},    {"TQ1_0", quantize_row_tq1_0_ref, 256, 54},
     {"TQ2_0", quantize_row_tq2_0_ref, 256, 66}, {"IQ4_NL", iq4_nl, 32, 18},
-    {"IQ4_XS", iq4_xs, 256, 136},
+    {"IQ4_XS", iq4_xs, 256, 136},  {"MXFP4", quantize_row_mxfp4_ref, 32, 17},
 };
 
 int main(int argc, char **argv) {

@@ -2,8 +2,8 @@
 //! scale), MXFP4 (OCP e2m1 values, e8m0 scale per 32) and NVFP4 (e2m1 values, four ue4m3
 //! scales per 64). The block kernels port gguf-py 0.19.0's `dequantize_blocks` of the same
 //! name, keeping its f32 operation order; [`at`] decodes one element alike; [`encode`]
-//! ports ggml's IQ4_NL quantizer and IQ4_XS's (IQ4_NL's values, 6-bit scales per 32 under
-//! an f16 one per 256; its decoder is with the i-quants').
+//! ports ggml's MXFP4, IQ4_NL and IQ4_XS quantizers (IQ4_XS: IQ4_NL's values, 6-bit
+//! scales per 32 under an f16 one per 256; its decoder is with the i-quants').
 
 use super::float::{e8m0_to_f32_half, f16_le, ue4m3_to_f32_half};
 
@@ -83,8 +83,9 @@ pub mod at {
 /// a cruder scale, and an all-zero block left with the codes its stack buffer held (the
 /// previous block's, or uninitialized memory), so that is not what a file gets.
 pub mod encode {
-    use super::super::float::f32_to_f16;
+    use super::super::float::{e8m0_to_f32_half, f32_to_f16};
     use super::KVALUES_IQ4NL as VALUES;
+    use super::KVALUES_MXFP4;
     use alloc::vec::Vec;
 
     use super::super::search::{nearest_int, GROUP_MAX_EPS};
@@ -228,6 +229,52 @@ pub mod encode {
         out.extend_from_slice(&scales_l);
         for i in 0..8 {
             out.extend((0..16).map(|j| l[32 * i + j] | (l[32 * i + 16 + j] << 4)));
+        }
+    }
+
+    /// One MXFP4 block (`quantize_row_mxfp4_ref`, what `quantize_mxfp4` and so
+    /// llama-quantize write, with or without an importance matrix): the e8m0 exponent
+    /// `floor(log2(amax)) - 2 + 127`, then each value's nearest doubled e2m1 code under
+    /// the halved scale (the first on a tie). ggml converts that exponent from float to
+    /// `uint8_t` through a 32-bit integer, so below 2⁻¹⁰² it wraps; organ wraps alike.
+    /// `libm::log2f` and glibc's differ in the last bit for some floats, but their floors
+    /// agree on every positive finite f32 (checked exhaustively, docs/quantize.md).
+    pub fn mxfp4(x: &[f32], out: &mut Vec<u8>) {
+        let Ok(x) = <&[f32; 32]>::try_from(x) else { return };
+        let amax = x.iter().fold(0f32, |m, v| if m < v.abs() { v.abs() } else { m });
+        let e = if amax > 0.0 { (libm::floorf(libm::log2f(amax)) - 2.0 + 127.0) as i32 as u8 } else { 0 };
+        let d = e8m0_to_f32_half(e);
+        let best = |v: f32| {
+            let err = |i: usize| (f32::from(KVALUES_MXFP4[i]) * d - v).abs();
+            let (mut best, mut best_err) = (0u8, err(0));
+            for i in 1..16 {
+                if err(i) < best_err {
+                    (best, best_err) = (i as u8, err(i));
+                }
+            }
+            best
+        };
+        out.push(e);
+        out.extend((0..16).map(|j| best(x[j]) | (best(x[j + 16]) << 4)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// MXFP4's exponent is `floor(log2f(amax))`: organ's `libm::log2f` must floor as the
+    /// platform's (glibc's, which ggml calls) does. Their last bits differ on some floats,
+    /// but a floor can only differ where log2 is within about 90 ulps of a power of two
+    /// (below that distance log2 is more than half an ulp from the integer), so each
+    /// power's 2¹⁶ floats either side are checked; `floorf` of every positive finite f32
+    /// was also compared once (docs/quantize.md).
+    #[test]
+    fn libm_log2f_floors_as_the_platforms() {
+        for e in 1u32..255 {
+            let p = e << 23;
+            for bits in p.saturating_sub(1 << 16)..(p + (1 << 16)).min(0x7f80_0000) {
+                let x = f32::from_bits(bits);
+                assert_eq!(libm::floorf(libm::log2f(x)), x.log2().floor(), "{x:e}");
+            }
         }
     }
 }

@@ -157,7 +157,7 @@ quant_table! {
     Q5_1:    32 x 24,        legacy::q5_1,  legacy::at::q5_1, Some(lenc::q5_1),   (540, 8_800);
     Q8_0:    32 x 34,        legacy::q8_0,  legacy::at::q8_0, Some(lenc::q8_0),   (180, 5_400);
     IQ4_NL:  32 x 18,        cb::iq4_nl,    cb::at::iq4_nl,  Some(cbenc::iq4_nl), (460, 5_800);
-    MXFP4:   32 x 17,        cb::mxfp4,     cb::at::mxfp4,   None,                (1_030, 6_500);
+    MXFP4:   32 x 17,        cb::mxfp4,     cb::at::mxfp4,   Some(cbenc::mxfp4),  (1_030, 6_500);
     NVFP4:   64 x 36,        cb::nvfp4,     cb::at::nvfp4,   None,                (490, 5_400);
     Q2_K:    256 x 84,       kq::q2_k,      kq::at::q2_k,    Some(klow::q2_k),    (1_100, 11_300);
     Q3_K:    256 x 110,      kq::q3_k,      kq::at::q3_k,    Some(klow::q3_k),    (1_900, 9_100);

@@ -8,7 +8,8 @@
 //!
 //! What organ takes from it is each column's mean square over the tokens,
 //! `E[x_j²] = in_sum2_j / count` per matrix ([`Entry::mean_squares`]): the weights of the
-//! round-trip error in `crate::predict`. The older `.dat` format is refused by name.
+//! round-trip error in `crate::predict`. The older `.dat` format is read too (`legacy`),
+//! as llama-quantize reads it when a file is not a GGUF.
 
 use crate::error::{Error, Result};
 use crate::ggml_type::GgmlType;
@@ -57,11 +58,10 @@ pub struct Imatrix {
     pub chunk_size: Option<u64>,
     /// One entry per weight, by name.
     pub entries: BTreeMap<String, Entry>,
+    /// Read from the legacy `.dat` format: one count (`ncall`) per entry, experts and all,
+    /// and llama-quantize's weights are the sums as they are when it is not positive.
+    pub legacy: bool,
 }
-
-/// The message for a file that is not a GGUF: most likely the legacy format.
-const LEGACY: &str = "not a GGUF importance matrix: organ reads the GGUF that llama-imatrix writes by default \
-     (-o FILE.gguf); the legacy .dat format is not read (convert it: llama-imatrix --in-file FILE.dat -o FILE.gguf)";
 
 fn bad(reason: String) -> Error {
     Error::BadMetadata { key: "imatrix".into(), reason }
@@ -71,20 +71,24 @@ impl Imatrix {
     /// Parses an importance matrix from the whole file's bytes, checking every shape, type
     /// and count, and that every value is finite and non-negative.
     ///
+    /// A file that is not a GGUF is read as the legacy `.dat` format.
+    ///
     /// # Errors
-    /// A legacy `.dat` file or any other non-GGUF, by name; a GGUF whose `general.type`
+    /// A non-GGUF that is not a whole legacy file, naming the entry; a GGUF whose `general.type`
     /// is not `imatrix`; any parse error; an `in_sum2` without its `counts` or the other
     /// way round, shapes that disagree, a type other than F32, or values out of range,
     /// each naming the tensor.
     pub fn parse(file: &[u8]) -> Result<Imatrix> {
         let g = match Gguf::parse(file, file.len() as u64) {
-            Err(Error::BadMagic { .. }) => return Err(bad(LEGACY.into())),
+            Err(Error::BadMagic { .. }) => return legacy::parse(file),
             r => r?,
         };
         match g.get("general.type").and_then(MetaValue::as_str) {
             Some("imatrix") => {}
             other => {
-                return Err(bad(format!("general.type is {other:?}, expected \"imatrix\": {LEGACY}")));
+                return Err(bad(format!(
+                    "general.type is {other:?}, expected \"imatrix\": not an importance matrix llama-imatrix wrote"
+                )));
             }
         }
         let count = |key: &str| g.get(key).and_then(MetaValue::as_u64);
@@ -116,6 +120,7 @@ impl Imatrix {
             chunk_count: count("imatrix.chunk_count"),
             chunk_size: count("imatrix.chunk_size"),
             entries,
+            legacy: false,
         })
     }
 
@@ -206,5 +211,6 @@ fn entry(file: &[u8], name: &str, s: &TensorInfo<'_>, c: &TensorInfo<'_>) -> Res
     Ok(Entry { name: name.into(), n_in, counts, sum2 })
 }
 
+mod legacy;
 #[cfg(test)]
 mod tests;

@@ -89,5 +89,6 @@ pub fn read_imatrix(p: &Path) -> Result<Imatrix> {
     if bytes.len() as u64 > MAX_IMATRIX_BYTES {
         bail!("{}: more than {MAX_IMATRIX_BYTES} bytes, not an importance matrix organ reads", p.display());
     }
-    Imatrix::parse(&bytes).with_context(|| format!("{}: not a llama-imatrix GGUF (--imatrix)", p.display()))
+    Imatrix::parse(&bytes)
+        .with_context(|| format!("{}: not an importance matrix llama-imatrix wrote (--imatrix)", p.display()))
 }

@@ -52,13 +52,20 @@ fn imatrix_reads_as_gguf_py_does() {
         let ms = e.mean_squares(0).unwrap();
         assert!(ms.iter().zip(&e.sum2).all(|(m, s)| *m == s / e.counts[0]), "{name}");
     }
-    // The legacy format of the same run is refused by name.
+    // The legacy format of the same run holds the same mean squares (scaled to its call
+    // count and back, in f32), the chunk count and the dataset.
     let dat = tmp("small.imatrix.dat");
     let mut c = llama_tool("llama-imatrix");
     c.arg("-m").arg(&model).arg("--in-file").arg(&path).arg("-o").arg(&dat).args(["--output-format", "dat"]);
     ok(c);
-    let e = Imatrix::parse(&std::fs::read(&dat).unwrap()).unwrap_err().to_string();
-    assert!(e.contains("legacy .dat format is not read"), "{e}");
+    let old = Imatrix::parse(&std::fs::read(&dat).unwrap()).unwrap();
+    assert!(old.legacy && !im.legacy);
+    assert_eq!((old.chunk_count, old.entries.len()), (im.chunk_count, im.entries.len()));
+    assert_eq!(old.datasets.first(), im.datasets.last());
+    for (name, e) in &im.entries {
+        let (new, legacy) = (e.mean_squares(0).unwrap(), old.entries[name].mean_squares(0).unwrap());
+        assert!(new.iter().zip(&legacy).all(|(a, b)| (a - b).abs() <= 1e-6 * a.abs()), "{name}");
+    }
 }
 
 /// The measured truth of the old study: (name, KLD) per line of `name\tKLD\tPPL`.

@@ -115,6 +115,17 @@ fn smollm2_f16_with_an_imatrix_is_llama_quantizes_bytes() {
     let (pass, _, found) = derived(&out, &f16, Some(other.to_str().unwrap()));
     assert!(!pass && about(&found, "blk.0.ffn_down.weight").contains("'s F16 quantized to"), "{found:?}");
     std::fs::remove_file(&out).unwrap();
+    // The same matrix in the legacy .dat format: its weights are sums scaled to a call
+    // count, and its header keys come from the file's trailer.
+    let dat = tmp("quantize.imatrix.dat");
+    let mut c = llama_tool("llama-imatrix");
+    c.arg("-m").arg(&f16).args(["--in-file", im]).arg("-o").arg(&dat).args(["--output-format", "dat"]);
+    ok(c);
+    let dat = dat.to_str().unwrap();
+    let out = same_bytes(&f16, "Q4_K_M", &["--imatrix", dat], "imatrix-dat-q4_k_m");
+    let (pass, text, _) = derived(&out, &f16, Some(dat));
+    assert!(pass && text.contains("and the importance matrix"), "{text}");
+    std::fs::remove_file(&out).unwrap();
     // The IQ4 searches on some tensors (on every one, IQ4_XS took each program 40 s on one
     // thread): IQ4_XS on ffn_down, IQ4_NL on six layers' attention, the rest Q8_0 (which
     // ignores the weights); two --exclude-weights give some of them the plain quantizers;

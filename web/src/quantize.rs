@@ -54,8 +54,8 @@ pub async fn read_imatrix(file: &gloo_file::File) -> Result<DroppedImatrix, Erro
         return Err(Error::Refused(format!("{name}: more than {MAX_IMATRIX_BYTES} bytes, not an importance matrix")));
     }
     let bytes = gloo_file::futures::read_as_bytes(file).await.map_err(|e| Error::Read(format!("{name}: {e}")))?;
-    let imatrix =
-        Imatrix::parse(&bytes).map_err(|e| Error::Refused(format!("{name}: not a llama-imatrix GGUF: {e}")))?;
+    let imatrix = Imatrix::parse(&bytes)
+        .map_err(|e| Error::Refused(format!("{name}: not an importance matrix llama-imatrix wrote: {e}")))?;
     Ok(DroppedImatrix { name, imatrix })
 }
 

@@ -64,10 +64,51 @@ fn reads_sums_counts_and_metadata_into_mean_squares() {
 }
 
 #[test]
-fn refuses_legacy_files_models_and_broken_entries() {
-    let legacy = [1u8, 0, 0, 0, 1, 0, 0, 0, b'w'];
-    let e = Imatrix::parse(&legacy).unwrap_err().to_string();
-    assert!(e.contains("legacy .dat format is not read"), "{e}");
+fn reads_the_legacy_format_as_llama_quantize_does() {
+    use super::legacy::write;
+    use crate::quantize::QuantImatrix;
+    let dat = write(
+        &[("w", 4, &[4.0, 8.0]), ("e\0junk", 0, &[3.0]), ("w", 2, &[2.0, 6.0, 1.0])],
+        Some((10, "calibration.txt")),
+    );
+    let m = Imatrix::parse(&dat).unwrap();
+    assert!(m.legacy);
+    assert_eq!((m.chunk_count, m.datasets.as_slice()), (Some(10), &["calibration.txt".to_string()][..]));
+    // A repeated name replaces the first; a name ends at its first NUL, as a C string.
+    let w = m.get("w").unwrap();
+    assert_eq!((w.n_in, w.counts.as_slice(), w.sum2.as_slice()), (3, &[2.0][..], &[2.0, 6.0, 1.0][..]));
+    assert_eq!(w.mean_squares(0).unwrap(), [1.0, 3.0, 0.5]);
+    // llama-quantize's weights: the sums over ncall, or as they are when it is not positive.
+    let q = QuantImatrix::new(&m, "x.dat", &[], &[]);
+    assert_eq!(q.entries["w"], [1.0, 3.0, 0.5]);
+    assert_eq!(q.entries["e"], [3.0]);
+    assert_eq!(q.chunk_count, 10);
+    // The trailer is optional, and only what there is of it is taken.
+    let bare = write(&[("w", 1, &[1.0])], None);
+    assert_eq!(Imatrix::parse(&bare).unwrap().chunk_count, None);
+    let mut cut = bare.clone();
+    cut.extend_from_slice(&[7, 0]);
+    assert_eq!(Imatrix::parse(&cut).unwrap().chunk_count, Some(7));
+    let whole = write(&[("w", 1, &[1.0])], Some((3, "abc")));
+    let m = Imatrix::parse(&whole[..whole.len() - 1]).unwrap();
+    assert_eq!((m.chunk_count, m.datasets.len()), (Some(3), 0));
+}
+
+#[test]
+fn refuses_broken_legacy_files_models_and_broken_entries() {
+    let err = |b: &[u8]| Imatrix::parse(b).unwrap_err().to_string();
+    let e = err(&[1u8, 0, 0, 0, 1, 0, 0, 0, b'w']);
+    assert!(e.contains("legacy .dat format: entry 0 of 1: cut short before its call count"), "{e}");
+    assert!(err(&[0u8, 0, 0, 0]).contains("no entry count ≥ 1"));
+    assert!(err(&[1u8, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]).contains("no name length ≥ 0"));
+    assert!(err(&[1u8, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f]).contains("its name of 2147483647 bytes runs past the end"));
+    let mut big = super::legacy::write(&[("w", 1, &[1.0])], None);
+    big[13..17].copy_from_slice(&i32::MAX.to_le_bytes());
+    assert!(err(&big).contains("w: its 2147483647 values run past the end"), "{}", err(&big));
+    for (v, what) in [(f32::NAN, "NaN"), (-1.0, "-1"), (1e30, "1e30")] {
+        let e = err(&super::legacy::write(&[("w", 1, &[0.0, v])], None));
+        assert!(e.contains(&format!("w: value 1 is {what}")), "{e}");
+    }
     let model = file("model", &[("w.in_sum2", &[4], F, &[0.0; 4]), ("w.counts", &[1], F, &[1.0])]);
     assert!(Imatrix::parse(&model).unwrap_err().to_string().contains("general.type is Some(\"model\")"));
     let cases: [(&[T<'_>], &str); 8] = [

@@ -1,6 +1,7 @@
 //! `--imatrix` as llama-quantize takes it (tools/quantize/quantize.cpp `load_imatrix`,
 //! `prepare_imatrix`; src/llama-quant.cpp): each entry's weights are its sums of squares
-//! over its counts (rounded to whole tokens), an expert that saw none weighing 1;
+//! over its counts (rounded to whole tokens), an expert that saw none weighing 1 (a legacy
+//! `.dat` file's: its sums over its one call count, or as they are without one);
 //! `--exclude-weights` and `--include-weights` keep or drop entries whose name contains a
 //! text; the header records the file, the first dataset, the entries kept and the chunks.
 
@@ -41,6 +42,13 @@ impl QuantImatrix {
             .filter(|(name, _)| include.is_empty() || include.iter().any(|x| name.contains(x.as_str())))
             .map(|(name, e)| {
                 let mut w = Vec::with_capacity(e.sum2.len());
+                if im.legacy {
+                    // The legacy format: one ncall for the whole entry, the sums as they
+                    // are when it is not positive (load_imatrix's legacy branch).
+                    let ncall = e.counts.first().copied().unwrap_or(0.0);
+                    w.extend(e.sum2.iter().map(|s| if ncall > 0.0 { s / ncall } else { *s }));
+                    return (name.clone(), w);
+                }
                 for (j, &c) in e.counts.iter().enumerate() {
                     let sums = e.sum2.get(j * e.n_in..(j + 1) * e.n_in).unwrap_or(&[]);
                     // common_imatrix_load keeps std::lround(count); quantize divides by it.

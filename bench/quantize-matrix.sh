@@ -9,8 +9,9 @@
 # test-built families (tests/oracle/make-family-models.py --f16-256: llama, qwen2, gemma3
 # and deepseek2 with 4 experts, every row a multiple of 256 so that every K-quant applies
 # and the mixes' per-architecture rules decide), each with an importance matrix of its own
-# (2 chunks); llama.cpp generates a token from every file both wrote. Prints one line per
-# case and exits 1 if any differs.
+# (2 chunks); llama.cpp generates a token from every file both wrote. Every identical file
+# must pass `organ check --derived-from` its input (with the matrix when one was used).
+# Prints one line per case and exits 1 if any differs.
 # Usage: [QUANT_TYPES='Q4_K_M …'] bench/quantize-matrix.sh [MODEL.gguf] [THREADS=nproc] [smollm2|families|all=all]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,7 +48,11 @@ matrix() {
       fi
       if [ "$ll/$or" = ok/ok ] && cmp -s "$work/llama.gguf" "$work/organ.gguf"; then
         verdict="identical"; same=$((same + 1))
-        if [ -n "$run" ] && ! "$bin/llama-completion" -m "$work/organ.gguf" -p Hello -n 1 --temp 0 -no-cnv \
+        derived=(check "$work/organ.gguf" --derived-from "$base")
+        [ "${flags%% *}" != --imatrix ] || derived+=(--imatrix "$im")
+        if ! "$ORGAN" "${derived[@]}" > /dev/null 2>&1; then
+          verdict="identical, but check --derived-from fails"; differ=$((differ + 1))
+        elif [ -n "$run" ] && ! "$bin/llama-completion" -m "$work/organ.gguf" -p Hello -n 1 --temp 0 -no-cnv \
           -t "$THREADS" > /dev/null 2>&1; then
           verdict="identical, but llama.cpp cannot run it"; differ=$((differ + 1))
         fi

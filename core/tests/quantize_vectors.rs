@@ -1,6 +1,6 @@
 //! Quantizers against gguf-py 0.19.0's `gguf.quants.quantize`, bit for bit (vectors:
 //! scripts/gen-quantize-vectors.py); the types gguf-py cannot quantize (Q2_K … Q6_K, Q1_0,
-//! Q2_0, TQ1_0, TQ2_0, IQ4_NL, IQ4_XS) against ggml's own C quantizers, bit for bit
+//! Q2_0, TQ1_0, TQ2_0, IQ4_NL, IQ4_XS, IQ3_XXS) against ggml's own C quantizers, bit for bit
 //! (scripts/gen-ggml-quant-vectors.sh, re-checked against ggml in CI); quantize →
 //! dequantize round trips, and ggml's own error thresholds (tests/test-quantize-fns.cpp).
 //! With an importance matrix, every type whose ggml quantizer takes one against
@@ -27,7 +27,7 @@ const TYPES: [GgmlType; 7] =
 const K_TYPES: [GgmlType; 3] = [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
 
 /// The other types whose reference is ggml's C code (gguf-py has no quantizer for them).
-const GGML_TYPES: [GgmlType; 8] = [
+const GGML_TYPES: [GgmlType; 9] = [
     GgmlType::Q2_K,
     GgmlType::Q3_K,
     GgmlType::Q1_0,
@@ -36,6 +36,7 @@ const GGML_TYPES: [GgmlType; 8] = [
     GgmlType::TQ2_0,
     GgmlType::IQ4_NL,
     GgmlType::IQ4_XS,
+    GgmlType::IQ3_XXS,
 ];
 
 #[test]
@@ -59,7 +60,7 @@ fn every_quantizer_matches_its_reference_bit_for_bit() {
 }
 
 /// The types ggml quantizes with an importance matrix's weights (`quantize_row_*_impl`).
-const WEIGHTED_TYPES: [GgmlType; 11] = [
+const WEIGHTED_TYPES: [GgmlType; 12] = [
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
@@ -71,6 +72,7 @@ const WEIGHTED_TYPES: [GgmlType; 11] = [
     GgmlType::Q6_K,
     GgmlType::IQ4_NL,
     GgmlType::IQ4_XS,
+    GgmlType::IQ3_XXS,
 ];
 
 #[test]
@@ -155,7 +157,7 @@ fn round_trips_stay_within_the_format_s_step() {
 
 /// ggml's test-quantize-fns: 4096 values `0.1 + 2 cos(i)`, quantized and dequantized;
 /// `sqrt(Σ diff²) / n` must stay below ggml's `MAX_QUANTIZATION_TOTAL_ERROR*` for the type
-/// (0.002; 0.0040 for 3 bits, 0.0075 for Q2_K, 0.01 for the ternary types and Q2_0, 0.025
+/// (0.002; 0.0040 for 3 bits, 0.0050 for IQ3_XXS, 0.0075 for Q2_K, 0.01 for the ternary types and Q2_0, 0.025
 /// for Q1_0) for every type we quantize. Computed as ggml does: data in f32 from a double
 /// sum, error in f64.
 #[test]
@@ -172,6 +174,7 @@ fn round_trip_error_is_within_ggml_s_own_threshold() {
             GgmlType::TQ1_0 | GgmlType::TQ2_0 | GgmlType::Q2_0 => 0.01,
             GgmlType::Q2_K => 0.0075,
             GgmlType::Q3_K => 0.0040,
+            GgmlType::IQ3_XXS => 0.0050,
             _ => 0.002,
         };
         assert!(err < max, "{ty}: total quantization error {err} ≥ ggml's {max}");

@@ -35,6 +35,7 @@ pub(in crate::quant) fn row_quantizer(ty: GgmlType) -> Option<RowFn> {
         T::Q6_K => q6_k,
         T::IQ4_NL => iq4_nl,
         T::IQ4_XS => iq4_xs,
+        T::IQ3_XXS => super::iq3_quant::iq3_xxs_weighted,
         _ => return None,
     })
 }

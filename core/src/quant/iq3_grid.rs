@@ -12,7 +12,7 @@
 //! Built once, on first use ([`OnceBox`]: no locks, no std, the same tables whichever
 //! thread builds them).
 
-use super::iq_grids::IQ3XXS_GRID;
+use super::iq_grids::{IQ3S_GRID, IQ3XXS_GRID};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use once_cell::race::OnceBox;
@@ -36,6 +36,12 @@ pub(in crate::quant) struct Grid {
 pub(in crate::quant) fn grid_256() -> &'static Grid {
     static GRID: OnceBox<Grid> = OnceBox::new();
     GRID.get_or_init(|| Box::new(Grid::build(&IQ3XXS_GRID, &[4, 12, 20, 28, 36, 44, 52, 62], 2)))
+}
+
+/// IQ3_S's 512 points (`iq3xs_init_impl(512)`).
+pub(in crate::quant) fn grid_512() -> &'static Grid {
+    static GRID: OnceBox<Grid> = OnceBox::new();
+    GRID.get_or_init(|| Box::new(Grid::build(&IQ3S_GRID, &[1, 3, 5, 7, 9, 11, 13, 15], 3)))
 }
 
 /// The 12-bit index of four levels (each below 8).
@@ -146,21 +152,25 @@ impl Grid {
 mod tests {
     use super::*;
 
-    /// ggml's `kgrid_256` (the points' 12-bit indices), its first and last sixteen: ours derive from the dequantizers' grids, in the same order.
+    /// ggml's `kgrid_256` and `kgrid_512` (the points' 12-bit indices), their first and
+    /// last sixteen: ours derive from the dequantizers' grids, in the same order.
     #[test]
     fn the_derived_grids_are_ggml_s_kgrids() {
         let kgrid = |g: &Grid| g.points.iter().map(|p| index_of(&p.map(|v| (v - 1) / 2)) as u16).collect::<Vec<_>>();
-        let k256 = kgrid(grid_256());
+        let (k256, k512) = (kgrid(grid_256()), kgrid(grid_512()));
         assert_eq!(k256[..16], [0, 2, 4, 9, 11, 15, 16, 18, 25, 34, 59, 61, 65, 67, 72, 74]);
         let tail = [3626, 3670, 3680, 3722, 3749, 3754, 3776, 3789, 3803, 3824, 3857, 3873, 3904, 3906, 3924, 3992];
         assert_eq!(k256[240..], tail);
+        assert_eq!(k512[..16], [0, 1, 2, 5, 7, 8, 9, 10, 12, 14, 16, 17, 21, 27, 32, 34]);
+        let tail = [3736, 3753, 3778, 3802, 3805, 3819, 3841, 3845, 3851, 3856, 3880, 3922, 3938, 3970, 3993, 4032];
+        assert_eq!(k512[496..], tail);
         // ggml's tables are ascending; so are ours, whole.
-        assert!(k256.windows(2).all(|w| w[0] < w[1]));
+        assert!(k256.windows(2).all(|w| w[0] < w[1]) && k512.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]
     fn every_off_grid_index_has_neighbours_in_distance_order() {
-        for (g, n) in [(grid_256(), 256)] {
+        for (g, n) in [(grid_256(), 256), (grid_512(), 512)] {
             assert_eq!(g.points.len(), n);
             let off = (0..MAP_SIZE).filter(|&u| g.on_grid(u).is_none()).count();
             assert_eq!(off, MAP_SIZE - n);

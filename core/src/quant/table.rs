@@ -171,7 +171,7 @@ quant_table! {
     IQ2_XS:  256 x 74,       iq::iq2_xs,    iq::at::iq2_xs,  None,                (830, 12_400);
     IQ2_S:   256 x 82,       iq::iq2_s,     iq::at::iq2_s,   None,                (800, 11_900);
     IQ3_XXS: 256 x 98,       iq::iq3_xxs,   iq::at::iq3_xxs, Some(i3enc::iq3_xxs), (540, 15_300);
-    IQ3_S:   256 x 110,      iq::iq3_s,     iq::at::iq3_s,   None,                (2_300, 11_700);
+    IQ3_S:   256 x 110,      iq::iq3_s,     iq::at::iq3_s,   Some(i3enc::iq3_s),  (2_300, 11_700);
     IQ1_S:   256 x 50,       iq::iq1_s,     iq::at::iq1_s,   None,                (700, 7_900);
     IQ1_M:   256 x 56,       iq::iq1_m,     iq::at::iq1_m,   None,                (600, 13_500);
     IQ4_XS:  256 x 136,      iq::iq4_xs,    iq::at::iq4_xs,  Some(cbenc::iq4_xs), (410, 8_600);

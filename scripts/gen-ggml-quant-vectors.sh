@@ -2,8 +2,9 @@
 # Quantization vectors from ggml's own C quantizers (tests/oracle/ggml_quant.c, linked
 # against the llama.cpp that scripts/build-llama.sh builds), for the types gguf-py cannot
 # quantize: the reference quantizers quantize_row_TYPE_ref of Q2_K … Q6_K, Q1_0, Q2_0,
-# TQ1_0, TQ2_0, MXFP4 (what quantize_mxfp4 calls, with an imatrix or without), and
-# quantize_iq4_nl and quantize_iq4_xs without an imatrix (what llama-quantize writes).
+# TQ1_0, TQ2_0, MXFP4 and NVFP4 (what quantize_mxfp4 and _nvfp4 call, with an imatrix or
+# without), and quantize_iq4_nl, quantize_iq4_xs, quantize_iq3_xxs and quantize_iq3_s
+# without an imatrix (what llama-quantize writes).
 # Inputs (TYPE.in, little-endian f32): Q4_K, Q5_K, Q6_K's from scripts/gen-quantize-vectors.py;
 # the others' made here from a seed per type: blocks of every magnitude, heavy tails, and
 # blocks that hit the edge cases (all zero, constant, one huge outlier, negative only,
@@ -18,7 +19,7 @@ DATA=core/tests/data/quantize
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 ggml_harness tests/oracle/ggml_quant.c "$work/ggml_quant"
-for spec in Q4_K:256 Q5_K:256 Q6_K:256 Q2_K:256 Q3_K:256 TQ1_0:256 TQ2_0:256 Q1_0:128 Q2_0:64 IQ4_NL:32 IQ4_XS:256 MXFP4:32; do
+for spec in Q4_K:256 Q5_K:256 Q6_K:256 Q2_K:256 Q3_K:256 TQ1_0:256 TQ2_0:256 Q1_0:128 Q2_0:64 IQ4_NL:32 IQ4_XS:256 MXFP4:32 NVFP4:64 IQ3_XXS:256 IQ3_S:256; do
   ty=${spec%:*} bs=${spec#*:}
   case $ty in Q4_K | Q5_K | Q6_K) ours=false ;; *) ours=true ;; esac
   if [ "${1:-}" != --check ] && $ours; then
@@ -56,6 +57,13 @@ add(lambda j: 0.0 if j < bs // 2 else g(1))              # a zero half
 add(lambda j: 0.0 if j % 2 else g(1))                    # every other value zero
 add(lambda j: g(1e3) if j % 16 == 5 else g(1))           # one large value per 16
 add(lambda j: 0.0 if j // 16 % 4 == 1 else g(10 ** (j // 16 % 7 - 3)))  # sub-blocks: zero, every scale
+if ty.startswith("IQ3"):                                 # the i-quants' blocks of 32 and groups of 8
+    add(lambda j: 0.0 if j // 32 in (1, 4, 5) else g(1))  # whole zero blocks among others
+    add(lambda j: g(1e-9) if j // 32 == 2 else g(1))      # a block below IQ3_XXS's 1e-8
+    add(lambda j: -abs(g(1)) if j % 8 == 3 else abs(g(1)))  # one negative per 8: odd sign parity
+    add(lambda j: 1.0 if j % 32 < 31 else 3.0)            # equal magnitudes: ties in the searches
+    for _ in range(4):                                   # sparse: mostly zero
+        add(lambda j: g(1) if rng.random() < 0.1 else 0.0)
 open(path, "wb").write(b"".join(struct.pack("<%df" % bs, *b) for b in blocks))
 PY
   fi
@@ -96,7 +104,7 @@ open(sys.argv[1], "wb").write(b"".join(struct.pack("<512f", *r) for r in rows))
 open(sys.argv[2], "wb").write(struct.pack("<512f", *qw))
 PY
 fi
-for ty in Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS; do
+for ty in Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS IQ3_XXS IQ3_S; do
   "$work/ggml_quant_weighted" "$ty" $ROW "$DATA/weighted.in" "$DATA/weighted.qw" "$work/$ty.weighted.out"
   keep_or_check "${1:-}" "$work/$ty.weighted.out" "$DATA/$ty.weighted.out" \
     "$ty with an importance matrix: ggml gives the checked-in vectors ($(($(stat -c %s "$DATA/weighted.in") / 4 / ROW)) rows of $ROW)"

@@ -1,6 +1,7 @@
 //! Quantizers against gguf-py 0.19.0's `gguf.quants.quantize`, bit for bit (vectors:
 //! scripts/gen-quantize-vectors.py); the types gguf-py cannot quantize (Q2_K … Q6_K, Q1_0,
-//! Q2_0, TQ1_0, TQ2_0, IQ4_NL, IQ4_XS, MXFP4) against ggml's own C quantizers, bit for bit
+//! Q2_0, TQ1_0, TQ2_0, IQ4_NL, IQ4_XS, MXFP4, NVFP4, IQ3_XXS, IQ3_S) against ggml's own C
+//! quantizers, bit for bit
 //! (scripts/gen-ggml-quant-vectors.sh, re-checked against ggml in CI); quantize →
 //! dequantize round trips, and ggml's own error thresholds (tests/test-quantize-fns.cpp).
 //! With an importance matrix, every type whose ggml quantizer takes one against
@@ -27,7 +28,7 @@ const TYPES: [GgmlType; 7] =
 const K_TYPES: [GgmlType; 3] = [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
 
 /// The other types whose reference is ggml's C code (gguf-py has no quantizer for them).
-const GGML_TYPES: [GgmlType; 9] = [
+const GGML_TYPES: [GgmlType; 12] = [
     GgmlType::Q2_K,
     GgmlType::Q3_K,
     GgmlType::Q1_0,
@@ -37,6 +38,9 @@ const GGML_TYPES: [GgmlType; 9] = [
     GgmlType::IQ4_NL,
     GgmlType::IQ4_XS,
     GgmlType::MXFP4,
+    GgmlType::NVFP4,
+    GgmlType::IQ3_XXS,
+    GgmlType::IQ3_S,
 ];
 
 #[test]
@@ -60,7 +64,7 @@ fn every_quantizer_matches_its_reference_bit_for_bit() {
 }
 
 /// The types ggml quantizes with an importance matrix's weights (`quantize_row_*_impl`).
-const WEIGHTED_TYPES: [GgmlType; 11] = [
+const WEIGHTED_TYPES: [GgmlType; 13] = [
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
@@ -72,6 +76,8 @@ const WEIGHTED_TYPES: [GgmlType; 11] = [
     GgmlType::Q6_K,
     GgmlType::IQ4_NL,
     GgmlType::IQ4_XS,
+    GgmlType::IQ3_XXS,
+    GgmlType::IQ3_S,
 ];
 
 #[test]
@@ -156,7 +162,7 @@ fn round_trips_stay_within_the_format_s_step() {
 
 /// ggml's test-quantize-fns: 4096 values `0.1 + 2 cos(i)`, quantized and dequantized;
 /// `sqrt(Σ diff²) / n` must stay below ggml's `MAX_QUANTIZATION_TOTAL_ERROR*` for the type
-/// (0.002; 0.0040 for 3 bits, 0.0075 for Q2_K, 0.01 for the ternary types and Q2_0, 0.025
+/// (0.002; 0.0040 for 3 bits, 0.0050 for IQ3_XXS, 0.0075 for Q2_K, 0.01 for the ternary types and Q2_0, 0.025
 /// for Q1_0) for every type we quantize. Computed as ggml does: data in f32 from a double
 /// sum, error in f64.
 #[test]
@@ -172,7 +178,9 @@ fn round_trip_error_is_within_ggml_s_own_threshold() {
             GgmlType::Q1_0 => 0.025,
             GgmlType::TQ1_0 | GgmlType::TQ2_0 | GgmlType::Q2_0 => 0.01,
             GgmlType::Q2_K => 0.0075,
-            GgmlType::Q3_K => 0.0040,
+            GgmlType::Q3_K | GgmlType::IQ3_S => 0.0040,
+            GgmlType::IQ3_XXS => 0.0050,
+            GgmlType::NVFP4 => 0.0030,
             _ => 0.002,
         };
         assert!(err < max, "{ty}: total quantization error {err} ≥ ggml's {max}");
@@ -238,7 +246,7 @@ fn k_quant_round_trips_stay_within_a_sub_block_step() {
 #[test]
 fn types_without_a_quantizer_and_bad_input_are_refused_by_name() {
     let mut out = Vec::new();
-    for ty in [GgmlType::IQ3_S, GgmlType::IQ2_XS, GgmlType::Q8_1] {
+    for ty in [GgmlType::F64, GgmlType::I32, GgmlType::Q8_1] {
         assert!(!can_quantize(ty));
         let e = quantize(ty, &[0.0; 256], &mut out).unwrap_err();
         assert!(e.to_string().contains(ty.name()), "{e}");

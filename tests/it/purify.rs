@@ -157,32 +157,54 @@ fn low_bit_tensors_go_back_into_their_types_and_load_in_llama_cpp() {
 }
 
 #[test]
-fn types_organ_cannot_requantize_are_refused_by_name_unless_written_as_f16() {
-    if need::smollm2_and_llama().is_none() {
+fn i_quant_organs_go_back_into_their_type_and_others_are_refused_by_name_unless_written_as_f16() {
+    if need::smollm2_oracle_and_llama().is_none() {
         return;
     }
-    // Made by llama.cpp: layer 5's ffn_down in IQ3_S, which organ cannot quantize, the
-    // rest Q8_0 (`--tensor-type` on Q8_0: IQ3_S --pure's searches on every matrix took
-    // llama-quantize most of a minute).
+    // Made by llama.cpp: layer 5's ffn_down in IQ3_S, the rest Q8_0 (`--tensor-type` on
+    // Q8_0: IQ3_S --pure's searches on every matrix took llama-quantize most of a minute).
+    // organ quantizes IQ3_S as ggml does, so the organ goes back into IQ3_S and runs.
     let iq3s = llama_quantized("IQ3_S", "Q8_0", &["--tensor-type", "blk\\.5\\.ffn_down=iq3_s"]);
     let out = tmp("iq3s-purified.gguf");
     let mut c = organ();
     c.arg("purify").arg(&iq3s).args(["--method", "fractal", "--type", "organ", "--layers", "5"]).arg("--out").arg(&out);
+    ok(c);
+    let (before, after) = (std::fs::read(&iq3s).unwrap(), std::fs::read(&out).unwrap());
+    let (gb, ga) =
+        (Gguf::parse(&before, before.len() as u64).unwrap(), Gguf::parse(&after, after.len() as u64).unwrap());
+    let (tb, ta) = (gb.tensor("blk.5.ffn_down.weight").unwrap(), ga.tensor("blk.5.ffn_down.weight").unwrap());
+    assert_eq!((ta.ty, ta.n_bytes), (organ_core::GgmlType::IQ3_S, tb.n_bytes));
+    llama_generate(&out, 24);
+    // Every type llama-quantize writes is one organ writes too; a float64 weight (gguf-py
+    // writes one) is not, and is refused by name before any work, unless written as F16.
+    let f64_model = tmp("f64-organ.gguf");
+    let mut c = std::process::Command::new(oracle_python());
+    c.arg("-c")
+        .arg(
+            "import sys, numpy as np, gguf\n\
+             w = gguf.GGUFWriter(sys.argv[1], 'llama')\n\
+             w.add_tensor('blk.0.ffn_down.weight', np.random.default_rng(0).standard_normal((64, 256)))\n\
+             w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()",
+        )
+        .arg(&f64_model);
+    ok(c);
+    let out = tmp("f64-purified.gguf");
+    let mut c = organ();
+    c.arg("purify").arg(&f64_model).args(["--method", "fractal", "--type", "organ"]).arg("--out").arg(&out);
     let e = fails(c);
-    assert!(e.contains("cannot requantize 1 selected tensors") && e.contains("blk.5.ffn_down.weight (IQ3_S)"), "{e}");
+    assert!(e.contains("cannot requantize 1 selected tensors") && e.contains("blk.0.ffn_down.weight (F64)"), "{e}");
     assert!(e.contains("--as f16"), "{e}");
     assert!(!out.exists());
     let mut c = organ();
     c.arg("purify")
-        .arg(&iq3s)
-        .args(["--method", "fractal", "--type", "organ", "--layers", "5", "--as", "f16"])
+        .arg(&f64_model)
+        .args(["--method", "fractal", "--type", "organ", "--as", "f16"])
         .arg("--out")
         .arg(&out);
     ok(c);
     let bytes = std::fs::read(&out).unwrap();
     let g = Gguf::parse(&bytes, bytes.len() as u64).unwrap();
-    assert_eq!(g.tensor("blk.5.ffn_down.weight").unwrap().ty, organ_core::GgmlType::F16);
-    llama_generate(&out, 24);
+    assert_eq!(g.tensor("blk.0.ffn_down.weight").unwrap().ty, organ_core::GgmlType::F16);
 }
 
 #[test]

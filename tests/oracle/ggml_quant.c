@@ -18,13 +18,22 @@ void quantize_row_q2_0_ref(const float *x, void *y, int64_t k);
 void quantize_row_tq1_0_ref(const float *x, void *y, int64_t k);
 void quantize_row_tq2_0_ref(const float *x, void *y, int64_t k);
 void quantize_row_mxfp4_ref(const float *x, void *y, int64_t k);
+void quantize_row_nvfp4_ref(const float *x, void *y, int64_t k);
 size_t quantize_iq4_nl(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *imatrix);
 size_t quantize_iq4_xs(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *imatrix);
+size_t quantize_iq3_xxs(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *imatrix);
+size_t quantize_iq3_s(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *imatrix);
+/* ggml.h's declaration, with its enum ggml_type as the int it is. */
+void ggml_quantize_init(int type);
 
 /* IQ4_NL as llama-quantize writes it without an imatrix: quantize_iq4_nl, one row. */
 static void iq4_nl(const float *x, void *y, int64_t k) { quantize_iq4_nl(x, y, 1, k, NULL); }
 /* IQ4_XS likewise: quantize_iq4_xs (quantize_row_iq4_nl_impl over super-blocks of 256). */
 static void iq4_xs(const float *x, void *y, int64_t k) { quantize_iq4_xs(x, y, 1, k, NULL); }
+/* IQ3_XXS and IQ3_S likewise: quantize_iq3_xxs and quantize_iq3_s, one row, after the
+ * grid tables are built (ggml_quantize_init, as ggml_quantize_chunk calls it). */
+static void iq3_xxs(const float *x, void *y, int64_t k) { ggml_quantize_init(18); quantize_iq3_xxs(x, y, 1, k, NULL); }
+static void iq3_s(const float *x, void *y, int64_t k) { ggml_quantize_init(21); quantize_iq3_s(x, y, 1, k, NULL); }
 
 static const struct {
     const char *name;
@@ -37,6 +46,8 @@ static const struct {
     {"Q2_0", quantize_row_q2_0_ref, 64, 18},    {"TQ1_0", quantize_row_tq1_0_ref, 256, 54},
     {"TQ2_0", quantize_row_tq2_0_ref, 256, 66}, {"IQ4_NL", iq4_nl, 32, 18},
     {"IQ4_XS", iq4_xs, 256, 136},  {"MXFP4", quantize_row_mxfp4_ref, 32, 17},
+    {"NVFP4", quantize_row_nvfp4_ref, 64, 36},
+    {"IQ3_XXS", iq3_xxs, 256, 98}, {"IQ3_S", iq3_s, 256, 110},
 };
 
 int main(int argc, char **argv) {

@@ -2,7 +2,7 @@
 //! scale), MXFP4 (OCP e2m1 values, e8m0 scale per 32) and NVFP4 (e2m1 values, four ue4m3
 //! scales per 64). The block kernels port gguf-py 0.19.0's `dequantize_blocks` of the same
 //! name, keeping its f32 operation order; [`at`] decodes one element alike; [`encode`]
-//! ports ggml's MXFP4, IQ4_NL and IQ4_XS quantizers (IQ4_XS: IQ4_NL's values, 6-bit
+//! ports ggml's MXFP4, NVFP4, IQ4_NL and IQ4_XS quantizers (IQ4_XS: IQ4_NL's values, 6-bit
 //! scales per 32 under an f16 one per 256; its decoder is with the i-quants').
 
 use super::float::{e8m0_to_f32_half, f16_le, ue4m3_to_f32_half};
@@ -83,7 +83,7 @@ pub mod at {
 /// a cruder scale, and an all-zero block left with the codes its stack buffer held (the
 /// previous block's, or uninitialized memory), so that is not what a file gets.
 pub mod encode {
-    use super::super::float::{e8m0_to_f32_half, f32_to_f16};
+    use super::super::float::{e8m0_to_f32_half, f32_to_f16, ue4m3_to_f32_half};
     use super::KVALUES_IQ4NL as VALUES;
     use super::KVALUES_MXFP4;
     use alloc::vec::Vec;
@@ -244,18 +244,67 @@ pub mod encode {
         let amax = x.iter().fold(0f32, |m, v| if m < v.abs() { v.abs() } else { m });
         let e = if amax > 0.0 { (libm::floorf(libm::log2f(amax)) - 2.0 + 127.0) as i32 as u8 } else { 0 };
         let d = e8m0_to_f32_half(e);
-        let best = |v: f32| {
-            let err = |i: usize| (f32::from(KVALUES_MXFP4[i]) * d - v).abs();
-            let (mut best, mut best_err) = (0u8, err(0));
-            for i in 1..16 {
-                if err(i) < best_err {
-                    (best, best_err) = (i as u8, err(i));
-                }
-            }
-            best
-        };
         out.push(e);
-        out.extend((0..16).map(|j| best(x[j]) | (best(x[j + 16]) << 4)));
+        out.extend((0..16).map(|j| mxfp4_index(x[j], d) | (mxfp4_index(x[j + 16], d) << 4)));
+    }
+
+    /// `best_index_mxfp4`: the doubled e2m1 code nearest `v` under scale `d`, the first
+    /// on a tie.
+    fn mxfp4_index(v: f32, d: f32) -> u8 {
+        let err = |i: usize| (f32::from(KVALUES_MXFP4[i]) * d - v).abs();
+        let (mut best, mut best_err) = (0u8, err(0));
+        for i in 1..16 {
+            if err(i) < best_err {
+                (best, best_err) = (i as u8, err(i));
+            }
+        }
+        best
+    }
+
+    /// `ggml_fp32_to_ue4m3`: an unsigned e4m3 (bias 7) scale, 448 at most, rounded half up
+    /// on its mantissa's fourth bit; below 2⁻⁶, a subnormal `round(x · 2⁹)`.
+    fn f32_to_ue4m3(x: f32) -> u8 {
+        if !(x > 0.0) {
+            return 0;
+        }
+        let x = if x > 448.0 { 448.0 } else { x };
+        let bits = x.to_bits();
+        let mut exp = ((bits >> 23) & 0xFF) as i32 - 127 + 7;
+        if exp <= 0 {
+            let man = ((x * 512.0 + 0.5) as i32).min(7);
+            return if man < 1 { 0 } else { man as u8 };
+        }
+        if exp >= 15 {
+            return 0x7E;
+        }
+        let mut man = ((bits >> 20) & 0x7) as i32 + ((bits >> 19) & 1) as i32;
+        if man > 7 {
+            man = 0;
+            exp += 1;
+            if exp >= 15 {
+                return 0x7E;
+            }
+        }
+        ((exp << 3) | man) as u8
+    }
+
+    /// One NVFP4 block of 64 (`quantize_row_nvfp4_ref`, what `quantize_nvfp4` writes with
+    /// or without an importance matrix): per 16 values a ue4m3 scale of `amax / 6`, then
+    /// MXFP4's codes under it. Layout: d[4], qs[32] (per sub-block, value j low nibble,
+    /// j + 8 high).
+    pub fn nvfp4(x: &[f32], out: &mut Vec<u8>) {
+        let Ok(x) = <&[f32; 64]>::try_from(x) else { return };
+        let mut qs = [0u8; 32];
+        for (s, xb) in x.chunks_exact(16).enumerate() {
+            let amax = xb.iter().fold(0f32, |m, v| if m < v.abs() { v.abs() } else { m });
+            let ue = f32_to_ue4m3(amax / 6.0);
+            out.push(ue);
+            let d = ue4m3_to_f32_half(ue);
+            for j in 0..8 {
+                qs[s * 8 + j] = mxfp4_index(xb[j], d) | (mxfp4_index(xb[8 + j], d) << 4);
+            }
+        }
+        out.extend_from_slice(&qs);
     }
 }
 

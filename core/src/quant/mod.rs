@@ -10,7 +10,8 @@
 //! kernels live in one file each: `plain` (F32, F16, BF16, F64, integers), `legacy` (Q4_0 …
 //! Q8_0), `codebook4` (IQ4_NL, MXFP4, NVFP4), `k_quants` (Q2_K … Q6_K), `ternary` (TQ1_0,
 //! TQ2_0), `low_bit` (Q1_0, Q2_0) and `iq` (the i-quants), with [`float`]'s scalar conversions under all
-//! and `search`'s ports of ggml's scale searches under the quantizers.
+//! and `search`'s ports of ggml's scale searches under the quantizers; `iq3_quant` quantizes
+//! IQ3_XXS and IQ3_S on `iq3_grid`'s tables.
 //!
 //! F64 and the integer types have no `dequantize` in gguf-py 0.19.0 (it raises
 //! `NotImplementedError`); its `GGUFReader` exposes them as typed numpy arrays, and we
@@ -20,6 +21,8 @@ mod codebook4;
 mod element;
 pub mod float;
 mod iq;
+mod iq3_grid;
+mod iq3_quant;
 mod iq_grids;
 mod k_quants;
 mod legacy;

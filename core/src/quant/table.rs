@@ -4,7 +4,7 @@
 //! the measure's whole-or-single choice) goes through [`kernels`], whose per-type loops
 //! the [`quant_table!`] macro generates, so a new type is one row plus its kernels.
 
-use super::{codebook4, iq, k_quants, legacy, low_bit, plain, ternary};
+use super::{codebook4, iq, iq3_quant, k_quants, legacy, low_bit, plain, ternary};
 use crate::ggml_type::GgmlType;
 use alloc::vec::Vec;
 
@@ -133,6 +133,7 @@ macro_rules! quant_table {
 
 use codebook4 as cb;
 use codebook4::encode as cbenc;
+use iq3_quant::encode as i3enc;
 use k_quants::decode as kq;
 use k_quants::encode as kenc;
 use k_quants::encode_low as klow;
@@ -158,7 +159,7 @@ quant_table! {
     Q8_0:    32 x 34,        legacy::q8_0,  legacy::at::q8_0, Some(lenc::q8_0),   (180, 5_400);
     IQ4_NL:  32 x 18,        cb::iq4_nl,    cb::at::iq4_nl,  Some(cbenc::iq4_nl), (460, 5_800);
     MXFP4:   32 x 17,        cb::mxfp4,     cb::at::mxfp4,   Some(cbenc::mxfp4),  (1_030, 6_500);
-    NVFP4:   64 x 36,        cb::nvfp4,     cb::at::nvfp4,   None,                (490, 5_400);
+    NVFP4:   64 x 36,        cb::nvfp4,     cb::at::nvfp4,   Some(cbenc::nvfp4),  (490, 5_400);
     Q2_K:    256 x 84,       kq::q2_k,      kq::at::q2_k,    Some(klow::q2_k),    (1_100, 11_300);
     Q3_K:    256 x 110,      kq::q3_k,      kq::at::q3_k,    Some(klow::q3_k),    (1_900, 9_100);
     Q4_K:    256 x 144,      kq::q4_k,      kq::at::q4_k,    Some(kenc::q4_k),    (200, 14_200);
@@ -169,8 +170,8 @@ quant_table! {
     IQ2_XXS: 256 x 66,       iq::iq2_xxs,   iq::at::iq2_xxs, None,                (650, 16_000);
     IQ2_XS:  256 x 74,       iq::iq2_xs,    iq::at::iq2_xs,  None,                (830, 12_400);
     IQ2_S:   256 x 82,       iq::iq2_s,     iq::at::iq2_s,   None,                (800, 11_900);
-    IQ3_XXS: 256 x 98,       iq::iq3_xxs,   iq::at::iq3_xxs, None,                (540, 15_300);
-    IQ3_S:   256 x 110,      iq::iq3_s,     iq::at::iq3_s,   None,                (2_300, 11_700);
+    IQ3_XXS: 256 x 98,       iq::iq3_xxs,   iq::at::iq3_xxs, Some(i3enc::iq3_xxs), (540, 15_300);
+    IQ3_S:   256 x 110,      iq::iq3_s,     iq::at::iq3_s,   Some(i3enc::iq3_s),  (2_300, 11_700);
     IQ1_S:   256 x 50,       iq::iq1_s,     iq::at::iq1_s,   None,                (700, 7_900);
     IQ1_M:   256 x 56,       iq::iq1_m,     iq::at::iq1_m,   None,                (600, 13_500);
     IQ4_XS:  256 x 136,      iq::iq4_xs,    iq::at::iq4_xs,  Some(cbenc::iq4_xs), (410, 8_600);

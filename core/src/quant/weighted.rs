@@ -35,6 +35,8 @@ pub(in crate::quant) fn row_quantizer(ty: GgmlType) -> Option<RowFn> {
         T::Q6_K => q6_k,
         T::IQ4_NL => iq4_nl,
         T::IQ4_XS => iq4_xs,
+        T::IQ3_XXS => super::iq3_quant::iq3_xxs_weighted,
+        T::IQ3_S => super::iq3_quant::iq3_s_weighted,
         _ => return None,
     })
 }

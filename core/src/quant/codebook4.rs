@@ -264,7 +264,8 @@ pub mod encode {
     /// `ggml_fp32_to_ue4m3`: an unsigned e4m3 (bias 7) scale, 448 at most, rounded half up
     /// on its mantissa's fourth bit; below 2⁻⁶, a subnormal `round(x · 2⁹)`.
     fn f32_to_ue4m3(x: f32) -> u8 {
-        if !(x > 0.0) {
+        // `!(x > 0)`: NaN too.
+        if x.is_nan() || x <= 0.0 {
             return 0;
         }
         let x = if x > 448.0 { 448.0 } else { x };

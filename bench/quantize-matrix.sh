@@ -26,7 +26,7 @@ work=$WORK
 printf 'attn_v=q8_0 blk\\.1[0-9]\\.ffn_down=q6_k\nffn_up=q5_0\n' > "$work/types.txt"
 "$bin/llama-imatrix" -m "$work/base.gguf" -f tests/data/texts/calibration.txt -o "$work/im.gguf" -c 128 --chunks 8 \
   -t "$THREADS" --no-ppl > /dev/null 2>&1
-TYPES="${QUANT_TYPES:-Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q2_K_S Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS TQ1_0 TQ2_0 Q2_0 Q1_0 MXFP4_MOE F16 BF16 F32}"
+TYPES="${QUANT_TYPES:-Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q2_K_S Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS IQ3_XXS IQ3_XS IQ3_S IQ3_M IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ1_S IQ1_M TQ1_0 TQ2_0 Q2_0 Q1_0 MXFP4_MOE F16 BF16 F32}"
 same=0 differ=0
 # The matrix over model $1 (named $3 in the lines) with importance matrix $2; with $4 set,
 # llama.cpp also generates a token from every file organ wrote.

@@ -19,11 +19,20 @@ void quantize_row_tq1_0_ref(const float *x, void *y, int64_t k);
 void quantize_row_tq2_0_ref(const float *x, void *y, int64_t k);
 size_t quantize_iq4_nl(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *imatrix);
 size_t quantize_iq4_xs(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *imatrix);
+size_t quantize_iq2_s(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *imatrix);
+/* ggml.h's declaration, with its enum ggml_type as the int it is. */
+void ggml_quantize_init(int type);
 
 /* IQ4_NL as llama-quantize writes it without an imatrix: quantize_iq4_nl, one row. */
 static void iq4_nl(const float *x, void *y, int64_t k) { quantize_iq4_nl(x, y, 1, k, NULL); }
 /* IQ4_XS likewise: quantize_iq4_xs (quantize_row_iq4_nl_impl over super-blocks of 256). */
 static void iq4_xs(const float *x, void *y, int64_t k) { quantize_iq4_xs(x, y, 1, k, NULL); }
+/* IQ2_S without an imatrix: quantize_iq2_s (quantize_row_iq2_s_impl, weights sigma2/4 + x²)
+ * after ggml_quantize_init has built its grid's neighbour tables (iq2xs_init_impl). */
+static void iq2_s(const float *x, void *y, int64_t k) {
+    ggml_quantize_init(22);
+    quantize_iq2_s(x, y, 1, k, NULL);
+}
 
 static const struct {
     const char *name;
@@ -35,7 +44,7 @@ static const struct {
     {"Q6_K", quantize_row_q6_K_ref, 256, 210},  {"Q1_0", quantize_row_q1_0_ref, 128, 18},
     {"Q2_0", quantize_row_q2_0_ref, 64, 18},    {"TQ1_0", quantize_row_tq1_0_ref, 256, 54},
     {"TQ2_0", quantize_row_tq2_0_ref, 256, 66}, {"IQ4_NL", iq4_nl, 32, 18},
-    {"IQ4_XS", iq4_xs, 256, 136},
+    {"IQ4_XS", iq4_xs, 256, 136},               {"IQ2_S", iq2_s, 256, 82},
 };
 
 int main(int argc, char **argv) {

@@ -20,6 +20,8 @@ mod codebook4;
 mod element;
 pub mod float;
 mod iq;
+mod iq2_quant;
+mod iq2_tables;
 mod iq_grids;
 mod k_quants;
 mod legacy;

@@ -4,7 +4,7 @@
 //! the measure's whole-or-single choice) goes through [`kernels`], whose per-type loops
 //! the [`quant_table!`] macro generates, so a new type is one row plus its kernels.
 
-use super::{codebook4, iq, k_quants, legacy, low_bit, plain, ternary};
+use super::{codebook4, iq, iq2_quant, k_quants, legacy, low_bit, plain, ternary};
 use crate::ggml_type::GgmlType;
 use alloc::vec::Vec;
 
@@ -168,7 +168,7 @@ quant_table! {
     TQ2_0:   256 x 66,       ternary::tq2_0, ternary::at::tq2_0, Some(tenc::tq2_0), (1_280, 6_300);
     IQ2_XXS: 256 x 66,       iq::iq2_xxs,   iq::at::iq2_xxs, None,                (650, 16_000);
     IQ2_XS:  256 x 74,       iq::iq2_xs,    iq::at::iq2_xs,  None,                (830, 12_400);
-    IQ2_S:   256 x 82,       iq::iq2_s,     iq::at::iq2_s,   None,                (800, 11_900);
+    IQ2_S:   256 x 82,       iq::iq2_s,     iq::at::iq2_s,   Some(iq2_quant::iq2_s_block), (800, 11_900);
     IQ3_XXS: 256 x 98,       iq::iq3_xxs,   iq::at::iq3_xxs, None,                (540, 15_300);
     IQ3_S:   256 x 110,      iq::iq3_s,     iq::at::iq3_s,   None,                (2_300, 11_700);
     IQ1_S:   256 x 50,       iq::iq1_s,     iq::at::iq1_s,   None,                (700, 7_900);

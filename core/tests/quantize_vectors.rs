@@ -1,6 +1,6 @@
 //! Quantizers against gguf-py 0.19.0's `gguf.quants.quantize`, bit for bit (vectors:
 //! scripts/gen-quantize-vectors.py); the types gguf-py cannot quantize (Q2_K … Q6_K, Q1_0,
-//! Q2_0, TQ1_0, TQ2_0, IQ4_NL, IQ4_XS, IQ2_S) against ggml's own C quantizers, bit for bit
+//! Q2_0, TQ1_0, TQ2_0, IQ4_NL, IQ4_XS, IQ2_S, IQ1_M) against ggml's own C quantizers, bit for bit
 //! (scripts/gen-ggml-quant-vectors.sh, re-checked against ggml in CI); quantize →
 //! dequantize round trips, and ggml's own error thresholds (tests/test-quantize-fns.cpp).
 //! With an importance matrix, every type whose ggml quantizer takes one against
@@ -30,7 +30,7 @@ const TYPES: [GgmlType; 7] =
 const K_TYPES: [GgmlType; 3] = [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
 
 /// The other types whose reference is ggml's C code (gguf-py has no quantizer for them).
-const GGML_TYPES: [GgmlType; 9] = [
+const GGML_TYPES: [GgmlType; 10] = [
     GgmlType::Q2_K,
     GgmlType::Q3_K,
     GgmlType::Q1_0,
@@ -40,6 +40,7 @@ const GGML_TYPES: [GgmlType; 9] = [
     GgmlType::IQ4_NL,
     GgmlType::IQ4_XS,
     GgmlType::IQ2_S,
+    GgmlType::IQ1_M,
 ];
 
 #[test]
@@ -63,7 +64,7 @@ fn every_quantizer_matches_its_reference_bit_for_bit() {
 }
 
 /// The types ggml quantizes with an importance matrix's weights (`quantize_row_*_impl`).
-const WEIGHTED_TYPES: [GgmlType; 14] = [
+const WEIGHTED_TYPES: [GgmlType; 16] = [
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
@@ -78,6 +79,8 @@ const WEIGHTED_TYPES: [GgmlType; 14] = [
     GgmlType::IQ2_XXS,
     GgmlType::IQ2_XS,
     GgmlType::IQ2_S,
+    GgmlType::IQ1_S,
+    GgmlType::IQ1_M,
 ];
 
 #[test]
@@ -173,7 +176,8 @@ fn round_trips_stay_within_the_format_s_step() {
 /// data in f32 from a double sum, error in f64. ggml does not test the types it
 /// quantizes only under an importance matrix (no `from_float`): here under a flat one,
 /// with the 2-bit types' 0.0075 for IQ2_XS and the ternary types' 0.01 for IQ2_XXS
-/// (2.06 bits a value; it gives 0.0074).
+/// (2.06 bits a value; it gives 0.0074). ggml has no threshold for IQ1_M either: Q1_0's
+/// 0.025 for it and IQ1_S (1.75 and 1.56 bits a value; they give 0.012 and 0.0098).
 #[test]
 fn round_trip_error_is_within_ggml_s_own_threshold() {
     let n = 32 * 128;
@@ -190,7 +194,7 @@ fn round_trip_error_is_within_ggml_s_own_threshold() {
         let sum: f64 = x.iter().zip(&y).map(|(a, b)| f64::from(a - b).powi(2)).sum();
         let err = sum.sqrt() as f32 / n as f32;
         let max = match ty {
-            GgmlType::Q1_0 => 0.025,
+            GgmlType::Q1_0 | GgmlType::IQ1_S | GgmlType::IQ1_M => 0.025,
             GgmlType::TQ1_0 | GgmlType::TQ2_0 | GgmlType::Q2_0 | GgmlType::IQ2_XXS => 0.01,
             GgmlType::Q2_K | GgmlType::IQ2_S | GgmlType::IQ2_XS => 0.0075,
             GgmlType::Q3_K => 0.0040,
@@ -274,4 +278,38 @@ fn types_without_a_quantizer_and_bad_input_are_refused_by_name() {
     x[3] = f32::NAN;
     assert!(quantize(GgmlType::Q8_0, &x, &mut out).unwrap_err().to_string().contains("value 3"));
     assert!(out.is_empty(), "nothing written on refusal");
+}
+
+/// The i-quant searches on values and weights at the edges of f32 (squares that overflow,
+/// subnormals, signed zeros, ties) and on hostile weights (zero, negative, huge, NaN):
+/// whole blocks, never a panic, where ggml would write garbage or abort.
+#[test]
+fn i_quants_never_panic_on_extreme_values_or_weights() {
+    let edges = [f32::MAX, -f32::MAX, 3e38, 1e20, -1e-45, 1e-40, 0.0, -0.0, 1.0, -1.0, 0.5, 65504.0];
+    let mut x = Vec::new();
+    for (b, &e) in edges.iter().enumerate() {
+        x.extend((0..256).map(|j| if j % (b + 2) == 0 { e } else { edges[(j + b) % edges.len()] * 0.5 }));
+    }
+    x.extend((0..256).map(|j| if j < 128 { f32::MAX } else { 0.0 }));
+    x.extend(std::iter::repeat_n(-0.0, 256));
+    let n = x.len();
+    let rows: [Vec<f32>; 4] = [
+        vec![0.0; 256],
+        (0..256).map(|j| if j % 3 == 0 { -1.0 } else { 1e30 }).collect(),
+        (0..256).map(|j| if j % 5 == 0 { f32::NAN } else { 1e-30 }).collect(),
+        (0..256).map(|j| [f32::MAX, 0.0, 1.0, f32::MIN_POSITIVE][j % 4]).collect(),
+    ];
+    for ty in [GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ1_S, GgmlType::IQ1_M] {
+        for qw in &rows {
+            let mut q = Vec::new();
+            quantize_weighted(ty, &x, qw, &mut q).unwrap();
+            assert_eq!(q.len(), n / 256 * ty.type_size(), "{ty}");
+            dequantize(ty, &q).unwrap();
+        }
+        if can_quantize(ty) {
+            let mut q = Vec::new();
+            quantize(ty, &x, &mut q).unwrap();
+            assert_eq!(q.len(), n / 256 * ty.type_size(), "{ty}");
+        }
+    }
 }

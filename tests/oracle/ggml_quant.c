@@ -20,6 +20,7 @@ void quantize_row_tq2_0_ref(const float *x, void *y, int64_t k);
 size_t quantize_iq4_nl(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *imatrix);
 size_t quantize_iq4_xs(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *imatrix);
 size_t quantize_iq2_s(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *imatrix);
+size_t quantize_iq1_m(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *imatrix);
 /* ggml.h's declaration, with its enum ggml_type as the int it is. */
 void ggml_quantize_init(int type);
 
@@ -33,6 +34,11 @@ static void iq2_s(const float *x, void *y, int64_t k) {
     ggml_quantize_init(22);
     quantize_iq2_s(x, y, 1, k, NULL);
 }
+/* IQ1_M likewise: quantize_iq1_m (quantize_row_iq1_m_impl, weights x²). */
+static void iq1_m(const float *x, void *y, int64_t k) {
+    ggml_quantize_init(29);
+    quantize_iq1_m(x, y, 1, k, NULL);
+}
 
 static const struct {
     const char *name;
@@ -45,6 +51,7 @@ static const struct {
     {"Q2_0", quantize_row_q2_0_ref, 64, 18},    {"TQ1_0", quantize_row_tq1_0_ref, 256, 54},
     {"TQ2_0", quantize_row_tq2_0_ref, 256, 66}, {"IQ4_NL", iq4_nl, 32, 18},
     {"IQ4_XS", iq4_xs, 256, 136},               {"IQ2_S", iq2_s, 256, 82},
+    {"IQ1_M", iq1_m, 256, 56},
 };
 
 int main(int argc, char **argv) {

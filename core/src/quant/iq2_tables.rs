@@ -18,7 +18,7 @@
 //! Distances are counted here in levels, ggml's in `2·level + 1`: four times as large,
 //! the same order.
 
-use super::iq_grids::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID};
+use super::iq_grids::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID};
 use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -39,6 +39,8 @@ pub(in crate::quant) enum Grid {
     Iq2Xs,
     /// IQ2_S: 1024 points, 1 distance.
     Iq2S,
+    /// IQ1_S and IQ1_M: 2048 points, 3 distances.
+    Iq1,
 }
 
 /// A grid's points and, for every point off it, the grid points nearest it.
@@ -87,6 +89,7 @@ impl Tables {
 static IQ2XXS: OnceBox<Tables> = OnceBox::new();
 static IQ2XS: OnceBox<Tables> = OnceBox::new();
 static IQ2S: OnceBox<Tables> = OnceBox::new();
+static IQ1: OnceBox<Tables> = OnceBox::new();
 
 /// The tables of `grid`, built on first use (threads that race build them alike; one
 /// copy is kept).
@@ -95,6 +98,7 @@ pub(in crate::quant) fn tables(grid: Grid) -> &'static Tables {
         Grid::Iq2Xxs => (&IQ2XXS, &IQ2XXS_GRID, 2),
         Grid::Iq2Xs => (&IQ2XS, &IQ2XS_GRID, 2),
         Grid::Iq2S => (&IQ2S, &IQ2S_GRID, 1),
+        Grid::Iq1 => (&IQ1, &IQ1S_GRID, 3),
     };
     cell.get_or_init(|| Box::new(build(points, nwant)))
 }
@@ -160,8 +164,12 @@ mod tests {
     /// 2 bits a level, must give the same.
     #[test]
     fn the_grids_are_ggml_s_kgrid_tables() {
-        for (grid, want) in [(Grid::Iq2Xxs, 711_230_818u64), (Grid::Iq2Xs, 3_063_311_876), (Grid::Iq2S, 12_275_367_849)]
-        {
+        for (grid, want) in [
+            (Grid::Iq2Xxs, 711_230_818u64),
+            (Grid::Iq2Xs, 3_063_311_876),
+            (Grid::Iq2S, 12_275_367_849),
+            (Grid::Iq1, 61_384_112_667),
+        ] {
             let t = tables(grid);
             let kgrid = t.levels.iter().map(|l| l.iter().enumerate().map(|(i, &v)| (v as u64) << (2 * i)).sum::<u64>());
             let sum: u64 = kgrid.enumerate().map(|(i, k)| (i as u64 + 1) * k).sum();
@@ -171,7 +179,7 @@ mod tests {
 
     #[test]
     fn every_point_is_on_the_grid_or_has_neighbours_sorted_by_distance() {
-        for grid in [Grid::Iq2Xxs, Grid::Iq2Xs, Grid::Iq2S] {
+        for grid in [Grid::Iq2Xxs, Grid::Iq2Xs, Grid::Iq2S, Grid::Iq1] {
             let t = tables(grid);
             let mut on = 0;
             for p in 0..POINTS {
@@ -191,6 +199,6 @@ mod tests {
             }
             assert_eq!(on, t.levels.len(), "{grid:?}: every grid point is a point of levels 0..=2");
         }
-        assert!(matches!(tables(Grid::Iq2S).place(&[3; 8]), Place::Off([])));
+        assert!(matches!(tables(Grid::Iq1).place(&[3; 8]), Place::Off([])));
     }
 }

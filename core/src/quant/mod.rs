@@ -20,6 +20,7 @@ mod codebook4;
 mod element;
 pub mod float;
 mod iq;
+mod iq1_quant;
 mod iq2_quant;
 mod iq2_tables;
 mod iq_grids;

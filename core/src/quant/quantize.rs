@@ -6,9 +6,10 @@
 //! bit-identical to those (vectors from ggml's own code, scripts/gen-ggml-quant-vectors.sh):
 //! Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (`k_quants`), Q1_0, Q2_0 (`low_bit`), TQ1_0, TQ2_0
 //! (`ternary`), IQ4_NL and IQ4_XS (`codebook4`, ggml's `quantize_iq4_nl` and
-//! `quantize_iq4_xs` without an imatrix), IQ2_S (`iq2_quant`, ggml's `quantize_iq2_s`
-//! without one). IQ2_XXS and IQ2_XS ggml quantizes only under an importance matrix:
-//! [`quantize_weighted`] writes them, [`quantize`] refuses them.
+//! `quantize_iq4_xs` without an imatrix), IQ2_S and IQ1_M (`iq2_quant`, `iq1_quant`:
+//! ggml's `quantize_iq2_s` and `quantize_iq1_m` without one). IQ2_XXS, IQ2_XS and IQ1_S
+//! ggml quantizes only under an importance matrix: [`quantize_weighted`] writes them,
+//! [`quantize`] refuses them.
 //! Inputs must be finite; the caller decides what a non-finite tensor means.
 
 use super::table::kernels;
@@ -71,8 +72,8 @@ pub fn quantize(ty: GgmlType, values: &[f32], out: &mut Vec<u8>) -> Result<()> {
 /// matrix (`ggml_quantize_chunk` with quant weights, what llama-quantize `--imatrix`
 /// writes): each row under the weights `qw` (the matrix's mean squares of its input
 /// columns) for the types whose ggml quantizer takes them (Q4_0, Q4_1, Q5_0, Q5_1, Q2_K …
-/// Q6_K, IQ4_NL, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S), as [`quantize`] for the others, which
-/// ggml quantizes without.
+/// Q6_K, IQ4_NL, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M), as [`quantize`] for the
+/// others, which ggml quantizes without.
 ///
 /// # Errors
 /// As [`quantize`], and a row length that is not whole blocks or does not divide `values`.

@@ -3,8 +3,8 @@
 # against the llama.cpp that scripts/build-llama.sh builds), for the types gguf-py cannot
 # quantize: the reference quantizers quantize_row_TYPE_ref of Q2_K … Q6_K, Q1_0, Q2_0,
 # TQ1_0, TQ2_0, MXFP4 and NVFP4 (what quantize_mxfp4 and _nvfp4 call, with an imatrix or
-# without), and quantize_iq4_nl, quantize_iq4_xs, quantize_iq3_xxs and quantize_iq3_s
-# without an imatrix (what llama-quantize writes).
+# without), and quantize_iq4_nl, quantize_iq4_xs, quantize_iq3_xxs, quantize_iq3_s,
+# quantize_iq2_s and quantize_iq1_m without an imatrix (what llama-quantize writes).
 # Inputs (TYPE.in, little-endian f32): Q4_K, Q5_K, Q6_K's from scripts/gen-quantize-vectors.py;
 # the others' made here from a seed per type: blocks of every magnitude, heavy tails, and
 # blocks that hit the edge cases (all zero, constant, one huge outlier, negative only,
@@ -19,7 +19,7 @@ DATA=core/tests/data/quantize
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 ggml_harness tests/oracle/ggml_quant.c "$work/ggml_quant"
-for spec in Q4_K:256 Q5_K:256 Q6_K:256 Q2_K:256 Q3_K:256 TQ1_0:256 TQ2_0:256 Q1_0:128 Q2_0:64 IQ4_NL:32 IQ4_XS:256 MXFP4:32 NVFP4:64 IQ3_XXS:256 IQ3_S:256; do
+for spec in Q4_K:256 Q5_K:256 Q6_K:256 Q2_K:256 Q3_K:256 TQ1_0:256 TQ2_0:256 Q1_0:128 Q2_0:64 IQ4_NL:32 IQ4_XS:256 MXFP4:32 NVFP4:64 IQ3_XXS:256 IQ3_S:256 IQ2_S:256 IQ1_M:256; do
   ty=${spec%:*} bs=${spec#*:}
   case $ty in Q4_K | Q5_K | Q6_K) ours=false ;; *) ours=true ;; esac
   if [ "${1:-}" != --check ] && $ours; then
@@ -72,7 +72,7 @@ PY
 done
 
 # With an importance matrix (llama-quantize --imatrix): ggml_quantize_chunk with quant
-# weights, rows of 512 (sigma² is the row's for the legacy types, the super-block's for
+# weights (which IQ2_XXS, IQ2_XS and IQ1_S need), rows of 512 (sigma² is the row's for the legacy types, the super-block's for
 # the others). One input for every type: the blocks above, 256 values each, two to a row;
 # the weights one row of them, as one matrix's imatrix entry is: mean squares over
 # decades, zeros (a column no token reached), ties, a zero sub-block.
@@ -104,7 +104,7 @@ open(sys.argv[1], "wb").write(b"".join(struct.pack("<512f", *r) for r in rows))
 open(sys.argv[2], "wb").write(struct.pack("<512f", *qw))
 PY
 fi
-for ty in Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS IQ3_XXS IQ3_S; do
+for ty in Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS IQ3_XXS IQ3_S IQ2_XXS IQ2_XS IQ2_S IQ1_S IQ1_M; do
   "$work/ggml_quant_weighted" "$ty" $ROW "$DATA/weighted.in" "$DATA/weighted.qw" "$work/$ty.weighted.out"
   keep_or_check "${1:-}" "$work/$ty.weighted.out" "$DATA/$ty.weighted.out" \
     "$ty with an importance matrix: ggml gives the checked-in vectors ($(($(stat -c %s "$DATA/weighted.in") / 4 / ROW)) rows of $ROW)"

@@ -61,7 +61,7 @@ step "gguf-py 0.19.0 oracle venv" scripts/setup-oracle.sh >/dev/null
 step "nginx (Debian package, for the http(s) tests)" scripts/setup-nginx.sh >/dev/null
 step "moto 5.2.5 server (PyPI, cached venv, for the s3:// tests)" scripts/setup-moto.sh >/dev/null
 step "Azurite 3.35.0 + @azure/storage-blob 12.32.0 (npm, cached, for the az:// tests)" scripts/setup-azurite.sh >/dev/null
-step "ggml's quantizers reproduce the checked-in Q2_K…Q6_K, Q1_0, Q2_0, TQ1_0, TQ2_0, IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S vectors, and with an importance matrix" scripts/gen-ggml-quant-vectors.sh --check
+step "ggml's quantizers reproduce the checked-in vectors of every type organ quantizes beyond gguf-py's (Q2_K…Q6_K, Q1_0, Q2_0, TQ1_0, TQ2_0, MXFP4, NVFP4, IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_S, IQ1_M), and with an importance matrix (IQ2_XXS, IQ2_XS, IQ1_S too)" scripts/gen-ggml-quant-vectors.sh --check
 step "ggml's Q1_0/Q2_0 dequantizers reproduce the checked-in vectors" scripts/gen-ggml-dequant-vectors.sh --check
 step "wasm32 target" ensure_wasm_target
 step "core compiles for wasm32, no_std" cargo check -q -p organ-core --target wasm32-unknown-unknown --no-default-features

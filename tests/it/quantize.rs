@@ -273,7 +273,7 @@ fn what_llama_quantize_refuses_organ_refuses_naming_the_tensor() {
     let mut q = llama_tool("llama-quantize");
     q.arg(&f16).arg(&out).arg("Q1_0");
     assert!(!q.output().unwrap().status.success(), "llama-quantize should refuse Q1_0 on rows of 576 too");
-    // Q2_K_S needs an importance matrix, which organ quantize does not take yet.
+    // Q2_K_S needs an importance matrix, and none was given.
     let mut c = organ();
     c.arg("quantize").arg(&f16).arg(&out).arg("Q2_K_S");
     let e = fails(c);
@@ -346,6 +346,15 @@ fn families_with_rows_of_256_are_llama_quantizes_bytes() {
             // The experts, 3-D, become MXFP4; everything else Q8_0.
             cases.push(("MXFP4_MOE", &[]));
         }
+        // The i-quants below 4 bits, each mix once (the whole matrix is the bench's), with
+        // the importance matrix they need.
+        let iq: &[&str] = match arch {
+            "llama" => &["IQ2_XXS", "IQ3_XXS"],
+            "qwen2" => &["IQ2_XS", "IQ3_M"],
+            "gemma3" => &["IQ1_S", "IQ2_S", "IQ3_XS"],
+            _ => &["IQ1_M", "IQ2_M", "IQ3_S"],
+        };
+        cases.extend(iq.iter().map(|&ty| (ty, &imatrix[..])));
         for (ty, flags) in cases {
             let name = format!("{arch}-{ty}{}", if flags.is_empty() { "" } else { "-imatrix" });
             let out = same_bytes(&f16, ty, flags, &name);

@@ -23,6 +23,8 @@ size_t quantize_iq4_nl(const float *src, void *dst, int64_t nrow, int64_t n_per_
 size_t quantize_iq4_xs(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *imatrix);
 size_t quantize_iq3_xxs(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *imatrix);
 size_t quantize_iq3_s(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *imatrix);
+size_t quantize_iq2_s(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *imatrix);
+size_t quantize_iq1_m(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *imatrix);
 /* ggml.h's declaration, with its enum ggml_type as the int it is. */
 void ggml_quantize_init(int type);
 
@@ -34,6 +36,17 @@ static void iq4_xs(const float *x, void *y, int64_t k) { quantize_iq4_xs(x, y, 1
  * grid tables are built (ggml_quantize_init, as ggml_quantize_chunk calls it). */
 static void iq3_xxs(const float *x, void *y, int64_t k) { ggml_quantize_init(18); quantize_iq3_xxs(x, y, 1, k, NULL); }
 static void iq3_s(const float *x, void *y, int64_t k) { ggml_quantize_init(21); quantize_iq3_s(x, y, 1, k, NULL); }
+/* IQ2_S without an imatrix: quantize_iq2_s (quantize_row_iq2_s_impl, weights sigma2/4 + x²)
+ * after ggml_quantize_init has built its grid's neighbour tables (iq2xs_init_impl). */
+static void iq2_s(const float *x, void *y, int64_t k) {
+    ggml_quantize_init(22);
+    quantize_iq2_s(x, y, 1, k, NULL);
+}
+/* IQ1_M likewise: quantize_iq1_m (quantize_row_iq1_m_impl, weights x²). */
+static void iq1_m(const float *x, void *y, int64_t k) {
+    ggml_quantize_init(29);
+    quantize_iq1_m(x, y, 1, k, NULL);
+}
 
 static const struct {
     const char *name;
@@ -48,6 +61,7 @@ static const struct {
     {"IQ4_XS", iq4_xs, 256, 136},  {"MXFP4", quantize_row_mxfp4_ref, 32, 17},
     {"NVFP4", quantize_row_nvfp4_ref, 64, 36},
     {"IQ3_XXS", iq3_xxs, 256, 98}, {"IQ3_S", iq3_s, 256, 110},
+    {"IQ2_S", iq2_s, 256, 82},     {"IQ1_M", iq1_m, 256, 56},
 };
 
 int main(int argc, char **argv) {

@@ -7,7 +7,10 @@
 //! Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (`k_quants`), Q1_0, Q2_0 (`low_bit`), TQ1_0, TQ2_0
 //! (`ternary`), IQ4_NL and IQ4_XS (`codebook4`, ggml's `quantize_iq4_nl` and
 //! `quantize_iq4_xs` without an imatrix), IQ3_XXS and IQ3_S (`iq3_quant`, ggml's
-//! `quantize_iq3_xxs` and `quantize_iq3_s` without an imatrix).
+//! `quantize_iq3_xxs` and `quantize_iq3_s` without an imatrix), IQ2_S and IQ1_M
+//! (`iq2_quant`, `iq1_quant`: ggml's `quantize_iq2_s` and `quantize_iq1_m` without one).
+//! IQ2_XXS, IQ2_XS and IQ1_S ggml quantizes only under an importance matrix:
+//! [`quantize_weighted`] writes them, [`quantize`] refuses them.
 //! Inputs must be finite; the caller decides what a non-finite tensor means.
 
 use super::table::kernels;
@@ -18,19 +21,37 @@ use alloc::vec::Vec;
 
 pub use super::float::{f32_to_bf16, f32_to_f16};
 
-/// Whether [`quantize`] can produce this type.
+/// Whether [`quantize`] can produce this type (without an importance matrix).
 pub fn can_quantize(ty: GgmlType) -> bool {
     kernels(ty).is_some_and(|k| k.quantize.is_some())
+}
+
+/// Whether [`quantize_weighted`] can produce this type: every type [`quantize`] can, and
+/// those ggml quantizes only under an importance matrix ([`requires_imatrix`]).
+pub fn can_quantize_weighted(ty: GgmlType) -> bool {
+    can_quantize(ty) || requires_imatrix(ty)
+}
+
+/// Whether ggml quantizes `ty` only with an importance matrix
+/// (`ggml_quantize_requires_imatrix`: IQ2_XXS, IQ2_XS, IQ1_S), so that [`quantize`]
+/// refuses it and [`quantize_weighted`] writes it.
+pub fn requires_imatrix(ty: GgmlType) -> bool {
+    !can_quantize(ty) && super::weighted::row_quantizer(ty).is_some()
 }
 
 /// Quantizes `values` (whole blocks of `ty`, all finite) and appends the blocks to `out`.
 ///
 /// # Errors
 /// [`Error::Unwritable`] for types without a quantizer (named, never silently changed),
-/// for a length that is not whole blocks, or for non-finite values. Values past the
-/// type's range are written as ggml writes them (infinities): [`quantize_in_range`]
-/// refuses them.
+/// for the types that need an importance matrix ([`requires_imatrix`]), for a length that
+/// is not whole blocks, or for non-finite values. Values past the type's range are written
+/// as ggml writes them (infinities): [`quantize_in_range`] refuses them.
 pub fn quantize(ty: GgmlType, values: &[f32], out: &mut Vec<u8>) -> Result<()> {
+    if requires_imatrix(ty) {
+        return Err(Error::Unwritable {
+            reason: alloc::format!("{ty} needs an importance matrix: ggml quantizes it only under one (--imatrix)"),
+        });
+    }
     let Some(quantize_blocks) = kernels(ty).and_then(|k| k.quantize) else {
         return Err(Error::Unwritable { reason: alloc::format!("organ cannot quantize to {ty}") });
     };
@@ -52,8 +73,8 @@ pub fn quantize(ty: GgmlType, values: &[f32], out: &mut Vec<u8>) -> Result<()> {
 /// matrix (`ggml_quantize_chunk` with quant weights, what llama-quantize `--imatrix`
 /// writes): each row under the weights `qw` (the matrix's mean squares of its input
 /// columns) for the types whose ggml quantizer takes them (Q4_0, Q4_1, Q5_0, Q5_1, Q2_K …
-/// Q6_K, IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S), as [`quantize`] for the others, which ggml
-/// quantizes without.
+/// Q6_K, IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M), as
+/// [`quantize`] for the others, which ggml quantizes without.
 ///
 /// # Errors
 /// As [`quantize`], and a row length that is not whole blocks or does not divide `values`.

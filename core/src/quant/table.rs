@@ -4,7 +4,7 @@
 //! the measure's whole-or-single choice) goes through [`kernels`], whose per-type loops
 //! the [`quant_table!`] macro generates, so a new type is one row plus its kernels.
 
-use super::{codebook4, iq, iq3_quant, k_quants, legacy, low_bit, plain, ternary};
+use super::{codebook4, iq, iq1_quant, iq2_quant, iq3_quant, k_quants, legacy, low_bit, plain, ternary};
 use crate::ggml_type::GgmlType;
 use alloc::vec::Vec;
 
@@ -133,6 +133,8 @@ macro_rules! quant_table {
 
 use codebook4 as cb;
 use codebook4::encode as cbenc;
+use iq1_quant as iq1q;
+use iq2_quant as iq2q;
 use iq3_quant::encode as i3enc;
 use k_quants::decode as kq;
 use k_quants::encode as kenc;
@@ -169,11 +171,11 @@ quant_table! {
     TQ2_0:   256 x 66,       ternary::tq2_0, ternary::at::tq2_0, Some(tenc::tq2_0), (1_280, 6_300);
     IQ2_XXS: 256 x 66,       iq::iq2_xxs,   iq::at::iq2_xxs, None,                (650, 16_000);
     IQ2_XS:  256 x 74,       iq::iq2_xs,    iq::at::iq2_xs,  None,                (830, 12_400);
-    IQ2_S:   256 x 82,       iq::iq2_s,     iq::at::iq2_s,   None,                (800, 11_900);
+    IQ2_S:   256 x 82,       iq::iq2_s,     iq::at::iq2_s,   Some(iq2q::iq2_s_block), (800, 11_900);
     IQ3_XXS: 256 x 98,       iq::iq3_xxs,   iq::at::iq3_xxs, Some(i3enc::iq3_xxs), (540, 15_300);
     IQ3_S:   256 x 110,      iq::iq3_s,     iq::at::iq3_s,   Some(i3enc::iq3_s),  (2_300, 11_700);
     IQ1_S:   256 x 50,       iq::iq1_s,     iq::at::iq1_s,   None,                (700, 7_900);
-    IQ1_M:   256 x 56,       iq::iq1_m,     iq::at::iq1_m,   None,                (600, 13_500);
+    IQ1_M:   256 x 56,       iq::iq1_m,     iq::at::iq1_m,   Some(iq1q::iq1_m_block), (600, 13_500);
     IQ4_XS:  256 x 136,      iq::iq4_xs,    iq::at::iq4_xs,  Some(cbenc::iq4_xs), (410, 8_600);
     Q1_0:    128 x 18,       low_bit::q1_0, low_bit::at::q1_0, Some(lbenc::q1_0), (800, 5_400);
     Q2_0:    64 x 18,        low_bit::q2_0, low_bit::at::q2_0, Some(lbenc::q2_0), (1_000, 5_400);

@@ -6,13 +6,16 @@
 //! importance matrix's mean squares of the input columns); the weight of a value is
 //! `qw · sqrt(σ² + x²)`, σ² the row's (legacy types) or the super-block's mean square.
 //! Types whose ggml quantizer ignores the weights (Q8_0, Q1_0, Q2_0, TQ1_0, TQ2_0, the
-//! float types) are not here: the plain quantizer is what ggml writes for them.
+//! float types) are not here: the plain quantizer is what ggml writes for them. The 1- and
+//! 2-bit i-quants' searches live in `iq1_quant` and `iq2_quant`; their rows are registered
+//! here.
 
 use super::codebook4::encode as iq4;
 use super::float::f32_to_f16;
 use super::k_quants::{encode as k, encode_low as klow};
 use super::legacy::encode::pack5;
 use super::search::{make_qkx3_quants, make_qp_quants, make_qx_quants};
+use super::{iq1_quant, iq2_quant};
 use crate::ggml_type::GgmlType;
 use alloc::vec::Vec;
 
@@ -37,6 +40,11 @@ pub(in crate::quant) fn row_quantizer(ty: GgmlType) -> Option<RowFn> {
         T::IQ4_XS => iq4_xs,
         T::IQ3_XXS => super::iq3_quant::iq3_xxs_weighted,
         T::IQ3_S => super::iq3_quant::iq3_s_weighted,
+        T::IQ2_XXS => iq2_quant::iq2_xxs,
+        T::IQ2_XS => iq2_quant::iq2_xs,
+        T::IQ2_S => iq2_quant::iq2_s,
+        T::IQ1_S => iq1_quant::iq1_s,
+        T::IQ1_M => iq1_quant::iq1_m,
         _ => return None,
     })
 }

@@ -62,7 +62,8 @@ pub enum Outcome {
         /// ‖OUT − remade‖ / ‖remade‖ over the dequantized values.
         rel_l2: f64,
     },
-    /// Not remade: organ cannot quantize to OUT's type.
+    /// Not remade: organ cannot quantize to OUT's type, or not without the importance
+    /// matrix that type needs.
     NotRemade,
 }
 
@@ -275,7 +276,15 @@ pub fn findings(d: &Derivation, outcomes: &[Outcome]) -> Vec<Finding> {
                     Severity::Warning,
                     Kind::Derivation,
                     &t.name,
-                    format!("not compared: organ cannot quantize to {} yet", t.to),
+                    if crate::quant::quantize::requires_imatrix(t.to) {
+                        format!(
+                            "not compared: ggml quantizes {} only with an importance matrix; give the one it was \
+                             made with (--imatrix)",
+                            t.to
+                        )
+                    } else {
+                        format!("not compared: organ cannot quantize to {}", t.to)
+                    },
                 ));
             }
         }

@@ -109,3 +109,27 @@ impl QuantImatrix {
         kvs
     }
 }
+
+/// Refuses, before anything is written, what llama-quantize refuses (or ggml aborts on) only
+/// when it reaches the tensor: an entry of the wrong size ([`super::weights_for`]), no entry
+/// for a tensor that `requires` one (`tensor_requires_imatrix`, and allowed to change) when
+/// a matrix was given, and no weights for a type ggml quantizes only with them.
+pub(super) fn check_weights(p: &super::Params, t: &super::Planned, requires: bool) -> Result<()> {
+    if super::weights_for(p, t)?.is_some() || t.to == t.from || p.dry_run {
+        return Ok(());
+    }
+    let name = &t.name;
+    if requires && p.has_imatrix() {
+        let reason = format!("missing importance matrix for tensor {name:?} in a very low-bit quantization ({})", t.to);
+        return Err(Error::Quantize { reason });
+    }
+    if crate::quant::quantize::requires_imatrix(t.to) {
+        let reason = format!(
+            "tensor {name:?}: ggml quantizes {} only with an importance matrix, and there is none for it \
+             (llama-quantize aborts here)",
+            t.to
+        );
+        return Err(Error::Quantize { reason });
+    }
+    Ok(())
+}

@@ -382,7 +382,7 @@ pub fn plan<T: Borrow<TensorEntry>>(m: &Model<T>, p: &Params) -> Result<Plan> {
         let allows = rules::allows_quantization(p, &hp.arch, &name, &t.dims);
         let needs = requires_imatrix(&name, to, p.ftype);
         if to != t.ty {
-            if !crate::quant::quantize::can_quantize(to) {
+            if !crate::quant::quantize::can_quantize_weighted(to) {
                 return Err(Error::Quantize { reason: format!("tensor {name:?}: organ cannot quantize to {to} yet") });
             }
             if is_quantized(t.ty) && !p.allow_requantize {
@@ -408,8 +408,9 @@ pub fn plan<T: Borrow<TensorEntry>>(m: &Model<T>, p: &Params) -> Result<Plan> {
         bytes_in = bytes_in.saturating_add(t.n_bytes);
         let renamed_from = (name != t.name).then(|| t.name.clone());
         let planned = Planned { input: i, name, dims, from: t.ty, to, requires_imatrix: needs, renamed_from };
-        // An entry of the wrong size is refused before anything is written.
-        weights_for(p, &planned)?;
+        // An entry of the wrong size is refused before anything is written; so is a tensor
+        // without weights that needs them.
+        imatrix::check_weights(p, &planned, allows && needs)?;
         tensors.push(planned);
     }
     let block_count = (!p.prune.is_empty()).then(|| (format!("{}.block_count", hp.arch), renumber.block_count()));

@@ -48,7 +48,9 @@ pub fn findings(out: &Path, src: &Path, imatrix: Option<&Path>) -> Result<Vec<Fi
 /// Tensor `t` of OUT (`ot`) against SRC's (`st`) as llama-quantize makes it: copied when
 /// of its type, else quantized with `d`'s settings.
 fn remake(ot: &Tensor, st: &Tensor, t: &Planned, d: &Derivation, src: &Path) -> Result<Outcome> {
-    if t.from != t.to && !organ_core::quant::quantize::can_quantize(t.to) {
+    use organ_core::quant::quantize::{can_quantize, can_quantize_weighted};
+    let qw = quantize::weights_for(&d.params, t).with_context(|| src.display().to_string())?;
+    if t.from != t.to && !(can_quantize(t.to) || (qw.is_some() && can_quantize_weighted(t.to))) {
         return Ok(Outcome::NotRemade);
     }
     let (have, src_bytes) = (ot.bytes_or_read()?, st.bytes_or_read()?);
@@ -56,7 +58,6 @@ fn remake(ot: &Tensor, st: &Tensor, t: &Planned, d: &Derivation, src: &Path) -> 
     if t.from == t.to {
         return compare(t.to, n_per_row, &have, &src_bytes);
     }
-    let qw = quantize::weights_for(&d.params, t).with_context(|| src.display().to_string())?;
     let mut want = Vec::with_capacity(have.len());
     super::quantize::convert(t, &src_bytes, qw, &mut want)
         .with_context(|| format!("{}: tensor {:?}", src.display(), t.name))?;

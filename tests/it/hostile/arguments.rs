@@ -48,6 +48,17 @@ pub(super) fn argument_cases(d: &Path) -> Vec<ArgCase> {
         ],
     );
     let out = d.join("args-out.gguf");
+    let dat = |name: &str, bytes: Vec<u8>| {
+        let p = d.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    };
+    let i32s = |v: &[i32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let dat_name = dat("name.dat", i32s(&[i32::MAX, i32::MAX]));
+    let entry = [i32s(&[1, 20]), b"blk.0.attn_q.weight".to_vec(), vec![0]].concat();
+    let dat_values = dat("values.dat", [entry.clone(), i32s(&[1, i32::MAX]), vec![0; 64]].concat());
+    let nan = [0f32.to_le_bytes(), f32::NAN.to_le_bytes()].concat();
+    let dat_nan = dat("nan.dat", [entry, i32s(&[1, 2]), nan].concat());
     // Before: yaml-rust2 recursed on each level before organ's depth limit was checked, and
     // 100 KB of it overflowed the stack (exit 134; the server aborted with every job).
     let deep = format!("{}x\n", "- ".repeat(50_000));
@@ -119,8 +130,29 @@ pub(super) fn argument_cases(d: &Path) -> Vec<ArgCase> {
                 &"--out",
                 &out,
             ]),
-            out,
+            out: out.clone(),
             needle: "more than 65536",
+        },
+        // Legacy .dat importance matrices (read when a file is not a GGUF), whose counts
+        // the C reader allocates before it reads: 2³¹ − 1 entries with a name of 2³¹ − 1
+        // bytes, a value count of 2³¹ − 1, and a NaN sum.
+        ArgCase {
+            label: "quantize-dat-name",
+            args: os(&[&"quantize", &"--imatrix", &dat_name, &base, &out, &"Q4_K_M"]),
+            out: out.clone(),
+            needle: "its name of 2147483647 bytes runs past the end",
+        },
+        ArgCase {
+            label: "quantize-dat-values",
+            args: os(&[&"quantize", &"--imatrix", &dat_values, &base, &out, &"Q4_K_M"]),
+            out: out.clone(),
+            needle: "its 2147483647 values run past the end",
+        },
+        ArgCase {
+            label: "quantize-dat-nan",
+            args: os(&[&"quantize", &"--imatrix", &dat_nan, &base, &out, &"Q4_K_M"]),
+            out,
+            needle: "value 1 is NaN",
         },
     ]
 }

@@ -31,6 +31,7 @@ w.add_embedding_length(E)
 w.add_feed_forward_length(F)
 w.add_head_count(16)
 w.add_context_length(2048)
+w.add_layer_norm_rms_eps(1e-5)  # llama-quantize reads the hyperparameters (bench/quantize-vs-llama.sh)
 for name, shape in tensors:
     w.add_tensor(name, (0.02 * rng.standard_normal(shape, dtype=np.float32)).astype(np.float16))
 w.write_header_to_file()

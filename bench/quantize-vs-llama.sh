@@ -7,7 +7,11 @@
 # RUNS runs each, the ratio of the medians, organ's peak RSS (/usr/bin/time -v, or
 # /proc's VmHWM through python when absent) and the load average.
 # Target: organ >= 1.0x llama-quantize's speed everywhere, 1.5x the goal; exits 1 below 1.0x.
-# Usage: bench/quantize-vs-llama.sh [MODEL.gguf] [RUNS=3] [THREADS=nproc] [TYPES="Q4_K_M IQ4_XS Q8_0"]
+# MODEL `big` (or `big:GIB`) is bench/make-big-base.py's synthetic llama-shaped F16 of 1 GiB
+# (or GIB): rows of 2048 and 5632, so every K-quant applies; it has no tokenizer, so its
+# importance matrix is a synthetic one in llama-imatrix's format (seeded mean squares over
+# 4 decades, 512 tokens, with the metadata llama-quantize asks for).
+# Usage: bench/quantize-vs-llama.sh [MODEL.gguf|big[:GIB]] [RUNS=3] [THREADS=nproc] [TYPES="Q4_K_M IQ4_XS Q8_0"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL="${1:-$(scripts/fetch-model.sh)}"
@@ -18,10 +22,36 @@ source scripts/lib.sh
 bin="$(scripts/build-llama.sh)"
 bench_setup quantize
 work=$WORK
-"$bin/llama-quantize" --allow-requantize "$MODEL" "$work/base.gguf" F16 > /dev/null 2>&1
+case $MODEL in
+  big | big:*)
+    py="$(scripts/setup-oracle.sh)" gib=1
+    [ "$MODEL" = big ] || gib=${MODEL#big:}
+    "$py" bench/make-big-base.py "$work/base.gguf" "$gib"
+    "$py" - "$work/base.gguf" "$work/im.gguf" <<'PY'
+import sys
+import numpy as np
+from gguf import GGUFReader, GGUFWriter
+rng = np.random.default_rng(0)
+w = GGUFWriter(sys.argv[2], "")
+w.add_type("imatrix")
+w.add_array("imatrix.datasets", ["synthetic"])
+w.add_uint32("imatrix.chunk_count", 4)
+w.add_uint32("imatrix.chunk_size", 128)
+for t in GGUFReader(sys.argv[1]).tensors:
+    if t.name.startswith("blk."):
+        n_in = int(t.shape[0])
+        w.add_tensor(t.name + ".in_sum2", (512 * 10 ** rng.uniform(-4, 0, n_in)).astype(np.float32).reshape(1, n_in))
+        w.add_tensor(t.name + ".counts", np.full((1, 1), 512, dtype=np.float32))
+w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+PY
+    ;;
+  *)
+    "$bin/llama-quantize" --allow-requantize "$MODEL" "$work/base.gguf" F16 > /dev/null 2>&1
+    "$bin/llama-imatrix" -m "$work/base.gguf" -f tests/data/texts/calibration.txt -o "$work/im.gguf" -c 128 --chunks 8 \
+      -t "$THREADS" --no-ppl > /dev/null 2>&1
+    ;;
+esac
 cat "$work/base.gguf" > /dev/null
-"$bin/llama-imatrix" -m "$work/base.gguf" -f tests/data/texts/calibration.txt -o "$work/im.gguf" -c 128 --chunks 8 \
-  -t "$THREADS" --no-ppl > /dev/null 2>&1
 times() { # seconds of each of RUNS runs of: command "$@"
   for _ in $(seq "$RUNS"); do
     rm -f "$work/out.gguf"

@@ -33,7 +33,11 @@ same=0 differ=0
 matrix() {
   local base=$1 im=$2 name=$3 run=${4:-}
   for ty in $TYPES; do
-    for flags in "" "--pure" "--leave-output-tensor" "--tensor-type-file $work/types.txt" "--imatrix $im"; do
+    # The mixes that need an importance matrix (all but the one plain case, which both
+    # must refuse) take the other flags with it.
+    local with=""
+    case $ty in IQ1_* | IQ2_* | IQ3_XXS | IQ3_XS | Q2_K_S) with="--imatrix $im " ;; esac
+    for flags in "" "$with--pure" "$with--leave-output-tensor" "$with--tensor-type-file $work/types.txt" "--imatrix $im"; do
       # shellcheck disable=SC2086 # flags are words
       if "$bin/llama-quantize" $flags "$base" "$work/llama.gguf" "$ty" "$THREADS" > /dev/null 2>&1; then
         ll=ok
@@ -61,7 +65,7 @@ matrix() {
       else
         verdict="DIFFERS (llama-quantize $ll, organ $or)"; differ=$((differ + 1))
       fi
-      printf '%-10s %-7s %-28s %s\n' "$name" "$ty" "${flags/$work\//}" "$verdict"
+      printf '%-10s %-7s %-28s %s\n' "$name" "$ty" "${flags//$work\//}" "$verdict"
       rm -f "$work/llama.gguf" "$work/organ.gguf"
     done
   done

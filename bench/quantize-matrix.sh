@@ -19,6 +19,9 @@ MODEL="${1:-$(scripts/fetch-model.sh)}"
 THREADS="${2:-$(nproc)}"
 PART="${3:-all}"
 source scripts/lib.sh
+# Where ggml aborts (a weights-only i-quant on a tensor without weights, as --pure gives the
+# embedding), its backtrace forks a debugger that can hang the run: none.
+export GGML_NO_BACKTRACE=1
 bin="$(scripts/build-llama.sh)"
 bench_setup quantize-matrix
 work=$WORK

@@ -3,7 +3,9 @@
 //!
 //! For a 2-D weight `W` (ggml dims `[n_in, n_out]`: `n_out` rows of `n_in` values) and a
 //! type `T` organ can quantize to, the round trip `Q = dequantize(quantize_T(W))`
-//! ([`round_trip`]) gives per row `r` the weighted error
+//! ([`round_trip`]; quantized as the file would be written: under the importance matrix's
+//! weights when there is one, as `llama-quantize --imatrix` does) gives per row `r` the
+//! weighted error
 //! `ε_r = Σ_j w_j (Q − W)_rj²` ([`row_errors`]), where `w_j = E[x_j²]` is the mean square
 //! of input column `j`: from an importance matrix ([`crate::imatrix`]), or, with no text
 //! at all, estimated from the weights ([`residual`]: the norm gains squared for the

@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::imatrix::Imatrix;
 use crate::model::{Model, TensorEntry};
 use crate::quant::quantize::can_quantize;
+use crate::quantize::QuantImatrix;
 use crate::GgmlType;
 use alloc::borrow::ToOwned;
 use alloc::format;
@@ -312,10 +313,12 @@ impl<'i> Predictor<'i> {
     }
 
     /// Step 3 for one weight `t` (of `job`) with its dequantized `values`: every candidate
-    /// type.
+    /// type, each round trip quantized as `organ quantize` (and llama-quantize) would
+    /// write the weight: under the importance matrix when there is one.
     ///
     /// # Errors
-    /// Values not of the weight's shape, or not of its block's.
+    /// Values not of the weight's shape, or not of its block's; an importance-matrix
+    /// entry llama-quantize would refuse for the weight.
     pub fn predict(&self, blocks: &[Block], job: &RoundTripJob, t: &TensorEntry, values: &[f32]) -> Result<Prediction> {
         let block = blocks.get(job.layer as usize).ok_or_else(|| Error::BadLayout {
             tensor: t.name.clone(),
@@ -325,6 +328,13 @@ impl<'i> Predictor<'i> {
         let cols = &block.cols[job.kind.index()];
         let row_weights = &block.layer.row_weights[job.kind.index()];
         let h = residual::stream_at(job.kind, block.stream);
+        // Quantized as the file will be: under the importance matrix's weights as
+        // llama-quantize takes them (none for a weight it has no entry for); data-free,
+        // by the plain quantizer, as llama-quantize writes without --imatrix.
+        let qw = match self.imatrix {
+            Some(im) => QuantImatrix::weights_of(im, &t.name, &t.dims).map_err(|e| in_tensor(&t.name, e))?,
+            None => None,
+        };
         let mut p = Prediction {
             name: t.name.clone(),
             kind: job.kind,
@@ -341,7 +351,7 @@ impl<'i> Predictor<'i> {
                 p.unavailable.push(Unavailable { ty, reason });
                 continue;
             }
-            let errors = (round_trip(ty, values, n_in).and_then(|q| row_errors(values, &q, n_in, cols)))
+            let errors = (round_trip(ty, values, n_in, qw.as_deref()).and_then(|q| row_errors(values, &q, n_in, cols)))
                 .map_err(|e| in_tensor(&t.name, e))?;
             let relative = residual::carried(&errors, row_weights).map_err(|e| in_tensor(&t.name, e))? / h;
             let weighted_error: f64 = errors.iter().sum();

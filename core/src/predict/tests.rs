@@ -3,6 +3,9 @@
 use super::residual::{self, energies, Energies};
 use super::*;
 use crate::ggml_type::GgmlType;
+use crate::imatrix::{Entry, Imatrix};
+use crate::model::TensorEntry;
+use crate::quantize::QuantImatrix;
 use alloc::string::ToString;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -21,18 +24,98 @@ fn kinds_come_from_block_weight_names_only() {
 #[test]
 fn round_trips_refuse_what_organ_cannot_quantize() {
     let w: Vec<f32> = (0..128).map(|i| (i as f32 - 60.0) / 17.0).collect();
-    let e = round_trip(GgmlType::IQ2_XXS, &w, 64).unwrap_err().to_string();
+    let e = round_trip(GgmlType::IQ2_XXS, &w, 64, None).unwrap_err().to_string();
     assert!(e.contains("no quantizer for IQ2_XXS"), "{e}");
-    let e = round_trip(GgmlType::Q8_0, &w, 48).unwrap_err().to_string();
+    let e = round_trip(GgmlType::Q8_0, &w, 48, None).unwrap_err().to_string();
     assert!(e.contains("rows of 48 values are not whole Q8_0 blocks of 32"), "{e}");
     // F32 is exact, Q8_0 close, Q4_0 further.
     let err = |ty| -> f64 {
-        let q = round_trip(ty, &w, 64).unwrap();
+        let q = round_trip(ty, &w, 64, None).unwrap();
         row_errors(&w, &q, 64, &[1.0; 64]).unwrap().iter().sum()
     };
     assert_eq!(err(GgmlType::F32), 0.0);
     let (e8, e4) = (err(GgmlType::Q8_0), err(GgmlType::Q4_0));
     assert!(0.0 < e8 && e8 * 50.0 < e4, "{e8} {e4}");
+}
+
+/// An importance matrix of one entry, `name`, of `n_mat` matrices of `n_in` columns: sums
+/// of squares spread over five orders of magnitude, so that steering changes the blocks.
+fn one_entry_imatrix(name: &str, n_in: usize, n_mat: usize) -> Imatrix {
+    let sum2 = (0..n_in * n_mat).map(|j| 7.0 * libm::powf(10.0, (j * 7 % 11) as f32 / 2.0)).collect();
+    let e = Entry { name: name.into(), n_in, counts: vec![7.0; n_mat], sum2 };
+    Imatrix {
+        datasets: Vec::new(),
+        chunk_count: None,
+        chunk_size: None,
+        entries: [(name.to_string(), e)].into(),
+        legacy: false,
+    }
+}
+
+/// `dequantize(quantize_weighted(…))`: what `organ quantize --imatrix` writes for the
+/// weight, read back.
+fn written(ty: GgmlType, w: &[f32], qw: &[f32]) -> Vec<f32> {
+    let mut bytes = Vec::new();
+    crate::quant::quantize::quantize_weighted(ty, w, qw, &mut bytes).unwrap();
+    crate::quant::dequantize(ty, &bytes).unwrap()
+}
+
+#[test]
+fn round_trips_under_an_imatrix_are_what_the_file_holds() {
+    // Two experts of 3 rows of 256: each expert's rows under its own row of weights.
+    let (name, n_in) = ("blk.0.ffn_down_exps.weight", 256);
+    let im = one_entry_imatrix(name, n_in, 2);
+    let qw = QuantImatrix::new(&im, "", &[], &[]).weights(name, &[256, 3, 2]).unwrap().unwrap().to_vec();
+    assert_eq!(QuantImatrix::weights_of(&im, name, &[256, 3, 2]).unwrap(), Some(qw.clone()));
+    let w: Vec<f32> = (0..6 * n_in as u64).map(|i| crate::random::normal(5, i)).collect();
+    for ty in [GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::Q8_0] {
+        let q = round_trip(ty, &w, n_in, Some(&qw)).unwrap();
+        let mut want = written(ty, &w[..3 * n_in], &qw[..n_in]);
+        want.extend(written(ty, &w[3 * n_in..], &qw[n_in..]));
+        assert_eq!(q, want, "{ty}");
+        // Q8_0's quantizer takes no weights; the others are steered.
+        let plain = round_trip(ty, &w, n_in, None).unwrap();
+        assert_eq!(q == plain, ty == GgmlType::Q8_0, "{ty}");
+    }
+    assert!(round_trip(GgmlType::Q4_0, &w, n_in, Some(&qw[..3 * n_in / 2])).is_err());
+}
+
+#[test]
+fn predictions_round_trip_as_the_file_is_written() {
+    // A weight of 4 rows of 256 in block 0, its columns weighted by the matrix (or not).
+    let (name, n_in) = ("blk.0.attn_q.weight", 256);
+    let im = one_entry_imatrix(name, n_in, 1);
+    let w: Vec<f32> = (0..4 * n_in as u64).map(|i| crate::random::normal(9, i)).collect();
+    let t = TensorEntry {
+        name: name.into(),
+        ty: GgmlType::F32,
+        dims: vec![256, 4],
+        n_elements: 1024,
+        n_bytes: 4096,
+        file: 0,
+        offset: 0,
+    };
+    let cols = im.column_weights(name, &t.dims).unwrap();
+    let mut block_cols: [Vec<f32>; 7] = Default::default();
+    block_cols[0] = cols.clone();
+    let layer =
+        residual::Layer { row_weights: core::array::from_fn(|_| vec![1.0; 4]), attn_energy: 1.0, ffn_energy: 1.0 };
+    let blocks = [steps::Block { layer, cols: block_cols, stream: (1.0, 1.0) }];
+    let job = steps::RoundTripJob { tensor: 0, kind: Kind::AttnQ, layer: 0 };
+    let types = vec![GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q8_0];
+    let shape = Shape { n_layer: 1, n_head: 1, n_head_kv: 1 };
+    for imatrix in [Some(&im), None] {
+        let p = Predictor { shape, types: types.clone(), calibration: Calibration::IMATRIX, imatrix };
+        let got = p.predict(&blocks, &job, &t, &w).unwrap();
+        for (o, &ty) in got.options.iter().zip(&types) {
+            let q = match imatrix {
+                Some(_) => written(ty, &w, &QuantImatrix::weights_of(&im, name, &t.dims).unwrap().unwrap()),
+                None => round_trip(ty, &w, n_in, None).unwrap(),
+            };
+            let e: f64 = row_errors(&w, &q, n_in, &cols).unwrap().iter().sum();
+            assert_eq!((o.ty, o.weighted_error), (ty, e), "{ty}, imatrix {}", imatrix.is_some());
+        }
+    }
 }
 
 #[test]

@@ -8,6 +8,8 @@
 use crate::common::*;
 use organ_core::ggml_type::GgmlType;
 use organ_core::gguf::Gguf;
+use organ_core::predict::row_errors;
+use organ_core::quant::dequantize;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -242,4 +244,42 @@ fn bad_input_is_a_clear_error_and_writes_nothing() {
         assert!(err.contains(says), "{from:?}: {err}");
         assert!(!txt.exists() && !js.exists(), "{from:?} wrote an output");
     }
+}
+
+/// `--imatrix` predicts each weight's round trip as the file is written, under the
+/// importance matrix (docs/predict.md): every block weight of `--apply`'s output, read
+/// back, has to the bit the weighted error predicted for the type it was given.
+#[test]
+fn an_imatrix_recipe_is_written_as_it_was_predicted() {
+    let Some(q41) = need::smollm2_and_llama() else { return };
+    let model = smollm2_f16(&q41);
+    let text = repo().join("tests/data/texts/calibration.txt");
+    let im = crate::predict::make_imatrix(&model, &text, 4, "predicted.imatrix.gguf");
+    let out = tmp("predicted-imatrix.gguf");
+    let _ = std::fs::remove_file(&out);
+    let types = [GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0];
+    let names: Vec<&str> = types.iter().map(|t| t.name()).collect();
+    let target = ["--target-size", "90M", "--imatrix", im.to_str().unwrap()];
+    let mut c = recipe(&model, &[], &target, "predicted-imatrix");
+    c.args(["--types", &names.join(",")]).arg("--apply").arg(&out);
+    ok(c);
+    checked_table(&model, "predicted-imatrix");
+    let f16 = organ_cli::model::Model::open(&model).unwrap();
+    let written = organ_cli::model::Model::open(&out).unwrap();
+    let imatrix = organ_core::imatrix::Imatrix::parse(&std::fs::read(&im).unwrap()).unwrap();
+    let preds = organ_cli::predict::predict(&f16, Some(&imatrix), &types, |_| true).unwrap();
+    assert_eq!(preds.len(), 210);
+    let mut checked = 0;
+    for p in &preds {
+        let t = written.tensors.iter().find(|t| t.name == p.name).unwrap();
+        let Some(o) = p.options.iter().find(|o| o.ty == t.ty) else { continue };
+        let source = f16.tensors.iter().find(|t| t.name == p.name).unwrap();
+        let w = dequantize(source.ty, source.bytes()).unwrap();
+        let q = dequantize(t.ty, t.bytes()).unwrap();
+        let cols = imatrix.column_weights(&p.name, &p.dims).unwrap();
+        let e: f64 = row_errors(&w, &q, p.dims[0] as usize, &cols).unwrap().iter().sum();
+        assert_eq!(o.weighted_error, e, "{} in {}", p.name, t.ty);
+        checked += 1;
+    }
+    assert!(checked > 200, "{checked} of 210 block weights quantized");
 }

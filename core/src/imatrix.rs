@@ -211,6 +211,61 @@ fn entry(file: &[u8], name: &str, s: &TensorInfo<'_>, c: &TensorInfo<'_>) -> Res
     Ok(Entry { name: name.into(), n_in, counts, sum2 })
 }
 
+impl Imatrix {
+    /// The weights llama-quantize takes for tensor `name` of ggml dims `dims` from this
+    /// matrix given as it is (no `--include-weights`, no `--exclude-weights`): those of
+    /// `QuantImatrix::weights`, made for that one tensor; `None` without an entry.
+    ///
+    /// # Errors
+    /// [`Error::Quantize`] when the entry's size is not `ne[0] · ne[2]` (but for the token
+    /// embedding, which llama-quantize quantizes without).
+    pub fn quant_weights_of(&self, name: &str, dims: &[u64]) -> Result<Option<Vec<f32>>> {
+        let Some(e) = self.get(name) else { return Ok(None) };
+        let w = quant_weights(self, e);
+        Ok(takes(name, dims, w.len())?.then_some(w))
+    }
+}
+
+/// An entry's weights as `load_imatrix` makes them: its sums of squares over its counts
+/// rounded to whole tokens, an expert that saw none weighing 1; a legacy file's sums over
+/// its one call count, or as they are when that is not positive.
+pub(crate) fn quant_weights(im: &Imatrix, e: &Entry) -> Vec<f32> {
+    if im.legacy {
+        let ncall = e.counts.first().copied().unwrap_or(0.0);
+        return e.sum2.iter().map(|s| if ncall > 0.0 { s / ncall } else { *s }).collect();
+    }
+    let mut w = Vec::with_capacity(e.sum2.len());
+    for (j, &c) in e.counts.iter().enumerate() {
+        let sums = e.sum2.get(j * e.n_in..(j + 1) * e.n_in).unwrap_or(&[]);
+        // common_imatrix_load keeps std::lround(count); quantize divides by it.
+        let count = libm::roundf(c);
+        if count > 0.0 {
+            w.extend(sums.iter().map(|s| s / count));
+        } else {
+            w.extend(sums.iter().map(|_| 1.0));
+        }
+    }
+    w
+}
+
+/// Whether llama-quantize quantizes tensor `name` of ggml dims `dims` under an entry of
+/// `len` weights: it must be `ne[0] · ne[2]` long; the token embedding is quantized
+/// without when it is not.
+///
+/// # Errors
+/// [`Error::Quantize`] for any other tensor of another size, as llama-quantize refuses it.
+pub(crate) fn takes(name: &str, dims: &[u64], len: usize) -> Result<bool> {
+    let want = dims.first().copied().unwrap_or(1).saturating_mul(dims.get(2).copied().unwrap_or(1));
+    if len as u64 == want {
+        return Ok(true);
+    }
+    // llama-quantize's token embedding (`tensor_name_match_token_embd`).
+    if name == "token_embd.weight" || name == "per_layer_token_embd.weight" {
+        return Ok(false);
+    }
+    Err(Error::Quantize { reason: format!("imatrix size {len} is different from tensor size {want} for {name}") })
+}
+
 mod legacy;
 #[cfg(test)]
 mod tests;

@@ -19,7 +19,6 @@ use crate::error::{Error, Result};
 use crate::imatrix::Imatrix;
 use crate::model::{Model, TensorEntry};
 use crate::quant::quantize::can_quantize;
-use crate::quantize::QuantImatrix;
 use crate::GgmlType;
 use alloc::borrow::ToOwned;
 use alloc::format;
@@ -332,7 +331,7 @@ impl<'i> Predictor<'i> {
         // llama-quantize takes them (none for a weight it has no entry for); data-free,
         // by the plain quantizer, as llama-quantize writes without --imatrix.
         let qw = match self.imatrix {
-            Some(im) => QuantImatrix::weights_of(im, &t.name, &t.dims).map_err(|e| in_tensor(&t.name, e))?,
+            Some(im) => im.quant_weights_of(&t.name, &t.dims).map_err(|e| in_tensor(&t.name, e))?,
             None => None,
         };
         let mut p = Prediction {

@@ -66,7 +66,7 @@ fn round_trips_under_an_imatrix_are_what_the_file_holds() {
     let (name, n_in) = ("blk.0.ffn_down_exps.weight", 256);
     let im = one_entry_imatrix(name, n_in, 2);
     let qw = QuantImatrix::new(&im, "", &[], &[]).weights(name, &[256, 3, 2]).unwrap().unwrap().to_vec();
-    assert_eq!(QuantImatrix::weights_of(&im, name, &[256, 3, 2]).unwrap(), Some(qw.clone()));
+    assert_eq!(im.quant_weights_of(name, &[256, 3, 2]).unwrap(), Some(qw.clone()));
     let w: Vec<f32> = (0..6 * n_in as u64).map(|i| crate::random::normal(5, i)).collect();
     for ty in [GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::Q8_0] {
         let q = round_trip(ty, &w, n_in, Some(&qw)).unwrap();
@@ -109,7 +109,7 @@ fn predictions_round_trip_as_the_file_is_written() {
         let got = p.predict(&blocks, &job, &t, &w).unwrap();
         for (o, &ty) in got.options.iter().zip(&types) {
             let q = match imatrix {
-                Some(_) => written(ty, &w, &QuantImatrix::weights_of(&im, name, &t.dims).unwrap().unwrap()),
+                Some(_) => written(ty, &w, &im.quant_weights_of(name, &t.dims).unwrap().unwrap()),
                 None => round_trip(ty, &w, n_in, None).unwrap(),
             };
             let e: f64 = row_errors(&w, &q, n_in, &cols).unwrap().iter().sum();

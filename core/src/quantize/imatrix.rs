@@ -7,7 +7,7 @@
 
 use crate::error::{Error, Result};
 use crate::gguf::MetaValue;
-use crate::imatrix::{Entry, Imatrix};
+use crate::imatrix::Imatrix;
 use crate::model::OwnedValue;
 use alloc::collections::BTreeMap;
 use alloc::format;
@@ -40,7 +40,7 @@ impl QuantImatrix {
             .iter()
             .filter(|(name, _)| !exclude.iter().any(|x| name.contains(x.as_str())))
             .filter(|(name, _)| include.is_empty() || include.iter().any(|x| name.contains(x.as_str())))
-            .map(|(name, e)| (name.clone(), quant_weights(im, e)))
+            .map(|(name, e)| (name.clone(), crate::imatrix::quant_weights(im, e)))
             .collect();
         QuantImatrix {
             file: file.to_string(),
@@ -58,19 +58,7 @@ impl QuantImatrix {
     /// refuses it (but for the token embedding, which it quantizes without).
     pub fn weights(&self, name: &str, dims: &[u64]) -> Result<Option<&[f32]>> {
         let Some(w) = self.entries.get(name) else { return Ok(None) };
-        Ok(takes(name, dims, w.len())?.then_some(w.as_slice()))
-    }
-
-    /// The weights llama-quantize takes for tensor `name` of ggml dims `dims` from `im`
-    /// given as it is (no `--include-weights`, no `--exclude-weights`): those of
-    /// [`QuantImatrix::weights`], made for that one tensor.
-    ///
-    /// # Errors
-    /// As [`QuantImatrix::weights`].
-    pub fn weights_of(im: &Imatrix, name: &str, dims: &[u64]) -> Result<Option<Vec<f32>>> {
-        let Some(e) = im.get(name) else { return Ok(None) };
-        let w = quant_weights(im, e);
-        Ok(takes(name, dims, w.len())?.then_some(w))
+        Ok(crate::imatrix::takes(name, dims, w.len())?.then_some(w.as_slice()))
     }
 
     /// The keys llama-quantize adds for it (its `kv_overrides`), in order.
@@ -115,43 +103,4 @@ pub(super) fn check_weights(p: &super::Params, t: &super::Planned, requires: boo
         return Err(Error::Quantize { reason });
     }
     Ok(())
-}
-
-/// An entry's weights as `load_imatrix` makes them: its sums of squares over its counts
-/// rounded to whole tokens, an expert that saw none weighing 1; a legacy file's sums over
-/// its one call count, or as they are when that is not positive.
-fn quant_weights(im: &Imatrix, e: &Entry) -> Vec<f32> {
-    if im.legacy {
-        let ncall = e.counts.first().copied().unwrap_or(0.0);
-        return e.sum2.iter().map(|s| if ncall > 0.0 { s / ncall } else { *s }).collect();
-    }
-    let mut w = Vec::with_capacity(e.sum2.len());
-    for (j, &c) in e.counts.iter().enumerate() {
-        let sums = e.sum2.get(j * e.n_in..(j + 1) * e.n_in).unwrap_or(&[]);
-        // common_imatrix_load keeps std::lround(count); quantize divides by it.
-        let count = libm::roundf(c);
-        if count > 0.0 {
-            w.extend(sums.iter().map(|s| s / count));
-        } else {
-            w.extend(sums.iter().map(|_| 1.0));
-        }
-    }
-    w
-}
-
-/// Whether llama-quantize quantizes tensor `name` of ggml dims `dims` under an entry of
-/// `len` weights: it must be `ne[0] · ne[2]` long; the token embedding is quantized
-/// without when it is not.
-///
-/// # Errors
-/// [`Error::Quantize`] for any other tensor of another size, as llama-quantize refuses it.
-fn takes(name: &str, dims: &[u64], len: usize) -> Result<bool> {
-    let want = dims.first().copied().unwrap_or(1).saturating_mul(dims.get(2).copied().unwrap_or(1));
-    if len as u64 == want {
-        return Ok(true);
-    }
-    if crate::quantize::Category::of(name) == crate::quantize::Category::TokenEmbd {
-        return Ok(false);
-    }
-    Err(Error::Quantize { reason: format!("imatrix size {len} is different from tensor size {want} for {name}") })
 }

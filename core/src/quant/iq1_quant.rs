@@ -41,20 +41,7 @@ const EPS_IQ1_M: f32 = 1e-7;
 /// points past its end are skipped.
 fn best_neighbour2(t: &Tables, n: &[u16], rest: &[f32], w: &[f32], scale: f32, xg: &[f32; 3], l: &mut [i8]) -> u16 {
     let q = |level: i8| xg[level as usize % 3];
-    let mut best_score = f32::MAX;
-    let mut index = None;
-    for &j in n {
-        let g = t.point_levels(j);
-        let mut d2 = 0f32;
-        for i in 0..8 {
-            let diff = scale * q(g[i]) - rest[i];
-            d2 += w[i] * diff * diff;
-        }
-        if d2 < best_score {
-            best_score = d2;
-            index = Some(j);
-        }
-    }
+    let (mut index, mut best_score) = t.nearest(n, rest, w, scale, q);
     if index.is_none() {
         for (i, (g, &xi)) in t.levels.iter().zip(rest).enumerate() {
             let mut d2 = 0f32;
@@ -72,6 +59,22 @@ fn best_neighbour2(t: &Tables, n: &[u16], rest: &[f32], w: &[f32], scale: f32, x
     let index = index.unwrap_or(0);
     l[..8].copy_from_slice(&t.point_levels(index));
     index
+}
+
+/// IQ1_S's and IQ1_M's scale refitted when a group left the grid: `Σ w·q·x / Σ w·q²` over
+/// the chosen points `index` (group `k`'s values `xx(k)`), summed in ggml's order; `None`
+/// unless both sums are positive.
+fn refit<'a>(t: &Tables, index: &[u16], weight: &[f32], xb: &[f32], xx: impl Fn(usize) -> &'a [f32; 3]) -> Option<f32> {
+    let (mut sumqx, mut sumq2) = (0f32, 0f32);
+    for (k, &i) in index.iter().enumerate() {
+        let (xx, g) = (xx(k), t.point_levels(i));
+        for j in 0..8 {
+            let (w, q) = (weight[8 * k + j], xx[g[j] as usize % 3]);
+            sumqx += w * q * xb[8 * k + j];
+            sumq2 += w * q * q;
+        }
+    }
+    (sumqx > 0.0 && sumq2 > 0.0).then(|| sumqx / sumq2)
 }
 
 /// The grid index of a group's levels `l` (snapped to a neighbour, `l` then replaced,
@@ -193,18 +196,7 @@ fn iq1_s_super(t: &Tables, rest: &[f32], qbl: &[f32; 256], out: &mut Vec<u8>) {
             all_on_grid &= on;
         }
         if !all_on_grid {
-            let (mut sumqx, mut sumq2) = (0f32, 0f32);
-            for k in 0..4 {
-                let g = t.point_levels(index[k]);
-                for j in 0..8 {
-                    let (w, q) = (weight[8 * k + j], xx[g[j] as usize % 3]);
-                    sumqx += w * q * xb[8 * k + j];
-                    sumq2 += w * q * q;
-                }
-            }
-            if sumqx > 0.0 && sumq2 > 0.0 {
-                scale = sumqx / sumq2;
-            }
+            scale = refit(t, &index, &weight, xb, |_| xx).unwrap_or(scale);
         }
         let mut h = 0u16;
         for k in 0..4 {
@@ -303,18 +295,7 @@ fn iq1_m_super(t: &Tables, rest: &[f32], qbl: Option<&[f32; 256]>, out: &mut Vec
             all_on_grid &= on;
         }
         if !all_on_grid {
-            let (mut sumqx, mut sumq2) = (0f32, 0f32);
-            for k in 0..2 {
-                let (xx, g) = (shifted(best_k, k), t.point_levels(index[k]));
-                for j in 0..8 {
-                    let (w, q) = (weight[8 * k + j], xx[g[j] as usize % 3]);
-                    sumqx += w * q * xb[8 * k + j];
-                    sumq2 += w * q * q;
-                }
-            }
-            if sumqx > 0.0 && sumq2 > 0.0 {
-                scale = sumqx / sumq2;
-            }
+            scale = refit(t, &index, &weight, xb, |k| shifted(best_k, k)).unwrap_or(scale);
         }
         qs[2 * ib] = index[0] as u8;
         qs[2 * ib + 1] = index[1] as u8;

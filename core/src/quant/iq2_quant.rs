@@ -44,21 +44,7 @@ pub(in crate::quant) fn sum_squares(x: &[f32]) -> f32 {
 /// `iq2_find_best_neighbour`: the grid point of `neighbours` nearest `xval` at `scale`
 /// under the weights `w` (the first of equals), its levels written to `l`.
 fn best_neighbour(t: &Tables, neighbours: &[u16], xval: &[f32], w: &[f32], scale: f32, l: &mut [i8]) -> u16 {
-    let mut best_d2 = f32::MAX;
-    let mut index = None;
-    for &j in neighbours {
-        let g = t.point_levels(j);
-        let mut d2 = 0f32;
-        for i in 0..8 {
-            let q = f32::from(2 * g[i] + 1);
-            let diff = scale * q - xval[i];
-            d2 += w[i] * diff * diff;
-        }
-        if d2 < best_d2 {
-            best_d2 = d2;
-            index = Some(j);
-        }
-    }
+    let (index, _) = t.nearest(neighbours, xval, w, scale, |g| f32::from(2 * g + 1));
     // ggml asserts that one was found.
     let index = index.unwrap_or(0);
     l[..8].copy_from_slice(&t.point_levels(index));

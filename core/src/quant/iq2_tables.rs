@@ -88,6 +88,35 @@ impl Tables {
     pub fn point_levels(&self, index: u16) -> [i8; 8] {
         self.levels.get(usize::from(index)).copied().unwrap_or([0; 8])
     }
+
+    /// The search `iq2_find_best_neighbour` and `iq1_find_best_neighbour2` share: the first
+    /// of `neighbours` whose values `value(level)` at `scale` come nearest the group `x`
+    /// under the weights `w` (`Σ w·(scale·value − x)²`, summed in ggml's order), and its
+    /// score; `None` when no point scores below `f32::MAX`.
+    pub fn nearest(
+        &self,
+        neighbours: &[u16],
+        x: &[f32],
+        w: &[f32],
+        scale: f32,
+        value: impl Fn(i8) -> f32,
+    ) -> (Option<u16>, f32) {
+        let mut best = f32::MAX;
+        let mut index = None;
+        for &j in neighbours {
+            let g = self.point_levels(j);
+            let mut d2 = 0f32;
+            for i in 0..8 {
+                let diff = scale * value(g[i]) - x[i];
+                d2 += w[i] * diff * diff;
+            }
+            if d2 < best {
+                best = d2;
+                index = Some(j);
+            }
+        }
+        (index, best)
+    }
 }
 
 static IQ2XXS: OnceBox<Tables> = OnceBox::new();

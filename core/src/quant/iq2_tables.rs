@@ -17,10 +17,9 @@
 //! then index (`iq2_compare_func`, a total order, so no tie depends on the sort).
 //! Distances are counted here in levels, ggml's in `2·level + 1`: four times as large,
 //! the same order. Each point's distances are bucketed (at most 33 values) instead of
-//! sorted: building takes 10, 17, 27 and 52 ms for the four grids natively and 26, 38, 50
-//! and 91 ms in wasm (V8), where ggml's `iq2xs_init_impl` takes 1.4, 2.7, 5.8 and 12.8 s
-//! (one thread, the 2-core x86-64 machine of the README); the lists take 233, 367, 98
-//! and 649 KiB.
+//! sorted, and only the points a quantizer can look up get a list, so building them is far
+//! cheaper than ggml's `iq2xs_init_impl` (no bench in the repo times it yet); the lists
+//! take 233, 367, 98 and 649 KiB.
 
 use super::iq_grids::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID};
 use alloc::boxed::Box;

@@ -341,6 +341,8 @@ mod tests {
             last_bit += u64::from(ours.to_bits() != platform.to_bits());
             assert_eq!(libm::floorf(ours), platform.floor(), "{x:e}");
         }
-        std::println!("log2f: {last_bit} of the 2139095039 positive finite f32 differ in the last bit; no floor differs");
+        std::println!(
+            "log2f: {last_bit} of the 2139095039 positive finite f32 differ in the last bit; no floor differs"
+        );
     }
 }

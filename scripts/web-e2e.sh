@@ -73,7 +73,11 @@ if [ -z "${ORGAN_WEB_BENCH:-}" ] && { [ -z "$only" ] || [ "$only" = quantize ]; 
   # SmolLM2's F16 requant (a dequantized Q4_1), made by organ itself.
   f16="$out/smollm2-f16.gguf"
   [ -f "$f16" ] || { "$organ" quantize --allow-requantize "$model" "$f16.partial" F16 >/dev/null && mv "$f16.partial" "$f16"; }
-  ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e-quantize.mjs dist "$organ" "$out" "$f16" || status=$?
+  # Its importance matrix, by llama-imatrix (4 chunks of 128 tokens of the calibration text).
+  im="$out/smollm2-f16-imatrix.gguf"
+  [ -f "$im" ] || { "$(scripts/build-llama.sh)/llama-imatrix" -m "$f16" -f tests/data/texts/calibration.txt -o "$im.partial.gguf" \
+    -c 128 --chunks 4 --no-ppl >/dev/null 2>&1 && mv "$im.partial.gguf" "$im"; }
+  ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e-quantize.mjs dist "$organ" "$out" "$f16" "$im" || status=$?
 fi
 if [ -z "${ORGAN_WEB_BENCH:-}" ] && { [ -z "$only" ] || [ "$only" = adapter ]; }; then
   lora="$out/smollm2-lora-r8.gguf"

@@ -14,6 +14,7 @@ use organ_core::predict::{Calibration, Predictor};
 use organ_core::quant::dequantize;
 use organ_core::GgmlType;
 use rayon::prelude::*;
+use std::borrow::Cow;
 use std::io::Read;
 use std::path::Path;
 
@@ -50,7 +51,7 @@ pub fn predict_calibrated(
     calibration: &Calibration,
 ) -> Result<Vec<Prediction>> {
     let what = || format!("predicting the sensitivity of {}", model.label);
-    let p = Predictor::new(&model.model, types, *calibration, imatrix).with_context(what)?;
+    let p = Predictor::new(&model.model, types, *calibration, imatrix.map(Cow::Borrowed)).with_context(what)?;
     let values = |name: &str| -> Result<(&TensorEntry, Vec<f32>)> {
         let t = steps::tensor(&model.model, name).with_context(|| model.label.clone())?;
         Ok((&t.entry, dequantize(t.ty, t.bytes()).with_context(|| format!("{}: reading {name}", model.label))?))

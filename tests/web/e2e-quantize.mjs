@@ -1,6 +1,6 @@
 // End-to-end test of quantize mode (issue 48: `organ quantize` in the page) in headless
 // Chromium. Usage (scripts/web-e2e.sh sets it up):
-//   node tests/web/e2e-quantize.mjs DIST ORGAN_BIN OUT_DIR F16_MODEL
+//   node tests/web/e2e-quantize.mjs DIST ORGAN_BIN OUT_DIR F16_MODEL [IMATRIX]
 // 1. The plan the page previews for a type is `organ quantize --dry-run`'s sizes; a type
 //    that needs an importance matrix is refused with the CLI's sentence, nothing to click.
 // 2. F16 → Q4_K_M through the File System Access API: the page's `showSaveFilePicker` is
@@ -14,6 +14,10 @@
 //    names (the page knows file names, the CLI paths).
 // 5. A data-free recipe for 5.5 bpw chosen in the page (types Q4_0, Q5_0, Q8_0) is
 //    `organ recipe --data-free`'s, and the model it writes is `--apply`'s byte for byte.
+// 6. With llama-imatrix's matrix dropped beside the model, the recipe is predicted from it
+//    (`organ recipe --imatrix`'s totals) and the model is quantized under it: `--apply`'s
+//    bytes, `quantize.imatrix.file` included (the CLI given the file's name, as the page
+//    knows it).
 import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -21,7 +25,7 @@ import path from 'node:path';
 import { serve } from './serve.mjs';
 import { launch } from './chromium.mjs';
 
-const [dist, organ, outDir, model] = process.argv.slice(2, 6);
+const [dist, organ, outDir, model, imatrix] = process.argv.slice(2, 7).map((a) => (a === '--big' ? undefined : a));
 const big = process.argv.includes('--big');
 fs.mkdirSync(outDir, { recursive: true });
 let failures = 0, passes = 0;
@@ -190,6 +194,34 @@ try {
   const rrun = await quantizeIn(page, 'recipe');
   const rgot = await opfsFile(page, rrun.file);
   check(rgot.sha === sha(recipeOut), `the recipe's model written in the page (${rrun.file}) is organ recipe --apply's byte for byte`);
+
+  // 6. The same recipe from an importance matrix dropped beside the model.
+  if (imatrix) {
+    const imOut = path.join(outDir, 'quantize-cli-recipe-imatrix.gguf');
+    const t3 = Date.now();
+    const imText = execFileSync(organ, ['recipe', path.relative(path.dirname(imatrix), model), '--imatrix', path.basename(imatrix), '--types', RECIPE_TYPES,
+      '--target-bpw', '5.5', '--apply', imOut, '--force'], { cwd: path.dirname(imatrix) }).toString();
+    const cliImMs = Date.now() - t3;
+    await page.setInputFiles('#imatrix-input', imatrix);
+    await page.waitForSelector('#quant-no-imatrix');
+    // The data-free recipe is let go of: it was predicted without the matrix.
+    await page.waitForSelector('#quant-recipe-summary', { state: 'detached' });
+    const t4 = Date.now();
+    await page.click('#quant-recipe-go');
+    await page.waitForSelector('#quant-recipe-summary, #error', { timeout: 600_000 });
+    const imMs = Date.now() - t4;
+    const imSummary = await page.textContent('#quant-recipe-summary');
+    const imTotal = imText.split('\n').find((l) => l.startsWith('total:'));
+    // The page's table, line by line, is the CLI's (its first line names the matrix).
+    const table = (await page.textContent('#quant-recipe')).trim().split('\n');
+    const cliLines = new Set(imText.split('\n'));
+    const missing = table.filter((l) => !cliLines.has(l));
+    check(imSummary.includes(imTotal) && table[0].includes(`importance matrix ${path.basename(imatrix)}`) && missing.length === 0,
+      `with ${path.basename(imatrix)} dropped, the recipe chosen in the page (${(imMs / 1000).toFixed(1)} s; the CLI's with --apply ${(cliImMs / 1000).toFixed(1)} s) is organ recipe --imatrix's, ${table.length} lines (${missing.length} not the CLI's${missing.length ? `: "${missing[0]}"` : ''}): "${imTotal}"`);
+    const irun = await quantizeIn(page, 'recipe');
+    const igot = await opfsFile(page, irun.file);
+    check(igot.sha === sha(imOut), `the model of the importance-matrix recipe written in the page (${irun.file}) is organ recipe --imatrix --apply's byte for byte`);
+  }
 } catch (e) {
   check(false, `the run stopped: ${e.stack || e}`);
 } finally {

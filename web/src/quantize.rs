@@ -94,24 +94,28 @@ pub fn target(text: &str) -> Result<(Target, String), Error> {
     Ok((Target::Size(size), format!("--target-size {t}")))
 }
 
-/// The data-free recipe for `model` within `target` (`asked`: its words) among `types`
-/// (and Q8_0): `organ recipe MODEL --data-free --types … --target-…`'s table and lines,
+/// The recipe for `model` within `target` (`asked`: its words) among `types` (and Q8_0),
+/// predicted from `imatrix` (dropped beside the model) or from the weights alone: `organ
+/// recipe MODEL --imatrix I` or `--data-free`, `--types … --target-…`'s table and lines,
 /// the losses predicted by the core's steps on the pool (`crate::sensitivity`).
 ///
 /// # Errors
-/// A model the prediction does not cover (not llama-family), a target below the smallest
-/// recipe (the core's sentence), a cancellation.
+/// A model the prediction does not cover (not llama-family), an importance matrix that
+/// lacks a weight or disagrees with its shape, a target below the smallest recipe (the
+/// core's sentence), a cancellation.
 pub async fn recipe(
     model: &Model,
+    imatrix: Option<&DroppedImatrix>,
     types: &[GgmlType],
     (target, asked): (Target, &str),
     cancelled: &dyn Fn() -> bool,
     on_progress: &dyn Fn(Progress),
 ) -> Result<Recipe, Error> {
     let types = predicted::prediction_types(types);
-    let preds = crate::sensitivity::predictions(model, &types, predicted::covered, cancelled, on_progress).await?;
-    let source = predicted::Predicted::new(predicted::DATA_FREE.to_owned(), types, preds);
-    choose(&model.model, &model.label, &source, (target, asked), false)
+    let m = imatrix.map(|m| &m.imatrix);
+    let preds = crate::sensitivity::predictions(model, m, &types, predicted::covered, cancelled, on_progress).await?;
+    let source = predicted::Predicted::new(predicted::source(imatrix.map(|m| m.name.as_str())), types, preds);
+    choose(&model.model, &model.label, &source, (target, asked), imatrix.is_some())
         .map_err(|e| Error::Refused(format!("{}, {asked}: {e}", model.label)))
 }
 

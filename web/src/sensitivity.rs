@@ -8,6 +8,7 @@ use crate::error::Error;
 use crate::pool;
 use crate::reads::{Jobs, Meter, Progress, Read, Reads, Slot, MAX_READ};
 use crate::source::Model;
+use organ_core::imatrix::Imatrix;
 use organ_core::model::TensorEntry;
 use organ_core::predict::steps::{self, Block, Energy, EnergyJob, RoundTripJob};
 use organ_core::predict::{Calibration, Prediction, Predictor};
@@ -16,6 +17,7 @@ use organ_core::sensitivity::predicted::{rows, PredictionReport, SCHEMA};
 use organ_core::sensitivity::report::{ReadBack, ReadError};
 use organ_core::zmeasure::ReadPlan;
 use organ_core::GgmlType;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// The largest sensitivity report opened, as `organ recipe --from` reads at most.
@@ -114,10 +116,14 @@ impl Jobs for Step3<'_> {
     }
 }
 
-/// Predicts, from the weights alone, the KLD of `model` with each weight `select` picks
-/// alone in each of `types`, by the core's steps. `cancelled` stops it between reads.
+/// Predicts the KLD of `model` with each weight `select` picks alone in each of `types`,
+/// by the core's steps, from `imatrix`'s column mean squares (its round trips steered by
+/// it, as the file is written) or, without one, from the weights alone; each source with
+/// its own calibration (`Calibration::for_source`), as `organ recipe --imatrix` and
+/// `--data-free` predict. `cancelled` stops it between reads.
 pub async fn predictions(
     model: &Model,
+    imatrix: Option<&Imatrix>,
     types: &[GgmlType],
     select: impl Fn(&str) -> bool,
     cancelled: &dyn Fn() -> bool,
@@ -125,7 +131,10 @@ pub async fn predictions(
 ) -> Result<Vec<Prediction>, Error> {
     let t0 = pool::now_ms();
     let threads = pool::start().await?;
-    let p = Predictor::new(&model.model, types, Calibration::DATA_FREE, None)
+    // The jobs outlive this call on the worker pool: the matrix goes with them, owned.
+    let imatrix = imatrix.map(|m| Cow::Owned(m.clone()));
+    let calibration = Calibration::for_source(imatrix.is_some());
+    let p = Predictor::new(&model.model, types, calibration, imatrix)
         .map_err(|e| Error::Refused(format!("{}: {e}", model.label)))?;
     let p = Arc::new(p);
     let energy_jobs = p.energy_jobs();
@@ -187,7 +196,7 @@ pub async fn predict(
     let picked: Vec<&str> =
         model.tensors.iter().filter(|t| is_weight(&t.name, &t.dims)).map(|t| t.name.as_str()).collect();
     let calibration = Calibration::DATA_FREE;
-    let predictions = predictions(model, &[ty], |n| picked.contains(&n), cancelled, on_progress).await?;
+    let predictions = predictions(model, None, &[ty], |n| picked.contains(&n), cancelled, on_progress).await?;
     let (tensors, not_predicted) = rows(predictions, &picked);
     Ok(PredictionReport {
         organ_sensitivity_prediction: SCHEMA,

@@ -20,7 +20,7 @@ use crate::imatrix::Imatrix;
 use crate::model::{Model, TensorEntry};
 use crate::quant::quantize::can_quantize;
 use crate::GgmlType;
-use alloc::borrow::ToOwned;
+use alloc::borrow::{Cow, ToOwned};
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -156,8 +156,9 @@ pub struct Predictor<'i> {
     pub types: Vec<GgmlType>,
     /// Scales a weighted error to a KLD.
     pub calibration: Calibration,
-    /// The importance matrix; `None`: data-free.
-    pub imatrix: Option<&'i Imatrix>,
+    /// The importance matrix (borrowed, or owned where the jobs must outlive the caller,
+    /// as the browser's worker pool needs); `None`: data-free.
+    pub imatrix: Option<Cow<'i, Imatrix>>,
 }
 
 impl<'i> Predictor<'i> {
@@ -171,7 +172,7 @@ impl<'i> Predictor<'i> {
         model: &Model<T>,
         types: &[GgmlType],
         calibration: Calibration,
-        imatrix: Option<&'i Imatrix>,
+        imatrix: Option<Cow<'i, Imatrix>>,
     ) -> Result<Self> {
         if let Some(ty) = types.iter().find(|t| !can_quantize(**t)) {
             return Err(Error::Unsupported {
@@ -214,7 +215,7 @@ impl<'i> Predictor<'i> {
             }
             (EnergyJob::Weight { kind, .. }, [t, rest @ ..], [v, gains @ ..]) => {
                 let (n_in, _) = two_d(t)?;
-                let cols = match (self.imatrix, rest, gains) {
+                let cols = match (self.imatrix.as_deref(), rest, gains) {
                     _ if matches!(kind, Kind::AttnOutput | Kind::FfnDown) => None,
                     (Some(im), [], []) => Some(im.column_weights(&t.name, &t.dims)?),
                     (None, [norm], [g]) => {
@@ -273,7 +274,7 @@ impl<'i> Predictor<'i> {
         let mut layers = Vec::with_capacity(n);
         for (l, (e, cols)) in blocks.into_iter().enumerate() {
             let l32 = l as u32;
-            let (o_cols, d_cols) = match self.imatrix {
+            let (o_cols, d_cols) = match self.imatrix.as_deref() {
                 Some(im) => {
                     let col = |k: Kind| {
                         let t: &TensorEntry = tensor(model, &k.weight(l32))?.borrow();
@@ -330,7 +331,7 @@ impl<'i> Predictor<'i> {
         // Quantized as the file will be: under the importance matrix's weights as
         // llama-quantize takes them (none for a weight it has no entry for); data-free,
         // by the plain quantizer, as llama-quantize writes without --imatrix.
-        let qw = match self.imatrix {
+        let qw = match self.imatrix.as_deref() {
             Some(im) => im.quant_weights_of(&t.name, &t.dims).map_err(|e| in_tensor(&t.name, e))?,
             None => None,
         };

@@ -6,6 +6,7 @@ use crate::ggml_type::GgmlType;
 use crate::imatrix::{Entry, Imatrix};
 use crate::model::TensorEntry;
 use crate::quantize::QuantImatrix;
+use alloc::borrow::Cow;
 use alloc::string::ToString;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -105,7 +106,12 @@ fn predictions_round_trip_as_the_file_is_written() {
     let types = vec![GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q8_0];
     let shape = Shape { n_layer: 1, n_head: 1, n_head_kv: 1 };
     for imatrix in [Some(&im), None] {
-        let p = Predictor { shape, types: types.clone(), calibration: Calibration::IMATRIX, imatrix };
+        let p = Predictor {
+            shape,
+            types: types.clone(),
+            calibration: Calibration::IMATRIX,
+            imatrix: imatrix.map(Cow::Borrowed),
+        };
         let got = p.predict(&blocks, &job, &t, &w).unwrap();
         for (o, &ty) in got.options.iter().zip(&types) {
             let q = match imatrix {

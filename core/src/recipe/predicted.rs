@@ -37,6 +37,15 @@ pub const CANDIDATES: [GgmlType; 11] = [
 /// Where a data-free recipe's losses come from, as its table says.
 pub const DATA_FREE: &str = "predicted from the weights alone (data-free)";
 
+/// Where a recipe's losses come from, as its table says: [`DATA_FREE`], or the importance
+/// matrix `imatrix` names (its path on the command line, its file name in the page).
+pub fn source(imatrix: Option<&str>) -> String {
+    match imatrix {
+        Some(name) => format!("predicted from the importance matrix {name}"),
+        None => DATA_FREE.into(),
+    }
+}
+
 /// The type tensors outside the prediction keep.
 pub const UNCOVERED: GgmlType = GgmlType::Q8_0;
 

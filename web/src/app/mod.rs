@@ -468,7 +468,7 @@ pub fn App() -> impl IntoView {
                             n if n.is_empty() => "Optionally, an importance matrix (llama-imatrix's .gguf)".to_owned(),
                             n => format!("Importance matrix: {n} (drop another to replace it)"),
                         })
-                        hint="It steers the quantizers as llama-quantize --imatrix does." />
+                        hint="It steers the quantizers as llama-quantize --imatrix does, and a recipe for a size is predicted from it." />
                 }.into_any(),
                 Mode::Compare => view! {
                     <CompareInputs names=c.chosen_names() on_files=Callback::new(move |(role, files)| c.choose(role, files)) slim />

@@ -47,6 +47,8 @@ impl Controller {
                 Ok(m) => {
                     self.quant_imatrix_name.set(m.name.clone());
                     self.quant_imatrix.set(Some(Rc::new(m)));
+                    // A recipe is predicted from the matrix beside it (or none): chosen again.
+                    self.quant_recipe.set(None);
                     self.quantized.set(Quantized::Idle);
                 }
                 Err(e) => self.phase.set(Phase::Error(e.to_string())),
@@ -59,6 +61,7 @@ impl Controller {
         if !self.busy() {
             self.quant_imatrix.set(None);
             self.quant_imatrix_name.set(String::new());
+            self.quant_recipe.set(None);
         }
     }
 
@@ -146,7 +149,7 @@ impl Controller {
         if choice == RECIPE {
             let r = self.quant_recipe.get_untracked().ok_or_else(|| {
                 Error::Refused(
-                    "No recipe yet: give a target and choose one (it is predicted from the weights alone).".into(),
+                    "No recipe yet: give a target and choose one (it is predicted from the importance matrix dropped, or from the weights alone).".into(),
                 )
             })?;
             let ftype = Ftype::from_id(DEFAULT_FTYPE.1).ok_or(Error::Internal("the recipe's file type"))?;
@@ -162,15 +165,17 @@ impl Controller {
         self.quant_recipe.read_only()
     }
 
-    /// Chooses the data-free recipe for the model opened within `target` (`5.5bpw`, `90M`)
-    /// among `types` (comma-separated; empty: `organ recipe`'s default list), as `organ
-    /// recipe MODEL --data-free --types … --target-…` chooses it; the preview then shows
-    /// its plan.
+    /// Chooses the recipe for the model opened within `target` (`5.5bpw`, `90M`) among
+    /// `types` (comma-separated; empty: `organ recipe`'s default list), predicted from the
+    /// importance matrix dropped or from the weights alone, as `organ recipe MODEL
+    /// --imatrix I` or `--data-free`, `--types … --target-…` chooses it; the preview then
+    /// shows its plan, and the file is quantized under the same matrix, as `--apply` does.
     pub fn quantize_recipe(self, (target, types): (String, String)) {
         let Some(model) = self.quant_model.get_untracked() else { return };
         if self.busy() {
             return;
         }
+        let im = self.quant_imatrix.get_untracked();
         self.cancel.set(false);
         self.quantized.set(Quantized::Idle);
         spawn_local(async move {
@@ -181,7 +186,7 @@ impl Controller {
                 self.progress.set(Progress::default());
                 self.phase.set(Phase::Predicting(model.label.clone()));
                 let (cancelled, progress) = (&|| self.cancel.get_untracked(), &|p| self.progress.set(p));
-                quant::recipe(&model, &types, (target, &asked), cancelled, progress).await
+                quant::recipe(&model, im.as_deref(), &types, (target, &asked), cancelled, progress).await
             }
             .await;
             match r {

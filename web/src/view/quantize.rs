@@ -31,7 +31,8 @@ pub fn QuantizeView(
     on_no_imatrix: Callback<()>,
     /// The recipe chosen last, if any.
     recipe: ReadSignal<Option<Arc<Recipe>>, LocalStorage>,
-    /// Choose the data-free recipe for a target (`5.5bpw`, `90M`) among types.
+    /// Choose the recipe for a target (`5.5bpw`, `90M`) among types, predicted from the
+    /// importance matrix dropped or from the weights alone.
     on_recipe: Callback<(String, String)>,
 ) -> impl IntoView {
     let ty = RwSignal::new(DEFAULT_TYPE.to_owned());
@@ -64,7 +65,11 @@ pub fn QuantizeView(
                     <button id="quant-recipe-go" on:click=move |_| on_recipe.run((target.get_untracked(), types.get_untracked()))>
                         "Choose the recipe"</button>
                 </div>
-                <p class="mute">"Each block weight's KL divergence in each type is predicted from the weights alone (no text), and the types that minimise their sum within the target are chosen, as organ recipe --data-free chooses them; the other tensors stay Q8_0."</p>
+                <p class="mute">{move || format!(
+                    "Each block weight's KL divergence in each type is predicted {}, and the types that minimise their sum within the target are chosen, as organ recipe {} chooses them; the other tensors stay Q8_0.",
+                    if imatrix.get().is_empty() { "from the weights alone (no text)".to_owned() } else { format!("from the importance matrix {}, and the file is quantized under it", imatrix.get()) },
+                    if imatrix.get().is_empty() { "--data-free" } else { "--imatrix" },
+                )}</p>
                 {shown}
             }
         })
@@ -78,7 +83,7 @@ pub fn QuantizeView(
         types.join(", ")
     );
     let options = (NAMES.iter().map(|(n, _)| (*n, *n)))
-        .chain(std::iter::once((RECIPE, "a recipe for a size (data-free)")))
+        .chain(std::iter::once((RECIPE, "a recipe for a size")))
         .map(|(v, label)| view! { <option value=v selected=v == DEFAULT_TYPE>{label}</option> })
         .collect_view();
     view! {

@@ -6,7 +6,7 @@ use anyhow::Result;
 use organ_core::ggml_type::GgmlType;
 use organ_core::imatrix::Imatrix;
 pub use organ_core::recipe::predicted::Predicted;
-use organ_core::recipe::predicted::{covered, prediction_types, DATA_FREE};
+use organ_core::recipe::predicted::{covered, prediction_types, source};
 use std::path::Path;
 
 /// Predicts every block weight of `model` in each of `types` (and Q8_0), from `imatrix`
@@ -18,9 +18,6 @@ use std::path::Path;
 pub fn predicted(model: &Model, imatrix: Option<(&Path, &Imatrix)>, types: &[GgmlType]) -> Result<Predicted> {
     let types = prediction_types(types);
     let preds = crate::predict::predict(model, imatrix.map(|i| i.1), &types, covered)?;
-    let source = match imatrix {
-        Some((p, _)) => format!("predicted from the importance matrix {}", p.display()),
-        None => DATA_FREE.to_owned(),
-    };
+    let source = source(imatrix.map(|(p, _)| p.display().to_string()).as_deref());
     Ok(Predicted::new(source, types, preds))
 }

@@ -11,6 +11,8 @@
 # (or GIB): rows of 2048 and 5632, so every K-quant applies; it has no tokenizer, so its
 # importance matrix is a synthetic one in llama-imatrix's format (seeded mean squares over
 # 4 decades, 512 tokens, with the metadata llama-quantize asks for).
+# A mix llama-quantize refuses without a matrix (its low-bit tensors need one: IQ2_XXS,
+# IQ1_S, …) must be refused by organ too, and is timed with the matrix only.
 # Usage: bench/quantize-vs-llama.sh [MODEL.gguf|big[:GIB]] [RUNS=3] [THREADS=nproc] [TYPES="Q4_K_M IQ4_XS Q8_0"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -70,8 +72,16 @@ status=0
 for ty in $TYPES; do
   for im in "" "--imatrix $work/im.gguf"; do
     label=$ty${im:+ +imatrix}
-    "$bin/llama-quantize" $im "$work/base.gguf" "$work/llama.gguf" "$ty" "$THREADS" > /dev/null 2>&1
-    "$ORGAN" quantize $im "$work/base.gguf" "$work/organ.gguf" "$ty" "$THREADS" > /dev/null
+    l_ok=0 o_ok=0
+    "$bin/llama-quantize" $im "$work/base.gguf" "$work/llama.gguf" "$ty" "$THREADS" > /dev/null 2>&1 || l_ok=$?
+    "$ORGAN" quantize $im "$work/base.gguf" "$work/organ.gguf" "$ty" "$THREADS" > /dev/null 2>&1 || o_ok=$?
+    if [ -z "$im" ] && [ "$l_ok" != 0 ] && [ "$o_ok" != 0 ]; then
+      # A mix whose low-bit tensors need a matrix (IQ2_XXS, IQ1_S, …): timed with one only.
+      echo "$label: refused without an importance matrix by both"
+      rm -f "$work/llama.gguf" "$work/organ.gguf"
+      continue
+    fi
+    [ "$l_ok$o_ok" = 00 ] || { echo "$label: llama-quantize exited $l_ok, organ $o_ok"; exit 1; }
     cmp -s "$work/llama.gguf" "$work/organ.gguf" || { echo "$label: organ's file differs from llama-quantize's"; exit 1; }
     rm -f "$work/llama.gguf" "$work/organ.gguf"
     # shellcheck disable=SC2086 # $im is words

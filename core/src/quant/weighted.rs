@@ -14,7 +14,7 @@ use super::codebook4::encode as iq4;
 use super::float::f32_to_f16;
 use super::k_quants::{encode as k, encode_low as klow};
 use super::legacy::encode::pack5;
-use super::search::{make_qkx3_quants, make_qp_quants, make_qx_quants};
+use super::search::{make_qkx, make_qp_quants, make_qx_quants, Qkx};
 use super::{iq1_quant, iq2_quant};
 use crate::ggml_type::GgmlType;
 use alloc::vec::Vec;
@@ -106,8 +106,8 @@ fn q5_0(x: &[f32], qw: &[f32], out: &mut Vec<u8>) {
 
 /// The asymmetric legacy block (Q4_1, Q5_1): d, m = -min, then the levels.
 fn legacy_min(xb: &[f32], w: &[f32; 32], nmax: i32, out: &mut Vec<u8>) -> [u8; 32] {
-    let (mut l, mut aux) = ([0u8; 32], [0u8; 32]);
-    let (d, min) = make_qkx3_quants(xb, w, nmax, &mut l, &mut aux);
+    let mut l = [0u8; 32];
+    let [(d, min)] = make_qkx::<1, 32>(Qkx::qkx3(nmax), xb, w, &mut l);
     out.extend_from_slice(&f32_to_f16(d).to_le_bytes());
     out.extend_from_slice(&f32_to_f16(-min).to_le_bytes());
     l
@@ -140,14 +140,13 @@ fn super_blocks<'a>(x: &'a [f32], qw: &'a [f32], k: f32) -> impl Iterator<Item =
 fn q2_k(x: &[f32], qw: &[f32], out: &mut Vec<u8>) {
     for (xs, qs, sigma2) in super_blocks(x, qw, 1.0) {
         let mut levels = [0u8; 256];
-        let (mut scales, mut mins, mut sw) = ([0f32; 16], [0f32; 16], [0f32; 16]);
-        let mut aux = [0u8; 16];
+        let (mut w, mut sw) = ([0f32; 256], [0f32; 16]);
         for j in 0..16 {
-            let w = weights::<16>(&xs[16 * j..], &qs[16 * j..], sigma2);
-            sw[j] = total(&w);
-            let ls = &mut levels[16 * j..16 * j + 16];
-            (scales[j], mins[j]) = make_qkx3_quants(&xs[16 * j..16 * j + 16], &w, 3, ls, &mut aux);
+            w[16 * j..16 * j + 16].copy_from_slice(&weights::<16>(&xs[16 * j..], &qs[16 * j..], sigma2));
+            sw[j] = total(&w[16 * j..16 * j + 16]);
         }
+        let found = make_qkx::<16, 16>(Qkx::qkx3(3), xs, &w, &mut levels);
+        let (scales, mins) = (found.map(|f| f.0), found.map(|f| f.1));
         let (mut ls, mut lm) = ([0u8; 16], [0u8; 16]);
         let dm = make_qp_quants(&scales, 15, &mut ls, &sw);
         let mm = make_qp_quants(&mins, 15, &mut lm, &sw);
@@ -188,14 +187,13 @@ fn q3_k(x: &[f32], qw: &[f32], out: &mut Vec<u8>) {
 fn k4(x: &[f32], qw: &[f32], nmax: i32, cap: bool, out: &mut Vec<u8>) {
     for (xs, qs, sigma2) in super_blocks(x, qw, 2.0) {
         let mut levels = [0u8; 256];
-        let (mut scales, mut mins, mut sw) = ([0f32; 8], [0f32; 8], [0f32; 8]);
-        let mut aux = [0u8; 32];
+        let (mut w, mut sw) = ([0f32; 256], [0f32; 8]);
         for j in 0..8 {
-            let w = weights::<32>(&xs[32 * j..], &qs[32 * j..], sigma2);
-            sw[j] = total(&w);
-            let l = &mut levels[32 * j..32 * j + 32];
-            (scales[j], mins[j]) = make_qkx3_quants(&xs[32 * j..32 * j + 32], &w, nmax, l, &mut aux);
+            w[32 * j..32 * j + 32].copy_from_slice(&weights::<32>(&xs[32 * j..], &qs[32 * j..], sigma2));
+            sw[j] = total(&w[32 * j..32 * j + 32]);
         }
+        let found = make_qkx::<8, 32>(Qkx::qkx3(nmax), xs, &w, &mut levels);
+        let (scales, mins) = (found.map(|f| f.0), found.map(|f| f.1));
         let (mut ls, mut lm) = ([0u8; 8], [0u8; 8]);
         let d_block = make_qp_quants(&scales, 63, &mut ls, &sw);
         let m_block = make_qp_quants(&mins, 63, &mut lm, &sw);

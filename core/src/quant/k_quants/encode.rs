@@ -5,7 +5,7 @@
 //! gguf-py 0.19.0 has no quantizer for these types.
 
 use super::super::float::{f16_to_f32, f32_to_f16};
-use super::super::search::{make_qkx2_quants, make_qx_quants, nearest_int, GROUP_MAX_EPS};
+use super::super::search::{make_qkx, make_qx_quants, nearest_int, Qkx, GROUP_MAX_EPS};
 use alloc::vec::Vec;
 
 /// The per-32 scales and mins of one Q4_K/Q5_K super-block, quantized to 6 bits against
@@ -14,20 +14,20 @@ use alloc::vec::Vec;
 fn k4_scales(x: &[f32], nmax: i32, rmin: f32, nstep: i32, levels: &mut [u8; 256]) -> (u16, u16, [u8; 12]) {
     let mut scales = [0f32; 8];
     let mut mins = [0f32; 8];
-    let (mut weights, mut aux) = ([0f32; 32], [0u8; 32]);
+    let mut weights = [0f32; 256];
     let (mut max_scale, mut max_min) = (0f32, 0f32);
-    for j in 0..8 {
-        let xs = &x[32 * j..32 * j + 32];
+    for (xs, ws) in x.chunks_exact(32).zip(weights.chunks_exact_mut(32)) {
         let mut sum_x2 = 0f32;
         for &v in xs {
             sum_x2 += v * v;
         }
         let av_x = libm::sqrtf(sum_x2 / 32.0);
-        for (w, &v) in weights.iter_mut().zip(xs) {
+        for (w, &v) in ws.iter_mut().zip(xs) {
             *w = av_x + v.abs();
         }
-        let (s, m) =
-            make_qkx2_quants(xs, &weights, nmax, &mut levels[32 * j..32 * j + 32], &mut aux, rmin, 0.1, nstep, false);
+    }
+    let found = make_qkx::<8, 32>(Qkx::qkx2(nmax, rmin, 0.1, nstep, false), x, &weights, levels);
+    for (j, (s, m)) in found.into_iter().enumerate() {
         scales[j] = s;
         mins[j] = m;
         if s > max_scale {

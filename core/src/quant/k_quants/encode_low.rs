@@ -6,7 +6,7 @@
 //! no quantizer for these types.
 
 use super::super::float::{f16_to_f32, f32_to_f16};
-use super::super::search::{make_q3_quants, make_qkx2_quants, nearest_int};
+use super::super::search::{make_q3_quants, make_qkx, nearest_int, Qkx};
 use alloc::vec::Vec;
 
 /// Packs 256 two-bit levels as Q2_K and Q3_K store them: byte `l` of each 32-byte half
@@ -27,16 +27,12 @@ fn pack_2bit(levels: &[u8; 256]) -> [u8; 64] {
 pub fn q2_k(x: &[f32], out: &mut Vec<u8>) {
     const Q4SCALE: f32 = 15.0;
     let mut levels = [0u8; 256];
-    let (mut weights, mut aux) = ([0f32; 16], [0u8; 16]);
     let (mut scales, mut mins) = ([0f32; 16], [0f32; 16]);
     let (mut max_scale, mut max_min) = (0f32, 0f32);
-    for j in 0..16 {
-        let xs = &x[16 * j..16 * j + 16];
-        for (w, &v) in weights.iter_mut().zip(xs) {
-            *w = v.abs();
-        }
-        let ls = &mut levels[16 * j..16 * j + 16];
-        (scales[j], mins[j]) = make_qkx2_quants(xs, &weights, 3, ls, &mut aux, -0.5, 0.1, 15, true);
+    let weights: [f32; 256] = core::array::from_fn(|i| x[i].abs());
+    let found = make_qkx::<16, 16>(Qkx::qkx2(3, -0.5, 0.1, 15, true), x, &weights, &mut levels);
+    for (j, (s, m)) in found.into_iter().enumerate() {
+        (scales[j], mins[j]) = (s, m);
         if scales[j] > max_scale {
             max_scale = scales[j];
         }

@@ -94,40 +94,35 @@ pub mod encode {
 
     /// ggml's `best_index_int8` over the 16 IQ4_NL values: the index of the value nearest
     /// `x` (the upper one on a tie), by bisection.
-    fn best_index(x: f32) -> u8 {
-        let val = |i: usize| f32::from(VALUES[i]);
-        if x <= val(0) {
-            return 0;
-        }
-        if x >= val(15) {
-            return 15;
-        }
+    ///
+    /// ggml's loop runs three or four halvings; this runs four, each a select rather than
+    /// a branch (a mispredicted branch per halving was most of IQ4_XS's time). A fourth
+    /// halving of a bracket already one wide is a no-op: its midpoint is `ml`, and
+    /// `x < VALUES[ml]` is false (`x` is at or above it, or NaN, which no comparison
+    /// takes), for every `x` the two ends do not answer.
+    pub(super) fn best_index(x: f32) -> u8 {
+        const VALUES_F32: [f32; 16] = {
+            let mut v = [0f32; 16];
+            let mut i = 0;
+            while i < 16 {
+                v[i] = VALUES[i] as f32;
+                i += 1;
+            }
+            v
+        };
+        let val = |i: usize| VALUES_F32[i];
         let (mut ml, mut mu) = (0, 15);
-        while mu - ml > 1 {
+        for _ in 0..4 {
             let mav = (ml + mu) / 2;
-            if x < val(mav) {
-                mu = mav;
-            } else {
-                ml = mav;
-            }
+            let below = x < val(mav);
+            mu = if below { mav } else { mu };
+            ml = if below { ml } else { mav };
         }
-        (if x - val(mu - 1) < val(mu) - x { mu - 1 } else { mu }) as u8
-    }
-
-    /// The weighted sums ggml's search compares: Σ w·q·x and Σ w·q² of the codes nearest
-    /// `id * x`, writing the codes to `l` when given.
-    fn sums(x: &[f32; 32], w: &[f32; 32], id: f32, mut l: Option<&mut [u8; 32]>) -> (f32, f32) {
-        let (mut sumqx, mut sumq2) = (0f32, 0f32);
-        for (j, &v) in x.iter().enumerate() {
-            let k = best_index(id * v);
-            if let Some(l) = l.as_deref_mut() {
-                l[j] = k;
-            }
-            let q = f32::from(VALUES[usize::from(k)]);
-            sumqx += w[j] * q * v;
-            sumq2 += w[j] * q * q;
-        }
-        (sumqx, sumq2)
+        // Below VALUES[0] the halvings end at mu 0, an answer the selects below replace.
+        let mu = mu.max(1);
+        let mid = if x - val(mu - 1) < val(mu) - x { mu - 1 } else { mu };
+        let k = if x >= val(15) { 15 } else { mid };
+        (if x <= val(0) { 0 } else { k }) as u8
     }
 
     /// ggml's weights without an importance matrix: x².
@@ -148,15 +143,28 @@ pub mod encode {
         if amax < GROUP_MAX_EPS {
             return 0.0;
         }
+        // The first guess and the 2·NTRY + 1 tries, summed side by side: a try's sums do
+        // not depend on the others', only the comparisons below do, in ggml's order.
+        const TRIES: usize = 2 * NTRY as usize + 2;
         let v0 = f32::from(VALUES[0]);
-        let (sumqx, sumq2) = sums(x, w, 1.0 / (-max / v0), None);
-        let mut d = if sumq2 > 0.0 { sumqx / sumq2 } else { 0.0 };
-        let mut best = d * sumqx;
-        for itry in -NTRY..=NTRY {
-            let (sumqx, sumq2) = sums(x, w, (itry + i32::from(VALUES[0])) as f32 / max, None);
-            if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
-                d = sumqx / sumq2;
-                best = d * sumqx;
+        let mut ids = [1.0 / (-max / v0); TRIES];
+        for (id, itry) in ids[1..].iter_mut().zip(-NTRY..=NTRY) {
+            *id = (itry + i32::from(VALUES[0])) as f32 / max;
+        }
+        let (mut sumqx, mut sumq2) = ([0f32; TRIES], [0f32; TRIES]);
+        for (j, &v) in x.iter().enumerate() {
+            for t in 0..TRIES {
+                let q = f32::from(VALUES[usize::from(best_index(ids[t] * v))]);
+                sumqx[t] += w[j] * q * v;
+                sumq2[t] += w[j] * q * q;
+            }
+        }
+        let mut d = if sumq2[0] > 0.0 { sumqx[0] / sumq2[0] } else { 0.0 };
+        let mut best = d * sumqx[0];
+        for t in 1..TRIES {
+            if sumq2[t] > 0.0 && sumqx[t] * sumqx[t] > best * sumq2[t] {
+                d = sumqx[t] / sumq2[t];
+                best = d * sumqx[t];
             }
         }
         d
@@ -172,8 +180,8 @@ pub mod encode {
     /// [`iq4_nl`] under weights `w` (the importance matrix's, or x²).
     pub(in crate::quant) fn iq4_nl_weighted(x: &[f32; 32], w: &[f32; 32], out: &mut Vec<u8>) {
         let d = block_scale(x, w);
-        let mut l = [0u8; 32];
-        sums(x, w, if d != 0.0 { 1.0 / d } else { 0.0 }, Some(&mut l));
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let l = x.map(|v| best_index(id * v));
         out.extend_from_slice(&f32_to_f16(d).to_le_bytes());
         out.extend((0..16).map(|j| l[j] | (l[j + 16] << 4)));
     }
@@ -311,6 +319,42 @@ pub mod encode {
 
 #[cfg(test)]
 mod tests {
+    /// ggml's `best_index_int8` as written (a branch per halving, 3 or 4 of them), the
+    /// oracle for the branch-free [`super::encode::best_index`].
+    fn ggml_best_index(x: f32) -> u8 {
+        let val = |i: usize| f32::from(super::KVALUES_IQ4NL[i]);
+        if x <= val(0) {
+            return 0;
+        }
+        if x >= val(15) {
+            return 15;
+        }
+        let (mut ml, mut mu) = (0, 15);
+        while mu - ml > 1 {
+            let mav = (ml + mu) / 2;
+            if x < val(mav) {
+                mu = mav;
+            } else {
+                ml = mav;
+            }
+        }
+        (if x - val(mu - 1) < val(mu) - x { mu - 1 } else { mu }) as u8
+    }
+
+    /// Every f32 from -256 to 256 whose low 8 bits are zero (every code's bracket, its
+    /// ties and ends), plus NaN, the infinities, and the largest and smallest magnitudes.
+    #[test]
+    fn best_index_is_ggmls_bisection() {
+        let mut xs = alloc::vec![f32::NAN, f32::INFINITY, f32::NEG_INFINITY, f32::MAX, f32::MIN, 0.0, -0.0, 1e-45];
+        for v in super::KVALUES_IQ4NL.windows(2) {
+            xs.push((f32::from(v[0]) + f32::from(v[1])) / 2.0);
+        }
+        xs.extend((0..=0x4380_0000u32).step_by(256).flat_map(|b| [f32::from_bits(b), -f32::from_bits(b)]));
+        for x in xs {
+            assert_eq!(super::encode::best_index(x), ggml_best_index(x), "{x:e}");
+        }
+    }
+
     /// MXFP4's exponent is `floor(log2f(amax))`: organ's `libm::log2f` must floor as the
     /// platform's (glibc's, which ggml calls) does. Their last bits differ on some floats,
     /// but a floor can only differ where log2 is within about 90 ulps of a power of two

@@ -47,11 +47,27 @@ impl Qkx {
     /// A step's level for `v = iscale · (x - min)`.
     #[inline(always)]
     fn level(self, v: f32) -> i32 {
+        // Written without branches on `v` (both sides are cheap and safe for any `v`), so
+        // the lanes stay in vector registers.
         match self.round {
-            Round::Clamped => nearest_int(v).clamp(0, self.nmax),
-            Round::Capped if v > 0.0 => nearest_int(v.min(self.nmax as f32)),
-            Round::Capped => 0,
+            Round::Clamped => self.clamp(nearest_int(v)),
+            Round::Capped => {
+                let nmax = self.nmax as f32;
+                // `v < nmax ? v : nmax` is ggml's MIN, and f32::min, for every v > 0.
+                let capped = nearest_int(if v < nmax { v } else { nmax });
+                if v > 0.0 {
+                    capped
+                } else {
+                    0
+                }
+            }
         }
+    }
+
+    /// `q` clamped to `0..=nmax` (`i32::clamp` without its check that `0 <= nmax`).
+    #[inline(always)]
+    fn clamp(self, q: i32) -> i32 {
+        q.max(0).min(self.nmax)
     }
 
     #[inline(always)]
@@ -122,7 +138,7 @@ pub(in crate::quant) fn make_qkx<const L: usize, const N: usize>(
     let mut best_error = [0f32; L];
     for i in 0..N {
         for k in 0..L {
-            let q = nearest_int(iscale[k] * (xt[i][k] - min[k])).clamp(0, s.nmax) as f32;
+            let q = s.clamp(nearest_int(iscale[k] * (xt[i][k] - min[k]))) as f32;
             best_error[k] += wt[i][k] * s.error(scale[k] * q + min[k] - xt[i][k]);
         }
     }
@@ -176,7 +192,7 @@ pub(in crate::quant) fn make_qkx<const L: usize, const N: usize>(
         }
         for (l, &v) in out.iter_mut().zip(&x[N * k..N * k + N]) {
             let v = won_iscale[k] * (v - won_min[k]);
-            *l = if won_step[k] { s.level(v) } else { nearest_int(v).clamp(0, s.nmax) } as u8;
+            *l = if won_step[k] { s.level(v) } else { s.clamp(nearest_int(v)) } as u8;
         }
         (scale[k], -min[k])
     })
@@ -222,7 +238,8 @@ pub(in crate::quant) fn make_qx_quants(x: &[f32], nmax: i32, l: &mut [i8], qw: O
         let w = qw.map_or(v * v, |qw| qw[i]);
         let wv = w * v;
         for k in 0..SCALES {
-            let q = nearest_int(iscales[k] * v).clamp(lo, hi) as f32;
+            // max/min rather than clamp, whose check that lo <= hi kept this scalar.
+            let q = nearest_int(iscales[k] * v).max(lo).min(hi) as f32;
             sumlx[k] += wv * q;
             suml2[k] += w * q * q;
         }
@@ -369,5 +386,40 @@ pub(in crate::quant) fn make_qp_quants(x: &[f32], nmax: i32, l: &mut [u8], w: &[
         sumlx / suml2
     } else {
         0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{make_qkx, Qkx};
+
+    /// A group's lane gives what the group alone gives, whatever its neighbours hold: flat
+    /// groups (all zero, all one positive value) beside a spike, a ramp and noise, under
+    /// both searches and both errors.
+    #[test]
+    fn each_lane_is_its_group_alone() {
+        let mut x = [0f32; 256];
+        let mut seed = 7u32;
+        for (i, v) in x.iter_mut().enumerate() {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            *v = match i / 32 {
+                0 => 0.0,
+                1 => 0.25,
+                2 => f32::from(u8::from(i % 32 == 5)) * 3.0,
+                3 => i as f32 / 64.0 - 1.5,
+                _ => (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.4,
+            };
+        }
+        let w: [f32; 256] = core::array::from_fn(|i| x[i].abs() + 0.01 * (i % 7) as f32);
+        for s in [Qkx::qkx2(15, -1.0, 0.1, 20, false), Qkx::qkx2(3, -0.5, 0.1, 15, true), Qkx::qkx3(31)] {
+            let mut together = [0u8; 256];
+            let all = make_qkx::<8, 32>(s, &x, &w, &mut together);
+            for j in 0..8 {
+                let mut alone = [0u8; 32];
+                let [one] = make_qkx::<1, 32>(s, &x[32 * j..32 * j + 32], &w[32 * j..32 * j + 32], &mut alone);
+                assert_eq!((all[j].0.to_bits(), all[j].1.to_bits()), (one.0.to_bits(), one.1.to_bits()), "group {j}");
+                assert_eq!(together[32 * j..32 * j + 32], alone, "group {j}");
+            }
+        }
     }
 }

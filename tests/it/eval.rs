@@ -139,6 +139,31 @@ fn the_q8_0_requant_against_the_q4_1_diverges_a_little() {
     assert!(f(&r["base_perplexity"]["value"]) > 1.0, "{r}");
 }
 
+/// `--gpu-layers` and `--device` reach llama-perplexity's command line as given: `none`
+/// with every layer runs on this CPU-only build and gives the plain run's perplexity; a
+/// device it does not have fails with llama.cpp's own sentence naming it; a malformed
+/// list is refused by organ before llama.cpp runs. (No GPU here: what a GPU run gives is
+/// not tested.)
+#[test]
+fn gpu_layers_and_device_reach_llama_perplexity() {
+    let Some(model) = need::smollm2_and_llama() else { return };
+    let dir = test_dir("offload");
+    let (_, plain) = evaluated(eval(&model, &text(), &dir, &[]), &dir);
+    let flags = ["--gpu-layers", "all", "--device", "none", "--force"].map(std::ffi::OsStr::new);
+    let (_, offloaded) = evaluated(eval(&model, &text(), &dir, &flags), &dir);
+    assert_eq!(offloaded["perplexity"], plain["perplexity"]);
+    let flags = ["--device", "NOPE0", "--force"].map(std::ffi::OsStr::new);
+    let err = fails(eval(&model, &text(), &dir, &flags));
+    assert!(err.contains("invalid device: NOPE0"), "{err}");
+    no_temp_left(&dir);
+    for (flag, bad) in [("--device", "CUDA0;rm"), ("--device", ""), ("--gpu-layers", "most")] {
+        let o = eval(&model, &text(), &dir, &[flag.as_ref(), bad.as_ref()]).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flag} {bad}: a usage error: {err}");
+        assert!(err.contains(flag) && err.contains(&format!("{bad:?}")), "{flag} {bad}: {err}");
+    }
+}
+
 #[test]
 fn a_text_shorter_than_two_contexts_is_refused() {
     let Some(model) = need::smollm2_and_llama() else { return };

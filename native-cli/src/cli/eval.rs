@@ -3,7 +3,7 @@
 
 use super::{guard, Argv, Exit, Force, Out, ToArgs};
 use crate::cmd::{self, eval::JudgeArgs};
-use crate::llama_cpp::perplexity::{Adapters, Scaled};
+use crate::llama_cpp::perplexity::{Adapters, Offload, Scaled};
 use anyhow::Result;
 use std::path::PathBuf;
 
@@ -40,6 +40,8 @@ pub struct EvalArgs {
     #[arg(long, value_name = "DIR")]
     pub llama_cpp: Option<PathBuf>,
     #[command(flatten)]
+    pub offload: Offload,
+    #[command(flatten)]
     pub force: Force,
 }
 
@@ -57,6 +59,7 @@ impl EvalArgs {
             chunks: None,
             json: None,
             llama_cpp: None,
+            offload: Offload::default(),
             force: Force::default(),
         }
     }
@@ -73,6 +76,7 @@ impl<'a> TryFrom<&'a EvalArgs> for cmd::eval::Options<'a> {
             chunks: a.chunks,
             llama_cpp: a.llama_cpp.clone(),
             adapters: Adapters { model: scaled(&a.lora)?, base: scaled(&a.base_lora)? },
+            offload: a.offload.clone(),
         };
         Ok(cmd::eval::Options {
             model: &a.model,
@@ -112,7 +116,14 @@ impl ToArgs for EvalArgs {
             .number("--chunks", self.chunks)
             .opt("--json", self.json.as_ref())
             .opt("--llama-cpp", self.llama_cpp.as_ref())
+            .flags(&self.offload)
             .flags(&self.force);
+    }
+}
+
+impl ToArgs for Offload {
+    fn to_args(&self, a: &mut Argv) {
+        a.opt("--gpu-layers", self.gpu_layers.as_ref()).opt("--device", self.device.as_ref());
     }
 }
 

@@ -114,6 +114,7 @@ impl<'a> TryFrom<&'a RecipeArgs> for cmd::recipe::Options<'a> {
                 chunks: a.chunks,
                 llama_cpp: a.llama_cpp.clone(),
                 adapters: Default::default(),
+                offload: Default::default(),
             }),
             llama_cpp: a.llama_cpp.as_deref(),
         });

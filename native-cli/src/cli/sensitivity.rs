@@ -2,6 +2,7 @@
 
 use super::{guard, Argv, Exit, Force, Out, ReportFiles, SelectArgs, Sensitivity, ToArgs};
 use crate::cmd::{self, eval::Settings};
+use crate::llama_cpp::perplexity::Offload;
 use anyhow::{bail, Result};
 use organ_core::sensitivity::{Change, DEFAULT_SEED};
 use organ_core::surgery::select::Selection;
@@ -76,6 +77,8 @@ pub struct SensitivityArgs {
     #[arg(long, value_name = "DIR")]
     pub llama_cpp: Option<PathBuf>,
     #[command(flatten)]
+    pub offload: Offload,
+    #[command(flatten)]
     pub force: Force,
 }
 
@@ -102,6 +105,7 @@ impl SensitivityArgs {
             no_cache: false,
             keep_models: None,
             llama_cpp: None,
+            offload: Offload::default(),
             force: Force::default(),
         }
     }
@@ -179,6 +183,7 @@ impl<'a> TryFrom<&'a SensitivityArgs> for cmd::sensitivity::Options<'a> {
                 chunks: a.chunks,
                 llama_cpp: a.llama_cpp.clone(),
                 adapters: Default::default(),
+                offload: a.offload.clone(),
             },
             repeat_text: a.repeat_text.clone(),
             jobs,
@@ -229,6 +234,7 @@ impl ToArgs for SensitivityArgs {
             .switch("--no-cache", self.no_cache)
             .opt("--keep-models", self.keep_models.as_ref())
             .opt("--llama-cpp", self.llama_cpp.as_ref())
+            .flags(&self.offload)
             .flags(&self.force);
     }
 }

@@ -49,6 +49,7 @@ impl JudgeArgs {
             chunks: None,
             llama_cpp: self.llama_cpp.clone(),
             adapters: Default::default(),
+            offload: Default::default(),
         })
     }
 }

@@ -177,7 +177,13 @@ pub fn run_metered(mut c: Command, progress: &mut dyn FnMut(u32, u32)) -> Result
     }
     if !status.success() {
         let tail: Vec<&str> = stderr.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect();
-        bail!("{name} failed ({status}):\n{}", tail.join("\n"));
+        // An argument llama.cpp refuses is named in the line before its usage text, which
+        // the tail would show instead.
+        let refused = stderr.lines().find(|l| l.to_ascii_lowercase().starts_with("error while handling argument"));
+        match refused {
+            Some(line) => bail!("{name} failed ({status}): {line}"),
+            None => bail!("{name} failed ({status}):\n{}", tail.join("\n")),
+        }
     }
     if let Some((done, total)) = meter.progress() {
         progress(done, total);

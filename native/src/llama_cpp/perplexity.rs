@@ -36,6 +36,51 @@ pub struct Settings {
     pub llama_cpp: Option<PathBuf>,
     /// LoRA adapters llama-perplexity applies at run time, to either side.
     pub adapters: Adapters,
+    /// Where llama-perplexity runs the model: its GPU layers and devices.
+    pub offload: Offload,
+}
+
+/// Where llama-perplexity runs the model (docs/judge.md): the layers it offloads (its
+/// `-ngl`: a number, `auto` or `all`) and the devices it uses (its `--device`: `CUDA0`,
+/// `CUDA0,CUDA1`, `none` for the CPU alone; `llama-perplexity --list-devices` names
+/// them). Each is passed through as given, checked for form only (llama.cpp says which
+/// device it does not have); without them, llama.cpp's own defaults.
+#[derive(clap::Args, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Offload {
+    /// Layers llama-perplexity offloads to a device: N, auto or all (its -ngl; default:
+    /// its own).
+    #[arg(long, value_name = "N|auto|all", value_parser = gpu_layers)]
+    pub gpu_layers: Option<String>,
+    /// The devices llama-perplexity runs on, comma-separated (its --device; none: the CPU
+    /// alone; llama-perplexity --list-devices names them).
+    #[arg(long, value_name = "DEV[,DEV…]", value_parser = devices)]
+    pub device: Option<String>,
+}
+
+/// `--gpu-layers`: a count, `auto` or `all`, as llama.cpp's `-ngl` takes it.
+fn gpu_layers(s: &str) -> Result<String, String> {
+    if s == "auto" || s == "all" || s.parse::<u32>().is_ok() {
+        Ok(s.to_owned())
+    } else {
+        Err(format!("{s:?}: give a number of layers, auto or all"))
+    }
+}
+
+/// The longest `--device` list taken.
+const MAX_DEVICES_LEN: usize = 256;
+
+/// `--device`: comma-separated device names (letters, digits, `_`, `-`, `.`, `:`), as
+/// llama.cpp's `--device` takes them.
+fn devices(s: &str) -> Result<String, String> {
+    let name_ok = |d: &str| !d.is_empty() && d.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c));
+    if s.len() <= MAX_DEVICES_LEN && s.split(',').all(name_ok) {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "{:?}: give device names separated by commas (none for the CPU alone), at most {MAX_DEVICES_LEN} bytes",
+            s.chars().take(64).collect::<String>()
+        ))
+    }
 }
 
 /// The adapters applied to each side of an evaluation (`--lora-scaled FILE:S`): the model
@@ -212,6 +257,12 @@ fn command(tool: &Path, m: &Handed, adapters: &[HandedAdapter], also: &[&Handed]
     }
     if let Some(n) = s.chunks {
         c.arg("--chunks").arg(n.max(1).to_string());
+    }
+    if let Some(n) = &s.offload.gpu_layers {
+        c.arg("-ngl").arg(n);
+    }
+    if let Some(d) = &s.offload.device {
+        c.arg("--device").arg(d);
     }
     c
 }

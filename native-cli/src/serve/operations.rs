@@ -8,6 +8,7 @@ use super::jobs::start_job;
 use super::outputs::{CHECK_OUT, DIFF_OUT, MEASURE_OUT};
 use super::{bad, ApiResult, AppState};
 use crate::cli::{self, argv, Force, ReportOutputs, Work};
+use crate::llama_cpp::perplexity::Offload;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -108,6 +109,12 @@ pub(super) struct EvalReq {
     ctx: Option<u32>,
     #[serde(default)]
     chunks: Option<u32>,
+    /// llama-perplexity's `-ngl` (`--gpu-layers`: a count, auto or all).
+    #[serde(default)]
+    gpu_layers: Option<String>,
+    /// llama-perplexity's `--device` (`--device`: names, comma-separated; none: the CPU).
+    #[serde(default)]
+    device: Option<String>,
 }
 
 pub(super) async fn measure(
@@ -251,6 +258,7 @@ pub(super) async fn eval(
     }
     let (lora, base_lora) =
         (super::lora::adapters(&s, &r.lora, "lora")?, super::lora::adapters(&s, &r.base_lora, "base_lora")?);
+    let offload = Offload::new(r.gpu_layers.as_deref(), r.device.as_deref()).map_err(|e| bad(e.to_string()))?;
     start_job(
         &s,
         "eval",
@@ -260,6 +268,7 @@ pub(super) async fn eval(
             (e.lora, e.base_lora) = (lora, base_lora);
             e.ctx = r.ctx.unwrap_or(e.ctx);
             e.chunks = r.chunks;
+            e.offload = offload;
             e.json = Some(dir.join("eval.json"));
             argv(&e)
         },

@@ -7,6 +7,7 @@ use super::job::JobStatus;
 use super::jobs::start_job;
 use super::{bad, ApiResult, AppState};
 use crate::cli::{self, argv, SelectArgs};
+use crate::llama_cpp::perplexity::Offload;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -79,6 +80,13 @@ pub(super) struct SensitivityReq {
     /// Measuring: evaluations at once (at most this machine's cores).
     #[serde(default)]
     jobs: Option<u32>,
+    /// Measuring: llama-perplexity's `-ngl` (`--gpu-layers`: a count, auto or all).
+    #[serde(default)]
+    gpu_layers: Option<String>,
+    /// Measuring: llama-perplexity's `--device` (`--device`: names, comma-separated; none:
+    /// the CPU).
+    #[serde(default)]
+    device: Option<String>,
     /// Which tensors (default: every 2-D weight): these layers (`5-20`, `3,7`), …
     #[serde(default)]
     layers: Option<String>,
@@ -214,6 +222,7 @@ pub(super) async fn sensitivity(
     let (text, repeat_text, imatrix, truth) =
         (path(&r.text)?, path(&r.repeat_text)?, path(&r.imatrix)?, path(&r.truth)?);
     let select = selection(r.layers, r.types, r.names)?;
+    let offload = Offload::new(r.gpu_layers.as_deref(), r.device.as_deref()).map_err(|e| bad(e.to_string()))?;
     let predict = r.predict;
     let mut outputs = vec![SENSITIVITY_JSON, SENSITIVITY_CSV];
     if !predict {
@@ -230,6 +239,7 @@ pub(super) async fn sensitivity(
             (a.text, a.repeat_text, a.chunks) = (text, repeat_text, r.chunks);
             a.ctx = r.ctx.unwrap_or(a.ctx);
             a.jobs = r.jobs.and_then(|j| usize::try_from(j).ok());
+            a.offload = offload;
             // The CLI's cache off, as for measure's jobs: nothing one job measured stays
             // behind, outside its directory, for another.
             a.no_cache = true;

@@ -57,6 +57,23 @@ pub struct Offload {
     pub device: Option<String>,
 }
 
+impl Offload {
+    /// The offload a request names (the HTTP API's `gpu_layers` and `device`), each
+    /// checked as the flags are.
+    ///
+    /// # Errors
+    /// A malformed value, named by its field.
+    pub fn new(gpu_layers: Option<&str>, device: Option<&str>) -> Result<Offload> {
+        let check = |field: &str, v: Option<&str>, f: fn(&str) -> Result<String, String>| {
+            v.map(f).transpose().map_err(|e| anyhow::anyhow!("{field}: {e}"))
+        };
+        Ok(Offload {
+            gpu_layers: check("gpu_layers", gpu_layers, self::gpu_layers)?,
+            device: check("device", device, devices)?,
+        })
+    }
+}
+
 /// `--gpu-layers`: a count, `auto` or `all`, as llama.cpp's `-ngl` takes it.
 fn gpu_layers(s: &str) -> Result<String, String> {
     if s == "auto" || s == "all" || s.parse::<u32>().is_ok() {

@@ -65,6 +65,39 @@ fn an_eval_job_gives_organ_evals_figures() {
     assert_eq!(st, 400, "{v}");
 }
 
+/// `gpu_layers` and `device` reach llama-perplexity as `-ngl` and `--device`: `all` on
+/// `none` gives the plain job's perplexity on this CPU-only build, a device it lacks fails
+/// the job with llama.cpp's sentence, and a malformed value is a 400 naming its field
+/// (for sensitivity jobs too) before any job starts.
+#[test]
+fn an_eval_jobs_gpu_layers_and_device_reach_llama_perplexity() {
+    let Some(_) = need::smollm2_and_llama() else { return };
+    let root = make_root("api-eval-offload");
+    std::fs::copy(repo().join("tests/data/perplexity.txt"), root.join("text.txt")).unwrap();
+    let s = start_with_llama(&root, &llama_bin());
+    let job = |extra: Value| {
+        let mut body = json!({ "path": "smol.gguf", "text": "text.txt", "ctx": 128, "chunks": 2 });
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        body
+    };
+    let plain = run_job(&s, "/api/eval", job(json!({})));
+    let offloaded = run_job(&s, "/api/eval", job(json!({ "gpu_layers": "all", "device": "none" })));
+    assert_eq!(offloaded["result"]["perplexity"], plain["result"]["perplexity"], "{offloaded}");
+    let (st, started) = post(&s, "/api/eval", &job(json!({ "device": "NOPE0" })));
+    assert_eq!(st, 202, "{started}");
+    let end = follow(&s, started["id"].as_str().unwrap());
+    assert_eq!(end["state"], "failed", "{end}");
+    assert!(end["error"].to_string().contains("invalid device: NOPE0"), "{end}");
+    for (api, bad) in [("/api/eval", json!({ "device": "CUDA0;rm" })), ("/api/eval", json!({ "gpu_layers": "most" }))] {
+        let (st, v) = post(&s, api, &job(bad.clone()));
+        let field = bad.as_object().unwrap().keys().next().unwrap().clone();
+        assert!(st == 400 && v.to_string().contains(&field), "{bad}: {st} {v}");
+    }
+    let body = json!({ "path": "smol.gguf", "text": "text.txt", "to": "q8_0", "device": "a b" });
+    let (st, v) = post(&s, "/api/sensitivity", &body);
+    assert!(st == 400 && v.to_string().contains("device"), "{st} {v}");
+}
+
 #[test]
 fn an_eval_job_without_llama_cpp_fails_saying_how_to_get_it() {
     // llama.cpp is looked for first: the tiny model (no download) is enough.

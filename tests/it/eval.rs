@@ -142,8 +142,9 @@ fn the_q8_0_requant_against_the_q4_1_diverges_a_little() {
 /// `--gpu-layers` and `--device` reach llama-perplexity's command line as given: `none`
 /// with every layer runs on this CPU-only build and gives the plain run's perplexity; a
 /// device it does not have fails with llama.cpp's own sentence naming it; a malformed
-/// list is refused by organ before llama.cpp runs. (No GPU here: what a GPU run gives is
-/// not tested.)
+/// list is refused by organ before llama.cpp runs; `--judge-gpu-layers` and
+/// `--judge-device` reach `--judge`'s runs. (No GPU here: what a GPU run gives is not
+/// tested.)
 #[test]
 fn gpu_layers_and_device_reach_llama_perplexity() {
     let Some(model) = need::smollm2_and_llama() else { return };
@@ -156,6 +157,14 @@ fn gpu_layers_and_device_reach_llama_perplexity() {
     let err = fails(eval(&model, &text(), &dir, &flags));
     assert!(err.contains("invalid device: NOPE0"), "{err}");
     no_temp_left(&dir);
+    // --judge's own pair reaches the judge's runs: graft's verdict on a device it lacks.
+    let donor = smollm2_q8_0(&model);
+    let mut c = organ();
+    c.arg("graft").arg("--donor").arg(&donor).arg("--recipient").arg(&model).args(["--layers", "5", "--type", "organ"]);
+    c.arg("--judge").arg(text()).args(["--judge-ctx", CTX, "--judge-gpu-layers", "all", "--judge-device", "NOPE1"]);
+    c.arg("--llama-cpp").arg(one_thread_llama_bin()).arg("--out").arg(dir.join("graft.gguf"));
+    let err = fails(c);
+    assert!(err.contains("invalid device: NOPE1"), "{err}");
     for (flag, bad) in [("--device", "CUDA0;rm"), ("--device", ""), ("--gpu-layers", "most")] {
         let o = eval(&model, &text(), &dir, &[flag.as_ref(), bad.as_ref()]).output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);

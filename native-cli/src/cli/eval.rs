@@ -129,11 +129,13 @@ impl ToArgs for Offload {
 
 impl ToArgs for JudgeArgs {
     fn to_args(&self, a: &mut Argv) {
-        // --judge-ctx and --llama-cpp require --judge.
+        // --judge-ctx, --llama-cpp and the device flags require --judge.
         if self.judge.is_some() {
             a.opt("--judge", self.judge.as_ref())
                 .number("--judge-ctx", Some(self.judge_ctx))
-                .opt("--llama-cpp", self.llama_cpp.as_ref());
+                .opt("--llama-cpp", self.llama_cpp.as_ref())
+                .opt("--judge-gpu-layers", self.judge_gpu_layers.as_ref())
+                .opt("--judge-device", self.judge_device.as_ref());
         }
     }
 }

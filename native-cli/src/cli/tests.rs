@@ -24,7 +24,13 @@ fn work() -> Work {
 }
 
 fn judge() -> JudgeArgs {
-    JudgeArgs { judge: Some(p("/t/text")), judge_ctx: 64, llama_cpp: Some(p("/llama/bin")) }
+    JudgeArgs {
+        judge: Some(p("/t/text")),
+        judge_ctx: 64,
+        llama_cpp: Some(p("/llama/bin")),
+        judge_gpu_layers: Some("all".into()),
+        judge_device: Some("CUDA0,CUDA1".into()),
+    }
 }
 
 fn select() -> SelectArgs {

@@ -5,6 +5,7 @@
 //! flattens.
 
 use super::outputs::Files;
+use crate::llama_cpp::perplexity::{devices, gpu_layers, Offload};
 pub use crate::llama_cpp::perplexity::{evaluate, print, Settings, MAX_CTX, MIN_CTX};
 use anyhow::Result;
 use organ_core::judge::EvalReport;
@@ -31,11 +32,17 @@ pub struct JudgeArgs {
     /// llama.cpp's bin directory, holding llama-perplexity (default: ORGAN_LLAMA_CPP, then PATH).
     #[arg(long, value_name = "DIR", requires = "judge")]
     pub llama_cpp: Option<PathBuf>,
+    /// --judge's --gpu-layers (llama-perplexity's -ngl: N, auto or all).
+    #[arg(long, value_name = "N|auto|all", requires = "judge", value_parser = gpu_layers)]
+    pub judge_gpu_layers: Option<String>,
+    /// --judge's --device (llama-perplexity's --device: names, comma-separated; none: the CPU).
+    #[arg(long, value_name = "DEV[,DEV…]", requires = "judge", value_parser = devices)]
+    pub judge_device: Option<String>,
 }
 
 impl Default for JudgeArgs {
     fn default() -> Self {
-        JudgeArgs { judge: None, judge_ctx: DEFAULT_CTX, llama_cpp: None }
+        JudgeArgs { judge: None, judge_ctx: DEFAULT_CTX, llama_cpp: None, judge_gpu_layers: None, judge_device: None }
     }
 }
 
@@ -49,7 +56,7 @@ impl JudgeArgs {
             chunks: None,
             llama_cpp: self.llama_cpp.clone(),
             adapters: Default::default(),
-            offload: Default::default(),
+            offload: Offload { gpu_layers: self.judge_gpu_layers.clone(), device: self.judge_device.clone() },
         })
     }
 }

@@ -75,7 +75,7 @@ impl Offload {
 }
 
 /// `--gpu-layers`: a count, `auto` or `all`, as llama.cpp's `-ngl` takes it.
-fn gpu_layers(s: &str) -> Result<String, String> {
+pub fn gpu_layers(s: &str) -> Result<String, String> {
     if s == "auto" || s == "all" || s.parse::<u32>().is_ok() {
         Ok(s.to_owned())
     } else {
@@ -88,7 +88,7 @@ const MAX_DEVICES_LEN: usize = 256;
 
 /// `--device`: comma-separated device names (letters, digits, `_`, `-`, `.`, `:`), as
 /// llama.cpp's `--device` takes them.
-fn devices(s: &str) -> Result<String, String> {
+pub fn devices(s: &str) -> Result<String, String> {
     let name_ok = |d: &str| !d.is_empty() && d.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c));
     if s.len() <= MAX_DEVICES_LEN && s.split(',').all(name_ok) {
         Ok(s.to_owned())

@@ -161,8 +161,9 @@ fn gpu_layers_and_device_reach_llama_perplexity() {
     let donor = smollm2_q8_0(&model);
     let mut c = organ();
     c.arg("graft").arg("--donor").arg(&donor).arg("--recipient").arg(&model).args(["--layers", "5", "--type", "organ"]);
-    c.arg("--judge").arg(text()).args(["--judge-ctx", CTX, "--judge-gpu-layers", "all", "--judge-device", "NOPE1"]);
-    c.arg("--llama-cpp").arg(one_thread_llama_bin()).arg("--out").arg(dir.join("graft.gguf"));
+    c.arg("--judge").arg(text()).args(["--judge-ctx", CTX, "--judge-threads", LLAMA_THREADS]);
+    c.args(["--judge-gpu-layers", "all", "--judge-device", "NOPE1"]);
+    c.arg("--llama-cpp").arg(llama_bin()).arg("--out").arg(dir.join("graft.gguf"));
     let err = fails(c);
     assert!(err.contains("invalid device: NOPE1"), "{err}");
     for (flag, bad) in [("--device", "CUDA0;rm"), ("--device", ""), ("--gpu-layers", "most")] {

@@ -28,6 +28,7 @@ fn judge() -> JudgeArgs {
         judge: Some(p("/t/text")),
         judge_ctx: 64,
         llama_cpp: Some(p("/llama/bin")),
+        judge_threads: Some(2),
         judge_gpu_layers: Some("all".into()),
         judge_device: Some("CUDA0,CUDA1".into()),
     }

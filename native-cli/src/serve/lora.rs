@@ -65,6 +65,7 @@ pub(super) fn judge(s: &AppState, text: Option<&str>, ctx: Option<u32>) -> ApiRe
         judge: text.map(|t| s.path(t)).transpose()?,
         judge_ctx: ctx.unwrap_or(DEFAULT_CTX),
         llama_cpp: None,
+        judge_threads: None,
         judge_gpu_layers: None,
         judge_device: None,
     })

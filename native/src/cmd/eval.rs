@@ -32,6 +32,9 @@ pub struct JudgeArgs {
     /// llama.cpp's bin directory, holding llama-perplexity (default: ORGAN_LLAMA_CPP, then PATH).
     #[arg(long, value_name = "DIR", requires = "judge")]
     pub llama_cpp: Option<PathBuf>,
+    /// --judge's threads (llama-perplexity's -t; default: its own).
+    #[arg(long, value_name = "N", requires = "judge")]
+    pub judge_threads: Option<u32>,
     /// --judge's --gpu-layers (llama-perplexity's -ngl: N, auto or all).
     #[arg(long, value_name = "N|auto|all", requires = "judge", value_parser = gpu_layers)]
     pub judge_gpu_layers: Option<String>,
@@ -42,7 +45,14 @@ pub struct JudgeArgs {
 
 impl Default for JudgeArgs {
     fn default() -> Self {
-        JudgeArgs { judge: None, judge_ctx: DEFAULT_CTX, llama_cpp: None, judge_gpu_layers: None, judge_device: None }
+        JudgeArgs {
+            judge: None,
+            judge_ctx: DEFAULT_CTX,
+            llama_cpp: None,
+            judge_threads: None,
+            judge_gpu_layers: None,
+            judge_device: None,
+        }
     }
 }
 
@@ -52,7 +62,7 @@ impl JudgeArgs {
         self.judge.as_ref().map(|text| Settings {
             text: text.clone(),
             ctx: self.judge_ctx,
-            threads: None,
+            threads: self.judge_threads,
             chunks: None,
             llama_cpp: self.llama_cpp.clone(),
             adapters: Default::default(),

@@ -92,6 +92,17 @@ pub mod encode {
     /// `ntry` of `quantize_iq4_nl`: the scale search tries `ntry * 2 + 1` scales.
     const NTRY: i32 = 7;
 
+    /// The 16 IQ4_NL values as f32, converted once rather than in the searches' loops.
+    const VALUES_F32: [f32; 16] = {
+        let mut v = [0f32; 16];
+        let mut i = 0;
+        while i < 16 {
+            v[i] = VALUES[i] as f32;
+            i += 1;
+        }
+        v
+    };
+
     /// ggml's `best_index_int8` over the 16 IQ4_NL values: the index of the value nearest
     /// `x` (the upper one on a tie), by bisection.
     ///
@@ -101,15 +112,6 @@ pub mod encode {
     /// `x < VALUES[ml]` is false (`x` is at or above it, or NaN, which no comparison
     /// takes), for every `x` the two ends do not answer.
     pub(super) fn best_index(x: f32) -> u8 {
-        const VALUES_F32: [f32; 16] = {
-            let mut v = [0f32; 16];
-            let mut i = 0;
-            while i < 16 {
-                v[i] = VALUES[i] as f32;
-                i += 1;
-            }
-            v
-        };
         let val = |i: usize| VALUES_F32[i];
         let (mut ml, mut mu) = (0, 15);
         for _ in 0..4 {
@@ -146,15 +148,14 @@ pub mod encode {
         // The first guess and the 2·NTRY + 1 tries, summed side by side: a try's sums do
         // not depend on the others', only the comparisons below do, in ggml's order.
         const TRIES: usize = 2 * NTRY as usize + 2;
-        let v0 = f32::from(VALUES[0]);
-        let mut ids = [1.0 / (-max / v0); TRIES];
+        let mut ids = [1.0 / (-max / VALUES_F32[0]); TRIES];
         for (id, itry) in ids[1..].iter_mut().zip(-NTRY..=NTRY) {
             *id = (itry + i32::from(VALUES[0])) as f32 / max;
         }
         let (mut sumqx, mut sumq2) = ([0f32; TRIES], [0f32; TRIES]);
         for (j, &v) in x.iter().enumerate() {
             for t in 0..TRIES {
-                let q = f32::from(VALUES[usize::from(best_index(ids[t] * v))]);
+                let q = VALUES_F32[usize::from(best_index(ids[t] * v))];
                 sumqx[t] += w[j] * q * v;
                 sumq2[t] += w[j] * q * q;
             }

@@ -72,16 +72,16 @@ status=0
 for ty in $TYPES; do
   for im in "" "--imatrix $work/im.gguf"; do
     label=$ty${im:+ +imatrix}
-    l_ok=0 o_ok=0
-    "$bin/llama-quantize" $im "$work/base.gguf" "$work/llama.gguf" "$ty" "$THREADS" > /dev/null 2>&1 || l_ok=$?
-    "$ORGAN" quantize $im "$work/base.gguf" "$work/organ.gguf" "$ty" "$THREADS" > /dev/null 2>&1 || o_ok=$?
-    if [ -z "$im" ] && [ "$l_ok" != 0 ] && [ "$o_ok" != 0 ]; then
+    l_rc=0 o_rc=0
+    "$bin/llama-quantize" $im "$work/base.gguf" "$work/llama.gguf" "$ty" "$THREADS" > /dev/null 2>&1 || l_rc=$?
+    "$ORGAN" quantize $im "$work/base.gguf" "$work/organ.gguf" "$ty" "$THREADS" > /dev/null 2>&1 || o_rc=$?
+    if [ -z "$im" ] && [ "$l_rc" != 0 ] && [ "$o_rc" != 0 ]; then
       # A mix whose low-bit tensors need a matrix (IQ2_XXS, IQ1_S, …): timed with one only.
       echo "$label: refused without an importance matrix by both"
       rm -f "$work/llama.gguf" "$work/organ.gguf"
       continue
     fi
-    [ "$l_ok$o_ok" = 00 ] || { echo "$label: llama-quantize exited $l_ok, organ $o_ok"; exit 1; }
+    [ "$l_rc$o_rc" = 00 ] || { echo "$label: llama-quantize exited $l_rc, organ $o_rc"; exit 1; }
     cmp -s "$work/llama.gguf" "$work/organ.gguf" || { echo "$label: organ's file differs from llama-quantize's"; exit 1; }
     rm -f "$work/llama.gguf" "$work/organ.gguf"
     # shellcheck disable=SC2086 # $im is words

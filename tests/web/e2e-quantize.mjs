@@ -109,6 +109,24 @@ const opfsFile = (page, name) => page.evaluate(async ([name, piece]) => {
 // The recipe's candidate types.
 const RECIPE_TYPES = 'Q4_0,Q5_0,Q8_0';
 
+// `organ recipe MODEL SOURCE… --types RECIPE_TYPES --target-bpw 5.5 --apply OUT` (run in
+// `cwd`): what it prints, its `total:` line and its time.
+function cliRecipe(modelArg, source, out, cwd) {
+  const t0 = Date.now();
+  const text = execFileSync(organ, ['recipe', modelArg, ...source, '--types', RECIPE_TYPES, '--target-bpw', '5.5',
+    '--apply', out, '--force'], { cwd }).toString();
+  return { text, total: text.split('\n').find((l) => l.startsWith('total:')), ms: Date.now() - t0 };
+}
+
+// Chooses the recipe in the page (its target and types already filled): its summary and
+// the time it took.
+async function chooseRecipe(page) {
+  const t0 = Date.now();
+  await page.click('#quant-recipe-go');
+  await page.waitForSelector('#quant-recipe-summary, #error', { timeout: 600_000 });
+  return { summary: await page.textContent('#quant-recipe-summary'), ms: Date.now() - t0 };
+}
+
 // A picker that hands the page a file of the origin's private file system.
 const OPFS_PICKER = `window.showSaveFilePicker = async (o) =>
   (await navigator.storage.getDirectory()).getFileHandle(o.suggestedName, { create: true });`;
@@ -177,20 +195,12 @@ try {
   //    `organ recipe --data-free --apply` (types without Q4_1: this F16 is a dequantized
   //    Q4_1, which Q4_1 would hold losslessly).
   const recipeOut = path.join(outDir, 'quantize-cli-recipe.gguf');
-  const t1 = Date.now();
-  const recipeText = execFileSync(organ, ['recipe', model, '--data-free', '--types', RECIPE_TYPES, '--target-bpw', '5.5',
-    '--apply', recipeOut, '--force']).toString();
-  const cliRecipeMs = Date.now() - t1;
+  const cliFree = cliRecipe(model, ['--data-free'], recipeOut);
   await page.selectOption('#quant-type', 'recipe');
   await page.fill('#quant-target', '5.5bpw');
   await page.fill('#quant-types', RECIPE_TYPES);
-  const t2 = Date.now();
-  await page.click('#quant-recipe-go');
-  await page.waitForSelector('#quant-recipe-summary, #error', { timeout: 600_000 });
-  const recipeMs = Date.now() - t2;
-  const summary = await page.textContent('#quant-recipe-summary');
-  const total = recipeText.split('\n').find((l) => l.startsWith('total:'));
-  check(summary.includes(total), `the recipe chosen in the page (${(recipeMs / 1000).toFixed(1)} s; the CLI's with --apply ${(cliRecipeMs / 1000).toFixed(1)} s) is organ recipe's: "${total}"`);
+  const free = await chooseRecipe(page);
+  check(free.summary.includes(cliFree.total), `the recipe chosen in the page (${(free.ms / 1000).toFixed(1)} s; the CLI's with --apply ${(cliFree.ms / 1000).toFixed(1)} s) is organ recipe's: "${cliFree.total}"`);
   const rrun = await quantizeIn(page, 'recipe');
   const rgot = await opfsFile(page, rrun.file);
   check(rgot.sha === sha(recipeOut), `the recipe's model written in the page (${rrun.file}) is organ recipe --apply's byte for byte`);
@@ -198,26 +208,20 @@ try {
   // 6. The same recipe from an importance matrix dropped beside the model.
   if (imatrix) {
     const imOut = path.join(outDir, 'quantize-cli-recipe-imatrix.gguf');
-    const t3 = Date.now();
-    const imText = execFileSync(organ, ['recipe', path.relative(path.dirname(imatrix), model), '--imatrix', path.basename(imatrix), '--types', RECIPE_TYPES,
-      '--target-bpw', '5.5', '--apply', imOut, '--force'], { cwd: path.dirname(imatrix) }).toString();
-    const cliImMs = Date.now() - t3;
+    // The CLI given the matrix's file name, as the page knows it.
+    const dir = path.dirname(imatrix);
+    const cliIm = cliRecipe(path.relative(dir, model), ['--imatrix', path.basename(imatrix)], imOut, dir);
     await page.setInputFiles('#imatrix-input', imatrix);
     await page.waitForSelector('#quant-no-imatrix');
     // The data-free recipe is let go of: it was predicted without the matrix.
     await page.waitForSelector('#quant-recipe-summary', { state: 'detached' });
-    const t4 = Date.now();
-    await page.click('#quant-recipe-go');
-    await page.waitForSelector('#quant-recipe-summary, #error', { timeout: 600_000 });
-    const imMs = Date.now() - t4;
-    const imSummary = await page.textContent('#quant-recipe-summary');
-    const imTotal = imText.split('\n').find((l) => l.startsWith('total:'));
+    const im = await chooseRecipe(page);
     // The page's table, line by line, is the CLI's (its first line names the matrix).
     const table = (await page.textContent('#quant-recipe')).trim().split('\n');
-    const cliLines = new Set(imText.split('\n'));
+    const cliLines = new Set(cliIm.text.split('\n'));
     const missing = table.filter((l) => !cliLines.has(l));
-    check(imSummary.includes(imTotal) && table[0].includes(`importance matrix ${path.basename(imatrix)}`) && missing.length === 0,
-      `with ${path.basename(imatrix)} dropped, the recipe chosen in the page (${(imMs / 1000).toFixed(1)} s; the CLI's with --apply ${(cliImMs / 1000).toFixed(1)} s) is organ recipe --imatrix's, ${table.length} lines (${missing.length} not the CLI's${missing.length ? `: "${missing[0]}"` : ''}): "${imTotal}"`);
+    check(im.summary.includes(cliIm.total) && table[0].includes(`importance matrix ${path.basename(imatrix)}`) && missing.length === 0,
+      `with ${path.basename(imatrix)} dropped, the recipe chosen in the page (${(im.ms / 1000).toFixed(1)} s; the CLI's with --apply ${(cliIm.ms / 1000).toFixed(1)} s) is organ recipe --imatrix's, ${table.length} lines (${missing.length} not the CLI's${missing.length ? `: "${missing[0]}"` : ''}): "${cliIm.total}"`);
     const irun = await quantizeIn(page, 'recipe');
     const igot = await opfsFile(page, irun.file);
     check(igot.sha === sha(imOut), `the model of the importance-matrix recipe written in the page (${irun.file}) is organ recipe --imatrix --apply's byte for byte`);

@@ -27,6 +27,14 @@ fn llama_bin() -> std::path::PathBuf {
     Path::new(llama_tool("llama-perplexity").get_program()).parent().unwrap().to_owned()
 }
 
+/// A root NAME holding SmolLM2 and tests/data/perplexity.txt (as text.txt), served with
+/// the llama.cpp the tests build.
+fn served(name: &str) -> Server {
+    let root = make_root(name);
+    std::fs::copy(repo().join("tests/data/perplexity.txt"), root.join("text.txt")).unwrap();
+    start_with_llama(&root, &llama_bin())
+}
+
 fn output<'a>(end: &'a Value, file: &str) -> &'a str {
     let outs = end["outputs"].as_array().unwrap();
     outs.iter().filter_map(Value::as_str).find(|o| o.ends_with(&format!("/{file}"))).unwrap()
@@ -35,9 +43,8 @@ fn output<'a>(end: &'a Value, file: &str) -> &'a str {
 #[test]
 fn an_eval_job_gives_organ_evals_figures() {
     let Some(_) = need::smollm2_and_llama() else { return };
-    let root = make_root("api-eval");
-    std::fs::copy(repo().join("tests/data/perplexity.txt"), root.join("text.txt")).unwrap();
-    let s = start_with_llama(&root, &llama_bin());
+    let s = served("api-eval");
+    let root = &s.root;
     let body = json!({ "path": "smol.gguf", "base": "smol.gguf", "text": "text.txt", "ctx": 128, "chunks": 2 });
     let end = run_job(&s, "/api/eval", body);
     assert_eq!(end["kind"], "eval");
@@ -72,9 +79,7 @@ fn an_eval_job_gives_organ_evals_figures() {
 #[test]
 fn an_eval_jobs_gpu_layers_and_device_reach_llama_perplexity() {
     let Some(_) = need::smollm2_and_llama() else { return };
-    let root = make_root("api-eval-offload");
-    std::fs::copy(repo().join("tests/data/perplexity.txt"), root.join("text.txt")).unwrap();
-    let s = start_with_llama(&root, &llama_bin());
+    let s = served("api-eval-offload");
     let job = |extra: Value| {
         let mut body = json!({ "path": "smol.gguf", "text": "text.txt", "ctx": 128, "chunks": 2 });
         body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());

@@ -25,7 +25,9 @@ import path from 'node:path';
 import { serve } from './serve.mjs';
 import { launch } from './chromium.mjs';
 
-const [dist, organ, outDir, model, imatrix] = process.argv.slice(2, 7).map((a) => (a === '--big' ? undefined : a));
+const [dist, organBin, outDir, model, imatrix] = process.argv.slice(2, 7).map((a) => (a === '--big' ? undefined : a));
+// Absolute: step 6 runs the CLI from the matrix's folder.
+const organ = path.resolve(organBin);
 const big = process.argv.includes('--big');
 fs.mkdirSync(outDir, { recursive: true });
 let failures = 0, passes = 0;
@@ -114,7 +116,7 @@ const RECIPE_TYPES = 'Q4_0,Q5_0,Q8_0';
 function cliRecipe(modelArg, source, out, cwd) {
   const t0 = Date.now();
   const text = execFileSync(organ, ['recipe', modelArg, ...source, '--types', RECIPE_TYPES, '--target-bpw', '5.5',
-    '--apply', out, '--force'], { cwd }).toString();
+    '--apply', path.resolve(out), '--force'], { cwd }).toString();
   return { text, total: text.split('\n').find((l) => l.startsWith('total:')), ms: Date.now() - t0 };
 }
 

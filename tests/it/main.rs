@@ -48,6 +48,7 @@ mod remote_limits;
 mod remote_multi;
 mod remote_urls;
 mod sensitivity;
+mod sensitivity_sweep;
 mod sigma;
 mod smollm2;
 mod split;

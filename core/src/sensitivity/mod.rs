@@ -8,6 +8,7 @@
 pub mod predicted;
 pub mod report;
 pub mod run;
+pub mod sweep;
 
 use crate::anatomy::classify;
 use crate::ggml_type::GgmlType;

@@ -182,7 +182,12 @@ impl TryFrom<&MergeArgs> for cmd::measure::Options {
 pub(super) fn merge(a: &MergeArgs, out: &mut Out) -> Result<Exit> {
     guard(&[], &a.report.files.paths(), a.force.force)?;
     let printed = out.text(&a.report.files.paths())?;
-    cmd::measure::fleet::merge(&a.results, &cmd::measure::Options::try_from(a)?, printed)?;
+    // A sensitivity sweep's results, or a measured fleet's.
+    if cmd::sensitivity::sweep::is_sweep(&a.results) {
+        cmd::sensitivity::sweep::merge(&a.results, &a.report.files.files, a.force.force, printed)?;
+    } else {
+        cmd::measure::fleet::merge(&a.results, &cmd::measure::Options::try_from(a)?, printed)?;
+    }
     Ok(Exit::Done)
 }
 

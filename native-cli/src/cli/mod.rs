@@ -153,8 +153,10 @@ pub enum Command {
 
 #[derive(Subcommand, Debug, Clone, PartialEq)]
 pub enum ReportCommand {
-    /// The fleet's tables and ranking from the reports `organ measure --fleet … --results
-    /// RESULTS` wrote: what `organ measure DIR` prints and writes for the same models.
+    /// The report of shards' results: a fleet's tables and ranking from what `organ
+    /// measure --fleet … --results RESULTS` wrote (what `organ measure DIR` prints and
+    /// writes for the same models), or a sensitivity sweep's report from what `organ
+    /// sensitivity … --shard I/N --results RESULTS` wrote (what one machine's run writes).
     Merge(MergeArgs),
 }
 

@@ -1,7 +1,7 @@
 //! `organ sensitivity`: flags to [`cmd::sensitivity::Options`].
 
-use super::{guard, Argv, Exit, Force, Out, ReportFiles, SelectArgs, Sensitivity, ToArgs};
-use crate::cmd::{self, eval::Settings};
+use super::{guard, Argv, Exit, Force, Out, ReportFiles, SelectArgs, Sensitivity, ToArgs, REPORTS_GROUP};
+use crate::cmd::{self, eval::Settings, measure::shard::Shard};
 use crate::llama_cpp::perplexity::Offload;
 use anyhow::{bail, Result};
 use organ_core::sensitivity::{Change, DEFAULT_SEED};
@@ -78,6 +78,20 @@ pub struct SensitivityArgs {
     pub llama_cpp: Option<PathBuf>,
     #[command(flatten)]
     pub offload: Offload,
+    /// Spread the sweep over workers (docs/sensitivity.md): this process measures its
+    /// shard's tensors (tensor j to shard j mod N) into --results; `organ report merge`
+    /// gives the report. I/N from 0, or from JOB_COMPLETION_INDEX with --shards N (a
+    /// Kubernetes Indexed Job) or SLURM_ARRAY_TASK_ID (a Slurm array), as measure --fleet.
+    #[arg(long, value_name = "I/N", requires = "results")]
+    pub shard: Option<String>,
+    /// With --results: how many shards, this one's index coming from the environment.
+    #[arg(long, value_name = "N", requires = "results")]
+    pub shards: Option<u64>,
+    /// The directory, or object-store prefix (s3://BUCKET/PREFIX, gs://, az://), the
+    /// sweep's workers share: one result per tensor as it is measured, one index per
+    /// shard; a worker takes what is there.
+    #[arg(long, value_name = "DIR|URL", conflicts_with_all = ["predict", "keep_models", REPORTS_GROUP])]
+    pub results: Option<PathBuf>,
     #[command(flatten)]
     pub force: Force,
 }
@@ -106,6 +120,9 @@ impl SensitivityArgs {
             keep_models: None,
             llama_cpp: None,
             offload: Offload::default(),
+            shard: None,
+            shards: None,
+            results: None,
             force: Force::default(),
         }
     }
@@ -209,7 +226,17 @@ pub(super) fn run(a: &SensitivityArgs, out: &mut Out) -> Result<Exit> {
     let mut inputs = vec![o.model, o.settings.text.as_path()];
     inputs.extend(a.repeat_text.as_deref());
     guard(&inputs, &o.files.paths(), o.force)?;
-    cmd::sensitivity::run(&o, out.text(&o.files.paths())?)?;
+    let printed = out.text(&o.files.paths())?;
+    match &a.results {
+        Some(results) => {
+            let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+            let shard = Shard::resolve(a.shard.as_deref(), a.shards, &env)?;
+            cmd::sensitivity::sweep::run(&o, shard, results, printed)?;
+        }
+        None => {
+            cmd::sensitivity::run(&o, printed)?;
+        }
+    }
     Ok(Exit::Done)
 }
 
@@ -235,6 +262,9 @@ impl ToArgs for SensitivityArgs {
             .opt("--keep-models", self.keep_models.as_ref())
             .opt("--llama-cpp", self.llama_cpp.as_ref())
             .flags(&self.offload)
+            .opt("--shard", self.shard.as_ref())
+            .number("--shards", self.shards)
+            .opt("--results", self.results.as_ref())
             .flags(&self.force);
     }
 }

@@ -21,7 +21,7 @@ mod cache;
 mod experts;
 pub mod fleet;
 mod merge;
-mod results;
+pub mod results;
 pub mod shard;
 mod stream;
 pub mod verdicts;

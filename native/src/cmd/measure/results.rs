@@ -51,7 +51,7 @@ pub fn shard_file(shard: u64, shards: u64) -> String {
 }
 
 /// Somewhere results are kept, by name.
-pub trait Store {
+pub trait Store: Sync {
     /// Where `name` is, for messages (`DIR/NAME`; `s3://BUCKET/PREFIX/NAME`).
     fn locate(&self, name: &str) -> String;
     /// The bytes stored under `name`, `None` when there are none. Their size is checked

@@ -10,6 +10,7 @@
 mod changed;
 pub mod predicted;
 mod run_dir;
+pub mod sweep;
 
 use crate::cmd::outputs::Files;
 use crate::llama_cpp::handed::open_text;
@@ -17,7 +18,7 @@ use crate::llama_cpp::perplexity::{SavedBase, Settings};
 use crate::model::Model;
 use anyhow::{bail, Context, Result};
 use organ_core::report::{AnyReport, Shown};
-use organ_core::sensitivity::report::{Estimate, Report, Row, Setup, SCHEMA};
+use organ_core::sensitivity::report::{Estimate, Report, Row, Setup};
 use organ_core::sensitivity::{is_weight, kind, Change};
 use organ_core::surgery::select::Selection;
 use rayon::prelude::*;
@@ -46,48 +47,59 @@ pub struct Options<'a> {
     pub force: bool,
 }
 
-/// Runs the measurement, prints the table and writes the reports.
-pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<Report> {
+/// What every run, whole or a shard of a sweep, prepares before measuring: the model, the
+/// tools, the tensors that can be changed, the texts checked and hashed, the cache and the
+/// donor.
+struct Prepared {
+    model: Model,
+    tools: changed::Tools,
+    picked: Vec<usize>,
+    /// `--text`, then `--repeat-text`: the settings each is scored under, its BLAKE3.
+    texts: Vec<(Settings, String)>,
+    model_blake3: String,
+    cache: run_dir::Cache,
+    donor: changed::Donor,
+}
+
+/// Checks and prepares everything before any evaluation (the donor is made here).
+fn prepare(o: &Options<'_>, w: &mut dyn Write) -> Result<Prepared> {
     if let Some(k) = o.keep_models.filter(|k| !k.is_dir()) {
         bail!("{}: not a directory (--keep-models)", k.display());
     }
     let model = Model::open(o.model)?;
     let tools = changed::Tools::find(o.change, o.settings.llama_cpp.as_deref())?;
     let picked = pick(&model, o)?;
-    let text_blake3 = check_text(&model, &o.settings.text, &o.settings)?;
-    let repeat_blake3 = o.repeat_text.as_ref().map(|t| check_text(&model, t, &o.settings)).transpose()?;
+    let mut texts = vec![(o.settings.clone(), check_text(&model, &o.settings.text, &o.settings)?)];
+    if let Some(t) = &o.repeat_text {
+        let s = Settings { text: t.clone(), ..o.settings.clone() };
+        let b = check_text(&model, t, &s)?;
+        texts.push((s, b));
+    }
     let model_blake3 = crate::digest::fingerprint_files(&crate::digest::identity_files(o.model), false)?.blake3;
     let cache = run_dir::Cache::open(o.cache.as_deref(), &model_blake3)?;
     // The changed tensors' bytes: a donor made once (llama-quantize) for --to, values made
     // by organ for --ablate.
     let donor = changed::Donor::make(&model, o.model, o.change, &tools, &cache)?;
     let picked = donor.keep_possible(&model, picked, w)?;
-    let first = measure_text(&model, o, &donor, &picked, (&o.settings, &text_blake3), &cache)?;
-    let repeat = match (&o.repeat_text, &repeat_blake3) {
-        (Some(t), Some(b)) => {
-            let s = Settings { text: t.clone(), ..o.settings.clone() };
-            Some(measure_text(&model, o, &donor, &picked, (&s, b), &cache)?)
-        }
-        _ => None,
-    };
-    let mut tensors = first.rows;
-    if let Some(r) = &repeat {
-        for (row, again) in tensors.iter_mut().zip(&r.rows) {
-            row.repeat_kld = Some(again.kld);
-        }
+    Ok(Prepared { model, tools, picked, texts, model_blake3, cache, donor })
+}
+
+/// Runs the measurement, prints the table and writes the reports.
+pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<Report> {
+    let p = prepare(o, w)?;
+    let mut measured = Vec::with_capacity(p.texts.len());
+    for t in &p.texts {
+        let m = measure_text(&p, o, &p.picked, (&t.0, &t.1), &|_| Ok(()))?;
+        measured.push((m.setup, m.rows));
     }
-    let repeat_rho = repeat.as_ref().and_then(|_| Report::repeat_rho(&tensors));
-    let report = Report {
-        organ_sensitivity: SCHEMA,
-        model: model.label.clone(),
-        model_blake3,
-        change: o.change.label(),
-        text: first.setup,
-        repeat: repeat.map(|r| r.setup),
-        repeat_rho,
-        llama_perplexity: tools.perplexity.display().to_string(),
-        tensors,
-    };
+    let mut measured = measured.into_iter();
+    let first = measured.next().context("no text measured")?;
+    let report = Report::assemble(
+        (p.model.label.clone(), p.model_blake3.clone(), o.change.label()),
+        first,
+        measured.next(),
+        p.tools.perplexity.display().to_string(),
+    );
     let any = AnyReport::Sensitivity(&report);
     crate::cmd::outputs::print(any, &Shown::WHOLE, w)?;
     crate::cmd::outputs::write_all(any, &o.files, &Shown::WHOLE, o.force)?;
@@ -199,14 +211,14 @@ struct Measured {
 /// logits once, then one evaluation per tensor, `o.jobs` at a time, each result kept as it
 /// comes.
 fn measure_text(
-    model: &Model,
+    p: &Prepared,
     o: &Options<'_>,
-    donor: &changed::Donor,
     picked: &[usize],
     (s, text_blake3): (&Settings, &str),
-    cache: &run_dir::Cache,
+    kept: &Sink<'_>,
 ) -> Result<Measured> {
-    let dir = RunDir::open(cache, o.change, text_blake3, s)?;
+    let Prepared { model, donor, .. } = p;
+    let dir = RunDir::open(&p.cache, o.change, text_blake3, s)?;
     let base = dir.base(o.model, s)?;
     let todo: Vec<usize> = picked.iter().copied().filter(|&i| dir.result(&model.tensors[i].name).is_none()).collect();
     if todo.len() < picked.len() {
@@ -221,7 +233,7 @@ fn measure_text(
     let bar = crate::progress::tensor_bar();
     bar.set_message(format!("{} on {}", o.change.label(), file_name(&s.text)));
     crate::progress::grow(&bar, todo.len() as u64);
-    let job = Job { model, donor, base: &base, s, dir: &dir, keep: o.keep_models, force: o.force };
+    let job = Job { model, donor, base: &base, s, dir: &dir, keep: o.keep_models, force: o.force, kept };
     let pool = rayon::ThreadPoolBuilder::new().num_threads(o.jobs.max(1)).build()?;
     let failed: Vec<String> = pool.install(|| {
         todo.par_iter()
@@ -255,6 +267,10 @@ fn measure_text(
     Ok(Measured { setup, rows })
 }
 
+/// What is done with each result once it is kept in the run directory (a sweep's shard
+/// stores it in the results at once).
+type Sink<'a> = dyn Fn(&Row) -> Result<()> + Sync + 'a;
+
 /// What every evaluation of one text shares.
 #[derive(Clone, Copy)]
 struct Job<'a> {
@@ -266,12 +282,13 @@ struct Job<'a> {
     /// `--keep-models`, and whether a model kept there may replace a file (`--force`).
     keep: Option<&'a Path>,
     force: bool,
+    kept: &'a Sink<'a>,
 }
 
 /// One tensor: its changed model written in the run directory, scored, the result kept,
 /// the model removed.
 fn measure_one(j: &Job<'_>, i: usize) -> Result<()> {
-    let Job { model, donor, base, s, dir, keep, force } = *j;
+    let Job { model, donor, base, s, dir, keep, force, kept } = *j;
     let t = &model.tensors[i];
     let dest = match keep {
         Some(k) => k.join(format!("{}.gguf", t.name.replace('/', "_"))),
@@ -301,7 +318,8 @@ fn measure_one(j: &Job<'_>, i: usize) -> Result<()> {
         same_top: est(k.same_top),
         repeat_kld: None,
     };
-    dir.keep(&row)
+    dir.keep(&row)?;
+    kept(&row)
 }
 
 fn file_name(p: &Path) -> String {

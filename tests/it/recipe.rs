@@ -121,6 +121,8 @@ fn applied_recipe_loads_in_llama_cpp_at_the_size_accounted() {
     let mut c = recipe(&model, &reports(&model), &["--target-size", "90M"], "size");
     c.arg("--apply").arg(&out).arg("--text").arg(repo().join("tests/data/perplexity.txt"));
     c.args(["--ctx", "128", "--chunks", "4"]).arg("--llama-cpp").arg(llama_dir());
+    // Where the evaluation runs is llama-perplexity's choice, passed through: the CPU here.
+    c.args(["--threads", "2", "--gpu-layers", "all", "--device", "none"]);
     let stdout = String::from_utf8(ok(c).stdout).unwrap();
     println!("{stdout}");
     let r = checked_table(&model, "size");
@@ -138,6 +140,11 @@ fn applied_recipe_loads_in_llama_cpp_at_the_size_accounted() {
     let a = &r["applied"]["additivity"];
     assert!(a["measured"].as_f64().unwrap() > 0.0 && a["sum_single"].as_f64().unwrap() > 0.0, "{a}");
     assert!(stdout.contains("additivity: sum of single-tensor KLDs"), "{stdout}");
+    // Without --text they have nothing to say where.
+    let mut c = recipe(&model, &reports(&model), &["--target-size", "90M"], "size");
+    c.arg("--apply").arg(&out).args(["--device", "none"]);
+    let e = fails(c);
+    assert!(e.contains("--device say where --text's evaluation runs"), "{e}");
 }
 
 #[test]

@@ -3,6 +3,7 @@
 use super::{guard, Argv, Exit, Force, Out, ToArgs};
 use crate::cmd;
 use crate::cmd::recipe::{Apply, SourceSpec};
+use crate::llama_cpp::perplexity::Offload;
 use anyhow::{bail, Result};
 use organ_core::recipe::Target;
 use std::path::PathBuf;
@@ -60,6 +61,12 @@ pub struct RecipeArgs {
     /// --text: score at most this many contexts.
     #[arg(long, value_name = "N", requires = "text")]
     pub chunks: Option<u32>,
+    /// --text: llama-perplexity's threads (default: its own).
+    #[arg(long, value_name = "N", requires = "text")]
+    pub threads: Option<u32>,
+    /// --text: where llama-perplexity runs (--gpu-layers, --device).
+    #[command(flatten)]
+    pub offload: Offload,
     /// llama.cpp's bin directory (default: ORGAN_LLAMA_CPP, then PATH).
     #[arg(long, value_name = "DIR")]
     pub llama_cpp: Option<PathBuf>,
@@ -87,6 +94,8 @@ impl RecipeArgs {
             text: None,
             ctx: cmd::eval::DEFAULT_CTX,
             chunks: None,
+            threads: None,
+            offload: Offload::default(),
             llama_cpp: None,
             force: Force::default(),
         }
@@ -97,6 +106,9 @@ impl<'a> TryFrom<&'a RecipeArgs> for cmd::recipe::Options<'a> {
     type Error = anyhow::Error;
 
     fn try_from(a: &'a RecipeArgs) -> Result<Self> {
+        if a.text.is_none() && a.offload != Offload::default() {
+            bail!("--gpu-layers and --device say where --text's evaluation runs: give --text");
+        }
         let target = match (a.target_bpw, &a.target_size) {
             (Some(b), None) if b.is_finite() && b > 0.0 && b <= 64.0 => Target::Bpw(b),
             (Some(b), None) => bail!("--target-bpw {b}: give bits per weight above 0, at most 64"),
@@ -110,11 +122,11 @@ impl<'a> TryFrom<&'a RecipeArgs> for cmd::recipe::Options<'a> {
             eval: a.text.as_ref().map(|text| crate::llama_cpp::perplexity::Settings {
                 text: text.clone(),
                 ctx: a.ctx,
-                threads: None,
+                threads: a.threads,
                 chunks: a.chunks,
                 llama_cpp: a.llama_cpp.clone(),
                 adapters: Default::default(),
-                offload: Default::default(),
+                offload: a.offload.clone(),
             }),
             llama_cpp: a.llama_cpp.as_deref(),
         });
@@ -171,6 +183,7 @@ impl ToArgs for RecipeArgs {
         // --ctx and --chunks require --text.
         if self.text.is_some() {
             a.opt("--text", self.text.as_ref()).number("--ctx", Some(self.ctx)).number("--chunks", self.chunks);
+            a.number("--threads", self.threads).flags(&self.offload);
         }
         a.opt("--llama-cpp", self.llama_cpp.as_ref()).flags(&self.force);
     }

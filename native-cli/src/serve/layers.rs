@@ -31,6 +31,12 @@ pub(super) struct LayersReq {
     judge: Option<String>,
     #[serde(default)]
     judge_ctx: Option<u32>,
+    #[serde(default)]
+    judge_threads: Option<u32>,
+    #[serde(default)]
+    judge_gpu_layers: Option<String>,
+    #[serde(default)]
+    judge_device: Option<String>,
 }
 
 /// `organ layers PATH (--drop|--keep) LIST --out OUT --json layers.json [--judge TEXT]`.
@@ -40,7 +46,7 @@ pub(super) async fn layers(
 ) -> ApiResult<(StatusCode, Json<JobStatus>)> {
     let Json(r) = body?;
     let model = s.path(&r.path)?;
-    let judge = super::lora::judge(&s, r.judge.as_deref(), r.judge_ctx)?;
+    let judge = super::lora::judge(&s, super::lora::judge_of!(r))?;
     let out = out_name(r.out.as_deref(), "layers.gguf")?;
     let mut args = cli::LayersArgs {
         model,

@@ -9,7 +9,7 @@ use super::surgery::out_name;
 use super::{bad, ApiResult, AppState};
 use crate::cli::{self, argv, Force};
 use crate::cmd::eval::{JudgeArgs, DEFAULT_CTX, MAX_CTX, MIN_CTX};
-use crate::llama_cpp::perplexity::Scaled;
+use crate::llama_cpp::perplexity::{Offload, Scaled};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -53,23 +53,64 @@ pub(super) fn adapters(s: &AppState, list: &[AdapterReq], field: &str) -> ApiRes
         .collect()
 }
 
-/// `judge` and `judge_ctx` as the command's judge flags.
-pub(super) fn judge(s: &AppState, text: Option<&str>, ctx: Option<u32>) -> ApiResult<JudgeArgs> {
-    if let Some(c) = ctx.filter(|c| !(MIN_CTX..=MAX_CTX).contains(c)) {
+/// The most threads a judge's request may ask llama-perplexity for.
+const MAX_JUDGE_THREADS: u32 = 4096;
+
+/// A request's judge fields (`judge`, `judge_ctx`, `judge_threads`, `judge_gpu_layers`,
+/// `judge_device`): each request names them itself, as `deny_unknown_fields` cannot
+/// flatten them.
+#[derive(Clone, Copy)]
+pub(super) struct Judge<'a> {
+    pub text: Option<&'a str>,
+    pub ctx: Option<u32>,
+    pub threads: Option<u32>,
+    pub gpu_layers: Option<&'a str>,
+    pub device: Option<&'a str>,
+}
+
+/// The judge fields as the command's judge flags, each checked as the CLI checks its flag.
+pub(super) fn judge(s: &AppState, j: Judge<'_>) -> ApiResult<JudgeArgs> {
+    if let Some(c) = j.ctx.filter(|c| !(MIN_CTX..=MAX_CTX).contains(c)) {
         return Err(bad(format!("judge_ctx {c}: give {MIN_CTX} to {MAX_CTX}")));
     }
-    if text.is_none() && ctx.is_some() {
-        return Err(bad("judge_ctx without judge: give the text to judge on"));
+    if let Some(t) = j.threads.filter(|t| !(1..=MAX_JUDGE_THREADS).contains(t)) {
+        return Err(bad(format!("judge_threads {t}: give 1 to {MAX_JUDGE_THREADS}")));
     }
+    if j.text.is_none() {
+        let given = [
+            ("judge_ctx", j.ctx.is_some()),
+            ("judge_threads", j.threads.is_some()),
+            ("judge_gpu_layers", j.gpu_layers.is_some()),
+            ("judge_device", j.device.is_some()),
+        ];
+        if let Some((field, _)) = given.iter().find(|(_, g)| *g) {
+            return Err(bad(format!("{field} without judge: give the text to judge on")));
+        }
+    }
+    let offload = Offload::new(j.gpu_layers, j.device).map_err(|e| bad(format!("judge_{e}")))?;
     Ok(JudgeArgs {
-        judge: text.map(|t| s.path(t)).transpose()?,
-        judge_ctx: ctx.unwrap_or(DEFAULT_CTX),
+        judge: j.text.map(|t| s.path(t)).transpose()?,
+        judge_ctx: j.ctx.unwrap_or(DEFAULT_CTX),
         llama_cpp: None,
-        judge_threads: None,
-        judge_gpu_layers: None,
-        judge_device: None,
+        judge_threads: j.threads,
+        judge_gpu_layers: offload.gpu_layers,
+        judge_device: offload.device,
     })
 }
+
+/// A request's judge fields, by name.
+macro_rules! judge_of {
+    ($r:expr) => {
+        super::lora::Judge {
+            text: $r.judge.as_deref(),
+            ctx: $r.judge_ctx,
+            threads: $r.judge_threads,
+            gpu_layers: $r.judge_gpu_layers.as_deref(),
+            device: $r.judge_device.as_deref(),
+        }
+    };
+}
+pub(super) use judge_of;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -87,6 +128,12 @@ pub(super) struct LoraMergeReq {
     judge: Option<String>,
     #[serde(default)]
     judge_ctx: Option<u32>,
+    #[serde(default)]
+    judge_threads: Option<u32>,
+    #[serde(default)]
+    judge_gpu_layers: Option<String>,
+    #[serde(default)]
+    judge_device: Option<String>,
 }
 
 /// `organ lora merge BASE --lora A[:S]… --out OUT --json lora-merge.json [--judge TEXT]`.
@@ -100,7 +147,7 @@ pub(super) async fn merge(
     }
     let base = s.path(&r.base)?;
     let lora = adapters(&s, &r.adapters, "adapters")?;
-    let judge = judge(&s, r.judge.as_deref(), r.judge_ctx)?;
+    let judge = judge(&s, judge_of!(r))?;
     let out = out_name(r.out.as_deref(), "merged.gguf")?;
     let o2 = out.clone();
     // The type is checked here, so a typo is a 400 rather than a failed job.
@@ -148,6 +195,12 @@ pub(super) struct LoraExtractReq {
     judge: Option<String>,
     #[serde(default)]
     judge_ctx: Option<u32>,
+    #[serde(default)]
+    judge_threads: Option<u32>,
+    #[serde(default)]
+    judge_gpu_layers: Option<String>,
+    #[serde(default)]
+    judge_device: Option<String>,
 }
 
 /// `organ lora extract --base B --tuned T --rank R --out OUT --json lora-extract.json`.
@@ -157,7 +210,7 @@ pub(super) async fn extract(
 ) -> ApiResult<(StatusCode, Json<JobStatus>)> {
     let Json(r) = body?;
     let (base, tuned) = (s.path(&r.base)?, s.path(&r.tuned)?);
-    let judge = judge(&s, r.judge.as_deref(), r.judge_ctx)?;
+    let judge = judge(&s, judge_of!(r))?;
     let out = out_name(r.out.as_deref(), "adapter.gguf")?;
     let mut args = cli::lora::ExtractArgs::new(base, tuned, r.rank, out.clone().into());
     args.names = r.names;

@@ -57,6 +57,12 @@ pub(super) struct MergeReq {
     judge: Option<String>,
     #[serde(default)]
     judge_ctx: Option<u32>,
+    #[serde(default)]
+    judge_threads: Option<u32>,
+    #[serde(default)]
+    judge_gpu_layers: Option<String>,
+    #[serde(default)]
+    judge_device: Option<String>,
 }
 
 /// `organ merge --method M [--base B] --model FILE:W,density=D… --out OUT --json merge.json`.
@@ -107,7 +113,7 @@ pub(super) async fn merge(
         params.push(format!("{k}={v}"));
     }
     let base = r.base.as_deref().map(|b| s.path(b)).transpose()?;
-    let judge = judge(&s, r.judge.as_deref(), r.judge_ctx)?;
+    let judge = judge(&s, super::lora::judge_of!(r))?;
     let out = out_name(r.out.as_deref(), "merged.gguf")?;
     let mut args = ModelMergeArgs {
         config: None,

@@ -13,6 +13,7 @@
 //! a path swapped for a link after organ's check changes nothing it reads.
 
 use super::handed::{create_private, hand_model, open_text, scratch_dir};
+pub use super::offload::{devices, gpu_layers, Offload};
 use super::{output, Handed};
 use crate::llama_cpp;
 use crate::model::Model;
@@ -38,66 +39,6 @@ pub struct Settings {
     pub adapters: Adapters,
     /// Where llama-perplexity runs the model: its GPU layers and devices.
     pub offload: Offload,
-}
-
-/// Where llama-perplexity runs the model (docs/judge.md): the layers it offloads (its
-/// `-ngl`: a number, `auto` or `all`) and the devices it uses (its `--device`: `CUDA0`,
-/// `CUDA0,CUDA1`, `none` for the CPU alone; `llama-perplexity --list-devices` names
-/// them). Each is passed through as given, checked for form only (llama.cpp says which
-/// device it does not have); without them, llama.cpp's own defaults.
-#[derive(clap::Args, Clone, Debug, Default, PartialEq, Eq)]
-pub struct Offload {
-    /// Layers llama-perplexity offloads to a device: N, auto or all (its -ngl; default:
-    /// its own).
-    #[arg(long, value_name = "N|auto|all", value_parser = gpu_layers)]
-    pub gpu_layers: Option<String>,
-    /// The devices llama-perplexity runs on, comma-separated (its --device; none: the CPU
-    /// alone; llama-perplexity --list-devices names them).
-    #[arg(long, value_name = "DEV[,DEV…]", value_parser = devices)]
-    pub device: Option<String>,
-}
-
-impl Offload {
-    /// The offload a request names (the HTTP API's `gpu_layers` and `device`), each
-    /// checked as the flags are.
-    ///
-    /// # Errors
-    /// A malformed value, named by its field.
-    pub fn new(gpu_layers: Option<&str>, device: Option<&str>) -> Result<Offload> {
-        let check = |field: &str, v: Option<&str>, f: fn(&str) -> Result<String, String>| {
-            v.map(f).transpose().map_err(|e| anyhow::anyhow!("{field}: {e}"))
-        };
-        Ok(Offload {
-            gpu_layers: check("gpu_layers", gpu_layers, self::gpu_layers)?,
-            device: check("device", device, devices)?,
-        })
-    }
-}
-
-/// `--gpu-layers`: a count, `auto` or `all`, as llama.cpp's `-ngl` takes it.
-pub fn gpu_layers(s: &str) -> Result<String, String> {
-    if s == "auto" || s == "all" || s.parse::<u32>().is_ok() {
-        Ok(s.to_owned())
-    } else {
-        Err(format!("{s:?}: give a number of layers, auto or all"))
-    }
-}
-
-/// The longest `--device` list taken.
-const MAX_DEVICES_LEN: usize = 256;
-
-/// `--device`: comma-separated device names (letters, digits, `_`, `-`, `.`, `:`), as
-/// llama.cpp's `--device` takes them.
-pub fn devices(s: &str) -> Result<String, String> {
-    let name_ok = |d: &str| !d.is_empty() && d.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c));
-    if s.len() <= MAX_DEVICES_LEN && s.split(',').all(name_ok) {
-        Ok(s.to_owned())
-    } else {
-        Err(format!(
-            "{:?}: give device names separated by commas (none for the CPU alone), at most {MAX_DEVICES_LEN} bytes",
-            s.chars().take(64).collect::<String>()
-        ))
-    }
 }
 
 /// The adapters applied to each side of an evaluation (`--lora-scaled FILE:S`): the model

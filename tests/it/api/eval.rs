@@ -101,6 +101,30 @@ fn an_eval_jobs_gpu_layers_and_device_reach_llama_perplexity() {
     let body = json!({ "path": "smol.gguf", "text": "text.txt", "to": "q8_0", "device": "a b" });
     let (st, v) = post(&s, "/api/sensitivity", &body);
     assert!(st == 400 && v.to_string().contains("device"), "{st} {v}");
+    // A surgery's judge fields reach its judge's llama-perplexity: a layers job judged on
+    // a device llama.cpp lacks fails with llama.cpp's own words.
+    let layers = |extra: Value| {
+        let mut body = json!({ "path": "smol.gguf", "drop": "29", "judge": "text.txt", "judge_ctx": 128 });
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        body
+    };
+    let extra = json!({ "judge_threads": 1, "judge_gpu_layers": "all", "judge_device": "NOPE1" });
+    let (st, started) = post(&s, "/api/layers", &layers(extra));
+    assert_eq!(st, 202, "{started}");
+    let end = follow(&s, started["id"].as_str().unwrap());
+    assert_eq!(end["state"], "failed", "{end}");
+    assert!(end["error"].to_string().contains("invalid device: NOPE1"), "{end}");
+    for (bad, says) in [
+        (json!({ "judge_gpu_layers": "most" }), "judge_gpu_layers"),
+        (json!({ "judge_device": "CUDA0;rm" }), "judge_device"),
+        (json!({ "judge_threads": 0 }), "judge_threads 0"),
+    ] {
+        let (st, v) = post(&s, "/api/layers", &layers(bad.clone()));
+        assert!(st == 400 && v.to_string().contains(says), "{bad}: {st} {v}");
+    }
+    let body = json!({ "path": "smol.gguf", "drop": "29", "judge_device": "none" });
+    let (st, v) = post(&s, "/api/layers", &body);
+    assert!(st == 400 && v.to_string().contains("judge_device without judge"), "{st} {v}");
 }
 
 #[test]

@@ -219,7 +219,8 @@ fn measure_text(
 ) -> Result<Measured> {
     let Prepared { model, donor, .. } = p;
     let dir = RunDir::open(&p.cache, o.change, text_blake3, s)?;
-    let base = dir.base(o.model, s)?;
+    // Several devices: the base on the first, each evaluation on its job slot's (below).
+    let base = dir.base(o.model, &Settings { offload: s.offload.for_slot(0), ..s.clone() })?;
     let todo: Vec<usize> = picked.iter().copied().filter(|&i| dir.result(&model.tensors[i].name).is_none()).collect();
     if todo.len() < picked.len() {
         crate::progress::note(format!(
@@ -296,7 +297,8 @@ fn measure_one(j: &Job<'_>, i: usize) -> Result<()> {
     };
     // organ's own work directory is always organ's to replace; the user's only with --force.
     let (tmp, replaced) = donor.write_changed(model, i, &dest, keep.is_none() || force)?;
-    let k = base.divergence(&tmp.path, s, &dir.work())?;
+    let on = Settings { offload: s.offload.for_slot(rayon::current_thread_index().unwrap_or(0)), ..s.clone() };
+    let k = base.divergence(&tmp.path, &on, &dir.work())?;
     if keep.is_some() {
         tmp.commit()?;
     }

@@ -78,6 +78,10 @@ pub struct SensitivityArgs {
     pub llama_cpp: Option<PathBuf>,
     #[command(flatten)]
     pub offload: Offload,
+    /// Print to stderr the bytes written for each evaluation's changed model, and for
+    /// staging the model once.
+    #[arg(long, conflicts_with = "predict")]
+    pub stats: bool,
     #[command(flatten)]
     pub force: Force,
 }
@@ -106,6 +110,7 @@ impl SensitivityArgs {
             keep_models: None,
             llama_cpp: None,
             offload: Offload::default(),
+            stats: false,
             force: Force::default(),
         }
     }
@@ -190,6 +195,7 @@ impl<'a> TryFrom<&'a SensitivityArgs> for cmd::sensitivity::Options<'a> {
             cache,
             keep_models: a.keep_models.as_deref(),
             files: a.reports.files.clone(),
+            stats: a.stats,
             force: a.force.force,
         })
     }
@@ -235,6 +241,7 @@ impl ToArgs for SensitivityArgs {
             .opt("--keep-models", self.keep_models.as_ref())
             .opt("--llama-cpp", self.llama_cpp.as_ref())
             .flags(&self.offload)
+            .switch("--stats", self.stats)
             .flags(&self.force);
     }
 }

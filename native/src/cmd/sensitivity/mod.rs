@@ -10,6 +10,7 @@
 mod changed;
 pub mod predicted;
 mod run_dir;
+mod staged;
 
 use crate::cmd::outputs::Files;
 use crate::llama_cpp::handed::open_text;
@@ -22,6 +23,7 @@ use organ_core::sensitivity::{is_weight, kind, Change};
 use organ_core::surgery::select::Selection;
 use rayon::prelude::*;
 use run_dir::RunDir;
+use staged::Staging;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -43,6 +45,8 @@ pub struct Options<'a> {
     pub keep_models: Option<&'a Path>,
     /// The report's files, by format (the registry's).
     pub files: Files,
+    /// Print the bytes each evaluation wrote, and the staging's (`--stats`).
+    pub stats: bool,
     pub force: bool,
 }
 
@@ -62,14 +66,18 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<Report> {
     // by organ for --ablate.
     let donor = changed::Donor::make(&model, o.model, o.change, &tools, &cache)?;
     let picked = donor.keep_possible(&model, picked, w)?;
-    let first = measure_text(&model, o, &donor, &picked, (&o.settings, &text_blake3), &cache)?;
+    let (mut staging, disk) = (Staging::new(cache.model_dir(), o.jobs), staged::DiskStats::default());
+    let first = measure_text(&model, o, &donor, &picked, (&o.settings, &text_blake3), &cache, (&mut staging, &disk))?;
     let repeat = match (&o.repeat_text, &repeat_blake3) {
         (Some(t), Some(b)) => {
             let s = Settings { text: t.clone(), ..o.settings.clone() };
-            Some(measure_text(&model, o, &donor, &picked, (&s, b), &cache)?)
+            Some(measure_text(&model, o, &donor, &picked, (&s, b), &cache, (&mut staging, &disk))?)
         }
         _ => None,
     };
+    if o.stats {
+        disk.emit();
+    }
     let mut tensors = first.rows;
     if let Some(r) = &repeat {
         for (row, again) in tensors.iter_mut().zip(&r.rows) {
@@ -197,7 +205,7 @@ struct Measured {
 
 /// Measures every picked tensor on `s.text` (whose BLAKE3 [`check_text`] gave): the base's
 /// logits once, then one evaluation per tensor, `o.jobs` at a time, each result kept as it
-/// comes.
+/// comes; the model staged for those yet to measure, a batch at a time ([`staged`]).
 fn measure_text(
     model: &Model,
     o: &Options<'_>,
@@ -205,6 +213,7 @@ fn measure_text(
     picked: &[usize],
     (s, text_blake3): (&Settings, &str),
     cache: &run_dir::Cache,
+    (staging, disk): (&mut Staging, &staged::DiskStats),
 ) -> Result<Measured> {
     let dir = RunDir::open(cache, o.change, text_blake3, s)?;
     let base = dir.base(o.model, s)?;
@@ -221,17 +230,26 @@ fn measure_text(
     let bar = crate::progress::tensor_bar();
     bar.set_message(format!("{} on {}", o.change.label(), file_name(&s.text)));
     crate::progress::grow(&bar, todo.len() as u64);
-    let job = Job { model, donor, base: &base, s, dir: &dir, keep: o.keep_models, force: o.force };
     let pool = rayon::ThreadPoolBuilder::new().num_threads(o.jobs.max(1)).build()?;
-    let failed: Vec<String> = pool.install(|| {
-        todo.par_iter()
-            .filter_map(|&i| {
-                let r = measure_one(&job, i);
-                crate::progress::tensor_done(&bar);
-                r.err().map(|e| format!("{}: {e:#}", model.tensors[i].name))
-            })
-            .collect()
-    });
+    let mut failed: Vec<String> = Vec::new();
+    for batch in todo.chunks(staging.batch()) {
+        // --keep-models writes each changed model whole: nothing to stage.
+        let staged = match o.keep_models {
+            Some(_) => None,
+            None => Some(staging.stage(model, batch, disk)?),
+        };
+        let job = Job { model, donor, base: &base, s, dir: &dir, keep: o.keep_models, staged, force: o.force };
+        failed.extend(pool.install(|| {
+            batch
+                .par_iter()
+                .filter_map(|&i| {
+                    let r = measure_one(&job, i, disk, o.stats);
+                    crate::progress::tensor_done(&bar);
+                    r.err().map(|e| format!("{}: {e:#}", model.tensors[i].name))
+                })
+                .collect::<Vec<String>>()
+        }));
+    }
     bar.finish_and_clear();
     if !failed.is_empty() {
         bail!(
@@ -265,23 +283,39 @@ struct Job<'a> {
     dir: &'a RunDir,
     /// `--keep-models`, and whether a model kept there may replace a file (`--force`).
     keep: Option<&'a Path>,
+    /// The model staged for this batch (none with `keep`).
+    staged: Option<&'a staged::Staged>,
     force: bool,
 }
 
-/// One tensor: its changed model written in the run directory, scored, the result kept,
-/// the model removed.
-fn measure_one(j: &Job<'_>, i: usize) -> Result<()> {
-    let Job { model, donor, base, s, dir, keep, force } = *j;
+/// One tensor: its changed model made in the run directory (of the staged shards), or
+/// written whole in `--keep-models`, scored, the result kept, the model removed (or kept).
+/// With `stats`, says the bytes written for it.
+fn measure_one(j: &Job<'_>, i: usize, disk: &staged::DiskStats, stats: bool) -> Result<()> {
+    let Job { model, donor, base, s, dir, keep, staged, force } = *j;
     let t = &model.tensors[i];
-    let dest = match keep {
-        Some(k) => k.join(format!("{}.gguf", t.name.replace('/', "_"))),
-        None => dir.work().join(format!("tensor-{i}.gguf")),
+    let replaced = donor.replacement(model, i)?;
+    let (k, written) = match (keep, staged) {
+        (Some(keep), _) => {
+            let dest = keep.join(format!("{}.gguf", t.name.replace('/', "_")));
+            let (tmp, len) = changed::write_whole(model, i, &replaced, &dest, force)?;
+            let k = base.divergence(&tmp.path, s, &dir.work())?;
+            tmp.commit()?;
+            (k, len)
+        }
+        (None, Some(staged)) => {
+            let c = staged.changed(i, &replaced, &dir.work(), disk)?;
+            (base.divergence(&c.first, s, &dir.work())?, c.written)
+        }
+        (None, None) => bail!("{}: neither staged nor kept", t.name),
     };
-    // organ's own work directory is always organ's to replace; the user's only with --force.
-    let (tmp, replaced) = donor.write_changed(model, i, &dest, keep.is_none() || force)?;
-    let k = base.divergence(&tmp.path, s, &dir.work())?;
-    if keep.is_some() {
-        tmp.commit()?;
+    disk.evaluated(written);
+    if stats {
+        crate::progress::emit(&organ_core::events::Event::EvaluationStats {
+            tensor: t.name.clone(),
+            changed_bytes: replaced.n_bytes,
+            bytes_written: written,
+        });
     }
     let est = |e: crate::llama_cpp::output::Estimate| Estimate { value: e.value, error: e.error };
     let row = Row {

@@ -57,6 +57,31 @@ pub enum Event {
         /// Of the bytes received, multipart framing.
         framing: u64,
     },
+    /// `sensitivity --stats`, as each evaluation ends: the bytes written to make its
+    /// changed model (docs/sensitivity.md, Disk).
+    EvaluationStats {
+        /// The tensor changed.
+        tensor: String,
+        /// Its bytes as changed.
+        changed_bytes: u64,
+        /// Bytes written to make the changed model.
+        bytes_written: u64,
+    },
+    /// `sensitivity --stats`, at the end: the bytes written to stage the model (once per
+    /// batch of tensors), and per evaluation, with how the staged shards were linked.
+    SensitivityStats {
+        /// Bytes written staging the model.
+        staged_bytes: u64,
+        /// Evaluations run.
+        evaluations: u64,
+        /// The most bytes one evaluation wrote.
+        bytes_written_max: u64,
+        /// Bytes all evaluations wrote.
+        bytes_written_total: u64,
+        /// How the changed models used the staged shards ("hard links"; empty when
+        /// nothing was staged).
+        linked: String,
+    },
     /// Why the command failed; the last line it writes.
     Error(ErrorEvent),
 }

@@ -120,6 +120,16 @@ pub fn emit(ev: &Event) {
             Event::RemoteStats { bytes_fetched, requests, retries, framing } => format!(
                 "stats: remote bytes fetched {bytes_fetched}, requests {requests}, retries {retries}, of the bytes multipart framing {framing}"
             ),
+            Event::EvaluationStats { tensor, changed_bytes, bytes_written } => {
+                format!("stats: {tensor}: {bytes_written} bytes written for its evaluation (the changed tensor {changed_bytes})")
+            }
+            Event::SensitivityStats { staged_bytes, evaluations, bytes_written_max, bytes_written_total, linked } => {
+                let how = if linked.is_empty() { String::new() } else { format!(", the staged shards linked by {linked}") };
+                format!(
+                    "stats: staging the model wrote {staged_bytes} bytes; {evaluations} evaluations wrote \
+                     {bytes_written_total} bytes, at most {bytes_written_max} each{how}"
+                )
+            }
             Event::Error(e) => format!("organ: {}: {}", paint("error", crate::paint::BAD), e.message),
         },
     };

@@ -97,6 +97,67 @@ fn each_changed_model_differs_in_its_tensor_only_and_scores_as_llama_cpp_scores_
     assert!(csv.starts_with("name,kind,layer,type,"), "{csv}");
 }
 
+/// What an evaluation may write beyond twice its changed tensor: the changed shard's
+/// header (its split keys, the set id and one tensor's entry: 256 bytes on SmolLM2) and
+/// its padding, with room to spare.
+const DISK_OVERHEAD: u64 = 64 << 10;
+
+/// The `--progress jsonl` events named `name` on `stderr`.
+fn events<'a>(stderr: &'a str, name: &'a str) -> impl Iterator<Item = Value> + 'a {
+    stderr.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter(move |e| e["event"] == name)
+}
+
+#[test]
+fn each_evaluation_writes_its_tensor_not_a_model_copy_and_scores_as_a_whole_copy() {
+    let Some(model) = need::smollm2_and_llama() else { return };
+    let dir = test_dir("sens-disk");
+    let names = ["--name", "blk.3.attn_v.weight", "--name", "blk.7.ffn_down.weight", "--name", "token_embd.weight"];
+    // Each run in a cache of its own (the second must measure again, not read back).
+    let run = |extra: &[&str], report: &Path| {
+        let mut c = sensitivity(&model, &["--ablate", "zero", "--stats", "--progress", "jsonl"]);
+        // The staged shards and the changed models are made in the run's cache: nothing of
+        // them may be left there.
+        c.args(names)
+            .args(extra)
+            .arg("--cache")
+            .arg(report.with_extension("cache"))
+            .arg("--json")
+            .arg(report)
+            .arg("--force");
+        ok(c)
+    };
+    let staged = dir.join("staged.json");
+    let out = run(&[], &staged);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let model_bytes = std::fs::metadata(&model).unwrap().len();
+    let per: Vec<Value> = events(&stderr, "evaluation_stats").collect();
+    assert_eq!(per.len(), 3, "{stderr}");
+    for e in &per {
+        let (written, changed) = (e["bytes_written"].as_u64().unwrap(), e["changed_bytes"].as_u64().unwrap());
+        assert!(written <= 2 * changed + DISK_OVERHEAD, "{e}: more than 2 × the tensor + {DISK_OVERHEAD}");
+        assert!(written < model_bytes / 2, "{e}: {written} bytes of a {model_bytes}-byte model");
+    }
+    let end = events(&stderr, "sensitivity_stats").next().unwrap_or_else(|| panic!("{stderr}"));
+    assert_eq!(end["evaluations"], 3, "{end}");
+    assert_eq!(end["linked"], "hard links", "{end}");
+    // Staged once: the model's bytes and a header per shard.
+    let staged_bytes = end["staged_bytes"].as_u64().unwrap();
+    assert!((model_bytes..model_bytes + DISK_OVERHEAD).contains(&staged_bytes), "{end}");
+    // A whole copy of each changed model (--keep-models) scores the same to the last digit.
+    let keep = dir.join("models");
+    std::fs::create_dir_all(&keep).unwrap();
+    let whole = dir.join("whole.json");
+    let out = run(&["--keep-models", keep.to_str().unwrap()], &whole);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for e in events(&stderr, "evaluation_stats") {
+        assert!(e["bytes_written"].as_u64().unwrap() >= model_bytes / 2, "{e}: --keep-models writes it whole");
+    }
+    assert_eq!(json(&staged)["tensors"], json(&whole)["tensors"]);
+    // Nothing of the staging or of the changed models is left.
+    let left: Vec<PathBuf> = walk(&dir).into_iter().filter(|p| p.extension().is_some_and(|e| e == "gguf")).collect();
+    assert!(left.iter().all(|p| p.starts_with(&keep)), "{left:?}");
+}
+
 #[test]
 fn noise_ablation_keeps_the_type_and_hurts_more_than_requantization() {
     let Some(model) = need::smollm2_and_llama() else { return };
@@ -151,13 +212,19 @@ fn a_run_killed_with_sigkill_resumes_to_the_same_report() {
     let (a, b) = (json(&whole), json(&resumed));
     assert_eq!(a["tensors"], b["tensors"]);
     assert_eq!(a["text"], b["text"]);
+    // The killed run's staged shards and changed model were swept: no model is left.
+    let models: Vec<PathBuf> =
+        walk(&cache).into_iter().filter(|p| p.extension().is_some_and(|e| e == "gguf")).collect();
+    assert!(models.is_empty(), "{models:?}");
 }
 
+/// The files under `d`, links not followed (a run's scratch holds links to
+/// `/proc/self/fd/N`, which in this process may lead to a directory being read).
 fn walk(d: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
         let p = e.path();
-        if p.is_dir() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
             out.extend(walk(&p));
         } else {
             out.push(p);

@@ -92,6 +92,10 @@ pub struct SensitivityArgs {
     /// shard; a worker takes what is there.
     #[arg(long, value_name = "DIR|URL", conflicts_with_all = ["predict", "keep_models", REPORTS_GROUP])]
     pub results: Option<PathBuf>,
+    /// Print to stderr the bytes written for each evaluation's changed model, and for
+    /// staging the model once.
+    #[arg(long, conflicts_with = "predict")]
+    pub stats: bool,
     #[command(flatten)]
     pub force: Force,
 }
@@ -123,6 +127,7 @@ impl SensitivityArgs {
             shard: None,
             shards: None,
             results: None,
+            stats: false,
             force: Force::default(),
         }
     }
@@ -207,6 +212,7 @@ impl<'a> TryFrom<&'a SensitivityArgs> for cmd::sensitivity::Options<'a> {
             cache,
             keep_models: a.keep_models.as_deref(),
             files: a.reports.files.clone(),
+            stats: a.stats,
             force: a.force.force,
         })
     }
@@ -265,6 +271,7 @@ impl ToArgs for SensitivityArgs {
             .opt("--shard", self.shard.as_ref())
             .number("--shards", self.shards)
             .opt("--results", self.results.as_ref())
+            .switch("--stats", self.stats)
             .flags(&self.force);
     }
 }

@@ -262,7 +262,7 @@ fn sensitivity_and_recipe_round_trip() {
     m.repeat_text = Some(p("/again"));
     m.reports = ReportFiles::default().with(&JSON, Some(p("/s.json"))).with(&CSV, Some(p("/s.csv")));
     m.reports = m.reports.with(&HTML, Some(p("/s.html")));
-    (m.no_cache, m.llama_cpp, m.force) = (true, Some(p("/bin")), FORCE);
+    (m.no_cache, m.llama_cpp, m.stats, m.force) = (true, Some(p("/bin")), true, FORCE);
     assert_eq!(reparsed(&m), Command::Sensitivity(m.clone()));
     let mut a = SensitivityArgs::new(p("/m.gguf"));
     (a.text, a.ablate, a.seed, a.cache, a.keep_models) =

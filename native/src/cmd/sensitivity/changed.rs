@@ -1,5 +1,7 @@
-//! The changed models: the input with one tensor's bytes replaced, every other tensor
-//! copied byte for byte (in the kernel, as graft copies them) and the metadata unchanged.
+//! The changed models: the input with one tensor's bytes replaced, every other tensor's
+//! bytes and the metadata unchanged. Each is made of the staged model's shards
+//! ([`super::staged`]); `--keep-models` writes it whole instead ([`write_whole`]: every
+//! other tensor copied byte for byte, in the kernel, as graft copies them).
 //!
 //! For `--to TYPE` the replacement comes from a donor, the whole model quantized once by
 //! `llama-quantize --pure` to TYPE (so every tensor's bytes are llama.cpp's own, as a
@@ -122,27 +124,34 @@ impl Donor {
         Ok(kept)
     }
 
-    /// Writes the model with tensor `i` changed into a temp file for `dest` (removed when
-    /// the returned [`Temp`] drops unless committed); returns it and the replaced tensor.
+    /// Tensor `i` of `model` as the change makes it: the donor's, or ablated.
     ///
     /// # Errors
-    /// The tensor cannot be decoded or stored, or the file cannot be written.
-    pub fn write_changed(&self, model: &Model, i: usize, dest: &Path, force: bool) -> Result<(Temp, Tensor)> {
+    /// The tensor is not in the donor, or cannot be decoded or stored.
+    pub fn replacement(&self, model: &Model, i: usize) -> Result<Tensor> {
         let t = &model.tensors[i];
-        let replaced = match self {
+        match self {
             Donor::Quantized { model: donor, .. } => donor
                 .tensors
                 .iter()
                 .find(|d| d.name == t.name)
                 .cloned()
-                .with_context(|| format!("{}: not in the donor", t.name))?,
-            Donor::Ablated(change) => ablate(t, *change)?,
-        };
-        let mut tensors = model.tensors.clone();
-        tensors[i] = replaced.clone();
-        let (tmp, _) = crate::write::gguf::stage_gguf(model.version, &model.kvs, &tensors, dest, force)?;
-        Ok((tmp, replaced))
+                .with_context(|| format!("{}: not in the donor", t.name)),
+            Donor::Ablated(change) => ablate(t, *change),
+        }
     }
+}
+
+/// Writes the whole model with tensor `i` replaced by `replaced` into a temp file for
+/// `dest` (removed when the returned [`Temp`] drops unless committed), with its length:
+/// the changed model `--keep-models` keeps, one file that loads alone.
+///
+/// # Errors
+/// The file cannot be written.
+pub fn write_whole(model: &Model, i: usize, replaced: &Tensor, dest: &Path, force: bool) -> Result<(Temp, u64)> {
+    let mut tensors = model.tensors.clone();
+    tensors[i] = replaced.clone();
+    crate::write::gguf::stage_gguf(model.version, &model.kvs, &tensors, dest, force)
 }
 
 /// `t` with its values replaced under `change`, in its own type where organ quantizes it.

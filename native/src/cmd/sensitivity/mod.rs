@@ -10,6 +10,7 @@
 mod changed;
 pub mod predicted;
 mod run_dir;
+mod staged;
 pub mod sweep;
 
 use crate::cmd::outputs::Files;
@@ -23,6 +24,7 @@ use organ_core::sensitivity::{is_weight, kind, Change};
 use organ_core::surgery::select::Selection;
 use rayon::prelude::*;
 use run_dir::RunDir;
+use staged::Staging;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -44,6 +46,8 @@ pub struct Options<'a> {
     pub keep_models: Option<&'a Path>,
     /// The report's files, by format (the registry's).
     pub files: Files,
+    /// Print the bytes each evaluation wrote, and the staging's (`--stats`).
+    pub stats: bool,
     pub force: bool,
 }
 
@@ -59,6 +63,26 @@ struct Prepared {
     model_blake3: String,
     cache: run_dir::Cache,
     donor: changed::Donor,
+}
+
+/// Where a run's changed models are made: the model staged a batch at a time ([`staged`]),
+/// and the bytes written, said with `--stats`.
+struct Disk {
+    staging: Staging,
+    stats: staged::DiskStats,
+}
+
+impl Disk {
+    fn new(p: &Prepared, o: &Options<'_>) -> Disk {
+        Disk { staging: Staging::new(p.cache.model_dir(), o.jobs), stats: staged::DiskStats::default() }
+    }
+
+    /// With `--stats`, says what was written in all.
+    fn finish(&self, o: &Options<'_>) {
+        if o.stats {
+            self.stats.emit();
+        }
+    }
 }
 
 /// Checks and prepares everything before any evaluation (the donor is made here).
@@ -87,11 +111,13 @@ fn prepare(o: &Options<'_>, w: &mut dyn Write) -> Result<Prepared> {
 /// Runs the measurement, prints the table and writes the reports.
 pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<Report> {
     let p = prepare(o, w)?;
+    let mut disk = Disk::new(&p, o);
     let mut measured = Vec::with_capacity(p.texts.len());
     for t in &p.texts {
-        let m = measure_text(&p, o, &p.picked, (&t.0, &t.1), &|_| Ok(()))?;
+        let m = measure_text(&p, o, &p.picked, (&t.0, &t.1), &|_| Ok(()), &mut disk)?;
         measured.push((m.setup, m.rows));
     }
+    disk.finish(o);
     let mut measured = measured.into_iter();
     let first = measured.next().context("no text measured")?;
     let report = Report::assemble(
@@ -209,13 +235,14 @@ struct Measured {
 
 /// Measures every picked tensor on `s.text` (whose BLAKE3 [`check_text`] gave): the base's
 /// logits once, then one evaluation per tensor, `o.jobs` at a time, each result kept as it
-/// comes.
+/// comes; the model staged for those yet to measure, a batch at a time ([`staged`]).
 fn measure_text(
     p: &Prepared,
     o: &Options<'_>,
     picked: &[usize],
     (s, text_blake3): (&Settings, &str),
     kept: &Sink<'_>,
+    disk: &mut Disk,
 ) -> Result<Measured> {
     let Prepared { model, donor, .. } = p;
     let dir = RunDir::open(&p.cache, o.change, text_blake3, s)?;
@@ -234,17 +261,28 @@ fn measure_text(
     let bar = crate::progress::tensor_bar();
     bar.set_message(format!("{} on {}", o.change.label(), file_name(&s.text)));
     crate::progress::grow(&bar, todo.len() as u64);
-    let job = Job { model, donor, base: &base, s, dir: &dir, keep: o.keep_models, force: o.force, kept };
     let pool = rayon::ThreadPoolBuilder::new().num_threads(o.jobs.max(1)).build()?;
-    let failed: Vec<String> = pool.install(|| {
-        todo.par_iter()
-            .filter_map(|&i| {
-                let r = measure_one(&job, i);
-                crate::progress::tensor_done(&bar);
-                r.err().map(|e| format!("{}: {e:#}", model.tensors[i].name))
-            })
-            .collect()
-    });
+    let mut failed: Vec<String> = Vec::new();
+    let Disk { staging, stats: disk } = disk;
+    let disk = &*disk;
+    for batch in todo.chunks(staging.batch()) {
+        // --keep-models writes each changed model whole: nothing to stage.
+        let staged = match o.keep_models {
+            Some(_) => None,
+            None => Some(staging.stage(model, batch, disk)?),
+        };
+        let job = Job { model, donor, base: &base, s, dir: &dir, keep: o.keep_models, staged, force: o.force, kept };
+        failed.extend(pool.install(|| {
+            batch
+                .par_iter()
+                .filter_map(|&i| {
+                    let r = measure_one(&job, i, disk, o.stats);
+                    crate::progress::tensor_done(&bar);
+                    r.err().map(|e| format!("{}: {e:#}", model.tensors[i].name))
+                })
+                .collect::<Vec<String>>()
+        }));
+    }
     bar.finish_and_clear();
     if !failed.is_empty() {
         bail!(
@@ -282,25 +320,42 @@ struct Job<'a> {
     dir: &'a RunDir,
     /// `--keep-models`, and whether a model kept there may replace a file (`--force`).
     keep: Option<&'a Path>,
+    /// The model staged for this batch (none with `keep`).
+    staged: Option<&'a staged::Staged>,
     force: bool,
     kept: &'a Sink<'a>,
 }
 
-/// One tensor: its changed model written in the run directory, scored, the result kept,
-/// the model removed.
-fn measure_one(j: &Job<'_>, i: usize) -> Result<()> {
-    let Job { model, donor, base, s, dir, keep, force, kept } = *j;
+/// One tensor: its changed model made in the run directory (of the staged shards), or
+/// written whole in `--keep-models`, scored, the result kept, the model removed (or kept).
+/// With `stats`, says the bytes written for it.
+fn measure_one(j: &Job<'_>, i: usize, disk: &staged::DiskStats, stats: bool) -> Result<()> {
+    let Job { model, donor, base, s, dir, keep, staged, force, kept } = *j;
     let t = &model.tensors[i];
-    let dest = match keep {
-        Some(k) => k.join(format!("{}.gguf", t.name.replace('/', "_"))),
-        None => dir.work().join(format!("tensor-{i}.gguf")),
+    // Several devices: this job slot's own.
+    let s = &Settings { offload: s.offload.for_slot(rayon::current_thread_index().unwrap_or(0)), ..s.clone() };
+    let replaced = donor.replacement(model, i)?;
+    let (k, written) = match (keep, staged) {
+        (Some(keep), _) => {
+            let dest = keep.join(format!("{}.gguf", t.name.replace('/', "_")));
+            let (tmp, len) = changed::write_whole(model, i, &replaced, &dest, force)?;
+            let k = base.divergence(&tmp.path, s, &dir.work())?;
+            tmp.commit()?;
+            (k, len)
+        }
+        (None, Some(staged)) => {
+            let c = staged.changed(i, &replaced, &dir.work(), disk)?;
+            (base.divergence(&c.first, s, &dir.work())?, c.written)
+        }
+        (None, None) => bail!("{}: neither staged nor kept", t.name),
     };
-    // organ's own work directory is always organ's to replace; the user's only with --force.
-    let (tmp, replaced) = donor.write_changed(model, i, &dest, keep.is_none() || force)?;
-    let on = Settings { offload: s.offload.for_slot(rayon::current_thread_index().unwrap_or(0)), ..s.clone() };
-    let k = base.divergence(&tmp.path, &on, &dir.work())?;
-    if keep.is_some() {
-        tmp.commit()?;
+    disk.evaluated(written);
+    if stats {
+        crate::progress::emit(&organ_core::events::Event::EvaluationStats {
+            tensor: t.name.clone(),
+            changed_bytes: replaced.n_bytes,
+            bytes_written: written,
+        });
     }
     let est = |e: crate::llama_cpp::output::Estimate| Estimate { value: e.value, error: e.error };
     let row = Row {

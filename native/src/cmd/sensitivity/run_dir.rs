@@ -1,7 +1,8 @@
 //! Where a sensitivity run keeps what it measured, so that it resumes after any stop
 //! (Ctrl-C, SIGKILL, a full disk) and a finished run is read back instead of rerun.
 //!
-//! `CACHE/sensitivity/MODEL_BLAKE3/` holds the donors (`donor-TYPE.gguf`) and one run
+//! `CACHE/sensitivity/MODEL_BLAKE3/` holds the donors (`donor-TYPE.gguf`), the model
+//! staged as shards while a run measures (a temp directory, [`super::staged`]) and one run
 //! directory per [`Definition`] (the change, the text's BLAKE3, the context and chunks),
 //! named by the BLAKE3 of the definition's JSON: `definition.json`, the base's saved
 //! logits and run (`base-logits.kld`, `base.json`), and `tensors/HASH.json`, one result
@@ -37,6 +38,8 @@ impl Cache {
         };
         let model_dir = root.join("sensitivity").join(model_blake3);
         std::fs::create_dir_all(&model_dir).with_context(|| format!("{}: cannot create", model_dir.display()))?;
+        // A staged model or a donor a killed run left behind (temp names only) is removed.
+        crate::atomic::sweep(&model_dir);
         Ok(Cache { model_dir, _temp: None })
     }
 
@@ -70,7 +73,7 @@ impl RunDir {
         Ok(RunDir { path })
     }
 
-    /// Where changed models are written while they are scored.
+    /// Where changed models are made while they are scored (a temp directory each).
     pub fn work(&self) -> PathBuf {
         self.path.join("work")
     }

@@ -161,6 +161,7 @@ pub fn run(o: &Options<'_>, shard: Shard, results: &Path, w: &mut dyn Write) -> 
         p.picked.iter().enumerate().filter(|(j, _)| sweep.holds(shard.index, *j)).map(|(j, &i)| (j, i)).collect();
     writeln!(w, "shard {shard}: {} of {} tensors", mine.len(), sweep.tensors.len())?;
     let (mut bases, mut index) = (Vec::new(), Vec::new());
+    let mut disk = super::Disk::new(&p, o);
     for (t, (s, text_blake3)) in p.texts.iter().enumerate() {
         let definition = &sweep.texts[t].definition;
         // What the results hold already is kept in the run directory, not measured again.
@@ -177,7 +178,7 @@ pub fn run(o: &Options<'_>, shard: Shard, results: &Path, w: &mut dyn Write) -> 
         }
         let picked: Vec<usize> = mine.iter().map(|&(_, i)| i).collect();
         let sink = |row: &Row| store_row(store, &sweep, definition, row).map(drop);
-        let m = measure_text(&p, o, &picked, (s, text_blake3), &sink)?;
+        let m = measure_text(&p, o, &picked, (s, text_blake3), &sink, &mut disk)?;
         // Every result of the shard is in the results now (those of an earlier run in this
         // cache too); the index names the bytes stored.
         for row in &m.rows {
@@ -197,6 +198,7 @@ pub fn run(o: &Options<'_>, shard: Shard, results: &Path, w: &mut dyn Write) -> 
         });
         writeln!(w, "  {}: {} done, {found} of them taken from the results", s.text.display(), m.rows.len())?;
     }
+    disk.finish(o);
     let done = SweepIndex {
         organ_sweep: FORMAT,
         shard: shard.index,

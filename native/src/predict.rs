@@ -20,14 +20,15 @@ use std::path::Path;
 
 pub use organ_core::predict::Prediction;
 
-/// Predicts, for every selected block weight (the seven linear kinds of a llama-family
-/// block) and every type of `types`, the KLD of the model with only that weight in that
-/// type, from `imatrix`'s column mean squares or, without one, from the weights alone;
-/// scaled by the calibration fitted for that source ([`Calibration::for_source`]).
+/// Predicts, for every selected block weight (by the residual model where it covers the
+/// architecture, by the weighted error alone elsewhere) and every type of `types`, the KLD
+/// of the model with only that weight in that type, from `imatrix`'s column mean squares
+/// or, without one, from the weights alone; scaled by the calibration fitted for that
+/// source ([`Calibration::for_source`]).
 ///
 /// # Errors
-/// A type organ cannot quantize to, a model that is not llama-family, a block weight
-/// missing or of another shape, an imatrix that lacks a weight or disagrees with its shape.
+/// A type organ cannot quantize to, a family's counts malformed, a block weight of another
+/// shape, an imatrix that lacks a weight or disagrees with its shape.
 pub fn predict(
     model: &Model,
     imatrix: Option<&Imatrix>,
@@ -50,8 +51,35 @@ pub fn predict_calibrated(
     select: impl Fn(&str) -> bool + Sync,
     calibration: &Calibration,
 ) -> Result<Vec<Prediction>> {
+    run(model, imatrix, types, select, calibration, true)
+}
+
+/// [`predict`] with every block weight by the weighted error alone, as weights outside the
+/// residual model are predicted: how that weaker predictor is measured on a model the
+/// residual model covers (docs/predict.md).
+///
+/// # Errors
+/// As [`predict`].
+pub fn predict_weighted_error(
+    model: &Model,
+    imatrix: Option<&Imatrix>,
+    types: &[GgmlType],
+    select: impl Fn(&str) -> bool + Sync,
+) -> Result<Vec<Prediction>> {
+    run(model, imatrix, types, select, &Calibration::for_source(imatrix.is_some()), false)
+}
+
+fn run(
+    model: &Model,
+    imatrix: Option<&Imatrix>,
+    types: &[GgmlType],
+    select: impl Fn(&str) -> bool + Sync,
+    calibration: &Calibration,
+    residual: bool,
+) -> Result<Vec<Prediction>> {
     let what = || format!("predicting the sensitivity of {}", model.label);
-    let p = Predictor::new(&model.model, types, *calibration, imatrix.map(Cow::Borrowed)).with_context(what)?;
+    let im = imatrix.map(Cow::Borrowed);
+    let p = Predictor::with_residual(&model.model, types, *calibration, im, residual).with_context(what)?;
     let values = |name: &str| -> Result<(&TensorEntry, Vec<f32>)> {
         let t = steps::tensor(&model.model, name).with_context(|| model.label.clone())?;
         Ok((&t.entry, dequantize(t.ty, t.bytes()).with_context(|| format!("{}: reading {name}", model.label))?))
@@ -66,13 +94,13 @@ pub fn predict_calibrated(
             p.energy(job, &tensors, &vs).with_context(what)
         })
         .collect::<Result<Vec<_>>>()?;
-    let blocks = p.stream(&model.model, energies).with_context(what)?;
+    let stream = p.stream(&model.model, energies).with_context(what)?;
     p.round_trip_jobs(&model.model, select)
         .par_iter()
         .map(|job| {
             let t = &model.tensors[job.tensor];
             let v = dequantize(t.ty, t.bytes()).with_context(|| format!("{}: reading {}", model.label, t.name))?;
-            p.predict(&blocks, job, t, &v).with_context(|| format!("predicting {}", t.name))
+            p.predict(&stream, job, t, &v).with_context(|| format!("predicting {}", t.name))
         })
         .collect()
 }

@@ -5,11 +5,13 @@
 //! `bench/predict-vs-truth.sh` prints the figures).
 
 use crate::common::*;
-use organ_cli::predict::predict;
+use organ_cli::predict::{predict, predict_weighted_error, read_imatrix};
 use organ_core::imatrix::Imatrix;
+use organ_core::predict::Method;
 use organ_core::predict::{agreement, Calibration, Kind, Point};
 use organ_core::quant::quantize::can_quantize;
 use organ_core::GgmlType;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// `llama-imatrix` on SmolLM2 over `text`: `chunks` chunks of 128 tokens, to tmp(`name`).
@@ -138,7 +140,55 @@ fn predictions_rank_against_the_measured_truth() {
     assert_eq!(preds.len(), q2.len());
     let points: Vec<_> = preds
         .iter()
-        .map(|p| (p.kind, p.options[0].predicted_kld, q2.iter().find(|t| t.0 == p.name).unwrap().1))
+        .map(|p| {
+            let kind = Kind::from_name(&p.kind).unwrap();
+            (kind, p.options[0].predicted_kld, q2.iter().find(|t| t.0 == p.name).unwrap().1)
+        })
         .collect();
     show("data-free on the Q4_1 study (out of sample)", &points);
+}
+
+/// The measured KLD of each weight in tests/data/sensitivity/smollm2-f16-`ty`.json.
+fn f16_truth(ty: &str) -> HashMap<String, f64> {
+    let path = repo().join(format!("tests/data/sensitivity/smollm2-f16-{ty}.json"));
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let rows = r["tensors"].as_array().unwrap();
+    rows.iter().map(|t| (t["name"].as_str().unwrap().to_owned(), t["kld"]["value"].as_f64().unwrap())).collect()
+}
+
+/// The weaker predictor (the weighted error alone, one factor for every kind), as weights
+/// outside the residual model take it, on every block weight of SmolLM2 F16 against the
+/// same truth: its ρ (what the outputs print beside its name) and its calibrations, held
+/// to the ones in the code (`bench/predict-vs-truth.sh` prints the figures).
+#[test]
+fn weighted_error_ranks_against_the_measured_truth() {
+    let Some(model) = need::smollm2_and_llama() else { return };
+    let f16 = smollm2_f16(&model);
+    let text = repo().join("tests/data/texts/calibration.txt");
+    let im = read_imatrix(&make_imatrix(&f16, &text, 16, "cal-weighted.imatrix.gguf")).unwrap();
+    let m = organ_cli::model::Model::open(&f16).unwrap();
+    let types = [GgmlType::Q2_0, GgmlType::Q4_0];
+    let mut refits = Vec::new();
+    for (label, imatrix) in [("data-free", None), ("imatrix", Some(&im))] {
+        let committed = Calibration::weighted_error(imatrix.is_some());
+        let preds = predict_weighted_error(&m, imatrix, &types, |_| true).unwrap();
+        assert_eq!(preds.len(), 210, "every block weight, none else");
+        assert!(preds.iter().all(|p| p.method == Method::WeightedError && p.options.len() == 2));
+        let mut errors = Vec::new();
+        for (i, ty) in ["q2_0", "q4_0"].into_iter().enumerate() {
+            let truth = f16_truth(ty);
+            let point =
+                |p: &organ_core::predict::Prediction, x: f64| (Kind::from_name(&p.kind).unwrap(), x, truth[&p.name]);
+            let predicted: Vec<Point> = preds.iter().map(|p| point(p, p.options[i].predicted_kld)).collect();
+            show(&format!("{label} {ty} weighted error alone"), &predicted);
+            errors.extend(preds.iter().map(|p| point(p, p.options[i].weighted_error)));
+        }
+        let fit = Calibration::fit_one(&errors, None).unwrap();
+        println!("{label} weighted-error calibration: b {:.3}, a {:.3}", fit.exponent, fit.log_factor[0]);
+        let close = |a: f64, b: f64| (a - b).abs() < 6e-4;
+        if !close(fit.exponent, committed.exponent) || !close(fit.log_factor[0], committed.log_factor[0]) {
+            refits.push(format!("{label}: refit {fit:?}, code has {committed:?}"));
+        }
+    }
+    assert!(refits.is_empty(), "{refits:#?}");
 }

@@ -290,3 +290,46 @@ fn an_imatrix_recipe_is_written_as_it_was_predicted() {
     }
     assert!(checked > 200, "{checked} of 210 block weights quantized");
 }
+
+/// Every test-built family (tests/oracle/make-family-models.py --f16-256: llama, qwen2,
+/// gemma3 and deepseek2 with MLA, four experts and a shared one; F16, rows of 256) through
+/// `organ recipe --data-free --apply`: each row says which predictor gave its losses (the
+/// residual model for llama's and qwen2's block weights and gemma3's but its queries and
+/// keys, the weighted error alone for those and every deepseek2 weight), the text prints
+/// each predictor's measured ρ, llama-quantize writes the same bytes from the lines, and
+/// llama.cpp runs the result.
+#[test]
+fn every_family_takes_a_data_free_recipe_that_llama_cpp_runs() {
+    let Some(tokenizer) = need::smollm2_oracle_and_llama() else { return };
+    let dir = tmp("families-recipe");
+    let mut c = std::process::Command::new(oracle_python());
+    c.arg(repo().join("tests/oracle/make-family-models.py")).arg(&tokenizer).arg(&dir).arg("--f16-256");
+    ok(c);
+    for (arch, residual, weighted) in [("llama", 14, 0), ("qwen2", 14, 0), ("gemma3", 10, 4), ("deepseek2", 0, 19)] {
+        let f16 = dir.join(format!("{arch}.gguf"));
+        let out = tmp(&format!("family-{arch}.gguf"));
+        let _ = std::fs::remove_file(&out);
+        // The embedding at Q8_0 alone is ~7.8 bpw of these models: 8.3 leaves the block
+        // weights a mix of types.
+        let name = format!("family-{arch}");
+        let mut c = recipe(&f16, &[], &["--target-bpw", "8.3", "--data-free"], &name);
+        c.arg("--apply").arg(&out).arg("--check-with-llama-quantize").arg("--llama-cpp").arg(llama_dir());
+        let stdout = String::from_utf8(ok(c).stdout).unwrap();
+        assert!(stdout.contains("llama-quantize wrote the same bytes"), "{arch}: {stdout}");
+        let r: Value = serde_json::from_slice(&std::fs::read(tmp(&format!("{name}.json"))).unwrap()).unwrap();
+        let rows = r["tensors"].as_array().unwrap();
+        let by = |p: &str| rows.iter().filter(|t| t["predictor"] == p).count();
+        assert_eq!((by("residual"), by("weighted_error")), (residual, weighted), "{arch}");
+        assert_eq!(by("none"), rows.len() - residual - weighted, "{arch}: every row says its predictor");
+        for (count, says) in
+            [(residual, "by the residual model, which ranks"), (weighted, "by the weighted error alone, which ranks")]
+        {
+            assert_eq!(stdout.contains(says), count > 0, "{arch}: {stdout}");
+        }
+        let quantized = rows.iter().filter(|t| t["type"] != t["from"] && t["predictor"] != "none").count();
+        assert!(quantized > 0, "{arch}: no block weight took another type");
+        let mut c = llama_tool("llama-completion");
+        c.arg("-m").arg(&out).args(["-p", "Hello", "-n", "1", "--temp", "0", "-no-cnv", "-t", LLAMA_THREADS]);
+        ok(c);
+    }
+}

@@ -100,8 +100,8 @@ pub fn target(text: &str) -> Result<(Target, String), Error> {
 /// the losses predicted by the core's steps on the pool (`crate::sensitivity`).
 ///
 /// # Errors
-/// A model the prediction does not cover (not llama-family), an importance matrix that
-/// lacks a weight or disagrees with its shape, a target below the smallest recipe (the
+/// A family's counts malformed, an importance matrix that lacks a weight or disagrees
+/// with its shape, a target below the smallest recipe (the
 /// core's sentence), a cancellation.
 pub async fn recipe(
     model: &Model,
@@ -114,7 +114,8 @@ pub async fn recipe(
     let types = predicted::prediction_types(types);
     let m = imatrix.map(|m| &m.imatrix);
     let preds = crate::sensitivity::predictions(model, m, &types, predicted::covered, cancelled, on_progress).await?;
-    let source = predicted::Predicted::new(predicted::source(imatrix.map(|m| m.name.as_str())), types, preds);
+    let source =
+        predicted::Predicted::new(predicted::source(imatrix.map(|m| m.name.as_str())), imatrix.is_some(), types, preds);
     choose(&model.model, &model.label, &source, (target, asked), imatrix.is_some())
         .map_err(|e| Error::Refused(format!("{}, {asked}: {e}", model.label)))
 }

@@ -10,7 +10,7 @@ use crate::reads::{Jobs, Meter, Progress, Read, Reads, Slot, MAX_READ};
 use crate::source::Model;
 use organ_core::imatrix::Imatrix;
 use organ_core::model::TensorEntry;
-use organ_core::predict::steps::{self, Block, Energy, EnergyJob, RoundTripJob};
+use organ_core::predict::steps::{self, Energy, EnergyJob, RoundTripJob, Stream};
 use organ_core::predict::{Calibration, Prediction, Predictor};
 use organ_core::sensitivity::is_weight;
 use organ_core::sensitivity::predicted::{rows, PredictionReport, SCHEMA};
@@ -85,25 +85,25 @@ impl Jobs for Step1<'_> {
 struct Step3<'m> {
     model: &'m Model,
     p: Arc<Predictor<'static>>,
-    blocks: Arc<Vec<Block>>,
+    stream: Arc<Stream>,
     jobs: Vec<RoundTripJob>,
     out: Vec<Option<Prediction>>,
 }
 
 impl Jobs for Step3<'_> {
-    type In = (Arc<Predictor<'static>>, Arc<Vec<Block>>, RoundTripJob, TensorEntry);
+    type In = (Arc<Predictor<'static>>, Arc<Stream>, RoundTripJob, TensorEntry);
     type Out = Prediction;
 
     fn input(&self, j: usize) -> Self::In {
         let job = self.jobs[j].clone();
         let t = self.model.tensors[job.tensor].clone();
-        (self.p.clone(), self.blocks.clone(), job, t)
+        (self.p.clone(), self.stream.clone(), job, t)
     }
 
-    fn run((p, blocks, job, t): Self::In, slots: &[Slot]) -> Result<Prediction, Error> {
+    fn run((p, stream, job, t): Self::In, slots: &[Slot]) -> Result<Prediction, Error> {
         let slot = slots.first().ok_or(Error::Internal("a job without its bytes"))?;
         let values = slot.plan.values(slot.bytes()).map_err(Error::refused)?;
-        p.predict(&blocks, &job, &t, &values).map_err(Error::refused)
+        p.predict(&stream, &job, &t, &values).map_err(Error::refused)
     }
 
     fn done(&mut self, j: usize, out: Prediction) -> bool {
@@ -160,11 +160,11 @@ pub async fn predictions(
     let (step1, _) = s.finish().await?;
     let energies: Vec<Energy> =
         step1.out.into_iter().collect::<Option<_>>().ok_or(Error::Internal("a job without its result"))?;
-    let blocks = p.stream(&model.model, energies).map_err(|e| Error::Refused(format!("{}: {e}", model.label)))?;
+    let stream = p.stream(&model.model, energies).map_err(|e| Error::Refused(format!("{}: {e}", model.label)))?;
     let n3 = trip_jobs.len();
     let mut meter = Meter::new(n1 + n3, t0, on_progress);
     meter.progress.done = n1;
-    let step3 = Step3 { model, p: p.clone(), blocks: Arc::new(blocks), jobs: trip_jobs, out: vec![None; n3] };
+    let step3 = Step3 { model, p: p.clone(), stream: Arc::new(stream), jobs: trip_jobs, out: vec![None; n3] };
     let mut s = Reads::new(vec![model], window, step3, meter);
     for j in 0..n3 {
         if cancelled() {

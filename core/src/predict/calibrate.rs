@@ -39,6 +39,44 @@ impl Calibration {
     pub const IMATRIX: Calibration =
         Calibration { exponent: 0.768, log_factor: [-8.926, -8.425, -6.723, -8.675, -8.114, -7.795, -8.835] };
 
+    /// The weaker predictor's ([`super::Method::WeightedError`]), data-free: one factor for
+    /// every kind (the weights it predicts have no truth of their own), fitted by
+    /// `bench/predict-vs-truth.sh` (the test
+    /// `predict::weighted_error_ranks_against_the_measured_truth`) to the same truth as
+    /// [`Calibration::DATA_FREE`], every weight's columns as the weaker predictor takes them
+    /// (the feeding norm's gains squared; uniform for `attn_output` and `ffn_down`).
+    pub const WEIGHTED_ERROR_DATA_FREE: Calibration = Calibration::one(0.625, -8.596);
+    /// As [`Calibration::WEIGHTED_ERROR_DATA_FREE`], the columns from the importance matrix
+    /// of [`Calibration::IMATRIX`].
+    pub const WEIGHTED_ERROR_IMATRIX: Calibration = Calibration::one(0.710, -8.013);
+
+    /// One exponent and one factor for every kind.
+    pub const fn one(exponent: f64, log_factor: f64) -> Calibration {
+        Calibration { exponent, log_factor: [log_factor; 7] }
+    }
+
+    /// The weaker predictor's calibration for columns from an importance matrix or not.
+    pub fn weighted_error(imatrix: bool) -> Calibration {
+        if imatrix {
+            Calibration::WEIGHTED_ERROR_IMATRIX
+        } else {
+            Calibration::WEIGHTED_ERROR_DATA_FREE
+        }
+    }
+
+    /// What the weaker predictor was measured to be worth, as [`Calibration::measured_rho`]:
+    /// on SmolLM2 F16's block weights, every one predicted by it (a proxy: the weights it
+    /// predicts in other architectures have no measured truth).
+    pub fn weighted_error_rho(imatrix: bool) -> &'static str {
+        if imatrix {
+            "ranks as measured with ρ +0.465 overall, +0.378 within kind at Q2_0 and +0.302, +0.465 at Q4_0 \
+             on SmolLM2 F16 (every weight by it)"
+        } else {
+            "ranks as measured with ρ +0.460 overall, +0.321 within kind at Q2_0 and +0.112, +0.344 at Q4_0 \
+             on SmolLM2 F16 (every weight by it)"
+        }
+    }
+
     /// The calibration for column weights from an importance matrix or from the weights.
     pub fn for_source(imatrix: bool) -> Calibration {
         if imatrix {
@@ -62,6 +100,19 @@ impl Calibration {
     /// The predicted KLD of a weight of kind `kind` whose weighted error is `e`.
     pub fn predict(&self, kind: Kind, e: f64) -> f64 {
         libm::exp(self.log_factor[kind.index()]) * libm::pow(e.max(0.0), self.exponent)
+    }
+
+    /// The predicted KLD of a weighted error `e` with the kinds' mean factor (all of
+    /// [`Calibration::one`]'s are one).
+    pub fn predict_mean(&self, e: f64) -> f64 {
+        let a = self.log_factor.iter().sum::<f64>() / self.log_factor.len() as f64;
+        libm::exp(a) * libm::pow(e.max(0.0), self.exponent)
+    }
+
+    /// [`Calibration::fit`] with one factor for every kind.
+    pub fn fit_one(points: &[Point], exponent: Option<f64>) -> Option<Calibration> {
+        let one: Vec<Point> = points.iter().map(|&(_, e, y)| (Kind::AttnQ, e, y)).collect();
+        Calibration::fit(&one, exponent)
     }
 
     /// The least-squares fit of `ln KLD = a_kind + b·ln e` to `points` (those with

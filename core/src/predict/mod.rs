@@ -17,13 +17,21 @@
 //! residual stream ([`residual::Layer`]'s row weights `ρ_r`, the residual-stream model of
 //! features.py ported), `R = Σ_r ρ_r ε_r`, over the stream's energy at that depth `Ĥ`, is
 //! also given (`R/Ĥ`): it was the scaled figure first, and ranked worse on SmolLM2 F16.
+//!
+//! The residual model covers the architectures of [`family::FAMILIES`]; every other block
+//! weight a recipe may quantize is predicted from its weighted error alone
+//! ([`Method::WeightedError`]), and every output says which predictor each weight got.
 
+mod blocks;
 pub mod calibrate;
+pub mod family;
+mod jobs;
 pub mod residual;
 mod round_trip;
 pub mod steps;
 
 pub use calibrate::{agreement, spearman, Agreement, Calibration, Point};
+pub use family::{Family, Method};
 pub use round_trip::{round_trip, row_errors};
 pub use steps::{PredictedPoint, Prediction, Predictor, Unavailable};
 
@@ -32,7 +40,7 @@ use alloc::format;
 use alloc::string::String;
 use serde::{Deserialize, Serialize};
 
-/// The seven linear weights of a llama-family block that the prediction covers.
+/// The seven linear weights of a llama-family block that the residual model covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
@@ -70,6 +78,11 @@ impl Kind {
         }
     }
 
+    /// The kind named `name` (`attn_q`), if it is one of the seven.
+    pub fn from_name(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
     /// Position in [`Kind::ALL`].
     pub fn index(self) -> usize {
         self as usize
@@ -84,7 +97,7 @@ impl Kind {
     pub fn of(name: &str) -> Option<(Kind, u32)> {
         let layer = crate::anatomy::layer_of(name)?;
         let rest = name.strip_prefix("blk.")?.split_once('.')?.1.strip_suffix(".weight")?;
-        Kind::ALL.into_iter().find(|k| k.name() == rest).map(|k| (k, layer))
+        Kind::from_name(rest).map(|k| (k, layer))
     }
 
     /// The weight's name in layer `layer`.
@@ -93,33 +106,37 @@ impl Kind {
     }
 }
 
-/// The facts of a llama-family model the residual model needs.
+/// The facts of a model the residual model needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shape {
-    /// `llama.block_count`.
+    /// `{arch}.block_count`.
     pub n_layer: u32,
-    /// `llama.attention.head_count`.
+    /// `{arch}.attention.head_count`.
     pub n_head: u32,
-    /// `llama.attention.head_count_kv` (`n_head` when absent).
+    /// `{arch}.attention.head_count_kv` (`n_head` when absent).
     pub n_head_kv: u32,
+    /// How its blocks depart from llama's.
+    pub family: Family,
 }
 
 impl Shape {
-    /// The shape of a model of architecture `llama`, from its metadata.
+    /// The shape of a model whose architecture the residual model covers
+    /// ([`Family::of`]), from its metadata (the keys under the architecture's name).
     ///
     /// # Errors
-    /// Any other architecture, by name (the residual model is derived for llama's pre-norm
-    /// blocks with SwiGLU); missing or zero counts; heads not in whole groups.
+    /// Any other architecture, by name; missing or zero counts; heads not in whole groups.
     pub fn of<T>(m: &crate::model::Model<T>) -> Result<Shape> {
         let arch = m.architecture();
-        if arch.as_deref() != Some("llama") {
+        let Some(family) = arch.as_deref().and_then(Family::of) else {
+            let known: alloc::vec::Vec<&str> = family::FAMILIES.iter().map(|f| f.arch).collect();
             return Err(Error::BadMetadata {
                 key: "general.architecture".into(),
                 reason: format!(
-                    "is {arch:?}: the weights-only sensitivity model is derived for llama-family models only"
+                    "is {arch:?}: the residual-stream model covers {} only (other weights take the weighted error)",
+                    known.join(", ")
                 ),
             });
-        }
+        };
         let get = |key: &str| -> Result<Option<u32>> {
             match m.get(key) {
                 None => Ok(None),
@@ -132,18 +149,22 @@ impl Shape {
         let need = |key: &str| -> Result<u32> {
             get(key)?.ok_or_else(|| Error::BadMetadata { key: key.into(), reason: "is missing".into() })
         };
-        let n_layer = need("llama.block_count")?;
-        let n_head = need("llama.attention.head_count")?;
-        let n_head_kv = get("llama.attention.head_count_kv")?.unwrap_or(n_head);
+        let a = family.arch;
+        let n_layer = need(&format!("{a}.block_count"))?;
+        let n_head = need(&format!("{a}.attention.head_count"))?;
+        let kv_key = format!("{a}.attention.head_count_kv");
+        let n_head_kv = get(&kv_key)?.unwrap_or(n_head);
         if n_head % n_head_kv != 0 {
             return Err(Error::BadMetadata {
-                key: "llama.attention.head_count_kv".into(),
+                key: kv_key,
                 reason: format!("{n_head_kv} does not divide the {n_head} heads"),
             });
         }
-        Ok(Shape { n_layer, n_head, n_head_kv })
+        Ok(Shape { n_layer, n_head, n_head_kv, family })
     }
 }
 
+#[cfg(test)]
+mod family_tests;
 #[cfg(test)]
 mod tests;

@@ -7,8 +7,10 @@
 //! Inputs are unit-variance after RMSNorm, so the columns a norm feeds have mean squares
 //! `g_j²` (its gain); data-free, `attn_output`'s columns take the energy of their value
 //! rows ([`attn_output_columns`]) and `ffn_down`'s `E[silu(g)²]·E[u²]` of their gate and
-//! up rows ([`ffn_down_columns`]), gate and up Gaussian.
+//! up rows ([`ffn_down_columns`]), gate and up Gaussian. Families with GeGLU take GELU
+//! for SiLU; with post-norms, what a half adds is rescaled by them ([`post_norm`]).
 
+use super::family::Activation;
 use super::{Kind, Shape};
 use crate::error::{Error, Result};
 use alloc::vec;
@@ -69,14 +71,51 @@ pub fn attn_output_columns(shape: &Shape, v: &Energies) -> Result<Vec<f32>> {
     Ok((0..shape.n_head as usize * dh).map(|c| v.rows[(c / dh / grp) * dh + c % dh] as f32).collect())
 }
 
-/// Data-free mean squares of `ffn_down`'s columns: `E[silu(g)²]·E[u²]`, with the gate's
+/// Data-free mean squares of `ffn_down`'s columns: `E[act(g)²]·E[u²]`, with the gate's
 /// output `g ~ N(0, gate.rows)` and the up output's mean square `up.rows`.
 ///
 /// # Errors
 /// [`Error::CountMismatch`] when gate and up have different row counts.
-pub fn ffn_down_columns(gate: &Energies, up: &Energies) -> Result<Vec<f32>> {
+pub fn ffn_down_columns(act: Activation, gate: &Energies, up: &Energies) -> Result<Vec<f32>> {
     same(gate.rows.len(), up.rows.len(), "ffn_up rows (as ffn_gate's)")?;
-    Ok(gate.rows.iter().zip(&up.rows).map(|(&g, &u)| (gauss_mean_square(g, silu) * u) as f32).collect())
+    let f = activation(act).0;
+    Ok(gate.rows.iter().zip(&up.rows).map(|(&g, &u)| (gauss_mean_square(g, f) * u) as f32).collect())
+}
+
+/// What a post-norm (`post_attention_norm`, `post_ffw_norm`: RMSNorm of the half's output
+/// `y`, times the gains `g`) does to an error in that half: the stream gets
+/// `g ⊙ (y + Δy)/rms(y)`, so to first order row `r`'s error reaches it times
+/// `g_r²/ms(y)`, with `ms(y)` the output's mean square (`energy / n_out`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PostNorm {
+    /// Per output row, `g_r²/ms(y)`: the output projection's row errors' scale.
+    pub rows: Vec<f64>,
+    /// `mean(g²)/ms(y)`: the scale of an error anywhere before the output projection,
+    /// spread over the rows as the output is.
+    pub mean: f64,
+    /// `Σ_r g_r²`: the energy the half now adds to the stream.
+    pub energy: f64,
+}
+
+/// The [`PostNorm`] of a half whose output carries `energy` (the sum over its rows of
+/// their mean squares), normalized by gains `gain` (one per output row).
+///
+/// # Errors
+/// [`Error::CountMismatch`] when there are no gains; [`Error::Unsupported`] when the
+/// output carries no energy (the scale is undefined).
+pub fn post_norm(energy: f64, gain: &[f32]) -> Result<PostNorm> {
+    if gain.is_empty() {
+        return Err(Error::CountMismatch { what: "post-norm gains", expected: 1, got: 0 });
+    }
+    let ms = energy / gain.len() as f64;
+    if !(ms > 0.0 && ms.is_finite()) {
+        return Err(Error::Unsupported {
+            reason: alloc::format!("a post-normed half whose output carries energy {energy}: its scale is undefined"),
+        });
+    }
+    let g2: Vec<f64> = gain.iter().map(|&g| f64::from(g) * f64::from(g)).collect();
+    let sum: f64 = g2.iter().sum();
+    Ok(PostNorm { rows: g2.iter().map(|g| g / ms).collect(), mean: sum / gain.len() as f64 / ms, energy: sum })
 }
 
 /// One block's model: per kind, the weight that carries each row's error into the
@@ -99,7 +138,8 @@ pub struct Layer {
 /// `E‖k_j‖²·E‖o_h‖²/dh²` (a query error moves head h's scores by the keys' energy, and
 /// its output by its energy); `attn_k` rows of group `j`, `Σ_{h∈j} E‖q_h‖²·E‖o_h‖²/dh²`;
 /// `ffn_gate` row `r`, `‖W_d[:, r]‖²·E[silu'(g)²]·E[u²]`; `ffn_up` row `r`,
-/// `‖W_d[:, r]‖²·E[silu(g)²]`.
+/// `‖W_d[:, r]‖²·E[silu(g)²]` (GELU for SiLU in GeGLU families). Post-norms are applied
+/// after, by the caller ([`post_norm`]).
 ///
 /// # Errors
 /// [`Error::CountMismatch`] when the shapes disagree with each other or with `shape`.
@@ -125,9 +165,10 @@ pub fn layer(shape: &Shape, e: [&Energies; 7], o_cols: &[f32], d_cols: &[f32]) -
     let rw_q = (0..nh * dh).map(|r| ke[r / dh / grp] * oh[r / dh] / dh2).collect();
     let rw_k = (0..nkv * dh).map(|r| group(r / dh).map(|h| qe[h] * oh[h]).sum::<f64>() / dh2).collect();
     let rw_v = (0..nkv * dh).map(|r| group(r / dh).map(|h| o.cols[h * dh + r % dh]).sum()).collect();
+    let (act, act_prime) = activation(shape.family.activation);
     let ff = gate.rows.iter().zip(&up.rows).zip(&down.cols);
-    let rw_gate = ff.clone().map(|((&g, &u), &d)| d * gauss_mean_square(g, silu_prime) * u).collect();
-    let rw_up = ff.map(|((&g, _), &d)| d * gauss_mean_square(g, silu)).collect();
+    let rw_gate = ff.clone().map(|((&g, &u), &d)| d * gauss_mean_square(g, act_prime) * u).collect();
+    let rw_up = ff.map(|((&g, _), &d)| d * gauss_mean_square(g, act)).collect();
     let ones = |n: usize| vec![1f64; n];
     Ok(Layer {
         row_weights: [rw_q, rw_k, rw_v, ones(o.rows.len()), rw_gate, rw_up, ones(down.rows.len())],
@@ -195,6 +236,30 @@ fn head_dim(rows: usize, heads: u32, what: &'static str) -> Result<usize> {
     Ok(rows / h)
 }
 
+/// A function of the gate's output.
+type Scalar = fn(f64) -> f64;
+
+/// The activation and its derivative.
+fn activation(act: Activation) -> (Scalar, Scalar) {
+    match act {
+        Activation::Silu => (silu, silu_prime),
+        Activation::Gelu => (gelu, gelu_prime),
+    }
+}
+
+const GELU_C: f64 = 0.797_884_560_802_865_4; // √(2/π)
+const GELU_A: f64 = 0.044_715;
+
+/// GELU's tanh form, as ggml's `gelu` computes it.
+fn gelu(g: f64) -> f64 {
+    0.5 * g * (1.0 + libm::tanh(GELU_C * (g + GELU_A * g * g * g)))
+}
+
+fn gelu_prime(g: f64) -> f64 {
+    let t = libm::tanh(GELU_C * (g + GELU_A * g * g * g));
+    0.5 * (1.0 + t) + 0.5 * g * (1.0 - t * t) * GELU_C * (1.0 + 3.0 * GELU_A * g * g)
+}
+
 fn silu(g: f64) -> f64 {
     g / (1.0 + libm::exp(-g))
 }
@@ -223,6 +288,7 @@ fn gauss_mean_square(var: f64, f: fn(f64) -> f64) -> f64 {
 }
 
 #[cfg(test)]
-pub(super) fn gauss_for_tests(var: f64, derivative: bool) -> f64 {
-    gauss_mean_square(var, if derivative { silu_prime } else { silu })
+pub(super) fn gauss_for_tests(act: Activation, var: f64, derivative: bool) -> f64 {
+    let (f, d) = activation(act);
+    gauss_mean_square(var, if derivative { d } else { f })
 }

@@ -3,9 +3,10 @@
 //! with its read scheduler and worker pool. The front end only reads tensors and decides
 //! what runs where; every figure comes from here.
 //!
-//! 1. [`Predictor::energy_jobs`]: every block weight (with the norm that feeds it, data-free)
-//!    and the token embedding; [`Predictor::energy`] gives each one's [`Energies`] (a few
-//!    vectors of the weight's width).
+//! 1. [`Predictor::energy_jobs`]: every block weight of the residual model (with the norm
+//!    that feeds it, data-free), its post-norms, the token embedding, and the norms that
+//!    feed the weights the weighted error predicts; [`Predictor::energy`] gives each one's
+//!    [`Energies`] (a few vectors of the weight's width) or gains.
 //! 2. [`Predictor::stream`]: each block's residual model and the stream's energy at each
 //!    depth, from all of them.
 //! 3. [`Predictor::round_trip_jobs`]: the selected weights; [`Predictor::predict`]
@@ -13,8 +14,12 @@
 //!
 //! A step holds one weight's values at a time.
 
-use super::residual::{self, Energies, Layer};
-use super::{round_trip, row_errors, Calibration, Kind, Shape};
+use super::family::feeding_norm;
+pub use super::jobs::{
+    Block, By, Energy, EnergyJob, Other, PredictedPoint, Prediction, RoundTripJob, Stream, Unavailable,
+};
+use super::residual;
+use super::{round_trip, row_errors, Calibration, Kind, Method, Shape};
 use crate::error::{Error, Result};
 use crate::imatrix::Imatrix;
 use crate::model::{Model, TensorEntry};
@@ -25,136 +30,22 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::borrow::Borrow;
-use serde::Serialize;
 
-/// One candidate type for one weight.
-#[derive(Serialize, Debug, Clone, PartialEq)]
-pub struct PredictedPoint {
-    /// The candidate type.
-    pub ty: GgmlType,
-    /// The weight's exact size in that type.
-    pub bytes: u64,
-    /// The predicted mean KL divergence with only this weight in `ty`.
-    pub predicted_kld: f64,
-    /// `Σ_j w_j ‖ΔW[:, j]‖²`: the round-trip error weighted by the input columns' mean
-    /// squares (what [`Calibration`] scales).
-    pub weighted_error: f64,
-    /// `R/Ĥ`: that error carried into the residual stream, over the stream's energy there
-    /// (kept for study: on SmolLM2 F16 it ranked worse than the weighted error, docs/predict.md).
-    pub relative: f64,
-}
-
-/// A candidate type the weight cannot take, and why.
-#[derive(Serialize, Debug, Clone, PartialEq)]
-pub struct Unavailable {
-    /// The type.
-    pub ty: GgmlType,
-    /// Why (rows that are not whole blocks of it).
-    pub reason: String,
-}
-
-/// The prediction for one weight.
-#[derive(Serialize, Debug, Clone, PartialEq)]
-pub struct Prediction {
-    /// The weight's name.
-    pub name: String,
-    /// Its kind.
-    pub kind: Kind,
-    /// Its block.
-    pub layer: u32,
-    /// Its type in the model.
-    pub ty: GgmlType,
-    /// Its shape (ggml order).
-    pub dims: Vec<u64>,
-    /// Its bytes in the model.
-    pub bytes: u64,
-    /// One point per candidate type it can take, in the order asked.
-    pub options: Vec<PredictedPoint>,
-    /// The candidate types it cannot take.
-    pub unavailable: Vec<Unavailable>,
-}
-
-/// What a step-1 job reads.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EnergyJob {
-    /// Block weight `weight` (of kind `kind` in block `layer`), and, data-free, the norm
-    /// whose gains are its input columns' mean squares.
-    Weight {
-        /// Its block.
-        layer: u32,
-        /// Its kind.
-        kind: Kind,
-        /// Its name.
-        weight: String,
-        /// The norm that feeds it, data-free (none for `attn_output` and `ffn_down`).
-        norm: Option<String>,
-    },
-    /// The token embedding, whose energy starts the residual stream.
-    Embedding {
-        /// Its name.
-        name: String,
-    },
-}
-
-impl EnergyJob {
-    /// The tensors the job reads, in the order [`Predictor::energy`] takes their values.
-    pub fn reads(&self) -> Vec<&str> {
-        match self {
-            EnergyJob::Weight { weight, norm, .. } => {
-                core::iter::once(weight.as_str()).chain(norm.as_deref()).collect()
-            }
-            EnergyJob::Embedding { name } => alloc::vec![name.as_str()],
-        }
-    }
-}
-
-/// A step-1 result.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Energy {
-    /// A block weight's energies, and its input columns' mean squares when they came with
-    /// it (from the norm or the importance matrix; `attn_output` and `ffn_down` get theirs
-    /// in step 2).
-    Weight {
-        /// Its energies.
-        energies: Energies,
-        /// Its input columns' mean squares, when they came with it.
-        cols: Option<Vec<f32>>,
-    },
-    /// The embedding's energy.
-    Embedding(f64),
-}
-
-/// One block, after step 2: its residual model and each kind's input column mean squares.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Block {
-    /// The block's residual model.
-    pub layer: Layer,
-    /// Per kind ([`Kind::index`]), the input columns' mean squares.
-    pub cols: [Vec<f32>; 7],
-    /// `Ĥ` where the block's attention and its FFN read the stream.
-    pub stream: (f64, f64),
-}
-
-/// A step-3 job: a selected weight.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RoundTripJob {
-    /// The weight's index among the model's tensors.
-    pub tensor: usize,
-    /// Its kind.
-    pub kind: Kind,
-    /// Its block.
-    pub layer: u32,
-}
-
-/// A model's prediction: its shape, the candidate types, the calibration, and where the
-/// input columns' mean squares come from.
+/// A model's prediction: the residual model's shape (when it covers the model), the weights
+/// the weighted error predicts, the candidate types, the calibration, and where the input
+/// columns' mean squares come from.
 #[derive(Debug, Clone)]
 pub struct Predictor<'i> {
-    /// The model's shape.
-    pub shape: Shape,
+    /// The residual model's shape; `None` when it does not cover the model (an
+    /// architecture not in [`super::family::FAMILIES`], or blocks without its seven weights).
+    pub residual: Option<Shape>,
+    /// The block weights outside the residual model that llama-quantize quantizes, in the
+    /// model's order: the weighted error predicts them.
+    pub others: Vec<Other>,
     /// The candidate types.
     pub types: Vec<GgmlType>,
-    /// Scales a weighted error to a KLD.
+    /// Scales the residual model's weighted error to a KLD (the others take
+    /// [`Calibration::weighted_error`]).
     pub calibration: Calibration,
     /// The importance matrix (borrowed, or owned where the jobs must outlive the caller,
     /// as the browser's worker pool needs); `None`: data-free.
@@ -162,17 +53,32 @@ pub struct Predictor<'i> {
 }
 
 impl<'i> Predictor<'i> {
-    /// The prediction of `model` (llama-family) to each type of `types`, scaled by
-    /// `calibration`, with the input columns from `imatrix` or, without one, from the
-    /// weights alone.
+    /// The prediction of `model` to each type of `types`, scaled by `calibration`, with the
+    /// input columns from `imatrix` or, without one, from the weights alone: the residual
+    /// model where it covers the model, the weighted error elsewhere.
     ///
     /// # Errors
-    /// A type organ cannot quantize to; a model that is not llama-family.
-    pub fn new<T>(
+    /// A type organ cannot quantize to; a family's counts missing or malformed.
+    pub fn new<T: Borrow<TensorEntry>>(
         model: &Model<T>,
         types: &[GgmlType],
         calibration: Calibration,
         imatrix: Option<Cow<'i, Imatrix>>,
+    ) -> Result<Self> {
+        Predictor::with_residual(model, types, calibration, imatrix, true)
+    }
+
+    /// [`Predictor::new`], or, when not `residual`, every block weight by the weighted error
+    /// (how its ρ is measured on a model the residual model covers: docs/predict.md).
+    ///
+    /// # Errors
+    /// As [`Predictor::new`].
+    pub fn with_residual<T: Borrow<TensorEntry>>(
+        model: &Model<T>,
+        types: &[GgmlType],
+        calibration: Calibration,
+        imatrix: Option<Cow<'i, Imatrix>>,
+        residual: bool,
     ) -> Result<Self> {
         if let Some(ty) = types.iter().find(|t| !can_quantize(**t)) {
             return Err(Error::Unsupported {
@@ -182,23 +88,47 @@ impl<'i> Predictor<'i> {
                 ),
             });
         }
-        Ok(Predictor { shape: Shape::of(model)?, types: types.to_vec(), calibration, imatrix })
+        let arch = model.architecture().unwrap_or_default().into_owned();
+        let shape = match arch.as_str() {
+            a if residual && super::Family::of(a).is_some() => Some(Shape::of(model)?),
+            _ => None,
+        };
+        let data_free = imatrix.is_none();
+        let shape = shape.filter(|s| complete(model, s, data_free));
+        let others = others(model, &arch, shape.as_ref(), data_free);
+        Ok(Predictor { residual: shape, others, types: types.to_vec(), calibration, imatrix })
     }
 
-    /// Step 1's jobs: every block weight (block by block, in [`Kind::ALL`]'s order), then
-    /// the token embedding.
+    /// Which model predicts the tensor `name`, if any.
+    pub fn method_of<T: Borrow<TensorEntry>>(&self, model: &Model<T>, name: &str) -> Option<Method> {
+        let i = model.tensors.iter().position(|t| entry(t).name == name)?;
+        match self.by(i, name) {
+            Some(By::Residual(_)) => Some(Method::Residual),
+            Some(By::WeightedError(_)) => Some(Method::WeightedError),
+            None => None,
+        }
+    }
+
+    /// Step 1's jobs: every block weight of the residual model (block by block, in
+    /// [`Kind::ALL`]'s order, then the block's post-norms), the token embedding, then the
+    /// norms that feed the others (data-free).
     pub fn energy_jobs(&self) -> Vec<EnergyJob> {
-        let mut jobs: Vec<EnergyJob> = (0..self.shape.n_layer)
-            .flat_map(|layer| {
-                Kind::ALL.into_iter().map(move |kind| {
+        let mut jobs: Vec<EnergyJob> = Vec::new();
+        if let Some(shape) = &self.residual {
+            for layer in 0..shape.n_layer {
+                jobs.extend(Kind::ALL.into_iter().map(|kind| {
                     let fed = !matches!(kind, Kind::AttnOutput | Kind::FfnDown);
                     let norm = if kind.is_ffn() { "ffn_norm" } else { "attn_norm" };
                     let norm = (fed && self.imatrix.is_none()).then(|| format!("blk.{layer}.{norm}.weight"));
                     EnergyJob::Weight { layer, kind, weight: kind.weight(layer), norm }
-                })
-            })
-            .collect();
-        jobs.push(EnergyJob::Embedding { name: "token_embd.weight".into() });
+                }));
+                if shape.family.post_norms {
+                    jobs.extend(shape.family.post_norm_names(layer).map(|name| EnergyJob::Norm { name }));
+                }
+            }
+            jobs.push(EnergyJob::Embedding { name: "token_embd.weight".into() });
+        }
+        jobs.extend(self.others.iter().filter_map(|o| o.norm.clone()).map(|name| EnergyJob::Norm { name }));
         jobs
     }
 
@@ -211,8 +141,12 @@ impl<'i> Predictor<'i> {
     pub fn energy(&self, job: &EnergyJob, tensors: &[&TensorEntry], values: &[&[f32]]) -> Result<Energy> {
         match (job, tensors, values) {
             (EnergyJob::Embedding { .. }, [t], [v]) => {
-                Ok(Energy::Embedding(residual::embedding_energy(v, two_d(t)?.0)))
+                let d_model = two_d(t)?.0;
+                let scaled = self.residual.is_some_and(|s| s.family.embedding_scaled);
+                let h = residual::embedding_energy(v, d_model);
+                Ok(Energy::Embedding(if scaled { h * d_model as f64 } else { h }))
             }
+            (EnergyJob::Norm { .. }, [_], [v]) => Ok(Energy::Norm(v.to_vec())),
             (EnergyJob::Weight { kind, .. }, [t, rest @ ..], [v, gains @ ..]) => {
                 let (n_in, _) = two_d(t)?;
                 let cols = match (self.imatrix.as_deref(), rest, gains) {
@@ -240,64 +174,38 @@ impl<'i> Predictor<'i> {
     }
 
     /// Step 2: each block's model from step 1's results, in [`Predictor::energy_jobs`]'
-    /// order. `model` gives the shapes of `attn_output` and `ffn_down` (whose columns the
-    /// importance matrix gives).
+    /// order, and the others' data-free columns. `model` gives the shapes of `attn_output`
+    /// and `ffn_down` (whose columns the importance matrix gives).
     ///
     /// # Errors
     /// Results not of those jobs; shapes that disagree within a block; a weight missing
     /// from the importance matrix.
-    pub fn stream<T: Borrow<TensorEntry>>(&self, model: &Model<T>, results: Vec<Energy>) -> Result<Vec<Block>> {
-        let n = self.shape.n_layer as usize;
-        if results.len() != 7 * n + 1 {
-            let (what, expected, got) = ("step-1 results (one per job)", 7 * n as u64 + 1, results.len() as u64);
-            return Err(Error::CountMismatch { what, expected, got });
+    pub fn stream<T: Borrow<TensorEntry>>(&self, model: &Model<T>, results: Vec<Energy>) -> Result<Stream> {
+        let n_norms = self.others.iter().filter(|o| o.norm.is_some()).count();
+        let per_block = |s: &Shape| 7 + if s.family.post_norms { 2 } else { 0 };
+        let n_residual = self.residual.as_ref().map_or(0, |s| per_block(s) * s.n_layer as usize + 1);
+        if results.len() != n_residual + n_norms {
+            let (what, expected, got) = ("step-1 results (one per job)", (n_residual + n_norms) as u64, results.len());
+            return Err(Error::CountMismatch { what, expected, got: got as u64 });
         }
         let mut results = results.into_iter();
-        // Per block, each kind's energies and input columns (when step 1 gave them).
-        type Gathered = ([Energies; 7], [Option<Vec<f32>>; 7]);
-        let mut blocks: Vec<Gathered> = Vec::with_capacity(n);
-        for _ in 0..n {
-            let mut e: [Option<Energies>; 7] = Default::default();
-            let mut c: [Option<Vec<f32>>; 7] = Default::default();
-            for k in Kind::ALL {
-                match results.next() {
-                    Some(Energy::Weight { energies, cols }) => (e[k.index()], c[k.index()]) = (Some(energies), cols),
-                    _ => return Err(results_mismatch(&k.weight(blocks.len() as u32))),
-                }
-            }
-            blocks.push((e.map(|x| x.unwrap_or_else(empty)), c));
-        }
-        let h0 = match (results.next(), results.next()) {
-            (Some(Energy::Embedding(h)), None) => h,
-            _ => return Err(results_mismatch("token_embd.weight")),
+        let blocks = match &self.residual {
+            Some(shape) => super::blocks::blocks(shape, self.imatrix.as_deref(), model, &mut results)?,
+            None => Vec::new(),
         };
-        let mut layers = Vec::with_capacity(n);
-        for (l, (e, cols)) in blocks.into_iter().enumerate() {
-            let l32 = l as u32;
-            let (o_cols, d_cols) = match self.imatrix.as_deref() {
-                Some(im) => {
-                    let col = |k: Kind| {
-                        let t: &TensorEntry = tensor(model, &k.weight(l32))?.borrow();
-                        im.column_weights(&t.name, &t.dims)
-                    };
-                    (col(Kind::AttnOutput)?, col(Kind::FfnDown)?)
-                }
-                None => (residual::attn_output_columns(&self.shape, &e[2])?, residual::ffn_down_columns(&e[4], &e[5])?),
-            };
-            let refs: [&Energies; 7] = core::array::from_fn(|i| &e[i]);
-            let layer = residual::layer(&self.shape, refs, &o_cols, &d_cols)
-                .map_err(|err| Error::BadLayout { tensor: format!("blk.{l}"), reason: err.to_string() })?;
-            let mut cols = cols;
-            cols[Kind::AttnOutput.index()] = Some(o_cols);
-            cols[Kind::FfnDown.index()] = Some(d_cols);
-            layers.push((layer, cols.map(Option::unwrap_or_default)));
+        let mut others = Vec::with_capacity(self.others.len());
+        for o in &self.others {
+            others.push(match (&o.norm, o.norm.as_ref().map(|_| results.next())) {
+                (Some(_), Some(Some(Energy::Norm(g)))) => Some(residual::gain_squares(&g)),
+                (Some(name), _) => return Err(results_mismatch(name)),
+                (None, _) => None,
+            });
         }
-        let only: Vec<Layer> = layers.iter().map(|l| l.0.clone()).collect();
-        let stream = residual::stream_energies(h0, &only);
-        Ok(layers.into_iter().zip(stream).map(|((layer, cols), stream)| Block { layer, cols, stream }).collect())
+        Ok(Stream { blocks, others })
     }
 
-    /// Step 3's jobs: the block weights of `model` that `select` picks, in the model's order.
+    /// Step 3's jobs: the weights of `model` that `select` picks and a model predicts, in
+    /// the model's order.
     pub fn round_trip_jobs<T: Borrow<TensorEntry>>(
         &self,
         model: &Model<T>,
@@ -306,10 +214,21 @@ impl<'i> Predictor<'i> {
         (model.tensors.iter().enumerate())
             .filter(|(_, t)| select(&entry(*t).name))
             .filter_map(|(tensor, t)| {
-                let (kind, layer) = Kind::of(&entry(t).name).filter(|(_, l)| *l < self.shape.n_layer)?;
-                Some(RoundTripJob { tensor, kind, layer })
+                let name = &entry(t).name;
+                let by = self.by(tensor, name)?;
+                Some(RoundTripJob { tensor, layer: crate::anatomy::layer_of(name)?, by })
             })
             .collect()
+    }
+
+    /// Which model predicts tensor `tensor` (named `name`).
+    fn by(&self, tensor: usize, name: &str) -> Option<By> {
+        if let Some(shape) = &self.residual {
+            if let Some((kind, _)) = Kind::of(name).filter(|&(k, l)| l < shape.n_layer && residual_kind(shape, k)) {
+                return Some(By::Residual(kind));
+            }
+        }
+        self.others.binary_search_by_key(&tensor, |o| o.tensor).ok().map(By::WeightedError)
     }
 
     /// Step 3 for one weight `t` (of `job`) with its dequantized `values`: every candidate
@@ -318,16 +237,35 @@ impl<'i> Predictor<'i> {
     ///
     /// # Errors
     /// Values not of the weight's shape, or not of its block's; an importance-matrix
-    /// entry llama-quantize would refuse for the weight.
-    pub fn predict(&self, blocks: &[Block], job: &RoundTripJob, t: &TensorEntry, values: &[f32]) -> Result<Prediction> {
-        let block = blocks.get(job.layer as usize).ok_or_else(|| Error::BadLayout {
-            tensor: t.name.clone(),
-            reason: format!("is of block {}, but step 2 gave {} blocks", job.layer, blocks.len()),
-        })?;
-        let (n_in, _) = two_d(t)?;
-        let cols = &block.cols[job.kind.index()];
-        let row_weights = &block.layer.row_weights[job.kind.index()];
-        let h = residual::stream_at(job.kind, block.stream);
+    /// entry llama-quantize would refuse for the weight, or none for a weight the
+    /// weighted error predicts.
+    pub fn predict(&self, stream: &Stream, job: &RoundTripJob, t: &TensorEntry, values: &[f32]) -> Result<Prediction> {
+        let n_in = match (job.by, t.dims.first()) {
+            (By::Residual(_), _) => two_d(t)?.0,
+            (By::WeightedError(_), Some(&n)) if n > 0 => n as usize,
+            _ => return Err(Error::BadLayout { tensor: t.name.clone(), reason: "has no rows".into() }),
+        };
+        // Per kind: the columns, the carried row weights and stream energy, the rows' scales.
+        let (cols, carried, scales, method) = match job.by {
+            By::Residual(kind) => {
+                let block = stream.blocks.get(job.layer as usize).ok_or_else(|| Error::BadLayout {
+                    tensor: t.name.clone(),
+                    reason: format!("is of block {}, but step 2 gave {} blocks", job.layer, stream.blocks.len()),
+                })?;
+                let h = residual::stream_at(kind, block.stream);
+                let carried = Some((&block.layer.row_weights[kind.index()][..], h));
+                let cols = Cow::Borrowed(&block.cols[kind.index()][..]);
+                (cols, carried, &block.scales[kind.index()][..], Method::Residual)
+            }
+            By::WeightedError(o) => {
+                let cols = match (self.imatrix.as_deref(), stream.others.get(o)) {
+                    (Some(im), _) => Cow::Owned(im.column_weights(&t.name, &t.dims)?),
+                    (None, Some(Some(g))) => Cow::Borrowed(&g[..]),
+                    (None, _) => Cow::Owned(alloc::vec![1.0; n_in]),
+                };
+                (cols, None, &[][..], Method::WeightedError)
+            }
+        };
         // Quantized as the file will be: under the importance matrix's weights as
         // llama-quantize takes them (none for a weight it has no entry for); data-free,
         // by the plain quantizer, as llama-quantize writes without --imatrix.
@@ -335,9 +273,14 @@ impl<'i> Predictor<'i> {
             Some(im) => im.quant_weights_of(&t.name, &t.dims).map_err(|e| in_tensor(&t.name, e))?,
             None => None,
         };
+        let kind = match job.by {
+            By::Residual(k) => k.name().to_owned(),
+            By::WeightedError(_) => crate::sensitivity::kind(&t.name),
+        };
         let mut p = Prediction {
             name: t.name.clone(),
-            kind: job.kind,
+            kind,
+            method,
             layer: job.layer,
             ty: t.ty,
             dims: t.dims.clone(),
@@ -351,19 +294,80 @@ impl<'i> Predictor<'i> {
                 p.unavailable.push(Unavailable { ty, reason });
                 continue;
             }
-            let errors = (round_trip(ty, values, n_in, qw.as_deref()).and_then(|q| row_errors(values, &q, n_in, cols)))
-                .map_err(|e| in_tensor(&t.name, e))?;
-            let relative = residual::carried(&errors, row_weights).map_err(|e| in_tensor(&t.name, e))? / h;
-            let weighted_error: f64 = errors.iter().sum();
+            let errors = (round_trip(ty, values, n_in, qw.as_deref())
+                .and_then(|q| row_errors(values, &q, n_in, &cols)))
+            .map_err(|e| in_tensor(&t.name, e))?;
+            let relative = match carried {
+                Some((rw, h)) => Some(residual::carried(&errors, rw).map_err(|e| in_tensor(&t.name, e))? / h),
+                None => None,
+            };
+            let weighted_error = scaled_sum(&errors, scales).map_err(|e| in_tensor(&t.name, e))?;
             p.options.push(PredictedPoint {
                 ty,
                 bytes: t.n_elements / ty.block_size() as u64 * ty.type_size() as u64,
-                predicted_kld: self.calibration.predict(job.kind, weighted_error),
+                predicted_kld: match job.by {
+                    By::Residual(kind) => self.calibration.predict(kind, weighted_error),
+                    By::WeightedError(_) => {
+                        Calibration::weighted_error(self.imatrix.is_some()).predict_mean(weighted_error)
+                    }
+                },
                 weighted_error,
                 relative,
             });
         }
         Ok(p)
+    }
+}
+
+/// Whether the residual model predicts kind `kind` of a model of `shape`: every kind but
+/// the queries and keys behind a per-head norm.
+fn residual_kind(shape: &Shape, kind: Kind) -> bool {
+    !(shape.family.qk_norms && matches!(kind, Kind::AttnQ | Kind::AttnK))
+}
+
+/// Whether `model` has everything the residual model reads: every block's seven weights
+/// (2-D), its norms (data-free) and post-norms, and the token embedding.
+fn complete<T: Borrow<TensorEntry>>(model: &Model<T>, shape: &Shape, data_free: bool) -> bool {
+    let has =
+        |name: &str, dims: usize| model.tensors.iter().any(|t| entry(t).name == name && entry(t).dims.len() == dims);
+    (0..shape.n_layer).all(|l| {
+        let norms = ["attn_norm", "ffn_norm"].map(|n| format!("blk.{l}.{n}.weight"));
+        Kind::ALL.iter().all(|k| has(&k.weight(l), 2))
+            && (!data_free || norms.iter().all(|n| has(n, 1)))
+            && (!shape.family.post_norms || shape.family.post_norm_names(l).iter().all(|n| has(n, 1)))
+    }) && has("token_embd.weight", 2)
+}
+
+/// The block weights of `model` that llama-quantize quantizes and the residual model
+/// (`shape`, when it covers the model) does not, each with the norm that feeds it when it
+/// is read (data-free) and has one gain per input column.
+fn others<T: Borrow<TensorEntry>>(model: &Model<T>, arch: &str, shape: Option<&Shape>, data_free: bool) -> Vec<Other> {
+    let tensors: Vec<&TensorEntry> = model.tensors.iter().map(Borrow::borrow).collect();
+    (tensors.iter().enumerate())
+        .filter_map(|(i, t)| {
+            let layer = crate::anatomy::layer_of(&t.name)?;
+            if !crate::recipe::accept::quantizable(arch, &t.name, &t.dims) {
+                return None;
+            }
+            let covered =
+                shape.is_some_and(|s| Kind::of(&t.name).is_some_and(|(k, l)| l < s.n_layer && residual_kind(s, k)));
+            if covered {
+                return None;
+            }
+            let norm = feeding_norm(&crate::sensitivity::kind(&t.name))
+                .map(|n| format!("blk.{layer}.{n}.weight"))
+                .filter(|n| data_free && tensors.iter().any(|x| x.name == *n && Some(&x.n_elements) == t.dims.first()));
+            Some(Other { tensor: i, layer, norm })
+        })
+        .collect()
+}
+
+/// `Σ_r s_r ε_r` for `scales` as [`Block::scales`] holds them (none: the plain sum).
+fn scaled_sum(errors: &[f64], scales: &[f64]) -> Result<f64> {
+    match scales {
+        [] => Ok(errors.iter().sum()),
+        [s] => Ok(errors.iter().sum::<f64>() * s),
+        _ => residual::carried(errors, scales),
     }
 }
 
@@ -378,7 +382,7 @@ pub fn tensor<'m, T: Borrow<TensorEntry>>(model: &'m Model<T>, name: &str) -> Re
     })
 }
 
-fn entry<T: Borrow<TensorEntry>>(t: &T) -> &TensorEntry {
+pub(super) fn entry<T: Borrow<TensorEntry>>(t: &T) -> &TensorEntry {
     t.borrow()
 }
 
@@ -418,13 +422,9 @@ fn job_mismatch(job: &EnergyJob, tensors: usize, values: usize) -> Error {
     Error::BadLayout { tensor: name.to_owned(), reason }
 }
 
-fn results_mismatch(at: &str) -> Error {
+pub(super) fn results_mismatch(at: &str) -> Error {
     Error::BadLayout {
         tensor: at.to_owned(),
         reason: "step 1's result is not of this job (results out of order)".into(),
     }
-}
-
-fn empty() -> Energies {
-    Energies { rows: Vec::new(), cols: Vec::new() }
 }

@@ -1,5 +1,6 @@
 //! The prediction's pieces on small weights worked by hand.
 
+use super::family::{Activation, FAMILIES};
 use super::residual::{self, energies, Energies};
 use super::*;
 use crate::ggml_type::GgmlType;
@@ -10,6 +11,8 @@ use alloc::borrow::Cow;
 use alloc::string::ToString;
 use alloc::vec;
 use alloc::vec::Vec;
+
+const LLAMA: Family = FAMILIES[0];
 
 #[test]
 fn kinds_come_from_block_weight_names_only() {
@@ -101,18 +104,20 @@ fn predictions_round_trip_as_the_file_is_written() {
     block_cols[0] = cols.clone();
     let layer =
         residual::Layer { row_weights: core::array::from_fn(|_| vec![1.0; 4]), attn_energy: 1.0, ffn_energy: 1.0 };
-    let blocks = [steps::Block { layer, cols: block_cols, stream: (1.0, 1.0) }];
-    let job = steps::RoundTripJob { tensor: 0, kind: Kind::AttnQ, layer: 0 };
+    let blocks = vec![steps::Block { layer, cols: block_cols, scales: Default::default(), stream: (1.0, 1.0) }];
+    let stream = steps::Stream { blocks, others: Vec::new() };
+    let job = steps::RoundTripJob { tensor: 0, layer: 0, by: steps::By::Residual(Kind::AttnQ) };
     let types = vec![GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q8_0];
-    let shape = Shape { n_layer: 1, n_head: 1, n_head_kv: 1 };
+    let shape = Shape { n_layer: 1, n_head: 1, n_head_kv: 1, family: LLAMA };
     for imatrix in [Some(&im), None] {
         let p = Predictor {
-            shape,
+            residual: Some(shape),
+            others: Vec::new(),
             types: types.clone(),
             calibration: Calibration::IMATRIX,
             imatrix: imatrix.map(Cow::Borrowed),
         };
-        let got = p.predict(&blocks, &job, &t, &w).unwrap();
+        let got = p.predict(&stream, &job, &t, &w).unwrap();
         for (o, &ty) in got.options.iter().zip(&types) {
             let q = match imatrix {
                 Some(_) => written(ty, &w, &im.quant_weights_of(name, &t.dims).unwrap().unwrap()),
@@ -142,7 +147,7 @@ fn energies_and_the_block_model_by_hand() {
     assert_eq!(e, Energies { rows: vec![6.0, 18.0], cols: vec![10.0, 4.0] });
     assert!(energies(&[1.0; 3], 2, None).is_err());
     // 2 heads of dim 1 sharing one KV head; d_model 2; ff 1.
-    let shape = Shape { n_layer: 1, n_head: 2, n_head_kv: 1 };
+    let shape = Shape { n_layer: 1, n_head: 2, n_head_kv: 1, family: LLAMA };
     let q = Energies { rows: vec![2.0, 3.0], cols: vec![0.0; 2] };
     let k = Energies { rows: vec![5.0], cols: vec![0.0; 2] };
     let v = Energies { rows: vec![7.0], cols: vec![0.0; 2] };
@@ -152,7 +157,7 @@ fn energies_and_the_block_model_by_hand() {
     let down = Energies { rows: vec![0.0; 2], cols: vec![17.0] };
     let o_cols = residual::attn_output_columns(&shape, &v).unwrap();
     assert_eq!(o_cols, [7.0, 7.0]);
-    let d_cols = residual::ffn_down_columns(&gate, &up).unwrap();
+    let d_cols = residual::ffn_down_columns(Activation::Silu, &gate, &up).unwrap();
     assert_eq!(d_cols, [0.0]); // silu of a gate that is always 0
     let l = residual::layer(&shape, [&q, &k, &v, &o, &gate, &up, &down], &o_cols, &d_cols).unwrap();
     let (oh0, oh1) = (11.0 * 7.0, 13.0 * 7.0);
@@ -177,12 +182,12 @@ fn energies_and_the_block_model_by_hand() {
 #[test]
 fn gaussian_expectations_of_silu() {
     // silu(g) → relu(g) for a wide gate: E[relu²] = var/2; silu' → step: E = 1/2.
-    let wide = residual::gauss_for_tests(1e4, false);
+    let wide = residual::gauss_for_tests(Activation::Silu, 1e4, false);
     assert!((wide / 5e3 - 1.0).abs() < 0.01, "{wide}");
-    assert!((residual::gauss_for_tests(1e4, true) - 0.5).abs() < 0.01);
+    assert!((residual::gauss_for_tests(Activation::Silu, 1e4, true) - 0.5).abs() < 0.01);
     // A narrow gate: silu(g) ≈ g/2, silu'(g) ≈ 1/2.
-    assert!((residual::gauss_for_tests(1e-6, false) / 0.25e-6 - 1.0).abs() < 1e-3);
-    assert!((residual::gauss_for_tests(1e-6, true) - 0.25).abs() < 1e-6);
+    assert!((residual::gauss_for_tests(Activation::Silu, 1e-6, false) / 0.25e-6 - 1.0).abs() < 1e-3);
+    assert!((residual::gauss_for_tests(Activation::Silu, 1e-6, true) - 0.25).abs() < 1e-6);
 }
 
 #[test]

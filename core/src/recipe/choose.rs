@@ -28,6 +28,11 @@ pub trait CurveSource {
     /// Whether the losses are measured single-tensor KL divergences (the additivity check
     /// compares their sum with the measured KL divergence of the whole recipe).
     fn measured(&self) -> bool;
+    /// Which predictor gave `tensor`'s losses (`residual`, `weighted_error`, `none`), for a
+    /// predicted source; `None` for measured ones.
+    fn predictor(&self, _tensor: &TensorEntry) -> Option<&'static str> {
+        None
+    }
 }
 
 /// Why [`choose`] made no recipe.
@@ -118,7 +123,10 @@ pub fn choose<T: Borrow<TensorEntry>>(
             lines.push(line);
         }
     }
-    let rows = rows(&tensors, &curves, &s);
+    let mut rows = rows(&tensors, &curves, &s);
+    for (r, t) in rows.iter_mut().zip(&tensors) {
+        r.predictor = source.predictor(t).map(str::to_owned);
+    }
     let tensor_bytes: u64 = rows.iter().map(|r| r.bytes).sum();
     let file_bytes = header + rows.iter().map(|r| Account::File.charge(r.bytes)).sum::<u64>();
     Ok(Recipe {
@@ -156,7 +164,7 @@ fn rows(tensors: &[&TensorEntry], curves: &[Curve], s: &Solution) -> Vec<Row> {
                 Why::Hull => format!("least KLD + λ·bytes at λ = {:.3e}/byte", s.lambda),
                 Why::Fill => "bytes left after λ".to_owned(),
             };
-            Row { name: t.name.clone(), from: t.ty, ty: p.ty, bytes: p.bytes, cost: p.cost, why }
+            Row { name: t.name.clone(), from: t.ty, ty: p.ty, bytes: p.bytes, cost: p.cost, why, predictor: None }
         })
         .collect()
 }

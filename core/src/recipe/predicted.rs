@@ -1,17 +1,18 @@
 //! A recipe's curves predicted instead of measured (docs/predict.md): each block weight's
 //! KL divergence in each candidate type, from the core's prediction steps
 //! (`crate::predict::steps`), weighted by an importance matrix's column mean squares or by
-//! the weights' own estimate. Tensors the prediction does not cover (the embedding, the
-//! output head, anything but the seven linear weights of a llama-family block) are offered
-//! Q8_0 only, at no cost: the recipe keeps them near-lossless rather than guess. Every
-//! face predicts with the same steps and hands the predictions here.
+//! the weights' own estimate: by the residual model where it covers the architecture, by
+//! the weighted error alone elsewhere, each row saying which. Tensors the prediction does
+//! not cover (the embedding, the output head, block weights llama-quantize leaves alone)
+//! are offered Q8_0 only, at no cost: the recipe keeps them near-lossless rather than
+//! guess. Every face predicts with the same steps and hands the predictions here.
 
 use super::choose::CurveSource;
 use crate::error::{Error, Result};
 use crate::ggml_type::GgmlType;
 use crate::model::TensorEntry;
 use crate::predict::steps::Prediction;
-use crate::predict::Kind;
+use crate::predict::{Calibration, Method};
 use crate::quant::quantize::can_quantize;
 use alloc::collections::BTreeMap;
 use alloc::format;
@@ -84,35 +85,62 @@ pub fn prediction_types(types: &[GgmlType]) -> Vec<GgmlType> {
     types
 }
 
-/// Which weights a recipe's prediction covers.
+/// Which weights a recipe asks the prediction for: the block weights (the predictor
+/// takes those it covers).
 pub fn covered(name: &str) -> bool {
-    Kind::of(name).is_some()
+    crate::anatomy::layer_of(name).is_some()
 }
 
 /// Predicted single-tensor KL divergences, per (tensor, type).
 pub struct Predicted {
     source: String,
+    imatrix: bool,
     types: Vec<GgmlType>,
     cost: BTreeMap<(String, GgmlType), f64>,
+    method: BTreeMap<String, Method>,
 }
 
 impl Predicted {
     /// The curves of `predictions`, made for `types` (from [`prediction_types`]);
-    /// `source` says where they come from, for the table.
-    pub fn new(source: String, types: Vec<GgmlType>, predictions: Vec<Prediction>) -> Predicted {
+    /// `source` says where they come from, for the table (from an importance matrix when
+    /// `imatrix`).
+    pub fn new(source: String, imatrix: bool, types: Vec<GgmlType>, predictions: Vec<Prediction>) -> Predicted {
         let mut cost = BTreeMap::new();
+        let mut method = BTreeMap::new();
         for p in predictions {
+            method.insert(p.name.clone(), p.method);
             for o in p.options {
                 cost.insert((p.name.clone(), o.ty), o.predicted_kld);
             }
         }
-        Predicted { source, types, cost }
+        Predicted { source, imatrix, types, cost, method }
+    }
+
+    /// How many weights each model predicted.
+    fn count(&self, m: Method) -> usize {
+        self.method.values().filter(|&&x| x == m).count()
     }
 }
 
 impl CurveSource for Predicted {
     fn describe(&self) -> String {
-        format!("{}; tensors outside the prediction at {UNCOVERED}", self.source)
+        let mut by = Vec::new();
+        let (residual, weighted) = (self.count(Method::Residual), self.count(Method::WeightedError));
+        if residual > 0 {
+            by.push(format!(
+                "{residual} weights by the residual model, which {}",
+                Calibration::measured_rho(self.imatrix)
+            ));
+        }
+        if weighted > 0 {
+            let rho = Calibration::weighted_error_rho(self.imatrix);
+            by.push(format!("{weighted} by the weighted error alone, which {rho}"));
+        }
+        format!("{}; {}; tensors outside the prediction at {UNCOVERED}", self.source, by.join("; "))
+    }
+
+    fn predictor(&self, tensor: &TensorEntry) -> Option<&'static str> {
+        Some(self.method.get(&tensor.name).map_or("none", |m| m.name()))
     }
 
     fn types(&self) -> Vec<GgmlType> {
@@ -120,7 +148,7 @@ impl CurveSource for Predicted {
     }
 
     fn cost(&self, tensor: &TensorEntry, ty: GgmlType) -> Option<f64> {
-        if !covered(&tensor.name) {
+        if !self.method.contains_key(&tensor.name) {
             return (ty == UNCOVERED).then_some(0.0);
         }
         self.cost.get(&(tensor.name.clone(), ty)).copied()
@@ -143,6 +171,6 @@ mod tests {
         let e = candidate_types(&["Q4_0", "IQ2_XXS"]).unwrap_err().to_string();
         assert!(e.starts_with("\"IQ2_XXS\": not a type organ predicts") && e.contains("Q2_K"), "{e}");
         assert_eq!(prediction_types(&[GgmlType::Q4_0]), [GgmlType::Q4_0, UNCOVERED]);
-        assert!(covered("blk.3.ffn_down.weight") && !covered("token_embd.weight"));
+        assert!(covered("blk.3.ffn_down_exps.weight") && !covered("token_embd.weight"));
     }
 }

@@ -24,6 +24,10 @@ pub struct Row {
     pub cost: f64,
     /// Why the solver chose it.
     pub why: String,
+    /// Which predictor gave its losses (`residual`, `weighted_error`; `none` for a tensor
+    /// outside the prediction), for a predicted recipe.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predictor: Option<String>,
 }
 
 /// The recipe: the table and its totals.

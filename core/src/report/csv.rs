@@ -348,6 +348,7 @@ pub fn prediction(r: &crate::sensitivity::predicted::PredictionReport, out: &mut
     c.record(&[
         "name",
         "kind",
+        "predictor",
         "layer",
         "type",
         "bytes",
@@ -362,13 +363,14 @@ pub fn prediction(r: &crate::sensitivity::predicted::PredictionReport, out: &mut
         c.record(&[
             t.name.clone(),
             t.kind.clone(),
+            t.predictor.clone(),
             t.layer.to_string(),
             t.ty.clone(),
             t.bytes.to_string(),
             t.changed_type.clone(),
             t.changed_bytes.to_string(),
             t.predicted_kld.to_string(),
-            t.relative.to_string(),
+            t.relative.map(|x| x.to_string()).unwrap_or_default(),
             t.weighted_error.to_string(),
             t.measured_kld.map(|k| k.to_string()).unwrap_or_default(),
         ])?;

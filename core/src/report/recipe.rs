@@ -5,6 +5,8 @@
 
 use crate::gguf::display::printable;
 pub use crate::recipe::report::{Additivity, Applied, Recipe, Row};
+use alloc::format;
+use alloc::string::String;
 use core::fmt;
 
 /// The table and the totals, then what `--apply` made, when it ran.
@@ -14,11 +16,18 @@ use core::fmt;
 pub fn text(r: &Recipe, out: &mut dyn fmt::Write) -> fmt::Result {
     // Names and paths come from the model: escaped as every other report prints them.
     writeln!(out, "recipe for {} ({}), {}", printable(&r.model), printable(&r.source), r.target)?;
-    writeln!(out, "{:<36} {:>6} {:>6} {:>11} {:>11}  why", "tensor", "from", "type", "bytes", "pred. KLD")?;
+    // A predicted recipe says which predictor each tensor's losses came from.
+    let by = r.tensors.iter().any(|t| t.predictor.is_some());
+    let by_head = if by { format!(" {:<14}", "by") } else { String::new() };
+    writeln!(out, "{:<36} {:>6} {:>6} {:>11} {:>11}{by_head}  why", "tensor", "from", "type", "bytes", "pred. KLD")?;
     for t in &r.tensors {
+        let by = match (by, &t.predictor) {
+            (true, p) => format!(" {:<14}", printable(p.as_deref().unwrap_or("none"))),
+            (false, _) => String::new(),
+        };
         writeln!(
             out,
-            "{:<36} {:>6} {:>6} {:>11} {:>11.4e}  {}",
+            "{:<36} {:>6} {:>6} {:>11} {:>11.4e}{by}  {}",
             printable(&t.name),
             t.from.name(),
             t.ty.name(),
@@ -95,6 +104,7 @@ mod tests {
             bytes: 4,
             cost: 0.0,
             why: "kept".into(),
+            predictor: None,
         };
         let r = Recipe {
             recipe: 1,

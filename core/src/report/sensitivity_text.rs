@@ -4,6 +4,7 @@
 
 use crate::gguf::display::printable;
 use crate::predict::Calibration;
+use crate::predict::Method;
 use crate::sensitivity::predicted::{PredictedRow, PredictionReport, Ranking};
 use crate::sensitivity::report::{Report, Row};
 use alloc::borrow::ToOwned;
@@ -60,13 +61,27 @@ pub fn predicted(r: &PredictionReport, w: &mut dyn Write) -> fmt::Result {
         r.source,
         r.imatrix.as_deref().map(|i| format!(" {i}")).unwrap_or_default()
     )?;
-    writeln!(w, "  a {} prediction {}", r.source, Calibration::measured_rho(r.source == "imatrix"))?;
+    let imatrix = r.source == "imatrix";
+    let by = |m: Method| r.tensors.iter().filter(|t| t.predictor == m.name()).count();
+    let (residual, weighted) = (by(Method::Residual), by(Method::WeightedError));
+    if residual > 0 || weighted == 0 {
+        writeln!(w, "  a {} prediction {}", r.source, Calibration::measured_rho(imatrix))?;
+    }
+    if weighted > 0 {
+        writeln!(
+            w,
+            "  {weighted} weights outside the residual model by the weighted error alone, which {}",
+            Calibration::weighted_error_rho(imatrix)
+        )?;
+    }
     let mut rows: Vec<&PredictedRow> = r.tensors.iter().collect();
     rows.sort_by(|a, b| b.predicted_kld.total_cmp(&a.predicted_kld));
-    line(w, "tensor", "kind", "type", "as", &format!("{:>14} {:>14}", "predicted KLD", "measured KLD"))?;
+    let head = format!("{:>14} {:>14}  by", "predicted KLD", "measured KLD");
+    line(w, "tensor", "kind", "type", "as", &head)?;
     for t in rows {
         let measured = t.measured_kld.map(|k| format!("{k:.6}")).unwrap_or_default();
-        line(w, &t.name, &t.kind, &t.ty, &t.changed_type, &format!("{:>14.6} {measured:>14}", t.predicted_kld))?;
+        let figures = format!("{:>14.6} {measured:>14}  {}", t.predicted_kld, printable(&t.predictor));
+        line(w, &t.name, &t.kind, &t.ty, &t.changed_type, &figures)?;
     }
     for (name, why) in &r.not_predicted {
         writeln!(w, "  not predicted: {}: {why}", printable(name))?;

@@ -3,7 +3,7 @@
 //! changed (`crate::predict`), and, when a measured report of the same change is given,
 //! the measured figure beside it and how the two rank together (Spearman's ρ).
 
-use crate::predict::{agreement, Calibration, Kind, Point, Prediction};
+use crate::predict::{agreement, Calibration, Kind, Method, Point, Prediction};
 use alloc::borrow::ToOwned;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -17,8 +17,11 @@ pub const SCHEMA: u32 = 1;
 pub struct PredictedRow {
     /// The tensor's name.
     pub name: String,
-    /// `attn_q`, `ffn_down`… (one of the seven block kinds the prediction covers).
+    /// `attn_q`, `ffn_down`, `attn_kv_b`…: the weight's name without `blk.N.` and `.weight`.
     pub kind: String,
+    /// Which model predicted it: `residual` or `weighted_error` (docs/predict.md).
+    #[serde(default = "residual")]
+    pub predictor: String,
     /// Its block.
     pub layer: u32,
     /// Its type in the model.
@@ -34,8 +37,10 @@ pub struct PredictedRow {
     pub changed_bytes: u64,
     /// The predicted mean KL divergence (nats per token) with only this weight changed.
     pub predicted_kld: f64,
-    /// `R/Ĥ`, the error carried into the residual stream over its energy (for study).
-    pub relative: f64,
+    /// `R/Ĥ`, the error carried into the residual stream over its energy (for study); none
+    /// for a weight the residual model does not predict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relative: Option<f64>,
     /// `Σ_j w_j ‖ΔW[:, j]‖²`, the round-trip error weighted by the input columns' mean
     /// squares: what the calibration scales.
     pub weighted_error: f64,
@@ -108,7 +113,8 @@ pub fn rows(predictions: Vec<Prediction>, picked: &[&str]) -> (Vec<PredictedRow>
         match p.options.first() {
             Some(x) => tensors.push(PredictedRow {
                 name: p.name,
-                kind: p.kind.name().to_owned(),
+                kind: p.kind,
+                predictor: p.method.name().to_owned(),
                 layer: p.layer,
                 ty: p.ty.name().to_owned(),
                 dims: p.dims,
@@ -128,7 +134,7 @@ pub fn rows(predictions: Vec<Prediction>, picked: &[&str]) -> (Vec<PredictedRow>
     }
     for name in picked {
         if !tensors.iter().any(|t| t.name == *name) && !not_predicted.iter().any(|n| n.0 == *name) {
-            let why = "not one of the seven linear weights of a llama-family block (the prediction's model)";
+            let why = "not a block weight llama-quantize quantizes (the prediction covers those)";
             not_predicted.push(((*name).to_owned(), why.to_owned()));
         }
     }
@@ -165,5 +171,9 @@ pub fn rank_against(rows: &mut [PredictedRow], truth: impl Fn(&str) -> Option<f6
 }
 
 fn kind_of(name: &str) -> Option<Kind> {
-    Kind::ALL.into_iter().find(|k| k.name() == name)
+    Kind::from_name(name)
+}
+
+fn residual() -> String {
+    Method::Residual.name().to_owned()
 }

@@ -9,15 +9,15 @@ pub use organ_core::recipe::predicted::Predicted;
 use organ_core::recipe::predicted::{covered, prediction_types, source};
 use std::path::Path;
 
-/// Predicts every block weight of `model` in each of `types` (and Q8_0), from `imatrix`
+/// Predicts every block weight of `model` a predictor covers in each of `types` (and Q8_0), from `imatrix`
 /// (read from the file named) or from the weights alone.
 ///
 /// # Errors
-/// As [`crate::predict::predict`]: a model that is not llama-family, an imatrix that
-/// lacks a weight or disagrees with its shape.
+/// As [`crate::predict::predict`]: an imatrix that lacks a weight or disagrees with its
+/// shape.
 pub fn predicted(model: &Model, imatrix: Option<(&Path, &Imatrix)>, types: &[GgmlType]) -> Result<Predicted> {
     let types = prediction_types(types);
     let preds = crate::predict::predict(model, imatrix.map(|i| i.1), &types, covered)?;
     let source = source(imatrix.map(|(p, _)| p.display().to_string()).as_deref());
-    Ok(Predicted::new(source, types, preds))
+    Ok(Predicted::new(source, imatrix.is_some(), types, preds))
 }

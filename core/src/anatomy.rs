@@ -1,6 +1,7 @@
 //! Anatomy: which part of the body a tensor is, from its name alone
 //! (Z-measure v1 §4, `docs/z-measure.md`).
 
+use alloc::string::{String, ToString};
 use serde::{Deserialize, Serialize};
 
 /// The anatomy group of a tensor.
@@ -108,6 +109,87 @@ pub fn layer_of(name: &str) -> Option<u32> {
         return None;
     }
     digits.parse().ok()
+}
+
+/// The number of dimensions ggml counts (`ggml_n_dims`): trailing 1s do not count.
+pub fn n_dims(dims: &[u64]) -> usize {
+    dims.iter().rposition(|&d| d != 1).map_or(1, |i| i + 1)
+}
+
+/// Whether `llama-quantize` quantizes tensor `name` of shape `dims` in a model of
+/// architecture `arch` at all (`tensor_allows_quantization`, with `--leave-output-tensor`
+/// off); if not, it is copied as it is.
+pub fn quantizable(arch: &str, name: &str, dims: &[u64]) -> bool {
+    if n_dims(dims) < 2 || !name.ends_with("weight") {
+        return false;
+    }
+    const NEVER: &[&str] = &[
+        "_norm.weight",
+        "ffn_gate_inp.weight",
+        "ffn_gate_tid2eid.weight",
+        "altup",
+        "laurel",
+        "per_layer_model_proj",
+        "ssm_conv1d",
+        "shortconv.conv.weight",
+        "indexer.k_proj.weight",
+        "indexer.q_proj.weight",
+        "time_mix_first.weight",
+        "time_mix_w0.weight",
+        "time_mix_w1.weight",
+        "time_mix_w2.weight",
+        "time_mix_v0.weight",
+        "time_mix_v1.weight",
+        "time_mix_v2.weight",
+        "time_mix_a0.weight",
+        "time_mix_a1.weight",
+        "time_mix_a2.weight",
+        "time_mix_g1.weight",
+        "time_mix_g2.weight",
+        "time_mix_decay_w1.weight",
+        "time_mix_decay_w2.weight",
+        "time_mix_lerp_fused.weight",
+        "attn_rel_b.weight",
+        ".position_embd",
+        "sam.pos_embd",
+        "sam.neck.",
+        "sam.net_",
+        ".rel_pos",
+        ".patch_embd",
+        ".patch_merger",
+        "a.rvq.codebook",
+        "mm.a.code_embd",
+    ];
+    const GLM5_NEXT: &[&str] = &[
+        "hc_",
+        "indexer.attn_q_b",
+        "indexer.attn_k",
+        "indexer.proj",
+        "indexer_compressor_gate",
+        "indexer_compressor_ape",
+        "ssm_f_a.weight",
+        "ssm_f_b.weight",
+        "ssm_g_a.weight",
+        "ssm_g_b.weight",
+        "ssm_beta.weight",
+        "attn_kv_a_mqa.weight",
+        "attn_k_b.weight",
+        "attn_v_b.weight",
+    ];
+    if NEVER.iter().any(|s| name.contains(s)) || name == "position_embd.weight" || name == "token_types.weight" {
+        return false;
+    }
+    !(arch == "glm5-next" && GLM5_NEXT.iter().any(|s| name.contains(s)))
+}
+
+/// The tensor's kind: its name without the `blk.N.` prefix and the `.weight` suffix
+/// (`attn_q`, `ffn_down`, `token_embd`), so that one kind's tensors across layers group.
+pub fn kind(name: &str) -> String {
+    let rest = match classify(name).layer {
+        Some(l) => name.strip_prefix(&alloc::format!("blk.{l}.")).unwrap_or(name),
+        None => name,
+    };
+    rest.strip_suffix(".weight").unwrap_or(rest).to_string()
 }
 
 #[cfg(test)]

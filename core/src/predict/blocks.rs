@@ -2,8 +2,8 @@
 //! from its seven weights' energies (and its post-norms' gains), and the stream's energy at
 //! each depth.
 
+use super::jobs::{entry, results_mismatch, tensor, Block, Energy};
 use super::residual::{self, Energies, Layer};
-use super::steps::{entry, results_mismatch, tensor, Block, Energy};
 use super::{Kind, Shape};
 use crate::error::{Error, Result};
 use crate::imatrix::Imatrix;

@@ -3,9 +3,13 @@
 
 use super::residual::{Energies, Layer};
 use super::{Kind, Method};
+use crate::error::{Error, Result};
+use crate::model::{Model, TensorEntry};
 use crate::GgmlType;
+use alloc::borrow::ToOwned;
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::borrow::Borrow;
 use serde::Serialize;
 
 /// One candidate type for one weight.
@@ -171,4 +175,26 @@ pub struct RoundTripJob {
     pub layer: u32,
     /// Which model predicts it.
     pub by: By,
+}
+
+/// The tensor `name` of `model`.
+///
+/// # Errors
+/// It is missing: the residual model needs every block weight.
+pub fn tensor<'m, T: Borrow<TensorEntry>>(model: &'m Model<T>, name: &str) -> Result<&'m T> {
+    model.tensors.iter().find(|t| entry(*t).name == name).ok_or_else(|| Error::BadLayout {
+        tensor: name.to_owned(),
+        reason: "is missing: the sensitivity model needs every block weight and norm, and the token embedding".into(),
+    })
+}
+
+pub(super) fn entry<T: Borrow<TensorEntry>>(t: &T) -> &TensorEntry {
+    t.borrow()
+}
+
+pub(super) fn results_mismatch(at: &str) -> Error {
+    Error::BadLayout {
+        tensor: at.to_owned(),
+        reason: "step 1's result is not of this job (results out of order)".into(),
+    }
 }

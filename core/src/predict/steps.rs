@@ -15,8 +15,9 @@
 //! A step holds one weight's values at a time.
 
 use super::family::feeding_norm;
+use super::jobs::{entry, results_mismatch};
 pub use super::jobs::{
-    Block, By, Energy, EnergyJob, Other, PredictedPoint, Prediction, RoundTripJob, Stream, Unavailable,
+    tensor, Block, By, Energy, EnergyJob, Other, PredictedPoint, Prediction, RoundTripJob, Stream, Unavailable,
 };
 use super::residual;
 use super::{round_trip, row_errors, Calibration, Kind, Method, Shape};
@@ -275,7 +276,7 @@ impl<'i> Predictor<'i> {
         };
         let kind = match job.by {
             By::Residual(k) => k.name().to_owned(),
-            By::WeightedError(_) => crate::sensitivity::kind(&t.name),
+            By::WeightedError(_) => crate::anatomy::kind(&t.name),
         };
         let mut p = Prediction {
             name: t.name.clone(),
@@ -346,7 +347,7 @@ fn others<T: Borrow<TensorEntry>>(model: &Model<T>, arch: &str, shape: Option<&S
     (tensors.iter().enumerate())
         .filter_map(|(i, t)| {
             let layer = crate::anatomy::layer_of(&t.name)?;
-            if !crate::recipe::accept::quantizable(arch, &t.name, &t.dims) {
+            if !crate::anatomy::quantizable(arch, &t.name, &t.dims) {
                 return None;
             }
             let covered =
@@ -354,7 +355,7 @@ fn others<T: Borrow<TensorEntry>>(model: &Model<T>, arch: &str, shape: Option<&S
             if covered {
                 return None;
             }
-            let norm = feeding_norm(&crate::sensitivity::kind(&t.name))
+            let norm = feeding_norm(&crate::anatomy::kind(&t.name))
                 .map(|n| format!("blk.{layer}.{n}.weight"))
                 .filter(|n| data_free && tensors.iter().any(|x| x.name == *n && Some(&x.n_elements) == t.dims.first()));
             Some(Other { tensor: i, layer, norm })
@@ -369,21 +370,6 @@ fn scaled_sum(errors: &[f64], scales: &[f64]) -> Result<f64> {
         [s] => Ok(errors.iter().sum::<f64>() * s),
         _ => residual::carried(errors, scales),
     }
-}
-
-/// The tensor `name` of `model`.
-///
-/// # Errors
-/// It is missing: the residual model needs every block weight.
-pub fn tensor<'m, T: Borrow<TensorEntry>>(model: &'m Model<T>, name: &str) -> Result<&'m T> {
-    model.tensors.iter().find(|t| entry(*t).name == name).ok_or_else(|| Error::BadLayout {
-        tensor: name.to_owned(),
-        reason: "is missing: the sensitivity model needs every block weight and norm, and the token embedding".into(),
-    })
-}
-
-pub(super) fn entry<T: Borrow<TensorEntry>>(t: &T) -> &TensorEntry {
-    t.borrow()
 }
 
 /// The types organ can quantize to, for errors.
@@ -420,11 +406,4 @@ fn job_mismatch(job: &EnergyJob, tensors: usize, values: usize) -> Error {
     let name = reads.first().copied().unwrap_or_default();
     let reason = format!("step 1 reads {reads:?}, but was given {tensors} tensors and {values} value vectors");
     Error::BadLayout { tensor: name.to_owned(), reason }
-}
-
-pub(super) fn results_mismatch(at: &str) -> Error {
-    Error::BadLayout {
-        tensor: at.to_owned(),
-        reason: "step 1's result is not of this job (results out of order)".into(),
-    }
 }

@@ -15,6 +15,7 @@
 //! - `tensor_requires_imatrix`: the i-quants below 3 bits refuse to run without an
 //!   importance matrix (except on `token_embd` and `output`).
 
+pub use crate::anatomy::{n_dims, quantizable};
 use crate::ggml_type::GgmlType;
 use alloc::string::String;
 
@@ -54,77 +55,6 @@ pub const WRITABLE: &[GgmlType] = &[
 /// `--tensor-type` applies; every quantizable tensor is named by the recipe, so it decides
 /// only `general.file_type`. Q8_0 needs no importance matrix and fits any row of 32.
 pub const DEFAULT_FTYPE: (&str, u32) = ("Q8_0", 7);
-
-/// The number of dimensions ggml counts (`ggml_n_dims`): trailing 1s do not count.
-pub fn n_dims(dims: &[u64]) -> usize {
-    dims.iter().rposition(|&d| d != 1).map_or(1, |i| i + 1)
-}
-
-/// Whether `llama-quantize` quantizes tensor `name` of shape `dims` in a model of
-/// architecture `arch` at all (`tensor_allows_quantization`, with `--leave-output-tensor`
-/// off); if not, it is copied as it is.
-pub fn quantizable(arch: &str, name: &str, dims: &[u64]) -> bool {
-    if n_dims(dims) < 2 || !name.ends_with("weight") {
-        return false;
-    }
-    const NEVER: &[&str] = &[
-        "_norm.weight",
-        "ffn_gate_inp.weight",
-        "ffn_gate_tid2eid.weight",
-        "altup",
-        "laurel",
-        "per_layer_model_proj",
-        "ssm_conv1d",
-        "shortconv.conv.weight",
-        "indexer.k_proj.weight",
-        "indexer.q_proj.weight",
-        "time_mix_first.weight",
-        "time_mix_w0.weight",
-        "time_mix_w1.weight",
-        "time_mix_w2.weight",
-        "time_mix_v0.weight",
-        "time_mix_v1.weight",
-        "time_mix_v2.weight",
-        "time_mix_a0.weight",
-        "time_mix_a1.weight",
-        "time_mix_a2.weight",
-        "time_mix_g1.weight",
-        "time_mix_g2.weight",
-        "time_mix_decay_w1.weight",
-        "time_mix_decay_w2.weight",
-        "time_mix_lerp_fused.weight",
-        "attn_rel_b.weight",
-        ".position_embd",
-        "sam.pos_embd",
-        "sam.neck.",
-        "sam.net_",
-        ".rel_pos",
-        ".patch_embd",
-        ".patch_merger",
-        "a.rvq.codebook",
-        "mm.a.code_embd",
-    ];
-    const GLM5_NEXT: &[&str] = &[
-        "hc_",
-        "indexer.attn_q_b",
-        "indexer.attn_k",
-        "indexer.proj",
-        "indexer_compressor_gate",
-        "indexer_compressor_ape",
-        "ssm_f_a.weight",
-        "ssm_f_b.weight",
-        "ssm_g_a.weight",
-        "ssm_g_b.weight",
-        "ssm_beta.weight",
-        "attn_kv_a_mqa.weight",
-        "attn_k_b.weight",
-        "attn_v_b.weight",
-    ];
-    if NEVER.iter().any(|s| name.contains(s)) || name == "position_embd.weight" || name == "token_types.weight" {
-        return false;
-    }
-    !(arch == "glm5-next" && GLM5_NEXT.iter().any(|s| name.contains(s)))
-}
 
 /// Why a type is not offered for a tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

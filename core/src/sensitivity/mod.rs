@@ -10,7 +10,6 @@ pub mod report;
 pub mod run;
 pub mod sweep;
 
-use crate::anatomy::classify;
 use crate::ggml_type::GgmlType;
 use crate::random::normal;
 use alloc::string::{String, ToString};
@@ -55,15 +54,7 @@ pub fn is_weight(name: &str, dims: &[u64]) -> bool {
     name.ends_with(".weight") && dims.len() == 2 && dims.iter().all(|&d| d > 1)
 }
 
-/// The tensor's kind: its name without the `blk.N.` prefix and the `.weight` suffix
-/// (`attn_q`, `ffn_down`, `token_embd`), so that one kind's tensors across layers group.
-pub fn kind(name: &str) -> String {
-    let rest = match classify(name).layer {
-        Some(l) => name.strip_prefix(&alloc::format!("blk.{l}.")).unwrap_or(name),
-        None => name,
-    };
-    rest.strip_suffix(".weight").unwrap_or(rest).to_string()
-}
+pub use crate::anatomy::kind;
 
 /// The values a tensor is replaced by under `change` (`Noise` or `Zero`), from its values:
 /// noise of their mean and (population) standard deviation, or zeros. `None` for

@@ -275,6 +275,23 @@ pub fn read_result(
     Ok(f.report)
 }
 
+/// Stores `bytes` as `name` unless something is there already: `None` when this call
+/// wrote them, else the bytes there (at most `max`), for the caller to check. Workers start
+/// together: one writes, the others find its file (or race to the same bytes); a failed
+/// write is an error only when nothing is there.
+///
+/// # Errors
+/// The store cannot be written or read, or what is there is over `max`.
+pub fn create_or_get(store: &dyn Store, name: &str, bytes: &[u8], max: u64) -> Result<Option<Vec<u8>>> {
+    let wrote =
+        store.put(name, bytes, false).or_else(|e| if store.get(name, max)?.is_some() { Ok(false) } else { Err(e) })?;
+    if wrote {
+        return Ok(None);
+    }
+    let there = store.get(name, max)?.with_context(|| format!("{}: vanished", store.locate(name)))?;
+    Ok(Some(there))
+}
+
 /// Writes `fleet` as the results' fleet file, or checks that the one there is the same.
 ///
 /// # Errors
@@ -291,20 +308,7 @@ pub fn claim(store: &dyn Store, fleet: &FleetFile) -> Result<()> {
             bytes.len()
         );
     }
-    // Workers start together: one writes, the others find its file (or race to the same bytes).
-    let wrote = store.put(FLEET_FILE, &bytes, false).or_else(|e| {
-        if store.get(FLEET_FILE, MAX_FLEET_FILE_BYTES)?.is_some() {
-            Ok(false)
-        } else {
-            Err(e)
-        }
-    })?;
-    if wrote {
-        return Ok(());
-    }
-    let there = store
-        .get(FLEET_FILE, MAX_FLEET_FILE_BYTES)?
-        .with_context(|| format!("{}: vanished", store.locate(FLEET_FILE)))?;
+    let Some(there) = create_or_get(store, FLEET_FILE, &bytes, MAX_FLEET_FILE_BYTES)? else { return Ok(()) };
     let there: FleetFile = parse(store, FLEET_FILE, &there)?;
     let at = store.locate(FLEET_FILE);
     if there.definition != fleet.definition {

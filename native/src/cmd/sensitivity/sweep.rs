@@ -25,6 +25,7 @@ use serde::Deserialize;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
 
 /// Parses `bytes` from `name` of `store` as JSON of `T`, of [`FORMAT`].
 fn parse<T: serde::de::DeserializeOwned>(store: &dyn Store, name: &str, bytes: &[u8]) -> Result<T> {
@@ -65,19 +66,9 @@ fn claim(store: &dyn Store, sweep: &Sweep) -> Result<()> {
             bytes.len()
         );
     }
-    let wrote = store.put(SWEEP_FILE, &bytes, false).or_else(|e| {
-        if store.get(SWEEP_FILE, MAX_SWEEP_FILE_BYTES)?.is_some() {
-            Ok(false)
-        } else {
-            Err(e)
-        }
-    })?;
-    if wrote {
+    let Some(there) = results::create_or_get(store, SWEEP_FILE, &bytes, MAX_SWEEP_FILE_BYTES)? else {
         return Ok(());
-    }
-    let there = store
-        .get(SWEEP_FILE, MAX_SWEEP_FILE_BYTES)?
-        .with_context(|| format!("{}: vanished", store.locate(SWEEP_FILE)))?;
+    };
     let there: Sweep = parse(store, SWEEP_FILE, &there)?;
     if !there.same_as(sweep) {
         bail!(
@@ -111,6 +102,11 @@ fn lookup(store: &dyn Store, name: &str, sweep: &Sweep, text: usize, tensor: &st
             None
         }
     }
+}
+
+/// The map behind `m`, whether or not a job panicked holding it (its entries are whole).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Stores `row`, measured on the text of `definition`, under its name; returns the name
@@ -166,26 +162,38 @@ pub fn run(o: &Options<'_>, shard: Shard, results: &Path, w: &mut dyn Write) -> 
         let definition = &sweep.texts[t].definition;
         // What the results hold already is kept in the run directory, not measured again.
         let dir = super::RunDir::open(&p.cache, o.change, text_blake3, s)?;
+        // The BLAKE3 of each result known to be in the results as it is: found there now, or
+        // stored as its evaluation ended.
+        let stored: Mutex<HashMap<String, (Row, String)>> = Mutex::default();
         let mut found = 0;
         for &(j, _) in &mine {
             let name = &sweep.tensors[j];
             if dir.result(name).is_none() {
-                if let Some((row, _)) = lookup(store, &result_name(definition, name), &sweep, t, name) {
+                if let Some((row, hash)) = lookup(store, &result_name(definition, name), &sweep, t, name) {
                     dir.keep(&row)?;
                     found += 1;
+                    lock(&stored).insert(name.clone(), (row, hash));
                 }
             }
         }
         let picked: Vec<usize> = mine.iter().map(|&(_, i)| i).collect();
-        let sink = |row: &Row| store_row(store, &sweep, definition, row).map(drop);
+        let sink = |row: &Row| {
+            let (_, hash) = store_row(store, &sweep, definition, row)?;
+            lock(&stored).insert(row.name.clone(), (row.clone(), hash));
+            Ok(())
+        };
         let m = measure_text(&p, o, &picked, (s, text_blake3), &sink, &mut disk)?;
-        // Every result of the shard is in the results now (those of an earlier run in this
-        // cache too); the index names the bytes stored.
+        // Every result of the shard is in the results now (those an earlier run kept in this
+        // cache only, checked there now); the index names the bytes stored.
+        let stored = stored.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
         for row in &m.rows {
             let name = result_name(definition, &row.name);
-            let result_blake3 = match lookup(store, &name, &sweep, t, &row.name) {
-                Some((there, hash)) if there == *row => hash,
-                _ => store_row(store, &sweep, definition, row)?.1,
+            let known = stored.get(&row.name).filter(|(r, _)| r == row).map(|(_, h)| h.clone());
+            let result_blake3 = match known.or_else(|| {
+                lookup(store, &name, &sweep, t, &row.name).filter(|(there, _)| there == row).map(|(_, h)| h)
+            }) {
+                Some(hash) => hash,
+                None => store_row(store, &sweep, definition, row)?.1,
             };
             index.push(Indexed { text: t, tensor: row.name.clone(), result: name, result_blake3 });
         }

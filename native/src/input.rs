@@ -193,6 +193,24 @@ pub fn check_dest_of(dest: &Path, force: bool, out: Output) -> Result<()> {
             }
         }
     }
+    // A name that leads to no file (`/dev/stdout`, a pipe, a terminal): organ writes a temp
+    // file and renames it into place, which such a name cannot take, with --force or not.
+    if let Ok(md) = std::fs::metadata(dest) {
+        if !md.is_file() && !md.is_dir() {
+            let via = if link.file_type().is_symlink() {
+                std::fs::read_link(dest).map(|t| format!(" (a link to {})", t.display())).unwrap_or_default()
+            } else {
+                String::new()
+            };
+            bail!(
+                "{}: a {}{via}, not a regular file: organ writes each output to a temp file and renames it \
+                 into place, never through a link nor into a pipe or device; a report goes to standard output \
+                 as `-` (for example `--json -`)",
+                dest.display(),
+                kind(&md)
+            );
+        }
+    }
     if !force {
         let what = if link.is_dir() { "a directory" } else { "a file" };
         bail!("{}: already exists ({what}); organ does not replace it without --force", dest.display());

@@ -76,7 +76,14 @@ fn force_replaces_only_a_regular_file_or_an_organ_directory() {
     let dev = d.join("stdout");
     std::os::unix::fs::symlink("/dev/null", &dev).unwrap();
     let e = refused(measure(&m, &["--json".as_ref(), dev.as_os_str(), force()]));
-    assert!(e.contains("a symbolic link to /dev/null") && e.contains("never a link"), "{e}");
+    assert!(
+        e.contains("a device (a link to /dev/null), not a regular file") && e.contains("never through a link"),
+        "{e}"
+    );
+    // Without --force it is not "already exists (a file)" but what it is, and the way to
+    // standard output (issue 50).
+    let e = refused(measure(&m, &["--json".as_ref(), dev.as_os_str()]));
+    assert!(e.contains("a device (a link to /dev/null)") && e.contains("`--json -`"), "{e}");
     assert!(std::fs::symlink_metadata(&dev).unwrap().file_type().is_symlink());
     assert!(std::fs::metadata(&dev).unwrap().file_type().is_char_device());
 
@@ -93,7 +100,7 @@ fn force_replaces_only_a_regular_file_or_an_organ_directory() {
     let fifo = d.join("fifo.json");
     mkfifo(&fifo);
     let e = refused(measure(&m, &["--csv".as_ref(), fifo.as_os_str(), force()]));
-    assert!(e.contains("a FIFO; --force replaces only a regular file"), "{e}");
+    assert!(e.contains("a FIFO, not a regular file") && e.contains("`--json -`"), "{e}");
     assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
 
     // What organ writes is replaced: a regular file, an organ directory.

@@ -333,3 +333,43 @@ fn every_family_takes_a_data_free_recipe_that_llama_cpp_runs() {
         ok(c);
     }
 }
+
+/// A target no recipe meets is refused before anything is predicted, in the target's own
+/// unit with the smallest that would do; the budget line says what its bytes count
+/// (issue 50).
+#[test]
+fn an_impossible_target_is_refused_first_in_its_own_unit() {
+    let Some(q41) = need::smollm2_and_llama() else { return };
+    let model = smollm2_f16(&q41);
+    // The importance matrix named does not exist: were the prediction read first, that
+    // would be the error.
+    let missing = tmp("no-such.imatrix.gguf");
+    let _ = std::fs::remove_file(&missing);
+    let mut c = recipe(&model, &[], &["--target-bpw", "4.5", "--imatrix", missing.to_str().unwrap()], "impossible");
+    c.args(["--types", "q4_0,q8_0"]);
+    let e = fails(c);
+    assert!(e.contains("a target of 4.5 bpw leaves") && e.contains("the smallest target is"), "{e}");
+    let smallest: f64 = e.rsplit("the smallest target is ").next().unwrap().split(' ').next().unwrap().parse().unwrap();
+    assert!(smallest > 4.5 && smallest < 8.5, "{e}");
+    assert!(!e.contains("no-such"), "the matrix was read before the target was checked: {e}");
+    // That target is met, from the weights alone; and a size's budget says it is what the
+    // header leaves for the tensors.
+    let at = format!("{smallest}");
+    let out = String::from_utf8(
+        ok(recipe(&model, &[], &["--target-bpw", &at, "--data-free", "--types", "q4_0,q8_0"], "least")).stdout,
+    )
+    .unwrap();
+    assert!(out.contains("bytes of tensor data,"), "{out}");
+    let mut c = recipe(&model, &[], &["--target-size", "20M", "--data-free"], "too-small");
+    c.args(["--types", "q4_0,q8_0"]);
+    let e = fails(c);
+    assert!(
+        e.contains("a target of 20971520 bytes leaves") && e.contains("bytes") && e.contains("the smallest target is"),
+        "{e}"
+    );
+    let out = String::from_utf8(
+        ok(recipe(&model, &[], &["--target-size", "100M", "--data-free", "--types", "q4_0,q8_0"], "size")).stdout,
+    )
+    .unwrap();
+    assert!(out.contains("bytes for the tensors, padded, beside the header,"), "{out}");
+}

@@ -57,7 +57,20 @@ pub enum Refusal {
         /// Its shape.
         dims: Vec<u64>,
     },
-    /// The solver's: a budget below the smallest recipe, a bad curve.
+    /// Even every tensor at its smallest allowed type exceeds the target.
+    TooSmall {
+        /// The target, as asked.
+        target: Target,
+        /// The budget it leaves, in bytes of tensor data (padded for a size).
+        budget: u64,
+        /// What the smallest recipe takes, in the same bytes.
+        need: u64,
+        /// The output's header (a size target's budget is the size less it).
+        header: u64,
+        /// The model's elements (a bpw target's bits are spread over them).
+        n_elements: u64,
+    },
+    /// The solver's: a bad curve.
     Solve(Error),
     /// A tensor's name cannot be a `--tensor-type` pattern.
     Unnameable(Error),
@@ -72,6 +85,23 @@ impl core::fmt::Display for Refusal {
             Refusal::OwnType { tensor, ty, dims } => {
                 write!(f, "tensor {tensor}: its own type {ty} does not fit its shape {dims:?}")
             }
+            Refusal::TooSmall { target: Target::Bpw(b), budget, need, n_elements, .. } => {
+                // The smallest bpw that holds `need`, rounded up to the 4 decimals shown.
+                let bits = *need as f64 * 8.0 / (*n_elements).max(1) as f64;
+                write!(
+                    f,
+                    "a target of {b} bpw leaves {budget} bytes of tensor data, but every tensor at its smallest \
+                     allowed type already takes {need} ({bits:.4} bpw): the smallest target is {:.4} bpw",
+                    libm::ceil(bits * 1e4) / 1e4
+                )
+            }
+            Refusal::TooSmall { target: Target::Size(s), budget, need, header, .. } => write!(
+                f,
+                "a target of {s} bytes leaves {budget} for the tensors beside the header's {header}, but every \
+                 tensor at its smallest allowed type already takes {need} (each padded to 32): the smallest \
+                 target is {} bytes",
+                need.saturating_add(*header)
+            ),
             Refusal::Solve(e) | Refusal::Unnameable(e) => write!(f, "{e}"),
         }
     }
@@ -94,13 +124,8 @@ pub fn choose<T: Borrow<TensorEntry>>(
 ) -> Result<Recipe, Refusal> {
     let arch = model.architecture().unwrap_or_default().into_owned();
     let tensors: Vec<&TensorEntry> = model.tensors.iter().map(Borrow::borrow).collect();
-    let views = model.kvs.iter().map(|(k, v)| Ok((k.as_str(), v.view()?))).collect::<Result<Vec<_>, _>>();
-    let views = views.map_err(Refusal::Metadata)?;
-    let infos: Vec<(&str, &[u64], GgmlType)> =
-        tensors.iter().map(|t| (t.name.as_str(), t.dims.as_slice(), t.ty)).collect();
-    let header = header_len(&views, &infos, imatrix).map_err(Refusal::Header)?;
-    let n_elements: u64 = tensors.iter().map(|t| t.n_elements).sum();
-    let (budget, account) = target.budget(n_elements, header).ok_or(Refusal::HeaderAlone { header })?;
+    let b = Budget::of(model, &tensors, target, imatrix)?;
+    let (header, n_elements, budget, account) = (b.header, b.n_elements, b.budget, b.account);
     let types = source.types();
     let mut curves = Vec::with_capacity(tensors.len());
     for t in &tensors {
@@ -112,7 +137,10 @@ pub fn choose<T: Borrow<TensorEntry>>(
         }
         curves.push(curve);
     }
-    let s = solve(&curves, budget, account).map_err(Refusal::Solve)?;
+    let s = solve(&curves, budget, account).map_err(|e| match e {
+        Error::BudgetTooSmall { need, .. } => b.too_small(need),
+        e => Refusal::Solve(e),
+    })?;
     // Every tensor llama-quantize quantizes gets its line, those that keep their type too:
     // a tensor no pattern names would get the default type and its mixture's rules.
     let mut lines = Vec::new();
@@ -151,6 +179,73 @@ pub fn choose<T: Borrow<TensorEntry>>(
         lines,
         applied: None,
     })
+}
+
+/// What a target leaves for the tensors of a model.
+struct Budget {
+    target: Target,
+    header: u64,
+    n_elements: u64,
+    budget: u64,
+    account: Account,
+}
+
+impl Budget {
+    /// The budget `target` leaves beside the header `llama-quantize` writes for `model`.
+    fn of<T: Borrow<TensorEntry>>(
+        model: &Model<T>,
+        tensors: &[&TensorEntry],
+        target: Target,
+        imatrix: bool,
+    ) -> Result<Budget, Refusal> {
+        let views = model.kvs.iter().map(|(k, v)| Ok((k.as_str(), v.view()?))).collect::<Result<Vec<_>, _>>();
+        let views = views.map_err(Refusal::Metadata)?;
+        let infos: Vec<(&str, &[u64], GgmlType)> =
+            tensors.iter().map(|t| (t.name.as_str(), t.dims.as_slice(), t.ty)).collect();
+        let header = header_len(&views, &infos, imatrix).map_err(Refusal::Header)?;
+        let n_elements: u64 = tensors.iter().map(|t| t.n_elements).sum();
+        let (budget, account) = target.budget(n_elements, header).ok_or(Refusal::HeaderAlone { header })?;
+        Ok(Budget { target, header, n_elements, budget, account })
+    }
+
+    fn too_small(&self, need: u64) -> Refusal {
+        let Budget { target, header, n_elements, budget, .. } = *self;
+        Refusal::TooSmall { target, budget, need, header, n_elements }
+    }
+}
+
+/// Whether `target` can be met at all, from the types alone: every tensor at the smallest
+/// of its own type and the types `types_of` offers it that `llama-quantize` writes as
+/// asked, as [`choose`] would charge them. No loss is needed, so a face checks this before
+/// it predicts or measures (a minute on a small model) and a target no recipe meets is
+/// refused at once.
+///
+/// # Errors
+/// As [`choose`]: a header that cannot be accounted or that the target leaves no room
+/// beside, a tensor whose own type does not fit its shape, [`Refusal::TooSmall`].
+pub fn check_target<T: Borrow<TensorEntry>>(
+    model: &Model<T>,
+    types_of: &dyn Fn(&TensorEntry) -> Vec<GgmlType>,
+    target: Target,
+    imatrix: bool,
+) -> Result<(), Refusal> {
+    let arch = model.architecture().unwrap_or_default().into_owned();
+    let tensors: Vec<&TensorEntry> = model.tensors.iter().map(Borrow::borrow).collect();
+    let b = Budget::of(model, &tensors, target, imatrix)?;
+    let mut need = 0u64;
+    for t in &tensors {
+        let candidates: Vec<(GgmlType, f64)> = types_of(t).into_iter().map(|ty| (ty, 0.0)).collect();
+        let tensor = Tensor { name: &t.name, dims: &t.dims, ty: t.ty };
+        let (curve, _refused) = Curve::of(&arch, tensor, &candidates, imatrix);
+        let Some(least) = curve.options.iter().map(|p| b.account.charge(p.bytes)).min() else {
+            return Err(Refusal::OwnType { tensor: t.name.clone(), ty: t.ty, dims: t.dims.clone() });
+        };
+        need = need.saturating_add(least);
+    }
+    if need > b.budget {
+        return Err(b.too_small(need));
+    }
+    Ok(())
 }
 
 /// Each tensor's row: the option chosen and why.

@@ -91,6 +91,17 @@ pub fn covered(name: &str) -> bool {
     crate::anatomy::layer_of(name).is_some()
 }
 
+/// The types a predicted recipe offers the tensor `name` (before llama-quantize's rules):
+/// [`prediction_types`] of `types` for a weight the prediction covers, [`UNCOVERED`] for
+/// any other. For [`super::choose::check_target`], before anything is predicted.
+pub fn offered(name: &str, types: &[GgmlType]) -> Vec<GgmlType> {
+    if covered(name) {
+        prediction_types(types)
+    } else {
+        alloc::vec![UNCOVERED]
+    }
+}
+
 /// Predicted single-tensor KL divergences, per (tensor, type).
 pub struct Predicted {
     source: String,

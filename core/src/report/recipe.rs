@@ -36,10 +36,13 @@ pub fn text(r: &Recipe, out: &mut dyn fmt::Write) -> fmt::Result {
             t.why
         )?;
     }
+    // The budget in the bytes it counts: a size's is what the header leaves for the tensors
+    // (each padded), a bpw's the tensors' data.
+    let counts = if r.account == "file" { "for the tensors, padded, beside the header" } else { "of tensor data" };
     writeln!(
         out,
-        "total: {} tensor bytes ({:.4} bpw), file {} bytes (header {}); budget {} {} bytes, {} used",
-        r.tensor_bytes, r.bpw, r.file_bytes, r.header_bytes, r.budget, r.account, r.charged
+        "total: {} tensor bytes ({:.4} bpw), file {} bytes (header {}); budget {} bytes {counts}, {} used",
+        r.tensor_bytes, r.bpw, r.file_bytes, r.header_bytes, r.budget, r.charged
     )?;
     writeln!(
         out,

@@ -86,8 +86,14 @@ pub struct Options<'a> {
 /// `organ recipe`: chooses, prints, writes; applies when asked.
 pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let model = Model::open(o.model)?;
-    let source = o.source.open(&model)?;
     let imatrix = o.apply.as_ref().is_some_and(|a| a.imatrix.is_some());
+    // A target no recipe meets is refused before the prediction's minute.
+    if let SourceSpec::Predicted { types, .. } = &o.source {
+        let offered = |t: &TensorEntry| organ_core::recipe::predicted::offered(&t.name, types);
+        organ_core::recipe::choose::check_target(&model.model, &offered, o.target, imatrix)
+            .map_err(|e| refusal(&model, o.target, e))?;
+    }
+    let source = o.source.open(&model)?;
     let mut r = choose(&model, source.as_ref(), o.target, imatrix)?;
     outputs::print(AnyReport::Recipe(&r), &Shown::WHOLE, w)?;
     let files = Files::default().with(&TENSOR_TYPES, o.out.map(Path::to_path_buf));
@@ -111,16 +117,22 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
 /// # Errors
 /// A tensor llama-quantize cannot be told about, a budget below the smallest recipe.
 pub fn choose(model: &Model, source: &dyn CurveSource, target: Target, imatrix: bool) -> Result<Recipe> {
-    let label = &model.label;
     let asked = describe(target);
-    organ_core::recipe::choose::choose(&model.model, label, source, (target, &asked), imatrix).map_err(|e| match e {
+    organ_core::recipe::choose::choose(&model.model, &model.label, source, (target, &asked), imatrix)
+        .map_err(|e| refusal(model, target, e))
+}
+
+/// A refusal of the core's recipe, in the CLI's words.
+fn refusal(model: &Model, target: Target, e: Refusal) -> anyhow::Error {
+    let (label, asked) = (&model.label, describe(target));
+    match e {
         // The core's error stays in the chain: a format error, for --progress jsonl.
         Refusal::Metadata(c) => anyhow::Error::new(c),
         Refusal::Header(c) => anyhow::Error::new(c).context(format!("{label}: the output's header")),
         Refusal::HeaderAlone { .. } => anyhow!("{asked}: {e}"),
         Refusal::Solve(_) => anyhow!("{label}, {asked}: {e}"),
         _ => anyhow!("{label}: {e}"),
-    })
+    }
 }
 
 /// The target as the user gave it.

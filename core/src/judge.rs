@@ -49,8 +49,13 @@ pub struct Divergence {
 pub struct Evaluation {
     /// The model's path, then ` + lora FILE:S` for each adapter applied to it.
     pub model: String,
+    /// The BLAKE3 of the model's bytes (all shards of a split model, in order): what
+    /// `organ measure --verdict` ties the verdict to, whatever the file is named.
+    pub model_blake3: String,
     /// The base's, likewise.
     pub base: Option<String>,
+    /// The BLAKE3 of the base's bytes, with a base.
+    pub base_blake3: Option<String>,
     /// The text scored.
     pub text: String,
     /// Tokens per context.
@@ -212,7 +217,9 @@ mod tests {
         let est = |v| Estimate { value: v, error: 0.0 };
         Evaluation {
             model: "m".into(),
+            model_blake3: "ab".repeat(32),
             base: Some("b".into()),
+            base_blake3: Some("cd".repeat(32)),
             text: "t".into(),
             ctx: 128,
             chunks: 9,

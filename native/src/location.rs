@@ -92,6 +92,64 @@ impl<'a> Location<'a> {
         }
     }
 
+    /// The names reports give the models at `paths`, each told apart from the others: its
+    /// [`Self::label`], or, where two models share it, the shortest tail of its path (or
+    /// URL path) that no other model's ends the same way (`a/m.gguf`, `b/m.gguf`). A path
+    /// given twice keeps one name.
+    pub fn labels(paths: &[&Path]) -> Vec<String> {
+        let segs: Vec<Vec<String>> = paths.iter().map(|p| Location::of(p).segments()).collect();
+        let tail = |i: usize, d: usize| -> &[String] { &segs[i][segs[i].len().saturating_sub(d)..] };
+        let mut depth = vec![1usize; paths.len()];
+        // Those whose tail at their depth another path's tail equals; grouped at each
+        // depth, so the work is the paths times the depth needed.
+        let mut open: Vec<usize> = (0..paths.len()).collect();
+        while !open.is_empty() {
+            let mut groups: std::collections::HashMap<&[String], Vec<usize>> = std::collections::HashMap::new();
+            for &i in &open {
+                groups.entry(tail(i, depth[i])).or_default().push(i);
+            }
+            let mut next = Vec::new();
+            for group in groups.into_values() {
+                let distinct = group.iter().any(|&i| segs[i] != segs[group[0]]);
+                for i in group {
+                    if distinct && depth[i] < segs[i].len() {
+                        depth[i] += 1;
+                        next.push(i);
+                    }
+                }
+            }
+            open = next;
+        }
+        (0..paths.len()).map(|i| tail(i, depth[i]).join("/")).collect()
+    }
+
+    /// Its path's segments, the last its [`Self::label`]: a path's named components, a
+    /// URL's path.
+    fn segments(&self) -> Vec<String> {
+        let mut segs: Vec<String> = match self {
+            Location::Local(p) => p
+                .parent()
+                .into_iter()
+                .flat_map(Path::components)
+                .filter_map(|c| match c {
+                    std::path::Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
+                    std::path::Component::ParentDir => Some("..".into()),
+                    _ => None,
+                })
+                .collect(),
+            Location::Url(u) => {
+                let u = u.to_string_lossy();
+                let path = u.split_once("://").map_or(&*u, |(_, rest)| rest);
+                let path = path.split(['?', '#']).next().unwrap_or_default();
+                let mut parts: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(str::to_owned).collect();
+                parts.truncate(parts.len().saturating_sub(1));
+                parts.into_iter().skip(1).collect()
+            }
+        };
+        segs.push(self.label());
+        segs
+    }
+
     /// Checks that its bytes can be reached as `reach` says, before anything is read.
     ///
     /// # Errors
@@ -123,6 +181,23 @@ impl<'a> Location<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn labels_are_the_shortest_tails_that_tell_models_apart() {
+        let l = |ps: &[&str]| Location::labels(&ps.iter().map(Path::new).collect::<Vec<_>>());
+        assert_eq!(l(&["fleet/a/m.gguf", "fleet/b/m.gguf", "x/n.gguf"]), ["a/m.gguf", "b/m.gguf", "n.gguf"]);
+        assert_eq!(l(&["b/m.gguf", "a/b/m.gguf", "c/m.gguf"]), ["b/m.gguf", "a/b/m.gguf", "c/m.gguf"]);
+        assert_eq!(l(&["m.gguf", "./d/m.gguf", "m.gguf"]), ["m.gguf", "d/m.gguf", "m.gguf"]);
+        assert_eq!(l(&["/abs/m.gguf", "rel/m.gguf"]), ["abs/m.gguf", "rel/m.gguf"]);
+        assert_eq!(
+            l(&["https://h.example/u/r/m.gguf?x=1", "https://h.example/v/r/m.gguf", "s3://b/m.gguf"]),
+            ["u/r/m.gguf", "v/r/m.gguf", "m.gguf"]
+        );
+        // Thousands of one name: grouped, not compared pairwise.
+        let many: Vec<String> = (0..5000).map(|i| format!("d{i}/m.gguf")).collect();
+        let labels = l(&many.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(labels[4999], "d4999/m.gguf");
+    }
 
     #[test]
     fn urls_are_told_from_paths_once() {

@@ -270,7 +270,26 @@ fn graft_judge_gives_the_verdict_against_the_recipient() {
     let mut c = organ();
     c.arg("measure").arg(&model).arg("--verdict").arg(&json);
     let e = fails(c);
-    assert!(e.contains("graft.json: a verdict on graft.gguf, which is none of the models measured"), "{e}");
+    assert!(
+        e.contains("graft.json: a verdict on ") && e.contains("whose bytes are none of the models measured"),
+        "{e}"
+    );
+    // The verdict is tied to the bytes scored (issue 50): another model under the graft's
+    // name does not take it, a copy of the graft under another name does.
+    let hash = blake3::hash(&std::fs::read(&out).unwrap()).to_hex().to_string();
+    assert_eq!(report["judge"]["evaluation"]["model_blake3"], hash.as_str());
+    let (other, copy) = (dir.join("other"), dir.join("renamed.gguf"));
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::copy(&model, other.join("graft.gguf")).unwrap();
+    std::fs::copy(&out, &copy).unwrap();
+    let mut c = organ();
+    c.arg("measure").arg(other.join("graft.gguf")).arg(&copy).arg("--verdict").arg(&json).arg("--json").arg(&ranked);
+    c.arg("--force");
+    ok(c);
+    let r: Value = serde_json::from_slice(&std::fs::read(&ranked).unwrap()).unwrap();
+    let row = |name: &str| r["ranking"].as_array().unwrap().iter().find(|x| x["model"] == name).unwrap().clone();
+    assert_eq!(row("renamed.gguf")["measured"]["verdict"].as_str(), Some(grade), "{r}");
+    assert!(row("graft.gguf").get("measured").is_none(), "{r}");
     let mut c = organ();
     c.arg("measure").arg(&model).arg("--verdict").arg(&ranked);
     let e = fails(c);

@@ -20,6 +20,9 @@ fn a_directory_is_measured_as_a_fleet_and_resumes_from_the_cache() {
     let model = smollm2();
     copy(&model, &fleet.join("a.gguf"));
     copy(&model, &fleet.join("nested/b.gguf"));
+    // Two models of one name are told apart by their paths' tails (issue 50).
+    copy(&model, &fleet.join("x/m.gguf"));
+    copy(&model, &fleet.join("y/m.gguf"));
     // A split model in the fleet counts once.
     let organs = tmp("fleet-src.organs");
     let mut c = organ();
@@ -37,15 +40,16 @@ fn a_directory_is_measured_as_a_fleet_and_resumes_from_the_cache() {
     };
     let first = run(&["--json", json.to_str().unwrap(), "--ranking-csv", csv.to_str().unwrap()]);
     let out = String::from_utf8(first.stdout).unwrap();
-    assert!(out.contains("ranking (3 models") && out.contains("per group, mean θ° across models"), "{out}");
+    assert!(out.contains("ranking (5 models") && out.contains("per group, mean θ° across models"), "{out}");
     let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let names: Vec<&str> = report["models"].as_array().unwrap().iter().map(|m| m["model"].as_str().unwrap()).collect();
-    assert_eq!(names, ["a.gguf", "b.gguf", "c-00001-of-00003.gguf"]);
-    assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 4);
+    assert_eq!(names, ["a.gguf", "b.gguf", "c-00001-of-00003.gguf", "x/m.gguf", "y/m.gguf"]);
+    assert!(out.contains("x/m.gguf") && out.contains("y/m.gguf"), "{out}");
+    assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 6);
     assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 2, "two distinct models: the file and the split set");
 
     let second = run(&["--json", tmp("fleet2.json").to_str().unwrap()]);
-    assert!(String::from_utf8(second.stderr).unwrap().contains("3 of 3 models taken from the cache"));
+    assert!(String::from_utf8(second.stderr).unwrap().contains("5 of 5 models taken from the cache"));
     let again: Value = serde_json::from_slice(&std::fs::read(tmp("fleet2.json")).unwrap()).unwrap();
     assert_eq!(report["models"], again["models"]);
     assert_eq!(report["ranking"], again["ranking"]);

@@ -200,7 +200,18 @@ fn measure_opened(
 pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
     let progress = crate::progress::tensor_bar();
     let report = report(opts, &progress)?;
-    present(report, opts, out)
+    // Verdicts are tied to bytes: each model's BLAKE3, hashed only when one is given.
+    let identities = if opts.verdicts.is_empty() { Vec::new() } else { verdicts::identities(&discovered(opts)?)? };
+    present(report, &identities, opts, out)
+}
+
+/// The models `opts` names, each directory's found.
+fn discovered(opts: &Options) -> Result<Vec<PathBuf>> {
+    let mut paths = Vec::new();
+    for p in &opts.models {
+        paths.extend(crate::discover::discover(p)?);
+    }
+    Ok(paths)
 }
 
 /// The θ report of `opts`' models (each directory's models found, each model measured or
@@ -210,10 +221,7 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<()> {
 /// # Errors
 /// A model cannot be found, read or measured.
 pub fn report(opts: &Options, progress: &ProgressBar) -> Result<Report> {
-    let mut paths = Vec::new();
-    for p in &opts.models {
-        paths.extend(crate::discover::discover(p)?);
-    }
+    let paths = discovered(opts)?;
     let mut models = Vec::with_capacity(paths.len());
     let mut cached = 0;
     for path in &paths {
@@ -226,7 +234,10 @@ pub fn report(opts: &Options, progress: &ProgressBar) -> Result<Report> {
     if cached > 0 {
         crate::progress::note(format!("{cached} of {} models taken from the cache", paths.len()));
     }
-    for (m, path) in models.iter().zip(&paths) {
+    // Two models of one file name are told apart by their paths' tails.
+    let labels = Location::labels(&paths.iter().map(PathBuf::as_path).collect::<Vec<_>>());
+    for ((m, path), label) in models.iter_mut().zip(&paths).zip(labels) {
+        m.model = label;
         warn_not_finite(m, path);
     }
     let mut report = Report::new(organ_core::zmeasure::GENERATOR, models);
@@ -259,9 +270,10 @@ fn warn_not_finite(m: &ModelReport, path: &Path) {
 }
 
 /// Writes `report`'s files (those asked for) and prints it: what `organ measure` does with
-/// its models' reports, and `organ report merge` with a fleet's.
-pub fn present(mut report: Report, opts: &Options, out: &mut dyn Write) -> Result<()> {
-    verdicts::attach(&mut report, &opts.verdicts)?;
+/// its models' reports, and `organ report merge` with a fleet's. `identities` are the
+/// BLAKE3s of the report's models, in its order, for `--verdict`.
+pub fn present(mut report: Report, identities: &[Option<String>], opts: &Options, out: &mut dyn Write) -> Result<()> {
+    verdicts::attach(&mut report, identities, &opts.verdicts)?;
     let report = AnyReport::Measure(&report);
     let shown = Shown { summary_only: opts.summary_only, wells: opts.wells, all_wells: opts.all_wells, ..Shown::WHOLE };
     super::outputs::write_all(report, &opts.files, &shown, opts.force)?;

@@ -110,24 +110,31 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
     let dir = scratch_dir(scratch)?;
     let (model_file, read) = hand_model(model, &dir.path.join("model"))?;
     let model_adapters = hand_adapters(&s.adapters.model, model, &read)?;
-    let (base_file, base_adapters) = match base {
+    let (base_file, base_adapters, base_read) = match base {
         Some(b) => {
             let (handed, base_read) = hand_model(b, &dir.path.join("base"))?;
             same_vocabulary(b, &base_read, model, &read)?;
-            (Some(handed), hand_adapters(&s.adapters.base, b, &base_read)?)
+            let adapters = hand_adapters(&s.adapters.base, b, &base_read)?;
+            (Some(handed), adapters, Some(base_read))
         }
         None if !s.adapters.base.is_empty() => bail!("adapters for the base need a base to apply them to"),
-        None => (None, Vec::new()),
+        None => (None, Vec::new(), None),
     };
+    // What the verdict is tied to: the bytes scored, whatever their name
+    // (`measure --verdict`).
+    let model_blake3 = read.fingerprint(false)?.blake3;
+    let base_blake3 = base_read.as_ref().map(|b| b.fingerprint(false)).transpose()?.map(|f| f.blake3);
     // The maps go before llama.cpp runs: it reads the files itself.
-    drop(read);
+    drop((read, base_read));
     let text = copy_text(&s.text, &dir.path)?;
     let label = |p: &Path| p.display().to_string();
     // A side run with adapters says so: `MODEL + lora FILE:S…`.
     let with = |p: &Path, adapters: &[Scaled]| adapters.iter().fold(label(p), |l, a| format!("{l} + lora {a}"));
     let mut e = Evaluation {
         model: with(model, &s.adapters.model),
+        model_blake3,
         base: base.map(|b| with(b, &s.adapters.base)),
+        base_blake3,
         text: label(&s.text),
         ctx: s.ctx,
         chunks: 0,

@@ -178,6 +178,6 @@ pub fn measure_shard(opts: &Options, fleet: &Path, shard: Shard, store: &dyn Sto
 /// As [`super::merge::merged`], and writing the files.
 pub fn merge(results: &Path, opts: &Options, out: &mut dyn Write) -> Result<()> {
     let store = results::open(results, false)?;
-    let report = super::merge::merged(store.as_ref())?;
-    super::present(report, opts, out)
+    let (report, identities) = super::merge::merged(store.as_ref())?;
+    super::present(report, &identities, opts, out)
 }

@@ -15,22 +15,23 @@
 //! the index computed it). Each step is linear in the fleet: models are found by name in a
 //! hash map.
 
-use super::label_of;
 use super::results::{self, index_cap, Indexed, ShardIndex, Store, FLEET_FILE, MAX_FLEET_FILE_BYTES, MAX_RESULT_BYTES};
 use super::shard::MAX_SHARDS;
 use super::{CacheKey, Definition};
+use crate::location::Location;
 use anyhow::{bail, Context, Result};
 use organ_core::report::{ModelReport, Report};
 use std::collections::HashMap;
 use std::path::Path;
 
-/// The fleet's report from the results in `store`, models in the fleet's order.
+/// The fleet's report from the results in `store`, models in the fleet's order, and each
+/// model's BLAKE3 (for a model on disk; `--verdict` ties verdicts to it).
 ///
 /// # Errors
 /// The results are not a fleet's, a shard has not finished, a file is not a regular file
 /// or over its cap, an index or a result does not match the fleet, its index or its
 /// BLAKE3, or a result is missing, of another format or not whole.
-pub fn merged(store: &dyn Store) -> Result<Report> {
+pub fn merged(store: &dyn Store) -> Result<(Report, Vec<Option<String>>)> {
     let bytes = store.get(FLEET_FILE, MAX_FLEET_FILE_BYTES)?.with_context(|| {
         format!("{}: not there: not the results of organ measure --fleet", store.locate(FLEET_FILE))
     })?;
@@ -106,18 +107,25 @@ pub fn merged(store: &dyn Store) -> Result<Report> {
         bail!("{}", unfinished_message(store, &fleet.models, shards, &unfinished));
     }
     let mut models = Vec::with_capacity(fleet.models.len());
+    let mut identities = Vec::with_capacity(fleet.models.len());
     for (j, m) in fleet.models.iter().enumerate() {
         let index = results::shard_file(shard_of(j), shards);
         let Some((e, _)) = &entry[j] else {
             bail!("{}: does not list {m}, a model of its shard", store.locate(&index));
         };
-        let mut r = read(store, e, &index, &fleet.definition)?;
-        r.model = label_of(Path::new(m));
-        models.push(r);
+        models.push(read(store, e, &index, &fleet.definition)?);
+        // A model on the workers' disks is known by its bytes' BLAKE3; one at a URL by
+        // what its server says, which no evaluation records.
+        let local = matches!(Location::of(Path::new(m)), Location::Local(_));
+        identities.push(local.then(|| e.model_blake3.to_ascii_lowercase()));
+    }
+    let labels = Location::labels(&fleet.models.iter().map(Path::new).collect::<Vec<_>>());
+    for (r, label) in models.iter_mut().zip(labels) {
+        r.model = label;
     }
     let mut report = Report::new(organ_core::zmeasure::GENERATOR, models);
     report.measure = fleet.definition.measure;
-    Ok(report)
+    Ok((report, identities))
 }
 
 /// The report of `e`'s model, from its result, checked against `e` (listed in `index`).

@@ -22,7 +22,8 @@ pub const MAX_FLEET_MODELS: usize = 100_000;
 
 /// The version of the cached report's JSON form ([`crate::report::ModelReport`]);
 /// bump it when that form changes, so older entries are not read as new ones.
-pub const REPORT_SCHEMA: u32 = 1;
+/// 2: each expert's `standing`.
+pub const REPORT_SCHEMA: u32 = 2;
 
 /// Everything besides the model that decides what a report holds. A new option that
 /// changes a report is a new field here (and nowhere else): it then goes into every key.

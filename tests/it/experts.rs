@@ -147,6 +147,18 @@ fn per_expert_theta_matches_zref_with_duplicates_and_outliers() {
         let got_out: Vec<bool> = rows.iter().map(|r| r["outlier"] == true).collect();
         assert_eq!(got_out, outliers[name], "{name}: outliers");
         flagged += got_out.iter().filter(|o| **o).count();
+        // The JSON gives each expert the standing the displays show (issue 50): a copy and
+        // the expert it copies are copies whatever §6 says; every other §6 outlier is
+        // beyond, within or of unmeasured noise (sampled, no σ here), never typical.
+        for (e, r) in rows.iter().enumerate() {
+            let copied = got_dups[e].is_some() || got_dups.contains(&Some(e as u64));
+            let want = match (copied, got_out[e]) {
+                (true, _) => vec!["copy"],
+                (false, false) => vec!["typical"],
+                (false, true) => vec!["outlier", "noise_not_measured"],
+            };
+            assert!(want.contains(&r["standing"].as_str().unwrap()), "{name} expert {e}: {r}");
+        }
         assert!(rows.iter().all(|r| r.get("sigma").is_none()), "{name}: no σ unless asked");
     }
     assert!(flagged > 0, "the noise experts make at least one outlier");
@@ -185,6 +197,7 @@ fn per_expert_theta_matches_zref_with_duplicates_and_outliers() {
         assert_eq!(col(r, "theta").parse::<f64>().unwrap(), f(&x["theta"]));
         assert_eq!(col(r, "outlier"), x["outlier"].to_string());
         assert_eq!(col(r, "duplicate_of"), x["duplicate_of"].as_u64().map_or_else(String::new, |d| d.to_string()));
+        assert_eq!(col(r, "standing"), x["standing"].as_str().unwrap());
     }
     // The page: a layer × expert map per FFN kind.
     let page = std::fs::read_to_string(&html).unwrap();

@@ -148,10 +148,9 @@ pub async fn measure(
     let mut expert_rows = experts::rows(model, mode, &layouts, &per_expert, cancelled).await?;
     let rows = (model.tensors.iter().zip(&measured).zip(expert_rows.iter_mut()))
         .map(|((t, m), x)| {
-            let mut row = TensorReport::new(t, m.as_ref().map(|(m, _)| m))
-                .in_mode(mode, m.as_ref().and_then(|(_, d)| d.as_ref()));
-            row.experts = x.take();
-            row
+            TensorReport::new(t, m.as_ref().map(|(m, _)| m))
+                .in_mode(mode, m.as_ref().and_then(|(_, d)| d.as_ref()))
+                .with_experts(x.take())
         })
         .collect();
     let m = ModelReport::new(&model.label, &model.model, model.file_bytes, rows);

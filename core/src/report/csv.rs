@@ -76,7 +76,7 @@ pub(super) fn has_sigma(report: &Report) -> bool {
 }
 
 /// The columns experts add to a θ report's rows, after the others.
-const EXPERT_HEAD: [&str; 3] = ["expert", "outlier", "duplicate_of"];
+const EXPERT_HEAD: [&str; 4] = ["expert", "outlier", "duplicate_of", "standing"];
 
 /// Writes `report` as CSV: a θ report's row per tensor and per expert, a compare report's
 /// row per pair and per expert.
@@ -184,6 +184,7 @@ fn expert_rows(model: &str, t: &TensorReport, sigma: bool) -> Vec<Vec<String>> {
                 x.expert.to_string(),
                 x.outlier.to_string(),
                 x.duplicate_of.map_or_else(String::new, |d| d.to_string()),
+                x.standing.name().to_owned(),
             ]);
             row
         })

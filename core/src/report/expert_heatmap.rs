@@ -57,7 +57,7 @@ impl ExpertHeatmap {
                 rows.dedup_by_key(|r| r.0);
                 let experts = rows.iter().map(|r| r.1.len() as u64).max().unwrap_or(0);
                 let mut cells = vec![None; rows.len() * experts as usize];
-                let mut marks = vec![Standing::Ordinary; cells.len()];
+                let mut marks = vec![Standing::Typical; cells.len()];
                 for (i, (_, r, sampled)) in rows.iter().enumerate() {
                     for ((e, x), mark) in r.iter().enumerate().zip(standings(r, *sampled)) {
                         cells[i * experts as usize + e] = Some(x.clone());
@@ -77,7 +77,7 @@ impl ExpertHeatmap {
 
     /// How a display marks expert `e` of row `row`.
     pub fn standing(&self, row: usize, e: usize) -> Standing {
-        self.standings.get(row * self.experts as usize + e).copied().unwrap_or(Standing::Ordinary)
+        self.standings.get(row * self.experts as usize + e).copied().unwrap_or(Standing::Typical)
     }
 
     /// A cell's outline (a CSS declaration list, leading `;`), its tooltip's words about
@@ -90,7 +90,7 @@ impl ExpertHeatmap {
             Standing::Unconfirmed => {
                 (";outline:2px dotted currentColor;outline-offset:-2px", ", over 3 MAD: noise not measured")
             }
-            Standing::Ordinary => ("", ""),
+            Standing::Typical | Standing::Copy | Standing::WithinNoise => ("", ""),
         };
         let dup = c.duplicate_of.map_or_else(String::new, |d| format!(", byte-identical to expert {d}"));
         (outline, format!("{words}{dup}"), c.duplicate_of.map_or_else(String::new, |d| format!("={d}")))
@@ -262,8 +262,8 @@ mod tests {
         let m = ModelReport::from_parts("m", None, None, 0, vec![t.clone()]);
         let h = &ExpertHeatmap::of(&m)[0];
         assert!(h.cell(0, 0).unwrap().outlier && h.cell(0, 1).unwrap().outlier, "§6's figure is kept");
-        assert_eq!(h.standing(0, 0), Standing::Ordinary);
-        assert_eq!(h.standing(0, 1), Standing::Ordinary);
+        assert_eq!(h.standing(0, 0), Standing::Typical);
+        assert!(!h.standing(0, 1).marked());
         assert_eq!(h.standing(0, 7), Standing::Unconfirmed);
         let (outline, words, dup) = h.marks(0, 1);
         assert_eq!((outline, words.as_str(), dup.as_str()), ("", ", byte-identical to expert 0", "=0"));

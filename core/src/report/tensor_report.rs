@@ -126,6 +126,18 @@ impl TensorReport {
         self
     }
 
+    /// The row with its experts' rows (§6), each expert's `standing` set from them and
+    /// this tensor's sampling ([`crate::zmeasure::experts::set_standings`]): every face
+    /// gives an expert the standing its displays show.
+    #[must_use]
+    pub fn with_experts(mut self, experts: Option<Vec<crate::zmeasure::experts::ExpertTheta>>) -> TensorReport {
+        self.experts = experts.map(|mut x| {
+            crate::zmeasure::experts::set_standings(&mut x, self.n_elements, self.sampled);
+            x
+        });
+        self
+    }
+
     /// The row as measured in `mode`: with its uncertainty ([`TensorReport::with_draws`])
     /// unless plainly sampled, where reports carry no σ.
     pub fn in_mode(self, mode: Mode, draws: Option<&Draws>) -> TensorReport {

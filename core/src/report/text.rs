@@ -264,7 +264,7 @@ fn experts(m: &ModelReport, out: &mut dyn fmt::Write) -> fmt::Result {
                     let flag = match mark {
                         Standing::Outlier => "*",
                         Standing::Unconfirmed => "?",
-                        Standing::Ordinary => "",
+                        Standing::Typical | Standing::Copy | Standing::WithinNoise => "",
                     };
                     format!("{:>4}: {:>8.4}{sigma}{dup}{flag:<3}", x.expert, x.theta)
                 })

@@ -166,6 +166,10 @@ pub struct ExpertTheta {
     /// The lowest-numbered expert of the same tensor with identical bytes, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duplicate_of: Option<u64>,
+    /// What it is among its tensor's experts, as the displays mark it ([`Standing`]; set
+    /// by [`set_standings`] once the tensor's rows are known).
+    #[serde(default)]
+    pub standing: Standing,
 }
 
 /// The report rows of a tensor's experts: each one's measurement and draws, and each one's
@@ -187,6 +191,7 @@ pub fn expert_rows(
             sigma: with_sigma.then(|| d.as_ref().map_or(0.0, |d| super::population_std(d))),
             outlier,
             duplicate_of: duplicate_of.get(e as usize).copied().flatten(),
+            standing: Standing::Typical,
         })
         .collect()
 }
@@ -212,23 +217,49 @@ pub fn outliers(thetas: &[f64]) -> Vec<bool> {
     dev.iter().map(|&d| mad > 0.0 && d > 3.0 * mad).collect()
 }
 
-/// How a display marks an expert among its tensor's experts. §6's `outlier` is a fact
-/// about the θ figures (over 3 MAD from the median), and the reports keep it as such; a
-/// display calls an expert an outlier only when that distance is beyond the sampling noise
-/// of its θ and the expert is not byte-identical to another one: identical bytes whose θ
-/// differ show the noise, not an outlier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// What an expert is among its tensor's experts, as every display marks it and the JSON
+/// report gives it (`standing`). §6's `outlier` is a fact about the θ figures (over 3 MAD
+/// from the median), and the reports keep it as such; an expert is called an outlier only
+/// when that distance is beyond the sampling noise of its θ and it is not byte-identical
+/// to another one: identical bytes whose θ differ show the noise, not an outlier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Standing {
-    /// Within its tensor's spread, within the noise, or a copy of another expert.
-    Ordinary,
-    /// A §6 outlier further from the median than twice its σ_θ (the larger of its own σ
-    /// and the median σ of its tensor's experts, as §7 compares two figures), or one
-    /// measured on every value (σ = 0).
+    /// Not a §6 outlier: within its tensor's spread.
+    #[default]
+    Typical,
+    /// Byte-identical to another expert of its tensor (`duplicate_of` it, or it of this
+    /// one), whatever its θ.
+    Copy,
+    /// A §6 outlier within twice its σ_θ of the median (the larger of its own σ and the
+    /// median σ of its tensor's experts, as §7 compares two figures): the noise.
+    WithinNoise,
+    /// A §6 outlier further from the median than twice its σ_θ, or one measured on every
+    /// value (σ = 0): beyond its noise.
     Outlier,
     /// A §6 outlier measured on a sample without σ: whether it is beyond the noise is not
     /// known (`--sigma` measures it).
+    #[serde(rename = "noise_not_measured")]
     Unconfirmed,
+}
+
+impl Standing {
+    /// Its word in the JSON and CSV reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Standing::Typical => "typical",
+            Standing::Copy => "copy",
+            Standing::WithinNoise => "within_noise",
+            Standing::Outlier => "outlier",
+            Standing::Unconfirmed => "noise_not_measured",
+        }
+    }
+
+    /// Whether a display marks it (an outlier beyond the noise, or one not known to be
+    /// within it).
+    pub fn marked(self) -> bool {
+        matches!(self, Standing::Outlier | Standing::Unconfirmed)
+    }
 }
 
 /// The [`Standing`] of each of a tensor's experts. `sampled`: the slices were measured on a
@@ -239,23 +270,47 @@ pub fn standings(rows: &[ExpertTheta], sampled: bool) -> Vec<Standing> {
     let m = median(&thetas);
     let sigmas: Vec<f64> = rows.iter().filter_map(|x| x.sigma).collect();
     let typical = median(&sigmas);
-    // An expert with a byte-identical twin, whichever of the two is the lower.
-    let copied = |x: &ExpertTheta| x.duplicate_of.is_some() || rows.iter().any(|y| y.duplicate_of == Some(x.expert));
+    // An expert with a byte-identical twin, whichever of the two is the lower: a set of
+    // experts is grouped by the lowest of them, so a twin is found in one pass.
+    let mut copied = alloc::vec![false; rows.len()];
+    for (i, x) in rows.iter().enumerate() {
+        if let Some(d) = x.duplicate_of {
+            copied[i] = true;
+            // Rows are in expert order; a row elsewhere is looked for.
+            let at = usize::try_from(d).ok().filter(|&j| rows.get(j).is_some_and(|y| y.expert == d));
+            if let Some(j) = at.or_else(|| rows.iter().position(|y| y.expert == d)) {
+                copied[j] = true;
+            }
+        }
+    }
     rows.iter()
-        .map(|x| {
-            if !x.outlier || copied(x) {
-                return Standing::Ordinary;
+        .zip(copied)
+        .map(|(x, copy)| {
+            if copy {
+                return Standing::Copy;
+            }
+            if !x.outlier {
+                return Standing::Typical;
             }
             if !sampled {
                 return Standing::Outlier;
             }
             match x.sigma {
                 Some(s) if (x.theta - m).abs() > 2.0 * s.max(typical) => Standing::Outlier,
-                Some(_) => Standing::Ordinary,
+                Some(_) => Standing::WithinNoise,
                 None => Standing::Unconfirmed,
             }
         })
         .collect()
+}
+
+/// Sets each expert's `standing` in `rows`, the experts of a tensor of `n_elements`
+/// elements of which its own θ read `sampled` ([`slices_sampled`]).
+pub fn set_standings(rows: &mut [ExpertTheta], n_elements: u64, sampled: u64) {
+    let s = standings(rows, slices_sampled(n_elements, sampled, rows.len() as u64));
+    for (r, s) in rows.iter_mut().zip(s) {
+        r.standing = s;
+    }
 }
 
 /// Whether the experts of a tensor of `n_elements` elements, `sampled` of them read for its

@@ -167,6 +167,7 @@ fn a_display_marks_an_outlier_only_beyond_the_noise_and_never_a_copy() {
         sigma,
         outlier: false,
         duplicate_of: dup,
+        standing: Standing::Typical,
     };
     let flag = |mut rows: Vec<ExpertTheta>| {
         let out = outliers(&rows.iter().map(|r| r.theta).collect::<Vec<_>>());
@@ -180,16 +181,16 @@ fn a_display_marks_an_outlier_only_beyond_the_noise_and_never_a_copy() {
     let thetas = [10.0, 11.0, 9.0, 10.0, 20.0];
     let rows = |sigma: Option<f64>| flag((0..5).map(|e| x(e, thetas[e as usize], sigma, None)).collect());
     // Measured on every value: no noise, the §6 outlier stands.
-    assert_eq!(standings(&rows(None), false), [Ordinary, Ordinary, Ordinary, Ordinary, Outlier]);
+    assert_eq!(standings(&rows(None), false), [Typical, Typical, Typical, Typical, Outlier]);
     // Sampled without σ: unknown.
     assert_eq!(standings(&rows(None), true)[4], Unconfirmed);
     // σ 4°: 10° from the median is beyond 2σ = 8°; σ 5°: 10° is not beyond 10°.
     assert_eq!(standings(&rows(Some(4.0)), true)[4], Outlier);
-    assert_eq!(standings(&rows(Some(5.0)), true)[4], Ordinary);
+    assert_eq!(standings(&rows(Some(5.0)), true)[4], WithinNoise);
     // Its own σ small, its tensor's typical σ large: the larger counts.
     let mut r = rows(Some(6.0));
     r[4].sigma = Some(0.5);
-    assert_eq!(standings(&r, true)[4], Ordinary);
+    assert_eq!(standings(&r, true)[4], WithinNoise);
     // The MoE: experts 1-3 byte-identical to expert 0, θ spread by sampling alone.
     // However far a copy lies, it is never an outlier, nor is the expert it copies.
     let moe = flag(vec![
@@ -200,8 +201,21 @@ fn a_display_marks_an_outlier_only_beyond_the_noise_and_never_a_copy() {
         x(4, 47.3, None, None),
     ]);
     assert!(moe[1].outlier, "§6's figure is kept");
-    assert_eq!(standings(&moe, false), [Ordinary; 5]);
-    assert_eq!(standings(&moe, true), [Ordinary; 5]);
+    assert_eq!(standings(&moe, false), [Copy, Copy, Copy, Copy, Typical]);
+    assert_eq!(standings(&moe, true), [Copy, Copy, Copy, Copy, Typical]);
+    assert!(standings(&moe, true).iter().all(|s| !s.marked()));
+    // set_standings: the JSON's `standing`, from the tensor's own sampling.
+    let mut set = moe.clone();
+    set_standings(&mut set, 5 * 200_000, 100_000);
+    assert_eq!(set.iter().map(|x| x.standing).collect::<Vec<_>>(), standings(&moe, true));
+    let json = serde_json::to_value(&set[1]).unwrap();
+    assert_eq!((json["standing"].as_str(), json["outlier"].as_bool()), (Some("copy"), Some(true)));
+    let mut un = rows(None);
+    set_standings(&mut un, 5 * 200_000, 100_000);
+    assert_eq!(serde_json::to_value(&un[4]).unwrap()["standing"], "noise_not_measured");
+    for s in [Typical, Copy, WithinNoise, Outlier, Unconfirmed] {
+        assert_eq!(serde_json::to_value(s).unwrap(), s.name(), "the CSV's word is the JSON's");
+    }
     assert!(standings(&[], true).is_empty());
 }
 

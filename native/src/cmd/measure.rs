@@ -186,12 +186,10 @@ fn measure_opened(
     let duplicates = experts::duplicates(model, path, &layouts, stream)?;
     let rows = (model.tensors.iter().zip(&measured).zip(per_expert.iter().zip(&duplicates)))
         .map(|((t, m), (x, d))| {
-            let mut row = TensorReport::new(t, m.as_ref().map(|(m, _)| m))
-                .in_mode(mode, m.as_ref().and_then(|(_, d)| d.as_ref()));
-            if let (Some(x), Some(d)) = (x, d) {
-                row.experts = Some(experts::rows(mode, x, d));
-            }
-            row
+            let experts = x.as_ref().zip(d.as_ref()).map(|(x, d)| experts::rows(mode, x, d));
+            TensorReport::new(t, m.as_ref().map(|(m, _)| m))
+                .in_mode(mode, m.as_ref().and_then(|(_, d)| d.as_ref()))
+                .with_experts(experts)
         })
         .collect();
     Ok(ModelReport::new(&model.label, model, file_bytes, rows))

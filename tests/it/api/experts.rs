@@ -52,8 +52,12 @@ fn measure_jobs_take_experts() {
     assert_eq!(end["result"], want, "the API's report is organ measure --experts --json's");
     let csv_out = end["outputs"].as_array().unwrap().iter().find(|o| o.as_str().unwrap().ends_with(".csv")).unwrap();
     let csv = String::from_utf8(download(&s, csv_out.as_str().unwrap())).unwrap();
-    assert!(csv.lines().next().unwrap().ends_with(",expert,outlier,duplicate_of"), "{}", csv.lines().next().unwrap());
-    assert!(csv.lines().any(|l| l.contains("blk.0.ffn_up_exps.weight#3,") && l.ends_with(",1")), "{csv}");
+    assert!(
+        csv.lines().next().unwrap().ends_with(",expert,outlier,duplicate_of,standing"),
+        "{}",
+        csv.lines().next().unwrap()
+    );
+    assert!(csv.lines().any(|l| l.contains("blk.0.ffn_up_exps.weight#3,") && l.ends_with(",1,copy")), "{csv}");
 
     let end = run_job(&s, "/api/measure", json!({ "paths": ["moe.gguf"], "experts": true, "sigma": true }));
     assert_eq!(end["result"], cli(&root, &["--sigma"], "api-cli-experts-sigma.json"), "with σ too");

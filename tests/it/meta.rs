@@ -6,6 +6,7 @@ use crate::build::{noise, t, write_model_kvs};
 use crate::common::*;
 use organ_core::gguf::MetaValue;
 use organ_core::{GgmlType, Gguf};
+use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -225,7 +226,8 @@ fn bad_input_is_refused_and_nothing_is_written() {
     std::fs::write(&text, "hello, I am not a model\n").unwrap();
     let long = format!("k{}=1", "x".repeat(70_000));
     let cases: Vec<(PathBuf, Vec<&str>, &str)> = vec![
-        (model.clone(), vec!["--set", "general.name=x:u33"], "unknown type \"u33\""),
+        (model.clone(), vec!["--set-typed", "general.name=x:u33"], "unknown type \"u33\""),
+        (model.clone(), vec!["--set-typed", "general.name=x"], "VALUE:TYPE"),
         (model.clone(), vec!["--set", "x.a=[1, 2:arr[u8]"], "not a JSON array"),
         (model.clone(), vec!["--set", "x.a=[1, \"two\"]"], "more than one kind"),
         (model.clone(), vec!["--set", "x.a=300:u8"], "is not a u8"),
@@ -365,6 +367,17 @@ fn no_edit_copies_the_file_and_the_report_names_each_change() {
     assert_eq!(report["changes"][0]["op"], "renamed");
     assert_eq!(report["changes"][1]["value_type"], "FLOAT32");
     assert_eq!(report["file_bytes"], std::fs::metadata(&out).unwrap().len());
+    // Only a type's name after the last ':' is a type (issue 50): a URL with a port is a
+    // string, and --set-typed gives a type explicitly.
+    let mut c = organ();
+    c.arg("meta").arg(&model).args(["--set", "general.url=http://x.org:8080", "--set-typed", "x.t=a:str:str"]);
+    c.arg("--out").arg(&out).arg("--json").arg(&json).arg("--force");
+    ok(c);
+    let bytes = std::fs::read(&out).unwrap();
+    let g = organ_core::gguf::Gguf::parse(&bytes, bytes.len() as u64).unwrap();
+    let value = |key: &str| g.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+    assert_eq!(value("general.url").as_deref(), Some("http://x.org:8080"));
+    assert_eq!(value("x.t").as_deref(), Some("a:str"));
 }
 
 #[test]

@@ -156,7 +156,7 @@ try {
 
   // 3. Bad edits: the CLI's message, nothing downloaded.
   const bad = [
-    ['x.y', '1', 'flot', ['--set', 'x.y=1:flot'], 'unknown type "flot"'],
+    ['x.y', '1', 'flot', ['--set-typed', 'x.y=1:flot'], 'unknown type "flot"'],
     ['x.y', '[1,', 'arr[u32]', ['--set', 'x.y=[1,:arr[u32]'], 'is not a JSON array'],
     ['split.count', '2', '', ['--set', 'split.count=2'], 'organ does not change it'],
     ['k'.repeat(70000), '1', '', ['--set', `${'k'.repeat(70000)}=1`], 'GGUF keys are at most 65535 bytes'],

@@ -14,8 +14,12 @@ pub struct MetaArgs {
     /// Give KEY this value: in its place when it exists (typed as it is, unless TYPE is
     /// given), else added last. TYPE: u8, i8, u16, i16, u32, i32, u64, i64, f32, f64,
     /// bool, str, arr[TYPE]; an array's VALUE is JSON (docs/surgery.md).
+    /// TYPE is read only when it is a type's name (`general.url=http://h:8080` is a string).
     #[arg(long = "set", value_name = "KEY=VALUE[:TYPE]")]
     pub set: Vec<String>,
+    /// As --set, but TYPE is required, and a name that is no type is an error.
+    #[arg(long = "set-typed", value_name = "KEY=VALUE:TYPE")]
+    pub set_typed: Vec<String>,
     /// Give KEY the text of FILE (tokenizer.chat_template=template.jinja), typed as the key
     /// is (a new key: a string).
     #[arg(long = "set-file", value_name = "KEY=FILE")]
@@ -71,6 +75,7 @@ impl<'a> TryFrom<&'a MetaArgs> for cmd::meta::Options<'a> {
         Ok(cmd::meta::Options {
             model: &a.model,
             set: a.set.iter().map(String::as_str).collect(),
+            set_typed: a.set_typed.iter().map(String::as_str).collect(),
             set_file,
             rm: a.rm.iter().map(String::as_str).collect(),
             rename,
@@ -99,6 +104,7 @@ impl ToArgs for MetaArgs {
         a.arg("meta")
             .arg(&self.model)
             .each("--set", &self.set)
+            .each("--set-typed", &self.set_typed)
             .each("--set-file", &self.set_file)
             .each("--rm", &self.rm)
             .each("--rename", &self.rename)

@@ -314,6 +314,7 @@ fn meta_round_trips() {
     let m = MetaArgs {
         model: p("/m.gguf"),
         set: vec!["general.name=a: b:str".into(), "x=[1, 2]:arr[u8]".into(), "y=-1".into()],
+        set_typed: vec!["general.url=http://h:8080:str".into()],
         set_file: vec!["tokenizer.chat_template=/t.jinja".into()],
         rm: vec!["general.url".into(), "general.license".into()],
         rename: vec!["a=b".into()],

@@ -140,6 +140,7 @@ pub(super) async fn meta(
     let mut args = cli::MetaArgs {
         model,
         set,
+        set_typed: Vec::new(),
         set_file,
         rm: r.rm,
         rename,

@@ -29,6 +29,8 @@ pub struct Options<'a> {
     pub model: &'a Path,
     /// `KEY=VALUE[:TYPE]`.
     pub set: Vec<&'a str>,
+    /// `KEY=VALUE:TYPE` specs whose type is required (`--set-typed`).
+    pub set_typed: Vec<&'a str>,
     /// Keys and the files their values are read from.
     pub set_file: Vec<(&'a str, &'a Path)>,
     pub rm: Vec<&'a str>,
@@ -97,6 +99,11 @@ fn edits(o: &Options<'_>, g: &organ_core::Gguf<'_>, label: &str) -> Result<Vec<E
     for spec in &o.set {
         let (key, text, ty) = meta::parse_set(spec).with_context(|| format!("--set {:.80}", spec))?;
         let value = meta::parse_value(key, text, ty.as_ref(), g.get(key)).with_context(|| label.to_owned())?;
+        edits.push(Edit::Set { key: key.to_owned(), value });
+    }
+    for spec in &o.set_typed {
+        let (key, text, ty) = meta::parse_set_typed(spec).with_context(|| format!("--set-typed {:.80}", spec))?;
+        let value = meta::parse_value(key, text, Some(&ty), g.get(key)).with_context(|| label.to_owned())?;
         edits.push(Edit::Set { key: key.to_owned(), value });
     }
     let budget = organ_core::limits::max_header_bytes();

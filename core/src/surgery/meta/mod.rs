@@ -27,7 +27,7 @@ use alloc::vec::Vec;
 use core::ops::Range;
 
 mod value;
-pub use value::{parse_set, parse_value, value_text, Ty, TYPE_NAMES};
+pub use value::{parse_set, parse_set_typed, parse_value, value_text, Ty, TYPE_NAMES};
 
 /// The longest key the GGUF specification allows ("at most 2^16-1 bytes").
 pub const MAX_KEY_LEN: usize = (1 << 16) - 1;

@@ -84,11 +84,12 @@ impl Ty {
 }
 
 /// Splits `KEY=VALUE[:TYPE]` (a `--set`): the key up to the first `=`, and a type when
-/// what follows the last `:` is a word (letters, digits, `_`, or `arr[…]`). A value with
-/// a `:` in it is then given its type explicitly (`--set general.url=http://x:8080:str`).
+/// what follows the last `:` is a type's name ([`Ty::parse`]); anything else after a `:` is
+/// part of the value (`--set general.url=http://x.org:8080`). A value that itself ends in
+/// `:` and a type's name is given its type explicitly (`--set k=a:str:str`).
 ///
 /// # Errors
-/// [`Error::BadEdit`]: no `=`, or an unknown type name.
+/// [`Error::BadEdit`]: no `=`.
 pub fn parse_set(spec: &str) -> Result<(&str, &str, Option<Ty>)> {
     let Some((key, rest)) = spec.split_once('=') else {
         return Err(Error::BadEdit {
@@ -96,25 +97,30 @@ pub fn parse_set(spec: &str) -> Result<(&str, &str, Option<Ty>)> {
             reason: "expected KEY=VALUE[:TYPE]".into(),
         });
     };
-    let word = |t: &str| {
-        let head = t.split('[').next().unwrap_or("");
-        !head.is_empty()
-            && head.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && (t.len() == head.len() || t.ends_with(']'))
-    };
-    match rest.rsplit_once(':') {
-        Some((value, ty)) if word(ty) => {
-            let ty = Ty::parse(ty).map_err(|e| match e {
-                Error::BadEdit { reason, .. } => Error::BadEdit {
-                    key: key.to_owned(),
-                    reason: format!("{reason} (a value with a ':' in it ends in its type, as in a:b:str)"),
-                },
-                e => e,
-            })?;
-            Ok((key, value, Some(ty)))
-        }
-        _ => Ok((key, rest, None)),
+    match rest.rsplit_once(':').and_then(|(value, ty)| Some((value, Ty::parse(ty).ok()?))) {
+        Some((value, ty)) => Ok((key, value, Some(ty))),
+        None => Ok((key, rest, None)),
     }
+}
+
+/// Splits `KEY=VALUE:TYPE` (a `--set-typed`): as [`parse_set`], but what follows the last
+/// `:` must be a type's name, and is an error naming it when it is not.
+///
+/// # Errors
+/// [`Error::BadEdit`]: no `=`, no `:`, or an unknown type name.
+pub fn parse_set_typed(spec: &str) -> Result<(&str, &str, Ty)> {
+    let bad = |key: &str, reason: String| Error::BadEdit { key: key.chars().take(80).collect(), reason };
+    let Some((key, rest)) = spec.split_once('=') else {
+        return Err(bad(spec, "expected KEY=VALUE:TYPE".into()));
+    };
+    let Some((value, ty)) = rest.rsplit_once(':') else {
+        return Err(bad(key, "expected VALUE:TYPE: --set-typed names the value's type last".into()));
+    };
+    let ty = Ty::parse(ty).map_err(|e| match e {
+        Error::BadEdit { reason, .. } => bad(key, reason),
+        e => e,
+    })?;
+    Ok((key, value, ty))
 }
 
 /// The value `text` means for `key`, typed by `ty`, else by `current` (the key's value
@@ -427,8 +433,19 @@ mod tests {
         assert_eq!(parse_set("a=x=y:z:str").unwrap(), ("a", "x=y:z", Some(Ty::Scalar(ValueType::String))));
         assert_eq!(parse_set("a=[1]:arr[u8]").unwrap().2, Some(Ty::Array(Some(Box::new(Ty::Scalar(ValueType::U8))))));
         assert_eq!(parse_set("a=http://x/").unwrap(), ("a", "http://x/", None));
-        assert!(parse_set("a=1:u33").unwrap_err().to_string().contains("unknown type \"u33\""));
-        assert!(parse_set("a=[1]:arr[q4]").unwrap_err().to_string().contains("unknown type"));
+        // Only a type's name after the last ':' is a type (issue 50): a port, a typo, a
+        // time of day are the value's.
+        assert_eq!(parse_set("a=http://x.org:8080").unwrap(), ("a", "http://x.org:8080", None));
+        assert_eq!(parse_set("a=1:u33").unwrap(), ("a", "1:u33", None));
+        assert_eq!(parse_set("a=12:30").unwrap(), ("a", "12:30", None));
+        assert_eq!(parse_set("a=[1]:arr[q4]").unwrap(), ("a", "[1]:arr[q4]", None));
+        assert_eq!(parse_set("a=b:STRING").unwrap(), ("a", "b", Some(Ty::Scalar(ValueType::String))));
+        assert_eq!(parse_set("a=x:str:str").unwrap(), ("a", "x:str", Some(Ty::Scalar(ValueType::String))));
         assert!(parse_set("novalue").unwrap_err().to_string().contains("KEY=VALUE"));
+        // --set-typed: the type is required, and a typo in it is an error.
+        assert_eq!(parse_set_typed("a=x:y:str").unwrap(), ("a", "x:y", Ty::Scalar(ValueType::String)));
+        let e = parse_set_typed("a=1:u33").unwrap_err().to_string();
+        assert!(e.contains("\"a\"") && e.contains("unknown type \"u33\""), "{e}");
+        assert!(parse_set_typed("a=1").unwrap_err().to_string().contains("VALUE:TYPE"));
     }
 }

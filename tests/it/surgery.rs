@@ -83,8 +83,22 @@ fn graft_dry_run_prints_the_plan_and_writes_nothing() {
         .arg(&model);
     let s = String::from_utf8(ok(c).stdout).unwrap();
     assert!(s.contains("graft plan: 6 tensors"), "{s}");
-    assert!(s.contains("blk.5.ffn_up.weight") && s.contains("dry run"), "{s}");
+    // Swaps alike but for their layer are one line (issue 50); --verbose lists each.
+    assert!(s.contains("blk.*.ffn_up.weight") && s.contains("×2 (layers 5-6)") && s.contains("dry run"), "{s}");
     assert!(!out.exists());
+    let mut c = organ();
+    c.args(["graft", "--layers", "5-6", "--type", "organ", "--dry-run", "--verbose", "--donor"]).arg(&model);
+    c.arg("--recipient").arg(&model);
+    let s = String::from_utf8(ok(c).stdout).unwrap();
+    assert!(s.contains("blk.5.ffn_up.weight") && s.contains("blk.6.ffn_up.weight") && !s.contains("×2"), "{s}");
+    // An --out that exists does not stop a run that writes nothing, and is left as it was
+    // (issue 50).
+    std::fs::write(&out, "mine").unwrap();
+    let mut c = organ();
+    c.args(["graft", "--layers", "5-6", "--type", "organ", "--dry-run", "--donor"]).arg(&model);
+    c.arg("--recipient").arg(&model).arg("--out").arg(&out);
+    assert!(String::from_utf8(ok(c).stdout).unwrap().contains("graft plan: 6 tensors"));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "mine");
 }
 
 /// The seed tools spell graft's sides --source and --target: organ takes them as aliases

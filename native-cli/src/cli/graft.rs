@@ -62,7 +62,8 @@ impl<'a> TryFrom<&'a GraftArgs> for cmd::graft::Options<'a> {
 pub(super) fn run(a: &GraftArgs, out: &mut Out) -> Result<Exit> {
     let o = cmd::graft::Options::try_from(a)?;
     guard(&super::with_judge(&[a.donor.as_path(), a.recipient.as_path()], &o.judge), &[o.json], o.force)?;
-    if let Some(d) = o.out {
+    // A dry run writes nothing, so an --out that exists is no reason to refuse it.
+    if let Some(d) = o.out.filter(|_| !o.dry_run) {
         crate::input::check_dest_of(d, o.force, model_output(d)?)?;
     }
     cmd::graft::run(&o, out.text(&[o.json])?)?;

@@ -2,6 +2,7 @@
 //! and as output, after checks that refuse (with the full list) what would not load.
 
 use crate::model::Model;
+use crate::summary::{self, Line};
 use anyhow::{bail, Result};
 use organ_core::model::OwnedValue;
 use organ_core::report::surgery::{self, Surgery};
@@ -59,16 +60,20 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         p.architecture,
         o.selection.describe()
     )?;
-    for &(ri, di) in &p.swaps {
+    // Swaps alike but for their layer are one line with a count (--verbose: each).
+    let lines = p.swaps.iter().map(|&(ri, di)| {
         let (r, d) = (&recipient.tensors[ri], &donor.tensors[di]);
-        writeln!(
-            w,
-            "  {:<40} {:>7} -> {:<7} {:>12} bytes",
-            organ_core::gguf::display::printable(&r.name),
-            r.ty.name(),
-            d.ty.name(),
-            d.n_bytes
-        )?;
+        Line {
+            tensor: organ_core::gguf::display::printable(&r.name).into_owned(),
+            text: format!("{:>7} -> {:<7} {:>12} bytes", r.ty.name(), d.ty.name(), d.n_bytes),
+        }
+    });
+    let rows = summary::lines(lines.collect());
+    for r in &rows {
+        writeln!(w, "  {:<40} {}{}", r.tensor, r.text, r.count())?;
+    }
+    if summary::any_grouped(&rows) {
+        writeln!(w, "  (each row of a count stands for that many tensors, one per layer; --verbose lists each)")?;
     }
     if o.dry_run {
         writeln!(w, "dry run: nothing written")?;

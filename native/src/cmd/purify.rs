@@ -2,6 +2,7 @@
 //! back in their own type (or F16 with `--as f16`), and write a self-describing model.
 
 use crate::model::{Model, Tensor};
+use crate::summary::{self, Line};
 use anyhow::{bail, Result};
 use organ_core::model::OwnedValue;
 use organ_core::quant::dequantize;
@@ -119,20 +120,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         "  {:<40} {:<6} {:<6} {:>9} {:>9} {:>9}  status",
         "tensor", "type", "as", "θ before", "θ after", "rel L2"
     )?;
-    let num = |v: Option<f64>, p: usize| v.map_or_else(|| "-".to_string(), |v| format!("{v:.p$}"));
-    for (r, _) in &results {
-        writeln!(
-            w,
-            "  {:<40} {:<6} {:<6} {:>9} {:>9} {:>9}  {}",
-            organ_core::gguf::display::printable(&r.name),
-            r.ty,
-            r.written_as,
-            num(r.theta_before, 4),
-            num(r.theta_after, 4),
-            num(r.relative_l2, 5),
-            r.status
-        )?;
-    }
+    table(&results.iter().map(|(r, _)| r).collect::<Vec<_>>(), w)?;
 
     let mut tensors = model.tensors.clone();
     let mut touched = Vec::new();
@@ -158,6 +146,54 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         let report =
             Purify { method: &method, parameters: &params, model: &model.label, tensors, judge: verdict.as_ref() };
         super::outputs::write_json(AnyReport::Surgery(&Surgery::Purify(report)), p, o.force)?;
+    }
+    Ok(())
+}
+
+/// The table's rows: one per tensor with `--verbose`; else tensors alike but for their
+/// layer (same type, output type and status) are one row with a count, their θ and
+/// relative L2 the group's means (the JSON keeps every tensor's).
+fn table(rows: &[&Row], w: &mut dyn Write) -> Result<()> {
+    let num = |v: Option<f64>, p: usize| v.map_or_else(|| "-".to_string(), |v| format!("{v:.p$}"));
+    let mean = |v: &[Option<f64>]| {
+        let got: Vec<f64> = v.iter().flatten().copied().collect();
+        (!got.is_empty()).then(|| got.iter().sum::<f64>() / got.len() as f64)
+    };
+    let by_name: std::collections::HashMap<&str, &Row> = rows.iter().map(|r| (r.name.as_str(), *r)).collect();
+    let lines = rows
+        .iter()
+        .map(|r| Line { tensor: r.name.clone(), text: format!("{:<6} {:<6} {}", r.ty, r.written_as, r.status) });
+    let groups = summary::lines(lines.collect());
+    for g in &groups {
+        let members: Vec<&Row> = if g.layers.len() > 1 {
+            g.layers
+                .iter()
+                .filter_map(|n| by_name.get(g.tensor.replacen("blk.*.", &format!("blk.{n}."), 1).as_str()).copied())
+                .collect()
+        } else {
+            by_name.get(g.tensor.as_str()).copied().into_iter().collect()
+        };
+        let Some(first) = members.first() else { continue };
+        let pick = |f: fn(&Row) -> Option<f64>| mean(&members.iter().map(|r| f(r)).collect::<Vec<_>>());
+        writeln!(
+            w,
+            "  {:<40} {:<6} {:<6} {:>9} {:>9} {:>9}  {}{}",
+            organ_core::gguf::display::printable(&g.tensor),
+            first.ty,
+            first.written_as,
+            num(pick(|r| r.theta_before), 4),
+            num(pick(|r| r.theta_after), 4),
+            num(pick(|r| r.relative_l2), 5),
+            first.status,
+            g.count()
+        )?;
+    }
+    if summary::any_grouped(&groups) {
+        writeln!(
+            w,
+            "  (a row of a count stands for that many tensors, one per layer, with their means; --verbose or the \
+             JSON lists each)"
+        )?;
     }
     Ok(())
 }

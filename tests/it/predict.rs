@@ -97,7 +97,8 @@ fn predicted(f16: &Path, ty: &str, imatrix: Option<&Path>) -> (Vec<Point>, Vec<P
     if let Some(i) = imatrix {
         c.arg("--imatrix").arg(i);
     }
-    ok(c);
+    let text = String::from_utf8(ok(c).stdout).unwrap();
+    assert!(text.contains("measured KLD"), "{text}");
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(r["ranking"]["n"], 210, "every block weight is predicted and was measured");
     assert_eq!(r["not_predicted"][0][0], "token_embd.weight");
@@ -132,6 +133,11 @@ fn predictions_rank_against_the_measured_truth() {
         assert!(close(fit.exponent, committed.exponent), "{label}: refit {fit:?}, code has {committed:?}");
         assert!(fit.log_factor.iter().zip(committed.log_factor).all(|(a, b)| close(*a, b)), "{label}: {fit:?}");
     }
+    // Without --truth, no empty "measured KLD" column (issue 50).
+    let mut c = organ();
+    c.arg("sensitivity").arg(&f16).args(["--to", "q4_0", "--predict", "--name", "blk.0.*"]);
+    let text = String::from_utf8(ok(c).stdout).unwrap();
+    assert!(text.contains("predicted KLD") && !text.contains("measured KLD"), "{text}");
     // Out of sample: the data-free calibration on the old study's truth (another model:
     // SmolLM2 Q4_1, 77 weights at Q2_0, another text).
     let q2 = z2_truth("sensitivity-smollm2-q2_0.tsv");

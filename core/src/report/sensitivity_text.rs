@@ -76,11 +76,18 @@ pub fn predicted(r: &PredictionReport, w: &mut dyn Write) -> fmt::Result {
     }
     let mut rows: Vec<&PredictedRow> = r.tensors.iter().collect();
     rows.sort_by(|a, b| b.predicted_kld.total_cmp(&a.predicted_kld));
-    let head = format!("{:>14} {:>14}  by", "predicted KLD", "measured KLD");
+    // The measured column only with a truth to take it from (--truth).
+    let truth = r.truth.is_some() || rows.iter().any(|t| t.measured_kld.is_some());
+    let measured_head = if truth { format!(" {:>14}", "measured KLD") } else { String::new() };
+    let head = format!("{:>14}{measured_head}  by", "predicted KLD");
     line(w, "tensor", "kind", "type", "as", &head)?;
     for t in rows {
-        let measured = t.measured_kld.map(|k| format!("{k:.6}")).unwrap_or_default();
-        let figures = format!("{:>14.6} {measured:>14}  {}", t.predicted_kld, printable(&t.predictor));
+        let measured = match (truth, t.measured_kld) {
+            (false, _) => String::new(),
+            (true, Some(k)) => format!(" {:>14}", format!("{k:.6}")),
+            (true, None) => format!(" {:>14}", "-"),
+        };
+        let figures = format!("{:>14.6}{measured}  {}", t.predicted_kld, printable(&t.predictor));
         line(w, &t.name, &t.kind, &t.ty, &t.changed_type, &figures)?;
     }
     for (name, why) in &r.not_predicted {

@@ -70,6 +70,42 @@ impl ValueShown {
     }
 }
 
+impl ValueShown {
+    /// The value on one line, as every face shows it: its type, its value (summarized),
+    /// and for a summarized value the start of its BLAKE3, which tells apart two that read
+    /// the same (`STRING = "{% for …"… (368 bytes)  blake3 2ff3b438de276e44`). Not escaped
+    /// for a terminal: the text report passes it through `printable`.
+    pub fn line(&self) -> String {
+        let hash = self.blake3.as_deref().map(|h| format!("  blake3 {}", h.get(..16).unwrap_or(h))).unwrap_or_default();
+        format!("{} = {}{hash}", self.ty, self.value)
+    }
+}
+
+/// How a key differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyDiff {
+    /// Only A has it.
+    Removed,
+    /// Only B has it.
+    Added,
+    /// Both, with different values.
+    Changed,
+}
+
+impl KeyDiff {
+    /// Its word, for people and for `data-*` attributes.
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyDiff::Removed => "removed",
+            KeyDiff::Added => "added",
+            KeyDiff::Changed => "changed",
+        }
+    }
+}
+
+/// One row of a metadata table: the key, how it differs, A's value and B's.
+pub type KeyRow<'a> = (&'a str, KeyDiff, Option<&'a ValueShown>, Option<&'a ValueShown>);
+
 /// The BLAKE3 of a string's or an array's bytes (hex), from where they lie.
 fn hash(v: &OwnedValue) -> String {
     let mut h = blake3::Hasher::new();
@@ -156,6 +192,16 @@ pub struct MetaDiff {
     pub only_in_b: Vec<KeyShown>,
     /// Keys whose values differ, in A's order.
     pub changed: Vec<KeyChange>,
+}
+
+impl MetaDiff {
+    /// Every key that differs, as the pages' tables list them: removed, added, changed.
+    pub fn rows(&self) -> impl Iterator<Item = KeyRow<'_>> {
+        let removed = self.only_in_a.iter().map(|k| (k.key.as_str(), KeyDiff::Removed, Some(&k.value), None));
+        let added = self.only_in_b.iter().map(|k| (k.key.as_str(), KeyDiff::Added, None, Some(&k.value)));
+        let changed = self.changed.iter().map(|k| (k.key.as_str(), KeyDiff::Changed, Some(&k.a), Some(&k.b)));
+        removed.chain(added).chain(changed)
+    }
 }
 
 /// Each key of `m` once (its first occurrence), in order.

@@ -111,9 +111,7 @@ pub(super) fn compare(r: &CompareReport, top: usize, out: &mut dyn fmt::Write) -
     Ok(())
 }
 
-/// A metadata value on one line: its type, its value (summarized), and for a summarized
-/// value the start of its BLAKE3, which tells apart two that read the same.
+/// A metadata value on one line ([`ValueShown::line`]), safe for a terminal.
 fn shown(v: &ValueShown) -> String {
-    let hash = v.blake3.as_deref().map(|h| format!("  blake3 {}", h.get(..16).unwrap_or(h))).unwrap_or_default();
-    format!("{} = {}{hash}", printable(&v.ty), printable(&v.value))
+    printable(&v.line()).into_owned()
 }

@@ -3,7 +3,7 @@
 //! names in one model only, and the metadata keys that differ.
 
 use super::human_count;
-use super::text::{num, NAMES_SHOWN};
+use super::readable::{num, NAMES_SHOWN};
 use crate::compare::meta::ValueShown;
 use crate::compare::{most_changed, CompareReport};
 use crate::gguf::display::printable;

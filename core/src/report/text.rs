@@ -6,6 +6,7 @@
 
 use super::csv::{has_sigma, json_name};
 use super::kinds::{AnyReport, Mark, Shown};
+use super::readable::{num, NAMES_SHOWN};
 use super::{human_count, ModelReport, Report, TensorReport};
 use crate::anatomy::{Group, OrganKind};
 use crate::check::{CheckReport, Severity};
@@ -297,14 +298,6 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 /// How many findings of one severity and kind the text prints in full.
 const FINDINGS_SHOWN: usize = 3;
 
-/// How many unmatched names (and findings of a kind) the text prints before summarizing
-/// the rest.
-pub(super) const NAMES_SHOWN: usize = 10;
-
-/// A figure for the text tables: 6 significant digits, `-` when null.
-pub(super) fn num(v: Option<f64>) -> String {
-    v.map_or_else(|| "-".into(), |v| format!("{v:.6}"))
-}
 
 /// An evaluation's figures, then its verdict against the base when it has one, the grade
 /// marked.

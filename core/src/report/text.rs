@@ -6,7 +6,7 @@
 
 use super::csv::{has_sigma, json_name};
 use super::kinds::{AnyReport, Mark, Shown};
-use super::readable::{num, NAMES_SHOWN};
+use super::readable::NAMES_SHOWN;
 use super::{human_count, ModelReport, Report, TensorReport};
 use crate::anatomy::{Group, OrganKind};
 use crate::check::{CheckReport, Severity};
@@ -297,7 +297,6 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 
 /// How many findings of one severity and kind the text prints in full.
 const FINDINGS_SHOWN: usize = 3;
-
 
 /// An evaluation's figures, then its verdict against the base when it has one, the grade
 /// marked.

@@ -6,7 +6,10 @@
 # feed-forward tensors in layers 5-20, written as a split model of two shards
 # (llama-quantize, then organ graft: different types, many identical tensors, B a split
 # set), and two small synthetic files with every other case (tests/web/make-pair.py).
-# Both are built once and kept in the output directory. Check mode runs on SmolLM2 and on
+# A third pair (issue 50): SmolLM2 against a copy organ layers --drop 1,2 cut and organ meta
+# edited (a key removed, one changed), whose blocks line up by organ.layers.dropped.
+# All are built once and kept in the output directory. ORGAN_WEB_E2E=compare runs compare
+# mode only, on the synthetic pair and the cut one (no llama.cpp, no oracle venv). Check mode runs on SmolLM2 and on
 # broken copies of a small llama (tests/oracle/make-family-models.py, with the oracle venv):
 # a NaN block scale, a copied layer.
 # Then tests/web/e2e-experts-url.mjs: per-expert θ on a small MoE (tests/web/make-moe.py)
@@ -32,6 +35,20 @@ mkdir -p "$out"
 organ="${CARGO_TARGET_DIR:-target}/release/organ"
 extra=()
 only="${ORGAN_WEB_E2E:-}"
+# SmolLM2 cut by organ layers and edited by organ meta (issue 50).
+cut="$out/smollm2-cut-1-2-edited.gguf"
+if [ ! -f "$cut" ]; then
+  rm -f "$out/smollm2-cut-1-2.gguf" "$cut.partial.gguf"
+  "$organ" layers "$model" --drop 1,2 --out "$out/smollm2-cut-1-2.gguf" >/dev/null
+  "$organ" meta "$out/smollm2-cut-1-2.gguf" --rm general.license --set general.name=cut \
+    --out "$cut.partial.gguf" >/dev/null
+  mv "$cut.partial.gguf" "$cut"
+  rm -f "$out/smollm2-cut-1-2.gguf"
+fi
+if [ "$only" = compare ]; then
+  [ -f "$out/pair-b.gguf" ] || python3 tests/web/make-pair.py "$out/pair-a.gguf" "$out/pair-b.gguf"
+  extra=(--pair "$out/pair-a.gguf" "$out/pair-b.gguf" --pair "$model" "$cut")
+fi
 if [ -z "${ORGAN_WEB_BENCH:-}" ] && [ -z "$only" ]; then
   big="$out/big-sparse.gguf"
   [ -f "$big" ] || python3 tests/web/make-big.py "$big" >/dev/null
@@ -54,11 +71,11 @@ if [ -z "${ORGAN_WEB_BENCH:-}" ] && [ -z "$only" ]; then
     mv "$families.partial" "$families"
   fi
   shards=$(ls "$chimera"/chimera-*-of-*.gguf | paste -sd, -)
-  extra=("$big" --pair "$model" "$shards" --pair "$out/pair-a.gguf" "$out/pair-b.gguf"
+  extra=("$big" --pair "$model" "$shards" --pair "$out/pair-a.gguf" "$out/pair-b.gguf" --pair "$model" "$cut"
     --check "$model" --check "$families/llama-nan-q4_1.gguf" --check "$families/llama-dup-layer.gguf")
 fi
 status=0
-if [ -z "$only" ]; then
+if [ -z "$only" ] || [ "$only" = compare ]; then
   ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e.mjs dist "$model" "$organ" "$out" "${extra[@]}" || status=$?
 fi
 if [ -z "${ORGAN_WEB_BENCH:-}" ] && { [ -z "$only" ] || [ "$only" = inspect ]; }; then
@@ -92,7 +109,8 @@ if [ -z "${ORGAN_WEB_BENCH:-}" ] && { [ -z "$only" ] || [ "$only" = adapter ]; }
   ORGAN_NODE_DIR="${tools##*:}/../.." node tests/web/e2e-adapter.mjs dist "$organ" "$out" "$lora" "$model" "$half" ||
     status=$?
 fi
-if [ -z "${ORGAN_WEB_BENCH:-}" ] && [ "$only" != adapter ] && [ "$only" != inspect ] && [ "$only" != quantize ]; then
+if [ -z "${ORGAN_WEB_BENCH:-}" ] && [ "$only" != adapter ] && [ "$only" != inspect ] && [ "$only" != quantize ] &&
+  [ "$only" != compare ]; then
   moe="$out/browser-moe.gguf"
   [ -f "$moe" ] || { python3 tests/web/make-moe.py "$moe.partial" && mv "$moe.partial" "$moe"; }
   # A split model at a URL: the chimera's shards, when built above (or by an earlier run).

@@ -46,6 +46,27 @@ fn data_offset(bytes: &[u8]) -> usize {
     Gguf::parse(bytes, bytes.len() as u64).unwrap().data_offset as usize
 }
 
+/// `organ diff A B --fail-on-change`: every tensor identical, no name in one model only,
+/// and the metadata changed, which is a change (status 1).
+#[track_caller]
+fn only_metadata_changed(a: &Path, b: &Path, name: &str) {
+    let json = tmp(name);
+    let _ = std::fs::remove_file(&json);
+    let o = organ().arg("diff").arg(a).arg(b).arg("--fail-on-change").arg("--json").arg(&json).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "a metadata edit is a change: {}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let c = &r["counts"];
+    assert_eq!(c["identical"], c["comparable"], "{c}");
+    for k in ["changed", "only_in_a", "only_in_b", "shape_mismatch"] {
+        assert_eq!(c[k], 0, "{k}: {c}");
+    }
+    let m = &r["metadata"]["counts"];
+    assert!(
+        m["changed"].as_u64().unwrap() + m["only_in_a"].as_u64().unwrap() + m["only_in_b"].as_u64().unwrap() > 0,
+        "{m}"
+    );
+}
+
 #[test]
 fn edits_gguf_new_metadata_supports_give_its_bytes() {
     let Some(model) = need::smollm2_and_oracle() else { return };
@@ -168,10 +189,8 @@ fn gguf_py_reads_every_type_as_set_and_no_tensor_changes() {
         &names[names.len() - 17..],
         &sets[..17].iter().map(|s| s.split('=').next().unwrap()).collect::<Vec<_>>()[..]
     );
-    // Not one tensor changed.
-    let mut c = organ();
-    c.arg("diff").arg(&model).arg(&out).arg("--fail-on-change");
-    ok(c);
+    // Not one tensor changed; the metadata did.
+    only_metadata_changed(&model, &out, "meta-every-type-diff.json");
 }
 
 #[test]
@@ -425,12 +444,8 @@ fn split_models_and_organ_directories_are_edited_as_one_model() {
         assert_eq!(g.get("split.count").and_then(|v| v.as_u64()), Some(2), "split.* kept");
         let input = std::fs::read(&shards[0]).unwrap();
         assert!(got[0][data_offset(&got[0])..] == input[data_offset(&input)..], "{prefix}: tensor data changed");
-        let mut c = organ();
-        c.arg("diff")
-            .arg(&shards[0])
-            .arg(out_dir.join(format!("{prefix}-00001-of-00002.gguf")))
-            .arg("--fail-on-change");
-        ok(c);
+        let edited = out_dir.join(format!("{prefix}-00001-of-00002.gguf"));
+        only_metadata_changed(&shards[0], &edited, &format!("meta-split-{prefix}-diff.json"));
     }
     // An output naming a set of another size.
     let mut c = organ();

@@ -29,6 +29,8 @@
 // fragment and comes back on a reload with the same file and on the static page, "Compare
 // with…" makes the model A, the drop zone is a bar after a run, and "most changed" carries
 // organ diff's cos and rel_l2.
+// Per pair, the metadata keys that differ and the line saying how a cut model's layers were
+// lined up are organ diff's (issue 50), in the page and, for a cut model, on its static page.
 // Screenshots go to OUT_DIR. With ORGAN_WEB_BENCH=N it only times N runs and prints JSON.
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -38,6 +40,8 @@ import { serve } from './serve.mjs';
 import { launch } from './chromium.mjs';
 
 const [dist, model, organ, outDir] = process.argv.slice(2, 6);
+// ORGAN_WEB_E2E=compare: compare mode only (2b, per pair, and 3), no measure, check or static θ page.
+const compareOnly = process.env.ORGAN_WEB_E2E === 'compare';
 let bigModel;
 const pairs = [];
 const checks = [];
@@ -263,8 +267,10 @@ try {
     process.exit(0);
   }
 
+  let cli, jsonPath, htmlPath;
+  if (!compareOnly) {
   // 1. SmolLM2, threaded.
-  const cli = cliThetas(model);
+  cli = cliThetas(model);
   await measureIn(page, model);
   const threads = Number(await page.getAttribute('#report', 'data-threads'));
   check(threads > 1, `the worker pool measured with ${threads} threads (> 1)`);
@@ -476,12 +482,12 @@ try {
 
   // 2. Exports.
   const [dj] = await Promise.all([page.waitForEvent('download'), page.click('#export-json')]);
-  const jsonPath = path.join(outDir, 'export.json');
+  jsonPath = path.join(outDir, 'export.json');
   await dj.saveAs(jsonPath);
   const exported = JSON.parse(fs.readFileSync(jsonPath, 'utf8'));
   compare('exported JSON vs CLI', cli, new Map(exported.models[0].tensors.map((t) => [t.name, t.theta])));
   const [dh] = await Promise.all([page.waitForEvent('download'), page.click('#export-html')]);
-  const htmlPath = path.join(outDir, 'export.html');
+  htmlPath = path.join(outDir, 'export.html');
   await dh.saveAs(htmlPath);
 
   // 2a. σ and exact (§7), against organ measure --sigma and --exact.
@@ -575,6 +581,8 @@ try {
     check(label === 'z1-exact' && label === cliE.measure, `exact mode is labelled "${label}" (CLI "${cliE.measure}")`);
   }
 
+  }
+
   // 2b. Compare mode, pair by pair.
   for (const [k, [a, b]] of pairs.entries()) {
     const cliR = cliDiff(a, b);
@@ -590,11 +598,39 @@ try {
     const wantLists = [cliR.only_in_a, cliR.only_in_b, cliR.shape_mismatch.map((m) => m.name)];
     check(JSON.stringify(lists) === JSON.stringify(wantLists),
       `${tag}: the unmatched names are listed (only in A ${lists[0].length}, only in B ${lists[1].length}, shape mismatch ${lists[2].length})`);
+    // The metadata keys that differ, and how the layers were lined up (issue 50): organ diff's.
+    const m = cliR.metadata;
+    const wantKeys = [...m.only_in_a.map((x) => `removed ${x.key}`), ...m.only_in_b.map((x) => `added ${x.key}`),
+      ...m.changed.map((x) => `changed ${x.key}`)];
+    const differ = m.counts.changed + m.counts.only_in_a + m.counts.only_in_b;
+    const shownMeta = async (p) => p.evaluate(() => [document.querySelector('#metadata-line')?.dataset.differ,
+      [...document.querySelectorAll('#metadata-diff tbody tr')].map((r) => `${r.dataset.change} ${r.dataset.key}`),
+      document.querySelector('#metadata-line')?.textContent ?? '', document.querySelector('#layers-line')?.textContent ?? null]);
+    const sameMeta = (got) => Number(got[0]) === differ && JSON.stringify(got[1]) === JSON.stringify(wantKeys) &&
+      got[2].startsWith('metadata: ') && (got[3] !== null) === Boolean(cliR.layers) && (!cliR.layers || got[3].includes('organ.layers.dropped'));
+    const meta = await shownMeta(page);
+    check(sameMeta(meta), `${tag}: "${meta[2]}", the ${meta[1].length} keys that differ listed as organ diff's (${wantKeys.slice(0, 3).join(', ')}${wantKeys.length > 3 ? ', …' : ''}); layers: "${meta[3] ?? 'not lined up'}"`);
+    const moved = cliR.pairs.find((p) => p.name_b);
+    if (moved) {
+      const cell = await page.textContent(`#pairs tbody tr[data-name="${moved.name}"]`);
+      check(cell.includes(moved.name_b), `${tag}: ${moved.name}'s row names B's ${moved.name_b}`);
+    }
     await page.screenshot({ path: path.join(outDir, `compare-${k}.png`), fullPage: true });
     const [dj] = await Promise.all([page.waitForEvent('download'), page.click('#export-compare-json')]);
     const cjson = path.join(outDir, `compare-${k}.organ-diff.json`);
     await dj.saveAs(cjson);
     sameReport(tag, cliR, JSON.parse(fs.readFileSync(cjson, 'utf8')));
+    if (cliR.layers) {
+      // The static page lists the same keys and says how the layers were lined up.
+      const [dm] = await Promise.all([page.waitForEvent('download'), page.click('#export-compare-html')]);
+      const mhtml = path.join(outDir, `compare-${k}.organ-diff.html`);
+      await dm.saveAs(mhtml);
+      const st = await context.newPage();
+      await st.goto('file://' + path.resolve(mhtml));
+      const got = await shownMeta(st);
+      check(sameMeta(got), `${tag}: the static page says "${got[2]}" and "${got[3]}", and lists the ${got[1].length} keys`);
+      await st.close();
+    }
     // An expert tensor's row shows its experts, each with the CLI's cos.
     const moe = cliR.pairs.find((p) => p.experts);
     if (moe) {
@@ -603,7 +639,7 @@ try {
       check(ex.length === moe.experts.length && ex.every((c, e) => c === moe.experts[e].cos),
         `${tag}: clicking ${moe.name} lists its ${ex.length} experts with organ diff's cos (CLI ${moe.experts.length})`);
     }
-    if (k > 0) continue;
+    if (k > 0 || compareOnly) continue;
 
     // The first pair: the views, the static page, and both exports opened again.
     const heat = await page.$$eval('#diff-heatmap tbody td[style]', (tds) => tds.map((t) => [t.classList.contains('same'), getComputedStyle(t).backgroundColor]));
@@ -702,6 +738,7 @@ try {
     `no request carried model bytes (measure and ${pairs.length} comparisons): ${requests.length} requests, all GETs of the app's own files ` +
     `(foreign ${foreign.length}, with a body ${bodies.length}, naming the model ${named.length}, not in dist ${unknown.length})`);
 
+  if (!compareOnly) {
   // 4. The static HTML, offline, in a fresh page.
   await context.setOffline(true);
   const offline = await context.newPage();
@@ -779,6 +816,7 @@ try {
     await measureIn(page, bigModel);
     const read = Number(await page.getAttribute('#report', 'data-bytes-read'));
     compare(`${(fs.statSync(bigModel).size / 2 ** 30).toFixed(2)} GiB file vs CLI (read ${(read / 2 ** 20).toFixed(1)} MiB)`, cliBig, await domThetas(page));
+  }
   }
 } catch (e) {
   check(false, `the run stopped: ${e.stack || e}`);

@@ -159,7 +159,8 @@ pub async fn compare(
 ) -> Result<Outcome, Error> {
     let t0 = pool::now_ms();
     let threads = pool::start().await?;
-    let pairing = compare::pair(&a.model, &b.model);
+    let plan = compare::plan(&a.model, &b.model);
+    let pairing = &plan.pairing;
     // The expert layouts, and every job (a measurable pair, then each of its experts).
     let mut layouts = Vec::with_capacity(pairing.pairs.len());
     let mut jobs: Vec<Job> = Vec::new();
@@ -318,7 +319,7 @@ pub async fn compare(
         &generator,
         Side::of(&a.label, &a.model, a.file_bytes),
         Side::of(&b.label, &b.model, b.file_bytes),
-        pairing,
+        plan,
         rows,
     );
     Ok(Outcome { report, bytes_read, threads })

@@ -10,7 +10,13 @@
 //!    positions for both: the sampler depends only on the name and the element count), and
 //!    hands them to [`figures`]; expert tensors are also cut by [`ExpertLayout`] (§3);
 //! 3. [`CompareReport::new`] counts and summarizes (§4).
+//!
+//! Beside the definition, two additions every face gets from [`plan`]: the metadata
+//! compared key by key ([`meta`]), and the layers of a model cut by `organ layers --drop`
+//! lined up with its source's ([`align`]) before the tensors are paired.
 
+pub mod align;
+pub mod meta;
 mod report;
 
 pub use report::most_changed;
@@ -19,11 +25,14 @@ pub use report::most_changed;
 /// Z-measure) and the comparison (§3).
 pub use crate::zmeasure::experts::{expert_name, ExpertLayout};
 
+pub use align::{LayerAlignment, DROPPED_KEY};
+pub use meta::{diff_metadata, MetaDiff};
 pub use report::{CompareReport, Counts, ExpertPair, GroupDiff, PairReport, ShapeMismatch, Side, MOST_CHANGED};
 
 use crate::error::{Error, Result};
 use crate::model::{Model, TensorEntry};
 use crate::zmeasure::{measure_values, sample_values};
+use alloc::borrow::Cow;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -45,21 +54,61 @@ pub struct Pairing {
     pub shape_mismatch: Vec<ShapeMismatch>,
 }
 
+/// What a comparison of A and B holds before any tensor byte is read: the tensors
+/// paired, the layers lined up (when one side was cut by `organ layers`), the metadata
+/// compared, and what a reader should know of them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Plan {
+    /// The tensors paired (§1, after lining up the layers).
+    pub pairing: Pairing,
+    /// How the layers were lined up, when they were.
+    pub layers: Option<LayerAlignment>,
+    /// The metadata compared key by key (`None` only for a plan made from a bare pairing).
+    pub metadata: Option<MetaDiff>,
+    /// Warnings for the report.
+    pub warnings: Vec<String>,
+}
+
+impl From<Pairing> for Plan {
+    fn from(pairing: Pairing) -> Plan {
+        Plan { pairing, ..Plan::default() }
+    }
+}
+
+/// Plans the comparison of `a` and `b`: every face calls this, then compares the pairs of
+/// `plan.pairing.pairs` and hands the rows to [`CompareReport::new`].
+pub fn plan<T: Borrow<TensorEntry>, U: Borrow<TensorEntry>>(a: &Model<T>, b: &Model<U>) -> Plan {
+    let (layers, warnings) = align::alignment(a, b);
+    Plan { pairing: pair_by(a, b, layers.as_ref()), metadata: Some(diff_metadata(a, b)), layers, warnings }
+}
+
 /// Matches the tensors of `a` and `b` by name (§1). A name that occurs twice in one model
 /// (a file that should not exist, but might) is matched once, by its first occurrence.
 pub fn pair<T: Borrow<TensorEntry>, U: Borrow<TensorEntry>>(a: &Model<T>, b: &Model<U>) -> Pairing {
-    let mut in_b: BTreeMap<&str, usize> = BTreeMap::new();
-    for (i, t) in b.tensors.iter().enumerate() {
-        in_b.entry(t.borrow().name.as_str()).or_insert(i);
+    pair_by(a, b, None)
+}
+
+/// [`pair`], each side's `blk.N.` names read as its source's when `layers` says so.
+pub fn pair_by<T: Borrow<TensorEntry>, U: Borrow<TensorEntry>>(
+    a: &Model<T>,
+    b: &Model<U>,
+    layers: Option<&LayerAlignment>,
+) -> Pairing {
+    fn key<'n>(dropped: Option<&Vec<u64>>, name: &'n str) -> Cow<'n, str> {
+        LayerAlignment::source_name(dropped.map(Vec::as_slice), name)
     }
-    let mut seen_a: BTreeMap<&str, ()> = BTreeMap::new();
+    let (da, db) = (layers.and_then(|l| l.dropped_a.as_ref()), layers.and_then(|l| l.dropped_b.as_ref()));
+    let mut in_b: BTreeMap<Cow<'_, str>, usize> = BTreeMap::new();
+    for (i, t) in b.tensors.iter().enumerate() {
+        in_b.entry(key(db, &t.borrow().name)).or_insert(i);
+    }
+    let mut seen_a: BTreeMap<Cow<'_, str>, ()> = BTreeMap::new();
     let mut out = Pairing::default();
     for (i, t) in a.tensors.iter().enumerate() {
         let t = t.borrow();
-        if seen_a.insert(t.name.as_str(), ()).is_some() {
-            continue;
-        }
-        match in_b.get(t.name.as_str()) {
+        let k = key(da, &t.name);
+        match in_b.get(&k) {
+            _ if seen_a.contains_key(&k) => continue,
             None => out.only_in_a.push(t.name.clone()),
             Some(&j) => {
                 let u = b.tensors[j].borrow();
@@ -70,17 +119,17 @@ pub fn pair<T: Borrow<TensorEntry>, U: Borrow<TensorEntry>>(a: &Model<T>, b: &Mo
                         name: t.name.clone(),
                         a: t.dims.clone(),
                         b: u.dims.clone(),
+                        name_b: (u.name != t.name).then(|| u.name.clone()),
                     });
                 }
             }
         }
+        seen_a.insert(k, ());
     }
-    for (name, _) in in_b.iter().filter(|(n, _)| !seen_a.contains_key(*n)) {
-        out.only_in_b.push(String::from(*name));
-    }
-    // B's order, not the map's.
-    let order: BTreeMap<&str, usize> = in_b.iter().map(|(n, &j)| (*n, j)).collect();
-    out.only_in_b.sort_by_key(|n| order.get(n.as_str()).copied());
+    // B's names A has not, in B's order.
+    let mut only_b: Vec<usize> = in_b.iter().filter(|(n, _)| !seen_a.contains_key(*n)).map(|(_, &j)| j).collect();
+    only_b.sort_unstable();
+    out.only_in_b = only_b.into_iter().map(|j| b.tensors[j].borrow().name.clone()).collect();
     out
 }
 

@@ -2,7 +2,7 @@
 //! most changed tensors. One schema for every face (`docs/report.schema.json`,
 //! `"compare": "c1"`).
 
-use super::{Figures, Pairing, COMPARE};
+use super::{Figures, LayerAlignment, MetaDiff, Plan, COMPARE};
 use crate::anatomy::{classify, Group, OrganKind};
 use crate::model::{Model, TensorEntry};
 use alloc::borrow::ToOwned;
@@ -56,6 +56,9 @@ pub struct ShapeMismatch {
     pub a: Vec<u64>,
     /// B's shape.
     pub b: Vec<u64>,
+    /// B's name, when the layers were lined up and it differs from A's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_b: Option<String>,
 }
 
 /// One expert of an expert tensor pair (§3).
@@ -143,6 +146,9 @@ pub struct PairReport {
     /// Per expert, for expert tensors (§3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub experts: Option<Vec<ExpertPair>>,
+    /// B's name, when the layers were lined up and it differs from A's (`name`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_b: Option<String>,
 }
 
 impl PairReport {
@@ -175,6 +181,7 @@ impl PairReport {
             sampled: figures.map_or(0, |f| f.sampled),
             dropped: figures.map_or(0, |f| f.dropped),
             experts,
+            name_b: (b.name != a.name).then(|| b.name.clone()),
         }
     }
 }
@@ -258,11 +265,21 @@ pub struct CompareReport {
     pub only_in_b: Vec<String>,
     /// Same name, different shapes.
     pub shape_mismatch: Vec<ShapeMismatch>,
+    /// The metadata compared key by key (an addition beside Compare v1; absent from
+    /// reports written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MetaDiff>,
+    /// How the layers were lined up, when a side was cut by `organ layers`
+    /// (`organ.layers.dropped`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layers: Option<LayerAlignment>,
 }
 
 impl CompareReport {
-    /// The report of A and B from the pairing and one row per comparable pair.
-    pub fn new(generator: &str, a: Side, b: Side, pairing: Pairing, pairs: Vec<PairReport>) -> CompareReport {
+    /// The report of A and B from the plan ([`super::plan`], or a bare pairing) and one
+    /// row per comparable pair.
+    pub fn new(generator: &str, a: Side, b: Side, plan: impl Into<Plan>, pairs: Vec<PairReport>) -> CompareReport {
+        let Plan { pairing, layers, metadata, warnings: planned } = plan.into();
         let identical = pairs.iter().filter(|p| p.identical).count() as u64;
         let counts = Counts {
             comparable: pairs.len() as u64,
@@ -281,6 +298,7 @@ impl CompareReport {
         if pairs.is_empty() && pairing.shape_mismatch.is_empty() {
             warnings.push("the two models share no tensor name: nothing to compare".to_owned());
         }
+        warnings.extend(planned);
         let unmeasured = pairs.iter().filter(|p| !p.measurable).count();
         if unmeasured > 0 {
             warnings.push(format!(
@@ -300,6 +318,8 @@ impl CompareReport {
             only_in_a: pairing.only_in_a,
             only_in_b: pairing.only_in_b,
             shape_mismatch: pairing.shape_mismatch,
+            metadata,
+            layers,
         }
     }
 
@@ -309,11 +329,12 @@ impl CompareReport {
         (self.most_changed.iter()).filter_map(|n| self.pairs.iter().find(|p| &p.name == n))
     }
 
-    /// Whether anything differs: a changed pair, an unmatched name or a shape mismatch
-    /// (`organ diff --fail-on-change`).
+    /// Whether anything differs: a changed pair, an unmatched name, a shape mismatch or a
+    /// metadata key (`organ diff --fail-on-change`).
     pub fn any_change(&self) -> bool {
         let c = &self.counts;
         c.changed + c.only_in_a + c.only_in_b + c.shape_mismatch > 0
+            || self.metadata.as_ref().is_some_and(|m| m.counts.differ() > 0)
     }
 }
 

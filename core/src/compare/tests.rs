@@ -1,6 +1,8 @@
+use super::meta::ValueShown;
 use super::*;
 use crate::anatomy::Group;
 use crate::ggml_type::GgmlType;
+use crate::model::OwnedValue;
 use crate::quant::quantize::quantize;
 use alloc::vec;
 
@@ -40,7 +42,121 @@ fn names_pair_in_a_s_order_and_the_rest_is_listed() {
     assert_eq!(p.pairs, [(0, 4), (3, 1)]);
     assert_eq!(p.only_in_a, ["renamed_a"]);
     assert_eq!(p.only_in_b, ["z_new", "renamed_b"]);
-    assert_eq!(p.shape_mismatch, [ShapeMismatch { name: "reshaped".into(), a: vec![4, 2], b: vec![2, 4] }]);
+    assert_eq!(
+        p.shape_mismatch,
+        [ShapeMismatch { name: "reshaped".into(), a: vec![4, 2], b: vec![2, 4], name_b: None }]
+    );
+}
+
+fn kv(k: &str, v: OwnedValue) -> (String, OwnedValue) {
+    (k.into(), v)
+}
+
+fn scalar(v: crate::gguf::MetaValue<'static>) -> OwnedValue {
+    OwnedValue::Scalar(v)
+}
+
+#[test]
+fn metadata_is_compared_key_by_key_in_full_and_shown_in_part() {
+    use crate::gguf::MetaValue;
+    let template = "{% for m in messages %}".repeat(10);
+    let mut a = model(vec![]);
+    a.kvs = vec![
+        kv("general.architecture", OwnedValue::string("llama")),
+        kv("general.name", OwnedValue::string("base")),
+        kv("general.license", OwnedValue::string("apache-2.0")),
+        kv("x.nan", scalar(MetaValue::F32(f32::NAN))),
+        kv("x.count", scalar(MetaValue::U32(7))),
+        kv("tokenizer.chat_template", OwnedValue::string(&template)),
+        kv("tokenizer.ggml.tokens", OwnedValue::strings(&vec![String::from("a"); 20]).unwrap()),
+    ];
+    let mut b = a.clone();
+    b.kvs.retain(|(k, _)| k != "general.license");
+    b.kvs[1].1 = OwnedValue::string("finetune");
+    // The same number in another type is a change; the same NaN is not.
+    b.kvs[3].1 = scalar(MetaValue::U64(7));
+    // Past the shown part only: the summaries read the same, the hashes differ.
+    b.kvs[4].1 = OwnedValue::string(&alloc::format!("{template}!"));
+    b.kvs.push(kv("organ.note", OwnedValue::string("new")));
+    let d = diff_metadata(&a, &b);
+    assert_eq!(d.counts.line(), "metadata: 5 keys changed (1 removed, 1 added, 3 changed)");
+    assert_eq!((d.counts.keys_a, d.counts.keys_b, d.counts.same), (7, 7, 3));
+    assert_eq!(d.only_in_a[0].key, "general.license");
+    assert_eq!(d.only_in_a[0].value.value, "\"apache-2.0\"");
+    assert_eq!(d.only_in_b[0].key, "organ.note");
+    let keys: Vec<&str> = d.changed.iter().map(|c| c.key.as_str()).collect();
+    assert_eq!(keys, ["general.name", "x.count", "tokenizer.chat_template"]);
+    assert_eq!((d.changed[1].a.ty.as_str(), d.changed[1].b.ty.as_str()), ("UINT32", "UINT64"));
+    let t = &d.changed[2];
+    assert_eq!(t.a.value.split('…').next(), t.b.value.split('…').next());
+    assert!(t.a.blake3.is_some() && t.a.blake3 != t.b.blake3);
+    assert_eq!(diff_metadata(&a, &a).counts.line(), "metadata: the same 7 keys");
+    let tokens = ValueShown::of(&a.kvs[6].1);
+    assert_eq!(tokens.ty, "[20 STRING]");
+    assert!(tokens.value.ends_with(", …]") && tokens.blake3.is_some(), "{tokens:?}");
+    // Hand-built arrays whose bytes do not hold their elements are shown, not trusted.
+    let broken = OwnedValue::Array { elem_type: crate::gguf::ValueType::U32, len: 9, raw: vec![1u8].into() };
+    assert_eq!(ValueShown::of(&broken).value, "(unreadable)");
+    // The report says so, and a metadata change alone is a change.
+    let side = Side::of("m", &a, 0);
+    let r = CompareReport::new("t", side.clone(), side, plan(&a, &b), vec![]);
+    assert!(r.any_change());
+    let json = serde_json::to_string(&r).unwrap();
+    assert_eq!(serde_json::from_str::<CompareReport>(&json).unwrap(), r);
+    assert!(!CompareReport::new("t", Side::of("m", &a, 0), Side::of("m", &a, 0), plan(&a, &a), vec![]).any_change());
+}
+
+#[test]
+fn a_cut_model_s_blocks_meet_the_blocks_they_were() {
+    let blk = |n: u64| vec![entry(&alloc::format!("blk.{n}.attn_q.weight"), GgmlType::F32, &[4])];
+    let mut base = model((0..5).flat_map(blk).chain([entry("output.weight", GgmlType::F32, &[4])]).collect());
+    base.kvs = vec![
+        kv("general.architecture", OwnedValue::string("llama")),
+        kv("llama.block_count", scalar(crate::gguf::MetaValue::U32(5))),
+    ];
+    let mut cut = model((0..3).flat_map(blk).chain([entry("output.weight", GgmlType::F32, &[4])]).collect());
+    cut.kvs = base.kvs.clone();
+    cut.kvs.push(kv("organ.layers.source_block_count", scalar(crate::gguf::MetaValue::U64(5))));
+    cut.kvs.push(kv(DROPPED_KEY, OwnedValue::string("1,2")));
+    let p = plan(&base, &cut);
+    let names = |m: &Model, ps: &[(usize, usize)], side: usize| -> Vec<String> {
+        ps.iter().map(|&(i, j)| m.tensors[if side == 0 { i } else { j }].name.clone()).collect()
+    };
+    let l = p.layers.as_ref().unwrap();
+    assert_eq!((l.dropped_a.as_deref(), l.dropped_b.as_deref()), (None, Some(&[1u64, 2][..])));
+    assert_eq!(
+        names(&base, &p.pairing.pairs, 0),
+        ["blk.0.attn_q.weight", "blk.3.attn_q.weight", "blk.4.attn_q.weight", "output.weight"]
+    );
+    assert_eq!(
+        names(&cut, &p.pairing.pairs, 1),
+        ["blk.0.attn_q.weight", "blk.1.attn_q.weight", "blk.2.attn_q.weight", "output.weight"]
+    );
+    assert_eq!(p.pairing.only_in_a, ["blk.1.attn_q.weight", "blk.2.attn_q.weight"]);
+    assert!(p.pairing.only_in_b.is_empty() && p.warnings.is_empty(), "{:?}", p.warnings);
+    // The other way round: A is the cut.
+    let q = plan(&cut, &base);
+    assert_eq!(q.pairing.only_in_b, ["blk.1.attn_q.weight", "blk.2.attn_q.weight"]);
+    // Both cut from the same source, by different lists: each is read as the source.
+    let mut other = model((0..4).flat_map(blk).collect());
+    other.kvs = vec![kv(DROPPED_KEY, OwnedValue::string("0"))];
+    let both = plan(&cut, &other);
+    assert_eq!(names(&cut, &both.pairing.pairs, 0), ["blk.1.attn_q.weight", "blk.2.attn_q.weight"]);
+    assert_eq!(names(&other, &both.pairing.pairs, 1), ["blk.2.attn_q.weight", "blk.3.attn_q.weight"]);
+    // The same list on both sides, or none: names as they are.
+    assert!(plan(&cut, &cut).layers.is_none() && plan(&base, &base).layers.is_none());
+    // A list that is not one: a warning, and the names as they are.
+    let mut odd = cut.clone();
+    odd.kvs.last_mut().unwrap().1 = OwnedValue::string("one,two");
+    let w = plan(&base, &odd);
+    assert!(w.layers.is_none() && w.warnings[0].contains("organ.layers.dropped"), "{:?}", w.warnings);
+    // A source of another size than the base: said.
+    let mut short = base.clone();
+    short.kvs[1].1 = scalar(crate::gguf::MetaValue::U32(6));
+    assert!(plan(&short, &cut).warnings[0].contains("cut from a model of 5 layers and A has 6"));
+    // A pair across the renumbering keeps both names.
+    let r = PairReport::new(&base.tensors[3], &cut.tensors[1], true, None, None);
+    assert_eq!(r.name_b.as_deref(), Some("blk.1.attn_q.weight"));
 }
 
 #[test]

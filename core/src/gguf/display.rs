@@ -97,6 +97,15 @@ pub fn preview(v: &MetaValue<'_>) -> String {
     }
 }
 
+/// A value's type as `organ inspect` lists it (like gguf-dump): gguf-py's name
+/// (`UINT32`, `STRING`), an array's with its length (`[49152 STRING]`).
+pub fn type_label(v: &MetaValue<'_>) -> String {
+    match v {
+        MetaValue::Array(a) => format!("[{} {}]", a.len, a.elem_type.name()),
+        v => String::from(v.value_type().name()),
+    }
+}
+
 /// The whole of a string value that [`preview`] cuts (a chat template, a license), for a
 /// face that shows it on demand; `None` for a value that [`preview`] shows whole.
 pub fn whole_string(v: &MetaValue<'_>) -> Option<String> {

@@ -64,7 +64,7 @@ fn pair_row(out: &mut String, p: &PairReport) {
     let _ = write!(
         out,
         "<tr data-name=\"{name}\" data-group=\"{group}\" data-layer=\"{layer}\" data-identical=\"{}\" data-cos=\"{}\" data-rel-l2=\"{}\" data-max-abs=\"{}\" data-d-theta=\"{}\">\
-         <td>{name}</td><td>{group}</td><td class=\"n\">{layer}</td><td>{}</td><td>{}</td><td>{shape}</td><td{}>{}</td>\
+         <td>{name}{b_name}</td><td>{group}</td><td class=\"n\">{layer}</td><td>{}</td><td>{}</td><td>{shape}</td><td{}>{}</td>\
          <td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\" data-v=\"{}\">{}</td>\
          <td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{experts}</td></tr>",
         p.identical,
@@ -90,9 +90,50 @@ fn pair_row(out: &mut String, p: &PairReport) {
         opt(p.theta_b, 3),
         p.dropped,
         name = escape(&p.name),
+        b_name = p.name_b.as_ref().map_or_else(String::new, |n| format!(" <span class=\"mute\">· B {}</span>", escape(n))),
         group = p.group.name(),
         layer = p.layer.map_or_else(String::new, |l| format!("{l}")),
     );
+}
+
+/// What the metadata and the lining up of layers say, under the counts: the summary lines.
+fn metadata_lines(out: &mut String, r: &CompareReport) {
+    if let Some(m) = &r.metadata {
+        let _ = write!(
+            out,
+            "<p id=\"metadata-line\" data-differ=\"{}\">{}</p>",
+            m.counts.differ(),
+            escape(&m.counts.line())
+        );
+    }
+    if let Some(l) = &r.layers {
+        let _ = write!(out, "<p id=\"layers-line\">{}</p>", escape(&l.line()));
+    }
+}
+
+/// The metadata keys that differ: a row per key, A's value and B's as `organ inspect`
+/// shows them.
+fn metadata_table(out: &mut String, r: &CompareReport) {
+    let Some(m) = &r.metadata else { return };
+    let _ = write!(out, "<h2>Metadata</h2><p class=\"mute\">{}</p>", escape(&m.counts.line()));
+    if m.counts.differ() == 0 {
+        return;
+    }
+    out.push_str(
+        "<div class=\"scroll\"><table class=\"metadata-diff\" id=\"metadata-diff\"><thead><tr><th>key</th><th></th><th>A</th><th>B</th></tr></thead><tbody>",
+    );
+    for (key, how, a, b) in m.rows() {
+        let v = |v: Option<&crate::compare::meta::ValueShown>| v.map_or_else(String::new, |v| escape(&v.line()));
+        let _ = write!(
+            out,
+            "<tr data-key=\"{k}\" data-change=\"{how}\"><td><code>{k}</code></td><td>{how}</td><td><code>{}</code></td><td><code>{}</code></td></tr>",
+            v(a),
+            v(b),
+            k = escape(key),
+            how = how.name(),
+        );
+    }
+    out.push_str("</tbody></table></div>");
 }
 
 fn heatmap(out: &mut String, r: &CompareReport) {
@@ -194,6 +235,7 @@ pub fn render_compare(r: &CompareReport) -> String {
         }
         out.push_str("</ul>");
     }
+    metadata_lines(&mut out, r);
     out.push_str("<div class=\"cols\"><div><h3>Groups</h3><table class=\"groups\"><thead><tr><th>group</th><th>pairs</th><th>identical</th>\
                   <th>cos mean</th><th>cos min</th><th>rel_l2 mean</th></tr></thead><tbody>");
     for g in &r.groups {
@@ -287,6 +329,7 @@ pub fn render_compare(r: &CompareReport) -> String {
         out.push_str("</tbody></table>");
     }
     out.push_str("</div></div>");
+    metadata_table(&mut out, r);
     let _ = writeln!(
         out,
         "</main><script type=\"application/json\" id=\"organ-report\">{}</script><script>{SCRIPT}</script></body></html>",

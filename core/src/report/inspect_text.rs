@@ -6,7 +6,7 @@
 use super::inspect::{Offsets, ShardState};
 use crate::anatomy::classify;
 use crate::gguf::cut::Cut;
-use crate::gguf::display::{preview, printable};
+use crate::gguf::display::{preview, printable, type_label};
 use crate::gguf::{Gguf, MetaValue};
 use crate::lora::Adapter;
 use crate::memory::{mib, Estimate};
@@ -70,11 +70,7 @@ pub fn header(w: &mut dyn Write, file: &str, g: &Gguf<'_>, offsets: Offsets) -> 
 pub fn metadata<'a>(w: &mut dyn Write, kvs: impl Iterator<Item = (&'a str, MetaValue<'a>)>) -> fmt::Result {
     writeln!(w, "\nmetadata:")?;
     for (i, (key, v)) in kvs.enumerate() {
-        let ty = match v {
-            MetaValue::Array(a) => format!("[{} {}]", a.len, a.elem_type.name()),
-            v => v.value_type().name().to_string(),
-        };
-        writeln!(w, "  {:>3}: {:<16} {} = {}", i + 1, ty, printable(key), preview(&v))?;
+        writeln!(w, "  {:>3}: {:<16} {} = {}", i + 1, type_label(&v), printable(key), preview(&v))?;
     }
     Ok(())
 }

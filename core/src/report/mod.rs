@@ -10,6 +10,7 @@ pub mod adapter;
 mod adapter_figures;
 mod compare_heatmap;
 mod compare_html;
+mod compare_text;
 mod csv;
 mod expert_heatmap;
 pub mod formats;

@@ -218,6 +218,15 @@ pub fn sci(v: Option<f64>) -> String {
     }
 }
 
+/// How many unmatched names (and findings of a kind) the text prints before summarizing
+/// the rest.
+pub(super) const NAMES_SHOWN: usize = 10;
+
+/// A figure for the text tables: 6 significant digits, `-` when null.
+pub(super) fn num(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.6}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,10 +6,10 @@
 
 use super::csv::{has_sigma, json_name};
 use super::kinds::{AnyReport, Mark, Shown};
+use super::readable::NAMES_SHOWN;
 use super::{human_count, ModelReport, Report, TensorReport};
 use crate::anatomy::{Group, OrganKind};
 use crate::check::{CheckReport, Severity};
-use crate::compare::{most_changed, CompareReport};
 use crate::gguf::display::printable;
 use crate::judge::Grade;
 use crate::zmeasure::experts::median;
@@ -26,7 +26,7 @@ use core::fmt;
 pub fn render(report: AnyReport<'_>, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Result {
     match report {
         AnyReport::Measure(r) => measure(r, shown, out),
-        AnyReport::Compare(r) => compare(r, shown.top, out),
+        AnyReport::Compare(r) => super::compare_text::compare(r, shown.top, out),
         AnyReport::Check(r) => check(r, shown, out),
         AnyReport::Sensitivity(r) => super::sensitivity_text::measured(r, out),
         AnyReport::Prediction(r) => super::sensitivity_text::predicted(r, out),
@@ -280,92 +280,6 @@ fn experts(m: &ModelReport, out: &mut dyn fmt::Write) -> fmt::Result {
     Ok(())
 }
 
-/// How many unmatched names the text prints before summarizing the rest.
-const NAMES_SHOWN: usize = 10;
-
-fn compare(r: &CompareReport, top: usize, out: &mut dyn fmt::Write) -> fmt::Result {
-    for (tag, s) in [("A", &r.a), ("B", &r.b)] {
-        writeln!(
-            out,
-            "{tag}: {}  {}  {} params  {} tensors",
-            printable(&s.model),
-            printable(s.architecture.as_deref().unwrap_or("?")),
-            human_count(s.parameters),
-            s.tensors
-        )?;
-    }
-    for w in &r.warnings {
-        writeln!(out, "warning: {}", printable(w))?;
-    }
-    let c = &r.counts;
-    writeln!(
-        out,
-        "\ncomparable {}  identical {}  changed {}  only in A {}  only in B {}  shape mismatch {}",
-        c.comparable, c.identical, c.changed, c.only_in_a, c.only_in_b, c.shape_mismatch
-    )?;
-    writeln!(out, "{}", super::SAME_POSITIONS)?;
-    if !r.groups.is_empty() {
-        writeln!(
-            out,
-            "\n  {:<10} {:>6} {:>9} {:>12} {:>12} {:>12}",
-            "group", "pairs", "identical", "mean cos", "min cos", "mean rel_l2"
-        )?;
-        for g in &r.groups {
-            writeln!(
-                out,
-                "  {:<10} {:>6} {:>9} {:>12} {:>12} {:>12}",
-                g.group.name(),
-                g.count,
-                g.identical,
-                num(g.cos_mean),
-                num(g.cos_min),
-                num(g.rel_l2_mean)
-            )?;
-        }
-    }
-    let changed = most_changed(&r.pairs);
-    if !changed.is_empty() && top > 0 {
-        writeln!(out, "\n  most changed ({} of {}):", changed.len().min(top), changed.len())?;
-        writeln!(
-            out,
-            "  {:<40} {:<15} {:>12} {:>12} {:>11} {:>9}",
-            "tensor", "type A→B", "cos", "rel_l2", "max_abs", "dθ°"
-        )?;
-        for p in changed.iter().take(top) {
-            writeln!(
-                out,
-                "  {:<40} {:<15} {:>12} {:>12} {:>11} {:>9}",
-                printable(&p.name),
-                format!("{}→{}", p.type_a, p.type_b),
-                num(p.cos),
-                num(p.rel_l2),
-                p.max_abs.map_or_else(|| "-".into(), |v| format!("{v:.4e}")),
-                p.d_theta.map_or_else(|| "-".into(), |v| format!("{v:+.4}"))
-            )?;
-        }
-    }
-    let names = |out: &mut dyn fmt::Write, title: &str, names: Vec<String>| -> fmt::Result {
-        let n = names.len();
-        if n == 0 {
-            return Ok(());
-        }
-        writeln!(out, "\n  {title} ({n}):")?;
-        for s in names.iter().take(NAMES_SHOWN) {
-            writeln!(out, "    {s}")?;
-        }
-        if n > NAMES_SHOWN {
-            writeln!(out, "    … and {} more (all of them in --json)", n - NAMES_SHOWN)?;
-        }
-        Ok(())
-    };
-    let list = |v: &[String]| v.iter().map(|s| printable(s).into_owned()).collect();
-    names(out, "only in A", list(&r.only_in_a))?;
-    names(out, "only in B", list(&r.only_in_b))?;
-    let shapes = r.shape_mismatch.iter().map(|s| format!("{}  A {:?}  B {:?}", printable(&s.name), s.a, s.b));
-    names(out, "shape mismatch", shapes.collect())?;
-    Ok(())
-}
-
 /// `text`'s words in lines of at most `width` characters (a longer word stands alone).
 fn wrap(text: &str, width: usize) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
@@ -383,11 +297,6 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 
 /// How many findings of one severity and kind the text prints in full.
 const FINDINGS_SHOWN: usize = 3;
-
-/// A figure for the text tables: 6 significant digits, `-` when null.
-fn num(v: Option<f64>) -> String {
-    v.map_or_else(|| "-".into(), |v| format!("{v:.6}"))
-}
 
 /// An evaluation's figures, then its verdict against the base when it has one, the grade
 /// marked.

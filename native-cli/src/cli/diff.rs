@@ -31,8 +31,8 @@ pub struct DiffArgs {
     #[arg(long)]
     pub only_changed: bool,
     /// Exit with status 1 when anything differs: a comparable pair not byte-identical,
-    /// a name in one model only, or a shape mismatch. Errors then exit with 2, as
-    /// diff(1)'s do (without this flag, with 1, as every command's do).
+    /// a name in one model only, a shape mismatch or a metadata key. Errors then exit
+    /// with 2, as diff(1)'s do (without this flag, with 1, as every command's do).
     #[arg(long)]
     pub fail_on_change: bool,
     #[command(flatten)]

@@ -54,7 +54,8 @@ pub fn compare_models(a_path: &Path, b_path: &Path, stream: bool) -> Result<Comp
             let _ = rustix::fs::fadvise(f, 0, None, rustix::fs::Advice::Random);
         }
     }
-    let pairing = compare::pair(&a.model, &b.model);
+    let plan = compare::plan(&a.model, &b.model);
+    let pairing = &plan.pairing;
     let progress = crate::progress::tensor_bar();
     crate::progress::grow(&progress, pairing.pairs.len() as u64);
     let rows: Vec<Result<PairReport>> = pairing
@@ -73,7 +74,7 @@ pub fn compare_models(a_path: &Path, b_path: &Path, stream: bool) -> Result<Comp
         GENERATOR,
         Side::of(&a.label, &a.model, a_bytes),
         Side::of(&b.label, &b.model, b_bytes),
-        pairing,
+        plan,
         rows,
     ))
 }

@@ -1,7 +1,9 @@
 //! diff jobs on a pair of tiny synthetic models that differ in every way Compare v1
 //! reports: the job's report is `organ diff --json`'s, byte for byte, on GGUFs, an organ
 //! directory and a split GGUF; it follows docs/report.schema.json; a bad model fails the job with its
-//! name. (The refused requests are in security.rs's hostile list.)
+//! name; a metadata edit and a model cut by `organ layers` get the report's metadata and
+//! layers sections, as `organ diff --json`'s. (The refused requests are in security.rs's
+//! hostile list.)
 
 use super::server::*;
 use crate::common::{need, ok, organ, repo, tmp};
@@ -16,10 +18,14 @@ type Spec<'a> = (&'a str, &'a [u64], fn(usize) -> f32);
 
 /// A llama GGUF of F32 tensors, from the core's writer.
 fn write_model(path: &Path, tensors: &[Spec]) {
-    let kvs = [("general.architecture", MetaValue::Str(b"llama"))];
+    write_model_with(path, &[("general.architecture", MetaValue::Str(b"llama"))], tensors);
+}
+
+/// A GGUF of F32 tensors with the metadata `kvs`.
+fn write_model_with(path: &Path, kvs: &[(&str, MetaValue)], tensors: &[Spec]) {
     let specs: Vec<TensorSpec> =
         tensors.iter().map(|&(name, dims, _)| TensorSpec { name, dims, ty: GgmlType::F32 }).collect();
-    let layout = plan(3, &kvs, &specs).unwrap();
+    let layout = plan(3, kvs, &specs).unwrap();
     let mut bytes = layout.header.clone();
     bytes.resize(usize::try_from(layout.file_len).unwrap(), 0);
     for (&(_, dims, value), &(off, n)) in tensors.iter().zip(&layout.tensors) {
@@ -244,4 +250,69 @@ fn a_diff_job_of_a_bad_model_fails_naming_it() {
     let (st, v) = post(&s, "/api/diff", &json!({ "a": "base.gguf", "b": "missing.gguf" }));
     assert_eq!(st, 404, "{v}");
     assert_eq!(v["error"], "path \"missing.gguf\": no such model under the root");
+}
+
+/// issue 50: the job's report compares the metadata (a key removed, one changed, one
+/// added) and lines up the blocks of a model cut by `organ layers --drop 1`, as the CLI's.
+#[test]
+fn a_diff_job_compares_the_metadata_and_lines_up_a_cut_model() {
+    let root = make_tiny_root("api-diff-meta");
+    let blocks: Vec<String> = (0..3).map(|l| format!("blk.{l}.attn_q.weight")).collect();
+    let mut tensors: Vec<Spec> = vec![("token_embd.weight", &[8, 4], base)];
+    let values: [fn(usize) -> f32; 3] = [base, tuned, tuned_expert_1];
+    tensors.extend(blocks.iter().zip(values).map(|(n, v)| (n.as_str(), &[8u64, 4][..], v)));
+    let kvs = [
+        ("general.architecture", MetaValue::Str(b"llama")),
+        ("general.name", MetaValue::Str(b"tiny")),
+        ("general.license", MetaValue::Str(b"mit")),
+        ("llama.block_count", MetaValue::U32(3)),
+    ];
+    write_model_with(&root.join("three.gguf"), &kvs, &tensors);
+    for args in [
+        &["layers", "three.gguf", "--drop", "1", "--out", "cut.gguf"][..],
+        &[
+            "meta",
+            "three.gguf",
+            "--rm",
+            "general.license",
+            "--set",
+            "general.name=renamed",
+            "--set",
+            "organ.note=new",
+            "--out",
+            "edited.gguf",
+        ],
+    ] {
+        ok({
+            let mut c = organ();
+            c.current_dir(&root).args(args);
+            c
+        });
+    }
+    let s = start(&root, &[]);
+    let end = run_job(&s, "/api/diff", json!({ "a": "three.gguf", "b": "edited.gguf" }));
+    let cli = cli_diff(&s.root.join("three.gguf"), &s.root.join("edited.gguf"), "cli-diff-meta.json", &[]);
+    assert!(download(&s, output(&end, "diff.json")) == cli, "the job's diff.json is organ diff --json's");
+    let m = &end["result"]["metadata"];
+    assert_eq!(
+        m["counts"],
+        json!({ "keys_a": 4, "keys_b": 4, "same": 2, "changed": 1, "only_in_a": 1, "only_in_b": 1 })
+    );
+    assert_eq!(m["only_in_a"], json!([{ "key": "general.license", "type": "STRING", "value": "\"mit\"" }]));
+    assert_eq!(m["changed"][0]["b"]["value"], "\"renamed\"");
+    let text = String::from_utf8(download(&s, output(&end, "diff.txt"))).unwrap();
+    assert!(text.contains("metadata: 3 keys changed (1 removed, 1 added, 1 changed)"), "{text}");
+
+    let end = run_job(&s, "/api/diff", json!({ "a": "three.gguf", "b": "cut.gguf" }));
+    let cli = cli_diff(&s.root.join("three.gguf"), &s.root.join("cut.gguf"), "cli-diff-cut.json", &[]);
+    assert!(download(&s, output(&end, "diff.json")) == cli);
+    let r = &end["result"];
+    assert_eq!(r["layers"], json!({ "by": "organ.layers.dropped", "dropped_a": null, "dropped_b": [1] }));
+    assert_eq!(r["only_in_a"], json!(["blk.1.attn_q.weight"]));
+    let moved = r["pairs"].as_array().unwrap().iter().find(|p| p["name"] == "blk.2.attn_q.weight").unwrap();
+    assert_eq!((&moved["name_b"], &moved["identical"]), (&json!("blk.1.attn_q.weight"), &json!(true)), "{moved}");
+    assert_eq!(r["counts"]["changed"], 0, "no block is compared with another: {}", r["counts"]);
+    let text = String::from_utf8(download(&s, output(&end, "diff.txt"))).unwrap();
+    assert!(text.contains("layers lined up by organ.layers.dropped"), "{text}");
+    validate(&[&tmp("cli-diff-meta.json"), &tmp("cli-diff-cut.json")]);
 }

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 mod experts;
+mod meta;
 
 /// What one `organ diff` run gave.
 struct Diff {
@@ -305,6 +306,16 @@ fn meta_strings(path: &Path, key: &str) -> BTreeSet<String> {
     let g = Gguf::parse(&bytes, bytes.len() as u64).unwrap();
     match g.get(key) {
         Some(MetaValue::Array(a)) => a.iter().map(|v| v.as_str().unwrap().to_owned()).collect(),
+        other => panic!("{}: {key}: {other:?}", path.display()),
+    }
+}
+
+/// A string value of a GGUF's metadata.
+fn meta_text(path: &Path, key: &str) -> String {
+    let bytes = std::fs::read(path).unwrap();
+    let g = Gguf::parse(&bytes, bytes.len() as u64).unwrap();
+    match g.get(key) {
+        Some(MetaValue::Str(s)) => String::from_utf8(s.to_vec()).unwrap(),
         other => panic!("{}: {key}: {other:?}", path.display()),
     }
 }

@@ -1,13 +1,15 @@
 //! A compare report on screen: which model is A and which B, the exports, the counts and
 //! warnings, the groups and the most changed pairs (with their cos and rel_l2), the 1 − cos
-//! heatmap beside the θ(A)/θ(B) scatter, dθ by layer, every pair in a table, and the names
-//! that did not pair.
+//! heatmap beside the θ(A)/θ(B) scatter, dθ by layer, every pair in a table, the names
+//! that did not pair, and the metadata keys that differ (with the summary line under the
+//! counts, and how the layers were lined up when a side was cut by `organ layers`).
 
 use super::diff_heatmap::DiffHeatmapView;
 use super::pair_table::{exact, PairTable};
 use crate::export;
 use crate::state::CompareData;
 use leptos::prelude::*;
+use organ_core::compare::meta::{MetaDiff, ValueShown};
 use organ_core::compare::Side;
 use organ_core::report::formats::{AnyReport, Format, Kind};
 use organ_core::report::{changed_figures, d_theta_by_layer_svg, human_bytes, human_count, sci, theta_scatter_svg};
@@ -33,6 +35,27 @@ fn names(id: &'static str, title: &'static str, v: &[String]) -> impl IntoView {
                 view! { <ul id=id class="names">{v.iter().map(|n| view! { <li><code>{n.clone()}</code></li> }).collect_view()}</ul> }.into_any()
             }}
         </div>
+    }
+}
+
+/// The metadata keys that differ, a row per key, A's value and B's as `organ inspect`
+/// shows them (the static page's table, `report::render_compare`).
+fn metadata_table(m: &MetaDiff) -> impl IntoView {
+    let line = |v: Option<&ValueShown>| v.map(ValueShown::line).unwrap_or_default();
+    view! {
+        <h3>"Metadata"</h3>
+        <p class="mute">{m.counts.line()}</p>
+        {(m.counts.differ() > 0).then(|| view! {
+            <div class="scroll"><table id="metadata-diff" class="metadata-diff">
+                <thead><tr><th>"key"</th><th></th><th>"A"</th><th>"B"</th></tr></thead>
+                <tbody>{m.rows().map(|(key, how, a, b)| view! {
+                    <tr data-key=key.to_owned() data-change=how.name()>
+                        <td><code>{key.to_owned()}</code></td><td>{how.name()}</td>
+                        <td><code>{line(a)}</code></td><td><code>{line(b)}</code></td>
+                    </tr>
+                }).collect_view()}</tbody>
+            </table></div>
+        })}
     }
 }
 
@@ -76,6 +99,8 @@ pub fn CompareView(data: Arc<CompareData>) -> impl IntoView {
             {(!r.warnings.is_empty()).then(|| view! {
                 <ul id="warnings" class="warnings">{r.warnings.iter().map(|w| view! { <li>{w.clone()}</li> }).collect_view()}</ul>
             })}
+            {r.metadata.as_ref().map(|m| view! { <p id="metadata-line" data-differ=m.counts.differ().to_string()>{m.counts.line()}</p> })}
+            {r.layers.as_ref().map(|l| view! { <p id="layers-line">{l.line()}</p> })}
             <div class="two">
                 <div>
                     <h3>"Groups"</h3>
@@ -117,6 +142,7 @@ pub fn CompareView(data: Arc<CompareData>) -> impl IntoView {
                     }).collect_view()}</ul>
                 </div>
             </div>
+            {r.metadata.as_ref().map(metadata_table)}
         </section>
     }
 }

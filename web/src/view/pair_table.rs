@@ -148,7 +148,8 @@ fn pair_row(i: usize, p: &PairReport, selected: RwSignal<Option<usize>>) -> impl
         <tr data-name=p.name.clone() data-identical=p.identical.to_string() data-cos=exact(p.cos) data-rel-l2=exact(p.rel_l2)
             data-max-abs=exact(p.max_abs) data-d-theta=exact(p.d_theta) class:same=p.identical
             class:sel=move || selected.get() == Some(i) on:click=move |_| selected.set(Some(i))>
-            <td class="n">{i}</td><td><code>{p.name.clone()}</code></td><td>{p.group.name()}</td>
+            <td class="n">{i}</td><td><code>{p.name.clone()}</code>
+                {p.name_b.clone().map(|n| view! { <span class="mute">" · B "<code>{n}</code></span> })}</td><td>{p.group.name()}</td>
             <td class="n">{p.layer.map(|l| l.to_string()).unwrap_or_default()}</td>
             <td>{if p.type_a == p.type_b { p.type_a.clone() } else { format!("{} → {}", p.type_a, p.type_b) }}</td>
             <td>{bytes}</td><td class="n" title=p.cos.map(|c| format!("1 − cos = {}", 1.0 - c)).unwrap_or_default()>{fmt(p.cos, 8)}</td>

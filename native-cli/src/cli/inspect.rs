@@ -19,8 +19,9 @@ pub struct InspectArgs {
     #[arg(long, help_heading = "Tensors shown")]
     pub layers: Option<String>,
     /// Show only the tensors of these anatomy groups: organ, skeleton, embed, norm,
-    /// adapter, other (repeat or comma-separate). graft's and purify's --type.
-    #[arg(long = "group", value_name = "GROUP", help_heading = "Tensors shown")]
+    /// adapter, other (repeat or comma-separate). Also spelt --type, as graft and purify
+    /// spell it.
+    #[arg(long = "group", visible_alias = "type", value_name = "GROUP", help_heading = "Tensors shown")]
     pub groups: Vec<String>,
     /// Show only the tensors whose name matches one of these patterns, `*` matching
     /// anything (repeatable).

@@ -9,8 +9,9 @@ pub struct SelectArgs {
     /// Layers: ranges and lists, e.g. 5-20 or 3,7,9-11.
     #[arg(long)]
     pub layers: Option<String>,
-    /// Anatomy groups: organ, skeleton, embed, norm, adapter, other (repeat or comma-separate).
-    #[arg(long = "type", value_name = "GROUP")]
+    /// Anatomy groups: organ, skeleton, embed, norm, adapter, other (repeat or comma-separate;
+    /// also spelt --group, as inspect spells it).
+    #[arg(long = "type", visible_alias = "group", value_name = "GROUP")]
     pub types: Vec<String>,
     /// Tensor name patterns, `*` matching anything (repeatable).
     #[arg(long = "name", value_name = "PATTERN")]

@@ -113,6 +113,34 @@ async fn status_chunks(st: JobStatus, cap: u64, prefix: &str, suffix: &'static s
     head.chain(body).chain(tail).boxed()
 }
 
+/// `GET /api/jobs`: every job the server holds, without results (each is at
+/// /api/jobs/{id}): running and queued first, then the finished, newest first. Ids are
+/// what reaches a job's outputs, so the list is given only to a server started with
+/// `--token` (every caller then holds the token, which reaches them all anyway).
+pub(super) async fn jobs(State(s): State<Arc<AppState>>) -> ApiResult<Response> {
+    if s.token.is_none() {
+        let msg = "the job list is given only by a server started with --token: without one, a job's id is all that \
+                   reaches its outputs, and a list would hand every id to every client";
+        return Err(ApiError(StatusCode::FORBIDDEN, msg.into()));
+    }
+    let mut all: Vec<JobStatus> = {
+        let table =
+            s.jobs.lock().map_err(|_| ApiError(StatusCode::INTERNAL_SERVER_ERROR, "job table poisoned".into()))?;
+        table.values().map(|j| j.status.borrow().clone()).collect()
+    };
+    // Unfinished first; then the latest to end first; ids break ties.
+    all.sort_by(|a, b| {
+        (a.state.finished(), std::cmp::Reverse(a.ended), &a.id).cmp(&(
+            b.state.finished(),
+            std::cmp::Reverse(b.ended),
+            &b.id,
+        ))
+    });
+    let body = serde_json::to_vec(&serde_json::json!({ "jobs": all }))
+        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, format!("job list: {e}")))?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
 /// `GET /api/jobs/{id}`: the status, with the result streamed in.
 pub(super) async fn job_status(State(s): State<Arc<AppState>>, UrlPath(id): UrlPath<String>) -> ApiResult<Response> {
     let st = s.job(&id)?.status.borrow().clone();

@@ -93,6 +93,7 @@ pub fn app(opts: &Options) -> anyhow::Result<Router> {
         .route("/lora-extract", post(lora::extract))
         .route("/merge", post(merge::merge))
         .route("/meta", post(meta::meta))
+        .route("/jobs", get(results::jobs))
         .route("/jobs/{id}", get(results::job_status).delete(retention::job_delete))
         .route("/jobs/{id}/result", get(results::job_result))
         .route("/jobs/{id}/events", get(results::job_events))

@@ -236,6 +236,21 @@ fn hostile_requests_get_a_4xx_and_the_server_stays_up() {
     assert_eq!(st, 401);
     let (st, _) = call(agent().get(&format!("{}/api/models", t.base)).set("Authorization", "Bearer s3cret"), None);
     assert_eq!(st, 200);
+    // A lost job id is found again in the job list (issue 50), which only a server with a
+    // token gives: without one, an id is all that reaches a job's outputs.
+    let authed = |r: ureq::Request| r.set("Authorization", "Bearer s3cret");
+    let (st, job) = call(authed(agent().post(&format!("{}/api/check", t.base))), Some(r#"{"paths": ["smol.gguf"]}"#));
+    assert_eq!(st, 202, "{job}");
+    let (st, list) = call(authed(agent().get(&format!("{}/api/jobs", t.base))), None);
+    assert_eq!(st, 200, "{list}");
+    let ids: Vec<&str> = list["jobs"].as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap()).collect();
+    assert!(ids.contains(&job["id"].as_str().unwrap()), "{list}");
+    assert!(list["jobs"][0].get("result").is_none(), "no results in the list: {list}");
+    let (st, _) = call(agent().get(&format!("{}/api/jobs", t.base)), None);
+    assert_eq!(st, 401);
+    let (st, v) = get(&s, "/api/jobs");
+    assert_eq!(st, 403, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("--token"), "{v}");
 
     // Beyond loopback without a token, the server refuses to start.
     let out = organ()

@@ -6,7 +6,6 @@ use crate::build::{noise, t, write_model_kvs};
 use crate::common::*;
 use organ_core::gguf::MetaValue;
 use organ_core::{GgmlType, Gguf};
-use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

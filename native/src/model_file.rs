@@ -245,7 +245,20 @@ impl ModelFile {
 
     /// Parses the header.
     pub fn parse(&self) -> Result<Gguf<'_>> {
-        Gguf::parse(self.bytes(), self.file_len()).with_context(|| format!("{}: not a valid GGUF", self.path.display()))
+        Gguf::parse(self.bytes(), self.file_len()).map_err(|e| {
+            // A file cut short (a partial download) is said to be one, as inspect says it,
+            // rather than "not a valid GGUF".
+            let cut = Gguf::parse_cut_short(self.bytes(), self.file_len()).ok();
+            match cut.as_ref().and_then(organ_core::gguf::cut::Cut::of) {
+                Some(c) => anyhow::anyhow!(
+                    "{}: {}; organ needs every byte of it here: download the rest first (organ inspect shows what \
+                     is there)",
+                    self.path.display(),
+                    c.describe()
+                ),
+                None => anyhow::Error::new(e).context(format!("{}: not a valid GGUF", self.path.display())),
+            }
+        })
     }
 
     /// Parses the header of a file that may be cut short ([`Gguf::parse_cut_short`]).

@@ -326,3 +326,15 @@ fn eval_reports_progress_by_chunk() {
     assert!(events.windows(2).all(|w| w[0].0 < w[1].0), "{events:?}");
     assert!(printed.contains("verdict: close"), "{printed}");
 }
+
+/// A GGUF with no tensor (llama.cpp's vocabulary files) measures, and says why its
+/// figures are zeros (issue 50).
+#[test]
+fn a_vocabulary_only_gguf_says_it_has_nothing_to_measure() {
+    use organ_core::gguf::MetaValue;
+    let m = write_model_kvs("ux-vocab-only.gguf", &[("general.architecture", MetaValue::Str(b"llama"))], &[]);
+    let mut c = organ();
+    c.arg("measure").arg(&m).arg("--no-cache");
+    let text = String::from_utf8(ok(c).stdout).unwrap();
+    assert!(text.contains("0 tensors") && text.contains("no tensors: nothing to measure"), "{text}");
+}

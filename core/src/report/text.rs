@@ -74,6 +74,14 @@ fn measure(report: &Report, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Res
                 types.join(", ")
             )?,
         }
+        if s.tensors == 0 {
+            // A vocabulary-only GGUF (llama.cpp's vocab files) or a header with no tensor:
+            // nothing to measure, and the zeros below are no figure.
+            writeln!(
+                out,
+                "  no tensors: nothing to measure (a vocabulary-only GGUF?); its θ figures are 0 by convention"
+            )?;
+        }
         writeln!(
             out,
             "  θ_mean {:.4}°{}  θ_weighted {:.4}°  signal (mean sin θ) {:.4}  (measured {}, degenerate {}, not measurable {})",

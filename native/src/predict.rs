@@ -84,25 +84,36 @@ fn run(
         let t = steps::tensor(&model.model, name).with_context(|| model.label.clone())?;
         Ok((&t.entry, dequantize(t.ty, t.bytes()).with_context(|| format!("{}: reading {name}", model.label))?))
     };
-    let energies = p
-        .energy_jobs()
+    // A bar (or jsonl progress events) over the jobs: a minute on a small model, silent
+    // before (issue 50).
+    let bar = crate::progress::tensor_bar();
+    bar.set_message(format!("predicting {}", model.label));
+    let (energy_jobs, trips) = (p.energy_jobs(), p.round_trip_jobs(&model.model, select));
+    crate::progress::grow(&bar, (energy_jobs.len() + trips.len()) as u64);
+    let energies = energy_jobs
         .par_iter()
         .map(|job: &EnergyJob| {
             let read: Vec<(&TensorEntry, Vec<f32>)> = job.reads().into_iter().map(values).collect::<Result<_>>()?;
             let tensors: Vec<_> = read.iter().map(|r| r.0).collect();
             let vs: Vec<&[f32]> = read.iter().map(|r| r.1.as_slice()).collect();
-            p.energy(job, &tensors, &vs).with_context(what)
+            let e = p.energy(job, &tensors, &vs).with_context(what);
+            crate::progress::tensor_done(&bar);
+            e
         })
         .collect::<Result<Vec<_>>>()?;
     let stream = p.stream(&model.model, energies).with_context(what)?;
-    p.round_trip_jobs(&model.model, select)
+    let predicted = trips
         .par_iter()
         .map(|job| {
             let t = &model.tensors[job.tensor];
             let v = dequantize(t.ty, t.bytes()).with_context(|| format!("{}: reading {}", model.label, t.name))?;
-            p.predict(&stream, job, t, &v).with_context(|| format!("predicting {}", t.name))
+            let r = p.predict(&stream, job, t, &v).with_context(|| format!("predicting {}", t.name));
+            crate::progress::tensor_done(&bar);
+            r
         })
-        .collect()
+        .collect();
+    bar.finish_and_clear();
+    predicted
 }
 
 /// Reads a `llama-imatrix` output, bounded.

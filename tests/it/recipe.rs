@@ -367,9 +367,14 @@ fn an_impossible_target_is_refused_first_in_its_own_unit() {
         e.contains("a target of 20971520 bytes leaves") && e.contains("bytes") && e.contains("the smallest target is"),
         "{e}"
     );
-    let out = String::from_utf8(
-        ok(recipe(&model, &[], &["--target-size", "100M", "--data-free", "--types", "q4_0,q8_0"], "size")).stdout,
-    )
-    .unwrap();
+    let mut c = recipe(&model, &[], &["--target-size", "100M", "--data-free", "--types", "q4_0,q8_0"], "size");
+    c.args(["--progress", "jsonl"]);
+    let o = ok(c);
+    let out = String::from_utf8(o.stdout).unwrap();
     assert!(out.contains("bytes for the tensors, padded, beside the header,"), "{out}");
+    // The prediction's minute is not silent (issue 50): progress events to the last job.
+    let events = String::from_utf8(o.stderr).unwrap();
+    let last = events.lines().filter(|l| l.contains("\"progress\"")).last().expect("progress events");
+    let last: serde_json::Value = serde_json::from_str(last).unwrap();
+    assert!(last["total"].as_u64().unwrap() > 200 && last["done"] == last["total"], "{last}");
 }

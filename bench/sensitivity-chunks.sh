@@ -1,30 +1,20 @@
 #!/usr/bin/env bash
-# How long a whole sensitivity sweep takes, and how many chunks its ranking needs
-# (docs/sensitivity.md, How long it takes): every 2-D weight of SmolLM2's F16 (made from
-# the Q4_1, so a dequantized Q4_1) requantized alone to Q2_0, at --ctx 128 and --jobs
-# JOBS, on tests/data/texts/sensitivity.txt and again on repeat.txt (disjoint), each text
-# a sweep of its own, timed: wall seconds and CPU seconds (user + sys, organ and every
-# llama-perplexity it ran; other jobs on the machine disturb them less than the wall).
-#
-#   rows [MAX=9]  sweeps both texts at MAX chunks and, from each evaluation's running KL
-#                 divergence after chunk k (llama-perplexity's table, kept by --stats),
-#                 prints the repeat ρ (Spearman between the texts over the tensors) at
-#                 every k = 1 … MAX: what a sweep of k chunks would measure.
-#   sweep K       sweeps both texts at K chunks and prints their times and the repeat ρ
-#                 (the report's repeat_rho).
-#
-# Figures only; long (rows: two sweeps of 9 chunks). The load average is printed at each
-# sweep's end. Usage: bench/sensitivity-chunks.sh rows|sweep [N] [MODEL.gguf] [JOBS=nproc]
+# How long a whole sensitivity sweep takes, and how well its ranking repeats (docs/
+# sensitivity.md, How long it takes): every 2-D weight of SmolLM2's F16 (made from the
+# Q4_1, so a dequantized Q4_1) requantized alone to Q2_0, at --ctx 128, --chunks K and
+# --jobs JOBS, on tests/data/texts/sensitivity.txt and again on repeat.txt (disjoint), each
+# text a sweep of its own, timed: wall seconds and CPU seconds (user + sys, organ and every
+# llama-perplexity it ran; other jobs on the machine disturb them less than the wall), with
+# the load average at each sweep's end. Then the repeat ρ (Spearman between the two texts'
+# KL divergences over the tensors) at K chunks, the report's, and at every k < K from each
+# evaluation's running KL divergence after chunk k (llama-perplexity's table, which
+# --stats keeps): what a sweep of k chunks would have measured, to 5 decimals.
+# Figures only; long (two sweeps). Usage: bench/sensitivity-chunks.sh [K=6] [MODEL.gguf] [JOBS=nproc]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MODE="${1:?usage: bench/sensitivity-chunks.sh rows|sweep [N] [MODEL.gguf] [JOBS]}"
-case "$MODE" in
-  rows) N="${2:-9}" ;;
-  sweep) N="${2:?sweep K: the chunks}" ;;
-  *) echo "rows or sweep, not $MODE" >&2; exit 2 ;;
-esac
-MODEL="${3:-$(scripts/fetch-model.sh)}"
-JOBS="${4:-$(nproc)}"
+N="${1:-6}"
+MODEL="${2:-$(scripts/fetch-model.sh)}"
+JOBS="${3:-$(nproc)}"
 source scripts/lib.sh
 bench_setup sensitivity-chunks
 LLAMA="$(scripts/build-llama.sh)"
@@ -40,16 +30,17 @@ sens() { # NAME ARGS...: WORK/NAME.json, stderr's events in WORK/NAME.jsonl, tim
     --llama-cpp "$LLAMA" --cache "$WORK/cache" --json "$WORK/$name.json" --stats "$@" \
     >/dev/null 2>"$WORK/$name.jsonl"
   read -r wall user sys <"$WORK/$name.time"
-  echo "$name: $N chunks, $JOBS jobs: wall $wall s, CPU $(python3 -c "print(round($user + $sys, 1))") s" \
+  local n; n=$(grep -c '"evaluation_stats"' "$WORK/$name.jsonl" || true)
+  echo "$name: $n evaluations of $N chunks, $JOBS jobs: wall $wall s, CPU $(python3 -c "print(round($user + $sys, 1))") s" \
     "(user $user, sys $sys); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 sens text --text "$TEXT"
 # The second text alone is measured (the first's results are read back from the cache);
 # its report holds both, and the repeat ρ.
 sens repeat --text "$TEXT" --repeat-text "$REPEAT"
-python3 - "$WORK" "$MODE" "$N" <<'EOF'
+python3 - "$WORK" "$N" <<'EOF'
 import json, sys
-work, mode, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+work, n = sys.argv[1], int(sys.argv[2])
 def ranks(v):
     order = sorted(range(len(v)), key=lambda i: v[i])
     r = [0.0] * len(v)
@@ -70,8 +61,6 @@ def spearman(a, b):
 report = json.load(open(f"{work}/repeat.json"))
 rows = report["tensors"]
 print(f"{len(rows)} tensors; repeat rho at {n} chunks (the report's): {report['repeat_rho']:+.3f}")
-if mode != "rows":
-    sys.exit(0)
 def by_chunk(name):
     out = {}
     for line in open(f"{work}/{name}.jsonl"):

@@ -4,6 +4,7 @@
 //! them (native-cli's `progress`, whose documentation shows the lines).
 
 use alloc::string::String;
+use alloc::vec::Vec;
 use serde::{Deserialize, Serialize};
 
 /// One line of `--progress jsonl` output.
@@ -66,6 +67,11 @@ pub enum Event {
         changed_bytes: u64,
         /// Bytes written to make the changed model.
         bytes_written: u64,
+        /// Its mean KL divergence and error after each chunk scored, chunk 1 first (as
+        /// llama-perplexity's table prints them, to 5 decimals): what 1, 2, … chunks
+        /// would have measured (bench/sensitivity-chunks.sh reads them).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        kld_by_chunk: Vec<[f64; 2]>,
     },
     /// `sensitivity --stats`, at the end: the bytes written to stage the model (once per
     /// batch of tensors), and per evaluation, with how the staged shards were linked.

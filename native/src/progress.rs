@@ -120,7 +120,7 @@ pub fn emit(ev: &Event) {
             Event::RemoteStats { bytes_fetched, requests, retries, framing } => format!(
                 "stats: remote bytes fetched {bytes_fetched}, requests {requests}, retries {retries}, of the bytes multipart framing {framing}"
             ),
-            Event::EvaluationStats { tensor, changed_bytes, bytes_written } => {
+            Event::EvaluationStats { tensor, changed_bytes, bytes_written, .. } => {
                 format!("stats: {tensor}: {bytes_written} bytes written for its evaluation (the changed tensor {changed_bytes})")
             }
             Event::SensitivityStats { staged_bytes, evaluations, bytes_written_max, bytes_written_total, linked } => {

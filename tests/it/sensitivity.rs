@@ -158,6 +158,33 @@ fn each_evaluation_writes_its_tensor_not_a_model_copy_and_scores_as_a_whole_copy
     assert!(left.iter().all(|p| p.starts_with(&keep)), "{left:?}");
 }
 
+/// Without --chunks, each evaluation scores the default 6 contexts (what a sweep fits
+/// in 10 minutes with: docs/sensitivity.md), the report says so, and `--stats` keeps the
+/// running KL divergence after each chunk, the last the report's figure to 5 decimals.
+/// `organ sensitivity`'s default --chunks.
+const CHUNKS: usize = 6;
+
+#[test]
+fn the_default_chunks_are_in_the_report_and_stats_keep_each_chunks_running_figure() {
+    let Some(model) = need::smollm2_and_llama() else { return };
+    let dir = test_dir("sens-chunks");
+    let report = dir.join("s.json");
+    let mut c = organ();
+    c.args(["--progress", "jsonl", "sensitivity"]).arg(&model).arg("--text").arg(text());
+    c.args(["--ablate", "zero", "--name", "blk.0.attn_k.weight", "--jobs", "1", "--stats", "--no-cache"]);
+    c.arg("--llama-cpp").arg(llama_bin()).arg("--json").arg(&report);
+    let out = ok(c);
+    let r = json(&report);
+    assert_eq!(r["text"]["chunks"], CHUNKS, "{r}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let e = events(&stderr, "evaluation_stats").next().unwrap_or_else(|| panic!("{stderr}"));
+    let rows = e["kld_by_chunk"].as_array().unwrap_or_else(|| panic!("{e}"));
+    assert_eq!(rows.len(), CHUNKS, "{e}");
+    let last = rows[CHUNKS - 1][0].as_f64().unwrap();
+    let kld = r["tensors"][0]["kld"]["value"].as_f64().unwrap();
+    assert!((last - kld).abs() <= 5e-6 + 1e-12, "{last} after the last chunk, {kld} in the report");
+}
+
 #[test]
 fn noise_ablation_keeps_the_type_and_hurts_more_than_requantization() {
     let Some(model) = need::smollm2_and_llama() else { return };

@@ -17,6 +17,13 @@ use std::path::PathBuf;
 /// and report figures comparable with llama-perplexity's own defaults.
 pub const DEFAULT_CTX: u32 = 128;
 
+/// The contexts of the text each evaluation scores by default: an evaluation's time is its
+/// chunks' (a pass is 86% of it), and 6 is the most with which a sweep of SmolLM2's 211
+/// weights to Q2_0 takes under 10 minutes of a 2-core machine's CPU, its ranking on two
+/// disjoint texts still agreeing to a repeat ρ above 0.95 (docs/sensitivity.md, How long
+/// it takes; bench/sensitivity-chunks.sh measures both).
+pub const DEFAULT_CHUNKS: u32 = 6;
+
 #[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct SensitivityArgs {
     /// The GGUF model.
@@ -53,7 +60,8 @@ pub struct SensitivityArgs {
     /// Tokens per context (llama-perplexity's -c).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_CTX)]
     pub ctx: u32,
-    /// Score at most this many contexts of the text (default: all it holds).
+    /// Score at most this many contexts of the text (default: 6; more than the text holds
+    /// scores all of it).
     #[arg(long, value_name = "N")]
     pub chunks: Option<u32>,
     /// Measure the same changes on this second text, disjoint from the first, and report
@@ -202,7 +210,7 @@ impl<'a> TryFrom<&'a SensitivityArgs> for cmd::sensitivity::Options<'a> {
                 text: text.clone(),
                 ctx: a.ctx,
                 threads: Some(1),
-                chunks: a.chunks,
+                chunks: Some(a.chunks.unwrap_or(DEFAULT_CHUNKS)),
                 llama_cpp: a.llama_cpp.clone(),
                 adapters: Default::default(),
                 offload: a.offload.clone(),

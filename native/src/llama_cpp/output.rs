@@ -46,6 +46,10 @@ pub struct KlDivergence {
     pub kld_max: f64,
     /// `Same top p`, as a fraction (llama.cpp prints percent).
     pub same_top: Estimate,
+    /// The running mean KL divergence after each chunk (the table's `KL Divergence`
+    /// column, printed to 5 decimals): what a run of 1, 2, … chunks would report, the
+    /// last equal to `kld_mean` but for its 6th decimal.
+    pub kld_by_chunk: Vec<Estimate>,
 }
 
 /// Why the output holds no result.
@@ -163,7 +167,34 @@ pub fn kl_divergence(stdout: &str, stderr: &str) -> Result<KlDivergence, Error> 
         kld_p99: one("99.0%   KLD:", "`99.0%   KLD` line")?,
         kld_max: one("Maximum KLD:", "`Maximum KLD` line")?,
         same_top: Estimate { value: same.value / 100.0, error: same.error / 100.0 },
+        kld_by_chunk: kld_rows(stdout, chunks),
     })
+}
+
+/// The table's running KL divergence, chunk 1 first: a row is `N  PPL ± E  LN ± E  KLD ±
+/// E  …`, and rows are taken while they number 1, 2, … up to `chunks` (anything else, a
+/// row out of order or unreadable, ends the list: it is a figure kept beside the result,
+/// never the result).
+fn kld_rows(stdout: &str, chunks: u32) -> Vec<Estimate> {
+    let mut out = Vec::new();
+    for line in stdout.lines() {
+        if out.len() >= chunks as usize {
+            break;
+        }
+        let Some(n) = chunk_scored(line) else { continue };
+        if n as usize != out.len() + 1 {
+            break;
+        }
+        // Split at each `±`: the third piece ends with the KLD, the fourth starts with its error.
+        let parts: Vec<&str> = line.split('±').collect();
+        let kld = parts.get(2).and_then(|p| number(p.split_whitespace().last()?));
+        let err = parts.get(3).and_then(|p| number(p.split_whitespace().next()?));
+        match (kld, err) {
+            (Some(value), Some(error)) => out.push(Estimate { value, error }),
+            _ => break,
+        }
+    }
+    out
 }
 
 /// The failures llama-perplexity reports and then exits 0 after (or goes on from, with
@@ -393,6 +424,15 @@ mod tests {
         assert_eq!(k.kld_mean, Estimate { value: 0.004924, error: 0.000152 });
         assert_eq!((k.kld_median, k.kld_p99, k.kld_max), (0.004184, 0.017266, 0.025128));
         assert!((k.same_top.value - 0.95238).abs() < 1e-12 && (k.same_top.error - 0.00895).abs() < 1e-12);
+        // The running KL divergence after each of the 9 chunks, the last the mean's to 5 decimals.
+        assert_eq!(k.kld_by_chunk.len(), 9);
+        assert_eq!(k.kld_by_chunk[0], Estimate { value: 0.00478, error: 0.00055 });
+        assert_eq!(k.kld_by_chunk[8], Estimate { value: 0.00492, error: 0.00015 });
+        // Rows out of order, or fewer than the chunks, give what was in order.
+        let swapped = out.replace("   2      22.7670", "   7      22.7670");
+        assert_eq!(kld_rows(&swapped, 9).len(), 1);
+        assert_eq!(kld_rows(out, 3).len(), 3);
+        assert_eq!(kld_rows("   1  12.6 ± 3.4  nan ± 1  x ± y\n", 9), Vec::new());
     }
 
     #[test]

@@ -355,6 +355,7 @@ fn measure_one(j: &Job<'_>, i: usize, disk: &staged::DiskStats, stats: bool) -> 
             tensor: t.name.clone(),
             changed_bytes: replaced.n_bytes,
             bytes_written: written,
+            kld_by_chunk: k.kld_by_chunk.iter().map(|e| [e.value, e.error]).collect(),
         });
     }
     let est = |e: crate::llama_cpp::output::Estimate| Estimate { value: e.value, error: e.error };

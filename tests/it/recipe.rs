@@ -374,7 +374,7 @@ fn an_impossible_target_is_refused_first_in_its_own_unit() {
     assert!(out.contains("bytes for the tensors, padded, beside the header,"), "{out}");
     // The prediction's minute is not silent (issue 50): progress events to the last job.
     let events = String::from_utf8(o.stderr).unwrap();
-    let last = events.lines().filter(|l| l.contains("\"progress\"")).last().expect("progress events");
+    let last = events.lines().rfind(|l| l.contains("\"progress\"")).expect("progress events");
     let last: serde_json::Value = serde_json::from_str(last).unwrap();
     assert!(last["total"].as_u64().unwrap() > 200 && last["done"] == last["total"], "{last}");
 }

@@ -92,17 +92,26 @@ impl<'a> Location<'a> {
         }
     }
 
-    /// The names reports give the models at `paths`, each told apart from the others: its
-    /// [`Self::label`], or, where two models share it, the shortest tail of its path (or
-    /// URL path) that no other model's ends the same way (`a/m.gguf`, `b/m.gguf`). A path
-    /// given twice keeps one name.
-    pub fn labels(paths: &[&Path]) -> Vec<String> {
-        let segs: Vec<Vec<String>> = paths.iter().map(|p| Location::of(p).segments()).collect();
+    /// The names reports give the models at `paths`, each told apart from the others:
+    /// `base[i]`, the name its report gives it (its file name, or its split's first
+    /// shard's), or, where two models share it, that name after the shortest tail of its
+    /// directories (or URL path) that no other model's ends the same way (`a/m.gguf`,
+    /// `b/m.gguf`). A path given twice keeps one name.
+    pub fn labels(paths: &[&Path], base: &[String]) -> Vec<String> {
+        let segs: Vec<Vec<String>> = paths
+            .iter()
+            .zip(base)
+            .map(|(p, b)| {
+                let mut s = Location::of(p).directories();
+                s.push(b.clone());
+                s
+            })
+            .collect();
         let tail = |i: usize, d: usize| -> &[String] { &segs[i][segs[i].len().saturating_sub(d)..] };
-        let mut depth = vec![1usize; paths.len()];
+        let mut depth = vec![1usize; segs.len()];
         // Those whose tail at their depth another path's tail equals; grouped at each
         // depth, so the work is the paths times the depth needed.
-        let mut open: Vec<usize> = (0..paths.len()).collect();
+        let mut open: Vec<usize> = (0..segs.len()).collect();
         while !open.is_empty() {
             let mut groups: std::collections::HashMap<&[String], Vec<usize>> = std::collections::HashMap::new();
             for &i in &open {
@@ -120,13 +129,12 @@ impl<'a> Location<'a> {
             }
             open = next;
         }
-        (0..paths.len()).map(|i| tail(i, depth[i]).join("/")).collect()
+        (0..segs.len()).map(|i| tail(i, depth[i]).join("/")).collect()
     }
 
-    /// Its path's segments, the last its [`Self::label`]: a path's named components, a
-    /// URL's path.
-    fn segments(&self) -> Vec<String> {
-        let mut segs: Vec<String> = match self {
+    /// The directories its path names (a URL: its path's, the bucket or host left out).
+    fn directories(&self) -> Vec<String> {
+        match self {
             Location::Local(p) => p
                 .parent()
                 .into_iter()
@@ -145,9 +153,7 @@ impl<'a> Location<'a> {
                 parts.truncate(parts.len().saturating_sub(1));
                 parts.into_iter().skip(1).collect()
             }
-        };
-        segs.push(self.label());
-        segs
+        }
     }
 
     /// Checks that its bytes can be reached as `reach` says, before anything is read.
@@ -184,7 +190,11 @@ mod tests {
 
     #[test]
     fn labels_are_the_shortest_tails_that_tell_models_apart() {
-        let l = |ps: &[&str]| Location::labels(&ps.iter().map(Path::new).collect::<Vec<_>>());
+        let l = |ps: &[&str]| {
+            let paths: Vec<&Path> = ps.iter().map(Path::new).collect();
+            let base: Vec<String> = paths.iter().map(|p| Location::of(p).label()).collect();
+            Location::labels(&paths, &base)
+        };
         assert_eq!(l(&["fleet/a/m.gguf", "fleet/b/m.gguf", "x/n.gguf"]), ["a/m.gguf", "b/m.gguf", "n.gguf"]);
         assert_eq!(l(&["b/m.gguf", "a/b/m.gguf", "c/m.gguf"]), ["b/m.gguf", "a/b/m.gguf", "c/m.gguf"]);
         assert_eq!(l(&["m.gguf", "./d/m.gguf", "m.gguf"]), ["m.gguf", "d/m.gguf", "m.gguf"]);
@@ -197,6 +207,11 @@ mod tests {
         let many: Vec<String> = (0..5000).map(|i| format!("d{i}/m.gguf")).collect();
         let labels = l(&many.iter().map(String::as_str).collect::<Vec<_>>());
         assert_eq!(labels[4999], "d4999/m.gguf");
+        // The name is the report's (a split's first shard's), only the directories added.
+        let paths = [Path::new("a/s-00002-of-00003.gguf"), Path::new("b/s-00001-of-00003.gguf")];
+        let base = ["s-00001-of-00003.gguf".to_owned(), "s-00001-of-00003.gguf".to_owned()];
+        assert_eq!(Location::labels(&paths, &base), ["a/s-00001-of-00003.gguf", "b/s-00001-of-00003.gguf"]);
+        assert_eq!(Location::labels(&paths[..1], &base[..1]), ["s-00001-of-00003.gguf"]);
     }
 
     #[test]

@@ -98,7 +98,8 @@ fn tensor_past_the_end_names_the_tensor_and_writes_nothing() {
     let p = write("short.gguf", &b);
     let json = tmp("short-report.json");
     let e = err_of(&["measure".as_ref(), p.as_os_str(), "--json".as_ref(), json.as_os_str()]);
-    assert!(e.contains("short.gguf") && e.contains("tensor \"w\"") && e.contains("beyond the end"), "{e}");
+    // A file cut short, said as inspect says it (issue 50), the tensor it lacks named.
+    assert!(e.contains("short.gguf") && e.contains("cut short") && e.contains(", w "), "{e}");
     assert!(!json.exists(), "no report for a model that failed");
     let leftovers: Vec<_> = std::fs::read_dir(json.parent().unwrap())
         .unwrap()

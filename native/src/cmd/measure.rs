@@ -233,7 +233,8 @@ pub fn report(opts: &Options, progress: &ProgressBar) -> Result<Report> {
         crate::progress::note(format!("{cached} of {} models taken from the cache", paths.len()));
     }
     // Two models of one file name are told apart by their paths' tails.
-    let labels = Location::labels(&paths.iter().map(PathBuf::as_path).collect::<Vec<_>>());
+    let base: Vec<String> = models.iter().map(|m| m.model.clone()).collect();
+    let labels = Location::labels(&paths.iter().map(PathBuf::as_path).collect::<Vec<_>>(), &base);
     for ((m, path), label) in models.iter_mut().zip(&paths).zip(labels) {
         m.model = label;
         warn_not_finite(m, path);

@@ -119,7 +119,9 @@ pub fn merged(store: &dyn Store) -> Result<(Report, Vec<Option<String>>)> {
         let local = matches!(Location::of(Path::new(m)), Location::Local(_));
         identities.push(local.then(|| e.model_blake3.to_ascii_lowercase()));
     }
-    let labels = Location::labels(&fleet.models.iter().map(Path::new).collect::<Vec<_>>());
+    let paths: Vec<&Path> = fleet.models.iter().map(Path::new).collect();
+    let base: Vec<String> = paths.iter().map(|p| super::label_of(p)).collect();
+    let labels = Location::labels(&paths, &base);
     for (r, label) in models.iter_mut().zip(labels) {
         r.model = label;
     }

@@ -262,7 +262,7 @@ mod tests {
         let m = ModelReport::from_parts("m", None, None, 0, vec![t.clone()]);
         let h = &ExpertHeatmap::of(&m)[0];
         assert!(h.cell(0, 0).unwrap().outlier && h.cell(0, 1).unwrap().outlier, "§6's figure is kept");
-        assert_eq!(h.standing(0, 0), Standing::Typical);
+        assert_eq!((h.standing(0, 0), h.standing(0, 1)), (Standing::Copy, Standing::Copy), "expert 1 copies 0");
         assert!(!h.standing(0, 1).marked());
         assert_eq!(h.standing(0, 7), Standing::Unconfirmed);
         let (outline, words, dup) = h.marks(0, 1);

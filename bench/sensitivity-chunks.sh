@@ -41,23 +41,8 @@ sens repeat --text "$TEXT" --repeat-text "$REPEAT"
 python3 - "$WORK" "$N" <<'EOF'
 import json, sys
 work, n = sys.argv[1], int(sys.argv[2])
-def ranks(v):
-    order = sorted(range(len(v)), key=lambda i: v[i])
-    r = [0.0] * len(v)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            r[order[k]] = (i + j) / 2
-        i = j + 1
-    return r
-def spearman(a, b):
-    ra, rb = ranks(a), ranks(b)
-    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
-    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    return cov / (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
+sys.path.insert(0, "bench")
+from validity import spearman  # one Spearman for the benches (ties at their mean rank)
 report = json.load(open(f"{work}/repeat.json"))
 rows = report["tensors"]
 print(f"{len(rows)} tensors; repeat rho at {n} chunks (the report's): {report['repeat_rho']:+.3f}")

@@ -49,18 +49,22 @@ def theta_of(report):
     return out
 
 
-args = sys.argv[1:]
-for sens_path, theta_path in zip(args[::2], args[1::2]):
-    s = json.load(open(sens_path))
-    th = theta_of(json.load(open(theta_path)))
-    rows = s["tensors"]
-    kld = [r["kld"]["value"] for r in rows]
-    print(f"{s['model']}, each of {len(rows)} tensors changed to {s['change']} "
-          f"(ctx {s['text']['ctx']}, {s['text']['chunks']} chunks of {s['text']['text']}):")
-    if s.get("repeat_rho") is not None:
-        print(f"  ceiling: the same measurement on {s['repeat']['text']}: rho {s['repeat_rho']:+.2f}")
-    stats = {"theta (z1)": lambda r: th.get(r["name"]), "tensor size": lambda r: r["n_elements"]}
-    for name, f in stats.items():
-        w = within_kind(rows, f)
-        within = f"{w:+.2f} mean within kind" if w == w else "constant within a kind"
-        print(f"  {name:<12} rho {spearman([f(r) for r in rows], kld):+.2f} overall, {within}")
+def main(args):
+    for sens_path, theta_path in zip(args[::2], args[1::2]):
+        s = json.load(open(sens_path))
+        th = theta_of(json.load(open(theta_path)))
+        rows = s["tensors"]
+        kld = [r["kld"]["value"] for r in rows]
+        print(f"{s['model']}, each of {len(rows)} tensors changed to {s['change']} "
+              f"(ctx {s['text']['ctx']}, {s['text']['chunks']} chunks of {s['text']['text']}):")
+        if s.get("repeat_rho") is not None:
+            print(f"  ceiling: the same measurement on {s['repeat']['text']}: rho {s['repeat_rho']:+.2f}")
+        stats = {"theta (z1)": lambda r: th.get(r["name"]), "tensor size": lambda r: r["n_elements"]}
+        for name, f in stats.items():
+            w = within_kind(rows, f)
+            within = f"{w:+.2f} mean within kind" if w == w else "constant within a kind"
+            print(f"  {name:<12} rho {spearman([f(r) for r in rows], kld):+.2f} overall, {within}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -196,11 +196,11 @@ try {
     const copies = marks.filter((m) => m[0] !== '');
     const outlined = marks.filter((m) => m[2] === 'outlier');
     const caption = await page.textContent('#experts-caption');
-    check(copies.length > 0 && copies.every((m) => m[2] === 'ordinary' && m[3] === '') &&
+    check(copies.length > 0 && copies.every((m) => m[2] === 'copy' && m[3] === '') &&
       outlined.every((m) => m[0] === '' && m[1] === 'true' && m[3] === 'solid') &&
       caption.includes(`${outlined.length} of them;`) && caption.includes(`${copies.length} of them.`),
       `copies never outlined: ${copies.length} copies (${copies.filter((m) => m[1] === 'true').length} over 3 MAD), ` +
-      `${outlined.length} outlined, ${marks.filter((m) => m[2] === 'unconfirmed').length} dotted; caption "${caption.slice(0, 60)}…"`);
+      `${outlined.length} outlined, ${marks.filter((m) => m[2] === 'noise_not_measured').length} dotted; caption "${caption.slice(0, 60)}…"`);
     const kinds = await page.$$eval('#experts table.experts', (ts) => ts.map((t) => t.dataset.kind));
     check(JSON.stringify(kinds) === JSON.stringify(['gate', 'up', 'down']), `one heatmap per FFN kind: ${kinds.join(', ')}`);
     const routers = await page.$$eval('#routers tbody tr', (rs) => rs.map((r) => [r.dataset.name, r.dataset.kind, Number(r.dataset.theta)]));

@@ -36,10 +36,7 @@ fn heatmap(m: &ModelReport, h: &ExpertHeatmap) -> impl IntoView {
                         let style = format!("{}{outline}", cell_style(theta_rgb(c.theta)));
                         let sigma = c.sigma.map_or_else(String::new, |s| format!(" ± {s:.3}°"));
                         let title = format!("layer {l} expert {e}: θ {:.3}°{sigma}{words}", c.theta);
-                        let standing = serde_json::to_value(h.standing(r, e))
-                            .ok()
-                            .and_then(|v| v.as_str().map(String::from))
-                            .unwrap_or_default();
+                        let standing = h.standing(r, e).name();
                         view! {
                             <td style=style title=title data-name=name.clone() data-expert=e.to_string()
                                 data-theta=full(Some(c.theta)) data-sigma=full(c.sigma)

@@ -183,6 +183,15 @@ fn per_expert_theta_matches_zref_with_duplicates_and_outliers() {
     // Streamed: the same report.
     let (streamed, _) = measure(&moe, &["--no-cache", "--stream"], "moe-streamed.json");
     assert_eq!(streamed["models"][0], got["models"][0]);
+    // --summary-only drops the tensor rows, not the experts it was asked for (issue 50);
+    // the statistic is called cv in the text as in the JSON and CSV.
+    let (_, summary) = measure(&moe, &["--no-cache", "--summary-only"], "moe-summary.json");
+    assert!(
+        summary.contains("experts (θ° of each expert") && summary.contains(&format!("{:.4}=0", f(&up0[2]["theta"]))),
+        "{summary}"
+    );
+    assert!(!summary.contains("blk.0.attn_q.weight"), "{summary}");
+    assert!(text.lines().any(|l| l.trim_start().starts_with("tensor ") && l.trim_end().ends_with(" cv")), "{text}");
     // The CSV: each tensor's row, then one per expert with the JSON's θ and flags.
     let text = std::fs::read_to_string(&csv).unwrap();
     let mut lines = text.lines();

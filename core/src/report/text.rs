@@ -98,7 +98,7 @@ fn measure(report: &Report, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Res
             if sigma {
                 write!(out, " {:>8}", "σ°")?;
             }
-            write!(out, " {:>8} {:>10} {:>9}", "H", "K", "C")?;
+            write!(out, " {:>8} {:>10} {:>9}", "H", "K", "cv")?;
             let adapter = m.adapter.is_some();
             let base = m.adapter.as_ref().is_some_and(|a| a.base.is_some());
             if adapter {
@@ -133,8 +133,9 @@ fn measure(report: &Report, shown: &Shown, out: &mut dyn fmt::Write) -> fmt::Res
                 }
                 writeln!(out)?;
             }
-            experts(m, out)?;
         }
+        // Asked for with --experts, so kept by --summary-only, which drops the tensor rows.
+        experts(m, out)?;
         writeln!(out, "\n  {:<10} {:>6} {:>9} {:>9} {:>9}", "group", "count", "mean θ°", "min θ°", "max θ°")?;
         for g in &s.groups {
             writeln!(out, "  {:<10} {:>6} {:>9.4} {:>9.4} {:>9.4}", g.group.name(), g.count, g.mean, g.min, g.max)?;

@@ -140,6 +140,10 @@ fn applied_recipe_loads_in_llama_cpp_at_the_size_accounted() {
     let a = &r["applied"]["additivity"];
     assert!(a["measured"].as_f64().unwrap() > 0.0 && a["sum_single"].as_f64().unwrap() > 0.0, "{a}");
     assert!(stdout.contains("additivity: sum of single-tensor KLDs"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("verdict: {} (", r["applied"]["verdict"]["verdict"].as_str().unwrap())),
+        "{stdout}"
+    );
     // Without --text they have nothing to say where.
     let mut c = recipe(&model, &reports(&model), &["--target-size", "90M"], "size");
     c.arg("--apply").arg(&out).args(["--device", "none"]);
@@ -159,6 +163,7 @@ fn a_data_free_recipe_is_applied_within_its_size_and_loads() {
     let mut c = recipe(&model, &[], &["--target-size", "90M", "--data-free"], "data-free");
     c.args(["--types", "q2_k,q3_k,q4_k,q6_k,q4_0,q5_0,q8_0"]).arg("--apply").arg(&out);
     c.arg("--check-with-llama-quantize").arg("--llama-cpp").arg(llama_dir());
+    c.arg("--text").arg(repo().join("tests/data/perplexity.txt")).args(["--ctx", "128", "--chunks", "2"]);
     let stdout = String::from_utf8(ok(c).stdout).unwrap();
     assert!(stdout.contains("predicted from the weights alone"), "{stdout}");
     // organ wrote it, and llama-quantize wrote the same bytes from the same lines.
@@ -176,6 +181,21 @@ fn a_data_free_recipe_is_applied_within_its_size_and_loads() {
         }
     }
     assert!(llama_perplexity(&out).is_finite());
+    // --text: the verdict eval and --judge give, and the prediction held against the
+    // measurement, with a warning exactly when they are a factor 2 apart (issue 50).
+    let a = &r["applied"];
+    let grade = a["verdict"]["verdict"].as_str().unwrap();
+    assert!(stdout.contains(&format!("verdict: {grade} (perplexity ×")), "{stdout}");
+    let p = &a["prediction"];
+    assert!(a.get("additivity").is_none(), "{a}");
+    assert_eq!(p["sum_single"], r["predicted_kld"]);
+    assert_eq!(p["measured"], a["eval"]["kl_divergence"]["mean"]["value"]);
+    assert!(stdout.contains("prediction: predicted KLD"), "{stdout}");
+    let ratio = p["ratio"].as_f64().unwrap();
+    let noise = 2.0 * p["measured_error"].as_f64().unwrap();
+    let far = !(0.5..2.0).contains(&ratio)
+        && (p["measured"].as_f64().unwrap() - p["sum_single"].as_f64().unwrap()).abs() > noise;
+    assert_eq!(stdout.contains("warning: the recipe's measured KL divergence is"), far, "ratio {ratio}: {stdout}");
 }
 
 /// `--apply` with an importance matrix: organ's imatrix-steered quantizers write the
@@ -328,6 +348,14 @@ fn every_family_takes_a_data_free_recipe_that_llama_cpp_runs() {
         }
         let quantized = rows.iter().filter(|t| t["type"] != t["from"] && t["predictor"] != "none").count();
         assert!(quantized > 0, "{arch}: no block weight took another type");
+        // A tensor outside the prediction held at Q8_0 says so, not the "why" of a choice
+        // weighed against λ (issue 50).
+        let held: Vec<&Value> = rows.iter().filter(|t| t["predictor"] == "none" && t["type"] != t["from"]).collect();
+        assert!(!held.is_empty(), "{arch}: the F16 embedding is held at Q8_0");
+        for t in held {
+            assert_eq!(t["type"], "Q8_0", "{arch}: {t}");
+            assert!(t["why"].as_str().unwrap().starts_with("outside the prediction: held at Q8_0"), "{arch}: {t}");
+        }
         let mut c = llama_tool("llama-completion");
         c.arg("-m").arg(&out).args(["-p", "Hello", "-n", "1", "--temp", "0", "-no-cnv", "-t", LLAMA_THREADS]);
         ok(c);

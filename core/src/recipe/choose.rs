@@ -154,6 +154,11 @@ pub fn choose<T: Borrow<TensorEntry>>(
     let mut rows = rows(&tensors, &curves, &s);
     for (r, t) in rows.iter_mut().zip(&tensors) {
         r.predictor = source.predictor(t).map(str::to_owned);
+        // Offered its own type and Q8_0 at no cost, Q8_0 wins as the smaller: not a choice
+        // against λ, so not the "smallest" of a tensor whose loss was weighed.
+        if r.predictor.as_deref() == Some("none") && r.ty != r.from {
+            r.why = format!("outside the prediction: held at {}, near-lossless, rather than guessed", r.ty);
+        }
     }
     let tensor_bytes: u64 = rows.iter().map(|r| r.bytes).sum();
     let file_bytes = header + rows.iter().map(|r| Account::File.charge(r.bytes)).sum::<u64>();

@@ -71,7 +71,8 @@ pub struct Recipe {
     pub applied: Option<Applied>,
 }
 
-/// Whether single-tensor KL divergences add up: their sum against the whole recipe's.
+/// Whether single-tensor KL divergences add up: their sum (measured, or predicted) against
+/// the whole recipe's, measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct Additivity {
     /// The recipe's sum of single-tensor KL divergences.
@@ -82,6 +83,44 @@ pub struct Additivity {
     pub measured_error: f64,
     /// measured / sum_single.
     pub ratio: f64,
+}
+
+/// How far the measured KL divergence may be from the sum before the text warns: a factor
+/// of 2 either way (and beyond twice the measurement's standard error). SmolLM2's recipes
+/// measured within ×1.5 of their measured sums (docs/recipe.md); a data-free prediction
+/// at 5 bpw was 4× under.
+pub const FAR: f64 = 2.0;
+
+impl Additivity {
+    /// The sum against the evaluation's KL divergence, `None` without one.
+    #[must_use]
+    pub fn of(sum_single: f64, e: &Evaluation) -> Option<Additivity> {
+        let k = e.kl_divergence.as_ref()?;
+        Some(Additivity {
+            sum_single,
+            measured: k.mean.value,
+            measured_error: k.mean.error,
+            ratio: k.mean.value / sum_single,
+        })
+    }
+
+    /// Whether the measurement is a factor [`FAR`] or more from the sum, beyond its noise.
+    #[must_use]
+    pub fn far(&self) -> bool {
+        let off = !(self.ratio.is_finite() && self.ratio < FAR && self.ratio > 1.0 / FAR);
+        off && (self.measured - self.sum_single).abs() > 2.0 * self.measured_error
+    }
+}
+
+/// The grade of an applied recipe's evaluation against the model ([`crate::judge::grade`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct Graded {
+    /// The grade.
+    pub verdict: crate::judge::Grade,
+    /// Which thresholds decided it.
+    pub reason: String,
+    /// PPL(output) / PPL(model).
+    pub ppl_ratio: f64,
 }
 
 /// What `--apply` made and measured.
@@ -103,4 +142,34 @@ pub struct Applied {
     /// With measured losses and an evaluation: whether they add up.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub additivity: Option<Additivity>,
+    /// With predicted losses and an evaluation: the predicted sum against the measurement.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prediction: Option<Additivity>,
+    /// With an evaluation: its grade, as `organ eval` and `--judge` give it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Graded>,
+}
+
+impl Applied {
+    /// What `--apply` made, with the evaluation `eval` when a text was given: graded, and
+    /// its KL divergence held against the recipe's sum `predicted_kld` of `measured` (or
+    /// predicted) single-tensor losses.
+    #[must_use]
+    pub fn new(
+        out: String,
+        file_bytes: u64,
+        quantizer: String,
+        checked_with: Option<String>,
+        eval: Option<Evaluation>,
+        (predicted_kld, measured): (f64, bool),
+    ) -> Applied {
+        let sum = eval.as_ref().and_then(|e| Additivity::of(predicted_kld, e));
+        let (additivity, prediction) = if measured { (sum, None) } else { (None, sum) };
+        let verdict = eval.as_ref().and_then(crate::judge::grade).map(|(verdict, reason, ppl_ratio)| Graded {
+            verdict,
+            reason,
+            ppl_ratio,
+        });
+        Applied { out, file_bytes, quantizer, checked_with, eval, additivity, prediction, verdict }
+    }
 }

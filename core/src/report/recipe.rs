@@ -68,12 +68,39 @@ pub fn applied_text(a: &Applied, out: &mut dyn fmt::Write) -> fmt::Result {
     if let Some(e) = &a.eval {
         crate::judge::evaluation_text(e, out)?;
     }
+    if let Some(v) = &a.verdict {
+        writeln!(out, "verdict: {} ({})", v.verdict.name(), v.reason)?;
+    }
     if let Some(x) = &a.additivity {
         writeln!(
             out,
             "additivity: sum of single-tensor KLDs {:.5}, measured KLD of the recipe {:.5} ± {:.5} (ratio {:.3})",
             x.sum_single, x.measured, x.measured_error, x.ratio
         )?;
+        if x.far() {
+            writeln!(
+                out,
+                "warning: the recipe's measured KL divergence is {:.2}× the sum of its tensors' own: at this size \
+                 their errors do not add up, so the recipe was chosen on losses that do not hold here",
+                x.ratio
+            )?;
+        }
+    }
+    if let Some(x) = &a.prediction {
+        writeln!(
+            out,
+            "prediction: predicted KLD {:.5}, measured KLD of the recipe {:.5} ± {:.5} (ratio {:.3})",
+            x.sum_single, x.measured, x.measured_error, x.ratio
+        )?;
+        if x.far() {
+            writeln!(
+                out,
+                "warning: the recipe's measured KL divergence is {:.2}× the prediction: the predicted losses \
+                 rank the tensors but do not give this recipe's loss; for a recipe chosen on measured losses, \
+                 run `organ sensitivity` and then `organ recipe --from`",
+                x.ratio
+            )?;
+        }
     }
     Ok(())
 }

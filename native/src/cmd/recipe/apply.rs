@@ -17,7 +17,7 @@ use crate::model::Model;
 use anyhow::{anyhow, Context, Result};
 use organ_core::quantize::{derived::header_difference, Ftype};
 use organ_core::recipe::accept::DEFAULT_FTYPE;
-use organ_core::report::recipe::{Additivity, Applied};
+use organ_core::report::recipe::Applied;
 use std::io::Write;
 use std::path::Path;
 
@@ -50,23 +50,14 @@ pub fn run(model: &Path, r: &Recipe, a: &Apply<'_>, force: bool, measured: bool)
     temp.commit()?;
     let scratch = a.out.parent().filter(|p| !p.as_os_str().is_empty());
     let eval = a.eval.as_ref().map(|s| evaluate(a.out, Some(model), s, scratch)).transpose()?;
-    let additivity = eval.as_ref().and_then(|e| e.kl_divergence.as_ref()).filter(|_| measured).map(|k| {
-        let sum_single = r.predicted_kld;
-        Additivity {
-            sum_single,
-            measured: k.mean.value,
-            measured_error: k.mean.error,
-            ratio: k.mean.value / sum_single,
-        }
-    });
-    Ok(Applied {
-        out: a.out.display().to_string(),
+    Ok(Applied::new(
+        a.out.display().to_string(),
         file_bytes,
-        quantizer: format!("organ {}", env!("CARGO_PKG_VERSION")),
+        format!("organ {}", env!("CARGO_PKG_VERSION")),
         checked_with,
         eval,
-        additivity,
-    })
+        (r.predicted_kld, measured),
+    ))
 }
 
 /// Runs llama-quantize with the recipe's lines on `model` (files handed open, in a private

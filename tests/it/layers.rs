@@ -81,7 +81,17 @@ fn smollm2_without_a_middle_layer_runs_and_is_judged() {
     let Some(model) = need::smollm2_and_llama() else { return };
     let bin = crate::eval::one_thread_llama_bin();
     let text = repo().join("tests/data/perplexity.txt");
-    let judge = ["--judge", text.to_str().unwrap(), "--judge-ctx", "128", "--llama-cpp", bin.to_str().unwrap()];
+    // --judge-chunks: the text holds more than 3 chunks of 128 tokens; 3 are scored.
+    let judge = [
+        "--judge",
+        text.to_str().unwrap(),
+        "--judge-ctx",
+        "128",
+        "--judge-chunks",
+        "3",
+        "--llama-cpp",
+        bin.to_str().unwrap(),
+    ];
     let args = [&["--drop", "15"][..], &judge].concat();
     let (out, report) = layers(&model, &args, "smollm2-drop-15.gguf");
     renumbered(&model, &out, &[15]);
@@ -96,6 +106,7 @@ fn smollm2_without_a_middle_layer_runs_and_is_judged() {
     llama_generate(&out, 8);
     let kld = report["judge"]["evaluation"]["kl_divergence"]["mean"]["value"].as_f64().unwrap();
     assert!(kld > 1e-3, "a layer less changes the model: KL {kld}");
+    assert_eq!(report["judge"]["evaluation"]["chunks"], 3, "--judge-chunks 3");
     assert_ne!(report["judge"]["verdict"].as_str(), Some("broken"), "{report}");
     // --keep is the complement: the same file.
     let (kept, _) = layers(&model, &["--keep", "0-14,16-29"], "smollm2-keep.gguf");

@@ -129,10 +129,11 @@ impl ToArgs for Offload {
 
 impl ToArgs for JudgeArgs {
     fn to_args(&self, a: &mut Argv) {
-        // --judge-ctx, --llama-cpp, the threads and the device flags require --judge.
+        // --judge-ctx, --judge-chunks, --llama-cpp, the threads and the device flags require --judge.
         if self.judge.is_some() {
             a.opt("--judge", self.judge.as_ref())
                 .number("--judge-ctx", Some(self.judge_ctx))
+                .number("--judge-chunks", self.judge_chunks)
                 .opt("--llama-cpp", self.llama_cpp.as_ref())
                 .number("--judge-threads", self.judge_threads)
                 .opt("--judge-gpu-layers", self.judge_gpu_layers.as_ref())

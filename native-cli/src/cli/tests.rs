@@ -27,6 +27,7 @@ fn judge() -> JudgeArgs {
     JudgeArgs {
         judge: Some(p("/t/text")),
         judge_ctx: 64,
+        judge_chunks: Some(3),
         llama_cpp: Some(p("/llama/bin")),
         judge_threads: Some(2),
         judge_gpu_layers: Some("all".into()),

@@ -32,6 +32,8 @@ pub(super) struct LayersReq {
     #[serde(default)]
     judge_ctx: Option<u32>,
     #[serde(default)]
+    judge_chunks: Option<u32>,
+    #[serde(default)]
     judge_threads: Option<u32>,
     #[serde(default)]
     judge_gpu_layers: Option<String>,

@@ -56,13 +56,14 @@ pub(super) fn adapters(s: &AppState, list: &[AdapterReq], field: &str) -> ApiRes
 /// The most threads a judge's request may ask llama-perplexity for.
 const MAX_JUDGE_THREADS: u32 = 4096;
 
-/// A request's judge fields (`judge`, `judge_ctx`, `judge_threads`, `judge_gpu_layers`,
+/// A request's judge fields (`judge`, `judge_ctx`, `judge_chunks`, `judge_threads`, `judge_gpu_layers`,
 /// `judge_device`): each request names them itself, as `deny_unknown_fields` cannot
 /// flatten them.
 #[derive(Clone, Copy)]
 pub(super) struct Judge<'a> {
     pub text: Option<&'a str>,
     pub ctx: Option<u32>,
+    pub chunks: Option<u32>,
     pub threads: Option<u32>,
     pub gpu_layers: Option<&'a str>,
     pub device: Option<&'a str>,
@@ -73,12 +74,16 @@ pub(super) fn judge(s: &AppState, j: Judge<'_>) -> ApiResult<JudgeArgs> {
     if let Some(c) = j.ctx.filter(|c| !(MIN_CTX..=MAX_CTX).contains(c)) {
         return Err(bad(format!("judge_ctx {c}: give {MIN_CTX} to {MAX_CTX}")));
     }
+    if j.chunks == Some(0) {
+        return Err(bad(String::from("judge_chunks 0: give 1 or more")));
+    }
     if let Some(t) = j.threads.filter(|t| !(1..=MAX_JUDGE_THREADS).contains(t)) {
         return Err(bad(format!("judge_threads {t}: give 1 to {MAX_JUDGE_THREADS}")));
     }
     if j.text.is_none() {
         let given = [
             ("judge_ctx", j.ctx.is_some()),
+            ("judge_chunks", j.chunks.is_some()),
             ("judge_threads", j.threads.is_some()),
             ("judge_gpu_layers", j.gpu_layers.is_some()),
             ("judge_device", j.device.is_some()),
@@ -91,6 +96,7 @@ pub(super) fn judge(s: &AppState, j: Judge<'_>) -> ApiResult<JudgeArgs> {
     Ok(JudgeArgs {
         judge: j.text.map(|t| s.path(t)).transpose()?,
         judge_ctx: j.ctx.unwrap_or(DEFAULT_CTX),
+        judge_chunks: j.chunks,
         llama_cpp: None,
         judge_threads: j.threads,
         judge_gpu_layers: offload.gpu_layers,
@@ -104,6 +110,7 @@ macro_rules! judge_of {
         super::lora::Judge {
             text: $r.judge.as_deref(),
             ctx: $r.judge_ctx,
+            chunks: $r.judge_chunks,
             threads: $r.judge_threads,
             gpu_layers: $r.judge_gpu_layers.as_deref(),
             device: $r.judge_device.as_deref(),
@@ -128,6 +135,8 @@ pub(super) struct LoraMergeReq {
     judge: Option<String>,
     #[serde(default)]
     judge_ctx: Option<u32>,
+    #[serde(default)]
+    judge_chunks: Option<u32>,
     #[serde(default)]
     judge_threads: Option<u32>,
     #[serde(default)]
@@ -195,6 +204,8 @@ pub(super) struct LoraExtractReq {
     judge: Option<String>,
     #[serde(default)]
     judge_ctx: Option<u32>,
+    #[serde(default)]
+    judge_chunks: Option<u32>,
     #[serde(default)]
     judge_threads: Option<u32>,
     #[serde(default)]

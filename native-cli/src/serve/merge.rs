@@ -58,6 +58,8 @@ pub(super) struct MergeReq {
     #[serde(default)]
     judge_ctx: Option<u32>,
     #[serde(default)]
+    judge_chunks: Option<u32>,
+    #[serde(default)]
     judge_threads: Option<u32>,
     #[serde(default)]
     judge_gpu_layers: Option<String>,

@@ -29,6 +29,9 @@ pub struct JudgeArgs {
     /// --judge's context, in tokens (the text needs two of them at least).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_CTX, requires = "judge")]
     pub judge_ctx: u32,
+    /// --judge scores at most this many chunks of the text (default: all it holds).
+    #[arg(long, value_name = "N", requires = "judge", value_parser = clap::value_parser!(u32).range(1..))]
+    pub judge_chunks: Option<u32>,
     /// llama.cpp's bin directory, holding llama-perplexity (default: ORGAN_LLAMA_CPP, then PATH).
     #[arg(long, value_name = "DIR", requires = "judge")]
     pub llama_cpp: Option<PathBuf>,
@@ -48,6 +51,7 @@ impl Default for JudgeArgs {
         JudgeArgs {
             judge: None,
             judge_ctx: DEFAULT_CTX,
+            judge_chunks: None,
             llama_cpp: None,
             judge_threads: None,
             judge_gpu_layers: None,
@@ -63,7 +67,7 @@ impl JudgeArgs {
             text: text.clone(),
             ctx: self.judge_ctx,
             threads: self.judge_threads,
-            chunks: None,
+            chunks: self.judge_chunks,
             llama_cpp: self.llama_cpp.clone(),
             adapters: Default::default(),
             offload: Offload { gpu_layers: self.judge_gpu_layers.clone(), device: self.judge_device.clone() },

@@ -304,3 +304,40 @@ fn shapes_that_differ_are_refused_by_name() {
         assert!((e - w).abs() <= 1e-5, "element {x}: {e}, ΔW {w}");
     }
 }
+
+/// A finetune that changed token_embd, on SmolLM2 (it ties its output to token_embd, and
+/// llama.cpp 11434 aborts on a token_embd pair there): the pair is left out, said in the
+/// text and the JSON, and llama.cpp runs the base with what was written; a selection of
+/// token_embd alone is refused (issue 50; before, the pair was written without a word).
+#[test]
+fn a_tied_embedding_is_left_out_and_llama_cpp_runs_the_adapter() {
+    let Some((base, _, _)) = inputs() else { return };
+    let (known, tuned) = (tmp("known-embd.gguf"), tmp("tuned-embd.gguf"));
+    let mut c = Command::new(oracle_python());
+    c.arg(repo().join("tests/oracle/make-lora.py")).arg(base).arg(&known);
+    c.args(["--rank", "4", "--type", "f32", "--seed", "7", "--layers", "0", "--targets", "token_embd,attn_q"]);
+    ok(c);
+    let mut c = Command::new(oracle_python());
+    c.arg(repo().join("tests/oracle/lora_apply.py")).arg(base).arg(&known).arg(&tuned);
+    ok(c);
+    let (out, json) = (tmp("embd-r4.gguf"), tmp("embd-r4.json"));
+    let mut c = organ();
+    c.args(["lora", "extract", "--rank", "4", "--force", "--base"]).arg(base).arg("--tuned").arg(&tuned);
+    c.arg("--out").arg(&out).arg("--json").arg(&json);
+    let printed = String::from_utf8(ok(c).stdout).unwrap();
+    assert!(printed.contains("token_embd.weight left out: the base ties its output to token_embd"), "{printed}");
+    let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(r["left_out"], serde_json::json!(["token_embd.weight"]));
+    let names: Vec<String> = deltas(&out).into_keys().collect();
+    assert_eq!(names, ["blk.0.attn_q.weight"]);
+    let mut c = llama_tool("llama-completion");
+    c.arg("-m").arg(base).arg("--lora").arg(&out);
+    c.args(["-p", "Hello", "-n", "1", "--temp", "0", "-no-cnv", "-t", LLAMA_THREADS]);
+    ok(c);
+    let none = tmp("embd-only.gguf");
+    let mut c = organ();
+    c.args(["lora", "extract", "--rank", "4", "--name", "token_embd.weight", "--base"]).arg(base);
+    c.arg("--tuned").arg(&tuned).arg("--out").arg(&none);
+    let e = fails(c);
+    assert!(e.contains("only token_embd.weight differs") && !none.exists(), "{e}");
+}

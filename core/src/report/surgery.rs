@@ -322,6 +322,10 @@ pub struct LoraExtract<'a> {
     pub ty: &'a str,
     /// Selected 2-D weights whose values are the same in both models.
     pub unchanged: usize,
+    /// Weights that differ but were not extracted: `token_embd.weight` on a base that ties
+    /// its output to it, where llama.cpp aborts on the pair.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub left_out: &'a [String],
     /// Every pair written.
     pub tensors: &'a [ExtractRow],
     /// `--judge`'s verdict: `BASE --lora OUT` against TUNED.

@@ -98,16 +98,28 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         );
     }
 
-    if o.judge.is_some()
-        && lora::ties_output(&base.model)
-        && extracted.iter().any(|(b, _, _)| b.name == "token_embd.weight")
-    {
-        // Before writing: llama.cpp would abort on the pair when --judge applies it.
-        bail!(
-            "{}: --judge applies the adapter with llama.cpp, which aborts on a token_embd pair when the base ties \
-             its output to token_embd (it has no output.weight); leave token_embd out, e.g. --name 'blk.*'",
-            o.base.display()
-        );
+    // A base that ties its output to token_embd (no output.weight): llama.cpp 11434
+    // applies a token_embd pair to the output too, in the wrong layout, and aborts
+    // (GGML_ASSERT ggml_can_mul_mat) whenever the adapter is used. Such a pair is left out,
+    // and said so; an adapter of nothing else is refused.
+    let mut extracted = extracted;
+    let mut left_out = Vec::new();
+    if lora::ties_output(&base.model) {
+        extracted.retain(|(b, _, _)| {
+            let keep = b.name != "token_embd.weight";
+            if !keep {
+                left_out.push(b.name.clone());
+            }
+            keep
+        });
+        if extracted.is_empty() {
+            bail!(
+                "{}: only token_embd.weight differs among the selected weights, and the base ties its output to \
+                 token_embd (it has no output.weight): llama.cpp 11434 aborts on such a pair, so there is nothing \
+                 to write",
+                o.base.display()
+            );
+        }
     }
     let mut tensors = Vec::with_capacity(2 * extracted.len());
     let mut rows = Vec::with_capacity(extracted.len());
@@ -133,6 +145,13 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         (lora::KEY_ALPHA.to_owned(), OwnedValue::from_meta(&MetaValue::F32(alpha))),
     ];
     print(w, o, &base, &tuned, &rows, unchanged)?;
+    for name in &left_out {
+        writeln!(
+            w,
+            "  {name} left out: the base ties its output to token_embd (it has no output.weight), and llama.cpp \
+             11434 aborts on such a pair (GGML_ASSERT ggml_can_mul_mat); the adapter holds the other weights"
+        )?;
+    }
     let n = crate::write::write_gguf(3, &kvs, &tensors, o.out, o.force)?;
     writeln!(w, "wrote {} ({n} bytes)", o.out.display())?;
     let verdict = match &o.judge {
@@ -153,6 +172,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
             alpha,
             ty: o.ty.name(),
             unchanged,
+            left_out: &left_out,
             tensors: &rows,
         };
         crate::cmd::outputs::write_json(AnyReport::Surgery(&Surgery::LoraExtract(report)), p, o.force)?;

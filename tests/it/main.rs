@@ -10,6 +10,7 @@ mod common;
 
 mod api;
 mod azure;
+mod chat_template;
 mod check;
 mod cli_errors;
 mod cut_short;

@@ -147,6 +147,7 @@ fn chat_template<T>(m: &Model<T>, out: &mut Vec<Finding>) {
                     push(out, Severity::Warning, Kind::ChatTemplate, KEY, msg);
                 }
             }
+            template(s, KEY, out);
         }
         Some(_) => {
             push(out, Severity::Error, Kind::ChatTemplate, KEY, "not a string: expected a Jinja template".into())
@@ -158,11 +159,23 @@ fn chat_template<T>(m: &Model<T>, out: &mut Vec<Finding>) {
         let MetaValue::Array(a) = v else { return };
         for name in a.iter().filter_map(|x| x.as_str()) {
             let key = format!("{KEY}.{name}");
-            if m.get(&key).and_then(OwnedValue::as_str).is_none() {
-                let msg = format!("lists {name:?}, but {key} is missing or not a string");
-                push(out, Severity::Warning, Kind::ChatTemplate, "tokenizer.chat_templates", msg);
+            match m.get(&key) {
+                Some(OwnedValue::Str(s)) => template(s, &key, out),
+                _ => {
+                    let msg = format!("lists {name:?}, but {key} is missing or not a string");
+                    push(out, Severity::Warning, Kind::ChatTemplate, "tokenizer.chat_templates", msg);
+                }
             }
         }
+    }
+}
+
+/// A template llama.cpp's Jinja parser would refuse (`llama-server --jinja` fails to start
+/// on it; without `--jinja` it falls back to a guess of the format).
+fn template(s: &[u8], key: &str, out: &mut Vec<Finding>) {
+    if let Some(e) = super::template::parse_error(s) {
+        let msg = format!("does not parse as llama.cpp's Jinja: {e}");
+        push(out, Severity::Error, Kind::ChatTemplate, key, msg);
     }
 }
 

@@ -19,6 +19,7 @@ mod arch;
 pub mod digest;
 mod meta;
 mod scan;
+pub mod template;
 
 pub use scan::{scan_tensor, Scanner, TensorScan};
 

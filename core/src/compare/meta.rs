@@ -9,9 +9,10 @@
 //! summarized value the BLAKE3 of its bytes, so two values whose summaries read the same
 //! are told apart.
 //!
-//! Only the keys are compared: the GGUF header's own fields (version, tensor count, key
-//! count, data offset) are not keys. The tensor count is each side's, and the tensors are
-//! compared one by one; the key count follows from the keys. `general.alignment`, when a
+//! Besides the keys, of the GGUF header's own fields only the version is compared (a file
+//! of another version is a change, as gguf-dump lists it: `GGUF.version`). The tensor
+//! count is each side's, and the tensors are compared one by one; the key count follows
+//! from the keys; the data offset follows from the rest. `general.alignment`, when a
 //! file sets it, is a key like any other. A split model's `split.*` keys are gone once its
 //! shards are joined ([`crate::model::Model::from_shards`]), so a model compares the same
 //! whatever its storage.
@@ -158,24 +159,41 @@ pub struct MetaCounts {
     pub only_in_a: u64,
     /// Keys only B has (added in B).
     pub only_in_b: u64,
+    /// A's GGUF version (the header's field, not a key; gguf-dump lists it as
+    /// `GGUF.version`). 0 in a report from before it was compared.
+    #[serde(default)]
+    pub gguf_version_a: u32,
+    /// B's GGUF version.
+    #[serde(default)]
+    pub gguf_version_b: u32,
 }
 
 impl MetaCounts {
-    /// Keys that differ in any way.
+    /// Keys that differ in any way, and the GGUF version when it does (the header's
+    /// entries that differ).
     pub fn differ(&self) -> u64 {
-        self.changed + self.only_in_a + self.only_in_b
+        self.changed + self.only_in_a + self.only_in_b + u64::from(self.versions_differ())
+    }
+
+    /// Whether the two files are of different GGUF versions.
+    pub fn versions_differ(&self) -> bool {
+        self.gguf_version_a != self.gguf_version_b
     }
 
     /// The summary line: `metadata: 3 keys changed (1 removed, 1 added, 1 changed)`, or
     /// `metadata: the same 24 keys`.
     pub fn line(&self) -> String {
-        let n = self.differ();
+        let n = self.changed + self.only_in_a + self.only_in_b;
+        let version = match self.versions_differ() {
+            true => format!("; GGUF version {} in A, {} in B", self.gguf_version_a, self.gguf_version_b),
+            false => String::new(),
+        };
         if n == 0 {
-            return format!("metadata: the same {} keys", self.keys_a);
+            return format!("metadata: the same {} keys{version}", self.keys_a);
         }
         let s = if n == 1 { "" } else { "s" };
         format!(
-            "metadata: {n} key{s} changed ({} removed, {} added, {} changed)",
+            "metadata: {n} key{s} changed ({} removed, {} added, {} changed){version}",
             self.only_in_a, self.only_in_b, self.changed
         )
     }
@@ -261,5 +279,6 @@ pub fn diff_metadata<T, U>(a: &Model<T>, b: &Model<U>) -> MetaDiff {
     d.counts.changed = d.changed.len() as u64;
     d.counts.only_in_a = d.only_in_a.len() as u64;
     d.counts.only_in_b = d.only_in_b.len() as u64;
+    (d.counts.gguf_version_a, d.counts.gguf_version_b) = (a.version, b.version);
     d
 }

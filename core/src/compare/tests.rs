@@ -91,6 +91,12 @@ fn metadata_is_compared_key_by_key_in_full_and_shown_in_part() {
     assert_eq!(t.a.value.split('…').next(), t.b.value.split('…').next());
     assert!(t.a.blake3.is_some() && t.a.blake3 != t.b.blake3);
     assert_eq!(diff_metadata(&a, &a).counts.line(), "metadata: the same 7 keys");
+    // A file of another GGUF version is a change of the header, as gguf-dump lists it.
+    let mut v2 = a.clone();
+    v2.version = 2;
+    let d2 = diff_metadata(&a, &v2);
+    assert_eq!(d2.counts.line(), "metadata: the same 7 keys; GGUF version 3 in A, 2 in B");
+    assert_eq!(d2.counts.differ(), 1);
     let tokens = ValueShown::of(&a.kvs[6].1);
     assert_eq!(tokens.ty, "[20 STRING]");
     assert!(tokens.value.ends_with(", …]") && tokens.blake3.is_some(), "{tokens:?}");

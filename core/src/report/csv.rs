@@ -210,7 +210,36 @@ fn compare(r: &CompareReport, c: &mut Records<'_>) -> fmt::Result {
         "theta_b",
         "sampled",
         "dropped",
+        "name_b",
+        "key",
+        "change",
+        "value_a",
+        "value_b",
     ])?;
+    // The metadata first, as gguf-dump lists the header before the tensors: a row per key
+    // that differs (and the GGUF version, when it does), its tensor columns empty.
+    if let Some(m) = &r.metadata {
+        let blank = || vec![String::new(); 17];
+        if m.counts.versions_differ() {
+            let mut row = blank();
+            row[2] = "metadata".into();
+            row.extend([
+                String::new(),
+                "GGUF.version".into(),
+                "changed".into(),
+                m.counts.gguf_version_a.to_string(),
+                m.counts.gguf_version_b.to_string(),
+            ]);
+            c.record(&row)?;
+        }
+        for (key, how, a, b) in m.rows() {
+            let mut row = blank();
+            row[2] = "metadata".into();
+            let shown = |v: Option<&crate::compare::meta::ValueShown>| v.map(|v| v.line()).unwrap_or_default();
+            row.extend([String::new(), key.to_owned(), how.name().to_owned(), shown(a), shown(b)]);
+            c.record(&row)?;
+        }
+    }
     for p in &r.pairs {
         let row = vec![
             p.name.clone(),
@@ -230,6 +259,11 @@ fn compare(r: &CompareReport, c: &mut Records<'_>) -> fmt::Result {
             num(p.theta_b),
             p.sampled.to_string(),
             p.dropped.to_string(),
+            p.name_b.clone().unwrap_or_default(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
         ];
         c.record(&row)?;
         for e in p.experts.iter().flatten() {

@@ -24,7 +24,8 @@ fn a_metadata_edit_is_a_change_named_on_the_summary_line() {
     c.arg("--out").arg(&edited);
     ok(c);
 
-    let d = diff(&model, &edited, "meta-edited.json", &["--fail-on-change"]);
+    let csv = tmp("meta-edited.csv");
+    let d = diff(&model, &edited, "meta-edited.json", &["--fail-on-change", "--force", "--csv", csv.to_str().unwrap()]);
     assert_eq!(d.code, 1, "--fail-on-change: only the metadata changed, and that is a change\n{}", d.stdout);
     let c = &d.report["counts"];
     assert_eq!((&c["identical"], &c["changed"]), (&json!(SMOLLM2_TENSORS), &json!(0)), "every tensor is the same");
@@ -36,8 +37,19 @@ fn a_metadata_edit_is_a_change_named_on_the_summary_line() {
     let m = &d.report["metadata"];
     assert_eq!(
         m["counts"],
-        json!({ "keys_a": 33, "keys_b": 33, "same": 30, "changed": 2, "only_in_a": 1, "only_in_b": 1 })
+        json!({ "keys_a": 33, "keys_b": 33, "same": 30, "changed": 2, "only_in_a": 1, "only_in_b": 1, "gguf_version_a": 3, "gguf_version_b": 3 })
     );
+    // The CSV: a row per key that differs before the tensors' rows, as gguf-dump lists the
+    // header first; the tensor rows keep their columns.
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let mut rows = csv.lines();
+    let head: Vec<&str> = rows.next().unwrap().split(',').collect();
+    assert!(head.ends_with(&["name_b", "key", "change", "value_a", "value_b"]), "{head:?}");
+    let rows: Vec<&str> = rows.collect();
+    assert_eq!(rows.len(), 4 + SMOLLM2_TENSORS, "{csv}");
+    assert!(rows[0].starts_with(",,metadata,") && rows[0].contains(",general.license,removed,"), "{}", rows[0]);
+    assert!(rows[1].contains(",organ.note,added,,\"STRING = \"\"added\"\"\""), "{}", rows[1]);
+    assert!(rows[2].contains(",general.name,changed,"), "{}", rows[2]);
     assert_eq!(m["only_in_a"], json!([{ "key": "general.license", "type": "STRING", "value": "\"apache-2.0\"" }]));
     assert_eq!(m["only_in_b"], json!([{ "key": "organ.note", "type": "STRING", "value": "\"added\"" }]));
     let changed: Vec<&Value> = m["changed"].as_array().unwrap().iter().collect();
@@ -113,6 +125,26 @@ fn a_cut_model_is_compared_with_the_blocks_it_was() {
         ]
     );
     assert_eq!(r["metadata"]["changed"][0]["key"], "llama.block_count");
+    // The cut's pairs carry B's name in the CSV too.
+    let csv = tmp("layers-cut.csv");
+    let mut c = organ();
+    c.arg("diff").arg(&model).arg(&cut).arg("--csv").arg(&csv).arg("--force");
+    let _ = c.output().unwrap();
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    assert!(csv.lines().any(|l| l.starts_with("blk.3.attn_q.weight,") && l.contains(",blk.1.attn_q.weight,")), "{csv}");
+
+    // A file of another GGUF version (v2 and v3 share the layout; the header's field
+    // patched): a change, named on the summary line and as gguf-dump's GGUF.version.
+    let v2 = tmp("smollm2-v2.gguf");
+    let mut bytes = std::fs::read(&model).unwrap();
+    bytes[4..8].copy_from_slice(&2u32.to_le_bytes());
+    std::fs::write(&v2, bytes).unwrap();
+    let csv = tmp("v2.csv");
+    let d = diff(&model, &v2, "v2.json", &["--fail-on-change", "--force", "--csv", csv.to_str().unwrap()]);
+    assert_eq!(d.code, 1, "{}", d.stdout);
+    assert!(d.stdout.contains("metadata: the same 33 keys; GGUF version 3 in A, 2 in B"), "{}", d.stdout);
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    assert!(csv.lines().nth(1).unwrap().ends_with(",GGUF.version,changed,3,2"), "{csv}");
 
     // The cut as A: the same pairs, the dropped blocks only in B.
     let back = diff(&cut, &model, "layers-cut-back.json", &[]);

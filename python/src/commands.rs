@@ -1,0 +1,96 @@
+//! Every command but inspect, measure, diff and check ([`crate::reports`]): an argv, built
+//! by the Python side from keyword arguments named as the flags are (snake_case), parsed
+//! by the CLI's own flags ([`Cli`]) and run by [`organ_cli::cli::run_command`], which is
+//! what the binary runs. So each function takes the flags, defaults and checks of its
+//! command and nothing else, and writes what it writes: a model to a temp file renamed
+//! into place, `force` replacing only what organ could have written, never an input.
+//!
+//! The reports a command writes to files (`--json FILE`, `--csv FILE`) go to files in a
+//! temp directory of the call's own and are read back: `to_json()` is the file `organ CMD
+//! --json` writes because it is that file. What the command prints is returned too.
+
+use crate::{run, OrganError};
+use clap::{CommandFactory, Parser};
+use organ_cli::cli::Cli;
+use pyo3::prelude::*;
+use std::ffi::OsString;
+
+/// What [`command`] returns: the text the command printed, and each report asked for
+/// (`None` when the command wrote none: a dry run's).
+type Ran = (String, Vec<Option<String>>);
+
+/// `organ ARGV… [--REPORT FILE]…`: runs the command as the binary does, with the GIL
+/// released, and returns what it printed and the text of each report of `reports` (flag
+/// names: `json`, `csv`) it wrote. A usage error (an unknown flag, a value that does not
+/// parse) is an `OrganError` with clap's message.
+#[pyfunction]
+#[pyo3(signature = (argv, reports=Vec::new()))]
+pub(crate) fn command(py: Python<'_>, argv: Vec<OsString>, reports: Vec<String>) -> PyResult<Ran> {
+    let dir = tempfile::Builder::new()
+        .prefix("organ-python-")
+        .tempdir()
+        .map_err(|e| OrganError::new_err(format!("cannot make a temp directory for the report: {e}")))?;
+    let files: Vec<_> = reports.iter().map(|r| dir.path().join(format!("report.{r}"))).collect();
+    let mut args: Vec<OsString> = vec!["organ".into()];
+    // The reports' flags go before the argv: after a `--` in it they would be positional.
+    for (r, f) in reports.iter().zip(&files) {
+        args.push(format!("--{r}").into());
+        args.push(f.into());
+    }
+    let (flags, rest) = match argv.iter().position(|a| a == "--") {
+        Some(i) => argv.split_at(i),
+        None => (&argv[..], &[][..]),
+    };
+    // `organ [SUBCOMMAND…] --json F FLAGS… -- POSITIONALS…`: the subcommand's words come
+    // first (they are the argv's words up to its first flag).
+    let words = flags.iter().take_while(|a| !a.to_string_lossy().starts_with('-')).count();
+    let mut full: Vec<OsString> = args[..1].to_vec();
+    full.extend(flags[..words].iter().cloned());
+    full.extend(args[1..].iter().cloned());
+    full.extend(flags[words..].iter().cloned());
+    full.extend(rest.iter().cloned());
+    let cli = Cli::try_parse_from(&full).map_err(|e| OrganError::new_err(usage(&e)))?;
+    let ran = run(py, None, None, move || {
+        let mut text = Vec::new();
+        organ_cli::cli::run_command(&cli.command, &mut text)?;
+        let mut read = Vec::with_capacity(files.len());
+        for f in &files {
+            read.push(match std::fs::read_to_string(f) {
+                Ok(s) => Some(s),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(anyhow::Error::new(e).context(format!("{}: cannot read", f.display()))),
+            });
+        }
+        Ok((String::from_utf8_lossy(&text).into_owned(), read))
+    });
+    drop(dir);
+    ran
+}
+
+/// clap's message, without its `error: ` and the usage lines after it.
+fn usage(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let first = text.split("\n\n").next().unwrap_or(&text).trim();
+    first.strip_prefix("error: ").unwrap_or(first).to_owned()
+}
+
+/// The defaults of command `path`'s flags (`["lora", "extract"]`), by flag name: what the
+/// CLI takes when a flag is not given. The Python functions' defaults are tested against
+/// them.
+#[pyfunction]
+pub(crate) fn defaults(path: Vec<String>) -> PyResult<Vec<(String, Vec<String>)>> {
+    let mut c = Cli::command();
+    c.build();
+    let mut at = &c;
+    for p in &path {
+        at = at.find_subcommand(p).ok_or_else(|| OrganError::new_err(format!("no command {path:?}")))?;
+    }
+    Ok(at
+        .get_arguments()
+        .filter(|a| !a.is_global_set())
+        .filter_map(|a| {
+            let long = a.get_long()?;
+            Some((long.to_owned(), a.get_default_values().iter().map(|v| v.to_string_lossy().into_owned()).collect()))
+        })
+        .collect())
+}

@@ -283,6 +283,7 @@ def graft(
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
     judge_device: Optional[str] = None,
+    progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
     """Tensors of ``donor`` transplanted into ``recipient`` (same architecture), as
     ``organ graft``: checked first, refused with the full list of what would not load.
@@ -305,6 +306,8 @@ def graft(
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (--judge's chunks), started again at 0 for each stage.
     Returns:
         Outcome: the report ``--json`` writes (donor, recipient, out, selection, tensors,
         judge) and the printed plan in ``text``.
@@ -336,6 +339,7 @@ def purify(
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
     judge_device: Optional[str] = None,
+    progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
     """``model``'s tensors denoised (docs/purify.md), as ``organ purify``: each keeps its
     mean, std and type; written with ``organ.purify.*`` metadata.
@@ -357,6 +361,8 @@ def purify(
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (--judge's chunks), started again at 0 for each stage.
     Returns:
         Outcome: the per-tensor report ``--json`` writes, and the printed text.
 
@@ -436,6 +442,7 @@ def experts_extract(
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
     judge_device: Optional[str] = None,
+    progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
     """Expert ``expert`` of a llama-layout (Mixtral) MoE written as a dense llama model,
     as ``organ experts extract`` (docs/experts.md).
@@ -452,6 +459,8 @@ def experts_extract(
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (--judge's chunks), started again at 0 for each stage.
     Returns:
         Outcome: the report ``--json`` writes (tensors sliced and dropped), and the text.
 
@@ -475,6 +484,7 @@ def experts_prune(
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
     judge_device: Optional[str] = None,
+    progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
     """Some experts of an MoE kept, the others removed along the expert axis, as ``organ
     experts prune`` (docs/experts.md).
@@ -492,6 +502,8 @@ def experts_prune(
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (--judge's chunks), started again at 0 for each stage.
     Returns:
         Outcome: the report ``--json`` writes, and the text.
 
@@ -515,6 +527,7 @@ def layers(
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
     judge_device: Optional[str] = None,
+    progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
     """Whole layers removed and the rest renumbered, as ``organ layers``: the kept tensors'
     bytes copied as they are, ``block_count`` and per-layer metadata cut.
@@ -532,6 +545,8 @@ def layers(
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (--judge's chunks), started again at 0 for each stage.
     Returns:
         Outcome: the report ``--json`` writes (layers kept and dropped, metadata changed).
 
@@ -554,6 +569,7 @@ def lora_merge(
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
     judge_device: Optional[str] = None,
+    progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
     """LoRA adapters merged into their base, as ``organ lora merge`` (docs/adapters.md).
 
@@ -569,6 +585,8 @@ def lora_merge(
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (--judge's chunks), started again at 0 for each stage.
     Returns:
         Outcome: the report ``--json`` writes, and the text.
 
@@ -593,6 +611,7 @@ def lora_extract(
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
     judge_device: Optional[str] = None,
+    progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
     """A LoRA adapter of rank ``rank`` extracted from ``tuned``, a finetune of ``base``, as
     ``organ lora extract`` (docs/adapters.md).
@@ -610,6 +629,8 @@ def lora_extract(
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (tensors, then --judge's chunks), started again at 0 for each stage.
     Returns:
         Outcome: the report ``--json`` writes (per tensor: rank, energy kept), and the text.
 
@@ -637,6 +658,7 @@ def moe(
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
     judge_device: Optional[str] = None,
+    progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
     """A mixture of experts (llama's Mixtral layout) built from a dense llama ``base`` and
     dense donors of its shapes, one expert each, as ``organ moe`` (docs/moe.md).
@@ -657,6 +679,8 @@ def moe(
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (--judge's chunks), started again at 0 for each stage.
     Returns:
         Outcome: the report ``--json`` writes, and the text.
 
@@ -684,6 +708,7 @@ def merge(
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
     judge_device: Optional[str] = None,
+    progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
     """Finetunes of one base merged as mergekit does (docs/merge.md), as ``organ merge``:
     from a mergekit-style YAML ``config``, or from ``method`` and ``model``.
@@ -705,6 +730,8 @@ def merge(
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (--judge's chunks), started again at 0 for each stage.
     Returns:
         Outcome: the report ``--json`` writes, and the text.
 
@@ -765,6 +792,7 @@ def eval(
     gpu_layers: Optional[str] = None,
     device: Optional[str] = None,
     force: bool = False,
+    progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
     """``model``'s perplexity on ``text`` and, with ``base``, its KL divergence from the
     base and top-token agreement, measured by llama.cpp's llama-perplexity, as ``organ
@@ -783,6 +811,8 @@ def eval(
     force: replace an output that exists (only what organ could have written there,
         never an input).
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (llama-perplexity's chunks, the base's then the model's), started again at 0 for each stage.
     Returns:
         Outcome: the report ``--json`` writes (perplexity, KL, verdict), and the text.
 
@@ -820,6 +850,7 @@ def sensitivity(
     results: Optional[_PathLike] = None,
     stats: bool = False,
     force: bool = False,
+    progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Sensitivity:
     """Per-tensor sensitivity, as ``organ sensitivity`` (docs/sensitivity.md): the KL
     divergence of the model with one tensor requantized (``to``) or ablated
@@ -845,6 +876,8 @@ def sensitivity(
     force: replace an output that exists (only what organ could have written there,
         never an input).
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (tensors), started again at 0 for each stage.
     Returns:
         Sensitivity: the report ``--json`` writes, ``to_csv()`` ``--csv``'s, ``tensors``
         its rows, ``to_pandas()``, and the text.
@@ -876,6 +909,7 @@ def recipe(
     device: Optional[str] = None,
     llama_cpp: Optional[_PathLike] = None,
     force: bool = False,
+    progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
     """A type per tensor chosen to minimise the predicted KL divergence within a size
     budget, as ``organ recipe`` (docs/recipe.md); with ``apply``, the model quantized by
@@ -897,6 +931,8 @@ def recipe(
     force: replace an output that exists (only what organ could have written there,
         never an input).
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (tensors predicted; with apply and text, the evaluation's chunks), started again at 0 for each stage.
     Returns:
         Outcome: the report ``--json`` writes (the plan, per tensor), and the text.
 

@@ -55,6 +55,8 @@ def _argv(fn, words, values, positional):
     names, defaults = _defaults(fn)
     flags, tail = list(words), []
     for name in names:
+        if name == "progress":  # the call's, not a flag
+            continue
         v = values[name]
         if name in positional:
             if v is not None:
@@ -153,13 +155,20 @@ class Sensitivity(Outcome):
 
 
 def _run(fn, words, values, positional=(), reports=("json",), result=Outcome):
-    text, files = _organ.command(_argv(fn, words, values, positional), list(reports))
+    from . import _progress
+
+    callback, bar = _progress(values.get("progress"))
+    try:
+        text, files = _organ.command(_argv(fn, words, values, positional), list(reports), callback)
+    finally:
+        if bar is not None:
+            bar.close()
     return result(text, *files) if files else result(text, None)
 
 
 def graft(donor, recipient, out=None, *, layers=None, type=(), name=(), all=False, dry_run=False,
           split_max_size=None, sha256=False, force=False, judge=None, judge_ctx=512, llama_cpp=None,
-          judge_threads=None, judge_gpu_layers=None, judge_device=None):
+          judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
     """Tensors of ``donor`` transplanted into ``recipient`` (same architecture), as
     ``organ graft``: checked first, refused with the full list of what would not load.
 
@@ -181,6 +190,8 @@ def graft(donor, recipient, out=None, *, layers=None, type=(), name=(), all=Fals
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (--judge's chunks), started again at 0 for each stage.
     Returns:
         Outcome: the report ``--json`` writes (donor, recipient, out, selection, tensors,
         judge) and the printed plan in ``text``.
@@ -194,7 +205,7 @@ def graft(donor, recipient, out=None, *, layers=None, type=(), name=(), all=Fals
 
 def purify(model, method, out, *, layers=None, type=(), name=(), all=False, strength=0.5, keep=0.95, as_=None,
            only_if_improves=False, split_max_size=None, force=False, judge=None, judge_ctx=512, llama_cpp=None,
-           judge_threads=None, judge_gpu_layers=None, judge_device=None):
+           judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
     """``model``'s tensors denoised (docs/purify.md), as ``organ purify``: each keeps its
     mean, std and type; written with ``organ.purify.*`` metadata.
 
@@ -215,6 +226,8 @@ def purify(model, method, out, *, layers=None, type=(), name=(), all=False, stre
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (--judge's chunks), started again at 0 for each stage.
     Returns:
         Outcome: the per-tensor report ``--json`` writes, and the printed text.
 
@@ -272,7 +285,7 @@ def assemble(dir, out, *, split_max_size=None, force=False):
 
 
 def experts_extract(model, expert, out=None, *, dry_run=False, force=False, judge=None, judge_ctx=512,
-                    llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None):
+                    llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
     """Expert ``expert`` of a llama-layout (Mixtral) MoE written as a dense llama model,
     as ``organ experts extract`` (docs/experts.md).
 
@@ -288,6 +301,8 @@ def experts_extract(model, expert, out=None, *, dry_run=False, force=False, judg
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (--judge's chunks), started again at 0 for each stage.
     Returns:
         Outcome: the report ``--json`` writes (tensors sliced and dropped), and the text.
 
@@ -299,7 +314,7 @@ def experts_extract(model, expert, out=None, *, dry_run=False, force=False, judg
 
 
 def experts_prune(model, keep, out=None, *, experts_used=None, dry_run=False, force=False, judge=None,
-                  judge_ctx=512, llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None):
+                  judge_ctx=512, llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
     """Some experts of an MoE kept, the others removed along the expert axis, as ``organ
     experts prune`` (docs/experts.md).
 
@@ -316,6 +331,8 @@ def experts_prune(model, keep, out=None, *, experts_used=None, dry_run=False, fo
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (--judge's chunks), started again at 0 for each stage.
     Returns:
         Outcome: the report ``--json`` writes, and the text.
 
@@ -328,7 +345,7 @@ def experts_prune(model, keep, out=None, *, experts_used=None, dry_run=False, fo
 
 
 def layers(model, out=None, *, drop=None, keep=None, dry_run=False, force=False, judge=None, judge_ctx=512,
-           llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None):
+           llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
     """Whole layers removed and the rest renumbered, as ``organ layers``: the kept tensors'
     bytes copied as they are, ``block_count`` and per-layer metadata cut.
 
@@ -345,6 +362,8 @@ def layers(model, out=None, *, drop=None, keep=None, dry_run=False, force=False,
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (--judge's chunks), started again at 0 for each stage.
     Returns:
         Outcome: the report ``--json`` writes (layers kept and dropped, metadata changed).
 
@@ -357,7 +376,7 @@ def layers(model, out=None, *, drop=None, keep=None, dry_run=False, force=False,
 
 
 def lora_merge(base, lora, out, *, type="keep", force=False, judge=None, judge_ctx=512, llama_cpp=None,
-               judge_threads=None, judge_gpu_layers=None, judge_device=None):
+               judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
     """LoRA adapters merged into their base, as ``organ lora merge`` (docs/adapters.md).
 
     Parameters:
@@ -372,6 +391,8 @@ def lora_merge(base, lora, out, *, type="keep", force=False, judge=None, judge_c
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (--judge's chunks), started again at 0 for each stage.
     Returns:
         Outcome: the report ``--json`` writes, and the text.
 
@@ -383,7 +404,7 @@ def lora_merge(base, lora, out, *, type="keep", force=False, judge=None, judge_c
 
 
 def lora_extract(base, tuned, rank, out, *, name=(), type="f16", force=False, judge=None, judge_ctx=512,
-                 llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None):
+                 llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
     """A LoRA adapter of rank ``rank`` extracted from ``tuned``, a finetune of ``base``, as
     ``organ lora extract`` (docs/adapters.md).
 
@@ -400,6 +421,8 @@ def lora_extract(base, tuned, rank, out, *, name=(), type="f16", force=False, ju
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (tensors, then --judge's chunks), started again at 0 for each stage.
     Returns:
         Outcome: the report ``--json`` writes (per tensor: rank, energy kept), and the text.
 
@@ -412,7 +435,7 @@ def lora_extract(base, tuned, rank, out, *, name=(), type="f16", force=False, ju
 
 def moe(base, expert, out, *, experts_used=2, router="uniform", prompts=(), negative_prompts=(), seed=0,
         type=None, force=False, judge=None, judge_ctx=512, llama_cpp=None, judge_threads=None,
-        judge_gpu_layers=None, judge_device=None):
+        judge_gpu_layers=None, judge_device=None, progress=None):
     """A mixture of experts (llama's Mixtral layout) built from a dense llama ``base`` and
     dense donors of its shapes, one expert each, as ``organ moe`` (docs/moe.md).
 
@@ -432,6 +455,8 @@ def moe(base, expert, out, *, experts_used=2, router="uniform", prompts=(), nega
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (--judge's chunks), started again at 0 for each stage.
     Returns:
         Outcome: the report ``--json`` writes, and the text.
 
@@ -444,7 +469,7 @@ def moe(base, expert, out, *, experts_used=2, router="uniform", prompts=(), nega
 
 def merge(config=None, *, out, method=None, base=None, model=(), t=None, param=(), type=None, seed=0,
           force=False, judge=None, judge_ctx=512, llama_cpp=None, judge_threads=None, judge_gpu_layers=None,
-          judge_device=None):
+          judge_device=None, progress=None):
     """Finetunes of one base merged as mergekit does (docs/merge.md), as ``organ merge``:
     from a mergekit-style YAML ``config``, or from ``method`` and ``model``.
 
@@ -465,6 +490,8 @@ def merge(config=None, *, out, method=None, base=None, model=(), t=None, param=(
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (--judge's chunks), started again at 0 for each stage.
     Returns:
         Outcome: the report ``--json`` writes, and the text.
 
@@ -503,7 +530,7 @@ def meta(model, out=None, *, set=(), set_typed=(), set_file=(), rm=(), rename=()
 
 
 def eval(model, text, *, base=None, lora=(), base_lora=(), ctx=512, threads=None, chunks=None, llama_cpp=None,
-         gpu_layers=None, device=None, force=False):
+         gpu_layers=None, device=None, force=False, progress=None):
     """``model``'s perplexity on ``text`` and, with ``base``, its KL divergence from the
     base and top-token agreement, measured by llama.cpp's llama-perplexity, as ``organ
     eval`` (docs/judge.md).
@@ -521,6 +548,8 @@ def eval(model, text, *, base=None, lora=(), base_lora=(), ctx=512, threads=None
     force: replace an output that exists (only what organ could have written there,
         never an input).
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (llama-perplexity's chunks, the base's then the model's), started again at 0 for each stage.
     Returns:
         Outcome: the report ``--json`` writes (perplexity, KL, verdict), and the text.
 
@@ -534,7 +563,7 @@ def eval(model, text, *, base=None, lora=(), base_lora=(), ctx=512, threads=None
 def sensitivity(model, text=None, *, predict=False, imatrix=None, truth=None, to=None, ablate=None, seed=None,
                 layers=None, type=(), name=(), jobs=None, ctx=128, chunks=None, repeat_text=None, cache=None,
                 no_cache=False, keep_models=None, llama_cpp=None, gpu_layers=None, device=None, shard=None,
-                shards=None, results=None, stats=False, force=False):
+                shards=None, results=None, stats=False, force=False, progress=None):
     """Per-tensor sensitivity, as ``organ sensitivity`` (docs/sensitivity.md): the KL
     divergence of the model with one tensor requantized (``to``) or ablated
     (``ablate``), measured by llama-perplexity; or predicted (``predict=True``).
@@ -559,6 +588,8 @@ def sensitivity(model, text=None, *, predict=False, imatrix=None, truth=None, to
     force: replace an output that exists (only what organ could have written there,
         never an input).
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (tensors), started again at 0 for each stage.
     Returns:
         Sensitivity: the report ``--json`` writes, ``to_csv()`` ``--csv``'s, ``tensors``
         its rows, ``to_pandas()``, and the text.
@@ -573,7 +604,7 @@ def sensitivity(model, text=None, *, predict=False, imatrix=None, truth=None, to
 
 def recipe(model, *, target_bpw=None, target_size=None, from_=(), imatrix=None, data_free=False, types=(),
            out=None, apply=None, imatrix_file=None, check_with_llama_quantize=False, text=None, ctx=512,
-           chunks=None, threads=None, gpu_layers=None, device=None, llama_cpp=None, force=False):
+           chunks=None, threads=None, gpu_layers=None, device=None, llama_cpp=None, force=False, progress=None):
     """A type per tensor chosen to minimise the predicted KL divergence within a size
     budget, as ``organ recipe`` (docs/recipe.md); with ``apply``, the model quantized by
     it.
@@ -594,6 +625,8 @@ def recipe(model, *, target_bpw=None, target_size=None, from_=(), imatrix=None, 
     force: replace an output that exists (only what organ could have written there,
         never an input).
 
+    progress: a callable(done, total), or True for a tqdm bar: the command's progress
+        bar (tensors predicted; with apply and text, the evaluation's chunks), started again at 0 for each stage.
     Returns:
         Outcome: the report ``--json`` writes (the plan, per tensor), and the text.
 

@@ -9,11 +9,13 @@
 //! temp directory of the call's own and are read back: `to_json()` is the file `organ CMD
 //! --json` writes because it is that file. What the command prints is returned too.
 
-use crate::{run, OrganError};
+use crate::{quiet_bar, run, OrganError, Watch};
 use clap::{CommandFactory, Parser};
 use organ_cli::cli::Cli;
 use pyo3::prelude::*;
 use std::ffi::OsString;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// What [`command`] returns: the text the command printed, and each report asked for
 /// (`None` when the command wrote none: a dry run's).
@@ -23,9 +25,21 @@ type Ran = (String, Vec<Option<String>>);
 /// released, and returns what it printed and the text of each report of `reports` (flag
 /// names: `json`, `csv`) it wrote. A usage error (an unknown flag, a value that does not
 /// parse) is an `OrganError` with clap's message.
+///
+/// The command counts its progress on a bar of the call's own
+/// (`organ_native::progress::watch`): `progress(done, total)` is called as it moves (a
+/// command that runs in stages, eval's two passes, starts again at 0 for each). A call
+/// interrupted (Ctrl-C, the callback's exception) returns at once; the command runs on
+/// to its end on its thread and writes nothing more: no output is renamed into place
+/// once the flag it watches is set, right after.
 #[pyfunction]
-#[pyo3(signature = (argv, reports=Vec::new()))]
-pub(crate) fn command(py: Python<'_>, argv: Vec<OsString>, reports: Vec<String>) -> PyResult<Ran> {
+#[pyo3(signature = (argv, reports=Vec::new(), progress=None))]
+pub(crate) fn command(
+    py: Python<'_>,
+    argv: Vec<OsString>,
+    reports: Vec<String>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Ran> {
     let dir = tempfile::Builder::new()
         .prefix("organ-python-")
         .tempdir()
@@ -50,7 +64,12 @@ pub(crate) fn command(py: Python<'_>, argv: Vec<OsString>, reports: Vec<String>)
     full.extend(flags[words..].iter().cloned());
     full.extend(rest.iter().cloned());
     let cli = Cli::try_parse_from(&full).map_err(|e| OrganError::new_err(usage(&e)))?;
-    let ran = run(py, None, None, move || {
+    let bar = quiet_bar();
+    let watched = Watch { bar: bar.clone(), callback: progress, stops: false };
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = Arc::clone(&stop);
+    let ran = run(py, None, Some(watched), move || {
+        organ_native::progress::watch(bar, stopped);
         let mut text = Vec::new();
         organ_cli::cli::run_command(&cli.command, &mut text)?;
         let mut read = Vec::with_capacity(files.len());
@@ -63,6 +82,11 @@ pub(crate) fn command(py: Python<'_>, argv: Vec<OsString>, reports: Vec<String>)
         }
         Ok((String::from_utf8_lossy(&text).into_owned(), read))
     });
+    // Interrupted (or failed: then the flag changes nothing), the command writes nothing
+    // more, whenever it gets to its outputs.
+    if ran.is_err() {
+        stop.store(true, Ordering::Relaxed);
+    }
     drop(dir);
     ran
 }

@@ -61,21 +61,34 @@ fn organ_error(py: Python<'_>, e: &anyhow::Error) -> PyErr {
     err
 }
 
+/// A progress bar [`run`] watches while the work counts on it.
+pub(crate) struct Watch {
+    pub bar: ProgressBar,
+    /// Called with `(done, total)` when the bar has moved.
+    pub callback: Option<Py<PyAny>>,
+    /// The work stops soon once the bar is abandoned (a measure, at its next tensor): a call
+    /// that ends early waits for it. Otherwise (a command of [`commands`]) the call returns
+    /// at once and the work runs on to its end (writing nothing more: [`commands`] sets
+    /// the flag of `organ_native::progress::watch`).
+    pub stops: bool,
+}
+
 /// Runs `work` on a thread of its own, in a rayon pool of `threads` workers when given,
 /// while this one waits with the GIL released. Every [`POLL`] it takes the GIL to run
-/// Python's signal handlers (a KeyboardInterrupt is raised at once) and, with a `bar`
-/// and a `callback`, calls `callback(done, total)` when the bar has moved.
+/// Python's signal handlers (a KeyboardInterrupt is raised at once) and, with a bar
+/// watched and a callback, calls `callback(done, total)` when the bar has moved.
 ///
 /// The work's thread and the pool's are joined before this returns. A call that ends
-/// early (a signal, the callback's exception) abandons the bar: work that watches it (a
-/// measure) stops at its next tensor, or streaming its next read, and is waited for; the
-/// exception then carries `organ_tensors_after_stop`, the tensors finished after the stop
-/// (at most one per thread: those under way). Work with no bar finishes on its own
-/// thread, its result dropped.
+/// early (a signal, the callback's exception) abandons the bar: work that stops on it
+/// ([`Watch::stops`], a measure) stops at its next tensor, or streaming its next read,
+/// and is waited for; the exception then carries `organ_tensors_after_stop`, the tensors
+/// finished after the stop (at most one per thread: those under way). Other work
+/// finishes on its own thread, its result dropped (and, watched, its outputs not
+/// written).
 pub(crate) fn run<T: Send + 'static>(
     py: Python<'_>,
     threads: Option<usize>,
-    bar: Option<(ProgressBar, Option<Py<PyAny>>)>,
+    watch: Option<Watch>,
     work: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> PyResult<T> {
     let (tx, rx) = mpsc::channel();
@@ -130,14 +143,14 @@ pub(crate) fn run<T: Send + 'static>(
         match got {
             Ok(r) => {
                 join(py);
-                if let Some((bar, Some(callback))) = &bar {
+                if let Some(Watch { bar, callback: Some(callback), .. }) = &watch {
                     report_progress(py, bar, callback, &mut shown)?;
                 }
                 return r.map_err(|e| organ_error(py, &e));
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                let looked = py.check_signals().and_then(|()| match &bar {
-                    Some((bar, Some(callback))) => report_progress(py, bar, callback, &mut shown),
+                let looked = py.check_signals().and_then(|()| match &watch {
+                    Some(Watch { bar, callback: Some(callback), .. }) => report_progress(py, bar, callback, &mut shown),
                     _ => Ok(()),
                 });
                 if let Err(e) = looked {
@@ -151,13 +164,15 @@ pub(crate) fn run<T: Send + 'static>(
         }
     };
     // Ended early: the work stops at its next tensor (organ_native::progress::stopped).
-    if let Some((bar, _)) = &bar {
+    if let Some(Watch { bar, stops, .. }) = &watch {
         bar.abandon();
-        let at = bar.position();
-        join(py);
-        let after = bar.position().saturating_sub(at);
-        // An exception whose type refuses new attributes goes on without it.
-        let _ = early.value(py).setattr("organ_tensors_after_stop", after);
+        if *stops {
+            let at = bar.position();
+            join(py);
+            let after = bar.position().saturating_sub(at);
+            // An exception whose type refuses new attributes goes on without it.
+            let _ = early.value(py).setattr("organ_tensors_after_stop", after);
+        }
     }
     Err(early)
 }
@@ -180,6 +195,8 @@ pub(crate) fn quiet_bar() -> ProgressBar {
 /// The module: the functions of [`reports`], [`commands`] and [`tensor`], and [`OrganError`].
 #[pymodule]
 fn _organ(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Progress goes to callbacks: the bars the commands would draw on a terminal never are.
+    organ_native::progress::never_draw();
     m.add("OrganError", m.py().get_type::<OrganError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(reports::inspect, m)?)?;

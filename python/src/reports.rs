@@ -1,7 +1,7 @@
 //! The commands that read and report: inspect, measure, diff and check, each through the
 //! function its command calls, its report rendered by the core's registry of formats.
 
-use crate::{quiet_bar, run};
+use crate::{quiet_bar, run, Watch};
 use organ_core::report::formats::{AnyReport, CSV, JSON};
 use organ_core::zmeasure::Mode;
 use organ_native::cmd;
@@ -57,7 +57,7 @@ pub(crate) fn measure(
         base: None,
     };
     let bar = quiet_bar();
-    let watched = (bar.clone(), progress);
+    let watched = Watch { bar: bar.clone(), callback: progress, stops: true };
     run(py, threads, Some(watched), move || {
         let report = cmd::measure::report(&opts, &bar)?;
         let report = AnyReport::Measure(&report);

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -172,6 +173,42 @@ def test_eval_is_the_clis(smollm2, q8, llama_bin, cli, tmp):
     got = _same(cli, tmp, ["eval", q8, *flags],
                 lambda: organ.eval(q8, TEXT, base=smollm2, ctx=128, chunks=2, threads=2, llama_cpp=llama_bin))
     assert got.doc
+    # Progress: llama-perplexity's chunks, the base's pass then the model's, each to 2 of 2.
+    seen = []
+    organ.eval(q8, TEXT, base=smollm2, ctx=128, chunks=2, threads=2, llama_cpp=llama_bin,
+               progress=lambda done, total: seen.append((done, total)))
+    assert seen and seen[-1] == (2, 2), seen
+
+
+def test_an_interrupted_command_returns_at_once_and_writes_nothing(smollm2, q8, tmp):
+    class Stop(Exception):
+        pass
+
+    calls = []
+
+    def stop(done, total):
+        calls.append((done, total))
+        raise Stop
+
+    # A call first, so that the threads that stay (rayon's pool) are there before counting.
+    out = tmp / "adapter.gguf"
+    organ.lora_extract(smollm2, q8, 4, out, name="blk.0.attn_q.weight")
+    out.unlink()
+    tasks = Path(f"/proc/{os.getpid()}/task")
+    before = len(list(tasks.iterdir()))
+    with pytest.raises(Stop):
+        organ.lora_extract(smollm2, q8, 8, out, progress=stop)
+    assert len(calls) == 1 and calls[0][0] < calls[0][1], calls
+    # The extract runs on to its end on its own thread (its threads end with it), and its
+    # adapter is not renamed into place: the temp file is removed.
+    deadline = time.monotonic() + 300
+    while len(list(tasks.iterdir())) > before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(list(tasks.iterdir())) == before
+    assert list(tmp.iterdir()) == []
+    # The next call is not affected.
+    organ.lora_extract(smollm2, q8, 4, out, name="blk.0.attn_q.weight")
+    assert out.exists()
 
 
 def test_sensitivity_and_recipe_are_the_clis(smollm2, llama_bin, cli, tmp):

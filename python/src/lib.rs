@@ -32,8 +32,9 @@ use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+// Named in the package it is used from (`organ.OrganError` in a traceback).
 pyo3::create_exception!(
-    _organ,
+    organ,
     OrganError,
     PyException,
     "An error of organ's: the message names the file (and offset or tensor) and what was expected. \

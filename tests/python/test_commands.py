@@ -65,7 +65,15 @@ def q8(smollm2, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def mixtral(smollm2, cli, tmp_path_factory):
+def adapter(smollm2, q8, tmp_path_factory):
+    """A LoRA adapter of one tensor, rank 4, from SmolLM2 to its Q8_0 requantization."""
+    out = tmp_path_factory.mktemp("lora") / "adapter.gguf"
+    organ.lora_extract(smollm2, q8, 4, out, name="blk.0.attn_q.weight")
+    return out
+
+
+@pytest.fixture(scope="session")
+def mixtral(smollm2, tmp_path_factory):
     """A Mixtral-layout MoE of two SmolLM2 experts (docs/moe.md)."""
     out = tmp_path_factory.mktemp("moe") / "moe.gguf"
     organ.moe(smollm2, [smollm2, smollm2], out, router="random", seed=5)
@@ -105,26 +113,37 @@ def test_purify_is_the_clis(smollm2, cli, tmp):
         organ.purify(smollm2, "wavelet", out, all=True)
 
 
-def test_dissect_and_assemble_are_the_clis(smollm2, cli, tmp):
+def test_dissect_is_the_clis(smollm2, cli, tmp):
     d = tmp / "smollm2.organs"
-    _same(cli, tmp, ["dissect", smollm2, "--out", d], lambda: organ.dissect(smollm2, d), [d], report=False)
+    got = _same(cli, tmp, ["dissect", smollm2, "--out", d, "--measure"],
+                lambda: organ.dissect(smollm2, d, measure=True), [d], report=False)
+    assert got.to_json() is None and got.text
+
+
+def test_assemble_is_the_clis(smollm2, cli, tmp):
+    d = tmp / "smollm2.organs"
     organ.dissect(smollm2, d)
     out = tmp / "assembled.gguf"
-    got = _same(cli, tmp, ["assemble", d, "--out", out], lambda: organ.assemble(d, out), [out], report=False)
-    assert got.to_json() is None
+    _same(cli, tmp, ["assemble", d, "--out", out], lambda: organ.assemble(d, out), [out], report=False)
     organ.assemble(d, out)
     assert out.read_bytes() == smollm2.read_bytes()
 
 
-def test_moe_and_experts_are_the_clis(smollm2, mixtral, cli, tmp):
+def test_moe_is_the_clis(smollm2, cli, tmp):
     out = tmp / "moe.gguf"
     _same(cli, tmp, ["moe", "--base", smollm2, "--expert", smollm2, "--expert", smollm2, "--router", "random",
                      "--seed", "5", "--out", out],
           lambda: organ.moe(smollm2, [smollm2, smollm2], out, router="random", seed=5), [out])
+
+
+def test_experts_extract_is_the_clis(mixtral, cli, tmp):
     out = tmp / "expert1.gguf"
     got = _same(cli, tmp, ["experts", "extract", mixtral, "--expert", "1", "--out", out],
                 lambda: organ.experts_extract(mixtral, 1, out), [out])
     assert got.doc
+
+
+def test_experts_prune_is_the_clis(mixtral, cli, tmp):
     out = tmp / "pruned.gguf"
     _same(cli, tmp, ["experts", "prune", mixtral, "--keep", "1", "--out", out],
           lambda: organ.experts_prune(mixtral, [1], out), [out])
@@ -139,12 +158,14 @@ def test_layers_is_the_clis(smollm2, cli, tmp):
         organ.layers(smollm2, out)
 
 
-def test_lora_extract_and_merge_are_the_clis(smollm2, q8, cli, tmp):
-    adapter = tmp / "adapter.gguf"
+def test_lora_extract_is_the_clis(smollm2, q8, cli, tmp):
+    out = tmp / "adapter.gguf"
     _same(cli, tmp, ["lora", "extract", "--base", smollm2, "--tuned", q8, "--rank", "4", "--name",
-                     "blk.0.attn_q.weight", "--out", adapter],
-          lambda: organ.lora_extract(smollm2, q8, 4, adapter, name="blk.0.attn_q.weight"), [adapter])
-    organ.lora_extract(smollm2, q8, 4, adapter, name="blk.0.attn_q.weight")
+                     "blk.0.attn_q.weight", "--out", out],
+          lambda: organ.lora_extract(smollm2, q8, 4, out, name="blk.0.attn_q.weight"), [out])
+
+
+def test_lora_merge_is_the_clis(smollm2, adapter, cli, tmp):
     out = tmp / "merged.gguf"
     _same(cli, tmp, ["lora", "merge", smollm2, "--lora", f"{adapter}:0.5", "--out", out],
           lambda: organ.lora_merge(smollm2, f"{adapter}:0.5", out), [out])
@@ -211,21 +232,29 @@ def test_an_interrupted_command_returns_at_once_and_writes_nothing(smollm2, q8, 
     assert out.exists()
 
 
-def test_sensitivity_and_recipe_are_the_clis(smollm2, llama_bin, cli, tmp):
+def _sensitivity(model, llama_bin):
+    return organ.sensitivity(model, TEXT, to="Q2_K", name="blk.0.ffn_down.weight", ctx=128, chunks=2, jobs=1,
+                             no_cache=True, llama_cpp=llama_bin)
+
+
+def test_sensitivity_is_the_clis(smollm2, llama_bin, cli, tmp):
     flags = ["--text", TEXT, "--to", "Q2_K", "--name", "blk.0.ffn_down.weight", "--ctx", "128", "--chunks", "2",
              "--jobs", "1", "--no-cache", "--llama-cpp", llama_bin]
     want_csv = tmp / "cli.csv"
     text, want = _cli(cli, tmp, ["sensitivity", smollm2, *flags, "--csv", want_csv])
-    got = organ.sensitivity(smollm2, TEXT, to="Q2_K", name="blk.0.ffn_down.weight", ctx=128, chunks=2, jobs=1,
-                            no_cache=True, llama_cpp=llama_bin)
+    got = _sensitivity(smollm2, llama_bin)
     assert (got.to_json(), got.to_csv(), got.text) == (want, want_csv.read_text(), text)
     assert [t["tensor"] for t in got.tensors] == ["blk.0.ffn_down.weight"]
+    assert len(got.to_pandas()) == 1
+
+
+def test_recipe_is_the_clis(smollm2, llama_bin, cli, tmp):
     sens = tmp / "sens.json"
-    sens.write_text(got.to_json())
-    # A recipe from it, and one without any measurement.
+    sens.write_text(_sensitivity(smollm2, llama_bin).to_json())
     out = tmp / "recipe.txt"
     _same(cli, tmp, ["recipe", smollm2, "--target-bpw", "4.5", "--from", sens, "--out", out],
           lambda: organ.recipe(smollm2, target_bpw=4.5, from_=[sens], out=out), [out])
+    # And one without any measurement.
     _same(cli, tmp, ["recipe", smollm2, "--target-size", "80M", "--data-free", "--types", "Q4_0,Q8_0"],
           lambda: organ.recipe(smollm2, target_size="80M", data_free=True, types=["Q4_0", "Q8_0"]))
 

@@ -305,9 +305,9 @@ def graft(
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the report ``--json`` writes (donor, recipient, out, selection, tensors,
         judge) and the printed plan in ``text``.
@@ -360,9 +360,9 @@ def purify(
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the per-tensor report ``--json`` writes, and the printed text.
 
@@ -458,9 +458,9 @@ def experts_extract(
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the report ``--json`` writes (tensors sliced and dropped), and the text.
 
@@ -501,9 +501,9 @@ def experts_prune(
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the report ``--json`` writes, and the text.
 
@@ -544,9 +544,9 @@ def layers(
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the report ``--json`` writes (layers kept and dropped, metadata changed).
 
@@ -584,9 +584,9 @@ def lora_merge(
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the report ``--json`` writes, and the text.
 
@@ -628,9 +628,9 @@ def lora_extract(
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (tensors, then --judge's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the report ``--json`` writes (per tensor: rank, energy kept), and the text.
 
@@ -678,9 +678,9 @@ def moe(
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the report ``--json`` writes, and the text.
 
@@ -729,9 +729,9 @@ def merge(
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the report ``--json`` writes, and the text.
 
@@ -810,9 +810,9 @@ def eval(
     gpu_layers, device: llama-perplexity's ``-ngl`` and ``--device``.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
-        bar (llama-perplexity's chunks, the base's then the model's), started again at 0 for each stage.
+        bar (llama-perplexity's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the report ``--json`` writes (perplexity, KL, verdict), and the text.
 
@@ -875,9 +875,9 @@ def sensitivity(
     stats: print the bytes written to stderr.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (tensors), started again at 0 for each stage.
+
     Returns:
         Sensitivity: the report ``--json`` writes, ``to_csv()`` ``--csv``'s, ``tensors``
         its rows, ``to_pandas()``, and the text.
@@ -930,9 +930,9 @@ def recipe(
     gpu_layers, device, llama_cpp: llama-perplexity's offload and bin directory.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (tensors predicted; with apply and text, the evaluation's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the report ``--json`` writes (the plan, per tensor), and the text.
 

@@ -189,9 +189,9 @@ def graft(donor, recipient, out=None, *, layers=None, type=(), name=(), all=Fals
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the report ``--json`` writes (donor, recipient, out, selection, tensors,
         judge) and the printed plan in ``text``.
@@ -225,9 +225,9 @@ def purify(model, method, out, *, layers=None, type=(), name=(), all=False, stre
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the per-tensor report ``--json`` writes, and the printed text.
 
@@ -300,9 +300,9 @@ def experts_extract(model, expert, out=None, *, dry_run=False, force=False, judg
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the report ``--json`` writes (tensors sliced and dropped), and the text.
 
@@ -314,7 +314,8 @@ def experts_extract(model, expert, out=None, *, dry_run=False, force=False, judg
 
 
 def experts_prune(model, keep, out=None, *, experts_used=None, dry_run=False, force=False, judge=None,
-                  judge_ctx=512, llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
+                  judge_ctx=512, llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None,
+                  progress=None):
     """Some experts of an MoE kept, the others removed along the expert axis, as ``organ
     experts prune`` (docs/experts.md).
 
@@ -330,9 +331,9 @@ def experts_prune(model, keep, out=None, *, experts_used=None, dry_run=False, fo
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the report ``--json`` writes, and the text.
 
@@ -361,9 +362,9 @@ def layers(model, out=None, *, drop=None, keep=None, dry_run=False, force=False,
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the report ``--json`` writes (layers kept and dropped, metadata changed).
 
@@ -390,9 +391,9 @@ def lora_merge(base, lora, out, *, type="keep", force=False, judge=None, judge_c
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the report ``--json`` writes, and the text.
 
@@ -420,9 +421,9 @@ def lora_extract(base, tuned, rank, out, *, name=(), type="f16", force=False, ju
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (tensors, then --judge's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the report ``--json`` writes (per tensor: rank, energy kept), and the text.
 
@@ -454,9 +455,9 @@ def moe(base, expert, out, *, experts_used=2, router="uniform", prompts=(), nega
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the report ``--json`` writes, and the text.
 
@@ -489,9 +490,9 @@ def merge(config=None, *, out, method=None, base=None, model=(), t=None, param=(
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the report ``--json`` writes, and the text.
 
@@ -547,9 +548,9 @@ def eval(model, text, *, base=None, lora=(), base_lora=(), ctx=512, threads=None
     gpu_layers, device: llama-perplexity's ``-ngl`` and ``--device``.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
-        bar (llama-perplexity's chunks, the base's then the model's), started again at 0 for each stage.
+        bar (llama-perplexity's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the report ``--json`` writes (perplexity, KL, verdict), and the text.
 
@@ -587,9 +588,9 @@ def sensitivity(model, text=None, *, predict=False, imatrix=None, truth=None, to
     stats: print the bytes written to stderr.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (tensors), started again at 0 for each stage.
+
     Returns:
         Sensitivity: the report ``--json`` writes, ``to_csv()`` ``--csv``'s, ``tensors``
         its rows, ``to_pandas()``, and the text.
@@ -624,9 +625,9 @@ def recipe(model, *, target_bpw=None, target_size=None, from_=(), imatrix=None, 
     gpu_layers, device, llama_cpp: llama-perplexity's offload and bin directory.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (tensors predicted; with apply and text, the evaluation's chunks), started again at 0 for each stage.
+
     Returns:
         Outcome: the report ``--json`` writes (the plan, per tensor), and the text.
 

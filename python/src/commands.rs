@@ -28,10 +28,10 @@ type Ran = (String, Vec<Option<String>>);
 ///
 /// The command counts its progress on a bar of the call's own
 /// (`organ_native::progress::watch`): `progress(done, total)` is called as it moves (a
-/// command that runs in stages, eval's two passes, starts again at 0 for each). A call
-/// interrupted (Ctrl-C, the callback's exception) returns at once; the command runs on
-/// to its end on its thread and writes nothing more: no output is renamed into place
-/// once the flag it watches is set, right after.
+/// command that makes several bars, lora extract's tensors then --judge's chunks, starts
+/// again at 0 for each). A call interrupted (Ctrl-C, the callback's exception) returns at
+/// once; the command runs on to its end on its thread and writes nothing more: no output
+/// is renamed into place once the flag it watches is set, right after.
 #[pyfunction]
 #[pyo3(signature = (argv, reports=Vec::new(), progress=None))]
 pub(crate) fn command(
@@ -45,24 +45,16 @@ pub(crate) fn command(
         .tempdir()
         .map_err(|e| OrganError::new_err(format!("cannot make a temp directory for the report: {e}")))?;
     let files: Vec<_> = reports.iter().map(|r| dir.path().join(format!("report.{r}"))).collect();
-    let mut args: Vec<OsString> = vec!["organ".into()];
-    // The reports' flags go before the argv: after a `--` in it they would be positional.
+    // `organ WORDS… --json F… FLAGS… [-- POSITIONALS…]`: the reports' flags after the
+    // subcommand's words (the argv's up to its first flag or `--`), so before any `--`.
+    let words = argv.iter().take_while(|a| !a.to_string_lossy().starts_with('-')).count();
+    let mut full: Vec<OsString> = vec!["organ".into()];
+    full.extend_from_slice(&argv[..words]);
     for (r, f) in reports.iter().zip(&files) {
-        args.push(format!("--{r}").into());
-        args.push(f.into());
+        full.push(format!("--{r}").into());
+        full.push(f.into());
     }
-    let (flags, rest) = match argv.iter().position(|a| a == "--") {
-        Some(i) => argv.split_at(i),
-        None => (&argv[..], &[][..]),
-    };
-    // `organ [SUBCOMMAND…] --json F FLAGS… -- POSITIONALS…`: the subcommand's words come
-    // first (they are the argv's words up to its first flag).
-    let words = flags.iter().take_while(|a| !a.to_string_lossy().starts_with('-')).count();
-    let mut full: Vec<OsString> = args[..1].to_vec();
-    full.extend(flags[..words].iter().cloned());
-    full.extend(args[1..].iter().cloned());
-    full.extend(flags[words..].iter().cloned());
-    full.extend(rest.iter().cloned());
+    full.extend_from_slice(&argv[words..]);
     let cli = Cli::try_parse_from(&full).map_err(|e| OrganError::new_err(usage(&e)))?;
     let bar = quiet_bar();
     let watched = Watch { bar: bar.clone(), callback: progress, stops: false };

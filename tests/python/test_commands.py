@@ -194,11 +194,12 @@ def test_eval_is_the_clis(smollm2, q8, llama_bin, cli, tmp):
     got = _same(cli, tmp, ["eval", q8, *flags],
                 lambda: organ.eval(q8, TEXT, base=smollm2, ctx=128, chunks=2, threads=2, llama_cpp=llama_bin))
     assert got.doc
-    # Progress: llama-perplexity's chunks, the base's pass then the model's, each to 2 of 2.
+    # Progress: llama-perplexity's chunks, in order, to the last.
     seen = []
     organ.eval(q8, TEXT, base=smollm2, ctx=128, chunks=2, threads=2, llama_cpp=llama_bin,
                progress=lambda done, total: seen.append((done, total)))
-    assert seen and seen[-1] == (2, 2), seen
+    assert seen and seen[-1][0] == seen[-1][1] >= 2, seen
+    assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:])), seen
 
 
 def test_an_interrupted_command_returns_at_once_and_writes_nothing(smollm2, q8, tmp):
@@ -232,31 +233,35 @@ def test_an_interrupted_command_returns_at_once_and_writes_nothing(smollm2, q8, 
     assert out.exists()
 
 
-def _sensitivity(model, llama_bin):
-    return organ.sensitivity(model, TEXT, to="Q2_K", name="blk.0.ffn_down.weight", ctx=128, chunks=2, jobs=1,
+@pytest.fixture(scope="session")
+def sensitivity(smollm2, llama_bin):
+    """One tensor's sensitivity to Q2_K, measured on 2 chunks of 128 tokens."""
+    return organ.sensitivity(smollm2, TEXT, to="Q2_K", name="blk.0.ffn_down.weight", ctx=128, chunks=2, jobs=1,
                              no_cache=True, llama_cpp=llama_bin)
 
 
-def test_sensitivity_is_the_clis(smollm2, llama_bin, cli, tmp):
+def test_sensitivity_is_the_clis(smollm2, sensitivity, llama_bin, cli, tmp):
     flags = ["--text", TEXT, "--to", "Q2_K", "--name", "blk.0.ffn_down.weight", "--ctx", "128", "--chunks", "2",
              "--jobs", "1", "--no-cache", "--llama-cpp", llama_bin]
     want_csv = tmp / "cli.csv"
     text, want = _cli(cli, tmp, ["sensitivity", smollm2, *flags, "--csv", want_csv])
-    got = _sensitivity(smollm2, llama_bin)
+    got = sensitivity
     assert (got.to_json(), got.to_csv(), got.text) == (want, want_csv.read_text(), text)
-    assert [t["tensor"] for t in got.tensors] == ["blk.0.ffn_down.weight"]
+    assert [(t["name"], t["changed_type"]) for t in got.tensors] == [("blk.0.ffn_down.weight", "Q2_K")]
     assert len(got.to_pandas()) == 1
 
 
-def test_recipe_is_the_clis(smollm2, llama_bin, cli, tmp):
+def test_recipe_is_the_clis(smollm2, sensitivity, cli, tmp):
     sens = tmp / "sens.json"
-    sens.write_text(_sensitivity(smollm2, llama_bin).to_json())
+    sens.write_text(sensitivity.to_json())
     out = tmp / "recipe.txt"
-    _same(cli, tmp, ["recipe", smollm2, "--target-bpw", "4.5", "--from", sens, "--out", out],
-          lambda: organ.recipe(smollm2, target_bpw=4.5, from_=[sens], out=out), [out])
-    # And one without any measurement.
-    _same(cli, tmp, ["recipe", smollm2, "--target-size", "80M", "--data-free", "--types", "Q4_0,Q8_0"],
-          lambda: organ.recipe(smollm2, target_size="80M", data_free=True, types=["Q4_0", "Q8_0"]))
+    # A budget only the measured tensor in Q2_K fits (SmolLM2 is 5.74 bpw; 5.7281 with it).
+    _same(cli, tmp, ["recipe", smollm2, "--target-bpw", "5.735", "--from", sens, "--out", out],
+          lambda: organ.recipe(smollm2, target_bpw=5.735, from_=[sens], out=out), [out])
+    # What the command refuses. (A data-free recipe predicts every tensor in every type:
+    # seconds more than this test is worth.)
+    with pytest.raises(organ.OrganError, match="the smallest target is"):
+        organ.recipe(smollm2, target_bpw=4.5, from_=sens)
 
 
 def test_quantize_report_is_the_clis(smollm2, cli, tmp):

@@ -7,7 +7,6 @@ with the same output paths (reports name them), and compares.
 """
 
 import ast
-import json
 import os
 import shutil
 import subprocess
@@ -191,13 +190,12 @@ def test_meta_is_the_clis(smollm2, cli, tmp):
 def test_eval_is_the_clis(smollm2, q8, llama_bin, cli, tmp):
     flags = ["--text", TEXT, "--base", smollm2, "--ctx", "128", "--chunks", "2", "--threads", "2",
              "--llama-cpp", llama_bin]
+    seen = []
     got = _same(cli, tmp, ["eval", q8, *flags],
-                lambda: organ.eval(q8, TEXT, base=smollm2, ctx=128, chunks=2, threads=2, llama_cpp=llama_bin))
+                lambda: organ.eval(q8, TEXT, base=smollm2, ctx=128, chunks=2, threads=2, llama_cpp=llama_bin,
+                                   progress=lambda done, total: seen.append((done, total))))
     assert got.doc
     # Progress: llama-perplexity's chunks, in order, to the last.
-    seen = []
-    organ.eval(q8, TEXT, base=smollm2, ctx=128, chunks=2, threads=2, llama_cpp=llama_bin,
-               progress=lambda done, total: seen.append((done, total)))
     assert seen and seen[-1][0] == seen[-1][1] >= 2, seen
     assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:])), seen
 
@@ -355,4 +353,6 @@ def test_a_call_is_the_argv_a_user_would_type(tmp):
     assert _argv(organ.graft, ["graft"], values, ()) == [
         "graft", f"--donor={tmp / 'a.gguf'}", "--recipient=b.gguf", "--layers=0-1", "--type=organ", "--type=norm",
         "--dry-run"]
-    assert json.loads(json.dumps(values["type"])) == ["organ", "norm"]
+    # Positional arguments go after `--`, so that one starting with `-` is not a flag.
+    assert _argv(organ.assemble, ["assemble"], dict(dir="-d", out="o.gguf", split_max_size=None, force=False),
+                 ("dir",)) == ["assemble", "--out=o.gguf", "--", "-d"]

@@ -17,6 +17,7 @@ WASM_BINDGEN_VERSION=0.2.130 # must equal wasm-bindgen in Cargo.lock (web/Cargo.
 BINARYEN_VERSION=132.0.0
 PLAYWRIGHT_VERSION=1.64.1
 MATURIN_VERSION=1.16.0 # builds the Python wheel (scripts/build-python.sh)
+MYPY_VERSION=1.15.0    # stubtest checks the wheel's type stubs (tests/python/)
 
 ensure_wasm_target() { # the core must build for wasm32 (the browser app's target)
   rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown

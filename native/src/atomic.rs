@@ -244,10 +244,17 @@ impl Temp {
     /// replaces something, or with `--fsync`, the entry is flushed to disk first and the
     /// rename after (see the module's note on durability).
     ///
+    /// Nothing is renamed on a thread whose watched bar was abandoned
+    /// ([`crate::progress::interrupted`]).
+    ///
     /// # Errors
     /// The destination appeared meanwhile (without `force`), became an input, a flush
-    /// failed, or the rename failed.
+    /// failed, the rename failed, or the call was interrupted.
     pub fn commit(mut self) -> Result<()> {
+        // The Python caller was interrupted: the temp entry is removed (on drop) instead.
+        if crate::progress::interrupted() {
+            bail!("{}: not written: the call was interrupted", self.dest.display());
+        }
         if !self.over_input {
             input::check_dest_of(&self.dest, self.force, self.kind)?;
         }

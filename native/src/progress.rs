@@ -33,7 +33,8 @@
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::Write;
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// How reports are written to stderr (the global `--progress` flag).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -166,8 +167,14 @@ pub fn tensor_bar() -> ProgressBar {
     bar("{spinner} {msg} [{bar:30}] {pos}/{len} tensors, {elapsed} (eta {eta})")
 }
 
-/// A hidden bar of `template`, [`grow`] or [`chunks_done`] shows it.
+/// A hidden bar of `template`, [`grow`] or [`chunks_done`] shows it. On a thread that
+/// [`watch`]es a bar, that bar, started again at 0 of 0.
 fn bar(template: &str) -> ProgressBar {
+    if let Some((w, _)) = WATCHED.with(|w| w.borrow().clone()) {
+        w.reset();
+        w.set_length(0);
+        return w;
+    }
     let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden());
     bar.set_style(
         ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()).progress_chars("=> "),
@@ -182,9 +189,10 @@ pub fn grow(bar: &ProgressBar, n: u64) {
     show(bar);
 }
 
-/// Draws `bar` on stderr from now on, for people, once it has a length.
+/// Draws `bar` on stderr from now on, for people, once it has a length (never after
+/// [`never_draw`]).
 fn show(bar: &ProgressBar) {
-    if format() == Format::Human && bar.length().unwrap_or(0) > 0 && bar.is_hidden() {
+    if format() == Format::Human && bar.length().unwrap_or(0) > 0 && bar.is_hidden() && DRAW.load(Ordering::Relaxed) {
         bar.set_draw_target(ProgressDrawTarget::stderr());
     }
 }
@@ -226,6 +234,38 @@ pub fn tensor_done(bar: &ProgressBar) {
     let _in_order = ORDER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     bar.inc(1);
     emit(&Event::Progress { done: bar.position(), total: bar.length().unwrap_or(0) });
+}
+
+/// Whether bars are drawn on stderr (for people, on a terminal): not in the Python module,
+/// whose caller gets progress through a callback ([`watch`]).
+static DRAW: AtomicBool = AtomicBool::new(true);
+
+/// Bars are never drawn on stderr in this process from now on.
+pub fn never_draw() {
+    DRAW.store(false, Ordering::Relaxed);
+}
+
+thread_local! {
+    /// The bar this thread's commands count on instead of bars of their own, and the flag
+    /// that says their caller stopped waiting ([`watch`]).
+    static WATCHED: std::cell::RefCell<Option<(ProgressBar, Arc<AtomicBool>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The bars the command running on this thread makes ([`tensor_bar`], [`chunk_bar`]) are
+/// `bar` from now on, each started again at 0 of 0: whoever holds a clone of `bar` sees
+/// the command's progress (the Python module's callbacks). Setting `stop` says that
+/// nobody waits for the command any more: it writes nothing more ([`interrupted`]). Bars
+/// made on other threads are their own.
+pub fn watch(bar: ProgressBar, stop: Arc<AtomicBool>) {
+    WATCHED.with(|w| *w.borrow_mut() = Some((bar, stop)));
+}
+
+/// Whether the caller of the command running on this thread stopped waiting for it
+/// ([`watch`]'s flag: Ctrl-C in Python): nothing more is to be written
+/// ([`crate::atomic::Temp::commit`] refuses).
+pub fn interrupted() -> bool {
+    WATCHED.with(|w| w.borrow().as_ref().is_some_and(|(_, stop)| stop.load(Ordering::Relaxed)))
 }
 
 /// Whether the work `bar` counts should stop: whoever waits for it has stopped waiting and

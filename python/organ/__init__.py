@@ -1,10 +1,14 @@
-"""organ from Python: inspect, measure, diff and check GGUF models, and read tensors.
+"""organ from Python: every command of organ's (inspect, measure, diff and check GGUF
+models; graft, purify, dissect, assemble, experts, layers, lora, moe, merge, meta write
+them; eval, sensitivity and recipe judge them and plan their quantization; quantize), and
+tensors read as arrays.
 
-Every function calls organ's native library (the functions the `organ` command calls),
-with the GIL released, and returns what the command would report: ``to_json()`` is the
-file ``organ measure --json`` writes, byte for byte, and the other attributes are read
-from it when first asked for. numpy and pandas are optional: without them, results are
-lists and dicts, and ``tensor()`` returns an ``array.array('f')``.
+Every function runs what the `organ` command runs, with the GIL released, and returns what
+the command would report: ``to_json()`` is the file ``organ CMD --json`` writes, byte for
+byte, and the other attributes are read from it when first asked for. The keyword
+arguments of the commands that write are their flags, snake_case, with their defaults.
+numpy and pandas are optional: without them, results are lists and dicts, and
+``tensor()`` returns an ``array.array('f')``.
 
 Errors are :class:`OrganError` with organ's message (the file, and the offset or tensor);
 Ctrl-C interrupts a long call.
@@ -17,9 +21,35 @@ import json
 import sys
 
 from . import _organ
+from ._commands import (
+    Outcome,
+    Quantization,
+    Sensitivity,
+    assemble,
+    dissect,
+    eval,
+    experts_extract,
+    experts_prune,
+    graft,
+    layers,
+    lora_extract,
+    lora_merge,
+    merge,
+    meta,
+    moe,
+    purify,
+    quantize,
+    recipe,
+    sensitivity,
+)
 from ._organ import OrganError, __version__
 
-__all__ = ["OrganError", "Model", "Report", "Comparison", "Findings", "inspect", "measure", "diff", "check", "tensor", "quantize"]
+__all__ = [
+    "OrganError", "Model", "Report", "Comparison", "Findings", "Outcome", "Quantization", "Sensitivity",
+    "inspect", "measure", "diff", "check", "tensor", "quantize", "graft", "purify", "dissect", "assemble",
+    "experts_extract", "experts_prune", "layers", "lora_merge", "lora_extract", "moe", "merge", "meta", "eval",
+    "sensitivity", "recipe",
+]
 
 
 def _path(p):
@@ -218,16 +248,38 @@ class Findings(_Json):
 
 
 def inspect(path):
-    """The header of a GGUF, split GGUF, organ directory or URL: metadata and tensors."""
+    """The header of a GGUF, split GGUF, organ directory or URL: metadata and tensors,
+    as ``organ inspect PATH --json``.
+
+    Parameters:
+    path: the model (a path or a URL).
+
+    Returns:
+        Model: ``metadata``, ``tensors``, ``to_pandas()``, ``to_json()``.
+
+    Raises:
+        OrganError: the file cannot be read or is not a model organ reads.
+    """
     return Model(_organ.inspect(_path(path)))
 
 
 def measure(path, sigma=False, exact=False, experts=False, stream=False, threads=None, progress=None):
     """Every tensor's θ (Z-measure v1), as ``organ measure``.
 
-    sigma, exact, experts, stream: as ``--sigma``, ``--exact``, ``--experts``, ``--stream``.
-    threads: worker threads (default: one per core). progress: a callable(done, total),
-    or True for a tqdm bar.
+    Parameters:
+    path: the model (a path or a URL).
+    sigma, exact, experts, stream: as ``--sigma``, ``--exact``, ``--experts``,
+        ``--stream``.
+    threads: worker threads (default: one per core).
+    progress: a callable(done, total), or True for a tqdm bar.
+
+    Returns:
+        Report: ``tensors`` (the CSV's rows), ``summary``, ``groups``, ``to_json()``,
+        ``to_csv()``, ``to_pandas()``.
+
+    Raises:
+        OrganError: the model cannot be read or measured.
+        KeyboardInterrupt: Ctrl-C; the measure has stopped when it is raised.
     """
     callback, bar = _progress(progress)
     try:
@@ -239,7 +291,19 @@ def measure(path, sigma=False, exact=False, experts=False, stream=False, threads
 
 
 def diff(a, b, stream=False, threads=None):
-    """Models a and b compared tensor by tensor (Compare v1), as ``organ diff``."""
+    """Models a and b compared tensor by tensor (Compare v1), as ``organ diff``.
+
+    Parameters:
+    a, b: the models (paths or URLs).
+    stream: read by positioned reads only (``--stream``).
+    threads: worker threads (default: one per core).
+
+    Returns:
+        Comparison: ``pairs``, ``counts``, ``groups``, ``to_json()``, ``to_csv()``.
+
+    Raises:
+        OrganError: a model cannot be read.
+    """
     return Comparison(*_organ.diff(_path(a), _path(b), stream, threads))
 
 
@@ -248,7 +312,22 @@ def check(path, stream=False, threads=None, derived_from=None, imatrix=None):
     ``derived_from``, also whether it is that model quantized as its header says
     (``organ check --derived-from``, with the ``imatrix`` it was quantized with): every
     tensor quantized again in memory and compared, a ``derivation`` finding for the
-    verdict and each tensor or key that differs."""
+    verdict and each tensor or key that differs.
+
+    Parameters:
+    path: the model (a path or a URL).
+    stream, threads: as for :func:`diff`.
+    derived_from: the model ``path`` should be a quantization of.
+    imatrix: the importance matrix it was quantized with (with ``derived_from``).
+
+    Returns:
+        Findings: ``findings``, ``counts``, ``has_errors``, ``bool()`` (healthy),
+        ``to_json()``.
+
+    Raises:
+        OrganError: the model cannot be read (a model with error findings is a result,
+        not an exception).
+    """
     src = None if derived_from is None else _path(derived_from)
     im = None if imatrix is None else _path(imatrix)
     return Findings(*_organ.check(_path(path), stream, threads, src, im))
@@ -257,8 +336,18 @@ def check(path, stream=False, threads=None, derived_from=None, imatrix=None):
 def tensor(path, name, threads=None):
     """Tensor ``name`` dequantized to float32: the same bits as gguf-py's ``dequantize``.
 
-    A numpy array of the tensor's shape (numpy's order: outermost first, as gguf-py's)
-    when numpy is installed; else an ``array.array('f')`` of its values, flat.
+    Parameters:
+    path: the model (a path or a URL).
+    name: the tensor's name.
+    threads: worker threads (default: one per core).
+
+    Returns:
+        A numpy array of the tensor's shape (numpy's order: outermost first, as
+        gguf-py's) when numpy is installed; else an ``array.array('f')`` of its values,
+        flat.
+
+    Raises:
+        OrganError: no such tensor, a type organ cannot dequantize, or a read that fails.
     """
     data, dims, _ty = _organ.tensor(_path(path), name, threads)
     try:
@@ -270,28 +359,3 @@ def tensor(path, name, threads=None):
             values.byteswap()
         return values
     return numpy.frombuffer(data, dtype="<f4").reshape(tuple(reversed(dims)) or ())
-
-
-def quantize(src, dst, type, threads=None, imatrix=None, include_weights=(), exclude_weights=(),
-             pure=False, leave_output_tensor=False, output_tensor_type=None, token_embedding_type=None,
-             tensor_types=(), tensor_type_file=None, allow_requantize=False, dry_run=False, force=False,
-             override_kv=(), prune_layers=None, keep_split=False):
-    """``src`` quantized to ``type`` into ``dst``, as ``organ quantize`` and llama-quantize
-    write it, byte for byte; the keywords are llama-quantize's flags (``tensor_types`` its
-    repeated ``--tensor-type PATTERN=TYPE``, ``override_kv`` its repeated ``--override-kv
-    KEY=TYPE:VALUE``, ``prune_layers`` a list of layer numbers or ``"L0,L1"``,
-    ``keep_split`` a shard for each of ``src``'s, named ``DST-0000i-of-0000N.gguf``).
-
-    Returns a dict: ``tensors`` (name, type in, type out) in the order written,
-    ``bytes_in`` and ``bytes_out`` (tensor data), ``fell_back`` (tensors whose rows are not
-    whole blocks of their type, written in its fallback).
-    """
-    tensors, bytes_in, bytes_out, fell_back = _organ.quantize(
-        _path(src), _path(dst), type, threads, None if imatrix is None else _path(imatrix),
-        list(include_weights), list(exclude_weights), pure, leave_output_tensor, output_tensor_type,
-        token_embedding_type, list(tensor_types), None if tensor_type_file is None else _path(tensor_type_file),
-        allow_requantize, dry_run, force, list(override_kv),
-        None if prune_layers is None else (prune_layers if isinstance(prune_layers, str)
-                                           else ",".join(str(int(n)) for n in prune_layers)), keep_split)
-    return {"tensors": tensors, "bytes_in": bytes_in, "bytes_out": bytes_out, "fell_back": fell_back}
-

@@ -1,9 +1,8 @@
 """organ's Python module, installed from its wheel (scripts/build-python.sh), against the
 CLI it must agree with and against gguf-py 0.19.0, the format's reference reader.
 
-Run by scripts/test.sh with the test venv's pytest. Finds things as tests/it/common.rs
-does (docs/testing.md): SmolLM2 at $ORGAN_MODEL or $ORGAN_CACHE/models/, the CLI at
-$ORGAN_BIN or the release target. What is missing skips a test, or under CI=true fails it.
+Run by scripts/test.sh with the test venv's pytest; the fixtures (the model, the CLI) are
+conftest.py's. The commands that write models, evaluate and plan: test_commands.py.
 """
 
 import array
@@ -20,35 +19,9 @@ import pytest
 
 import organ
 
-REPO = Path(__file__).resolve().parents[2]
+from conftest import REPO
+
 VECTORS = REPO / "core" / "tests" / "data" / "dequant"
-
-
-def _need(path, what):
-    if path.exists():
-        return path
-    msg = f"needs {what} ({path}): run scripts/test.sh"
-    if os.environ.get("CI", "") not in ("", "0", "false"):
-        pytest.fail(msg)
-    pytest.skip(msg)
-
-
-@pytest.fixture(scope="session")
-def smollm2():
-    cache = Path(os.environ.get("ORGAN_CACHE") or Path.home() / ".cache" / "organ")
-    default = cache / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    return _need(Path(os.environ.get("ORGAN_MODEL") or default), "the model")
-
-
-@pytest.fixture(scope="session")
-def cli():
-    target = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
-    return _need(Path(os.environ.get("ORGAN_BIN") or target / "release" / "organ"), "the release organ")
-
-
-@pytest.fixture
-def tmp(tmp_path_factory):
-    return tmp_path_factory.mktemp("python-")
 
 
 def _cli_files(cli, tmp, args, flags):
@@ -285,16 +258,16 @@ def test_quantize_writes_the_clis_file_and_says_what_it_chose(smollm2, cli, tmp)
     flags = ["--allow-requantize", "--tensor-type", "ffn_up=q5_0", "--tensor-type-file", str(types)]
     ours = tmp / "py.gguf"
     got = organ.quantize(smollm2, ours, "Q4_K_M", threads=2, allow_requantize=True,
-                         tensor_types=["ffn_up=q5_0"], tensor_type_file=types)
+                         tensor_type=["ffn_up=q5_0"], tensor_type_file=types)
     theirs = tmp / "cli.gguf"
     subprocess.run([str(cli), "quantize", *flags, str(smollm2), str(theirs), "Q4_K_M", "2"], check=True,
                    stdout=subprocess.DEVNULL)
     assert ours.read_bytes() == theirs.read_bytes()
-    by_name = {name: (a, b) for name, a, b in got["tensors"]}
+    by_name = {t["name"]: (t["from"], t["type"]) for t in got.tensors}
     assert len(by_name) == 272
     assert by_name["blk.0.attn_v.weight"] == ("Q4_1", "Q8_0")
     assert by_name["blk.0.ffn_up.weight"] == ("Q4_1", "Q5_0")
-    assert got["fell_back"] > 0 and got["bytes_out"] > got["bytes_in"]
+    assert got["n_fallback"] > 0 and got["bytes_out"] > got["bytes_in"]
     # What llama-quantize refuses is an OrganError naming it; nothing is written.
     with pytest.raises(organ.OrganError, match="requantizing from type Q4_1 is disabled"):
         organ.quantize(smollm2, tmp / "no.gguf", "Q8_0")
@@ -309,7 +282,7 @@ def test_quantize_writes_the_clis_file_and_says_what_it_chose(smollm2, cli, tmp)
                    stdout=subprocess.DEVNULL)
     ours, theirs = tmp / "py-split-00001-of-00001.gguf", tmp / "cli-split-00001-of-00001.gguf"
     assert ours.read_bytes() == theirs.read_bytes()
-    assert len(got["tensors"]) == 272 - 2 * 9 and "blk.28.ffn_up.weight" not in {n for n, _, _ in got["tensors"]}
+    assert len(got.tensors) == 272 - 2 * 9 and "blk.28.ffn_up.weight" not in {t["name"] for t in got.tensors}
 
 
 def test_check_derived_from_names_the_tensor_that_is_not_its_source_quantized(smollm2, tmp):

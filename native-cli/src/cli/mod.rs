@@ -185,44 +185,58 @@ impl Command {
 /// for its children's argv, so this one does not name it).
 pub fn run(cli: Cli, serve: fn(&ServeArgs) -> Result<()>) -> Result<Exit> {
     cli.global.apply();
-    let mut out = Out { stdout: std::io::BufWriter::new(std::io::stdout().lock()), sink: std::io::sink() };
-    let exit = match &cli.command {
-        Command::Inspect(a) => inspect::run(a, &mut out)?,
-        Command::Measure(a) => measure::run(a, &mut out)?,
-        Command::Report { what: ReportCommand::Merge(a) } => measure::merge(a, &mut out)?,
-        Command::Diff(a) => diff::run(a, &mut out)?,
-        Command::Check(a) => check::run(a, &mut out)?,
-        Command::Dissect(a) => dissect::run(a, &mut out)?,
-        Command::Assemble(a) => assemble::run(a, &mut out)?,
-        Command::Graft(a) => graft::run(a, &mut out)?,
-        Command::Experts { op } => experts::run(op, &mut out)?,
-        Command::Layers(a) => layers::run(a, &mut out)?,
-        Command::Lora { op } => lora::run(op, &mut out)?,
-        Command::Moe(a) => moe::run(a, &mut out)?,
-        Command::Merge(a) => merge::run(a, &mut out)?,
-        Command::Meta(a) => meta::run(a, &mut out)?,
-        Command::Purify(a) => purify::run(a, &mut out)?,
-        Command::Eval(a) => eval::run(a, &mut out)?,
-        Command::Sensitivity(a) => sensitivity::run(a, &mut out)?,
-        Command::Recipe(a) => recipe::run(a, &mut out)?,
-        Command::Quantize(a) => quantize::run(a, &mut out)?,
-        Command::Serve(a) => {
-            serve(a)?;
-            Exit::Done
-        }
-    };
-    out.stdout.flush()?;
+    if let Command::Serve(a) = &cli.command {
+        serve(a)?;
+        return Ok(Exit::Done);
+    }
+    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    let exit = run_command(&cli.command, &mut stdout)?;
+    stdout.flush()?;
     Ok(exit)
+}
+
+/// Runs `command` as `organ` does, what it prints on stdout written to `text` instead:
+/// the binary's path and the Python module's (which parses an argv with [`Cli`] and
+/// runs the command here, so that its functions take the CLI's flags, defaults and
+/// checks, and nothing else). `organ serve` is not run here.
+///
+/// # Errors
+/// The command's; `serve`, which has no place here.
+pub fn run_command(command: &Command, text: &mut dyn Write) -> Result<Exit> {
+    let mut out = Out { stdout: text, sink: std::io::sink() };
+    let out = &mut out;
+    Ok(match command {
+        Command::Inspect(a) => inspect::run(a, out)?,
+        Command::Measure(a) => measure::run(a, out)?,
+        Command::Report { what: ReportCommand::Merge(a) } => measure::merge(a, out)?,
+        Command::Diff(a) => diff::run(a, out)?,
+        Command::Check(a) => check::run(a, out)?,
+        Command::Dissect(a) => dissect::run(a, out)?,
+        Command::Assemble(a) => assemble::run(a, out)?,
+        Command::Graft(a) => graft::run(a, out)?,
+        Command::Experts { op } => experts::run(op, out)?,
+        Command::Layers(a) => layers::run(a, out)?,
+        Command::Lora { op } => lora::run(op, out)?,
+        Command::Moe(a) => moe::run(a, out)?,
+        Command::Merge(a) => merge::run(a, out)?,
+        Command::Meta(a) => meta::run(a, out)?,
+        Command::Purify(a) => purify::run(a, out)?,
+        Command::Eval(a) => eval::run(a, out)?,
+        Command::Sensitivity(a) => sensitivity::run(a, out)?,
+        Command::Recipe(a) => recipe::run(a, out)?,
+        Command::Quantize(a) => quantize::run(a, out)?,
+        Command::Serve(_) => anyhow::bail!("organ serve runs from the command line only"),
+    })
 }
 
 /// Standard output, and where the text report goes when a report file is standard
 /// output (`-`) instead.
-pub(crate) struct Out {
-    stdout: std::io::BufWriter<std::io::StdoutLock<'static>>,
+pub(crate) struct Out<'a> {
+    stdout: &'a mut dyn Write,
     sink: std::io::Sink,
 }
 
-impl Out {
+impl Out<'_> {
     /// Standard output for the text report, unless one of `reports` is `-`: then the text
     /// is not printed, so that stdout holds that output alone. One output at most may be `-`.
     pub(crate) fn text(&mut self, reports: &[Option<&Path>]) -> Result<&mut dyn Write> {
@@ -230,12 +244,12 @@ impl Out {
         if n > 1 {
             anyhow::bail!("-: {n} outputs name standard output; one at most can go there");
         }
-        Ok(if n == 1 { &mut self.sink } else { &mut self.stdout })
+        Ok(if n == 1 { &mut self.sink } else { &mut *self.stdout })
     }
 
     /// Standard output, for a command with no report file.
     pub(crate) fn stdout(&mut self) -> &mut dyn Write {
-        &mut self.stdout
+        &mut *self.stdout
     }
 }
 

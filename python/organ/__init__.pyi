@@ -279,6 +279,7 @@ def graft(
     force: bool = False,
     judge: Optional[_PathLike] = None,
     judge_ctx: int = 512,
+    judge_chunks: Optional[int] = None,
     llama_cpp: Optional[_PathLike] = None,
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
@@ -301,7 +302,7 @@ def graft(
     sha256: also record the donor's sha256 beside its BLAKE3.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-    judge, judge_ctx, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
+    judge, judge_ctx, judge_chunks, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
@@ -335,6 +336,7 @@ def purify(
     force: bool = False,
     judge: Optional[_PathLike] = None,
     judge_ctx: int = 512,
+    judge_chunks: Optional[int] = None,
     llama_cpp: Optional[_PathLike] = None,
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
@@ -356,7 +358,7 @@ def purify(
     split_max_size: as for :func:`graft`.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-    judge, judge_ctx, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
+    judge, judge_ctx, judge_chunks, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
@@ -438,6 +440,7 @@ def experts_extract(
     force: bool = False,
     judge: Optional[_PathLike] = None,
     judge_ctx: int = 512,
+    judge_chunks: Optional[int] = None,
     llama_cpp: Optional[_PathLike] = None,
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
@@ -454,7 +457,7 @@ def experts_extract(
     dry_run: plan only, nothing written.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-    judge, judge_ctx, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
+    judge, judge_ctx, judge_chunks, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
@@ -480,6 +483,7 @@ def experts_prune(
     force: bool = False,
     judge: Optional[_PathLike] = None,
     judge_ctx: int = 512,
+    judge_chunks: Optional[int] = None,
     llama_cpp: Optional[_PathLike] = None,
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
@@ -497,7 +501,7 @@ def experts_prune(
     dry_run: plan only, nothing written.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-    judge, judge_ctx, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
+    judge, judge_ctx, judge_chunks, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
@@ -523,6 +527,7 @@ def layers(
     force: bool = False,
     judge: Optional[_PathLike] = None,
     judge_ctx: int = 512,
+    judge_chunks: Optional[int] = None,
     llama_cpp: Optional[_PathLike] = None,
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
@@ -540,7 +545,7 @@ def layers(
     dry_run: plan only, nothing written.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-    judge, judge_ctx, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
+    judge, judge_ctx, judge_chunks, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
@@ -565,6 +570,7 @@ def lora_merge(
     force: bool = False,
     judge: Optional[_PathLike] = None,
     judge_ctx: int = 512,
+    judge_chunks: Optional[int] = None,
     llama_cpp: Optional[_PathLike] = None,
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
@@ -580,7 +586,7 @@ def lora_merge(
     type: the merged tensors' type: ``"keep"`` (each its own) or a type name.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-    judge, judge_ctx, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
+    judge, judge_ctx, judge_chunks, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
@@ -607,6 +613,7 @@ def lora_extract(
     force: bool = False,
     judge: Optional[_PathLike] = None,
     judge_ctx: int = 512,
+    judge_chunks: Optional[int] = None,
     llama_cpp: Optional[_PathLike] = None,
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
@@ -624,7 +631,7 @@ def lora_extract(
     type: the adapter's tensors' type (``"f16"``).
     force: replace an output that exists (only what organ could have written there,
         never an input).
-    judge, judge_ctx, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
+    judge, judge_ctx, judge_chunks, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
@@ -654,6 +661,7 @@ def moe(
     force: bool = False,
     judge: Optional[_PathLike] = None,
     judge_ctx: int = 512,
+    judge_chunks: Optional[int] = None,
     llama_cpp: Optional[_PathLike] = None,
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
@@ -674,7 +682,7 @@ def moe(
     type: the experts' type when the donors' types differ.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-    judge, judge_ctx, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
+    judge, judge_ctx, judge_chunks, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
@@ -704,6 +712,7 @@ def merge(
     force: bool = False,
     judge: Optional[_PathLike] = None,
     judge_ctx: int = 512,
+    judge_chunks: Optional[int] = None,
     llama_cpp: Optional[_PathLike] = None,
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
@@ -725,7 +734,7 @@ def merge(
     seed: the DARE methods' seed.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-    judge, judge_ctx, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
+    judge, judge_ctx, judge_chunks, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.

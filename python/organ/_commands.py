@@ -167,8 +167,8 @@ def _run(fn, words, values, positional=(), reports=("json",), result=Outcome):
 
 
 def graft(donor, recipient, out=None, *, layers=None, type=(), name=(), all=False, dry_run=False,
-          split_max_size=None, sha256=False, force=False, judge=None, judge_ctx=512, llama_cpp=None,
-          judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
+          split_max_size=None, sha256=False, force=False, judge=None, judge_ctx=512, judge_chunks=None,
+          llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
     """Tensors of ``donor`` transplanted into ``recipient`` (same architecture), as
     ``organ graft``: checked first, refused with the full list of what would not load.
 
@@ -185,7 +185,7 @@ def graft(donor, recipient, out=None, *, layers=None, type=(), name=(), all=Fals
     sha256: also record the donor's sha256 beside its BLAKE3.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-    judge, judge_ctx, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
+    judge, judge_ctx, judge_chunks, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
@@ -204,8 +204,8 @@ def graft(donor, recipient, out=None, *, layers=None, type=(), name=(), all=Fals
 
 
 def purify(model, method, out, *, layers=None, type=(), name=(), all=False, strength=0.5, keep=0.95, as_=None,
-           only_if_improves=False, split_max_size=None, force=False, judge=None, judge_ctx=512, llama_cpp=None,
-           judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
+           only_if_improves=False, split_max_size=None, force=False, judge=None, judge_ctx=512, judge_chunks=None,
+           llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
     """``model``'s tensors denoised (docs/purify.md), as ``organ purify``: each keeps its
     mean, std and type; written with ``organ.purify.*`` metadata.
 
@@ -221,7 +221,7 @@ def purify(model, method, out, *, layers=None, type=(), name=(), all=False, stre
     split_max_size: as for :func:`graft`.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-    judge, judge_ctx, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
+    judge, judge_ctx, judge_chunks, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
@@ -285,7 +285,8 @@ def assemble(dir, out, *, split_max_size=None, force=False):
 
 
 def experts_extract(model, expert, out=None, *, dry_run=False, force=False, judge=None, judge_ctx=512,
-                    llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
+                    judge_chunks=None, llama_cpp=None,
+                    judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
     """Expert ``expert`` of a llama-layout (Mixtral) MoE written as a dense llama model,
     as ``organ experts extract`` (docs/experts.md).
 
@@ -296,7 +297,7 @@ def experts_extract(model, expert, out=None, *, dry_run=False, force=False, judg
     dry_run: plan only, nothing written.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-    judge, judge_ctx, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
+    judge, judge_ctx, judge_chunks, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
@@ -314,7 +315,8 @@ def experts_extract(model, expert, out=None, *, dry_run=False, force=False, judg
 
 
 def experts_prune(model, keep, out=None, *, experts_used=None, dry_run=False, force=False, judge=None,
-                  judge_ctx=512, llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None,
+                  judge_ctx=512, judge_chunks=None,
+                  llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None,
                   progress=None):
     """Some experts of an MoE kept, the others removed along the expert axis, as ``organ
     experts prune`` (docs/experts.md).
@@ -327,7 +329,7 @@ def experts_prune(model, keep, out=None, *, experts_used=None, dry_run=False, fo
     dry_run: plan only, nothing written.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-    judge, judge_ctx, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
+    judge, judge_ctx, judge_chunks, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
@@ -346,7 +348,8 @@ def experts_prune(model, keep, out=None, *, experts_used=None, dry_run=False, fo
 
 
 def layers(model, out=None, *, drop=None, keep=None, dry_run=False, force=False, judge=None, judge_ctx=512,
-           llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
+           judge_chunks=None, llama_cpp=None,
+           judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
     """Whole layers removed and the rest renumbered, as ``organ layers``: the kept tensors'
     bytes copied as they are, ``block_count`` and per-layer metadata cut.
 
@@ -358,7 +361,7 @@ def layers(model, out=None, *, drop=None, keep=None, dry_run=False, force=False,
     dry_run: plan only, nothing written.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-    judge, judge_ctx, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
+    judge, judge_ctx, judge_chunks, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
@@ -376,7 +379,8 @@ def layers(model, out=None, *, drop=None, keep=None, dry_run=False, force=False,
     return _run(layers, ["layers"], locals(), ("model",))
 
 
-def lora_merge(base, lora, out, *, type="keep", force=False, judge=None, judge_ctx=512, llama_cpp=None,
+def lora_merge(base, lora, out, *, type="keep", force=False, judge=None, judge_ctx=512,
+               judge_chunks=None, llama_cpp=None,
                judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
     """LoRA adapters merged into their base, as ``organ lora merge`` (docs/adapters.md).
 
@@ -387,7 +391,7 @@ def lora_merge(base, lora, out, *, type="keep", force=False, judge=None, judge_c
     type: the merged tensors' type: ``"keep"`` (each its own) or a type name.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-    judge, judge_ctx, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
+    judge, judge_ctx, judge_chunks, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
@@ -405,7 +409,8 @@ def lora_merge(base, lora, out, *, type="keep", force=False, judge=None, judge_c
 
 
 def lora_extract(base, tuned, rank, out, *, name=(), type="f16", force=False, judge=None, judge_ctx=512,
-                 llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
+                 judge_chunks=None, llama_cpp=None,
+                 judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
     """A LoRA adapter of rank ``rank`` extracted from ``tuned``, a finetune of ``base``, as
     ``organ lora extract`` (docs/adapters.md).
 
@@ -417,7 +422,7 @@ def lora_extract(base, tuned, rank, out, *, name=(), type="f16", force=False, ju
     type: the adapter's tensors' type (``"f16"``).
     force: replace an output that exists (only what organ could have written there,
         never an input).
-    judge, judge_ctx, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
+    judge, judge_ctx, judge_chunks, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
@@ -435,7 +440,8 @@ def lora_extract(base, tuned, rank, out, *, name=(), type="f16", force=False, ju
 
 
 def moe(base, expert, out, *, experts_used=2, router="uniform", prompts=(), negative_prompts=(), seed=0,
-        type=None, force=False, judge=None, judge_ctx=512, llama_cpp=None, judge_threads=None,
+        type=None, force=False, judge=None, judge_ctx=512, judge_chunks=None,
+        llama_cpp=None, judge_threads=None,
         judge_gpu_layers=None, judge_device=None, progress=None):
     """A mixture of experts (llama's Mixtral layout) built from a dense llama ``base`` and
     dense donors of its shapes, one expert each, as ``organ moe`` (docs/moe.md).
@@ -451,7 +457,7 @@ def moe(base, expert, out, *, experts_used=2, router="uniform", prompts=(), nega
     type: the experts' type when the donors' types differ.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-    judge, judge_ctx, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
+    judge, judge_ctx, judge_chunks, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
@@ -469,7 +475,8 @@ def moe(base, expert, out, *, experts_used=2, router="uniform", prompts=(), nega
 
 
 def merge(config=None, *, out, method=None, base=None, model=(), t=None, param=(), type=None, seed=0,
-          force=False, judge=None, judge_ctx=512, llama_cpp=None, judge_threads=None, judge_gpu_layers=None,
+          force=False, judge=None, judge_ctx=512, judge_chunks=None,
+          llama_cpp=None, judge_threads=None, judge_gpu_layers=None,
           judge_device=None, progress=None):
     """Finetunes of one base merged as mergekit does (docs/merge.md), as ``organ merge``:
     from a mergekit-style YAML ``config``, or from ``method`` and ``model``.
@@ -486,7 +493,7 @@ def merge(config=None, *, out, method=None, base=None, model=(), t=None, param=(
     seed: the DARE methods' seed.
     force: replace an output that exists (only what organ could have written there,
         never an input).
-    judge, judge_ctx, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
+    judge, judge_ctx, judge_chunks, llama_cpp, judge_threads, judge_gpu_layers, judge_device: ``--judge
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.

@@ -349,7 +349,8 @@ def test_a_call_is_the_argv_a_user_would_type(tmp):
 
     values = dict(donor=tmp / "a.gguf", recipient="b.gguf", out=None, layers="0-1", type=("organ", "norm"),
                   name=(), all=False, dry_run=True, split_max_size=None, sha256=False, force=False, judge=None,
-                  judge_ctx=512, llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None)
+                  judge_ctx=512, judge_chunks=None, llama_cpp=None, judge_threads=None, judge_gpu_layers=None,
+                  judge_device=None)
     assert _argv(organ.graft, ["graft"], values, ()) == [
         "graft", f"--donor={tmp / 'a.gguf'}", "--recipient=b.gguf", "--layers=0-1", "--type=organ", "--type=norm",
         "--dry-run"]

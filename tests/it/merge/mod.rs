@@ -2,7 +2,7 @@
 //! (tests/oracle/merge_ref.py) on test-built models of mixed types, F32 output, to 1e-6
 //! relative; the identities that need no oracle; a mergekit YAML config; SmolLM2 F16
 //! finetunes made with gguf-py merged and run by llama.cpp; bad inputs refused by name
-//! with nothing written.
+//! with nothing written; mergekit's `slices:` (slices.rs).
 
 use crate::build::{noise, t, write_model_kvs, T};
 use crate::common::*;
@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+mod slices;
 mod smollm2;
 
 /// The tensors of a test model: the base's values plus `delta` times seeded noise (0: the
@@ -323,11 +324,11 @@ fn bad_inputs_are_refused_by_name_and_nothing_is_written() {
             ],
             "parameters.gamma",
         ),
-        (vec![s(&config).into()], "slices"),
+        (vec![s(&config).into()], "slices[0].sources[0].layer_range: [0, 3] is beyond"),
     ];
     std::fs::write(
         &config,
-        format!("slices:\n  - sources: [{{model: {}, layer_range: [0, 2]}}]\nmerge_method: slerp\n", s(a)),
+        format!("slices:\n  - sources: [{{model: {}, layer_range: [0, 3]}}]\nmerge_method: passthrough\n", s(a)),
     )
     .unwrap();
     let out = tmp("merge-refused.gguf");

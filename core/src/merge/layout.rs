@@ -222,13 +222,15 @@ impl<'a, T: Borrow<TensorEntry>> Stack<'a, T> {
                         let rest = &t.name[prefix.len()..];
                         match entry(r, &format!("blk.0.{rest}")) {
                             Some(x) if x.dims == t.dims => {}
-                            Some(x) => return Err(model_err(
-                                &src.model,
-                                format!(
+                            Some(x) => {
+                                return Err(model_err(
+                                    &src.model,
+                                    format!(
                                     "tensor {:?} is {:?}, but the output's layers are {}'s blk.0's, where it is {:?}",
                                     t.name, t.dims, self.inputs[0], x.dims
                                 ),
-                            )),
+                                ))
+                            }
                             None => {
                                 return Err(model_err(
                                     &src.model,

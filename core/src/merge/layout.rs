@@ -52,9 +52,18 @@ pub struct Layout {
     pub tensors: Vec<OutTensor>,
     /// `slices:` only: the output's metadata (the reference's, its layer count and per-layer
     /// arrays set to the stack's), and what changed in it.
-    pub kvs: Option<(Vec<(String, OwnedValue)>, Vec<(String, String)>)>,
+    pub kvs: Option<StackMeta>,
     /// `slices:` only: each output layer's source, the first of its slice's: (model, layer).
     pub layers: Vec<(usize, u32)>,
+}
+
+/// A stack's metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StackMeta {
+    /// The output's keys and values, in the reference's order.
+    pub kvs: Vec<(String, OwnedValue)>,
+    /// The keys changed, each with what was done.
+    pub changed: Vec<(String, String)>,
 }
 
 /// Architectures whose llama.cpp 11434 loader reads no `output.weight` (`src/models/*.cpp`
@@ -87,7 +96,7 @@ impl Config {
         let inputs = self.inputs();
         if models.len() != inputs.len() || models.is_empty() {
             return Err(Error::CountMismatch {
-                what: "models".into(),
+                what: "models",
                 expected: inputs.len() as u64,
                 got: models.len() as u64,
             });
@@ -348,8 +357,7 @@ impl<'a, T: Borrow<TensorEntry>> Stack<'a, T> {
     /// The reference's metadata for a stack of `layers` (model, layer): the layer count,
     /// each per-layer array (and llama.cpp's sliding-window period, written out) taken
     /// from each layer's model; keys that place layers otherwise refused.
-    #[allow(clippy::type_complexity)]
-    fn metadata(&self, layers: &[(usize, u32)]) -> Result<(Vec<(String, OwnedValue)>, Vec<(String, String)>)> {
+    fn metadata(&self, layers: &[(usize, u32)]) -> Result<StackMeta> {
         let (r, arch) = (self.models[0], self.arch.as_str());
         let prefix = format!("{arch}.");
         let n = self.counts[0];
@@ -412,7 +420,7 @@ impl<'a, T: Borrow<TensorEntry>> Stack<'a, T> {
                 format!("llama.cpp's period for {arch} written out per stacked layer (true: sliding window)"),
             ));
         }
-        Ok((kvs, changed))
+        Ok(StackMeta { kvs, changed })
     }
 
     /// Per-layer array `k` (the reference's `v`) for the stack: each layer's element from

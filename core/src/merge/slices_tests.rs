@@ -194,7 +194,7 @@ fn passthrough_stacks_layers_renumbered_with_the_ends_from_the_first_and_last_sl
     assert_eq!(l.layers, [(0, 0), (0, 1), (0, 2), (1, 2), (1, 3), (1, 4), (1, 5), (0, 3)]);
     // The last slice is a's: output_norm is a's, and no output.weight is needed.
     assert_eq!(find("output_norm.weight").parts, [input(0, "output_norm.weight")]);
-    let (kvs, _) = l.kvs.unwrap();
+    let kvs = l.kvs.unwrap().kvs;
     let get = |k: &str| kvs.iter().find(|(x, _)| x == k).unwrap().1.clone();
     assert_eq!(get("llama.block_count").as_u64(), Some(8));
     let OwnedValue::Array { len: 8, raw, .. } = get("llama.attention.head_count_kv") else { panic!() };
@@ -243,7 +243,7 @@ fn gradients_run_within_each_slice_and_the_ends_are_at_t_0() {
         (x.base.clone().unwrap(), x.parts.clone()),
         (input(0, "blk.4.attn_q.weight"), vec![input(1, "blk.4.attn_q.weight")])
     );
-    let (kvs, _) = l.kvs.unwrap();
+    let kvs = l.kvs.unwrap().kvs;
     assert_eq!(kvs.iter().find(|(k, _)| k == "llama.block_count").unwrap().1.as_u64(), Some(9));
 }
 

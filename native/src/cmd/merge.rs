@@ -271,8 +271,8 @@ fn report(
             writeln!(w, "  slice {i}  layers {}-{} from {}", offset, offset + len - 1, from.join(" + "))?;
             offset += len;
         }
-        if let Some((_, changed)) = &layout.kvs {
-            for (k, what) in changed {
+        if let Some(m) = &layout.kvs {
+            for (k, what) in &m.changed {
                 writeln!(w, "  {k}: {what}")?;
             }
         }
@@ -304,7 +304,7 @@ fn metadata(
     merged: &[usize],
 ) -> Result<Vec<(String, OwnedValue)>> {
     let r = &models[0];
-    let from = layout.kvs.as_ref().map_or(&r.kvs, |(kvs, _)| kvs);
+    let from = layout.kvs.as_ref().map_or(&r.kvs, |m| &m.kvs);
     let mut kvs: Vec<(String, OwnedValue)> = from.iter().filter(|(k, _)| !k.starts_with(KEY_PREFIX)).cloned().collect();
     if let OutputType::Forced(ty) = o.ty {
         if let Some(ft) = file_type(ty) {

@@ -153,6 +153,17 @@ fn linear_of_a_model_with_itself_is_the_model() {
         merged("merge-self.gguf", &["--method", "linear", "--model", s(a), "--model", &format!("{}:3", s(&twin))]);
     assert!(text.contains("merged 0 tensors, copied 5 byte for byte"), "{text}");
     assert_eq!(values(&out), values(a));
+    // Without normalize the weights 1 and 3 make 4 times the model (mergekit's Σ wᵢ xᵢ):
+    // identical inputs are merged, not copied.
+    let (out, text) = merged(
+        "merge-self-4x.gguf",
+        &["--method", "linear", "--model", s(a), "--model", &format!("{}:3", s(&twin)), "--param", "normalize=false"],
+    );
+    assert!(text.contains("merged 5 tensors, copied 0 byte for byte"), "{text}");
+    let find =
+        |v: Vec<(String, GgmlType, Vec<f32>)>| v.into_iter().find(|t| t.0 == "blk.0.attn_norm.weight").unwrap().2;
+    let four: Vec<f32> = find(values(a)).iter().map(|x| 4.0 * x).collect();
+    assert_eq!(find(values(&out)), four);
 }
 
 #[test]

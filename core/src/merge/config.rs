@@ -1,12 +1,14 @@
 //! A mergekit-style merge configuration (mergekit's `config.py`) where organ's features
-//! meet it: `merge_method`, `base_model`, `models: [{model, parameters}]`, `parameters`,
-//! `dtype`/`out_dtype`. A parameter is a number or boolean, a gradient (a list of numbers
-//! interpolated across the layers), or a list of `{filter, value}` whose first match
-//! applies. Anything else is refused by its key, never ignored.
+//! meet it: `merge_method`, `base_model`, `models: [{model, parameters}]` or `slices:`
+//! ([`super::slices`]), `parameters`, `dtype`/`out_dtype`. A parameter is a number or
+//! boolean, a gradient (a list of numbers interpolated across the layers), or a list of
+//! `{filter, value}` whose first match applies. Anything else is refused by its key, never
+//! ignored.
 //!
 //! The configuration arrives as a JSON value (the CLI parses the YAML; a browser or the API
 //! can parse it likewise), so this module reads no text of its own.
 
+use super::slices::{self, Slice};
 use super::Method;
 use crate::error::{Error, Result};
 use crate::ggml_type::GgmlType;
@@ -75,8 +77,11 @@ pub struct Config {
     pub method: Method,
     /// The base model (required by every method but linear).
     pub base: Option<String>,
-    /// The models, in the configuration's order (the base among them or not).
+    /// The models, in the configuration's order (the base among them or not); empty when
+    /// the configuration gives `slices`.
     pub models: Vec<ModelEntry>,
+    /// `slices:`, in order (empty when it gives `models`).
+    pub slices: Vec<Slice>,
     /// The merge's parameters, and defaults of the models'.
     pub parameters: Vec<(String, Setting)>,
     /// The merged tensors' type, from `out_dtype` or else `dtype`.
@@ -99,11 +104,22 @@ pub struct TensorParams {
     pub rescale: bool,
     /// `lambda`.
     pub lambda: f64,
+    /// Passthrough's `scale` of its one model, where given.
+    pub scale: Option<f64>,
+}
+
+/// One model's part in a tensor's parameters: how errors name it, its own parameters, the
+/// name of its tensor (a model's filters see its own tensor's name, as mergekit's do).
+pub(crate) struct Who<'a> {
+    pub key: String,
+    pub model: &'a str,
+    pub own: &'a [(String, Setting)],
+    pub tensor: &'a str,
 }
 
 /// The top-level keys organ reads.
-const KNOWN: [&str; 7] =
-    ["merge_method", "base_model", "models", "parameters", "dtype", "out_dtype", "tokenizer_source"];
+const KNOWN: [&str; 8] =
+    ["merge_method", "base_model", "models", "slices", "parameters", "dtype", "out_dtype", "tokenizer_source"];
 
 impl Config {
     /// Reads and checks a configuration.
@@ -115,7 +131,7 @@ impl Config {
         let top = v.as_object().ok_or_else(|| bad("(the whole)", "is not a mapping of keys to values"))?;
         for k in top.keys() {
             if !KNOWN.contains(&k.as_str()) {
-                return Err(bad(k, "organ does not support this key (it reads merge_method, base_model, models, parameters, dtype, out_dtype, tokenizer_source: base)"));
+                return Err(bad(k, "organ does not support this key (it reads merge_method, base_model, models or slices, parameters, dtype, out_dtype, tokenizer_source: base)"));
             }
         }
         let name = top
@@ -131,7 +147,8 @@ impl Config {
             Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
             Some(_) => return Err(bad("base_model", "not a path")),
         };
-        if method.needs_base() && base.is_none() {
+        let sliced = top.get("slices").filter(|v| !v.is_null());
+        if method.needs_base() && base.is_none() && sliced.is_none() {
             return Err(bad("base_model", &format!("{} merges onto a base: give base_model", method.name())));
         }
         match top.get("tokenizer_source") {
@@ -149,8 +166,19 @@ impl Config {
             }),
             Some(_) => return Err(bad("dtype", "not a string")),
         };
-        let list =
-            top.get("models").and_then(Value::as_array).ok_or_else(|| bad("models", "missing, or not a list"))?;
+        let parameters =
+            settings("parameters", top.get("parameters"), method.merge_parameters(), method.model_parameters())?;
+        if let Some(v) = sliced {
+            if top.get("models").is_some_and(|m| !m.is_null()) {
+                return Err(bad("slices", "give models or slices, not both (as mergekit)"));
+            }
+            let slices = slices::parse(method, base.as_deref(), v)?;
+            return Ok(Config { method, base, models: Vec::new(), slices, parameters, out_type });
+        }
+        let list = top
+            .get("models")
+            .and_then(Value::as_array)
+            .ok_or_else(|| bad("models", "missing, or not a list (give models or slices)"))?;
         let mut models = Vec::with_capacity(list.len());
         for (i, m) in list.iter().enumerate() {
             let key = format!("models[{i}]");
@@ -178,15 +206,24 @@ impl Config {
             }
             models.push(ModelEntry { model, parameters });
         }
-        let parameters =
-            settings("parameters", top.get("parameters"), method.merge_parameters(), method.model_parameters())?;
-        let c = Config { method, base, models, parameters, out_type };
+        let c = Config { method, base, models, slices: Vec::new(), parameters, out_type };
         let merged = c.merged().len();
         if merged == 0 {
             return Err(bad("models", "no model to merge (the base alone is no merge)"));
         }
         if method == Method::Slerp && merged != 1 {
             return Err(bad("models", &format!("slerp interpolates the base and one other model, not {merged}")));
+        }
+        if method == Method::Passthrough {
+            if merged != 1 {
+                return Err(bad(
+                    "models",
+                    &format!("passthrough copies one model, not {merged} (to stack layers of several, give slices)"),
+                ));
+            }
+            if c.base.as_ref().is_some_and(|b| *b != c.models[0].model) {
+                return Err(bad("base_model", "passthrough copies its one model: a base_model other than it would be a second (as in mergekit, which refuses it)"));
+            }
         }
         Ok(c)
     }
@@ -200,7 +237,7 @@ impl Config {
             .collect()
     }
 
-    /// The parameters of tensor `name`, in a model of `layers` layers.
+    /// The parameters of tensor `name`, in a model of `layers` layers (the `models` form).
     ///
     /// # Errors
     /// [`Error::BadConfig`]: a model without a weight where the method needs one, a value of
@@ -211,7 +248,34 @@ impl Config {
             (Some(_), _) => 1.0,
             (None, _) => 0.0,
         };
-        let global = |p: &str| self.parameters.iter().find(|(k, _)| k == p).and_then(|(_, s)| s.evaluate(name, t));
+        let who: Vec<Who<'_>> = self
+            .merged()
+            .into_iter()
+            .map(|i| Who {
+                key: format!("models[{i}]"),
+                model: &self.models[i].model,
+                own: &self.models[i].parameters,
+                tensor: name,
+            })
+            .collect();
+        self.resolve_with(&[], name, t, &who)
+    }
+
+    /// The parameters of tensor `name` at position `t` of the layers, the merge's looked up
+    /// in `scope` (a slice's parameters) before the configuration's, each merged model's in
+    /// its own first (mergekit's `ConfigReader.parameter`).
+    pub(crate) fn resolve_with(
+        &self,
+        scope: &[(String, Setting)],
+        name: &str,
+        t: f64,
+        who: &[Who<'_>],
+    ) -> Result<TensorParams> {
+        let find = |ps: &[(String, Setting)], p: &str, n: &str| {
+            ps.iter().find(|(k, _)| k == p).and_then(|(_, s)| s.evaluate(n, t))
+        };
+        let global_of = |p: &str, n: &str| find(scope, p, n).or_else(|| find(&self.parameters, p, n));
+        let global = |p: &str| global_of(p, name);
         let number = |p: &str, v: Option<Scalar>, default: Option<f64>| -> Result<f64> {
             match v {
                 Some(Scalar::Number(x)) if x.is_finite() => Ok(x),
@@ -226,17 +290,19 @@ impl Config {
                 None => Ok(default),
             }
         };
-        let (mut weights, mut densities) = (Vec::new(), Vec::new());
-        for i in self.merged() {
-            let m = &self.models[i];
-            let own = |p: &str| m.parameters.iter().find(|(k, _)| k == p).and_then(|(_, s)| s.evaluate(name, t));
-            let key = |p: &str| format!("models[{i}].parameters.{p} ({})", m.model);
+        let (mut weights, mut densities, mut scale) = (Vec::new(), Vec::new(), None);
+        for m in who {
+            let own = |p: &str| find(m.own, p, m.tensor).or_else(|| global_of(p, m.tensor));
+            let key = |p: &str| format!("{}.parameters.{p} ({})", m.key, m.model);
             let (w, d) = match self.method {
                 Method::Slerp => (1.0, 1.0),
-                _ => (
-                    number(&key("weight"), own("weight").or_else(|| global("weight")), None)?,
-                    number(&key("density"), own("density").or_else(|| global("density")), Some(1.0))?,
-                ),
+                Method::Passthrough => {
+                    scale = own("scale").map(|s| number(&key("scale"), Some(s), None)).transpose()?;
+                    (1.0, 1.0)
+                }
+                _ => {
+                    (number(&key("weight"), own("weight"), None)?, number(&key("density"), own("density"), Some(1.0))?)
+                }
             };
             if !(d > 0.0 && d <= 1.0) {
                 return Err(bad(&key("density"), &format!("{d} for tensor {name:?} is outside (0, 1]")));
@@ -252,7 +318,8 @@ impl Config {
         // Sign election divides each value by the weights that agree there (1 when none
         // do); the others divide by the sum of all, which must not be 0.
         let total: f64 = weights.iter().sum();
-        if normalize && self.method != Method::Slerp && !self.method.consensus() && total.abs() < 1e-8 {
+        let summed = !matches!(self.method, Method::Slerp | Method::Passthrough) && !self.method.consensus();
+        if normalize && summed && total.abs() < 1e-8 {
             return Err(bad(
                 "weight",
                 &format!("the weights of tensor {name:?} sum to {total}, and normalize divides by their sum"),
@@ -265,12 +332,18 @@ impl Config {
             normalize,
             rescale: flag("rescale", self.method.default_rescale())?,
             lambda: number("parameters.lambda", global("lambda"), Some(1.0))?,
+            scale,
         })
     }
 }
 
 /// A parameters mapping: each key one of `allowed` (or of `also`), each value a setting.
-fn settings(key: &str, v: Option<&Value>, allowed: &[&str], also: &[&str]) -> Result<Vec<(String, Setting)>> {
+pub(crate) fn settings(
+    key: &str,
+    v: Option<&Value>,
+    allowed: &[&str],
+    also: &[&str],
+) -> Result<Vec<(String, Setting)>> {
     let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(Vec::new()) };
     let o = v.as_object().ok_or_else(|| bad(key, "not a mapping"))?;
     let mut out = Vec::with_capacity(o.len());
@@ -366,6 +439,6 @@ pub fn hf_name(name: &str) -> Option<String> {
     Some(format!("{whole}.{suffix}"))
 }
 
-fn bad(key: &str, reason: &str) -> Error {
+pub(crate) fn bad(key: &str, reason: &str) -> Error {
     Error::BadConfig { key: key.into(), reason: reason.into() }
 }

@@ -1,13 +1,21 @@
 //! Merging finetunes of one base (issue 33): linear, task arithmetic, TIES, DARE and SLERP
-//! as mergekit's `merge_methods/` define them, tensor by tensor.
+//! as mergekit's `merge_methods/` define them, tensor by tensor; and mergekit's `slices:`
+//! (layer ranges of several models stacked, merged slice by slice, `passthrough` for
+//! frankenmerges).
 //!
 //! [`config`] reads a mergekit-style configuration (its YAML as a JSON value, so any front
 //! end parses the text) and says, for each tensor, every model's weight and density and
-//! the merge's `t`; [`math`] merges one tensor's f32 values. Reading, dequantizing,
-//! quantizing and writing stay with the caller. docs/merge.md has the formulas.
+//! the merge's `t`; [`slices`] reads `slices:` and lays out the output (which input
+//! tensors make each output tensor, the metadata of a model of another layer count);
+//! [`math`] merges one tensor's f32 values. Reading, dequantizing, quantizing and writing
+//! stay with the caller. docs/merge.md has the formulas.
 
 pub mod config;
+pub mod layout;
 pub mod math;
+pub mod slices;
+#[cfg(test)]
+mod slices_tests;
 #[cfg(test)]
 mod tests;
 
@@ -26,12 +34,22 @@ pub enum Method {
     DareTies,
     /// `slerp`: spherical interpolation from the base to one other model.
     Slerp,
+    /// `passthrough`: one model's tensors as they are (times `scale` where given): with
+    /// `slices:`, layers of several models stacked.
+    Passthrough,
 }
 
 impl Method {
     /// Every method organ merges by.
-    pub const ALL: [Method; 6] =
-        [Method::Linear, Method::TaskArithmetic, Method::Ties, Method::DareLinear, Method::DareTies, Method::Slerp];
+    pub const ALL: [Method; 7] = [
+        Method::Linear,
+        Method::TaskArithmetic,
+        Method::Ties,
+        Method::DareLinear,
+        Method::DareTies,
+        Method::Slerp,
+        Method::Passthrough,
+    ];
 
     /// mergekit's name.
     pub fn name(self) -> &'static str {
@@ -42,6 +60,7 @@ impl Method {
             Method::DareLinear => "dare_linear",
             Method::DareTies => "dare_ties",
             Method::Slerp => "slerp",
+            Method::Passthrough => "passthrough",
         }
     }
 
@@ -50,9 +69,9 @@ impl Method {
         Method::ALL.into_iter().find(|m| m.name() == name)
     }
 
-    /// Whether a base model is required (all but linear).
+    /// Whether a base model is required (all but linear and passthrough).
     pub fn needs_base(self) -> bool {
-        self != Method::Linear
+        !matches!(self, Method::Linear | Method::Passthrough)
     }
 
     /// Whether TIES's sign election ("sum" consensus) applies.
@@ -62,7 +81,7 @@ impl Method {
 
     /// Whether the method merges deltas from the base (the task-arithmetic family).
     pub fn on_deltas(self) -> bool {
-        !matches!(self, Method::Linear | Method::Slerp)
+        !matches!(self, Method::Linear | Method::Slerp | Method::Passthrough)
     }
 
     /// `normalize`'s default (mergekit's `default_normalize`; linear's is true).
@@ -80,6 +99,7 @@ impl Method {
         match self {
             Method::Linear => &["normalize"],
             Method::Slerp => &["t"],
+            Method::Passthrough => &[],
             _ => &["int8_mask", "normalize", "rescale", "lambda"],
         }
     }
@@ -90,6 +110,7 @@ impl Method {
         match self {
             Method::Linear => &["weight"],
             Method::Slerp => &[],
+            Method::Passthrough => &["scale"],
             _ => &["weight", "density"],
         }
     }

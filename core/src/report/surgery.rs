@@ -231,8 +231,11 @@ pub struct Merge<'a> {
     pub seed: u64,
     /// Every merged tensor.
     pub tensors: &'a [MergeRow],
-    /// Tensors copied from the first model as they are.
+    /// Tensors copied from an input as they are.
     pub copied: usize,
+    /// `slices:` only: the merged model's layer count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block_count: Option<u64>,
     /// `--judge`'s verdict.
     pub judge: Option<&'a Verdict>,
 }

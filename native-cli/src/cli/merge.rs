@@ -17,11 +17,12 @@ const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 #[derive(clap::Args, Debug, Clone, Default, PartialEq)]
 pub struct ModelMergeArgs {
-    /// A mergekit-style YAML configuration (merge_method, base_model, models, parameters,
-    /// dtype; docs/merge.md). Without it, give --method and --model.
+    /// A mergekit-style YAML configuration (merge_method, base_model, models or slices,
+    /// parameters, dtype; docs/merge.md). Without it, give --method and --model.
     #[arg(value_name = "CONFIG.yml", required_unless_present = "method")]
     pub config: Option<PathBuf>,
-    /// linear, task_arithmetic, ties, dare_linear, dare_ties or slerp.
+    /// linear, task_arithmetic, ties, dare_linear, dare_ties, slerp or passthrough (one
+    /// model; to stack layers of several, a configuration's slices).
     #[arg(long, conflicts_with = "config")]
     pub method: Option<String>,
     /// The base model (every method but linear).

@@ -1,7 +1,9 @@
 //! The `merge` job (docs/merge.md): runs `organ merge` with the flags a request's fields
 //! give (the method, the base, each model with its weight and density, `t`, the other
 //! parameters, the type, the seed), its report as the job's result. Models are files
-//! under the root; `judge` is a text under the root, as for lora-merge.
+//! under the root; `judge` is a text under the root, as for lora-merge. The job merges
+//! whole models: mergekit's `slices:` are the CLI's (`organ merge CONFIG.yml`), and a
+//! request with `slices` is refused by name.
 
 use super::job::JobStatus;
 use super::jobs::start_job;
@@ -65,6 +67,10 @@ pub(super) struct MergeReq {
     judge_gpu_layers: Option<String>,
     #[serde(default)]
     judge_device: Option<String>,
+    /// Read only to be refused by name (serde's unknown-field message would list every
+    /// field instead of saying where slices are merged).
+    #[serde(default)]
+    slices: Option<Value>,
 }
 
 /// `organ merge --method M [--base B] --model FILE:W,density=D… --out OUT --json merge.json`.
@@ -73,6 +79,12 @@ pub(super) async fn merge(
     body: Result<Json<MergeReq>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<JobStatus>)> {
     let Json(r) = body?;
+    if r.slices.is_some() {
+        return Err(bad(
+            "slices: the merge job merges whole models; mergekit's slices (layer ranges, passthrough stacks) are \
+             merged by `organ merge CONFIG.yml` (docs/merge.md)",
+        ));
+    }
     if r.models.is_empty() || r.models.len() > MAX_MODELS {
         return Err(bad(format!("models: give 1 to {MAX_MODELS}, not {}", r.models.len())));
     }

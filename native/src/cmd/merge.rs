@@ -1,7 +1,9 @@
 //! `organ merge`: finetunes of one base merged as mergekit merges them (the core's
-//! [`organ_core::merge`]), read from GGUFs of any type organ dequantizes. Every model is
-//! opened and checked against the reference (the base, or linear's first model) before any
-//! work; tensors identical in every input are copied byte for byte; the others are
+//! [`organ_core::merge`]), read from GGUFs of any type organ dequantizes; with `slices:`,
+//! layer ranges of several models merged slice by slice and stacked. Every model is
+//! opened and checked against the reference (the base, or the first model) before any
+//! work; the core lays out which input tensors make each output tensor; tensors identical
+//! in every input (and left so by the merge) are copied byte for byte; the others are
 //! dequantized, merged in f32/f64 and written in their output type, a window of tensors at
 //! a time in parallel, so memory holds a few tensors, never a model.
 
@@ -10,7 +12,8 @@ use crate::model::{Model, Tensor};
 use crate::write::Made;
 use anyhow::{bail, Context, Result};
 use organ_core::lora::merge::{file_type, OutputType};
-use organ_core::merge::config::{Config, TensorParams};
+use organ_core::merge::config::Config;
+use organ_core::merge::layout::{Input, Layout, OutTensor};
 use organ_core::merge::math;
 use organ_core::merge::Method;
 use organ_core::model::OwnedValue;
@@ -38,31 +41,22 @@ pub struct Options<'a> {
     pub json: Option<&'a Path>,
     /// Replace outputs that exist (never an input).
     pub force: bool,
-    /// `--judge`: the output against the base (linear: its first model).
+    /// `--judge`: the output against the reference (the base, else the first model).
     pub judge: Option<Settings>,
 }
 
 impl Options<'_> {
-    /// Every model's path, the base first when there is one, each once.
+    /// Every model's path, the base first when there is one, each once (the core's
+    /// [`Config::inputs`]).
     pub fn inputs(&self) -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = self.config.base.iter().map(PathBuf::from).collect();
-        for m in &self.config.models {
-            let p = PathBuf::from(&m.model);
-            if !v.contains(&p) {
-                v.push(p);
-            }
-        }
-        v
+        self.config.inputs().into_iter().map(PathBuf::from).collect()
     }
 }
 
 /// One tensor to merge.
 struct Job {
-    /// Its index among the reference's tensors.
-    tensor: usize,
     to: GgmlType,
     why: &'static str,
-    params: TensorParams,
 }
 
 pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
@@ -75,18 +69,21 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         crate::judge::check(reference, o.out, false, s)?;
     }
     let models: Vec<Model> = inputs.iter().map(|p| Model::open(p)).collect::<Result<_>>()?;
-    let at = |p: &str| inputs.iter().position(|i| i.as_path() == Path::new(p)).unwrap_or(0);
-    // The base (or linear's reference) and, in order, the models merged.
-    let base = o.config.base.as_deref().map(at);
-    let merged: Vec<usize> = o.config.merged().iter().map(|&i| at(&o.config.models[i].model)).collect();
-    check_models(&models)?;
-    let jobs = plan(o, &models, base, &merged)?;
+    if o.config.slices.is_empty() {
+        check_models(&models)?;
+    }
+    let cores: Vec<&organ_core::model::Model<Tensor>> = models.iter().map(|m| &m.model).collect();
+    let what = o.spec.get("slices").map_or("cannot merge", |_| "cannot stack the slices");
+    let layout = o.config.layout(&cores).with_context(|| format!("{}: {what}", models[0].label))?;
+    let base = o.config.base.as_ref().map(|_| 0);
+    let merged = merged_inputs(&layout);
+    let jobs = plan(o, &models, &layout)?;
 
-    let copied = models[0].tensors.len() - jobs.len();
-    let rows = tensor_rows(o, &models, base, &merged, &jobs);
-    report(o, &models, &rows, copied, w)?;
-    let kvs = metadata(o, &models, base, &merged)?;
-    let len = write(o, &models, base, &merged, &jobs, &kvs)?;
+    let copied = jobs.iter().filter(|j| j.is_none()).count();
+    let rows = tensor_rows(o, &models, &layout, &jobs);
+    report(o, &models, &layout, &merged, &rows, copied, w)?;
+    let kvs = metadata(o, &models, &layout, base, &merged)?;
+    let len = write(o, &models, &layout, &jobs, &kvs)?;
     writeln!(w, "wrote {} ({len} bytes)", o.out.display())?;
 
     let verdict = crate::judge::judged(o.out, reference, o.judge.as_ref(), w)?;
@@ -99,11 +96,26 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
             seed: o.seed,
             tensors: &rows,
             copied,
+            block_count: layout.kvs.as_ref().map(|_| layout.layers.len() as u64),
             judge: verdict.as_ref(),
         };
         super::outputs::write_json(AnyReport::Surgery(&Surgery::Merge(report)), p, o.force)?;
     }
     Ok(())
+}
+
+/// The inputs merged (not only a base), in order (the models form's: the first tensor's
+/// parts, every merged model in the configuration's order).
+fn merged_inputs(layout: &Layout) -> Vec<usize> {
+    let mut v: Vec<usize> = Vec::new();
+    for t in &layout.tensors {
+        for p in &t.parts {
+            if !v.contains(&p.model) {
+                v.push(p.model);
+            }
+        }
+    }
+    v
 }
 
 /// Every model has the reference's architecture and exactly its tensors, each of its shape.
@@ -134,34 +146,48 @@ fn check_models(models: &[Model]) -> Result<()> {
     Ok(())
 }
 
-/// The tensors to merge (those not identical in every input), each with its parameters
-/// and output type; every refusal comes here, before anything is written.
-fn plan(o: &Options<'_>, models: &[Model], base: Option<usize>, merged: &[usize]) -> Result<Vec<Job>> {
-    let r = &models[0];
-    let arch = r.architecture().unwrap_or_default().into_owned();
-    let layers = r.model.get(&format!("{arch}.block_count")).and_then(OwnedValue::as_u64);
-    let layers = layers.and_then(|l| u32::try_from(l).ok());
-    let used: Vec<usize> = base.into_iter().chain(merged.iter().copied()).collect();
-    let mut jobs = Vec::new();
-    for (i, t) in r.tensors.iter().enumerate() {
-        let same = used.iter().all(|&m| {
-            let x = tensor(&models[m], &t.name);
+/// Every input of an output tensor: the base's first, then the merged models'.
+fn used(t: &OutTensor) -> impl Iterator<Item = &Input> {
+    t.base.iter().chain(&t.parts)
+}
+
+/// Whether merging inputs that are all the same tensor gives it back unchanged: every
+/// method but linear without normalize (whose weights need not sum to 1) and a
+/// passthrough's scale.
+fn identity(c: &Config, t: &OutTensor) -> bool {
+    match c.method {
+        Method::Linear => t.params.normalize || t.params.weights.iter().sum::<f64>() == 1.0,
+        Method::Passthrough => t.params.scale.is_none_or(|s| s == 1.0),
+        _ => true,
+    }
+}
+
+/// For each output tensor, None to copy it (identical in every input, and so after the
+/// merge) or its merge's output type; every refusal comes here, before anything is
+/// written.
+fn plan(o: &Options<'_>, models: &[Model], layout: &Layout) -> Result<Vec<Option<Job>>> {
+    let mut jobs = Vec::with_capacity(layout.tensors.len());
+    for ot in &layout.tensors {
+        let first = used(ot).next().map(|i| tensor(models, i));
+        let Some(t) = first else { bail!("output tensor {:?} has no input", ot.name) };
+        let same = used(ot).all(|i| {
+            let x = tensor(models, i);
             x.ty == t.ty && x.bytes() == t.bytes()
         });
         // Read whole to be compared: their pages go back, or the map would hold them all.
-        for &m in &used {
-            tensor(&models[m], &t.name).release();
+        for i in used(ot) {
+            tensor(models, i).release();
         }
-        if same {
+        if same && identity(&o.config, ot) {
+            jobs.push(None);
             continue;
         }
-        for &m in &used {
-            let x = tensor(&models[m], &t.name);
+        for i in used(ot) {
+            let x = tensor(models, i);
             if !x.ty.can_dequantize() {
-                bail!("{}: tensor {:?} is {}, which organ cannot dequantize", models[m].label, t.name, x.ty);
+                bail!("{}: tensor {:?} is {}, which organ cannot dequantize", models[i.model].label, x.name, x.ty);
             }
         }
-        let params = o.config.resolve(&t.name, layers).with_context(|| format!("{}: cannot merge", r.label))?;
         let (to, why) = match o.ty {
             OutputType::Forced(ty) => (ty, "--type"),
             OutputType::Keep if can_quantize(t.ty) => (t.ty, "kept"),
@@ -169,50 +195,87 @@ fn plan(o: &Options<'_>, models: &[Model], base: Option<usize>, merged: &[usize]
         };
         let cols = t.dims.first().copied().unwrap_or(0);
         if cols % to.block_size() as u64 != 0 {
-            bail!("{}: tensor {:?}: its rows of {cols} values are not whole {to} blocks", r.label, t.name);
+            bail!("{}: tensor {:?}: its rows of {cols} values are not whole {to} blocks", models[0].label, ot.name);
         }
-        jobs.push(Job { tensor: i, to, why, params });
+        jobs.push(Some(Job { to, why }));
     }
     Ok(jobs)
 }
 
-/// Model `m`'s tensor `name` (every model was checked to have it).
-fn tensor<'a>(m: &'a Model, name: &str) -> &'a Tensor {
-    m.tensors.iter().find(|x| x.name == name).unwrap_or(&m.tensors[0])
+/// Input `i`'s tensor (the core's layout names only tensors the models have).
+fn tensor<'a>(models: &'a [Model], i: &Input) -> &'a Tensor {
+    let m = &models[i.model];
+    m.tensors.iter().find(|x| x.name == i.tensor).unwrap_or(&m.tensors[0])
 }
 
-fn tensor_rows(
-    o: &Options<'_>,
-    models: &[Model],
-    base: Option<usize>,
-    merged: &[usize],
-    jobs: &[Job],
-) -> Vec<MergeRow> {
-    jobs.iter()
-        .map(|j| {
-            let t = &models[0].tensors[j.tensor];
-            MergeRow {
+fn tensor_rows(o: &Options<'_>, models: &[Model], layout: &Layout, jobs: &[Option<Job>]) -> Vec<MergeRow> {
+    layout
+        .tensors
+        .iter()
+        .zip(jobs)
+        .filter_map(|(t, j)| {
+            let j = j.as_ref()?;
+            Some(MergeRow {
                 name: t.name.clone(),
-                types: base.iter().chain(merged).map(|&m| tensor(&models[m], &t.name).ty.name().to_owned()).collect(),
+                types: used(t).map(|i| tensor(models, i).ty.name().to_owned()).collect(),
                 written_as: j.to.name().into(),
                 why: j.why,
-                weights: j.params.weights.clone(),
-                densities: j.params.densities.clone(),
-                t: (o.config.method == Method::Slerp).then_some(j.params.t),
-            }
+                weights: t.params.weights.clone(),
+                densities: t.params.densities.clone(),
+                t: (o.config.method == Method::Slerp).then_some(t.params.t),
+            })
         })
         .collect()
 }
 
-fn report(o: &Options<'_>, models: &[Model], rows: &[MergeRow], copied: usize, w: &mut dyn Write) -> Result<()> {
+fn report(
+    o: &Options<'_>,
+    models: &[Model],
+    layout: &Layout,
+    merged: &[usize],
+    rows: &[MergeRow],
+    copied: usize,
+    w: &mut dyn Write,
+) -> Result<()> {
     let c = &o.config;
     let r = &models[0];
-    let n = c.merged().len();
+    let n = merged.len();
     let onto = c.base.as_ref().map(|_| format!(" onto {}", r.label)).unwrap_or_default();
     let arch = r.architecture().unwrap_or_default().into_owned();
-    writeln!(w, "merge: {} of {n} model{}{onto} ({arch})", c.method.name(), if n == 1 { "" } else { "s" })?;
-    for i in c.merged() {
-        writeln!(w, "  model  {}", c.models[i].model)?;
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    if c.slices.is_empty() {
+        writeln!(w, "merge: {} of {}{onto} ({arch})", c.method.name(), plural(n, "model"))?;
+        for i in c.merged() {
+            writeln!(w, "  model  {}", c.models[i].model)?;
+        }
+    } else {
+        let layers = layout.layers.len();
+        writeln!(
+            w,
+            "merge: {} of {}, {}{onto} ({arch})",
+            c.method.name(),
+            plural(c.slices.len(), "slice"),
+            plural(layers, "layer")
+        )?;
+        let mut offset = 0;
+        for (i, s) in c.slices.iter().enumerate() {
+            let len = s.len() as usize;
+            let from: Vec<String> = s
+                .sources
+                .iter()
+                .map(|x| {
+                    let label = c.inputs().iter().position(|p| *p == x.model).map_or("?", |m| models[m].label.as_str());
+                    format!("{label} {}-{}", x.start, x.end - 1)
+                })
+                .collect();
+            writeln!(w, "  slice {i}  layers {}-{} from {}", offset, offset + len - 1, from.join(" + "))?;
+            offset += len;
+        }
+        if let Some(m) = &layout.kvs {
+            for (k, what) in &m.changed {
+                writeln!(w, "  {k}: {what}")?;
+            }
+        }
     }
     writeln!(w, "merged {} tensors, copied {copied} byte for byte", rows.len())?;
     let mut groups: Vec<(String, &str, &str, usize)> = Vec::new();
@@ -229,18 +292,20 @@ fn report(o: &Options<'_>, models: &[Model], rows: &[MergeRow], copied: usize, w
     Ok(())
 }
 
-/// The reference's metadata, `general.file_type` set to the forced type's when it
-/// changed a tensor's type, and the provenance: method, every input by file name and
-/// BLAKE3, the parameters as given and the seed.
+/// The reference's metadata (with `slices:`, the stack's: its layer count and per-layer
+/// arrays), `general.file_type` set to the forced type's when it changed a tensor's type,
+/// and the provenance: method, every input by file name and BLAKE3, the parameters (and
+/// slices) as given and the seed.
 fn metadata(
     o: &Options<'_>,
     models: &[Model],
+    layout: &Layout,
     base: Option<usize>,
     merged: &[usize],
 ) -> Result<Vec<(String, OwnedValue)>> {
     let r = &models[0];
-    let mut kvs: Vec<(String, OwnedValue)> =
-        r.kvs.iter().filter(|(k, _)| !k.starts_with(KEY_PREFIX)).cloned().collect();
+    let from = layout.kvs.as_ref().map_or(&r.kvs, |m| &m.kvs);
+    let mut kvs: Vec<(String, OwnedValue)> = from.iter().filter(|(k, _)| !k.starts_with(KEY_PREFIX)).cloned().collect();
     if let OutputType::Forced(ty) = o.ty {
         if let Some(ft) = file_type(ty) {
             let v = OwnedValue::Scalar(MetaValue::U32(ft));
@@ -260,15 +325,36 @@ fn metadata(
     let hashes: Vec<String> = merged.iter().map(|&m| hash(m)).collect::<Result<_>>()?;
     kvs.push((format!("{KEY_PREFIX}models"), OwnedValue::strings(&names)?));
     kvs.push((format!("{KEY_PREFIX}models_blake3"), OwnedValue::strings(&hashes)?));
-    kvs.push((format!("{KEY_PREFIX}parameters"), OwnedValue::string(&parameters(o))));
+    kvs.push((format!("{KEY_PREFIX}parameters"), OwnedValue::string(&parameters(o, models))));
     Ok(kvs)
 }
 
-/// The parameters as given (the merge's, each merged model's in order), and the seed, as
-/// JSON: paths stay out, as in `models`, so the file says what was merged, not where it lay.
-fn parameters(o: &Options<'_>) -> String {
+/// The parameters as given (the merge's, each merged model's in order; with `slices:`,
+/// the slices, each model by its file name), and the seed, as JSON: paths stay out, as in
+/// `models`, so the file says what was merged, not where it lay.
+fn parameters(o: &Options<'_>, models: &[Model]) -> String {
     let c = &o.config;
     let given = |v: Option<&serde_json::Value>| v.cloned().unwrap_or(serde_json::Value::Null);
+    if !c.slices.is_empty() {
+        let inputs = c.inputs();
+        let label = |p: &serde_json::Value| -> serde_json::Value {
+            let at = p.as_str().and_then(|p| inputs.iter().position(|i| *i == p));
+            at.map_or(serde_json::Value::Null, |m| models[m].label.clone().into())
+        };
+        let mut slices = given(o.spec.get("slices"));
+        for s in slices.as_array_mut().into_iter().flatten() {
+            if let Some(b) = s.get_mut("base_model") {
+                *b = label(b);
+            }
+            for x in s.get_mut("sources").and_then(|v| v.as_array_mut()).into_iter().flatten() {
+                if let Some(m) = x.get_mut("model") {
+                    *m = label(m);
+                }
+            }
+        }
+        return serde_json::json!({ "parameters": given(o.spec.get("parameters")), "slices": slices, "seed": o.seed })
+            .to_string();
+    }
     let models: Vec<serde_json::Value> = c
         .merged()
         .iter()
@@ -289,54 +375,57 @@ const MERGE_COPIES: u64 = 4;
 /// Writes the merged model through a temp file; returns its length. A merged tensor holds
 /// at most MERGE_COPIES f32 copies of itself and a span while made: a batch holds at most
 /// MERGE_BUDGET bytes of them (always one tensor), so memory is a few tensors whatever the
-/// models and however many.
+/// models and however many. A copied tensor's bytes come from its first input's file.
 fn write(
     o: &Options<'_>,
     models: &[Model],
-    base: Option<usize>,
-    merged: &[usize],
-    jobs: &[Job],
+    layout: &Layout,
+    jobs: &[Option<Job>],
     kvs: &[(String, OwnedValue)],
 ) -> Result<u64> {
-    let r = &models[0];
     let span = 4 * math::SPAN_VALUES as u64;
-    let mut job_of: Vec<Option<usize>> = vec![None; r.tensors.len()];
-    let mut made: Vec<Option<Made>> = vec![None; r.tensors.len()];
-    for (k, j) in jobs.iter().enumerate() {
-        job_of[j.tensor] = Some(k);
-        let holds = r.tensors[j.tensor].n_elements.saturating_mul(4 * MERGE_COPIES).saturating_add(span);
-        made[j.tensor] = Some(Made { ty: j.to, holds });
+    let mut tensors = Vec::with_capacity(layout.tensors.len());
+    let mut made: Vec<Option<Made>> = Vec::with_capacity(layout.tensors.len());
+    for (ot, j) in layout.tensors.iter().zip(jobs) {
+        let first = used(ot).next().map(|i| tensor(models, i));
+        let Some(from) = first else { bail!("output tensor {:?} has no input", ot.name) };
+        let mut t = from.clone();
+        t.entry.name.clone_from(&ot.name);
+        let holds = t.n_elements.saturating_mul(4 * MERGE_COPIES).saturating_add(span);
+        made.push(j.as_ref().map(|j| Made { ty: j.to, holds }));
+        tensors.push(t);
     }
-    let make = |i: usize| match job_of[i] {
-        Some(k) => merge_one(o, models, base, merged, &jobs[k]),
+    let like = models[0].derived(kvs.to_vec(), tensors);
+    let make = |i: usize| match &jobs[i] {
+        Some(j) => merge_one(o, models, &layout.tensors[i], j),
         None => bail!("tensor {i} has no merge"),
     };
-    crate::write::write_made(o.out, o.force, r, kvs, &made, MERGE_BUDGET, make)
+    crate::write::write_made(o.out, o.force, &like, kvs, &made, MERGE_BUDGET, make)
 }
 
 /// One merged tensor's bytes in its output type. The inputs are read as the core asks,
 /// a span of rows of each at a time, their pages given back once read: memory holds a few
 /// copies of the tensor, not one per model.
-fn merge_one(o: &Options<'_>, models: &[Model], base: Option<usize>, merged: &[usize], j: &Job) -> Result<Vec<u8>> {
-    let r = &models[0];
-    let name = &r.tensors[j.tensor].name;
-    let n = usize::try_from(r.tensors[j.tensor].n_elements).context("a tensor larger than memory")?;
-    let row = usize::try_from(r.tensors[j.tensor].dims.first().copied().unwrap_or(1)).unwrap_or(n).max(1);
+fn merge_one(o: &Options<'_>, models: &[Model], ot: &OutTensor, j: &Job) -> Result<Vec<u8>> {
+    let name = &ot.name;
+    let Some(first) = used(ot).next().map(|i| tensor(models, i)) else { bail!("output tensor {name:?} has no input") };
+    let n = usize::try_from(first.n_elements).context("a tensor larger than memory")?;
+    let row = usize::try_from(first.dims.first().copied().unwrap_or(1)).unwrap_or(n).max(1);
     let mut read = |input: math::Input, range: std::ops::Range<usize>, into: &mut Vec<f32>| {
-        let m = match input {
-            math::Input::Base => base,
-            math::Input::Part(k) => merged.get(k).copied(),
+        let i = match input {
+            math::Input::Base => ot.base.as_ref(),
+            math::Input::Part(k) => ot.parts.get(k),
         };
-        let Some(m) = m else {
+        let Some(i) = i else {
             return Err(organ_core::Error::BadLayout { tensor: name.clone(), reason: "no such input".into() });
         };
-        let t = tensor(&models[m], name);
+        let t = tensor(models, i);
         let (bs, ts) = (t.ty.block_size(), t.ty.type_size());
         // Every row is whole blocks (the parser checks), and a range is whole rows.
         let (from, to) = (range.start / bs * ts, range.end / bs * ts);
         let bytes = t.bytes().get(from..to).ok_or_else(|| organ_core::Error::BadLayout {
             tensor: name.clone(),
-            reason: format!("values {range:?} are outside {}'s tensor", models[m].label),
+            reason: format!("values {range:?} are outside {}'s tensor {:?}", models[i.model].label, t.name),
         })?;
         into.clear();
         into.resize(range.len(), 0.0);
@@ -344,13 +433,20 @@ fn merge_one(o: &Options<'_>, models: &[Model], base: Option<usize>, merged: &[u
         t.release_range(from as u64, (to - from) as u64);
         done
     };
-    let p = &j.params;
+    let p = &ot.params;
     let mut out = vec![0f32; n];
     let shares: Vec<math::Share> =
         p.weights.iter().zip(&p.densities).map(|(&weight, &density)| math::Share { weight, density }).collect();
     let method = o.config.method;
-    let done = match (method, base) {
+    let done = match (method, &ot.base) {
         (Method::Linear, _) => math::linear_streamed(name, &shares, p.normalize, row, &mut read, &mut out),
+        (Method::Passthrough, _) => read(math::Input::Part(0), 0..n, &mut out).map(|()| {
+            // mergekit's tensor * scale, rounded once.
+            let s = p.scale.unwrap_or(1.0);
+            for x in &mut out {
+                *x = (f64::from(*x) * s) as f32;
+            }
+        }),
         (Method::Slerp, Some(_)) => {
             let (mut b, mut x) = (Vec::new(), Vec::new());
             read(math::Input::Base, 0..n, &mut b)
@@ -363,7 +459,7 @@ fn merge_one(o: &Options<'_>, models: &[Model], base: Option<usize>, merged: &[u
         }
         (_, None) => bail!("{} merges onto a base: give one", method.name()),
     };
-    done.with_context(|| format!("{}: merging", r.label))?;
+    done.with_context(|| format!("{}: merging", models[0].label))?;
     let mut bytes = Vec::new();
     quantize(j.to, &out, &mut bytes)
         .with_context(|| format!("{}: writing merged tensor {name:?} as {}", o.out.display(), j.to))?;

@@ -113,6 +113,14 @@ fn bad_merge_requests_are_refused_before_a_job_and_refusals_fail_the_job() {
         (json!({"method": "ties", "base": "base.gguf", "models": [{"path": "a.gguf"}], "type": "q9"}), "--type"),
         (json!({"method": "ties", "base": "base.gguf", "models": [{"path": "../a.gguf"}]}), ""),
         (json!({"method": "ties", "base": "base.gguf", "models": [{"path": "a.gguf", "w": 1}]}), ""),
+        (
+            json!({"method": "passthrough", "models": [], "slices": [{"sources": [{"model": "a.gguf", "layer_range": [0, 1]}]}]}),
+            "slices: the merge job merges whole models",
+        ),
+        (
+            json!({"method": "passthrough", "models": [{"path": "a.gguf"}, {"path": "b.gguf"}]}),
+            "passthrough copies one model, not 2",
+        ),
     ] {
         let (st, answer) = post(&s, "/api/merge", &body);
         assert!((400..500).contains(&st), "{body}: {st} {answer}");

@@ -2,7 +2,7 @@
 //! (tests/oracle/merge_ref.py) on test-built models of mixed types, F32 output, to 1e-6
 //! relative; the identities that need no oracle; a mergekit YAML config; SmolLM2 F16
 //! finetunes made with gguf-py merged and run by llama.cpp; bad inputs refused by name
-//! with nothing written.
+//! with nothing written; mergekit's `slices:` (slices.rs).
 
 use crate::build::{noise, t, write_model_kvs, T};
 use crate::common::*;
@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+mod slices;
 mod smollm2;
 
 /// The tensors of a test model: the base's values plus `delta` times seeded noise (0: the
@@ -152,6 +153,17 @@ fn linear_of_a_model_with_itself_is_the_model() {
         merged("merge-self.gguf", &["--method", "linear", "--model", s(a), "--model", &format!("{}:3", s(&twin))]);
     assert!(text.contains("merged 0 tensors, copied 5 byte for byte"), "{text}");
     assert_eq!(values(&out), values(a));
+    // Without normalize the weights 1 and 3 make 4 times the model (mergekit's Σ wᵢ xᵢ):
+    // identical inputs are merged, not copied.
+    let (out, text) = merged(
+        "merge-self-4x.gguf",
+        &["--method", "linear", "--model", s(a), "--model", &format!("{}:3", s(&twin)), "--param", "normalize=false"],
+    );
+    assert!(text.contains("merged 5 tensors, copied 0 byte for byte"), "{text}");
+    let find =
+        |v: Vec<(String, GgmlType, Vec<f32>)>| v.into_iter().find(|t| t.0 == "blk.0.attn_norm.weight").unwrap().2;
+    let four: Vec<f32> = find(values(a)).iter().map(|x| 4.0 * x).collect();
+    assert_eq!(find(values(&out)), four);
 }
 
 #[test]
@@ -323,11 +335,11 @@ fn bad_inputs_are_refused_by_name_and_nothing_is_written() {
             ],
             "parameters.gamma",
         ),
-        (vec![s(&config).into()], "slices"),
+        (vec![s(&config).into()], "slices[0].sources[0].layer_range: [0, 3] is beyond"),
     ];
     std::fs::write(
         &config,
-        format!("slices:\n  - sources: [{{model: {}, layer_range: [0, 2]}}]\nmerge_method: slerp\n", s(a)),
+        format!("slices:\n  - sources: [{{model: {}, layer_range: [0, 3]}}]\nmerge_method: passthrough\n", s(a)),
     )
     .unwrap();
     let out = tmp("merge-refused.gguf");

@@ -89,7 +89,7 @@ const SWA_PERIODS: &[(&str, u64, bool)] = &[
 /// Keys (after `{arch}.`) that place layers by position other than as a per-layer array:
 /// a period, a count of last layers, a list of layer numbers. Removing layers would move
 /// what they say, so a model with one (non-zero) is refused.
-const POSITIONAL: &[&str] = &[
+pub(crate) const POSITIONAL: &[&str] = &[
     "moe_every_n_layers",
     "rescale_every_n_layers",
     "interleave_moe_layer_step",
@@ -101,7 +101,7 @@ const POSITIONAL: &[&str] = &[
 
 /// Arrays under `{arch}.` that are not per layer even when their length happens to be
 /// the layer count.
-const NOT_PER_LAYER: &[&str] = &["rope.dimension_sections", "classifier.output_labels"];
+pub(crate) const NOT_PER_LAYER: &[&str] = &["rope.dimension_sections", "classifier.output_labels"];
 
 fn one(key: &str, reason: String) -> Vec<Mismatch> {
     vec![Mismatch { tensor: key.into(), reason }]
@@ -314,7 +314,7 @@ fn metadata<T>(
 }
 
 /// `v`, an unsigned integer scalar, set to `c` in its own type.
-fn set_count(v: &OwnedValue, c: u64) -> Option<OwnedValue> {
+pub(crate) fn set_count(v: &OwnedValue, c: u64) -> Option<OwnedValue> {
     let OwnedValue::Scalar(s) = v else { return None };
     s.as_u64()?;
     Some(OwnedValue::Scalar(match s {
@@ -331,7 +331,7 @@ fn set_count(v: &OwnedValue, c: u64) -> Option<OwnedValue> {
 }
 
 /// The per-layer array `v` (of fixed-size elements) cut to the layers `kept`.
-fn cut(v: &OwnedValue, kept: &[u64]) -> Option<OwnedValue> {
+pub(crate) fn cut(v: &OwnedValue, kept: &[u64]) -> Option<OwnedValue> {
     let OwnedValue::Array { elem_type, len, raw } = v else { return None };
     let size = usize::try_from(elem_type.fixed_size()?).ok()?;
     if (raw.len() as u64) != len.checked_mul(size as u64)? {
@@ -350,7 +350,7 @@ fn cut(v: &OwnedValue, kept: &[u64]) -> Option<OwnedValue> {
 /// period is `{arch}.attention.sliding_window_pattern` as a number, else the
 /// architecture's; the last `nextn` layers never slide. None when the model has a
 /// per-layer array already (cut as any other), or no window.
-fn swa_layers<T>(m: &Model<T>, arch: &str, n: u64, nextn: u64) -> Option<Vec<bool>> {
+pub(crate) fn swa_layers<T>(m: &Model<T>, arch: &str, n: u64, nextn: u64) -> Option<Vec<bool>> {
     let &(_, period, dense_first) = SWA_PERIODS.iter().find(|(a, _, _)| *a == arch)?;
     m.get(&format!("{arch}.attention.sliding_window"))?;
     let period = match m.get(&format!("{arch}.attention.sliding_window_pattern")) {

@@ -12,7 +12,8 @@
 //! `blk.{offset + i}.*`; the non-layer tensors from the first slice's sources, but
 //! `output*` (the final norm and the output projection) from the last slice's.
 
-use super::config::{bad, Config, TensorParams, Who};
+use super::config::{Config, TensorParams, Who};
+use super::setting::bad;
 use super::slices::Slice;
 use crate::error::{Error, Result};
 use crate::gguf::ValueType;

@@ -13,6 +13,7 @@
 pub mod config;
 pub mod layout;
 pub mod math;
+pub mod setting;
 pub mod slices;
 #[cfg(test)]
 mod slices_tests;

@@ -13,7 +13,7 @@
 //! a base missing from a slice that merges onto it, a passthrough slice of several sources.
 //! [`super::layout`] checks the ranges against each model's layer count.
 
-use super::config::{bad, settings, Setting};
+use super::setting::{bad, settings, Setting};
 use super::Method;
 use crate::error::Result;
 use alloc::borrow::ToOwned;

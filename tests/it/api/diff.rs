@@ -296,7 +296,7 @@ fn a_diff_job_compares_the_metadata_and_lines_up_a_cut_model() {
     let m = &end["result"]["metadata"];
     assert_eq!(
         m["counts"],
-        json!({ "keys_a": 4, "keys_b": 4, "same": 2, "changed": 1, "only_in_a": 1, "only_in_b": 1 })
+        json!({ "keys_a": 4, "keys_b": 4, "same": 2, "changed": 1, "only_in_a": 1, "only_in_b": 1, "gguf_version_a": 3, "gguf_version_b": 3 })
     );
     assert_eq!(m["only_in_a"], json!([{ "key": "general.license", "type": "STRING", "value": "\"mit\"" }]));
     assert_eq!(m["changed"][0]["b"]["value"], "\"renamed\"");

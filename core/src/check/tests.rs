@@ -59,18 +59,7 @@ fn zero_and_constant() {
     assert!(!scan_tensor(GgmlType::Q8_0, &q8(&[0.25f32, -1.0].repeat(32))).unwrap().constant);
 }
 
-fn entry(name: &str, dims: &[u64]) -> TensorEntry {
-    let n: u64 = dims.iter().product();
-    TensorEntry {
-        name: name.into(),
-        ty: GgmlType::F32,
-        dims: dims.to_vec(),
-        n_elements: n,
-        n_bytes: 4 * n,
-        file: 0,
-        offset: 0,
-    }
-}
+use crate::model::f32_entry as entry;
 
 fn kv(k: &str, v: u32) -> (String, OwnedValue) {
     (k.into(), OwnedValue::Scalar(MetaValue::U32(v)))

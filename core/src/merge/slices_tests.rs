@@ -4,8 +4,7 @@
 use super::config::Config;
 use super::layout::{Input, Layout};
 use crate::gguf::{MetaValue, ValueType};
-use crate::model::{Model, OwnedValue, TensorEntry};
-use crate::GgmlType;
+use crate::model::{Model, OwnedValue};
 use alloc::format;
 use alloc::string::ToString;
 use alloc::vec;
@@ -109,18 +108,7 @@ fn slices_are_refused_by_their_key() {
     assert_eq!(c.inputs(), ["a", "b"]);
 }
 
-fn entry(name: &str, dims: &[u64]) -> TensorEntry {
-    let n: u64 = dims.iter().product();
-    TensorEntry {
-        name: name.into(),
-        ty: GgmlType::F32,
-        dims: dims.to_vec(),
-        n_elements: n,
-        n_bytes: 4 * n,
-        file: 0,
-        offset: 0,
-    }
-}
+use crate::model::f32_entry as entry;
 
 /// A llama model of `layers` layers (two tensors each), with a per-layer array, tied
 /// embeddings unless `output`.

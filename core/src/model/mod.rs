@@ -197,5 +197,21 @@ fn entry_of(file: usize, t: &manifest::ManifestTensor) -> Result<TensorEntry> {
     Ok(TensorEntry { name: t.name.clone(), ty, dims: t.shape.clone(), n_elements, n_bytes, file, offset })
 }
 
+/// An F32 tensor named `name` of shape `dims`, at offset 0 of file 0: the unit tests'
+/// hand-built models.
+#[cfg(test)]
+pub(crate) fn f32_entry(name: &str, dims: &[u64]) -> TensorEntry {
+    let n: u64 = dims.iter().product();
+    TensorEntry {
+        name: name.into(),
+        ty: GgmlType::F32,
+        dims: dims.to_vec(),
+        n_elements: n,
+        n_bytes: 4 * n,
+        file: 0,
+        offset: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -342,23 +342,11 @@ pub fn render_compare(r: &CompareReport) -> String {
 mod tests {
     use super::*;
     use crate::compare::{pair, CompareReport, ExpertPair, Figures};
-    use crate::model::{Model, TensorEntry};
+    use crate::model::Model;
     use crate::report::html::extract_json;
-    use crate::GgmlType;
     use alloc::vec;
 
-    fn entry(name: &str, dims: &[u64]) -> TensorEntry {
-        let n = dims.iter().product();
-        TensorEntry {
-            name: name.into(),
-            ty: GgmlType::F32,
-            dims: dims.to_vec(),
-            n_elements: n,
-            n_bytes: 4 * n,
-            file: 0,
-            offset: 0,
-        }
-    }
+    use crate::model::f32_entry as entry;
 
     fn report(hostile: &str) -> CompareReport {
         let a = Model {

@@ -1,18 +1,6 @@
 use super::*;
-use crate::GgmlType;
 
-fn entry(name: &str, dims: &[u64]) -> TensorEntry {
-    let n: u64 = dims.iter().product();
-    TensorEntry {
-        name: name.into(),
-        ty: GgmlType::F32,
-        dims: dims.to_vec(),
-        n_elements: n,
-        n_bytes: 4 * n,
-        file: 0,
-        offset: 0,
-    }
-}
+use crate::model::f32_entry as entry;
 
 fn u32v(x: u32) -> OwnedValue {
     OwnedValue::Scalar(MetaValue::U32(x))

@@ -72,35 +72,28 @@ pub fn applied_text(a: &Applied, out: &mut dyn fmt::Write) -> fmt::Result {
         writeln!(out, "verdict: {} ({})", v.verdict.name(), v.reason)?;
     }
     if let Some(x) = &a.additivity {
-        writeln!(
-            out,
-            "additivity: sum of single-tensor KLDs {:.5}, measured KLD of the recipe {:.5} ± {:.5} (ratio {:.3})",
-            x.sum_single, x.measured, x.measured_error, x.ratio
-        )?;
-        if x.far() {
-            writeln!(
-                out,
-                "warning: the recipe's measured KL divergence is {:.2}× the sum of its tensors' own: at this size \
-                 their errors do not add up, so the recipe was chosen on losses that do not hold here",
-                x.ratio
-            )?;
-        }
+        let why = "the sum of its tensors' own: at this size their errors do not add up, so the recipe was \
+                   chosen on losses that do not hold here";
+        held(out, "additivity: sum of single-tensor KLDs", x, why)?;
     }
     if let Some(x) = &a.prediction {
-        writeln!(
-            out,
-            "prediction: predicted KLD {:.5}, measured KLD of the recipe {:.5} ± {:.5} (ratio {:.3})",
-            x.sum_single, x.measured, x.measured_error, x.ratio
-        )?;
-        if x.far() {
-            writeln!(
-                out,
-                "warning: the recipe's measured KL divergence is {:.2}× the prediction: the predicted losses \
-                 rank the tensors but do not give this recipe's loss; for a recipe chosen on measured losses, \
-                 run `organ sensitivity` and then `organ recipe --from`",
-                x.ratio
-            )?;
-        }
+        let why = "the prediction: the predicted losses rank the tensors but do not give this recipe's loss; for \
+                   a recipe chosen on measured losses, run `organ sensitivity` and then `organ recipe --from`";
+        held(out, "prediction: predicted KLD", x, why)?;
+    }
+    Ok(())
+}
+
+/// A sum of single-tensor losses (`what`) held against the recipe's measured KL
+/// divergence, and the warning, ending "… is R× `why`", when they are far apart.
+fn held(out: &mut dyn fmt::Write, what: &str, x: &Additivity, why: &str) -> fmt::Result {
+    writeln!(
+        out,
+        "{what} {:.5}, measured KLD of the recipe {:.5} ± {:.5} (ratio {:.3})",
+        x.sum_single, x.measured, x.measured_error, x.ratio
+    )?;
+    if x.far() {
+        writeln!(out, "warning: the recipe's measured KL divergence is {:.2}× {why}", x.ratio)?;
     }
     Ok(())
 }

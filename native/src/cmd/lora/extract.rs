@@ -87,7 +87,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         .collect::<Result<_>>()?;
     progress.finish_and_clear();
     let unchanged = done.iter().filter(|d| d.is_none()).count();
-    let extracted: Vec<(&Tensor, Row, Factors)> =
+    let mut extracted: Vec<(&Tensor, Row, Factors)> =
         pairs.iter().zip(done).filter_map(|(&(b, _), d)| d.map(|(row, f)| (b, row, f))).collect();
     if extracted.is_empty() {
         bail!(
@@ -102,7 +102,6 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     // applies a token_embd pair to the output too, in the wrong layout, and aborts
     // (GGML_ASSERT ggml_can_mul_mat) whenever the adapter is used. Such a pair is left out,
     // and said so; an adapter of nothing else is refused.
-    let mut extracted = extracted;
     let mut left_out = Vec::new();
     if lora::ties_output(&base.model) {
         extracted.retain(|(b, _, _)| {

@@ -40,6 +40,7 @@ from ._commands import (
     purify,
     quantize,
     recipe,
+    report_merge,
     sensitivity,
 )
 from ._organ import OrganError, __version__
@@ -48,7 +49,7 @@ __all__ = [
     "OrganError", "Model", "Report", "Comparison", "Findings", "Outcome", "Quantization", "Sensitivity",
     "inspect", "measure", "diff", "check", "tensor", "quantize", "graft", "purify", "dissect", "assemble",
     "experts_extract", "experts_prune", "layers", "lora_merge", "lora_extract", "moe", "merge", "meta", "eval",
-    "sensitivity", "recipe",
+    "sensitivity", "recipe", "report_merge",
 ]
 
 

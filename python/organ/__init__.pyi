@@ -1004,3 +1004,42 @@ def quantize(
             written then (or, for a usage error, the flag named as clap names it).
     """
     ...
+
+
+def report_merge(
+    results: _PathLike,
+    *,
+    ranking_csv: Optional[_PathLike] = None,
+    csv: Optional[_PathLike] = None,
+    html: Optional[_PathLike] = None,
+    summary_only: bool = False,
+    wells: int = 10,
+    all_wells: bool = False,
+    verdict: Union[_PathLike, Sequence[_PathLike]] = (),
+    force: bool = False,
+) -> Outcome:
+    """The report of shards' results, as ``organ report merge``: a fleet's tables and
+    ranking from what ``organ measure --fleet … --shard I/N --results RESULTS`` wrote (the
+    report ``organ measure DIR`` writes for the same models), or a sensitivity sweep's
+    report from what ``organ sensitivity … --shard I/N --results RESULTS`` wrote (one
+    machine's). Results of another model, change or text are refused by name.
+
+    Parameters:
+    results: the shards' results: a directory, or ``s3://BUCKET/PREFIX`` (gs://, az://).
+    ranking_csv, csv, html: also write the ranking (per-group mean θ), one row per tensor,
+        or the static page, to these paths.
+    summary_only, wells, all_wells: what ``text`` holds (the summaries only; how many
+        wells; wells among every tensor).
+    verdict: the JSON of ``organ eval`` (or a surgery's judge), one or a list: each
+        verdict shown beside the model it scored (matched by BLAKE3).
+    force: replace outputs that exist.
+
+    Returns:
+        Outcome: the merged report, ``to_json()`` byte for byte what ``--json`` writes;
+        the printed tables in ``text``.
+
+    Raises:
+        OrganError: results unfinished, changed, or of another model, sweep or text, with
+            organ's message.
+    """
+    ...

@@ -681,3 +681,32 @@ def quantize(src, dst, type, threads=None, *, imatrix=None, include_weights=(), 
     """
     prune_layers = _numbers(prune_layers)
     return _run(quantize, ["quantize"], locals(), ("src", "dst", "type", "threads"), ("json",), Quantization)
+
+
+def report_merge(results, *, ranking_csv=None, csv=None, html=None, summary_only=False, wells=10, all_wells=False,
+                 verdict=(), force=False):
+    """The report of shards' results, as ``organ report merge``: a fleet's tables and
+    ranking from what ``organ measure --fleet … --shard I/N --results RESULTS`` wrote (the
+    report ``organ measure DIR`` writes for the same models), or a sensitivity sweep's
+    report from what ``organ sensitivity … --shard I/N --results RESULTS`` wrote (one
+    machine's). Results of another model, change or text are refused by name.
+
+    Parameters:
+    results: the shards' results: a directory, or ``s3://BUCKET/PREFIX`` (gs://, az://).
+    ranking_csv, csv, html: also write the ranking (per-group mean θ), one row per tensor,
+        or the static page, to these paths.
+    summary_only, wells, all_wells: what ``text`` holds (the summaries only; how many
+        wells; wells among every tensor).
+    verdict: the JSON of ``organ eval`` (or a surgery's judge), one or a list: each
+        verdict shown beside the model it scored (matched by BLAKE3).
+    force: replace outputs that exist.
+
+    Returns:
+        Outcome: the merged report, ``to_json()`` byte for byte what ``--json`` writes;
+        the printed tables in ``text``.
+
+    Raises:
+        OrganError: results unfinished, changed, or of another model, sweep or text, with
+            organ's message.
+    """
+    return _run(report_merge, ["report", "merge"], locals(), ("results",))

@@ -269,6 +269,23 @@ def test_quantize_report_is_the_clis(smollm2, cli, tmp):
     assert len(got.tensors) == 272
 
 
+def test_report_merge_is_the_clis(smollm2, q8, cli, tmp):
+    # A fleet of two models measured in two shards by the CLI, merged by both (copies:
+    # a fleet's directory is read without following links).
+    models = tmp / "fleet"
+    models.mkdir()
+    shutil.copy(smollm2, models / "a.gguf")
+    shutil.copy(q8, models / "b.gguf")
+    results = tmp / "results"
+    for shard in ("0/2", "1/2"):
+        _cli(cli, tmp, ["measure", "--fleet", models, "--shard", shard, "--results", results], report=False)
+    got = _same(cli, tmp, ["report", "merge", results, "--summary-only", "--wells", "3"],
+                lambda: organ.report_merge(results, summary_only=True, wells=3))
+    assert len(got["models"]) == 2
+    with pytest.raises(organ.OrganError, match="no such results directory"):
+        organ.report_merge(tmp / "no-results")
+
+
 # --- the package's surface: every function typed, documented, and its flags the CLI's ---
 
 PKG = Path(organ.__file__).parent
@@ -279,7 +296,7 @@ COMMANDS = {
     "experts_extract": ["experts", "extract"], "experts_prune": ["experts", "prune"], "layers": ["layers"],
     "lora_merge": ["lora", "merge"], "lora_extract": ["lora", "extract"], "moe": ["moe"], "merge": ["merge"],
     "meta": ["meta"], "eval": ["eval"], "sensitivity": ["sensitivity"], "recipe": ["recipe"],
-    "quantize": ["quantize"],
+    "quantize": ["quantize"], "report_merge": ["report", "merge"],
 }
 # The report files the functions ask for themselves, and the CLI's help.
 NOT_KEYWORDS = {"json", "csv", "html", "help"}

@@ -118,7 +118,7 @@ fn a_second_eval_against_the_same_base_reuses_its_logits() {
     std::fs::write(&other, [std::fs::read(text()).unwrap(), b"\n".to_vec()].concat()).unwrap();
     let (r, _, stderr) = eval(&other, &["--logits-cache-max", "1M"]);
     assert_eq!((r["base_logits"].as_str(), runs(&bin).len()), (Some("computed"), 2));
-    assert!(stderr.contains("more than --logits-cache-max (1.0 MiB): not kept"), "{stderr}");
+    assert!(stderr.contains("do not fit in --logits-cache-max (1.0 MiB): not kept"), "{stderr}");
     assert_eq!(entries(&cache), kept);
     // Another chunk count is another key.
     let (r, _, _) = eval(&text(), &["--chunks", "3"]);

@@ -242,7 +242,7 @@ impl Slot {
         let len = f.metadata()?.len();
         if len.saturating_add(JSON_ROOM) > self.max_bytes {
             crate::progress::note(format!(
-                "the base's logits ({}) are more than --logits-cache-max ({}): not kept, so the next run on \
+                "the base's logits ({}) do not fit in --logits-cache-max ({}): not kept, so the next run on \
                  this base computes them again (raise --logits-cache-max to keep them)",
                 human(len),
                 human(self.max_bytes)
@@ -428,10 +428,12 @@ mod tests {
         }
     }
 
-    /// A `--kl-divergence-base` file of `chunks` chunks of 8 tokens over 5 tokens.
+    /// A new `--kl-divergence-base` file of `chunks` chunks of 8 tokens over 5,000 (60 kB
+    /// for 2), at `path`: a new inode, as each run's is (an entry kept is a hard link to it).
     fn logits(path: &Path, chunks: u32) -> u64 {
-        let h = Header { ctx: 8, vocabulary: 5, chunks };
+        let h = Header { ctx: 8, vocabulary: 5000, chunks };
         let len = h.len().unwrap();
+        let _ = std::fs::remove_file(path);
         let mut f = File::create(path).unwrap();
         f.write_all(Header::MAGIC).unwrap();
         for w in [h.ctx, h.vocabulary, h.chunks] {
@@ -472,12 +474,14 @@ mod tests {
         assert!(slot.find().is_none());
         assert!(!slot.kld_path().exists() && !slot.json_path().exists());
         // One byte changed, same length: its BLAKE3 refuses it.
+        logits(&src, 2);
         assert!(slot.keep(&src, &scored(), Duration::ZERO).unwrap());
         let mut f = File::options().write(true).open(slot.kld_path()).unwrap();
         f.seek(SeekFrom::Start(len - 1)).unwrap();
         f.write_all(&[8]).unwrap();
         assert!(slot.find().is_none());
         // A JSON with another key under this name (a swapped file): refused.
+        logits(&src, 2);
         assert!(slot.keep(&src, &scored(), Duration::ZERO).unwrap());
         let other = Slot::open(&policy, key("t3")).unwrap();
         assert!(other.keep(&src, &scored(), Duration::ZERO).unwrap());

@@ -70,6 +70,19 @@ pub struct Evaluation {
     pub kl_divergence: Option<Divergence>,
     /// The llama-perplexity that measured it.
     pub llama_perplexity: String,
+    /// With a base: whether its logits were computed by this run or reused from the logits
+    /// cache (docs/judge.md, The base's logits are kept). The figures are the same either way.
+    pub base_logits: Option<BaseLogits>,
+}
+
+/// Where the base's log-probabilities that the model is compared with came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BaseLogits {
+    /// llama-perplexity scored the base in this run.
+    Computed,
+    /// Read back from the logits cache: the base was not run.
+    Cached,
 }
 
 /// Perplexity ratio (output / parent) above which the output is `broken`.
@@ -195,7 +208,9 @@ pub fn evaluation_text(e: &Evaluation, w: &mut dyn Write) -> fmt::Result {
     writeln!(w, "eval {} on {} ({} chunks of {} tokens)", e.model, e.text, e.chunks, e.ctx)?;
     writeln!(w, "  perplexity        {:>10.4} ± {:.4}", e.perplexity.value, e.perplexity.error)?;
     if let (Some(base), Some(bp)) = (&e.base, &e.base_perplexity) {
-        writeln!(w, "  base perplexity   {:>10.4} ± {:.4}  ({base})", bp.value, bp.error)?;
+        // A reused base says so: its figures are the run's that kept its logits.
+        let cached = if e.base_logits == Some(BaseLogits::Cached) { ", its logits cached" } else { "" };
+        writeln!(w, "  base perplexity   {:>10.4} ± {:.4}  ({base}{cached})", bp.value, bp.error)?;
     }
     if let Some(k) = &e.kl_divergence {
         writeln!(
@@ -234,6 +249,7 @@ mod tests {
                 ln_ppl_ratio: est(ln_ratio),
             }),
             llama_perplexity: "llama-perplexity".into(),
+            base_logits: Some(BaseLogits::Computed),
         }
     }
 

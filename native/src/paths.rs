@@ -12,6 +12,14 @@ pub fn split_shards(path: &Path) -> Option<Vec<PathBuf>> {
     Some(names.iter().map(|n| dir.join(n)).collect())
 }
 
+/// The cache's root when no `--cache` is given: `ORGAN_CACHE`, else `~/.cache/organ`
+/// (sensitivity's results, measure's, the base's logits).
+pub fn cache_root() -> Option<PathBuf> {
+    std::env::var_os("ORGAN_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/organ")))
+}
+
 /// llama.cpp's shard name: `PREFIX-00001-of-00003.gguf` (the core's, as the browser's).
 pub fn split_name(prefix: &str, i: usize, n: usize) -> String {
     organ_core::gguf::split::shard_name(prefix, i, n)

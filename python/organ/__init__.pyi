@@ -284,6 +284,7 @@ def graft(
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
     judge_device: Optional[str] = None,
+    logits_cache_max: Union[int, str] = "1G",
     progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
     """Tensors of ``donor`` transplanted into ``recipient`` (same architecture), as
@@ -306,6 +307,9 @@ def graft(
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
+    logits_cache_max: ``--logits-cache-max``: the parent's logits kept (ORGAN_CACHE,
+        else ~/.cache/organ) for the next judge against it, all kept at most this much
+        (bytes, or ``"1G"``; 0 keeps and reads none).
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
 
@@ -341,6 +345,7 @@ def purify(
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
     judge_device: Optional[str] = None,
+    logits_cache_max: Union[int, str] = "1G",
     progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
     """``model``'s tensors denoised (docs/purify.md), as ``organ purify``: each keeps its
@@ -362,6 +367,9 @@ def purify(
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
+    logits_cache_max: ``--logits-cache-max``: the parent's logits kept (ORGAN_CACHE,
+        else ~/.cache/organ) for the next judge against it, all kept at most this much
+        (bytes, or ``"1G"``; 0 keeps and reads none).
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
 
@@ -445,6 +453,7 @@ def experts_extract(
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
     judge_device: Optional[str] = None,
+    logits_cache_max: Union[int, str] = "1G",
     progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
     """Expert ``expert`` of a llama-layout (Mixtral) MoE written as a dense llama model,
@@ -461,6 +470,9 @@ def experts_extract(
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
+    logits_cache_max: ``--logits-cache-max``: the parent's logits kept (ORGAN_CACHE,
+        else ~/.cache/organ) for the next judge against it, all kept at most this much
+        (bytes, or ``"1G"``; 0 keeps and reads none).
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
 
@@ -488,6 +500,7 @@ def experts_prune(
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
     judge_device: Optional[str] = None,
+    logits_cache_max: Union[int, str] = "1G",
     progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
     """Some experts of an MoE kept, the others removed along the expert axis, as ``organ
@@ -505,6 +518,9 @@ def experts_prune(
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
+    logits_cache_max: ``--logits-cache-max``: the parent's logits kept (ORGAN_CACHE,
+        else ~/.cache/organ) for the next judge against it, all kept at most this much
+        (bytes, or ``"1G"``; 0 keeps and reads none).
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
 
@@ -532,6 +548,7 @@ def layers(
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
     judge_device: Optional[str] = None,
+    logits_cache_max: Union[int, str] = "1G",
     progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
     """Whole layers removed and the rest renumbered, as ``organ layers``: the kept tensors'
@@ -549,6 +566,9 @@ def layers(
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
+    logits_cache_max: ``--logits-cache-max``: the parent's logits kept (ORGAN_CACHE,
+        else ~/.cache/organ) for the next judge against it, all kept at most this much
+        (bytes, or ``"1G"``; 0 keeps and reads none).
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
 
@@ -575,6 +595,7 @@ def lora_merge(
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
     judge_device: Optional[str] = None,
+    logits_cache_max: Union[int, str] = "1G",
     progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
     """LoRA adapters merged into their base, as ``organ lora merge`` (docs/adapters.md).
@@ -590,6 +611,9 @@ def lora_merge(
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
+    logits_cache_max: ``--logits-cache-max``: the parent's logits kept (ORGAN_CACHE,
+        else ~/.cache/organ) for the next judge against it, all kept at most this much
+        (bytes, or ``"1G"``; 0 keeps and reads none).
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
 
@@ -618,6 +642,7 @@ def lora_extract(
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
     judge_device: Optional[str] = None,
+    logits_cache_max: Union[int, str] = "1G",
     progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
     """A LoRA adapter of rank ``rank`` extracted from ``tuned``, a finetune of ``base``, as
@@ -635,6 +660,9 @@ def lora_extract(
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
+    logits_cache_max: ``--logits-cache-max``: the parent's logits kept (ORGAN_CACHE,
+        else ~/.cache/organ) for the next judge against it, all kept at most this much
+        (bytes, or ``"1G"``; 0 keeps and reads none).
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (tensors, then --judge's chunks), started again at 0 for each stage.
 
@@ -666,6 +694,7 @@ def moe(
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
     judge_device: Optional[str] = None,
+    logits_cache_max: Union[int, str] = "1G",
     progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
     """A mixture of experts (llama's Mixtral layout) built from a dense llama ``base`` and
@@ -686,6 +715,9 @@ def moe(
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
+    logits_cache_max: ``--logits-cache-max``: the parent's logits kept (ORGAN_CACHE,
+        else ~/.cache/organ) for the next judge against it, all kept at most this much
+        (bytes, or ``"1G"``; 0 keeps and reads none).
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
 
@@ -717,6 +749,7 @@ def merge(
     judge_threads: Optional[int] = None,
     judge_gpu_layers: Optional[str] = None,
     judge_device: Optional[str] = None,
+    logits_cache_max: Union[int, str] = "1G",
     progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
     """Finetunes of one base merged as mergekit does (docs/merge.md), as ``organ merge``:
@@ -738,6 +771,9 @@ def merge(
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
+    logits_cache_max: ``--logits-cache-max``: the parent's logits kept (ORGAN_CACHE,
+        else ~/.cache/organ) for the next judge against it, all kept at most this much
+        (bytes, or ``"1G"``; 0 keeps and reads none).
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
 
@@ -800,6 +836,7 @@ def eval(
     llama_cpp: Optional[_PathLike] = None,
     gpu_layers: Optional[str] = None,
     device: Optional[str] = None,
+    logits_cache_max: Union[int, str] = "1G",
     force: bool = False,
     progress: Union[None, bool, Callable[[int, int], object]] = None,
 ) -> Outcome:
@@ -817,6 +854,9 @@ def eval(
     chunks: how many chunks of ``ctx`` tokens to score (default: all).
     llama_cpp: llama.cpp's bin directory (default: ORGAN_LLAMA_CPP, then PATH).
     gpu_layers, device: llama-perplexity's ``-ngl`` and ``--device``.
+    logits_cache_max: ``--logits-cache-max``: the base's logits kept (ORGAN_CACHE, else
+        ~/.cache/organ) for the next eval against it, all kept at most this much (bytes,
+        or ``"1G"``; 0 keeps and reads none).
     force: replace an output that exists (only what organ could have written there,
         never an input).
     progress: a callable(done, total), or True for a tqdm bar: the command's progress

@@ -168,7 +168,8 @@ def _run(fn, words, values, positional=(), reports=("json",), result=Outcome):
 
 def graft(donor, recipient, out=None, *, layers=None, type=(), name=(), all=False, dry_run=False,
           split_max_size=None, sha256=False, force=False, judge=None, judge_ctx=512, judge_chunks=None,
-          llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
+          llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None, logits_cache_max="1G",
+          progress=None):
     """Tensors of ``donor`` transplanted into ``recipient`` (same architecture), as
     ``organ graft``: checked first, refused with the full list of what would not load.
 
@@ -189,6 +190,9 @@ def graft(donor, recipient, out=None, *, layers=None, type=(), name=(), all=Fals
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
+    logits_cache_max: ``--logits-cache-max``: the parent's logits kept (ORGAN_CACHE,
+        else ~/.cache/organ) for the next judge against it, all kept at most this much
+        (bytes, or ``"1G"``; 0 keeps and reads none).
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
 
@@ -205,7 +209,8 @@ def graft(donor, recipient, out=None, *, layers=None, type=(), name=(), all=Fals
 
 def purify(model, method, out, *, layers=None, type=(), name=(), all=False, strength=0.5, keep=0.95, as_=None,
            only_if_improves=False, split_max_size=None, force=False, judge=None, judge_ctx=512, judge_chunks=None,
-           llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
+           llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None, logits_cache_max="1G",
+           progress=None):
     """``model``'s tensors denoised (docs/purify.md), as ``organ purify``: each keeps its
     mean, std and type; written with ``organ.purify.*`` metadata.
 
@@ -225,6 +230,9 @@ def purify(model, method, out, *, layers=None, type=(), name=(), all=False, stre
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
+    logits_cache_max: ``--logits-cache-max``: the parent's logits kept (ORGAN_CACHE,
+        else ~/.cache/organ) for the next judge against it, all kept at most this much
+        (bytes, or ``"1G"``; 0 keeps and reads none).
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
 
@@ -286,7 +294,7 @@ def assemble(dir, out, *, split_max_size=None, force=False):
 
 def experts_extract(model, expert, out=None, *, dry_run=False, force=False, judge=None, judge_ctx=512,
                     judge_chunks=None, llama_cpp=None,
-                    judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
+                    judge_threads=None, judge_gpu_layers=None, judge_device=None, logits_cache_max="1G", progress=None):
     """Expert ``expert`` of a llama-layout (Mixtral) MoE written as a dense llama model,
     as ``organ experts extract`` (docs/experts.md).
 
@@ -301,6 +309,9 @@ def experts_extract(model, expert, out=None, *, dry_run=False, force=False, judg
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
+    logits_cache_max: ``--logits-cache-max``: the parent's logits kept (ORGAN_CACHE,
+        else ~/.cache/organ) for the next judge against it, all kept at most this much
+        (bytes, or ``"1G"``; 0 keeps and reads none).
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
 
@@ -316,7 +327,7 @@ def experts_extract(model, expert, out=None, *, dry_run=False, force=False, judg
 
 def experts_prune(model, keep, out=None, *, experts_used=None, dry_run=False, force=False, judge=None,
                   judge_ctx=512, judge_chunks=None,
-                  llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None,
+                  llama_cpp=None, judge_threads=None, judge_gpu_layers=None, judge_device=None, logits_cache_max="1G",
                   progress=None):
     """Some experts of an MoE kept, the others removed along the expert axis, as ``organ
     experts prune`` (docs/experts.md).
@@ -333,6 +344,9 @@ def experts_prune(model, keep, out=None, *, experts_used=None, dry_run=False, fo
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
+    logits_cache_max: ``--logits-cache-max``: the parent's logits kept (ORGAN_CACHE,
+        else ~/.cache/organ) for the next judge against it, all kept at most this much
+        (bytes, or ``"1G"``; 0 keeps and reads none).
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
 
@@ -349,7 +363,7 @@ def experts_prune(model, keep, out=None, *, experts_used=None, dry_run=False, fo
 
 def layers(model, out=None, *, drop=None, keep=None, dry_run=False, force=False, judge=None, judge_ctx=512,
            judge_chunks=None, llama_cpp=None,
-           judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
+           judge_threads=None, judge_gpu_layers=None, judge_device=None, logits_cache_max="1G", progress=None):
     """Whole layers removed and the rest renumbered, as ``organ layers``: the kept tensors'
     bytes copied as they are, ``block_count`` and per-layer metadata cut.
 
@@ -365,6 +379,9 @@ def layers(model, out=None, *, drop=None, keep=None, dry_run=False, force=False,
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
+    logits_cache_max: ``--logits-cache-max``: the parent's logits kept (ORGAN_CACHE,
+        else ~/.cache/organ) for the next judge against it, all kept at most this much
+        (bytes, or ``"1G"``; 0 keeps and reads none).
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
 
@@ -381,7 +398,7 @@ def layers(model, out=None, *, drop=None, keep=None, dry_run=False, force=False,
 
 def lora_merge(base, lora, out, *, type="keep", force=False, judge=None, judge_ctx=512,
                judge_chunks=None, llama_cpp=None,
-               judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
+               judge_threads=None, judge_gpu_layers=None, judge_device=None, logits_cache_max="1G", progress=None):
     """LoRA adapters merged into their base, as ``organ lora merge`` (docs/adapters.md).
 
     Parameters:
@@ -395,6 +412,9 @@ def lora_merge(base, lora, out, *, type="keep", force=False, judge=None, judge_c
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
+    logits_cache_max: ``--logits-cache-max``: the parent's logits kept (ORGAN_CACHE,
+        else ~/.cache/organ) for the next judge against it, all kept at most this much
+        (bytes, or ``"1G"``; 0 keeps and reads none).
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
 
@@ -410,7 +430,7 @@ def lora_merge(base, lora, out, *, type="keep", force=False, judge=None, judge_c
 
 def lora_extract(base, tuned, rank, out, *, name=(), type="f16", force=False, judge=None, judge_ctx=512,
                  judge_chunks=None, llama_cpp=None,
-                 judge_threads=None, judge_gpu_layers=None, judge_device=None, progress=None):
+                 judge_threads=None, judge_gpu_layers=None, judge_device=None, logits_cache_max="1G", progress=None):
     """A LoRA adapter of rank ``rank`` extracted from ``tuned``, a finetune of ``base``, as
     ``organ lora extract`` (docs/adapters.md).
 
@@ -426,6 +446,9 @@ def lora_extract(base, tuned, rank, out, *, name=(), type="f16", force=False, ju
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
+    logits_cache_max: ``--logits-cache-max``: the parent's logits kept (ORGAN_CACHE,
+        else ~/.cache/organ) for the next judge against it, all kept at most this much
+        (bytes, or ``"1G"``; 0 keeps and reads none).
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (tensors, then --judge's chunks), started again at 0 for each stage.
 
@@ -442,7 +465,7 @@ def lora_extract(base, tuned, rank, out, *, name=(), type="f16", force=False, ju
 def moe(base, expert, out, *, experts_used=2, router="uniform", prompts=(), negative_prompts=(), seed=0,
         type=None, force=False, judge=None, judge_ctx=512, judge_chunks=None,
         llama_cpp=None, judge_threads=None,
-        judge_gpu_layers=None, judge_device=None, progress=None):
+        judge_gpu_layers=None, judge_device=None, logits_cache_max="1G", progress=None):
     """A mixture of experts (llama's Mixtral layout) built from a dense llama ``base`` and
     dense donors of its shapes, one expert each, as ``organ moe`` (docs/moe.md).
 
@@ -461,6 +484,9 @@ def moe(base, expert, out, *, experts_used=2, router="uniform", prompts=(), nega
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
+    logits_cache_max: ``--logits-cache-max``: the parent's logits kept (ORGAN_CACHE,
+        else ~/.cache/organ) for the next judge against it, all kept at most this much
+        (bytes, or ``"1G"``; 0 keeps and reads none).
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
 
@@ -477,7 +503,7 @@ def moe(base, expert, out, *, experts_used=2, router="uniform", prompts=(), nega
 def merge(config=None, *, out, method=None, base=None, model=(), t=None, param=(), type=None, seed=0,
           force=False, judge=None, judge_ctx=512, judge_chunks=None,
           llama_cpp=None, judge_threads=None, judge_gpu_layers=None,
-          judge_device=None, progress=None):
+          judge_device=None, logits_cache_max="1G", progress=None):
     """Finetunes of one base merged as mergekit does (docs/merge.md), as ``organ merge``:
     from a mergekit-style YAML ``config``, or from ``method`` and ``model``.
 
@@ -497,6 +523,9 @@ def merge(config=None, *, out, method=None, base=None, model=(), t=None, param=(
         TEXT`` and its flags: the written model evaluated against its parent on TEXT by
         llama.cpp's llama-perplexity (``llama_cpp`` its bin directory), the verdict in
         the report's ``judge``.
+    logits_cache_max: ``--logits-cache-max``: the parent's logits kept (ORGAN_CACHE,
+        else ~/.cache/organ) for the next judge against it, all kept at most this much
+        (bytes, or ``"1G"``; 0 keeps and reads none).
     progress: a callable(done, total), or True for a tqdm bar: the command's progress
         bar (--judge's chunks), started again at 0 for each stage.
 
@@ -538,7 +567,7 @@ def meta(model, out=None, *, set=(), set_typed=(), set_file=(), rm=(), rename=()
 
 
 def eval(model, text, *, base=None, lora=(), base_lora=(), ctx=512, threads=None, chunks=None, llama_cpp=None,
-         gpu_layers=None, device=None, force=False, progress=None):
+         gpu_layers=None, device=None, logits_cache_max="1G", force=False, progress=None):
     """``model``'s perplexity on ``text`` and, with ``base``, its KL divergence from the
     base and top-token agreement, measured by llama.cpp's llama-perplexity, as ``organ
     eval`` (docs/judge.md).
@@ -553,6 +582,9 @@ def eval(model, text, *, base=None, lora=(), base_lora=(), ctx=512, threads=None
     chunks: how many chunks of ``ctx`` tokens to score (default: all).
     llama_cpp: llama.cpp's bin directory (default: ORGAN_LLAMA_CPP, then PATH).
     gpu_layers, device: llama-perplexity's ``-ngl`` and ``--device``.
+    logits_cache_max: ``--logits-cache-max``: the base's logits kept (ORGAN_CACHE, else
+        ~/.cache/organ) for the next eval against it, all kept at most this much (bytes,
+        or ``"1G"``; 0 keeps and reads none).
     force: replace an output that exists (only what organ could have written there,
         never an input).
     progress: a callable(done, total), or True for a tqdm bar: the command's progress

@@ -18,6 +18,7 @@ mod diff;
 mod digests;
 mod eval;
 mod eval_handed;
+mod eval_logits_cache;
 mod experts;
 mod experts_surgery;
 mod fleet;

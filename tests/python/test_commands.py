@@ -188,12 +188,13 @@ def test_meta_is_the_clis(smollm2, cli, tmp):
 
 
 def test_eval_is_the_clis(smollm2, q8, llama_bin, cli, tmp):
+    # No logits cache: the second run would read the first's base back, and say so.
     flags = ["--text", TEXT, "--base", smollm2, "--ctx", "128", "--chunks", "2", "--threads", "2",
-             "--llama-cpp", llama_bin]
+             "--llama-cpp", llama_bin, "--logits-cache-max", "0"]
     seen = []
     got = _same(cli, tmp, ["eval", q8, *flags],
                 lambda: organ.eval(q8, TEXT, base=smollm2, ctx=128, chunks=2, threads=2, llama_cpp=llama_bin,
-                                   progress=lambda done, total: seen.append((done, total))))
+                                   logits_cache_max=0, progress=lambda done, total: seen.append((done, total))))
     assert got.doc
     # Progress: llama-perplexity's chunks, in order, to the last.
     assert seen and seen[-1][0] == seen[-1][1] >= 2, seen
@@ -367,7 +368,7 @@ def test_a_call_is_the_argv_a_user_would_type(tmp):
     values = dict(donor=tmp / "a.gguf", recipient="b.gguf", out=None, layers="0-1", type=("organ", "norm"),
                   name=(), all=False, dry_run=True, split_max_size=None, sha256=False, force=False, judge=None,
                   judge_ctx=512, judge_chunks=None, llama_cpp=None, judge_threads=None, judge_gpu_layers=None,
-                  judge_device=None)
+                  judge_device=None, logits_cache_max="1G")
     assert _argv(organ.graft, ["graft"], values, ()) == [
         "graft", f"--donor={tmp / 'a.gguf'}", "--recipient=b.gguf", "--layers=0-1", "--type=organ", "--type=norm",
         "--dry-run"]

@@ -3,7 +3,8 @@
 
 use super::{guard, Argv, Exit, Force, Out, ToArgs};
 use crate::cmd::{self, eval::JudgeArgs};
-use crate::llama_cpp::perplexity::{Adapters, Offload, Scaled};
+use crate::llama_cpp::logits_cache;
+use crate::llama_cpp::perplexity::{Adapters, LogitsCache, Offload, Scaled};
 use anyhow::Result;
 use std::path::PathBuf;
 
@@ -41,6 +42,11 @@ pub struct EvalArgs {
     pub llama_cpp: Option<PathBuf>,
     #[command(flatten)]
     pub offload: Offload,
+    /// Keep the base's logits for the next eval against it on the same text and settings,
+    /// in ORGAN_CACHE (else ~/.cache/organ) under logits/, all of them at most SIZE (500M,
+    /// 2G, bytes; the least recently used removed first); 0: keep and read none.
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = logits_cache::parse_max)]
+    pub logits_cache_max: u64,
     #[command(flatten)]
     pub force: Force,
 }
@@ -60,6 +66,7 @@ impl EvalArgs {
             json: None,
             llama_cpp: None,
             offload: Offload::default(),
+            logits_cache_max: logits_cache::DEFAULT_MAX_BYTES,
             force: Force::default(),
         }
     }
@@ -77,6 +84,7 @@ impl<'a> TryFrom<&'a EvalArgs> for cmd::eval::Options<'a> {
             llama_cpp: a.llama_cpp.clone(),
             adapters: Adapters { model: scaled(&a.lora)?, base: scaled(&a.base_lora)? },
             offload: a.offload.clone(),
+            logits_cache: LogitsCache::default_root(a.logits_cache_max),
         };
         Ok(cmd::eval::Options {
             model: &a.model,
@@ -117,6 +125,7 @@ impl ToArgs for EvalArgs {
             .opt("--json", self.json.as_ref())
             .opt("--llama-cpp", self.llama_cpp.as_ref())
             .flags(&self.offload)
+            .number("--logits-cache-max", Some(self.logits_cache_max))
             .flags(&self.force);
     }
 }
@@ -137,7 +146,8 @@ impl ToArgs for JudgeArgs {
                 .opt("--llama-cpp", self.llama_cpp.as_ref())
                 .number("--judge-threads", self.judge_threads)
                 .opt("--judge-gpu-layers", self.judge_gpu_layers.as_ref())
-                .opt("--judge-device", self.judge_device.as_ref());
+                .opt("--judge-device", self.judge_device.as_ref())
+                .number("--logits-cache-max", Some(self.logits_cache_max));
         }
     }
 }

@@ -255,9 +255,7 @@ impl Out<'_> {
 
 /// The cache's root when no `--cache` is given: `ORGAN_CACHE`, else `~/.cache/organ`.
 pub(crate) fn cache_root() -> Option<std::path::PathBuf> {
-    std::env::var_os("ORGAN_CACHE")
-        .map(std::path::PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache/organ")))
+    crate::paths::cache_root()
 }
 
 /// Before any work: records the named inputs (every shard of a split model) and checks

@@ -127,6 +127,9 @@ impl<'a> TryFrom<&'a RecipeArgs> for cmd::recipe::Options<'a> {
                 llama_cpp: a.llama_cpp.clone(),
                 adapters: Default::default(),
                 offload: a.offload.clone(),
+                // The recipe's output is evaluated once, against a model it was just made
+                // from: nothing to reuse.
+                logits_cache: Default::default(),
             }),
             llama_cpp: a.llama_cpp.as_deref(),
         });

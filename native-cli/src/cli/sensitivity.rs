@@ -214,6 +214,8 @@ impl<'a> TryFrom<&'a SensitivityArgs> for cmd::sensitivity::Options<'a> {
                 llama_cpp: a.llama_cpp.clone(),
                 adapters: Default::default(),
                 offload: a.offload.clone(),
+                // Sensitivity keeps its base's logits in its own run directories.
+                logits_cache: Default::default(),
             },
             repeat_text: a.repeat_text.clone(),
             jobs,

@@ -32,6 +32,7 @@ fn judge() -> JudgeArgs {
         judge_threads: Some(2),
         judge_gpu_layers: Some("all".into()),
         judge_device: Some("CUDA0,CUDA1".into()),
+        logits_cache_max: 0,
     }
 }
 
@@ -203,6 +204,7 @@ fn eval_and_defaults_round_trip() {
     (e.base, e.ctx, e.threads, e.chunks) = (Some(p("/base")), 128, Some(2), Some(5));
     (e.json, e.llama_cpp, e.force) = (Some(p("/e.json")), Some(p("/bin")), FORCE);
     (e.lora, e.base_lora) = (vec!["/a.gguf".into(), "/b.gguf:0.5".into()], vec!["/c.gguf:2".into()]);
+    e.logits_cache_max = 5 << 20;
     assert_eq!(reparsed(&e), Command::Eval(e.clone()));
     // The constructors the server starts from are clap's defaults.
     let plain = EvalArgs::new(p("/m.gguf"), p("/text"));

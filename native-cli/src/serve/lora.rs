@@ -101,6 +101,9 @@ pub(super) fn judge(s: &AppState, j: Judge<'_>) -> ApiResult<JudgeArgs> {
         judge_threads: j.threads,
         judge_gpu_layers: offload.gpu_layers,
         judge_device: offload.device,
+        // No logits kept between jobs, as no sensitivity or measure result is: nothing one
+        // job computed stays behind, outside its directory, for another.
+        logits_cache_max: 0,
     })
 }
 

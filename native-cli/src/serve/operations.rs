@@ -269,6 +269,8 @@ pub(super) async fn eval(
             e.ctx = r.ctx.unwrap_or(e.ctx);
             e.chunks = r.chunks;
             e.offload = offload;
+            // No logits kept between jobs (as for sensitivity's and measure's).
+            e.logits_cache_max = 0;
             e.json = Some(dir.join("eval.json"));
             argv(&e)
         },

@@ -5,7 +5,8 @@
 //! flattens.
 
 use super::outputs::Files;
-use crate::llama_cpp::perplexity::{devices, gpu_layers, Offload};
+use crate::llama_cpp::logits_cache::{self, parse_max};
+use crate::llama_cpp::perplexity::{devices, gpu_layers, LogitsCache, Offload};
 pub use crate::llama_cpp::perplexity::{evaluate, print, Settings, MAX_CTX, MIN_CTX};
 use anyhow::Result;
 use organ_core::judge::EvalReport;
@@ -44,6 +45,11 @@ pub struct JudgeArgs {
     /// --judge's --device (llama-perplexity's --device: names, comma-separated; none: the CPU).
     #[arg(long, value_name = "DEV[,DEV…]", requires = "judge", value_parser = devices)]
     pub judge_device: Option<String>,
+    /// Keep the parent's logits for the next --judge against it on the same text and
+    /// settings, in ORGAN_CACHE (else ~/.cache/organ) under logits/, all of them at most
+    /// SIZE (500M, 2G, bytes; the least recently used removed first); 0: keep and read none.
+    #[arg(long, value_name = "SIZE", default_value = "1G", requires = "judge", value_parser = parse_max)]
+    pub logits_cache_max: u64,
 }
 
 impl Default for JudgeArgs {
@@ -56,6 +62,7 @@ impl Default for JudgeArgs {
             judge_threads: None,
             judge_gpu_layers: None,
             judge_device: None,
+            logits_cache_max: logits_cache::DEFAULT_MAX_BYTES,
         }
     }
 }
@@ -71,6 +78,7 @@ impl JudgeArgs {
             llama_cpp: self.llama_cpp.clone(),
             adapters: Default::default(),
             offload: Offload { gpu_layers: self.judge_gpu_layers.clone(), device: self.judge_device.clone() },
+            logits_cache: LogitsCache::default_root(self.logits_cache_max),
         })
     }
 }

@@ -10,6 +10,7 @@
 //! check changes nothing the tool reads.
 
 pub mod handed;
+pub mod logits_cache;
 pub mod offload;
 pub mod output;
 pub mod perplexity;

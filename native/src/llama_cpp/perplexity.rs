@@ -5,7 +5,9 @@
 //! With a base, llama-perplexity runs twice with the same context: the base with
 //! `--kl-divergence-base FILE` (which scores it and saves its log-probabilities), then the
 //! model with `--kl-divergence-base FILE --kl-divergence`. The logits file (tens of MB
-//! per thousand tokens) lives in a temp directory removed on every way out.
+//! per thousand tokens) is written in a temp directory removed on every way out, and kept
+//! in the logits cache when it fits ([`logits_cache`]): a later run on the same base, text
+//! and settings reads it back and runs the model only.
 //!
 //! llama-perplexity is handed every file open ([`Handed`]): the model and the base as
 //! organ opened them (under `organ serve`, inside the root), the text as organ's private
@@ -13,6 +15,8 @@
 //! a path swapped for a link after organ's check changes nothing it reads.
 
 use super::handed::{create_private, hand_model, open_text, scratch_dir};
+pub use super::logits_cache::Policy as LogitsCache;
+use super::logits_cache::{self, Slot};
 pub use super::offload::{devices, gpu_layers, Offload};
 use super::{output, Handed};
 use crate::llama_cpp;
@@ -39,6 +43,9 @@ pub struct Settings {
     pub adapters: Adapters,
     /// Where llama-perplexity runs the model: its GPU layers and devices.
     pub offload: Offload,
+    /// Where a base's logits are kept for the next evaluation against it, and how much
+    /// ([`logits_cache`]; off by default, as for sensitivity, which keeps its own).
+    pub logits_cache: LogitsCache,
 }
 
 /// The adapters applied to each side of an evaluation (`--lora-scaled FILE:S`): the model
@@ -90,7 +97,7 @@ pub const MAX_CTX: u32 = 1 << 17;
 
 /// What llama-perplexity measured, as the core keeps it (one figure and its standard
 /// error, the KL divergence's statistics, the evaluation).
-pub use organ_core::judge::{Divergence, Estimate, Evaluation};
+pub use organ_core::judge::{BaseLogits, Divergence, Estimate, Evaluation};
 
 /// Evaluates `model` (against `base`, when given). Temp files go in a directory under
 /// `scratch` (the output's directory) or the system's temp directory, removed on return.
@@ -109,16 +116,19 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
     // would resolve again.
     let dir = scratch_dir(scratch)?;
     let (model_file, read) = hand_model(model, &dir.path.join("model"))?;
-    let model_adapters = hand_adapters(&s.adapters.model, model, &read)?;
-    let (base_file, base_adapters, base_read) = match base {
+    let (model_adapters, _) = hand_adapters(&s.adapters.model, model, &read, false)?;
+    // The base's adapters are part of its logits' key: their bytes are hashed when the
+    // logits cache is on.
+    let caching = base.is_some() && s.logits_cache.max_bytes > 0 && s.logits_cache.root.is_some();
+    let (base_file, (base_adapters, base_adapter_ids), base_read) = match base {
         Some(b) => {
             let (handed, base_read) = hand_model(b, &dir.path.join("base"))?;
             same_vocabulary(b, &base_read, model, &read)?;
-            let adapters = hand_adapters(&s.adapters.base, b, &base_read)?;
+            let adapters = hand_adapters(&s.adapters.base, b, &base_read, caching)?;
             (Some(handed), adapters, Some(base_read))
         }
         None if !s.adapters.base.is_empty() => bail!("adapters for the base need a base to apply them to"),
-        None => (None, Vec::new(), None),
+        None => (None, (Vec::new(), Vec::new()), None),
     };
     // What the verdict is tied to: the bytes scored, whatever their name
     // (`measure --verdict`).
@@ -126,7 +136,15 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
     let base_blake3 = base_read.as_ref().map(|b| b.fingerprint(false)).transpose()?.map(|f| f.blake3);
     // The maps go before llama.cpp runs: it reads the files itself.
     drop((read, base_read));
-    let text = copy_text(&s.text, &dir.path)?;
+    let (text, text_blake3) = copy_text(&s.text, &dir.path)?;
+    // The base's logits kept by an earlier run on the same base, text and settings.
+    let slot = match (&base_blake3, caching) {
+        (Some(b), true) => {
+            logits_key(&tool, b, base_adapter_ids, text_blake3, s).and_then(|k| Slot::open(&s.logits_cache, k))
+        }
+        _ => None,
+    };
+    let hit = slot.as_ref().and_then(Slot::find);
     let label = |p: &Path| p.display().to_string();
     // A side run with adapters says so: `MODEL + lora FILE:S…`.
     let with = |p: &Path, adapters: &[Scaled]| adapters.iter().fold(label(p), |l, a| format!("{l} + lora {a}"));
@@ -142,6 +160,7 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
         base_perplexity: None,
         kl_divergence: None,
         llama_perplexity: label(&tool),
+        base_logits: None,
     };
     // A bar over the chunks scored, or progress events: one run, or two (the base's, then
     // the model's on the same chunks), counted as one task.
@@ -150,7 +169,7 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
         Some(b) => format!("{} (the base)", name(b)),
         None => name(model),
     }));
-    let runs = if base.is_some() { 2 } else { 1 };
+    let runs = if base.is_some() && hit.is_none() { 2 } else { 1 };
     let step = |run: u64| {
         let bar = bar.0.clone();
         move |done: u32, total: u32| {
@@ -169,11 +188,34 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
         (e.chunks, e.perplexity) = (r.chunks, r.ppl);
         return Ok(e);
     };
-    let logits = Handed::file(create_private(&dir.path.join("base-logits.kld"))?)?;
-    let b = run_base(&tool, &base_file, &base_adapters, &text, &logits, s, &mut step(0))
-        .with_context(|| format!("{} (the base)", base.display()))?;
+    let (logits, b, next) = match hit {
+        Some(hit) => {
+            crate::progress::note(format!(
+                "the base's logits read back from {} (its run took {:.1} s; --logits-cache-max 0 computes them)",
+                hit.path.display(),
+                hit.seconds
+            ));
+            e.base_logits = Some(BaseLogits::Cached);
+            (Handed::file(hit.file)?, hit.scored, 0)
+        }
+        None => {
+            let path = dir.path.join("base-logits.kld");
+            let logits = Handed::file(create_private(&path)?)?;
+            let started = std::time::Instant::now();
+            let b = run_base(&tool, &base_file, &base_adapters, &text, &logits, s, &mut step(0))
+                .with_context(|| format!("{} (the base)", base.display()))?;
+            if let Some(slot) = &slot {
+                // Kept before the model runs: a model that fails does not cost the base.
+                if let Err(err) = slot.keep(&path, &b, started.elapsed()) {
+                    crate::progress::warn(format!("the base's logits are not kept: {err:#}"));
+                }
+            }
+            e.base_logits = Some(BaseLogits::Computed);
+            (logits, b, 1)
+        }
+    };
     bar.0.set_message(format!("{} against the base", name(model)));
-    let k = run_divergence(&tool, &model_file, &model_adapters, &logits, &b, s, &mut step(1))
+    let k = run_divergence(&tool, &model_file, &model_adapters, &logits, &b, s, &mut step(next))
         .with_context(|| format!("{}", model.display()))?;
     drop((logits, text, dir));
     e.chunks = k.chunks;
@@ -339,9 +381,9 @@ impl SavedBase {
         let dir = scratch_dir(Some(scratch))?;
         let (base_file, read) = hand_model(base, &dir.path.join("base"))?;
         let vocabulary = vocabulary(base, &read)?;
-        let adapters = hand_adapters(&s.adapters.base, base, &read)?;
+        let (adapters, _) = hand_adapters(&s.adapters.base, base, &read, false)?;
         drop(read);
-        let text = copy_text(&s.text, &dir.path)?;
+        let (text, _) = copy_text(&s.text, &dir.path)?;
         let out = Handed::file(create_private(logits)?)?;
         let scored = run_base(&tool, &base_file, &adapters, &text, &out, s, &mut |_, _| {})
             .with_context(|| format!("{} (the base)", base.display()));
@@ -372,7 +414,7 @@ impl SavedBase {
         let dir = scratch_dir(Some(scratch))?;
         let (model_file, read) = hand_model(model, &dir.path.join("model"))?;
         let m = vocabulary(model, &read)?;
-        let adapters = hand_adapters(&s.adapters.model, model, &read)?;
+        let (adapters, _) = hand_adapters(&s.adapters.model, model, &read, false)?;
         if m != self.vocabulary {
             bail!(
                 "{} has {m} tokens, the base {}: KL divergence compares the same tokens' probabilities",
@@ -405,12 +447,20 @@ pub fn check_inputs(model: &Path, s: &Settings) -> Result<()> {
 /// llama.cpp would apply it to `side` (read as `side_model`): an adapter llama.cpp
 /// refuses or aborts on is refused here, named, before any run. Handed with their scales.
 ///
+/// With `identify`, also each adapter's `BLAKE3:SCALE` (the bytes read: the logits cache's
+/// key).
+///
 /// # Errors
 /// A file cannot be opened or read, is not an adapter llama.cpp loads, or does not fit
 /// the side's model.
-fn hand_adapters(list: &[Scaled], side: &Path, side_model: &Model) -> Result<Vec<HandedAdapter>> {
+fn hand_adapters(
+    list: &[Scaled],
+    side: &Path,
+    side_model: &Model,
+    identify: bool,
+) -> Result<(Vec<HandedAdapter>, Vec<String>)> {
     use organ_core::lora::{Adapter, Severity};
-    let mut out = Vec::with_capacity(list.len());
+    let (mut out, mut ids) = (Vec::with_capacity(list.len()), Vec::new());
     for a in list {
         let file = crate::input::open(&a.path)?;
         let handed = file.try_clone().with_context(|| format!("{}: cannot duplicate", a.path.display()))?;
@@ -430,19 +480,71 @@ fn hand_adapters(list: &[Scaled], side: &Path, side_model: &Model) -> Result<Vec
                 side.display()
             ));
         }
+        if identify {
+            ids.push(format!("{}:{}", m.fingerprint(false)?.blake3, a.scale));
+        }
         out.push((Handed::file(handed)?, a.scale));
     }
-    Ok(out)
+    Ok((out, ids))
 }
 
-/// Copies the text ([`open_text`]) into `dir`, and hands the copy to llama.cpp.
-fn copy_text(text: &Path, dir: &Path) -> Result<Handed> {
+/// The key of the base's logits ([`logits_cache::Key`]); `None` (said) when the
+/// llama-perplexity binary cannot be read to identify it.
+fn logits_key(
+    tool: &Path,
+    base_blake3: &str,
+    adapters: Vec<String>,
+    text_blake3: String,
+    s: &Settings,
+) -> Option<logits_cache::Key> {
+    let tool_blake3 = match logits_cache::file_blake3(tool) {
+        Ok(b) => b,
+        Err(e) => {
+            crate::progress::warn(format!("the base's logits are not kept: {e:#}"));
+            return None;
+        }
+    };
+    Some(logits_cache::Key {
+        logits_cache: logits_cache::SCHEMA,
+        base_blake3: base_blake3.to_owned(),
+        base_adapters: adapters,
+        text_blake3,
+        ctx: s.ctx,
+        chunks: s.chunks,
+        threads: s.threads,
+        gpu_layers: s.offload.gpu_layers.clone(),
+        device: s.offload.device.clone(),
+        llama_perplexity_blake3: tool_blake3,
+    })
+}
+
+/// Copies the text ([`open_text`]) into `dir`, and hands the copy to llama.cpp; with the
+/// BLAKE3 of the bytes copied (which keys the base's logits, as sensitivity's results).
+fn copy_text(text: &Path, dir: &Path) -> Result<(Handed, String)> {
     let mut f = open_text(text)?;
     let copy = dir.join("text.txt");
-    let mut out = create_private(&copy)?;
+    let mut out = Hashing { inner: create_private(&copy)?, hash: blake3::Hasher::new() };
     std::io::copy(&mut f, &mut out)
         .with_context(|| format!("{}: cannot copy to {}", text.display(), copy.display()))?;
-    Handed::file(out)
+    Ok((Handed::file(out.inner)?, out.hash.finalize().to_hex().to_string()))
+}
+
+/// A writer that hashes what it passes on.
+struct Hashing<W> {
+    inner: W,
+    hash: blake3::Hasher,
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 fn check_file(p: &Path, what: &str) -> Result<()> {

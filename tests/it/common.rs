@@ -219,8 +219,17 @@ fn azurite_dir() -> &'static Option<PathBuf> {
     })
 }
 
+/// The `organ` binary, run with a cache of its own (`ORGAN_CACHE`, empty): what a run
+/// keeps there (measure's results, the base's logits of eval and `--judge`) never reaches
+/// another test's run, nor a later test run's, so that a run computes what its test
+/// expects it to. A test that means to share one sets `ORGAN_CACHE` (or `--cache`) itself.
 pub fn organ() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_organ"))
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let cache = std::env::temp_dir().join(format!("organ-test-{}", std::process::id())).join("caches").join(n.to_string());
+    let mut c = Command::new(env!("CARGO_BIN_EXE_organ"));
+    c.env("ORGAN_CACHE", cache);
+    c
 }
 
 pub fn ok(mut c: Command) -> Output {

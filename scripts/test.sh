@@ -72,7 +72,11 @@ trap 'rm -f "$test_log"' EXIT
 # The two hostile sets run once, in a step of their own, so that their counts are printed
 # (cargo test keeps a passing test's output to itself); every other test in the first.
 hostile=(hostile::hostile_inputs api::security::hostile_requests_get_a_4xx_and_the_server_stays_up)
-step "cargo test (release)" env CI=true bash -c "cargo test --release --workspace --exclude organ-web -- --skip ${hostile[0]} --skip ${hostile[1]} 2>&1 | tee '$test_log'; exit \${PIPESTATUS[0]}"
+# One test thread more than the cores: some integration tests wait rather than compute (a
+# server's retries and their backoff, a trickling server, a worker killed and restarted,
+# moto's and Azurite's starts), and with a thread a core such a wait left a core idle.
+test_threads=$(( $(nproc) + 1 ))
+step "cargo test (release)" env CI=true bash -c "cargo test --release --workspace --exclude organ-web -- --test-threads $test_threads --skip ${hostile[0]} --skip ${hostile[1]} 2>&1 | tee '$test_log'; exit \${PIPESTATUS[0]}"
 # The same package selection as the step above: another selection resolves other features
 # and compiles the core and the CLI again (it did: 5 of this step's 6 minutes).
 step "hostile inputs and requests: the counts" bash -c "CI=true cargo test --release --workspace --exclude organ-web --test it -- --nocapture --exact ${hostile[*]} 2>&1 | tee -a '$test_log' | grep -E '^hostile (inputs|requests):|FAILED|panicked'; exit \${PIPESTATUS[0]}"

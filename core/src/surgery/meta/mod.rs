@@ -438,17 +438,51 @@ pub fn new_findings(g: &Gguf<'_>, e: &Edited) -> Result<Vec<crate::check::Findin
     Ok(after.into_iter().filter(|f| f.severity != crate::check::Severity::Info && !before.contains(f)).collect())
 }
 
-/// A finding of [`new_findings`] on one line, as `organ meta` prints it.
-pub fn finding_line(f: &crate::check::Finding) -> String {
-    let sev = match f.severity {
-        crate::check::Severity::Error => "error",
-        _ => "warning",
+/// The line `organ meta` prints before [`new_findings`]' lines, for a model written to `out`.
+pub fn findings_intro(n: usize, out: &str) -> String {
+    let what = match n {
+        1 => "1 problem".to_owned(),
+        n => format!("{n} problems"),
     };
-    let subject = match f.subject.is_empty() {
-        true => String::new(),
-        false => format!("{}: ", crate::gguf::display::printable(&f.subject)),
-    };
-    format!("{sev}: {subject}{}", crate::gguf::display::printable(&f.message))
+    format!("the edited model has {what} the input had not; llama.cpp may refuse it (organ check {out} says more):")
+}
+
+/// [`new_findings`] as `organ meta` prints them, after [`findings_intro`]: one line each,
+/// at most three of a kind (a rename over every layer is one story, not sixty lines), the
+/// rest counted.
+pub fn finding_lines(findings: &[crate::check::Finding]) -> Vec<String> {
+    const SHOWN: usize = 3;
+    let mut kinds: Vec<(crate::check::Severity, crate::check::Kind, usize)> = Vec::new();
+    let mut lines = Vec::new();
+    for f in findings {
+        let n = match kinds.iter_mut().find(|k| (k.0, k.1) == (f.severity, f.kind)) {
+            Some(k) => {
+                k.2 += 1;
+                k.2
+            }
+            None => {
+                kinds.push((f.severity, f.kind, 1));
+                1
+            }
+        };
+        if n > SHOWN {
+            continue;
+        }
+        let sev = match f.severity {
+            crate::check::Severity::Error => "error",
+            _ => "warning",
+        };
+        let subject = match f.subject.is_empty() {
+            true => String::new(),
+            false => format!("{}: ", crate::gguf::display::printable(&f.subject)),
+        };
+        lines.push(format!("{sev}: {subject}{}", crate::gguf::display::printable(&f.message)));
+    }
+    let more: usize = kinds.iter().map(|k| k.2.saturating_sub(SHOWN)).sum();
+    if more > 0 {
+        lines.push(format!("… and {more} more like these"));
+    }
+    lines
 }
 
 /// Why a header is not one whole model to edit: a shard of a split model (`split.count`

@@ -77,6 +77,19 @@ impl TensorEdit {
         }
     }
 
+    /// Checks what can be checked without the model: a rename's pattern is a regular
+    /// expression, and its replacement names only groups it has. (A removal's or retype's
+    /// pattern may be a tensor's exact name, which need not be one.)
+    ///
+    /// # Errors
+    /// [`Error::BadSetting`] naming the flag, as [`plan`] would.
+    pub fn check(&self) -> Result<()> {
+        if let TensorEdit::Rename { replacement, .. } = self {
+            check_replacement(self, &whole(self)?, replacement)?;
+        }
+        Ok(())
+    }
+
     fn pattern(&self) -> &str {
         match self {
             TensorEdit::Rename { pattern, .. }
@@ -240,28 +253,34 @@ pub struct TensorPlan {
 
 /// A pattern: a tensor's exact name (for removals and retypes), else a regular expression
 /// that must match the whole name.
-struct Matcher {
-    exact: bool,
-    text: String,
-    re: Regex,
+enum Matcher {
+    Exact(String),
+    Re(Regex),
 }
 
 impl Matcher {
     fn new(e: &TensorEdit, names: &[&str]) -> Result<Matcher> {
         let text = e.pattern();
-        let exact = !matches!(e, TensorEdit::Rename { .. }) && names.contains(&text);
-        // Compiled alone first, so that the wrapping cannot change its meaning (`a)|(b`).
-        compile(e, text)?;
-        let re = compile(e, &format!(r"\A(?:{text})\z"))?;
-        Ok(Matcher { exact, text: text.to_owned(), re })
+        match !matches!(e, TensorEdit::Rename { .. }) && names.contains(&text) {
+            true => Ok(Matcher::Exact(text.to_owned())),
+            false => whole(e).map(Matcher::Re),
+        }
     }
 
     fn matches(&self, name: &str) -> bool {
-        match self.exact {
-            true => name == self.text,
-            false => self.re.is_match(name.as_bytes()),
+        match self {
+            Matcher::Exact(text) => name == text,
+            Matcher::Re(re) => re.is_match(name.as_bytes()),
         }
     }
+}
+
+/// The edit's pattern as a regular expression matching whole names.
+fn whole(e: &TensorEdit) -> Result<Regex> {
+    let text = e.pattern();
+    // Compiled alone first, so that the wrapping cannot change its meaning (`a)|(b`).
+    compile(e, text)?;
+    compile(e, &format!(r"\A(?:{text})\z"))
 }
 
 fn compile(e: &TensorEdit, text: &str) -> Result<Regex> {
@@ -384,12 +403,12 @@ pub fn plan(g: &Gguf<'_>, edits: &[TensorEdit]) -> Result<TensorPlan> {
     let mut now: Vec<String> = names.iter().map(|&n| n.to_owned()).collect();
     for e in edits {
         let TensorEdit::Rename { replacement, .. } = e else { continue };
-        let m = Matcher::new(e, &names)?;
-        check_replacement(e, &m.re, replacement)?;
-        let mut caps = m.re.create_captures();
+        let re = whole(e)?;
+        check_replacement(e, &re, replacement)?;
+        let mut caps = re.create_captures();
         let mut hit = false;
         for i in (0..now.len()).filter(|&i| kept[i]) {
-            m.re.captures(now[i].as_bytes(), &mut caps);
+            re.captures(now[i].as_bytes(), &mut caps);
             if !caps.is_match() {
                 continue;
             }

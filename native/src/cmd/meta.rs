@@ -151,6 +151,7 @@ fn run_dir(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let label = m.label.clone();
     let edited =
         meta::edit(&g, &edits(o, &g, &label)?).with_context(|| format!("{label}: cannot edit its metadata"))?;
+    let findings = meta::new_findings(&g, &edited).with_context(|| format!("{label}: the edited header"))?;
     let new = organ_core::Gguf::parse(&edited.header, edited.file_len())
         .with_context(|| format!("{label}: the edited header cannot be read back"))?;
     let kvs: Vec<_> =
@@ -163,7 +164,7 @@ fn run_dir(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         bail!("{label}: assembled {len} bytes, where the edited header says {}", edited.file_len());
     }
     tmp.commit()?;
-    finish(o, w, &edited, &[], out.display().to_string(), 1, " (assembled from the organ directory)")
+    finish(o, w, &edited, &findings, out.display().to_string(), 1, " (assembled from the organ directory)")
 }
 
 pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
@@ -194,8 +195,8 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     }
     let label = file.file_name();
     let edits = edits(o, &g, &label)?;
-    let edited =
-        meta::edit_all(&g, &edits, &o.tensors).with_context(|| format!("{label}: cannot edit its metadata"))?;
+    let edited = meta::edit_all(&g, &edits, &o.tensors)
+        .with_context(|| format!("{label}: cannot edit {}", meta::what(&o.tensors)))?;
     let findings = meta::new_findings(&g, &edited).with_context(|| format!("{label}: the edited header"))?;
     let first_path = files[0].path.clone();
     let mut rewrote = "";

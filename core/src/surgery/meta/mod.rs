@@ -28,7 +28,9 @@ use core::ops::Range;
 
 mod tensors;
 mod value;
-pub use tensors::{plan as plan_tensors, Kept, Piece, TensorChange, TensorEdit, TensorPlan, MAX_GGML_NAME_LEN};
+pub use tensors::{
+    convert_tensor, plan as plan_tensors, Kept, Piece, TensorChange, TensorEdit, TensorPlan, MAX_GGML_NAME_LEN,
+};
 pub use value::{parse_set, parse_set_typed, parse_value, value_text, Ty, TYPE_NAMES};
 
 /// The longest key the GGUF specification allows ("at most 2^16-1 bytes").
@@ -168,6 +170,15 @@ impl Edited {
             self.old_header_len,
             self.header.len()
         )
+    }
+}
+
+/// What an edit with tensor edits `tensors` edits, for its error: `its metadata`, or `its
+/// metadata and tensors`.
+pub fn what(tensors: &[TensorEdit]) -> &'static str {
+    match tensors.is_empty() {
+        true => "its metadata",
+        false => "its metadata and tensors",
     }
 }
 

@@ -228,6 +228,28 @@ impl Piece {
     }
 }
 
+/// Converts the input bytes `bytes` of a [`Piece::Convert`]'s `tensor`, slab by slab as
+/// `organ quantize` does ([`Pieces`]), in one thread: the browser's writer and the tests.
+/// (The CLI converts a slab's chunks in parallel; rows convert independently, so the bytes
+/// are the same.)
+///
+/// # Errors
+/// Bytes that are not the tensor's rows, a value the output's type cannot hold.
+pub fn convert_tensor(tensor: &crate::quantize::Planned, bytes: &[u8]) -> Result<Vec<u8>> {
+    let p = Pieces::new(tensor, false, 1 << 22)?;
+    if bytes.len() as u64 != p.rows as u64 * p.row_in as u64 {
+        return Err(Error::Quantize {
+            reason: format!("tensor {:?}: {} bytes, not its rows", tensor.name, bytes.len()),
+        });
+    }
+    let (mut out, mut values) = (Vec::with_capacity(p.bytes_out() as usize), Vec::new());
+    for slab in p.slabs() {
+        let r = p.bytes_in(&slab);
+        p.convert(tensor, slab.rows.start, &bytes[r.start as usize..r.end as usize], None, &mut values, &mut out)?;
+    }
+    Ok(out)
+}
+
 /// One tensor of the output, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Kept {

@@ -47,7 +47,7 @@ pub(super) fn apply_all(file: &[u8], edits: &[Edit], tensors: &[TensorEdit]) -> 
             Piece::Zeros(n) => out.resize(out.len() + *n as usize, 0),
             Piece::Convert { src, tensor, .. } => {
                 let bytes = &file[src.start as usize..src.end as usize];
-                out.extend_from_slice(&crate::surgery::moe::requantize(tensor.from, bytes, tensor.to)?);
+                out.extend_from_slice(&convert_tensor(tensor, bytes)?);
             }
         }
     }

@@ -26,11 +26,11 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::ops::Range;
 
+mod pieces;
 mod tensors;
 mod value;
-pub use tensors::{
-    convert_tensor, plan as plan_tensors, Kept, Piece, TensorChange, TensorEdit, TensorPlan, MAX_GGML_NAME_LEN,
-};
+pub use pieces::{convert_tensor, Piece};
+pub use tensors::{plan as plan_tensors, Kept, TensorChange, TensorEdit, TensorPlan, MAX_GGML_NAME_LEN};
 pub use value::{parse_set, parse_set_typed, parse_value, value_text, Ty, TYPE_NAMES};
 
 /// The longest key the GGUF specification allows ("at most 2^16-1 bytes").
@@ -323,7 +323,7 @@ pub fn edit_all(g: &Gguf<'_>, edits: &[Edit], tensors: &[TensorEdit]) -> Result<
             let offsets = plan.kept.iter().map(|k| g.tensors[k.input].offset).collect();
             (alloc::vec![Piece::Copy(data_start..g.file_len)], offsets)
         }
-        true => tensors::lay_out(g, &plan)?,
+        true => pieces::lay_out(g, &plan)?,
     };
     let infos = plan.kept.iter().zip(offsets).map(|(k, offset)| Info {
         name: &k.name,

@@ -795,11 +795,14 @@ def meta(
     set_file: Union[str, Sequence[str]] = (),
     rm: Union[str, Sequence[str]] = (),
     rename: Union[str, Sequence[str]] = (),
+    rename_tensor: Union[str, Sequence[str]] = (),
+    remove_tensor: Union[str, Sequence[str]] = (),
+    retype_tensor: Union[str, Sequence[str]] = (),
     in_place: bool = False,
     force: bool = False,
 ) -> Outcome:
-    """``model``'s metadata edited and the model written with its tensor data copied as
-    is, as ``organ meta`` (docs/surgery.md).
+    """``model``'s metadata and tensors edited and the model written with its other
+    tensors' data copied as is, as ``organ meta`` (docs/surgery.md).
 
     Parameters:
     model: a GGUF file.
@@ -809,13 +812,18 @@ def meta(
     set_file: ``"KEY=FILE"``: a string value read from a file (a chat template).
     rm: keys to remove.
     rename: ``"OLD=NEW"``.
+    rename_tensor: ``"REGEX=REPLACEMENT"``: every tensor whose whole name the regex
+        matches renamed (``$1`` for a group), in order.
+    remove_tensor: a tensor's name, or a regex matching whole names: removed.
+    retype_tensor: ``"NAME=TYPE"`` (NAME a name or a regex): converted to TYPE
+        (``"Q8_0"``, ``"F16"``…) as ``organ quantize`` converts it.
     in_place: replace ``model`` itself (written aside and renamed over it).
     force: replace an output that exists (only what organ could have written there,
         never an input).
 
     Returns:
-        Outcome: the report ``--json`` writes (the keys set, removed, renamed), and the
-        text.
+        Outcome: the report ``--json`` writes (the keys set, removed, renamed; the
+        tensors renamed, removed, retyped; what the check finds broken), and the text.
 
     Raises:
         OrganError: what ``organ meta`` refuses or fails on, with its message; nothing is

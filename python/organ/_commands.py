@@ -539,9 +539,10 @@ def merge(config=None, *, out, method=None, base=None, model=(), t=None, param=(
     return _run(merge, ["merge"], locals(), ("config",))
 
 
-def meta(model, out=None, *, set=(), set_typed=(), set_file=(), rm=(), rename=(), in_place=False, force=False):
-    """``model``'s metadata edited and the model written with its tensor data copied as
-    is, as ``organ meta`` (docs/surgery.md).
+def meta(model, out=None, *, set=(), set_typed=(), set_file=(), rm=(), rename=(), rename_tensor=(),
+         remove_tensor=(), retype_tensor=(), in_place=False, force=False):
+    """``model``'s metadata and tensors edited and the model written with its other
+    tensors' data copied as is, as ``organ meta`` (docs/surgery.md).
 
     Parameters:
     model: a GGUF file.
@@ -551,13 +552,18 @@ def meta(model, out=None, *, set=(), set_typed=(), set_file=(), rm=(), rename=()
     set_file: ``"KEY=FILE"``: a string value read from a file (a chat template).
     rm: keys to remove.
     rename: ``"OLD=NEW"``.
+    rename_tensor: ``"REGEX=REPLACEMENT"``: every tensor whose whole name the regex
+        matches renamed (``$1`` for a group), in order.
+    remove_tensor: a tensor's name, or a regex matching whole names: removed.
+    retype_tensor: ``"NAME=TYPE"`` (NAME a name or a regex): converted to TYPE
+        (``"Q8_0"``, ``"F16"``…) as ``organ quantize`` converts it.
     in_place: replace ``model`` itself (written aside and renamed over it).
     force: replace an output that exists (only what organ could have written there,
         never an input).
 
     Returns:
-        Outcome: the report ``--json`` writes (the keys set, removed, renamed), and the
-        text.
+        Outcome: the report ``--json`` writes (the keys set, removed, renamed; the
+        tensors renamed, removed, retyped; what the check finds broken), and the text.
 
     Raises:
         OrganError: what ``organ meta`` refuses or fails on, with its message; nothing is

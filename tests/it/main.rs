@@ -38,6 +38,7 @@ mod measure_stop;
 mod memory;
 mod merge;
 mod meta;
+mod meta_tensors;
 mod moe;
 mod moto;
 mod predict;

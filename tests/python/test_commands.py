@@ -185,6 +185,15 @@ def test_meta_is_the_clis(smollm2, cli, tmp):
     shutil.copy(smollm2, copy)
     organ.meta(copy, set=["general.name=in place"], in_place=True)
     assert organ.inspect(copy).metadata["general.name"] == "in place"
+    # The tensor edits: the CLI's bytes and report for the same flags.
+    out = tmp / "meta-tensors.gguf"
+    edits = ["--rename-tensor", r"blk\.(\d+)\.attn_q\.weight=blk.$1.q.weight", "--remove-tensor", "output_norm.weight",
+             "--retype-tensor", "blk.0.ffn_down.weight=q8_0"]
+    got = _same(cli, tmp, ["meta", smollm2, *edits, "--out", out],
+                lambda: organ.meta(smollm2, out, rename_tensor=r"blk\.(\d+)\.attn_q\.weight=blk.$1.q.weight",
+                                   remove_tensor=["output_norm.weight"], retype_tensor="blk.0.ffn_down.weight=q8_0"),
+                [out])
+    assert [c["op"] for c in got["tensor_changes"]][:2] == ["removed", "retyped"]
 
 
 def test_eval_is_the_clis(smollm2, q8, llama_bin, cli, tmp):

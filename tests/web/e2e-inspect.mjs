@@ -8,6 +8,10 @@
 //    one renamed, two added (typed, inferred), the chat template replaced; the download's
 //    bytes equal `organ meta`'s output for the same edits, and the page lists the CLI's
 //    change lines.
+// 2b. Tensor edits: a rename by regex, a removal, a conversion to Q8_0 (read and converted
+//    in the page by the core's quantizer); the download equals `organ meta`'s output for
+//    the same flags, and the page lists the CLI's change lines and what its check finds
+//    broken. A pattern matching nothing is the CLI's message, nothing downloaded.
 // 3. Bad edits (an unknown type name, a malformed JSON array, a refused key, a key too
 //    long) show the CLI's message and download nothing; a file that is not a model is an
 //    error.
@@ -153,6 +157,52 @@ try {
   const cliChanges = cliText.trim().split('\n').filter((l) => !l.startsWith('wrote '));
   check(JSON.stringify(pageChanges) === JSON.stringify(cliChanges), `the page lists organ meta's ${cliChanges.length} change lines (${pageChanges[0]} …)`);
   await page.screenshot({ path: path.join(outDir, 'inspect-edited.png'), fullPage: true });
+
+  // 2b. Tensor edits, against organ meta.
+  await inspectIn(model);
+  await page.fill('#tensor-rename-pattern', String.raw`blk\.(\d+)\.attn_q\.weight`);
+  await page.fill('#tensor-rename-to', 'blk.$1.attn_query.weight');
+  await page.click('#tensor-rename');
+  await page.fill('#tensor-remove-pattern', 'blk.29.ffn_down.weight');
+  await page.click('#tensor-remove');
+  await page.fill('#tensor-retype-pattern', String.raw`blk\.0\.ffn_down\.weight`);
+  await page.selectOption('#tensor-retype-type', 'Q8_0');
+  await page.click('#tensor-retype');
+  await editRow('general.name', 'edit', 'SmolLM2, tensors edited in a browser');
+  const tcliOut = path.join(outDir, 'inspect-cli-tensors.gguf');
+  fs.rmSync(tcliOut, { force: true });
+  const tcliText = execFileSync(organ, ['meta', model, '--set', 'general.name=SmolLM2, tensors edited in a browser',
+    '--rename-tensor', String.raw`blk\.(\d+)\.attn_q\.weight=blk.$1.attn_query.weight`, '--remove-tensor', 'blk.29.ffn_down.weight',
+    '--retype-tensor', String.raw`blk\.0\.ffn_down\.weight=Q8_0`, '--out', tcliOut]).toString();
+  const t2 = Date.now();
+  const [td] = await Promise.all([page.waitForEvent('download'), page.click('#meta-write')]);
+  const tgot = path.join(outDir, 'inspect-page-tensors.gguf');
+  await td.saveAs(tgot);
+  await page.waitForSelector('#meta-status[data-done]');
+  check(sha(tgot) === sha(tcliOut),
+    `tensors renamed by regex, removed and converted to Q8_0 in ${Date.now() - t2} ms: the download (${fs.statSync(tgot).size} bytes) is organ meta's output byte for byte`);
+  const tLines = tcliText.trim().split('\n');
+  const wroteAt = tLines.findIndex((l) => l.startsWith('wrote '));
+  const tPageChanges = (await page.textContent('#meta-changes')).trim().split('\n');
+  const tPageFindings = ((await page.textContent('#meta-findings')) ?? '').split('\n');
+  const tCliFindings = tLines.slice(wroteAt + 1);
+  check(JSON.stringify(tPageChanges) === JSON.stringify(tLines.slice(0, wroteAt)) &&
+    tPageFindings[0].startsWith('the edited model has 61 problems the input had not') &&
+    JSON.stringify(tPageFindings.slice(1)) === JSON.stringify(tCliFindings.slice(1)),
+  `the page lists organ meta's ${wroteAt} change lines and its check's ${tCliFindings.length - 1} finding lines ("${tPageFindings[1]}" …)`);
+  fs.rmSync(tgot, { force: true });
+  await page.screenshot({ path: path.join(outDir, 'inspect-tensors.png'), fullPage: true });
+  await inspectIn(model);
+  await page.fill('#tensor-remove-pattern', 'blk.99.ffn_down.weight');
+  await page.click('#tensor-remove');
+  const tBefore = downloads;
+  await page.click('#meta-write');
+  await page.waitForSelector('#meta-error', { timeout: 10_000 });
+  const tMsg = (await page.textContent('#meta-error')).trim();
+  const tCli = spawnSync(organ, ['meta', model, '--remove-tensor', 'blk.99.ffn_down.weight', '--out', path.join(outDir, 'inspect-bad.gguf')]);
+  const tCore = tMsg.slice(tMsg.indexOf('--remove-tensor'));
+  check(tMsg.includes('no tensor has this name') && tCli.stderr.toString().includes(tCore) && downloads === tBefore,
+    `a tensor pattern matching nothing: the CLI's message, nothing downloaded: "${tMsg.slice(0, 140)}"`);
 
   // 3. Bad edits: the CLI's message, nothing downloaded.
   const bad = [

@@ -84,8 +84,9 @@ pub struct InspectData {
     pub not_editable: Option<String>,
 }
 
-/// One edit of the metadata as the editor lists it, before it is read against the
-/// header (typed, checked) by the core: `organ meta`'s `--set`, `--rm` and `--rename`.
+/// One edit of the metadata or the tensors as the editor lists it, before it is read
+/// against the header (typed, checked) by the core: `organ meta`'s `--set`, `--rm`,
+/// `--rename`, `--rename-tensor`, `--remove-tensor` and `--retype-tensor`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PendingEdit {
     /// `--set KEY=TEXT[:TYPE]` (an empty type: the key's own, or inferred for a new key).
@@ -94,15 +95,32 @@ pub enum PendingEdit {
     Remove { key: String },
     /// `--rename FROM=TO`.
     Rename { from: String, to: String },
+    /// `--rename-tensor PATTERN=REPLACEMENT`.
+    RenameTensors { pattern: String, replacement: String },
+    /// `--remove-tensor PATTERN`.
+    RemoveTensors { pattern: String },
+    /// `--retype-tensor PATTERN=TYPE`.
+    RetypeTensors { pattern: String, ty: String },
 }
 
 impl PendingEdit {
-    /// The key the edit is about (a rename's old name).
+    /// The key the edit is about (a rename's old name), or a tensor edit's pattern.
     pub fn key(&self) -> &str {
         match self {
             PendingEdit::Set { key, .. } | PendingEdit::Remove { key } => key,
             PendingEdit::Rename { from, .. } => from,
+            PendingEdit::RenameTensors { pattern, .. }
+            | PendingEdit::RemoveTensors { pattern }
+            | PendingEdit::RetypeTensors { pattern, .. } => pattern,
         }
+    }
+
+    /// Whether it edits tensors rather than a key.
+    pub fn is_tensor_edit(&self) -> bool {
+        matches!(
+            self,
+            PendingEdit::RenameTensors { .. } | PendingEdit::RemoveTensors { .. } | PendingEdit::RetypeTensors { .. }
+        )
     }
 }
 
@@ -119,6 +137,8 @@ pub enum Writing {
         bytes: u64,
         wrote: String,
         changes: Vec<String>,
+        /// What the check finds broken that was not (`organ meta`'s lines after `wrote`).
+        findings: Vec<String>,
         ms: f64,
     },
     Failed(String),

@@ -372,6 +372,11 @@ pub struct Meta<'a> {
     pub header_bytes_after: u64,
     /// The edited file's size.
     pub file_bytes: u64,
-    /// Every change.
+    /// Every change of the metadata.
     pub changes: &'a [crate::surgery::meta::Change],
+    /// Every tensor renamed, removed or retyped.
+    pub tensor_changes: &'a [crate::surgery::meta::TensorChange],
+    /// The check's errors and warnings the edited model has and the input had not
+    /// (`surgery::meta::new_findings`): what the edits broke.
+    pub findings: &'a [crate::check::Finding],
 }

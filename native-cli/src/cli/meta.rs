@@ -30,6 +30,20 @@ pub struct MetaArgs {
     /// Rename OLD to NEW, in its place.
     #[arg(long, value_name = "OLD=NEW")]
     pub rename: Vec<String>,
+    /// Rename every tensor whose whole name REGEX matches (the regex crate's syntax) to
+    /// REPLACEMENT ($1, ${name} for groups), in order, each on the names the last left.
+    /// The tensor data is copied as it is.
+    #[arg(long = "rename-tensor", value_name = "REGEX=REPLACEMENT")]
+    pub rename_tensor: Vec<String>,
+    /// Remove the tensor of this name, or every tensor whose whole name the regex
+    /// matches: its bytes leave the data section, the others are copied as they are.
+    #[arg(long = "remove-tensor", value_name = "NAME_OR_REGEX")]
+    pub remove_tensor: Vec<String>,
+    /// Convert the tensor(s) NAME names (a name or a regex, as --remove-tensor) to TYPE
+    /// (F32, F16, BF16, Q8_0, Q4_0, Q4_K, … as organ quantize writes them): dequantized
+    /// and quantized as llama-quantize --tensor-type would.
+    #[arg(long = "retype-tensor", value_name = "NAME=TYPE")]
+    pub retype_tensor: Vec<String>,
     /// The edited model (.gguf; must not exist, nor be the input).
     #[arg(long, required_unless_present = "in_place", conflicts_with = "in_place")]
     pub out: Option<PathBuf>,
@@ -62,6 +76,11 @@ impl<'a> TryFrom<&'a MetaArgs> for cmd::meta::Options<'a> {
             .map(|s| pair("--set-file", s, "KEY=FILE").map(|(k, f)| (k, std::path::Path::new(f))))
             .collect::<Result<_>>()?;
         let rename = a.rename.iter().map(|s| pair("--rename", s, "OLD=NEW")).collect::<Result<_>>()?;
+        use organ_core::surgery::meta::TensorEdit;
+        let tensors = (a.remove_tensor.iter().map(|s| TensorEdit::remove(s)))
+            .chain(a.retype_tensor.iter().map(|s| TensorEdit::retype(s)))
+            .chain(a.rename_tensor.iter().map(|s| TensorEdit::rename(s)))
+            .collect::<organ_core::Result<Vec<_>>>()?;
         let target = match (&a.out, a.in_place) {
             (Some(out), false) => {
                 if !out.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) {
@@ -79,6 +98,7 @@ impl<'a> TryFrom<&'a MetaArgs> for cmd::meta::Options<'a> {
             set_file,
             rm: a.rm.iter().map(String::as_str).collect(),
             rename,
+            tensors,
             target,
             json: a.json.as_deref(),
             force: a.force.force,
@@ -108,6 +128,9 @@ impl ToArgs for MetaArgs {
             .each("--set-file", &self.set_file)
             .each("--rm", &self.rm)
             .each("--rename", &self.rename)
+            .each("--rename-tensor", &self.rename_tensor)
+            .each("--remove-tensor", &self.remove_tensor)
+            .each("--retype-tensor", &self.retype_tensor)
             .opt("--out", self.out.as_ref())
             .switch("--in-place", self.in_place)
             .opt("--json", self.json.as_ref())

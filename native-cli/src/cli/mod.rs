@@ -129,7 +129,8 @@ pub enum Command {
     /// models of any type organ reads (docs/merge.md).
     Merge(ModelMergeArgs),
     /// Edit a GGUF's metadata (set, remove, rename keys; a chat template from a file) and
-    /// write it with its tensor data copied as is (docs/surgery.md).
+    /// its tensors (rename by regex, remove, convert to another type), the other tensors'
+    /// data copied as is (docs/surgery.md).
     Meta(MetaArgs),
     /// Denoise tensors (spectral FFT or fractal Haar, docs/purify.md), keeping each one's
     /// mean, std and type, and write the model with organ.purify.* metadata.

@@ -321,6 +321,9 @@ fn meta_round_trips() {
         set_file: vec!["tokenizer.chat_template=/t.jinja".into()],
         rm: vec!["general.url".into(), "general.license".into()],
         rename: vec!["a=b".into()],
+        rename_tensor: vec![r"blk\.(\d+)\.attn_q\.weight=blk.$1.q".into()],
+        remove_tensor: vec!["output.weight".into()],
+        retype_tensor: vec!["token_embd.weight=q8_0".into()],
         out: Some(p("/o.gguf")),
         in_place: false,
         json: Some(p("/o.json")),
@@ -335,6 +338,7 @@ fn meta_round_trips() {
         set_file: vec!["--force=/t.jinja".into()],
         rm: vec!["--in-place".into(), "-".into()],
         rename: vec!["-a=--b".into()],
+        remove_tensor: vec!["--force".into()],
         ..m.clone()
     };
     assert_eq!(reparsed(&dashes), Command::Meta(dashes.clone()));

@@ -1,6 +1,7 @@
-//! The `meta` job: `organ meta MODEL --set … --set-file … --rm … --rename … --out OUT
-//! --json meta.json` (docs/surgery.md), its report as the job's result. Each field is
-//! checked here as the command checks its flag, so a bad one is a 400, not a failed job.
+//! The `meta` job: `organ meta MODEL --set … --set-file … --rm … --rename …
+//! --rename-tensor … --remove-tensor … --retype-tensor … --out OUT --json meta.json`
+//! (docs/surgery.md), its report as the job's result. Each field is checked here as the
+//! command checks its flag, so a bad one is a 400, not a failed job.
 
 use super::job::JobStatus;
 use super::jobs::start_job;
@@ -18,6 +19,9 @@ use std::sync::Arc;
 
 /// Edits one request may ask for (a header is rewritten once, whatever their number).
 const MAX_EDITS: usize = 4096;
+
+/// Tensor edits one request may ask for: each is a pattern run over every tensor name.
+const MAX_TENSOR_EDITS: usize = 256;
 
 /// One key set to a value.
 #[derive(Deserialize)]
@@ -47,6 +51,23 @@ pub(super) struct RenameReq {
     to: String,
 }
 
+/// Tensors renamed by a regular expression.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RenameTensorReq {
+    pattern: String,
+    replacement: String,
+}
+
+/// Tensors converted to another type.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RetypeTensorReq {
+    pattern: String,
+    #[serde(rename = "type")]
+    ty: String,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct MetaReq {
@@ -61,7 +82,48 @@ pub(super) struct MetaReq {
     #[serde(default)]
     rename: Vec<RenameReq>,
     #[serde(default)]
+    rename_tensor: Vec<RenameTensorReq>,
+    #[serde(default)]
+    remove_tensor: Vec<String>,
+    #[serde(default)]
+    retype_tensor: Vec<RetypeTensorReq>,
+    #[serde(default)]
     out: Option<String>,
+}
+
+/// The tensor edits of `r` as the CLI's flag values, each checked as the command parses
+/// it (and a rename's pattern compiled), in the order of [`cli::MetaArgs`]' fields.
+fn tensor_specs(r: &MetaReq) -> ApiResult<(Vec<String>, Vec<String>, Vec<String>)> {
+    use organ_core::surgery::meta::TensorEdit;
+    let n = r.rename_tensor.len() + r.remove_tensor.len() + r.retype_tensor.len();
+    if n > MAX_TENSOR_EDITS {
+        return Err(bad(format!("{n} tensor edits, at most {MAX_TENSOR_EDITS}")));
+    }
+    let checked = |e: organ_core::Result<TensorEdit>| -> ApiResult<String> {
+        let e = e.and_then(|e| e.check().map(|()| e)).map_err(|e| bad(format!("{e}")))?;
+        Ok(e.spec())
+    };
+    let mut rename = Vec::with_capacity(r.rename_tensor.len());
+    for x in &r.rename_tensor {
+        if x.pattern.contains('=') {
+            return Err(bad(format!(
+                "rename_tensor {:?}: a pattern with '=' in it (organ meta reads REGEX=REPLACEMENT up to the first '='; \
+                 write \\x3d for it)",
+                super::shown(&x.pattern)
+            )));
+        }
+        rename.push(checked(TensorEdit::rename(&format!("{}={}", x.pattern, x.replacement)))?);
+    }
+    let remove = r.remove_tensor.iter().map(|p| checked(TensorEdit::remove(p))).collect::<ApiResult<_>>()?;
+    let mut retype = Vec::with_capacity(r.retype_tensor.len());
+    for x in &r.retype_tensor {
+        // The type is checked alone: the command splits NAME=TYPE at the last '='.
+        if organ_core::GgmlType::from_name(&x.ty).is_none() {
+            return Err(bad(format!("retype_tensor {:?}: {:?} is not a ggml type", super::shown(&x.pattern), x.ty)));
+        }
+        retype.push(checked(TensorEdit::retype(&format!("{}={}", x.pattern, x.ty)))?);
+    }
+    Ok((rename, remove, retype))
 }
 
 /// Checks a key the child reads from `KEY=…` (a set, a set-file, a rename's old name): a
@@ -115,6 +177,7 @@ pub(super) async fn meta(
     if n > MAX_EDITS {
         return Err(bad(format!("{n} edits, at most {MAX_EDITS}")));
     }
+    let (rename_tensor, remove_tensor, retype_tensor) = tensor_specs(&r)?;
     let model = s.path(&r.path)?;
     let set = r.set.iter().map(set_spec).collect::<ApiResult<Vec<_>>>()?;
     let mut set_file = Vec::with_capacity(r.set_file.len());
@@ -144,6 +207,9 @@ pub(super) async fn meta(
         set_file,
         rm: r.rm,
         rename,
+        rename_tensor,
+        remove_tensor,
+        retype_tensor,
         out: Some(out.clone().into()),
         in_place: false,
         json: None,

@@ -1,7 +1,10 @@
-//! `organ meta`: edit a GGUF's metadata (the core's [`organ_core::surgery::meta`]) and
-//! write the new header, then the input's tensor data copied in the kernel, never decoded.
-//! A split model is edited as one: the first shard's header, the other shards copied. An
-//! organ directory is edited as the GGUF it assembles into, and written as that GGUF.
+//! `organ meta`: edit a GGUF's metadata and tensors (the core's
+//! [`organ_core::surgery::meta`]) and write the new header, then the input's tensor data
+//! copied in the kernel, never decoded: the whole data section when no tensor is removed
+//! or retyped, else each kept tensor's range, a retyped tensor converted by
+//! `organ quantize`'s code ([`super::quantize::convert`]). A split model is edited as one:
+//! the first shard's header, the other shards copied. An organ directory is edited as the
+//! GGUF it assembles into, and written as that GGUF.
 
 use crate::atomic::Temp;
 use crate::model_file::ModelFile;
@@ -12,7 +15,7 @@ use organ_core::gguf::ValueType;
 use organ_core::limits::MAX_STRING_LEN;
 use organ_core::report::surgery::{self, Surgery};
 use organ_core::report::AnyReport;
-use organ_core::surgery::meta::{self, Edit, Ty};
+use organ_core::surgery::meta::{self, Edit, Piece, TensorEdit, Ty};
 use std::io::{Read, Write};
 use std::path::Path;
 
@@ -36,6 +39,8 @@ pub struct Options<'a> {
     pub rm: Vec<&'a str>,
     /// (old, new).
     pub rename: Vec<(&'a str, &'a str)>,
+    /// `--rename-tensor`, `--remove-tensor`, `--retype-tensor`, parsed, in that order.
+    pub tensors: Vec<TensorEdit>,
     pub target: Target<'a>,
     pub json: Option<&'a Path>,
     /// Replace outputs that exist (never an input).
@@ -131,6 +136,14 @@ fn run_dir(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
             o.model.display()
         );
     };
+    if let Some(e) = o.tensors.first() {
+        bail!(
+            "{} {:?}: tensor edits of an organ directory are not supported; organ assemble it into a GGUF and edit \
+             that",
+            e.flag(),
+            e.spec()
+        );
+    }
     let (m, digests) = crate::model::organ_dir::open_unchecked(o.model)?;
     let layout = crate::write::plan_gguf(m.version, &m.kvs, &m.tensors, o.model)?;
     let g = organ_core::Gguf::parse(&layout.header, layout.file_len)
@@ -138,6 +151,7 @@ fn run_dir(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
     let label = m.label.clone();
     let edited =
         meta::edit(&g, &edits(o, &g, &label)?).with_context(|| format!("{label}: cannot edit its metadata"))?;
+    let findings = meta::new_findings(&g, &edited).with_context(|| format!("{label}: the edited header"))?;
     let new = organ_core::Gguf::parse(&edited.header, edited.file_len())
         .with_context(|| format!("{label}: the edited header cannot be read back"))?;
     let kvs: Vec<_> =
@@ -150,7 +164,7 @@ fn run_dir(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         bail!("{label}: assembled {len} bytes, where the edited header says {}", edited.file_len());
     }
     tmp.commit()?;
-    finish(o, w, &edited, out.display().to_string(), 1, " (assembled from the organ directory)")
+    finish(o, w, &edited, &findings, out.display().to_string(), 1, " (assembled from the organ directory)")
 }
 
 pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
@@ -171,10 +185,19 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
             bail!("{}: {why}", o.model.display());
         }
     }
+    if let (Some(e), 2..) = (o.tensors.first(), files.len()) {
+        bail!(
+            "{} {:?}: tensor edits of a split model are not supported (each shard's header lists its own tensors); \
+             merge it into one GGUF (organ assemble, llama-gguf-split --merge) and edit that",
+            e.flag(),
+            e.spec()
+        );
+    }
     let label = file.file_name();
     let edits = edits(o, &g, &label)?;
-    let edited = meta::edit(&g, &edits).with_context(|| format!("{label}: cannot edit its metadata"))?;
-    let len = edited.data.end - edited.data.start;
+    let edited = meta::edit_all(&g, &edits, &o.tensors)
+        .with_context(|| format!("{label}: cannot edit {}", meta::what(&o.tensors)))?;
+    let findings = meta::new_findings(&g, &edited).with_context(|| format!("{label}: the edited header"))?;
     let first_path = files[0].path.clone();
     let mut rewrote = "";
     let out_name = match o.target {
@@ -192,7 +215,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
                 let what = || format!("{}: copying the tensor data of {}", tmp.path.display(), f.file_name());
                 if i == 0 {
                     dst.write_all(&edited.header).with_context(|| format!("{}: cannot write", tmp.path.display()))?;
-                    f.with_file(|src| copy_range(src, edited.data.start, len, &mut dst)).with_context(what)?;
+                    write_pieces(f, &edited.pieces, &mut dst).with_context(what)?;
                 } else {
                     f.with_file(|src| copy_range(src, 0, f.file_len(), &mut dst)).with_context(what)?;
                 }
@@ -204,6 +227,12 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
             paths[0].display().to_string()
         }
         Target::InPlace => {
+            if edited.data().is_none() {
+                bail!(
+                    "{label}: --in-place rewrites the header alone, and removing or retyping a tensor moves the \
+                     tensor data; write a new file with --out"
+                );
+            }
             if !edited.same_size() {
                 bail!(
                     "{label}: --in-place needs the header to keep its length ({} bytes), and these edits make it {} \
@@ -221,7 +250,38 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         n if matches!(o.target, Target::InPlace) => format!(" (the first of {n} shards; the others unchanged)"),
         n => meta::copied_shards(n),
     };
-    finish(o, w, &edited, out_name, files.len(), &format!("{rewrote}{others}"))
+    finish(o, w, &edited, &findings, out_name, files.len(), &format!("{rewrote}{others}"))
+}
+
+/// Writes what follows the header, `pieces`, of the input `file` to the end of `dst`:
+/// ranges in the kernel, padding, tensors converted a slab at a time as `organ quantize`
+/// converts them (the tensor's bytes read whole, as it reads them).
+fn write_pieces(file: &ModelFile, pieces: &[Piece], dst: &mut std::fs::File) -> Result<()> {
+    let zeros = [0u8; 4096];
+    for p in pieces {
+        match p {
+            Piece::Copy(r) => file.with_file(|src| copy_range(src, r.start, r.end - r.start, dst))?,
+            Piece::Zeros(n) => {
+                let mut left = *n;
+                while left > 0 {
+                    let k = left.min(zeros.len() as u64);
+                    dst.write_all(&zeros[..k as usize])?;
+                    left -= k;
+                }
+            }
+            Piece::Convert { src, tensor, out_len } => {
+                let len = usize::try_from(src.end - src.start).context("a tensor larger than memory")?;
+                let mut bytes = vec![0u8; len];
+                file.read_exact_at(&mut bytes, src.start)?;
+                let mut out = std::io::BufWriter::with_capacity(1 << 20, &mut *dst);
+                let n = super::quantize::convert(tensor, &bytes, None, &mut out)
+                    .with_context(|| format!("converting tensor {:?} to {}", tensor.name, tensor.to))?;
+                out.flush()?;
+                anyhow::ensure!(n == *out_len, "tensor {:?}: wrote {n} bytes, the plan has {out_len}", tensor.name);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Writes `edited` over `file`, its header keeping its length, so that a kill at any
@@ -254,8 +314,7 @@ fn in_place(file: &ModelFile, edited: &meta::Edited) -> Result<&'static str> {
     let real = std::fs::canonicalize(path).with_context(|| format!("{}: cannot resolve", path.display()))?;
     let (tmp, mut dst) = Temp::over_input(&real)?;
     dst.write_all(&edited.header).with_context(|| format!("{}: cannot write", tmp.path.display()))?;
-    let len = edited.data.end - edited.data.start;
-    file.with_file(|src| copy_range(src, edited.data.start, len, &mut dst))
+    write_pieces(file, &edited.pieces, &mut dst)
         .with_context(|| format!("{}: copying the tensor data of {}", tmp.path.display(), file.file_name()))?;
     tmp.commit()?;
     Ok(" (rewritten through a temp file: the edits change more than one page of its header)")
@@ -265,20 +324,27 @@ fn in_place(file: &ModelFile, edited: &meta::Edited) -> Result<&'static str> {
 /// smallest page Linux has (a larger one holds it).
 const PAGE: usize = 4096;
 
-/// Says what was changed and written (`others`: what follows the sentence), and writes the
-/// JSON report.
+/// Says what was changed and written (`others`: what follows the sentence) and what the
+/// check finds broken that was not before, and writes the JSON report.
 fn finish(
     o: &Options<'_>,
     w: &mut dyn Write,
     edited: &meta::Edited,
+    findings: &[organ_core::check::Finding],
     out_name: String,
     shards: usize,
     others: &str,
 ) -> Result<()> {
-    for c in &edited.changes {
-        writeln!(w, "{}", c.line())?;
+    for line in edited.lines() {
+        writeln!(w, "{line}")?;
     }
     writeln!(w, "{}", edited.wrote(&out_name, others))?;
+    if !findings.is_empty() {
+        writeln!(w, "{}", meta::findings_intro(findings.len(), &out_name))?;
+        for line in meta::finding_lines(findings) {
+            writeln!(w, "  {line}")?;
+        }
+    }
     if let Some(path) = o.json {
         let report = surgery::Meta {
             model: o.model.display().to_string(),
@@ -289,6 +355,8 @@ fn finish(
             header_bytes_after: edited.header.len() as u64,
             file_bytes: edited.file_len(),
             changes: &edited.changes,
+            tensor_changes: &edited.tensor_changes,
+            findings,
         };
         super::outputs::write_json(AnyReport::Surgery(&Surgery::Meta(report)), path, o.force)?;
     }

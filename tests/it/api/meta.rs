@@ -146,3 +146,74 @@ fn the_meta_job_lists_every_shard_it_writes() {
         }
     }
 }
+
+/// Tensor edits: the job's file is the CLI's for the same flags, its result lists each
+/// tensor changed and what the check finds broken; a tensor edit that does not parse is a
+/// 400, one the model refuses fails the job.
+#[test]
+fn the_meta_job_edits_tensors_as_the_cli_does() {
+    let root = meta_root("api-meta-tensors");
+    let kvs = [("general.architecture", MetaValue::Str(b"llama")), ("llama.block_count", MetaValue::U32(1))];
+    let three = [
+        t("blk.0.attn_norm.weight", &[64], GgmlType::F32, noise(1, 64)),
+        t("blk.0.ffn_norm.weight", &[64], GgmlType::F32, noise(2, 64)),
+        t("output.weight", &[64, 2], GgmlType::F32, noise(3, 128)),
+    ];
+    let m = write_model_kvs("api-meta-tensors-src.gguf", &kvs, &three);
+    std::fs::copy(m, root.join("t.gguf")).unwrap();
+    let s = start(&root, &[]);
+    let body = json!({
+        "path": "t.gguf",
+        "rename_tensor": [{ "pattern": r"blk\.(\d+)\.attn_norm\.weight", "replacement": "blk.$1.attn_norm2.weight" }],
+        "remove_tensor": ["blk.0.ffn_norm.weight"],
+        "retype_tensor": [{ "pattern": "output.weight", "type": "q8_0" }],
+        "out": "edited.gguf",
+    });
+    let end = run_job(&s, "/api/meta", body.clone());
+    let (out, report) = (tmp("api-meta-tensors-cli.gguf"), tmp("api-meta-tensors-cli.json"));
+    let mut c = organ();
+    c.current_dir(&root).args([
+        "meta",
+        "t.gguf",
+        "--rename-tensor",
+        r"blk\.(\d+)\.attn_norm\.weight=blk.$1.attn_norm2.weight",
+    ]);
+    c.args(["--remove-tensor", "blk.0.ffn_norm.weight", "--retype-tensor", "output.weight=Q8_0", "--force"]);
+    c.arg("--out").arg(&out).arg("--json").arg(&report);
+    ok(c);
+    let outputs = end["outputs"].as_array().unwrap();
+    let edited = outputs.iter().filter_map(Value::as_str).find(|o| o.ends_with("/edited.gguf")).unwrap();
+    assert!(download(&s, edited) == std::fs::read(&out).unwrap(), "meta: the CLI's bytes");
+    let report: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(end["result"]["tensor_changes"], report["tensor_changes"], "{end}");
+    let ops: Vec<&str> =
+        end["result"]["tensor_changes"].as_array().unwrap().iter().map(|c| c["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["removed", "retyped", "renamed"]);
+    assert!(end["result"]["findings"].is_array(), "{end}");
+    // What the model refuses fails the job, with the command's reason.
+    let mut nothing = body.clone();
+    nothing["remove_tensor"] = json!(["blk.7.ffn_norm.weight"]);
+    let (st, job) = post(&s, "/api/meta", &nothing);
+    assert_eq!(st, 202, "{job}");
+    let end = follow(&s, job["id"].as_str().unwrap());
+    assert_eq!(end["state"], "failed", "{end}");
+    assert!(end["error"].as_str().unwrap().contains("--remove-tensor \"blk.7.ffn_norm.weight\": no tensor"), "{end}");
+    // What does not parse is a 400.
+    let many: Vec<String> = (0..257).map(|i| format!("x{i}")).collect();
+    for (field, value, says) in [
+        ("rename_tensor", json!([{ "pattern": "(a", "replacement": "b" }]), "not a regular expression"),
+        ("rename_tensor", json!([{ "pattern": "a=b", "replacement": "b" }]), "a pattern with '='"),
+        ("rename_tensor", json!([{ "pattern": "(a)", "replacement": "$2" }]), "names group $2"),
+        ("rename_tensor", json!([{ "pattern": "a", "replacement": "" }]), "both non-empty"),
+        ("rename_tensor", json!([{ "pattern": "a" }]), "replacement"),
+        ("remove_tensor", json!([""]), "expected a tensor name"),
+        ("remove_tensor", json!(many), "257 tensor edits, at most 256"),
+        ("retype_tensor", json!([{ "pattern": "output.weight", "type": "q9" }]), "\"q9\" is not a ggml type"),
+        ("retype_tensor", json!([{ "pattern": "", "type": "f16" }]), "both non-empty"),
+    ] {
+        let body = json!({ "path": "t.gguf", field: value });
+        let (st, answer) = post(&s, "/api/meta", &body);
+        assert_eq!(st, 400, "{body:.200}: {st} {answer}");
+        assert!(answer["error"].as_str().unwrap().contains(says), "{body:.200}: {answer}");
+    }
+}

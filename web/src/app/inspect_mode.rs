@@ -84,7 +84,13 @@ impl Controller {
         spawn_local(async move {
             let t0 = pool::now_ms();
             self.writing.set(match edit::write(&files, &pending).await {
-                Ok(w) => Writing::Wrote { bytes: w.bytes, wrote: w.wrote, changes: w.changes, ms: pool::now_ms() - t0 },
+                Ok(w) => Writing::Wrote {
+                    bytes: w.bytes,
+                    wrote: w.wrote,
+                    changes: w.changes,
+                    findings: w.findings,
+                    ms: pool::now_ms() - t0,
+                },
                 Err(e) => Writing::Failed(e.to_string()),
             });
         });

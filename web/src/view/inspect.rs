@@ -1,8 +1,9 @@
 //! Inspect mode: one model's header, read alone. The memory llama.cpp needs to run it, for
 //! the settings chosen (the core's estimate, `organ inspect --memory`'s rows), and its
-//! metadata as a table to edit (`organ meta`'s set, remove, rename and add), written as a
-//! new file the browser downloads: the new header and the dropped file's tensor data,
-//! never read (`crate::edit`).
+//! metadata as a table to edit (`organ meta`'s set, remove, rename and add) and its tensors
+//! to rename by a regular expression, remove or convert to another type, written as a new
+//! file the browser downloads: the new header and the dropped file's tensor data, never
+//! read but for a tensor converted (`crate::edit`).
 
 use super::metadata::{shown, value};
 use crate::edit;
@@ -141,6 +142,65 @@ fn describe(p: &PendingEdit) -> String {
         }
         PendingEdit::Remove { key } => format!("remove {key}"),
         PendingEdit::Rename { from, to } => format!("rename {from} → {to}"),
+        PendingEdit::RenameTensors { pattern, replacement } => format!("rename tensors {pattern} → {replacement}"),
+        PendingEdit::RemoveTensors { pattern } => format!("remove tensors {pattern}"),
+        PendingEdit::RetypeTensors { pattern, ty } => format!("convert tensors {pattern} to {ty}"),
+    }
+}
+
+/// The types a tensor can be converted to here: those organ quantize writes without an
+/// importance matrix.
+fn retype_names() -> Vec<&'static str> {
+    organ_core::GgmlType::ALL
+        .iter()
+        .copied()
+        .filter(|&t| organ_core::quant::quantize::can_quantize(t) && !organ_core::recipe::accept::needs_imatrix("x", t))
+        .map(organ_core::GgmlType::name)
+        .collect()
+}
+
+/// The tensor edits' inputs: rename by a regular expression, remove, convert.
+#[component]
+fn TensorEditor(pending: RwSignal<Vec<PendingEdit>>, tensors: usize) -> impl IntoView {
+    let (pattern, replacement) = (RwSignal::new(String::new()), RwSignal::new(String::new()));
+    let removed = RwSignal::new(String::new());
+    let (retyped, ty) = (RwSignal::new(String::new()), RwSignal::new("Q8_0".to_owned()));
+    let input = |id: &'static str, v: RwSignal<String>, placeholder: &'static str| {
+        view! { <input id=id type="text" size="32" placeholder=placeholder prop:value=move || v.get() on:input=move |ev| v.set(event_target_value(&ev)) /> }
+    };
+    let add = move |e: PendingEdit, clear: &[RwSignal<String>]| {
+        if !e.key().is_empty() {
+            push(pending, e);
+            for c in clear {
+                c.set(String::new());
+            }
+        }
+    };
+    let rename = move |_| {
+        let e =
+            PendingEdit::RenameTensors { pattern: pattern.get_untracked(), replacement: replacement.get_untracked() };
+        add(e, &[pattern, replacement]);
+    };
+    let remove = move |_| add(PendingEdit::RemoveTensors { pattern: removed.get_untracked() }, &[removed]);
+    let retype = move |_| {
+        add(PendingEdit::RetypeTensors { pattern: retyped.get_untracked(), ty: ty.get_untracked() }, &[retyped]);
+    };
+    view! {
+        <h3>{format!("Tensors ({tensors})")}</h3>
+        <p class="mute">"A pattern is a tensor's name, or a regular expression (the regex crate's) matching whole names: blk\\.(\\d+)\\.attn_q\\.weight. A rename's replacement takes $1 for a group."</p>
+        <p class="row filters" id="tensor-rename-row">"Rename tensors: "
+            {input("tensor-rename-pattern", pattern, "regex (blk\\.(\\d+)\\.attn_q\\.weight)")}" → "
+            {input("tensor-rename-to", replacement, "replacement (blk.$1.attn_query.weight)")}
+            <button id="tensor-rename" on:click=rename>"rename"</button></p>
+        <p class="row filters" id="tensor-remove-row">"Remove tensors: "
+            {input("tensor-remove-pattern", removed, "name or regex (output.weight)")}
+            <button id="tensor-remove" on:click=remove>"remove"</button></p>
+        <p class="row filters" id="tensor-retype-row">"Convert tensors: "
+            {input("tensor-retype-pattern", retyped, "name or regex (blk\\.0\\.ffn_down\\.weight)")}" to "
+            <select id="tensor-retype-type" on:change=move |ev| ty.set(event_target_value(&ev))>
+                {retype_names().into_iter().map(|t| view! { <option value=t selected=t == "Q8_0">{t}</option> }).collect_view()}
+            </select>
+            <button id="tensor-retype" on:click=retype>"convert"</button></p>
     }
 }
 
@@ -167,7 +227,9 @@ fn MetaEditor(
     let total = data.metadata.len();
     let editable = data.not_editable.is_none();
     let what_is_written = match data.files.len() {
-        1 => "The new header, then this file's tensor data as it is: nothing is read into memory or sent.".to_owned(),
+        1 => "The new header, then this file's tensor data as it is: nothing is read into memory or sent (but a \
+              tensor to convert, converted here)."
+            .to_owned(),
         n => format!(
             "The first shard's new header and tensor data, then the other {} shards as they are, each a download \
              (the browser may ask to allow several): nothing is read into memory or sent.",
@@ -289,6 +351,7 @@ fn MetaEditor(
                     {input("meta-add-type", add_ty, "type: u32, f32, str, arr[i32]… (optional)")}
                     <button id="meta-add" on:click=add>"add"</button>
                 </p>
+                <TensorEditor pending tensors=data.model.tensors.len() />
                 <h3>"Edits"</h3>
                 <ol id="meta-pending">
                     {move || pending.get().into_iter().enumerate().map(|(i, e)| view! {
@@ -302,10 +365,11 @@ fn MetaEditor(
                     Writing::Idle => None,
                     Writing::Busy => Some(view! { <p id="meta-status" class="mute">"Writing…"</p> }.into_any()),
                     Writing::Failed(e) => Some(view! { <p class="error" id="meta-error">{e}</p> }.into_any()),
-                    Writing::Wrote { bytes, wrote, changes, ms } => Some(view! {
+                    Writing::Wrote { bytes, wrote, changes, findings, ms } => Some(view! {
                         <div id="meta-status" data-done="1" data-bytes=bytes.to_string() data-ms=format!("{ms:.0}")>
                             <pre id="meta-changes">{changes.join("\n")}</pre>
                             <p>{format!("{wrote} ({ms:.0} ms)")}</p>
+                            {(!findings.is_empty()).then(|| view! { <pre id="meta-findings" class="warnings">{findings.join("\n")}</pre> })}
                         </div>
                     }.into_any()),
                 }}

@@ -26,7 +26,11 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::ops::Range;
 
+mod pieces;
+mod tensors;
 mod value;
+pub use pieces::{convert_tensor, Piece};
+pub use tensors::{plan as plan_tensors, Kept, TensorChange, TensorEdit, TensorPlan, MAX_GGML_NAME_LEN};
 pub use value::{parse_set, parse_set_typed, parse_value, value_text, Ty, TYPE_NAMES};
 
 /// The longest key the GGUF specification allows ("at most 2^16-1 bytes").
@@ -95,41 +99,86 @@ impl Change {
     }
 }
 
-/// A header edited: write [`Edited::header`], then the input's bytes [`Edited::data`].
+/// A model edited: write [`Edited::header`], then each of [`Edited::pieces`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Edited {
     /// The new header, padded to the alignment.
     pub header: Vec<u8>,
-    /// The input's bytes that follow the header unchanged: its data section.
-    pub data: Range<u64>,
+    /// What follows the header, in order: the input's data section as it is
+    /// ([`Edited::data`]), or, when tensors were removed or retyped, each tensor's bytes
+    /// copied or converted and its padding.
+    pub pieces: Vec<Piece>,
+    /// Whether the data section is the input's as it is (the tensor offsets unchanged).
+    as_is: bool,
     /// The input header's length, padding included (where its data section starts).
     pub old_header_len: u64,
-    /// Each edit's effect, in the order applied.
+    /// Each metadata edit's effect, in the order applied.
     pub changes: Vec<Change>,
+    /// Each tensor edit's effect: removals, retypes, then renames, in the input's order.
+    pub tensor_changes: Vec<TensorChange>,
 }
 
 impl Edited {
     /// The output's length.
     pub fn file_len(&self) -> u64 {
-        self.header.len() as u64 + (self.data.end - self.data.start)
+        self.header.len() as u64 + self.pieces.iter().map(Piece::len).sum::<u64>()
     }
 
-    /// Whether the header kept its exact length, so that it can be written over the
-    /// input's own (`--in-place`): the data section stays where it is.
+    /// The input's bytes that follow the header unchanged (its data section), when the
+    /// data is copied as it is: no tensor removed or retyped.
+    pub fn data(&self) -> Option<Range<u64>> {
+        match (self.as_is, self.pieces.as_slice()) {
+            (true, [Piece::Copy(r)]) => Some(r.clone()),
+            _ => None,
+        }
+    }
+
+    /// Whether the header kept its exact length and the data is the input's, so that the
+    /// header can be written over the input's own (`--in-place`).
     pub fn same_size(&self) -> bool {
-        self.header.len() as u64 == self.old_header_len
+        self.header.len() as u64 == self.old_header_len && self.data().is_some()
+    }
+
+    /// Each change on its line, as `organ meta` prints them: the metadata's, then the
+    /// tensors'.
+    pub fn lines(&self) -> Vec<String> {
+        self.changes.iter().map(Change::line).chain(self.tensor_changes.iter().map(TensorChange::line)).collect()
     }
 
     /// What `organ meta` (and the browser's editor) says it wrote to `out`:
     /// `wrote OUT (N bytes): header A → B bytes, tensor data copied as is`, then `tail`
-    /// (what became of the rest: [`copied_shards`], for a split model).
+    /// (what became of the rest: [`copied_shards`], for a split model). With tensors
+    /// removed or retyped, how many tensors were copied and converted.
     pub fn wrote(&self, out: &str, tail: &str) -> String {
+        let data = match self.data() {
+            Some(_) => "tensor data copied as is".to_owned(),
+            None => {
+                let (mut copied, mut converted) = (0, 0);
+                for p in &self.pieces {
+                    match p {
+                        Piece::Copy(_) => copied += 1,
+                        Piece::Convert { .. } => converted += 1,
+                        Piece::Zeros(_) => {}
+                    }
+                }
+                format!("tensor data laid out again: {copied} tensors copied as they are, {converted} converted")
+            }
+        };
         format!(
-            "wrote {out} ({} bytes): header {} → {} bytes, tensor data copied as is{tail}",
+            "wrote {out} ({} bytes): header {} → {} bytes, {data}{tail}",
             self.file_len(),
             self.old_header_len,
             self.header.len()
         )
+    }
+}
+
+/// What an edit with tensor edits `tensors` edits, for its error: `its metadata`, or `its
+/// metadata and tensors`.
+pub fn what(tensors: &[TensorEdit]) -> &'static str {
+    match tensors.is_empty() {
+        true => "its metadata",
+        false => "its metadata and tensors",
     }
 }
 
@@ -195,6 +244,17 @@ pub fn check_key(key: &str) -> Result<()> {
 /// [`Error::BadEdit`] naming the key: refused, absent (removed or renamed), already there
 /// (a rename's target), named twice, or malformed; or a header too large to write.
 pub fn edit(g: &Gguf<'_>, edits: &[Edit]) -> Result<Edited> {
+    edit_all(g, edits, &[])
+}
+
+/// [`edit`], and the tensor edits `tensors` ([`tensors::plan`]): renames rewrite the
+/// tensor infos alone (the data copied as it is, the offsets unchanged); a removal or a
+/// retype lays the data out again, each kept tensor's bytes copied as they are or
+/// converted, at offsets recomputed with the file's alignment.
+///
+/// # Errors
+/// As [`edit`]; [`Error::BadSetting`] naming a tensor edit's flag (see [`tensors::plan`]).
+pub fn edit_all(g: &Gguf<'_>, edits: &[Edit], tensors: &[TensorEdit]) -> Result<Edited> {
     let arch = g.architecture();
     let bad = |key: &str, reason: String| Error::BadEdit { key: key.to_owned(), reason };
     let mut named = BTreeSet::new();
@@ -256,16 +316,48 @@ pub fn edit(g: &Gguf<'_>, edits: &[Edit]) -> Result<Edited> {
     if kvs.len() as u64 > MAX_KV_COUNT {
         return Err(Error::Unwritable { reason: format!("{} metadata keys (organ reads {MAX_KV_COUNT})", kvs.len()) });
     }
-    let header = encode_header(g, &kvs)?;
-    let data_start = g.data_offset.min(g.file_len);
-    Ok(Edited { header, data: data_start..g.file_len, old_header_len: g.data_offset, changes })
+    let plan = tensors::plan(g, tensors)?;
+    let (pieces, offsets) = match plan.relaid {
+        false => {
+            let data_start = g.data_offset.min(g.file_len);
+            let offsets = plan.kept.iter().map(|k| g.tensors[k.input].offset).collect();
+            (alloc::vec![Piece::Copy(data_start..g.file_len)], offsets)
+        }
+        true => pieces::lay_out(g, &plan)?,
+    };
+    let infos = plan.kept.iter().zip(offsets).map(|(k, offset)| Info {
+        name: &k.name,
+        dims: g.tensors[k.input].shape(),
+        ty: k.ty,
+        offset,
+    });
+    let header = encode_header(g, &kvs, infos)?;
+    Ok(Edited {
+        header,
+        pieces,
+        as_is: !plan.relaid,
+        old_header_len: g.data_offset,
+        changes,
+        tensor_changes: plan.changes,
+    })
 }
 
-/// The header of `g` with metadata `kvs`: the same version, and the same tensor infos
-/// with the same offsets (the data section does not move relative to its start). It is
-/// held to the header budget as it grows, as the reader holds it: organ writes no header
-/// it would refuse to read, and never holds much more of one than that.
-fn encode_header(g: &Gguf<'_>, kvs: &[(String, OwnedValue)]) -> Result<Vec<u8>> {
+/// A tensor info as [`encode_header`] writes it.
+struct Info<'a> {
+    name: &'a str,
+    dims: &'a [u64],
+    ty: crate::GgmlType,
+    offset: u64,
+}
+
+/// The header of `g` with metadata `kvs` and tensor infos `infos`: the same version and
+/// alignment. It is held to the header budget as it grows, as the reader holds it: organ
+/// writes no header it would refuse to read, and never holds much more of one than that.
+fn encode_header<'a>(
+    g: &Gguf<'_>,
+    kvs: &[(String, OwnedValue)],
+    infos: impl ExactSizeIterator<Item = Info<'a>>,
+) -> Result<Vec<u8>> {
     let limit = crate::limits::max_header_bytes();
     let over = |len: usize, at: &str| Error::BadEdit {
         key: at.chars().take(80).collect(),
@@ -277,7 +369,7 @@ fn encode_header(g: &Gguf<'_>, kvs: &[(String, OwnedValue)]) -> Result<Vec<u8>> 
     let mut h = Vec::new();
     h.extend_from_slice(b"GGUF");
     h.extend_from_slice(&g.version.to_le_bytes());
-    h.extend_from_slice(&(g.tensors.len() as u64).to_le_bytes());
+    h.extend_from_slice(&(infos.len() as u64).to_le_bytes());
     h.extend_from_slice(&(kvs.len() as u64).to_le_bytes());
     for (key, value) in kvs {
         h.extend_from_slice(&(key.len() as u64).to_le_bytes());
@@ -289,11 +381,11 @@ fn encode_header(g: &Gguf<'_>, kvs: &[(String, OwnedValue)]) -> Result<Vec<u8>> 
             return Err(over(h.len(), key));
         }
     }
-    for t in &g.tensors {
+    for t in infos {
         h.extend_from_slice(&(t.name.len() as u64).to_le_bytes());
         h.extend_from_slice(t.name.as_bytes());
-        h.extend_from_slice(&t.n_dims.to_le_bytes());
-        for d in t.shape() {
+        h.extend_from_slice(&(t.dims.len() as u32).to_le_bytes());
+        for d in t.dims {
             h.extend_from_slice(&d.to_le_bytes());
         }
         h.extend_from_slice(&t.ty.id().to_le_bytes());
@@ -342,6 +434,68 @@ fn type_name(v: &OwnedValue) -> &'static str {
     }
 }
 
+/// The check's errors and warnings ([`crate::check::model_findings`]: the metadata and
+/// shapes against what llama.cpp's loader expects, no tensor byte read) that the edited
+/// model has and the input `g` had not: what the edits broke, if anything (a layer's
+/// tensor removed or renamed, a key llama.cpp needs removed). organ meta does what it is
+/// told, as gguf-editor does, and says this after.
+///
+/// # Errors
+/// The edited header does not read back (it always should).
+pub fn new_findings(g: &Gguf<'_>, e: &Edited) -> Result<Vec<crate::check::Finding>> {
+    let after = Gguf::parse(&e.header, e.file_len())?;
+    let (before, _) = crate::check::model_findings(&crate::model::Model::from_gguf(g, 0));
+    let (after, _) = crate::check::model_findings(&crate::model::Model::from_gguf(&after, 0));
+    Ok(after.into_iter().filter(|f| f.severity != crate::check::Severity::Info && !before.contains(f)).collect())
+}
+
+/// The line `organ meta` prints before [`new_findings`]' lines, for a model written to `out`.
+pub fn findings_intro(n: usize, out: &str) -> String {
+    let what = match n {
+        1 => "1 problem".to_owned(),
+        n => format!("{n} problems"),
+    };
+    format!("the edited model has {what} the input had not; llama.cpp may refuse it (organ check {out} says more):")
+}
+
+/// [`new_findings`] as `organ meta` prints them, after [`findings_intro`]: one line each,
+/// at most three of a kind (a rename over every layer is one story, not sixty lines), the
+/// rest counted.
+pub fn finding_lines(findings: &[crate::check::Finding]) -> Vec<String> {
+    const SHOWN: usize = 3;
+    let mut kinds: Vec<(crate::check::Severity, crate::check::Kind, usize)> = Vec::new();
+    let mut lines = Vec::new();
+    for f in findings {
+        let n = match kinds.iter_mut().find(|k| (k.0, k.1) == (f.severity, f.kind)) {
+            Some(k) => {
+                k.2 += 1;
+                k.2
+            }
+            None => {
+                kinds.push((f.severity, f.kind, 1));
+                1
+            }
+        };
+        if n > SHOWN {
+            continue;
+        }
+        let sev = match f.severity {
+            crate::check::Severity::Error => "error",
+            _ => "warning",
+        };
+        let subject = match f.subject.is_empty() {
+            true => String::new(),
+            false => format!("{}: ", crate::gguf::display::printable(&f.subject)),
+        };
+        lines.push(format!("{sev}: {subject}{}", crate::gguf::display::printable(&f.message)));
+    }
+    let more: usize = kinds.iter().map(|k| k.2.saturating_sub(SHOWN)).sum();
+    if more > 0 {
+        lines.push(format!("… and {more} more like these"));
+    }
+    lines
+}
+
 /// Why a header is not one whole model to edit: a shard of a split model (`split.count`
 /// above 1), which only a split writer can keep consistent with its other shards.
 pub fn shard_refusal(g: &Gguf<'_>) -> Option<String> {
@@ -350,166 +504,6 @@ pub fn shard_refusal(g: &Gguf<'_>) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::gguf::writer::{plan, TensorSpec};
-    use crate::gguf::MetaValue;
-    use crate::GgmlType;
-    use alloc::string::ToString;
-    use alloc::vec;
-
-    /// A small GGUF: three keys, two F32 tensors of 8 values, their data (1.0, 2.0, …).
-    fn model() -> Vec<u8> {
-        let kvs = [
-            ("general.architecture", MetaValue::Str(b"llama")),
-            ("general.name", MetaValue::Str(b"tiny")),
-            ("llama.block_count", MetaValue::U32(1)),
-        ];
-        let tensors = [
-            TensorSpec { name: "a", dims: &[8], ty: GgmlType::F32 },
-            TensorSpec { name: "b", dims: &[8], ty: GgmlType::F32 },
-        ];
-        let layout = plan(3, &kvs, &tensors).unwrap();
-        let mut file = layout.header.clone();
-        for (i, &(off, n)) in layout.tensors.iter().enumerate() {
-            file.resize(layout.header.len() + off as usize, 0);
-            for j in 0..n / 4 {
-                file.extend_from_slice(&((i * 8) as f32 + j as f32).to_le_bytes());
-            }
-        }
-        file.resize(layout.file_len as usize, 0);
-        file
-    }
-
-    /// The file an edit makes of `file`.
-    fn apply(file: &[u8], edits: &[Edit]) -> Result<Vec<u8>> {
-        let g = Gguf::parse(file, file.len() as u64)?;
-        let e = edit(&g, edits)?;
-        let mut out = e.header.clone();
-        out.extend_from_slice(&file[e.data.start as usize..e.data.end as usize]);
-        assert_eq!(out.len() as u64, e.file_len());
-        Ok(out)
-    }
-
-    fn set(key: &str, text: &str, ty: Option<&str>) -> Edit {
-        let ty = ty.map(|t| Ty::parse(t).unwrap());
-        Edit::Set { key: key.into(), value: parse_value(key, text, ty.as_ref(), None).unwrap() }
-    }
-
-    #[test]
-    fn a_shard_is_refused_and_a_whole_file_is_not() {
-        let file = model();
-        let g = Gguf::parse(&file, file.len() as u64).unwrap();
-        assert_eq!(shard_refusal(&g), None);
-        for (n, refused) in [(1u16, false), (2, true)] {
-            let kvs = [("general.architecture", MetaValue::Str(b"llama")), ("split.count", MetaValue::U16(n))];
-            let layout = plan(3, &kvs, &[]).unwrap();
-            let g = Gguf::parse(&layout.header, layout.header.len() as u64).unwrap();
-            let why = shard_refusal(&g);
-            assert_eq!(why.is_some(), refused, "split.count {n}: {why:?}");
-            assert!(why.is_none_or(|w| w.contains("split in 2")));
-        }
-    }
-
-    #[test]
-    fn no_edit_gives_the_file_back_byte_for_byte() {
-        let file = model();
-        assert_eq!(apply(&file, &[]).unwrap(), file);
-    }
-
-    #[test]
-    fn set_keeps_a_key_in_its_place_and_adds_a_new_one_last() {
-        let file = model();
-        let out = apply(&file, &[set("general.name", "a longer name", None), set("x.y", "[1, 2]", None)]).unwrap();
-        let g = Gguf::parse(&out, out.len() as u64).unwrap();
-        let keys: Vec<&str> = g.kvs.iter().map(|kv| kv.key).collect();
-        assert_eq!(keys, ["general.architecture", "general.name", "llama.block_count", "x.y"]);
-        assert_eq!(g.get("general.name").unwrap().as_str(), Some("a longer name"));
-        let MetaValue::Array(a) = g.get("x.y").unwrap() else { panic!() };
-        assert_eq!(
-            (a.elem_type, a.iter().collect::<Vec<_>>()),
-            (ValueType::U32, vec![MetaValue::U32(1), MetaValue::U32(2)])
-        );
-        // The tensors' bytes did not change, whatever the header's length.
-        let old = Gguf::parse(&file, file.len() as u64).unwrap();
-        for (a, b) in old.tensors.iter().zip(&g.tensors) {
-            assert_eq!((a.name, a.data(&file).unwrap()), (b.name, b.data(&out).unwrap()));
-        }
-    }
-
-    #[test]
-    fn remove_and_rename() {
-        let out = apply(
-            &model(),
-            &[
-                Edit::Remove { key: "general.name".into() },
-                Edit::Rename { from: "llama.block_count".into(), to: "x".into() },
-            ],
-        );
-        // block_count is refused, even as a rename's source.
-        assert!(matches!(out, Err(Error::BadEdit { ref key, .. }) if key == "llama.block_count"), "{out:?}");
-        let out = apply(&model(), &[Edit::Remove { key: "general.name".into() }]).unwrap();
-        let g = Gguf::parse(&out, out.len() as u64).unwrap();
-        assert!(g.get("general.name").is_none());
-        let file = model();
-        let out = apply(&file, &[Edit::Rename { from: "general.name".into(), to: "general.basename".into() }]).unwrap();
-        let g = Gguf::parse(&out, out.len() as u64).unwrap();
-        assert_eq!(g.kvs[1].key, "general.basename");
-        assert_eq!(g.kvs[1].value.as_str(), Some("tiny"));
-    }
-
-    #[test]
-    fn rejects_what_it_cannot_do() {
-        let file = model();
-        let e = |edits: &[Edit]| apply(&file, edits).unwrap_err().to_string();
-        for key in
-            ["general.alignment", "general.architecture", "split.count", "GGUF.tensor_count", "llama.block_count"]
-        {
-            assert!(e(&[set(key, "1", Some("u32"))]).contains("organ does not change it"), "{key}");
-        }
-        assert!(e(&[Edit::Remove { key: "nope".into() }]).contains("no such key"));
-        assert!(e(&[Edit::Rename { from: "nope".into(), to: "x".into() }]).contains("no such key"));
-        assert!(e(&[Edit::Rename { from: "general.name".into(), to: "llama.block_count".into() }])
-            .contains("organ does not"));
-        assert!(e(&[set("general.name", "a", None), Edit::Remove { key: "general.name".into() }]).contains("two edits"));
-        let long = "k".repeat(MAX_KEY_LEN + 1);
-        assert!(e(&[set(&long, "a", None)]).contains("at most 65535 bytes"));
-        assert!(e(&[set("a key", "a", None)]).contains("no spaces"));
-        assert!(e(&[set("", "a", None)]).contains("empty"));
-    }
-
-    #[test]
-    fn same_size_when_a_value_keeps_its_length() {
-        let file = model();
-        let g = Gguf::parse(&file, file.len() as u64).unwrap();
-        assert!(edit(&g, &[set("general.name", "TINY", None)]).unwrap().same_size());
-        assert!(!edit(&g, &[set("general.name", "not so tiny a name at all, far longer", None)]).unwrap().same_size());
-    }
-
-    #[test]
-    fn rejects_a_header_past_the_budget_it_would_be_read_with() {
-        // Three strings under the string cap, at the default budget (the budget is the
-        // process's, and other tests run beside this one).
-        let file = model();
-        let g = Gguf::parse(&file, file.len() as u64).unwrap();
-        let big = || OwnedValue::Str(alloc::vec![b'x'; 12 << 20].into());
-        let edits: Vec<Edit> = (0..3).map(|i| Edit::Set { key: format!("x.big{i}"), value: big() }).collect();
-        let e = edit(&g, &edits).unwrap_err().to_string();
-        assert!(e.starts_with("metadata key \"x.big2\": "), "{e}");
-        assert!(e.contains(&format!("header budget of {} bytes", crate::limits::max_header_bytes())), "{e}");
-        assert!(edit(&g, &edits[..2]).is_ok(), "24 MiB of values fit the 32 MiB budget");
-    }
-
-    #[test]
-    fn what_was_written_is_one_sentence_for_every_face() {
-        let file = model();
-        let g = Gguf::parse(&file, file.len() as u64).unwrap();
-        let e = edit(&g, &[set("general.name", "TINY", None)]).unwrap();
-        let (len, before, after) = (e.file_len(), e.old_header_len, e.header.len());
-        assert_eq!(
-            e.wrote("x.gguf", &copied_shards(1)),
-            format!("wrote x.gguf ({len} bytes): header {before} → {after} bytes, tensor data copied as is")
-        );
-        assert!(e.wrote("x-00001-of-00003.gguf", &copied_shards(3)).ends_with(" and 2 more shards copied as they are"));
-    }
-}
+mod tensor_tests;
+#[cfg(test)]
+mod tests;

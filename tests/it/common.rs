@@ -226,7 +226,8 @@ fn azurite_dir() -> &'static Option<PathBuf> {
 pub fn organ() -> Command {
     static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let cache = std::env::temp_dir().join(format!("organ-test-{}", std::process::id())).join("caches").join(n.to_string());
+    let cache =
+        std::env::temp_dir().join(format!("organ-test-{}", std::process::id())).join("caches").join(n.to_string());
     let mut c = Command::new(env!("CARGO_BIN_EXE_organ"));
     c.env("ORGAN_CACHE", cache);
     c

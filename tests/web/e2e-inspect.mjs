@@ -269,17 +269,24 @@ try {
     for (const f of cliShards) fs.rmSync(f, { force: true });
     const said = execFileSync(organ, ['meta', split[0], '--set', 'general.name=a split chimera, renamed', '--out', cliBase]).toString();
     const wantNames = split.map((_, i) => `${stem}-edited-${String(i + 1).padStart(5, '0')}-of-${String(split.length).padStart(5, '0')}.gguf`);
+    // Each download by its name: the browser starts them in order, but the events may
+    // arrive in another (the first shard's blob is composed, the others are slices).
+    const byName = new Map(shardDownloads.map((d) => [d.suggestedFilename(), d]));
     const same = [];
-    for (const [i, d] of shardDownloads.entries()) {
+    for (const [i, name] of wantNames.entries()) {
+      const d = byName.get(name);
+      if (!d) { same.push(false); continue; }
       const got = path.join(outDir, `inspect-split-${i}.gguf`);
       await d.saveAs(got);
-      same.push(d.suggestedFilename() === wantNames[i] && sha(got) === sha(cliShards[i]));
+      same.push(sha(got) === sha(cliShards[i]));
       fs.rmSync(got, { force: true });
     }
     const status = (await page.textContent('#meta-status')) ?? '';
     check(shardDownloads.length === split.length && same.every(Boolean) &&
       said.includes(`and ${split.length - 1} more shards copied as they are`) && status.includes(`and ${split.length - 1} more shards copied as they are`),
-    `the split model edited: ${shardDownloads.length} downloads (${wantNames.join(', ')}), each organ meta's shard byte for byte`);
+    `the split model edited: ${shardDownloads.length} downloads (${wantNames.join(', ')}), each organ meta's shard byte for byte` +
+      (same.every(Boolean) ? '' : ` (got ${shardDownloads.map((d) => d.suggestedFilename()).join(', ')}; same bytes: ${same.join(', ')})`) +
+      (status.includes('more shards copied') ? '' : ` (the page said: ${status.slice(0, 300)})`));
     for (const f of cliShards) fs.rmSync(f, { force: true });
   }
 

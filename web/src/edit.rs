@@ -108,12 +108,7 @@ fn edited(
         }
         let (edits, tensors) = core_edits(g, pending).map_err(|e| Error::Refused(format!("{label}: {e}")))?;
         if let (Some(e), false) = (tensors.first(), whole) {
-            return Err(Error::Refused(format!(
-                "{} {:?}: tensor edits of a split model are not supported (each shard's header lists its own \
-                 tensors); merge it into one GGUF (organ assemble, llama-gguf-split --merge) and edit that",
-                e.flag(),
-                e.spec()
-            )));
+            return Err(Error::Refused(e.split_refusal()));
         }
         let e = meta::edit_all(g, &edits, &tensors)
             .map_err(|e| Error::Refused(format!("{label}: cannot edit {}: {e}", meta::what(&tensors))))?;
@@ -193,17 +188,11 @@ pub async fn write(files: &[Src], pending: &[PendingEdit]) -> Result<Written, Er
     for (name, blob) in names.iter().zip(&blobs) {
         export::download_blob(name, blob);
     }
-    let findings = match found.is_empty() {
-        true => Vec::new(),
-        false => std::iter::once(meta::findings_intro(found.len(), &names[0]))
-            .chain(meta::finding_lines(&found).into_iter().map(|l| format!("  {l}")))
-            .collect(),
-    };
     Ok(Written {
         bytes: e.file_len(),
         wrote: e.wrote(&names[0], &meta::copied_shards(files.len())),
         changes: e.lines(),
-        findings,
+        findings: meta::findings_text(&found, &names[0]),
     })
 }
 

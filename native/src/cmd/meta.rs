@@ -186,12 +186,7 @@ pub fn run(o: &Options<'_>, w: &mut dyn Write) -> Result<()> {
         }
     }
     if let (Some(e), 2..) = (o.tensors.first(), files.len()) {
-        bail!(
-            "{} {:?}: tensor edits of a split model are not supported (each shard's header lists its own tensors); \
-             merge it into one GGUF (organ assemble, llama-gguf-split --merge) and edit that",
-            e.flag(),
-            e.spec()
-        );
+        bail!("{}", e.split_refusal());
     }
     let label = file.file_name();
     let edits = edits(o, &g, &label)?;
@@ -339,11 +334,8 @@ fn finish(
         writeln!(w, "{line}")?;
     }
     writeln!(w, "{}", edited.wrote(&out_name, others))?;
-    if !findings.is_empty() {
-        writeln!(w, "{}", meta::findings_intro(findings.len(), &out_name))?;
-        for line in meta::finding_lines(findings) {
-            writeln!(w, "  {line}")?;
-        }
+    for line in meta::findings_text(findings, &out_name) {
+        writeln!(w, "{line}")?;
     }
     if let Some(path) = o.json {
         let report = surgery::Meta {

@@ -26,6 +26,7 @@
 
 use super::output::{Estimate, Perplexity};
 use anyhow::{Context, Result};
+use organ_core::report::human_bytes;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -70,9 +71,15 @@ impl Policy {
         Policy { root: crate::paths::cache_root(), max_bytes }
     }
 
+    /// Whether anything is kept or read: a root, and room.
+    #[must_use]
+    pub fn is_on(&self) -> bool {
+        self.root.is_some() && self.max_bytes > 0
+    }
+
     /// The logits cache's directory, when it is on.
     fn dir(&self) -> Option<PathBuf> {
-        self.root.as_ref().filter(|_| self.max_bytes > 0).map(|r| r.join(DIR))
+        self.root.as_ref().filter(|_| self.is_on()).map(|r| r.join(DIR))
     }
 }
 
@@ -244,8 +251,8 @@ impl Slot {
             crate::progress::note(format!(
                 "the base's logits ({}) do not fit in --logits-cache-max ({}): not kept, so the next run on \
                  this base computes them again (raise --logits-cache-max to keep them)",
-                human(len),
-                human(self.max_bytes)
+                human_bytes(len),
+                human_bytes(self.max_bytes)
             ));
             return Ok(false);
         }
@@ -378,15 +385,6 @@ fn read_capped(p: &Path, max: u64) -> Result<Vec<u8>> {
 pub fn file_blake3(p: &Path) -> Result<String> {
     let mut f = File::open(p).with_context(|| format!("{}: cannot open", p.display()))?;
     Ok(hash(&mut f).with_context(|| format!("{}: cannot read", p.display()))?.0)
-}
-
-/// Bytes as people read them: `25.0 MB`, `1.0 GiB`.
-fn human(bytes: u64) -> String {
-    match bytes {
-        b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / f64::from(1u32 << 30)),
-        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / f64::from(1u32 << 20)),
-        b => format!("{b} bytes"),
-    }
 }
 
 /// `--logits-cache-max`'s value: `0` (keep nothing), or a size as `--split-max-size` reads

@@ -119,7 +119,7 @@ pub fn evaluate(model: &Path, base: Option<&Path>, s: &Settings, scratch: Option
     let (model_adapters, _) = hand_adapters(&s.adapters.model, model, &read, false)?;
     // The base's adapters are part of its logits' key: their bytes are hashed when the
     // logits cache is on.
-    let caching = base.is_some() && s.logits_cache.max_bytes > 0 && s.logits_cache.root.is_some();
+    let caching = base.is_some() && s.logits_cache.is_on();
     let (base_file, (base_adapters, base_adapter_ids), base_read) = match base {
         Some(b) => {
             let (handed, base_read) = hand_model(b, &dir.path.join("base"))?;

@@ -449,19 +449,27 @@ pub fn new_findings(g: &Gguf<'_>, e: &Edited) -> Result<Vec<crate::check::Findin
     Ok(after.into_iter().filter(|f| f.severity != crate::check::Severity::Info && !before.contains(f)).collect())
 }
 
-/// The line `organ meta` prints before [`new_findings`]' lines, for a model written to `out`.
-pub fn findings_intro(n: usize, out: &str) -> String {
-    let what = match n {
+/// What `organ meta` prints after the line that says what it wrote, of the [`new_findings`]
+/// of a model written to `out`: nothing when there are none, else a line saying how many
+/// and where to look, then [`finding_lines`], indented.
+pub fn findings_text(findings: &[crate::check::Finding], out: &str) -> Vec<String> {
+    if findings.is_empty() {
+        return Vec::new();
+    }
+    let what = match findings.len() {
         1 => "1 problem".to_owned(),
         n => format!("{n} problems"),
     };
-    format!("the edited model has {what} the input had not; llama.cpp may refuse it (organ check {out} says more):")
+    let intro = format!(
+        "the edited model has {what} the input had not; llama.cpp may refuse it (organ check {out} says more):"
+    );
+    core::iter::once(intro).chain(finding_lines(findings).into_iter().map(|l| format!("  {l}"))).collect()
 }
 
-/// [`new_findings`] as `organ meta` prints them, after [`findings_intro`]: one line each,
-/// at most three of a kind (a rename over every layer is one story, not sixty lines), the
-/// rest counted.
-pub fn finding_lines(findings: &[crate::check::Finding]) -> Vec<String> {
+/// [`new_findings`] as `organ meta` prints them, after [`findings_text`]'s first line: one
+/// line each, at most three of a kind (a rename over every layer is one story, not sixty
+/// lines), the rest counted.
+fn finding_lines(findings: &[crate::check::Finding]) -> Vec<String> {
     const SHOWN: usize = 3;
     let mut kinds: Vec<(crate::check::Severity, crate::check::Kind, usize)> = Vec::new();
     let mut lines = Vec::new();

@@ -88,6 +88,16 @@ impl TensorEdit {
         Ok(())
     }
 
+    /// Why this edit is refused on a split model (each shard's header lists its own tensors).
+    pub fn split_refusal(&self) -> String {
+        format!(
+            "{} {:?}: tensor edits of a split model are not supported (each shard's header lists its own tensors); \
+             merge it into one GGUF (organ assemble, llama-gguf-split --merge) and edit that",
+            self.flag(),
+            self.spec()
+        )
+    }
+
     fn pattern(&self) -> &str {
         match self {
             TensorEdit::Rename { pattern, .. }

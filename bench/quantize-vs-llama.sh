@@ -29,23 +29,7 @@ case $MODEL in
     py="$(scripts/setup-oracle.sh)" gib=1
     [ "$MODEL" = big ] || gib=${MODEL#big:}
     "$py" bench/make-big-base.py "$work/base.gguf" "$gib"
-    "$py" - "$work/base.gguf" "$work/im.gguf" <<'PY'
-import sys
-import numpy as np
-from gguf import GGUFReader, GGUFWriter
-rng = np.random.default_rng(0)
-w = GGUFWriter(sys.argv[2], "")
-w.add_type("imatrix")
-w.add_array("imatrix.datasets", ["synthetic"])
-w.add_uint32("imatrix.chunk_count", 4)
-w.add_uint32("imatrix.chunk_size", 128)
-for t in GGUFReader(sys.argv[1]).tensors:
-    if t.name.startswith("blk."):
-        n_in = int(t.shape[0])
-        w.add_tensor(t.name + ".in_sum2", (512 * 10 ** rng.uniform(-4, 0, n_in)).astype(np.float32).reshape(1, n_in))
-        w.add_tensor(t.name + ".counts", np.full((1, 1), 512, dtype=np.float32))
-w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
-PY
+    "$py" bench/make-synthetic-imatrix.py "$work/base.gguf" "$work/im.gguf"
     ;;
   *)
     "$bin/llama-quantize" --allow-requantize "$MODEL" "$work/base.gguf" F16 > /dev/null 2>&1

@@ -61,6 +61,10 @@ pub struct Prediction {
     pub options: Vec<PredictedPoint>,
     /// The candidate types it cannot take.
     pub unavailable: Vec<Unavailable>,
+    /// How many of its rows were round-tripped, when not all: a weight of more than
+    /// [`super::ROUND_TRIP_VALUES`] values is predicted from an even sample of its rows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rows_sampled: Option<u64>,
 }
 
 /// What a step-1 job reads.

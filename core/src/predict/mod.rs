@@ -32,7 +32,7 @@ pub mod steps;
 
 pub use calibrate::{agreement, spearman, Agreement, Calibration, Point};
 pub use family::{Family, Method};
-pub use round_trip::{round_trip, row_errors};
+pub use round_trip::{round_trip, row_errors, sampled_row_errors, sampled_rows, ROUND_TRIP_VALUES};
 pub use steps::{PredictedPoint, Prediction, Predictor, Unavailable};
 
 use crate::error::{Error, Result};

@@ -20,7 +20,7 @@ pub use super::jobs::{
     tensor, Block, By, Energy, EnergyJob, Other, PredictedPoint, Prediction, RoundTripJob, Stream, Unavailable,
 };
 use super::residual;
-use super::{round_trip, row_errors, Calibration, Kind, Method, Shape};
+use super::{sampled_row_errors, sampled_rows, Calibration, Kind, Method, Shape};
 use crate::error::{Error, Result};
 use crate::imatrix::Imatrix;
 use crate::model::{Model, TensorEntry};
@@ -278,6 +278,9 @@ impl<'i> Predictor<'i> {
             By::Residual(k) => k.name().to_owned(),
             By::WeightedError(_) => crate::anatomy::kind(&t.name),
         };
+        // A large weight's round trips are taken on an even sample of its rows.
+        let rows = values.len().checked_div(n_in).unwrap_or(0);
+        let picked = sampled_rows(rows, n_in);
         let mut p = Prediction {
             name: t.name.clone(),
             kind,
@@ -288,6 +291,7 @@ impl<'i> Predictor<'i> {
             bytes: t.n_bytes,
             options: Vec::new(),
             unavailable: Vec::new(),
+            rows_sampled: (picked.len() < rows).then_some(picked.len() as u64),
         };
         for &ty in &self.types {
             if n_in % ty.block_size() != 0 {
@@ -295,9 +299,8 @@ impl<'i> Predictor<'i> {
                 p.unavailable.push(Unavailable { ty, reason });
                 continue;
             }
-            let errors = (round_trip(ty, values, n_in, qw.as_deref())
-                .and_then(|q| row_errors(values, &q, n_in, &cols)))
-            .map_err(|e| in_tensor(&t.name, e))?;
+            let errors = sampled_row_errors(ty, values, n_in, qw.as_deref(), &cols, &picked)
+                .map_err(|e| in_tensor(&t.name, e))?;
             let relative = match carried {
                 Some((rw, h)) => Some(residual::carried(&errors, rw).map_err(|e| in_tensor(&t.name, e))? / h),
                 None => None,

@@ -214,3 +214,56 @@ fn calibration_recovers_its_own_predictions_and_ranks_them() {
     assert!((r - 4.5 / libm::sqrt(4.5 * 5.0)).abs() < 1e-12, "{r}");
     assert!(spearman(&[1.0], &[1.0]).is_nan());
 }
+
+#[test]
+fn large_weights_are_predicted_from_an_even_sample_of_their_rows() {
+    // SmolLM2's largest block weight is whole; a 7B's ffn_up keeps ⌈2^21 / 4096⌉ = 512 rows.
+    assert_eq!(sampled_rows(576, 1536), (0..576).collect::<Vec<_>>());
+    let rows = sampled_rows(11008, 4096);
+    assert_eq!(rows.len(), 512);
+    assert!(rows.windows(2).all(|w| w[0] < w[1]) && rows[0] == 10 && rows[511] == 10997, "{rows:?}");
+    // One row longer than the budget is still one row; nothing of nothing.
+    assert_eq!(sampled_rows(3, ROUND_TRIP_VALUES + 256), vec![1]);
+    assert!(sampled_rows(0, 4096).is_empty());
+
+    // Two experts of 4 rows of 256, steered by their own weights: each picked row's error is
+    // the one the whole weight's round trip gives it, times rows / picked.
+    let (name, n_in) = ("blk.0.ffn_down_exps.weight", 256);
+    let im = one_entry_imatrix(name, n_in, 2);
+    let qw = im.quant_weights_of(name, &[256, 4, 2]).unwrap().unwrap();
+    let cols = im.column_weights(name, &[256, 4, 2]).unwrap();
+    let w: Vec<f32> = (0..8 * n_in as u64).map(|i| crate::random::normal(11, i)).collect();
+    let picked = [1, 3, 4, 6];
+    for ty in [GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::IQ4_NL] {
+        for qw in [Some(&qw[..]), None] {
+            let whole = round_trip(ty, &w, n_in, qw).and_then(|q| row_errors(&w, &q, n_in, &cols)).unwrap();
+            let got = sampled_row_errors(ty, &w, n_in, qw, &cols, &picked).unwrap();
+            let want: Vec<f64> = (0..8).map(|r| if picked.contains(&r) { 2.0 * whole[r] } else { 0.0 }).collect();
+            assert_eq!(got, want, "{ty}");
+            // Every row picked: the whole weight's errors, unscaled.
+            let all: Vec<usize> = (0..8).collect();
+            assert_eq!(sampled_row_errors(ty, &w, n_in, qw, &cols, &all).unwrap(), whole, "{ty}");
+        }
+    }
+    for bad in [&[3, 1][..], &[2, 8], &[]] {
+        let e = sampled_row_errors(GgmlType::Q4_0, &w, n_in, None, &cols, bad).unwrap_err().to_string();
+        assert!(e.contains("sampled rows"), "{bad:?}: {e}");
+    }
+}
+
+#[test]
+fn a_sample_of_rows_estimates_the_whole_weights_error() {
+    // 600 rows of 4096 (2.4 M values): 512 rows predict the sum within a percent, for rows
+    // whose spread differs (every tenth row three times the others).
+    let (rows, n_in) = (600usize, 4096usize);
+    let w: Vec<f32> = (0..(rows * n_in) as u64)
+        .map(|i| crate::random::normal(3, i) * if (i as usize / n_in) % 10 == 0 { 3.0 } else { 1.0 })
+        .collect();
+    let picked = sampled_rows(rows, n_in);
+    assert_eq!(picked.len(), 512);
+    let cols = vec![1.0; n_in];
+    let whole: f64 =
+        round_trip(GgmlType::Q4_0, &w, n_in, None).and_then(|q| row_errors(&w, &q, n_in, &cols)).unwrap().iter().sum();
+    let est: f64 = sampled_row_errors(GgmlType::Q4_0, &w, n_in, None, &cols, &picked).unwrap().iter().sum();
+    assert!((est / whole - 1.0).abs() < 0.01, "{est} against {whole}");
+}

@@ -109,6 +109,7 @@ pub struct Predicted {
     types: Vec<GgmlType>,
     cost: BTreeMap<(String, GgmlType), f64>,
     method: BTreeMap<String, Method>,
+    sampled: usize,
 }
 
 impl Predicted {
@@ -118,13 +119,14 @@ impl Predicted {
     pub fn new(source: String, imatrix: bool, types: Vec<GgmlType>, predictions: Vec<Prediction>) -> Predicted {
         let mut cost = BTreeMap::new();
         let mut method = BTreeMap::new();
+        let sampled = predictions.iter().filter(|p| p.rows_sampled.is_some()).count();
         for p in predictions {
             method.insert(p.name.clone(), p.method);
             for o in p.options {
                 cost.insert((p.name.clone(), o.ty), o.predicted_kld);
             }
         }
-        Predicted { source, imatrix, types, cost, method }
+        Predicted { source, imatrix, types, cost, method, sampled }
     }
 
     /// How many weights each model predicted.
@@ -146,6 +148,13 @@ impl CurveSource for Predicted {
         if weighted > 0 {
             let rho = Calibration::weighted_error_rho(self.imatrix);
             by.push(format!("{weighted} by the weighted error alone, which {rho}"));
+        }
+        if self.sampled > 0 {
+            by.push(format!(
+                "{} weights of more than {} values each from an even sample of their rows",
+                self.sampled,
+                crate::predict::ROUND_TRIP_VALUES
+            ));
         }
         format!("{}; {}; tensors outside the prediction at {UNCOVERED}", self.source, by.join("; "))
     }

@@ -74,6 +74,14 @@ pub fn predicted(r: &PredictionReport, w: &mut dyn Write) -> fmt::Result {
             Calibration::weighted_error_rho(imatrix)
         )?;
     }
+    let sampled = r.tensors.iter().filter(|t| t.rows_sampled.is_some()).count();
+    if sampled > 0 {
+        writeln!(
+            w,
+            "  {sampled} weights of more than {} values each predicted from an even sample of their rows",
+            crate::predict::ROUND_TRIP_VALUES
+        )?;
+    }
     let mut rows: Vec<&PredictedRow> = r.tensors.iter().collect();
     rows.sort_by(|a, b| b.predicted_kld.total_cmp(&a.predicted_kld));
     // The measured column only with a truth to take it from (--truth).

@@ -44,6 +44,10 @@ pub struct PredictedRow {
     /// `Σ_j w_j ‖ΔW[:, j]‖²`, the round-trip error weighted by the input columns' mean
     /// squares: what the calibration scales.
     pub weighted_error: f64,
+    /// How many of its rows the round trip took, when not all (a weight of more than
+    /// [`crate::predict::ROUND_TRIP_VALUES`] values: an even sample of its rows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_sampled: Option<u64>,
     /// The measured mean KL divergence of the same change (`--truth`), when it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_kld: Option<f64>,
@@ -124,6 +128,7 @@ pub fn rows(predictions: Vec<Prediction>, picked: &[&str]) -> (Vec<PredictedRow>
                 predicted_kld: x.predicted_kld,
                 relative: x.relative,
                 weighted_error: x.weighted_error,
+                rows_sampled: p.rows_sampled,
                 measured_kld: None,
             }),
             None => {

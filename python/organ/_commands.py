@@ -659,7 +659,8 @@ def recipe(model, *, target_bpw=None, target_size=None, from_=(), imatrix=None, 
     model: the model to quantize.
     target_bpw, target_size: the budget, bits per weight or a size (``"90M"``).
     from_: sensitivity reports (``organ sensitivity --to TYPE --json``), one per type;
-        or ``imatrix``, or ``data_free=True``.
+        or ``imatrix``, or ``data_free=True``; or both, the reports scaling the
+        prediction of the other types per tensor.
     types: the candidate types (a list, or ``"Q4_K,Q6_K"``), with ``imatrix`` or
         ``data_free``.
     out: write llama-quantize's ``--tensor-type`` lines here.

@@ -406,3 +406,54 @@ fn an_impossible_target_is_refused_first_in_its_own_unit() {
     let last: serde_json::Value = serde_json::from_str(last).unwrap();
     assert!(last["total"].as_u64().unwrap() > 200 && last["done"] == last["total"], "{last}");
 }
+
+/// `--from` with `--data-free` (docs/recipe.md, One sweep anchoring the prediction): a
+/// tensor's measured type costs what was measured, and each other type the data-free
+/// prediction times the tensor's measured over predicted KL divergence at the measured one.
+#[test]
+fn one_measured_type_scales_the_prediction_of_the_others() {
+    let Some(q41) = need::smollm2_and_llama() else { return };
+    let model = smollm2_f16(&q41);
+    let q4 = report(&model, GgmlType::Q4_0, "anchor-q4_0.json", |_| ());
+    let measured: Value = serde_json::from_slice(&std::fs::read(&q4).unwrap()).unwrap();
+    let kld = |name: &str| -> f64 {
+        let rows = measured["tensors"].as_array().unwrap();
+        rows.iter().find(|t| t["name"] == name).unwrap()["kld"]["value"].as_f64().unwrap()
+    };
+    let predicted = |ty: &str| -> std::collections::HashMap<String, f64> {
+        let out = tmp(&format!("anchor-predicted-{ty}.json"));
+        let mut c = organ();
+        c.args(["sensitivity"]).arg(&model).args(["--to", ty, "--predict", "--force", "--json"]).arg(&out);
+        ok(c);
+        let r: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+        let rows = r["tensors"].as_array().unwrap().iter();
+        rows.map(|t| (t["name"].as_str().unwrap().to_owned(), t["predicted_kld"].as_f64().unwrap())).collect()
+    };
+    let (p4, p5) = (predicted("q4_0"), predicted("q5_0"));
+    let args = ["--target-size", "95M", "--data-free", "--types", "q4_0,q5_0,q8_0"];
+    let text = String::from_utf8(ok(recipe(&model, std::slice::from_ref(&q4), &args, "anchored")).stdout).unwrap();
+    assert!(text.contains("other types predicted and scaled per tensor"), "{text}");
+    let r: Value = serde_json::from_slice(&std::fs::read(tmp("anchored.json")).unwrap()).unwrap();
+    let (mut at_q4, mut at_q5) = (0, 0);
+    for t in r["tensors"].as_array().unwrap() {
+        let (name, cost) = (t["name"].as_str().unwrap(), t["cost"].as_f64().unwrap());
+        let close = |want: f64| assert!((cost - want).abs() <= 1e-9 * want.abs(), "{name}: {cost} against {want}");
+        match (t["type"].as_str().unwrap(), p4.get(name)) {
+            ("Q4_0", Some(_)) => {
+                close(kld(name));
+                at_q4 += 1;
+            }
+            ("Q5_0", Some(&p)) => {
+                close(p5[name] * kld(name) / p);
+                assert_eq!(t["predictor"], "residual, measured scale", "{name}");
+                at_q5 += 1;
+            }
+            ("Q4_0", None) => assert_eq!((name, &t["predictor"]), ("token_embd.weight", &json!("measured"))),
+            _ => {}
+        }
+    }
+    assert!(at_q4 > 10 && at_q5 > 10, "Q4_0: {at_q4}, Q5_0: {at_q5}\n{text}");
+    // --types picks predicted types: without a prediction it is refused.
+    let err = fails(recipe(&model, &[q4], &["--target-size", "95M", "--types", "q4_0"], "anchored-bad"));
+    assert!(err.contains("--types names the predicted types"), "{err}");
+}

@@ -7,12 +7,14 @@
 //!   `src/llama-quant.cpp`, build 11434), and the `--tensor-type` line that asks for one.
 //! - [`size`]: the exact bytes of a tensor of a type, and of the header `llama-quantize`
 //!   writes, so a file-size budget is kept to the byte.
+//! - [`anchored`]: measured curves anchoring predicted ones (one sweep scales every type).
 //! - [`solve`]: the search (Lagrangian over each curve's lower convex hull, then a fill of
 //!   the budget left), with a certified lower bound on the best possible loss.
 //!
 //! Pure: no I/O; the CLI reads the model and the sensitivity reports and runs the tool.
 
 pub mod accept;
+pub mod anchored;
 pub mod choose;
 pub mod predicted;
 pub mod report;

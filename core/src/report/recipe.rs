@@ -18,11 +18,13 @@ pub fn text(r: &Recipe, out: &mut dyn fmt::Write) -> fmt::Result {
     writeln!(out, "recipe for {} ({}), {}", printable(&r.model), printable(&r.source), r.target)?;
     // A predicted recipe says which predictor each tensor's losses came from.
     let by = r.tensors.iter().any(|t| t.predictor.is_some());
-    let by_head = if by { format!(" {:<14}", "by") } else { String::new() };
+    let wide = r.tensors.iter().filter_map(|t| t.predictor.as_ref().map(|p| printable(p).chars().count())).max();
+    let w = wide.unwrap_or(0).max(14);
+    let by_head = if by { format!(" {:<w$}", "by") } else { String::new() };
     writeln!(out, "{:<36} {:>6} {:>6} {:>11} {:>11}{by_head}  why", "tensor", "from", "type", "bytes", "pred. KLD")?;
     for t in &r.tensors {
         let by = match (by, &t.predictor) {
-            (true, p) => format!(" {:<14}", printable(p.as_deref().unwrap_or("none"))),
+            (true, p) => format!(" {:<w$}", printable(p.as_deref().unwrap_or("none"))),
             (false, _) => String::new(),
         };
         writeln!(

@@ -20,9 +20,9 @@ pub struct RecipeArgs {
     #[arg(long, value_name = "SIZE")]
     pub target_size: Option<String>,
     /// A sensitivity report (organ sensitivity --to TYPE --json): each tensor's KL
-    /// divergence when it alone is requantized to TYPE. One per candidate type.
-    #[arg(long = "from", value_name = "SENS.json", required_unless_present_any = ["imatrix", "data_free"],
-          conflicts_with_all = ["imatrix", "data_free"])]
+    /// divergence when it alone is requantized to TYPE. One per candidate type; with
+    /// --imatrix or --data-free, the other types are predicted and scaled per tensor by it.
+    #[arg(long = "from", value_name = "SENS.json", required_unless_present_any = ["imatrix", "data_free"])]
     pub from: Vec<PathBuf>,
     /// Predict the curves from this importance matrix (llama-imatrix's GGUF output) instead
     /// of measuring them; --apply quantizes with it too.
@@ -33,7 +33,7 @@ pub struct RecipeArgs {
     pub data_free: bool,
     /// With --imatrix or --data-free: the candidate types (comma-separated; default Q2_K,
     /// Q3_K, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q8_0). Q8_0 is always one.
-    #[arg(long, value_name = "LIST", value_delimiter = ',', conflicts_with = "from")]
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub types: Vec<String>,
     /// Write the --tensor-type lines (for llama-quantize --tensor-type-file).
     #[arg(long, value_name = "RECIPE")]
@@ -139,10 +139,17 @@ impl<'a> TryFrom<&'a RecipeArgs> for cmd::recipe::Options<'a> {
         Ok(cmd::recipe::Options {
             model: &a.model,
             target,
-            source: if a.from.is_empty() {
-                SourceSpec::Predicted { imatrix: a.imatrix.clone(), types: candidate_types(&a.types)? }
-            } else {
-                SourceSpec::Measured(a.from.clone())
+            source: match (a.from.is_empty(), a.imatrix.is_some() || a.data_free) {
+                (true, _) => SourceSpec::Predicted { imatrix: a.imatrix.clone(), types: candidate_types(&a.types)? },
+                (false, true) => SourceSpec::Anchored {
+                    from: a.from.clone(),
+                    imatrix: a.imatrix.clone(),
+                    types: candidate_types(&a.types)?,
+                },
+                (false, false) if !a.types.is_empty() => {
+                    bail!("--types names the predicted types: give --imatrix or --data-free with --from, or drop it")
+                }
+                (false, false) => SourceSpec::Measured(a.from.clone()),
             },
             out: a.out.as_deref(),
             json: a.json.as_deref(),

@@ -5,8 +5,9 @@
 //! the model (docs/recipe.md).
 //!
 //! The losses come from a [`CurveSource`]: measured sensitivity reports (`--from`,
-//! [`sensitivity`]) today; another source is one type implementing the trait and one
-//! arm in [`SourceSpec::open`].
+//! [`sensitivity`]), the prediction (`--imatrix`, `--data-free`: [`predicted`]), or both,
+//! the measurement anchoring the prediction ([`Anchored`]); another source is one type
+//! implementing the trait and one arm in [`SourceSpec::open`].
 
 mod apply;
 pub mod predicted;
@@ -20,6 +21,7 @@ use crate::model::Model;
 use anyhow::{anyhow, Result};
 use organ_core::ggml_type::GgmlType;
 use organ_core::model::TensorEntry;
+use organ_core::recipe::anchored::Anchored;
 use organ_core::recipe::choose::Refusal;
 use organ_core::recipe::Target;
 use organ_core::report::formats::{AnyReport, Shown, TENSOR_TYPES};
@@ -35,6 +37,9 @@ pub enum SourceSpec {
     /// `--imatrix FILE` (`Some`) or `--data-free` (`None`): predicted curves, for these
     /// candidate types (and Q8_0).
     Predicted { imatrix: Option<PathBuf>, types: Vec<GgmlType> },
+    /// `--from SENS.json…` with `--imatrix FILE` or `--data-free`: the measured curves,
+    /// and the predicted ones scaled per tensor by them ([`Anchored`]).
+    Anchored { from: Vec<PathBuf>, imatrix: Option<PathBuf>, types: Vec<GgmlType> },
 }
 
 impl SourceSpec {
@@ -44,21 +49,33 @@ impl SourceSpec {
     /// The source's files are bad or not of this model.
     pub fn open(&self, model: &Model) -> Result<Box<dyn CurveSource>> {
         match self {
-            SourceSpec::Measured(paths) => {
-                let blake3 = model.fingerprint(false)?.blake3;
-                let tensors: Vec<&TensorEntry> = model.tensors.iter().map(|t| &t.entry).collect();
-                let reports = paths.iter().map(|p| sensitivity::read(p, &tensors, &blake3)).collect::<Result<_>>()?;
-                Ok(Box::new(sensitivity::Measured::new(reports)?))
-            }
-            SourceSpec::Predicted { imatrix, types } => {
-                let im = match imatrix {
-                    Some(p) => Some((p.as_path(), crate::predict::read_imatrix(p)?)),
-                    None => None,
-                };
-                Ok(Box::new(predicted::predicted(model, im.as_ref().map(|(p, i)| (*p, i)), types)?))
+            SourceSpec::Measured(paths) => Ok(Box::new(measured(model, paths)?)),
+            SourceSpec::Predicted { imatrix, types } => Ok(Box::new(predict(model, imatrix.as_deref(), types)?)),
+            SourceSpec::Anchored { from, imatrix, types } => {
+                let measured = measured(model, from)?;
+                // Predicted in the measured types too, where the scale is taken.
+                let mut types = types.clone();
+                types.extend(measured.0.iter().map(|s| s.change).filter(|t| !types.contains(t)).collect::<Vec<_>>());
+                let predicted = predict(model, imatrix.as_deref(), &types)?;
+                Ok(Box::new(Anchored::new(Box::new(measured), Box::new(predicted))))
             }
         }
     }
+}
+
+fn measured(model: &Model, paths: &[PathBuf]) -> Result<sensitivity::Measured> {
+    let blake3 = model.fingerprint(false)?.blake3;
+    let tensors: Vec<&TensorEntry> = model.tensors.iter().map(|t| &t.entry).collect();
+    let reports = paths.iter().map(|p| sensitivity::read(p, &tensors, &blake3)).collect::<Result<_>>()?;
+    sensitivity::Measured::new(reports)
+}
+
+fn predict(model: &Model, imatrix: Option<&Path>, types: &[GgmlType]) -> Result<predicted::Predicted> {
+    let im = match imatrix {
+        Some(p) => Some((p, crate::predict::read_imatrix(p)?)),
+        None => None,
+    };
+    predicted::predicted(model, im.as_ref().map(|(p, i)| (*p, i)), types)
 }
 
 /// `--apply`: what to run after the recipe is written.

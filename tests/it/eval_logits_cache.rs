@@ -48,12 +48,18 @@ fn counting_bin(name: &str) -> PathBuf {
     dir
 }
 
-/// The runs `bin` made since the last call, in order.
+/// The runs `bin` made since the last call, in order, a run made again counted once: on a
+/// loaded machine llama-perplexity's output is sometimes cut short at exit and organ runs
+/// it again (`run_read`, "running it again"), which appends the same word twice in a
+/// row. One evaluation runs the base and the model at most once each, so two equal words
+/// in a row are always such a repeat.
 fn runs(bin: &Path) -> Vec<String> {
     let p = bin.join("runs");
     let text = std::fs::read_to_string(&p).unwrap_or_default();
     let _ = std::fs::remove_file(&p);
-    text.lines().map(str::to_owned).collect()
+    let mut v: Vec<String> = text.lines().map(str::to_owned).collect();
+    v.dedup();
+    v
 }
 
 /// The cache's entries: the logits files in `cache/logits`, by name.

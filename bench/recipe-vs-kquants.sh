@@ -6,7 +6,8 @@
 # pass of compute:
 #   - data-free: the weights alone (--data-free), against the preset;
 #   - imatrix: an importance matrix of tests/data/texts/calibration.txt (--imatrix, also
-#     given to llama-quantize), against the preset made with it;
+#     given to llama-quantize), against the preset made with it; imatrix-q5_1 (not in
+#     the default INPUTS) the same with Q5_1 allowed, as the preset allows it;
 #   - measured at one type: one sensitivity sweep at ONE_TYPE (default Q4_0) anchoring the
 #     data-free prediction (--from SWEEP --data-free: each tensor's predicted curve scaled
 #     by its measured over predicted KLD there), against the preset;
@@ -26,7 +27,8 @@
 # (the plain Q5_1 quantizer does not). Its 576-wide rows take no K-quant (only ffn_down's
 # 1536 do).
 # Usage: bench/recipe-vs-kquants.sh [MODEL.gguf] [CTX=512]
-#   env PRESETS="Q4_K_M Q3_K_M", INPUTS="data-free imatrix one every", ONE_TYPE=Q4_0, SWEEPS=DIR
+#   env PRESETS="Q4_K_M Q3_K_M", INPUTS="data-free imatrix imatrix-q5_1 one every",
+#   ONE_TYPE=Q4_0, SWEEPS=DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL="${1:-$(scripts/fetch-model.sh)}"
@@ -93,7 +95,7 @@ for preset in $PRESETS; do
   row "$preset" "llama-quantize $preset" "$WORK/$preset.gguf"
   plain=$LAST
   target=$(size "$WORK/$preset.gguf")
-  if has imatrix; then
+  if has imatrix || has imatrix-q5_1; then
     "$LLAMA/llama-quantize" --imatrix "$IM" "$F16" "$WORK/$preset-im.gguf" "$preset" >/dev/null 2>&1
     row "$preset" "llama-quantize $preset --imatrix" "$WORK/$preset-im.gguf"
     with_im=$LAST
@@ -105,6 +107,10 @@ for preset in $PRESETS; do
   if has imatrix; then
     recipe "$WORK/$preset-imr.gguf" "$(size "$WORK/$preset-im.gguf")" --imatrix "$IM" --types "$NO_Q4_1_Q5_1"
     row "$preset" "organ recipe --imatrix (no Q5_1)" "$WORK/$preset-imr.gguf" "$with_im"
+  fi
+  if has imatrix-q5_1; then
+    recipe "$WORK/$preset-imr51.gguf" "$(size "$WORK/$preset-im.gguf")" --imatrix "$IM" --types "$NO_Q4_1"
+    row "$preset" "organ recipe --imatrix (with Q5_1)" "$WORK/$preset-imr51.gguf" "$with_im"
   fi
   if has one; then
     recipe "$WORK/$preset-one.gguf" "$target" "${one[@]}" --data-free --types "$NO_Q4_1"

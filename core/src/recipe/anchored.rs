@@ -38,6 +38,17 @@ impl Anchored {
     }
 }
 
+/// `types`, then each of `more` it lacks, in order: the types an anchored recipe predicts
+/// (the candidates and the measured ones, where the scale is taken) and offers.
+pub fn with_types(mut types: Vec<GgmlType>, more: Vec<GgmlType>) -> Vec<GgmlType> {
+    for t in more {
+        if !types.contains(&t) {
+            types.push(t);
+        }
+    }
+    types
+}
+
 impl CurveSource for Anchored {
     fn describe(&self) -> String {
         format!(
@@ -48,9 +59,7 @@ impl CurveSource for Anchored {
     }
 
     fn types(&self) -> Vec<GgmlType> {
-        let mut types = self.predicted.types();
-        types.extend(self.measured.types().into_iter().filter(|t| !types.contains(t)).collect::<Vec<_>>());
-        types
+        with_types(self.predicted.types(), self.measured.types())
     }
 
     fn cost(&self, tensor: &TensorEntry, ty: GgmlType) -> Option<f64> {
@@ -92,13 +101,7 @@ mod tests {
             "fixed".into()
         }
         fn types(&self) -> Vec<GgmlType> {
-            let mut t: Vec<GgmlType> = Vec::new();
-            for c in &self.0 {
-                if !t.contains(&c.1) {
-                    t.push(c.1);
-                }
-            }
-            t
+            with_types(Vec::new(), self.0.iter().map(|c| c.1).collect())
         }
         fn cost(&self, tensor: &TensorEntry, ty: GgmlType) -> Option<f64> {
             self.0.iter().find(|c| c.0 == tensor.name && c.1 == ty).map(|c| c.2)

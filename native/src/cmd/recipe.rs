@@ -21,7 +21,7 @@ use crate::model::Model;
 use anyhow::{anyhow, Result};
 use organ_core::ggml_type::GgmlType;
 use organ_core::model::TensorEntry;
-use organ_core::recipe::anchored::Anchored;
+use organ_core::recipe::anchored::{self, Anchored};
 use organ_core::recipe::choose::Refusal;
 use organ_core::recipe::Target;
 use organ_core::report::formats::{AnyReport, Shown, TENSOR_TYPES};
@@ -54,8 +54,7 @@ impl SourceSpec {
             SourceSpec::Anchored { from, imatrix, types } => {
                 let measured = measured(model, from)?;
                 // Predicted in the measured types too, where the scale is taken.
-                let mut types = types.clone();
-                types.extend(measured.0.iter().map(|s| s.change).filter(|t| !types.contains(t)).collect::<Vec<_>>());
+                let types = anchored::with_types(types.clone(), measured.types());
                 let predicted = predict(model, imatrix.as_deref(), &types)?;
                 Ok(Box::new(Anchored::new(Box::new(measured), Box::new(predicted))))
             }
